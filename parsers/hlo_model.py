@@ -1,0 +1,72 @@
+"""The HLO data model shared by the text and proto readers and the cost model.
+
+Both readers produce these objects, so everything downstream (cost model,
+joins, reports) is indifferent to where a module came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Shape:
+    """An HLO shape: an array ``element_type[dims]`` or a tuple of shapes.
+
+    ``element_type`` uses XLA's lower-case names (f32, bf16, f8e4m3fn, s8,
+    pred, token, tuple, ...). ``layout`` is the raw layout text, e.g.
+    ``{1,0:T(8,128)(2,1)}``, or None.
+    """
+
+    element_type: str
+    dims: tuple[int, ...] = ()
+    tuple_shapes: tuple["Shape", ...] = ()
+    layout: str | None = None
+
+    @property
+    def is_tuple(self) -> bool:
+        return self.element_type == "tuple"
+
+
+@dataclass
+class Instruction:
+    name: str
+    opcode: str                       # "dot", "fusion", "all-reduce-start", "custom-call", ...
+    shape: Shape
+    operands: list[str]               # operand instruction names, in order
+    attributes: dict[str, str] = field(default_factory=dict)  # raw attribute text by key
+    called_computations: list[str] = field(default_factory=list)
+    metadata: dict[str, str] = field(default_factory=dict)    # op_type, op_name, source_file, source_line
+    backend_config: str | None = None  # raw (usually JSON) text
+    custom_call_target: str | None = None
+    fusion_kind: str | None = None     # kLoop, kInput, kOutput, kCustom
+    id: int | None = None              # unique id in the proto form (may exceed 2**31)
+    line: int | None = None            # line in the HLO text file, for messages
+
+
+@dataclass
+class Computation:
+    name: str
+    instructions: list[Instruction]
+    root: str | None = None            # name of the ROOT instruction
+    is_entry: bool = False
+    execution_thread: str | None = None
+
+    def by_name(self) -> dict[str, Instruction]:
+        return {inst.name: inst for inst in self.instructions}
+
+
+@dataclass
+class HloModule:
+    name: str
+    computations: dict[str, Computation]   # by name, in file order
+    entry: str | None                        # name of the ENTRY computation
+    file: str | None = None
+    stage: str | None = None                 # "before" / "after" optimizations, when known
+    program_id: int | None = None
+    source_files: list[str] = field(default_factory=list)    # FileNames table
+    stack_frames: dict[int, tuple[str, int, str]] = field(default_factory=dict)  # id -> (file, line, function)
+    warnings: list[str] = field(default_factory=list)
+
+    def entry_computation(self) -> Computation | None:
+        return self.computations.get(self.entry) if self.entry else None
