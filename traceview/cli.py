@@ -1,0 +1,57 @@
+"""The `traceview` command line: one sub-command per module in traceview.commands."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+
+from traceview import __version__
+from traceview.errors import UserError
+
+# Sub-commands, in the order `traceview --help` lists them. Each module has
+# `register(subparsers)` and `run(args) -> int`.
+COMMANDS = ("analyze", "runs", "hlo", "roofline", "hardware", "dashboard", "diff", "check")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="traceview",
+        description="Roofline analysis of XLA / JAX profiler traces and HLO dumps.",
+    )
+    parser.add_argument("--version", action="version", version=f"traceview {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"traceview.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"traceview.commands.{name}":
+                raise
+            continue  # a command not built yet
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.run(args) or 0)
+    except UserError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"traceview: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except BrokenPipeError:  # `traceview analyze ... | head`
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

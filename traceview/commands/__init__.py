@@ -1,0 +1,1 @@
+"""One module per `traceview` sub-command: `register(subparsers)` and `run(args)`."""

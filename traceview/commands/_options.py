@@ -1,0 +1,35 @@
+"""Options shared by several sub-commands, so they read the same everywhere."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_source(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", metavar="PATH",
+                        help="a log dir (plugins/profile/<run>/), a run dir, or one .xplane.pb file")
+    parser.add_argument("--run", metavar="NAME", help="which run of a log dir (default: the newest)")
+
+
+def add_format(parser: argparse.ArgumentParser, formats=("table", "json", "csv", "markdown")) -> None:
+    parser.add_argument("--format", choices=formats, default=formats[0],
+                        help=f"output format (default: {formats[0]})")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+
+
+def add_target(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", metavar="CHIP",
+                        help="chip to judge the ops against (default: the chip the trace was captured on); "
+                             "`traceview hardware` lists them")
+    parser.add_argument("--hardware-file", metavar="FILE",
+                        help="JSON file adding or overriding chips in the hardware database")
+
+
+def write_output(text: str, output: str | None) -> None:
+    if output:
+        with open(output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()

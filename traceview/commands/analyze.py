@@ -1,0 +1,38 @@
+"""`traceview analyze PATH`: devices, steps and the ops that matter, for a person or a program."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from traceview.analysis import build_analysis
+from traceview.commands._options import add_format, add_source, add_target, write_output
+from traceview.load import load_profile
+from traceview.progress import progress_bar
+from traceview.report import analysis_csv, analysis_json, analysis_markdown, analysis_text
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("analyze", help="per-op times (and roofline labels) of a trace",
+                                   description=__doc__)
+    add_source(parser)
+    add_format(parser)
+    add_target(parser)
+    parser.add_argument("--top", type=int, default=20, metavar="N", help="ops to show (default 20)")
+    parser.add_argument("--per-device", action="store_true", help="one row per op and device")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    profile = load_profile(args.path, run=args.run, progress=progress_bar("reading trace"))
+    analysis = build_analysis(profile, per_device=args.per_device)
+    if args.format == "json":
+        text = json.dumps(analysis_json(analysis), indent=1) + "\n"
+    elif args.format == "csv":
+        text = analysis_csv(analysis)
+    elif args.format == "markdown":
+        text = analysis_markdown(analysis, top=args.top)
+    else:
+        text = analysis_text(analysis, top=args.top)
+    write_output(text, args.output)
+    return 0

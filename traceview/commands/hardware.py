@@ -1,0 +1,29 @@
+"""`traceview hardware`: the chips traceview knows, with every figure and its source."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from traceview.commands._options import write_output
+from traceview.hardware import format_hardware_table, hardware_json, load_hardware
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("hardware", help="list the chips in the hardware database",
+                                   description=__doc__)
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--hardware-file", metavar="FILE",
+                        help="JSON file adding or overriding chips")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    db = load_hardware(args.hardware_file)
+    if args.format == "json":
+        text = json.dumps(hardware_json(db), indent=1) + "\n"
+    else:
+        text = format_hardware_table(db) + "\n"
+    write_output(text, args.output)
+    return 0

@@ -1,0 +1,92 @@
+"""Plain-text and Markdown tables, for terminal and pull-request output."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+ANSI = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "magenta": "35",
+        "cyan": "36", "grey": "90", "bold": "1"}
+
+
+def use_colour(stream=None) -> bool:
+    """Colour only on a terminal, and never when NO_COLOR is set."""
+    stream = stream or sys.stdout
+    return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+
+
+def colour(text: str, name: str | None, enabled: bool) -> str:
+    if not enabled or not name:
+        return text
+    return f"\x1b[{ANSI[name]}m{text}\x1b[0m"
+
+
+def _visible_len(text: str) -> int:
+    # Colour codes take no columns.
+    out, i = 0, 0
+    while i < len(text):
+        if text[i] == "\x1b":
+            i = text.index("m", i) + 1
+            continue
+        out += 1
+        i += 1
+    return out
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]],
+               align: str | None = None) -> str:
+    """Columns padded to width; `align` is one char per column, 'l' or 'r'."""
+    align = align or "l" * len(headers)
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], _visible_len(cell))
+
+    def line(cells: Sequence[str]) -> str:
+        parts = []
+        for i, cell in enumerate(cells):
+            pad = " " * (widths[i] - _visible_len(cell))
+            parts.append(pad + cell if align[i] == "r" else cell + pad)
+        return "  ".join(parts).rstrip()
+
+    out = [line(headers), line(["-" * w for w in widths])]
+    out.extend(line(row) for row in rows)
+    return "\n".join(out)
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]],
+                   align: str | None = None) -> str:
+    align = align or "l" * len(headers)
+    rule = ["---:" if a == "r" else "---" for a in align]
+    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(esc(h) for h in headers) + " |", "| " + " | ".join(rule) + " |"]
+    lines.extend("| " + " | ".join(esc(c) for c in row) + " |" for row in rows)
+    return "\n".join(lines)
+
+
+def fmt_time_us(us: float | None) -> str:
+    """Microseconds, in the unit a person reads fastest."""
+    if us is None or us != us:
+        return "-"
+    if abs(us) >= 1e6:
+        return f"{us / 1e6:.3f} s"
+    if abs(us) >= 1e3:
+        return f"{us / 1e3:.3f} ms"
+    return f"{us:.2f} us"
+
+
+def fmt_si(value: float | None, unit: str = "") -> str:
+    """1.23 T, 456 G, ... for FLOPs, bytes and rates."""
+    if value is None or value != value:
+        return "-"
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}".rstrip()
+
+
+def fmt_pct(value: float | None) -> str:
+    if value is None or value != value:
+        return "-"
+    return f"{100 * value:.1f}%"
