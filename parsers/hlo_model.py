@@ -22,6 +22,7 @@ class Shape:
     dims: tuple[int, ...] = ()
     tuple_shapes: tuple["Shape", ...] = ()
     layout: str | None = None
+    dynamic: tuple[bool, ...] = ()    # per dim: True for a bounded-dynamic dim (``<=N``, dims holds N)
 
     @property
     def is_tuple(self) -> bool:
@@ -67,6 +68,8 @@ class HloModule:
     source_files: list[str] = field(default_factory=list)    # FileNames table
     stack_frames: dict[int, tuple[str, int, str]] = field(default_factory=dict)  # id -> (file, line, function)
     warnings: list[str] = field(default_factory=list)
+    attributes: dict[str, str] = field(default_factory=dict)  # header attributes, raw text by key
+    module_id: int | None = None             # dump file number (module_0016.* -> 16), or proto id
 
     def entry_computation(self) -> Computation | None:
         return self.computations.get(self.entry) if self.entry else None

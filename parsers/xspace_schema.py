@@ -9,6 +9,9 @@ both are loaded in one process.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 _PACKAGE = "traceview.xspace"
@@ -74,8 +77,38 @@ _MESSAGES: list[tuple[str, list[tuple]]] = [
     ]),
 ]
 
+# The same wire format with each line's events left as raw bytes: the reader
+# decodes them as numpy columns (decode_events below) instead of
+# creating one Python message per event.
+_MESSAGES += [
+    ("XSpaceRaw", [
+        ("planes", 1, _MSG, _REP, "XPlaneRaw", None),
+        ("errors", 2, _STR, _REP, None, None),
+        ("warnings", 3, _STR, _REP, None, None),
+        ("hostnames", 4, _STR, _REP, None, None),
+    ]),
+    ("XPlaneRaw", [
+        ("id", 1, _I64, _OPT, None, None),
+        ("name", 2, _STR, _OPT, None, None),
+        ("lines", 3, _MSG, _REP, "XLineRaw", None),
+        ("event_metadata", 4, _MSG, _REP, "XPlaneRaw.EventMetadataEntry", None),
+        ("stat_metadata", 5, _MSG, _REP, "XPlaneRaw.StatMetadataEntry", None),
+        ("stats", 6, _MSG, _REP, "XStat", None),
+    ]),
+    ("XLineRaw", [
+        ("id", 1, _I64, _OPT, None, None),
+        ("display_id", 10, _I64, _OPT, None, None),
+        ("name", 2, _STR, _OPT, None, None),
+        ("display_name", 11, _STR, _OPT, None, None),
+        ("timestamp_ns", 3, _I64, _OPT, None, None),
+        ("duration_ps", 9, _I64, _OPT, None, None),
+        ("events", 4, _BYTES, _REP, None, None),
+    ]),
+]
+
 _ONEOFS = {"XEvent": "data", "XStat": "value"}
-_MAP_ENTRIES = {"XPlane": [("EventMetadataEntry", "XEventMetadata"), ("StatMetadataEntry", "XStatMetadata")]}
+_MAP_ENTRIES = {plane: [("EventMetadataEntry", "XEventMetadata"), ("StatMetadataEntry", "XStatMetadata")]
+                for plane in ("XPlane", "XPlaneRaw")}
 
 
 def _add_field(msg: descriptor_pb2.DescriptorProto, name, number, ftype, label, type_name, oneof) -> None:
@@ -119,5 +152,181 @@ XEvent = _CLASSES["XEvent"]
 XStat = _CLASSES["XStat"]
 XEventMetadata = _CLASSES["XEventMetadata"]
 XStatMetadata = _CLASSES["XStatMetadata"]
+XSpaceRaw = _CLASSES["XSpaceRaw"]
 
-__all__ = ["XSpace", "XPlane", "XLine", "XEvent", "XStat", "XEventMetadata", "XStatMetadata"]
+__all__ = ["XSpace", "XPlane", "XLine", "XEvent", "XStat", "XEventMetadata", "XStatMetadata", "XSpaceRaw",
+           "EventColumns", "decode_events", "WireError"]
+
+
+# ------------------------------------------------------------------ columnar decoding
+#
+# Each event of a line is a small protobuf message. Rather than one Python
+# object per event, all of a line's events are decoded at once: one cursor
+# per event, and each round reads the next field of every event that has one,
+# so the Python-level loop runs (fields per event) times, not (events) times.
+
+_WT_VARINT, _WT_I64, _WT_LEN, _WT_I32 = 0, 1, 2, 5
+# XStat value fields (the oneof): field number -> kind
+STAT_DOUBLE, STAT_UINT64, STAT_INT64, STAT_STR, STAT_BYTES, STAT_REF = 2, 3, 4, 5, 6, 7
+
+
+class WireError(ValueError):
+    """Event bytes that do not decode as XEvent / XStat messages."""
+
+
+@dataclass
+class EventColumns:
+    """A line's events as columns; stats as a long table (one row per event stat)."""
+
+    metadata_id: np.ndarray      # int64 per event
+    offset_ps: np.ndarray        # int64 per event
+    duration_ps: np.ndarray      # int64 per event
+    stat_event: np.ndarray       # event index of each stat
+    stat_id: np.ndarray          # stat metadata id of each stat
+    stat_kind: np.ndarray        # STAT_* (0: no value)
+    stat_bits: np.ndarray        # uint64: varint value, or the double's bits
+    stat_start: np.ndarray       # str/bytes value: slice of `buffer`
+    stat_end: np.ndarray
+    buffer: bytes
+
+    def __len__(self) -> int:
+        return self.metadata_id.size
+
+    def stat_bytes(self, i: int) -> bytes:
+        return self.buffer[int(self.stat_start[i]):int(self.stat_end[i])]
+
+
+def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Decode one varint at each position: (values as uint64, positions after them).
+
+    Byte by byte over the shrinking set of varints still going on: most are
+    one or two bytes long.
+    """
+    byte = buf[pos]
+    values = (byte & 0x7F).astype(np.uint64)
+    end = pos + 1
+    going = np.flatnonzero(byte >= 0x80)
+    shift = np.uint64(7)
+    for _ in range(9):
+        if going.size == 0:
+            return values, end
+        byte = buf[end[going]]
+        values[going] |= (byte & 0x7F).astype(np.uint64) << shift
+        end[going] += 1
+        going = going[byte >= 0x80]
+        shift += np.uint64(7)
+    if going.size:
+        raise WireError("varint longer than 10 bytes")
+    return values, end
+
+
+def _fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
+    """Yield (message index, field number, wire type, varint/fixed value, value start, value end) per round."""
+    pos = starts.copy()
+    live = np.flatnonzero(pos < ends)
+    while live.size:
+        tag, p = _varints(buf, pos[live])
+        field, wire = (tag >> np.uint64(3)).astype(np.int64), (tag & np.uint64(7)).astype(np.int64)
+        value = np.zeros(live.size, dtype=np.uint64)
+        v_start, v_end = p.copy(), p.copy()
+        is_var = wire == _WT_VARINT
+        if is_var.any():
+            value[is_var], v_end[is_var] = _varints(buf, p[is_var])
+        is_len = wire == _WT_LEN
+        if is_len.any():
+            length, v_start[is_len] = _varints(buf, p[is_len])
+            v_end[is_len] = v_start[is_len] + length.astype(np.int64)
+        for wt, size in ((_WT_I64, 8), (_WT_I32, 4)):
+            fixed = wire == wt
+            if fixed.any():
+                raw = buf[p[fixed][:, None] + np.arange(size)].astype(np.uint64)
+                value[fixed] = np.bitwise_or.reduce(raw << (np.arange(size, dtype=np.uint64) * np.uint64(8)), axis=1)
+                v_end[fixed] = p[fixed] + size
+        if not np.isin(wire, (_WT_VARINT, _WT_I64, _WT_LEN, _WT_I32)).all():
+            raise WireError("unsupported wire type")
+        if (v_end > ends[live]).any():
+            raise WireError("field runs past the end of its message")
+        yield live, field, wire, value, v_start, v_end
+        pos[live] = v_end
+        live = live[pos[live] < ends[live]]
+
+
+_BATCH = 1 << 15  # events decoded together: keeps the working set in cache
+
+
+def decode_events(raw_events, keep_stats: np.ndarray | None = None) -> EventColumns:
+    """Decode a line's raw XEvent messages (XLineRaw.events) into columns.
+
+    `keep_stats`: stat metadata ids to keep (None: all). Stats of other ids
+    are dropped as soon as their id is read, which saves time and memory.
+    """
+    n = len(raw_events)
+    lengths = np.fromiter(map(len, raw_events), dtype=np.int64, count=n)
+    data = b"".join(raw_events)
+    buf = np.frombuffer(data + bytes(16), dtype=np.uint8)
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    parts = [_decode_batch(buf, starts[i:i + _BATCH], ends[i:i + _BATCH], i, keep_stats)
+             for i in range(0, n, _BATCH)]
+    if not parts:
+        parts = [_decode_batch(buf, starts, ends, 0, keep_stats)]
+    cols = [np.concatenate(c) for c in zip(*parts)]
+    return EventColumns(*cols, buffer=data)
+
+
+def _decode_batch(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, first: int,
+                  keep_stats: np.ndarray | None) -> tuple:
+    n = starts.size
+    mid = np.zeros(n, dtype=np.uint64)
+    off = np.zeros(n, dtype=np.uint64)
+    dur = np.zeros(n, dtype=np.uint64)
+    s_event, s_start, s_end = [], [], []
+    for live, field, wire, value, v_start, v_end in _fields(buf, starts, ends):
+        for number, column in ((1, mid), (2, off), (3, dur)):
+            sel = (field == number) & (wire == _WT_VARINT)
+            column[live[sel]] = value[sel]
+        sel = (field == 4) & (wire == _WT_LEN)
+        if sel.any():
+            s_event.append(live[sel])
+            s_start.append(v_start[sel])
+            s_end.append(v_end[sel])
+    if s_event:
+        stat_event = np.concatenate(s_event)
+        st_starts, st_ends = np.concatenate(s_start), np.concatenate(s_end)
+        order = np.argsort(st_starts, kind="stable")  # byte order = event order, then stat order
+        stat_event, st_starts, st_ends = stat_event[order], st_starts[order], st_ends[order]
+    else:
+        stat_event = st_starts = st_ends = np.zeros(0, dtype=np.int64)
+    # The metadata id comes first in every stat the profiler writes: read it,
+    # drop unwanted stats, and decode the rest from just after it.
+    first_id = np.zeros(stat_event.size, dtype=np.uint64)
+    if stat_event.size:
+        tag, after_tag = _varints(buf, st_starts)
+        leads = np.flatnonzero((tag == 8) & (after_tag < st_ends))
+        first_id[leads], after_id = _varints(buf, after_tag[leads])
+        if (after_id > st_ends[leads]).any():
+            raise WireError("stat id runs past the end of its stat")
+        st_starts = st_starts.copy()
+        st_starts[leads] = after_id
+        if keep_stats is not None:
+            keep = np.ones(stat_event.size, dtype=bool)
+            keep[leads] = np.isin(first_id[leads].view(np.int64), keep_stats)
+            stat_event, st_starts, st_ends, first_id = stat_event[keep], st_starts[keep], st_ends[keep], first_id[keep]
+    m = stat_event.size
+    stat_id = first_id
+    kind = np.zeros(m, dtype=np.int8)
+    bits = np.zeros(m, dtype=np.uint64)
+    v_s = np.zeros(m, dtype=np.int64)
+    v_e = np.zeros(m, dtype=np.int64)
+    for live, field, wire, value, v_start, v_end in _fields(buf, st_starts, st_ends):
+        sel = (field == 1) & (wire == _WT_VARINT)
+        stat_id[live[sel]] = value[sel]
+        sel = (field >= STAT_DOUBLE) & (field <= STAT_REF)
+        if sel.any():
+            rows = live[sel]
+            kind[rows] = field[sel]
+            bits[rows] = value[sel]
+            v_s[rows] = v_start[sel]
+            v_e[rows] = v_end[sel]
+    return (mid.view(np.int64), off.view(np.int64), dur.view(np.int64), stat_event + first,
+            stat_id.view(np.int64), kind, bits, v_s, v_e)

@@ -5,8 +5,10 @@ is ``compiled.cost_analysis()`` (XLA's HloCostAnalysis) and the HLO is
 ``compiled.as_text()`` (the optimized module, the same text that
 ``--xla_dump_to`` writes as ``*.after_optimizations.txt``).
 
-The sharded programs need 8 host devices, so this module asks for them before
-jax is first imported (tests/conftest.py does the same).
+The sharded programs need 8 host devices, which XLA only grants when
+``--xla_force_host_platform_device_count=8`` is set before jax starts its
+backend; so the tests run the corpus in a subprocess (``python tests/corpus.py
+--json OUT``) and importing this module changes nothing in the caller.
 """
 
 from __future__ import annotations
@@ -15,14 +17,12 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
-DEVICE_FLAG = "--xla_force_host_platform_device_count=8"
-if DEVICE_FLAG not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + DEVICE_FLAG).strip()
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from jax import lax  # noqa: E402
+DEVICE_FLAG = "--xla_force_host_platform_device_count=8"
 
 
 @dataclass
@@ -94,6 +94,21 @@ def _max_pool(x):
     return lax.reduce_window(x, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
 
 
+def _transformer_params():
+    ks = [_r(32, 32, seed=i) * 0.1 for i in range(4)]
+    return {"qkv": jnp.stack(ks[:3]), "o": ks[3], "w1": _r(32, 64) * 0.1, "w2": _r(64, 32) * 0.1,
+            "g": jnp.ones(32), "b": jnp.zeros(32)}
+
+
+def _transformer_loss(p, x):
+    h = _layer_norm(x, p["g"], p["b"])
+    q, k, v = (jnp.einsum("bsd,de->bse", h, p["qkv"][i]).reshape(2, 16, 4, 8) for i in range(3))
+    a = _attention(q, k, v).reshape(2, 16, 32) @ p["o"]
+    x = x + a
+    x = x + jax.nn.relu(_layer_norm(x, p["g"], p["b"]) @ p["w1"]) @ p["w2"]
+    return jnp.mean(x ** 2)
+
+
 def _shard_map_collectives(x):
     from jax.sharding import Mesh, PartitionSpec as P
     mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("a", "b"))
@@ -121,13 +136,15 @@ def _sharded_matmul(x, w):
 PROGRAMS: list[Program] = [
     Program("matmul_f32", lambda a, b: a @ b, lambda: (_r(128, 256), _r(256, 64))),
     Program("matmul_odd_f32", lambda a, b: a @ b, lambda: (_r(33, 77), _r(77, 19))),
-    Program("matmul_bf16", lambda a, b: a @ b, lambda: (_r(64, 512, dtype=jnp.bfloat16), _r(512, 96, dtype=jnp.bfloat16))),
+    Program("matmul_bf16", lambda a, b: a @ b,
+            lambda: (_r(64, 512, dtype=jnp.bfloat16), _r(512, 96, dtype=jnp.bfloat16))),
     Program("matmul_f16", lambda a, b: a @ b, lambda: (_r(40, 72, dtype=jnp.float16), _r(72, 24, dtype=jnp.float16))),
     Program("matmul_int8", lambda a, b: lax.dot(a, b, preferred_element_type=jnp.int32),
             lambda: (_i(64, 128, dtype=jnp.int8), _i(128, 32, dtype=jnp.int8))),
     Program("matvec", lambda a, b: a @ b, lambda: (_r(300, 200), _r(200))),
     Program("einsum_batched", lambda a, b: jnp.einsum("bij,bjk->bik", a, b), lambda: (_r(6, 32, 48), _r(6, 48, 16))),
-    Program("einsum_multi_contract", lambda a, b: jnp.einsum("abcd,cde->abe", a, b), lambda: (_r(4, 5, 6, 7), _r(6, 7, 9))),
+    Program("einsum_multi_contract", lambda a, b: jnp.einsum("abcd,cde->abe", a, b),
+            lambda: (_r(4, 5, 6, 7), _r(6, 7, 9))),
     Program("conv2d_stride", lambda x, w: _conv(x, w, window_strides=(2, 2), padding="SAME",
                                                  dimension_numbers=("NHWC", "HWIO", "NHWC")),
             lambda: (_r(2, 17, 17, 8), _r(3, 3, 8, 16))),
@@ -178,13 +195,33 @@ PROGRAMS: list[Program] = [
     Program("avg_pool", lambda x: lax.reduce_window(x, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") / 4,
             lambda: (_r(2, 16, 16, 4),)),
     Program("max_pool_grad", jax.grad(lambda x: _max_pool(x).sum()), lambda: (_r(2, 16, 16, 4),)),
-    Program("dynamic_slices", lambda x, i: lax.dynamic_update_slice(x, lax.dynamic_slice(x, (i, 0), (4, 8)) * 2, (0, i)),
+    Program("dynamic_slices",
+            lambda x, i: lax.dynamic_update_slice(x, lax.dynamic_slice(x, (i, 0), (4, 8)) * 2, (0, i)),
             lambda: (_r(32, 32), jnp.int32(3))),
-    Program("data_movement", lambda x: jnp.concatenate([jnp.pad(x, ((1, 2), (0, 3))).T, x[::-1, :].T[:, :3]], axis=1),
+    Program("data_movement", lambda x: jnp.concatenate([jnp.pad(x, ((1, 2), (0, 0))).T, x[::-1, :].T[:, :3]], axis=1),
             lambda: (_r(12, 20),)),
     Program("random", lambda k: jax.random.normal(k, (64, 64)), lambda: (jax.random.key(0),)),
     Program("fft", lambda x: jnp.fft.rfft(x).real, lambda: (_r(8, 256),)),
     Program("iota_compare", lambda x: jnp.where(jnp.arange(x.shape[0])[:, None] > 3, x, -x), lambda: (_r(64, 16),)),
+    Program("switch3", lambda i, x: lax.switch(i, [jnp.sin, lambda x: x @ x, lambda x: jnp.cumsum(x, 0)], x),
+            lambda: (jnp.int32(1), _r(16, 16))),
+    Program("nested_loops", lambda a: lax.fori_loop(0, 3, lambda i, x: lax.scan(
+        lambda c, _: (jnp.tanh(c @ a), None), x, None, length=4)[0], a), lambda: (_r(8, 8),)),
+    Program("transformer_block_grad", jax.grad(lambda p, x: _transformer_loss(p, x)),
+            lambda: (_transformer_params(), _r(2, 16, 32))),
+    Program("fp8_matmul", lambda a, b: lax.dot(a.astype(jnp.float8_e4m3fn), b.astype(jnp.float8_e4m3fn),
+                                               preferred_element_type=jnp.float32),
+            lambda: (_r(32, 64), _r(64, 16))),
+    Program("int_ops", lambda x, y: (x % y, x >> 2, jnp.clip(x, 1, 5), x // y, lax.population_count(x)),
+            lambda: (_i(40, 30, high=100) + 1, _i(40, 30, high=7) + 1)),
+    Program("complex", lambda x: jnp.abs(jnp.fft.fft(x.astype(jnp.complex64)) * (1 + 2j)), lambda: (_r(4, 64),)),
+    Program("rbg_random", lambda k: jax.random.uniform(jax.random.wrap_key_data(k, impl="rbg"), (32, 32)),
+            lambda: (jnp.zeros((4,), jnp.uint32),)),
+    Program("reduce_precision_pad", lambda x: lax.reduce_precision(lax.pad(x, 0.0, ((1, -1, 1), (2, 0, 0))), 5, 10),
+            lambda: (_r(10, 10),)),
+    Program("dus_in_loop", lambda x: lax.fori_loop(0, 5, lambda i, c: lax.dynamic_update_slice(
+        c, lax.dynamic_slice_in_dim(c, i, 1) * 2, (i + 1, 0)), x),
+            lambda: (_r(8, 6),)),
     Program("shard_map_collectives", _shard_map_collectives, lambda: (_r(16, 32),), needs_devices=8),
     Program("sharded_matmul", _sharded_matmul, lambda: (_r(64, 32), _r(32, 48)), needs_devices=8),
 ]
@@ -204,12 +241,37 @@ def available(p: Program) -> bool:
     return len(jax.devices()) >= p.needs_devices
 
 
-if __name__ == "__main__":  # dump the corpus for inspection: python tests/corpus.py OUTDIR
+def main(argv: list[str]) -> None:
+    """``corpus.py --json OUT [NAME...]``: compile the programs (all, or those named) and write name,
+    HLO text and XLA's figures.
+    ``corpus.py DIR``: write each program's optimized HLO text into DIR, for reading."""
+    import json
     import sys
-    out = sys.argv[1] if len(sys.argv) > 1 else "/tmp/corpus"
+
+    if argv[:1] == ["--json"]:
+        records = []
+        for p in PROGRAMS:
+            if not available(p) or (argv[2:] and p.name not in argv[2:]):
+                continue
+            c = compile_program(p)
+            records.append({"name": c.name, "hlo_text": c.hlo_text, "flops": c.flops,
+                            "transcendentals": c.transcendentals, "bytes_accessed": c.bytes_accessed})
+        with open(argv[1], "w") as fh:
+            json.dump({"jax_version": jax.__version__, "devices": len(jax.devices()), "programs": records}, fh)
+        return
+    out = argv[0] if argv else "/tmp/corpus"
     os.makedirs(out, exist_ok=True)
     for p in PROGRAMS:
         c = compile_program(p)
         with open(os.path.join(out, p.name + ".txt"), "w") as fh:
             fh.write(c.hlo_text)
-        print(f"{p.name:24s} flops={c.flops:12.0f} trans={c.transcendentals:9.0f} bytes={c.bytes_accessed:12.0f}")
+        print(f"{p.name:24s} flops={c.flops:12.0f} trans={c.transcendentals:9.0f} bytes={c.bytes_accessed:12.0f}",
+              file=sys.stdout)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if DEVICE_FLAG not in os.environ.get("XLA_FLAGS", ""):  # before jax starts its backend
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + DEVICE_FLAG).strip()
+    main(sys.argv[1:])

@@ -1,28 +1,44 @@
 """From a loaded Profile to the numbers every report shows.
 
-This is the one place that assembles an analysis; the CLI formats, the
-dashboard and the regression checks all read the same `Analysis`.
+This is the one place that assembles an analysis (data flow in DESIGN.md):
+aggregate the measured ops, join them with their HLO cost, judge them
+against the target chip's roofline, and summarize per step and per run.
+The CLI formats, the dashboard and the regression checks all read the same
+`Analysis`; re-targeting only re-runs `apply_target`, never the parse.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from traceview.aggregate import op_stats, step_times
+from traceview.aggregate import OP_KEY, op_stats, step_times
+from traceview.hardware import Chip, detect_target, get_chip, load_hardware
+from traceview.intervals import covered_length, union
+from traceview.join import attach_costs
+from traceview.modules import cost_table, profile_modules
 from traceview.profile import Profile
+from traceview.roofline import BOUNDS, roofline, summarize
+
+MEASURED = "self_time_ps"  # the time an op is judged by: its own, not its children's
 
 
 @dataclass
 class Analysis:
     profile: Profile
-    ops: pd.DataFrame                 # aggregated ops (see aggregate.op_stats), plus cost/roofline columns
-    steps: pd.DataFrame               # aggregate.step_times
+    ops: pd.DataFrame                  # aggregate.op_stats + cost (join) + roofline columns
+    steps: pd.DataFrame                # aggregate.step_times (+ time_by_bound columns)
+    costs: pd.DataFrame                # per-instruction HLO costs of every module found
+    modules: list = field(default_factory=list)
     per_device: bool = False
-    target: object | None = None      # traceview.hardware.Chip once the roofline runs
+    target: Chip | None = None
     target_detected: bool = False
-    summary_extra: dict = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)   # roofline.summarize, times in ps
+    idle_ps: int = 0
+    span_ps: int = 0                   # sum over devices of first-op-start .. last-op-end
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -30,14 +46,132 @@ class Analysis:
         return int(self.profile.ops["self_ps"].sum()) if not self.profile.ops.empty else 0
 
 
-def build_analysis(profile: Profile, per_device: bool = False) -> Analysis:
+def build_analysis(profile: Profile, target: str | None = None, hardware_file: str | Path | None = None,
+                   hlo_path: str | Path | None = None, stage: str = "after",
+                   per_device: bool = False) -> Analysis:
+    """Aggregate, cost and (when a chip is known) roofline-judge a profile."""
     warnings = list(profile.warnings)
     if profile.ops.empty:
         warnings.append("the trace holds no device op executions: nothing to analyze")
-    return Analysis(
-        profile=profile,
-        ops=op_stats(profile.ops, per_device=per_device),
-        steps=step_times(profile.steps),
-        per_device=per_device,
-        warnings=warnings,
-    )
+    modules, module_warnings = profile_modules(profile, hlo_path, stage)
+    costs, cost_warnings = cost_table(modules)
+    ops, join_warnings = attach_costs(op_stats(profile.ops, per_device=per_device), costs)
+    warnings += _dedupe(module_warnings + cost_warnings + join_warnings)
+    ops = ops.assign(exposed_time_ps=_exposed_time(profile.ops, ops, per_device))
+    idle_ps, span_ps = _idle_time(profile.ops)
+    analysis = Analysis(profile=profile, ops=ops, steps=step_times(profile.steps), costs=costs,
+                        modules=modules, per_device=per_device, idle_ps=idle_ps, span_ps=span_ps,
+                        warnings=warnings)
+    db = load_hardware(hardware_file)
+    if target:
+        chip, detected = get_chip(target, db), False
+    else:
+        chip, detect_warnings = detect_target(profile.devices, db)
+        detected = chip is not None
+        analysis.warnings += detect_warnings
+    if chip is None:
+        analysis.warnings.append("no target chip: ops are not roofline-judged (give --target; "
+                                 "`traceview hardware` lists the chips)")
+        return analysis
+    return apply_target(analysis, chip, detected)
+
+
+def apply_target(analysis: Analysis, chip: Chip, detected: bool) -> Analysis:
+    """Judge the analysis's ops against `chip` (replacing any earlier judgement)."""
+    base = analysis.ops.drop(columns=[c for c in analysis.ops.columns if c in _ROOFLINE_COLUMNS])
+    ops, roof_warnings = roofline(base, chip, time_column=MEASURED)
+    total = analysis.span_ps or analysis.device_time_ps
+    summary = summarize(ops, chip, total_time_ps=total, idle_ps=analysis.idle_ps, time_column=MEASURED)
+    analysis.ops = ops.sort_values("gap_ps", ascending=False, na_position="last", kind="stable") \
+        .reset_index(drop=True)
+    analysis.target, analysis.target_detected, analysis.summary = chip, detected, summary
+    analysis.steps = _steps_by_bound(analysis)
+    analysis.warnings = [w for w in analysis.warnings if not w.startswith("no target chip")]
+    analysis.warnings += _dedupe(roof_warnings + summary.get("warnings", []))
+    return analysis
+
+
+_ROOFLINE_COLUMNS = {"t_compute_ps", "t_memory_ps", "t_comm_ps", "roofline_time_ps", "bound",
+                     "unknown_reason", "achieved_flops", "achieved_bandwidth", "intensity",
+                     "efficiency", "gap_ps"}
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _leaf_rows(raw: pd.DataFrame) -> np.ndarray:
+    """Rows with no nested child op (a while op's interval would hide its body's ops)."""
+    return (raw["self_ps"] == raw["duration_ps"]).to_numpy()
+
+
+def _idle_time(raw: pd.DataFrame) -> tuple[int, int]:
+    """Sum over devices of (span from first op start to last op end) and of its uncovered part."""
+    if raw.empty:
+        return 0, 0
+    idle = span = 0
+    starts = raw["start_ps"].to_numpy()
+    ends = starts + raw["duration_ps"].to_numpy()
+    codes = raw["device"].cat.codes.to_numpy() if hasattr(raw["device"], "cat") else \
+        pd.factorize(raw["device"])[0]
+    for code in np.unique(codes):
+        mask = codes == code
+        u_starts, u_ends = union(starts[mask], ends[mask])
+        device_span = int(ends[mask].max() - starts[mask].min())
+        span += device_span
+        idle += device_span - int((u_ends - u_starts).sum())
+    return idle, span
+
+
+def _exposed_time(raw: pd.DataFrame, ops: pd.DataFrame, per_device: bool) -> pd.Series:
+    """Per collective op: its time not overlapped by non-collective ops on the same device.
+
+    NaN for ops that are not collectives. A synchronous collective is exposed
+    for its whole duration unless other work runs beside it.
+    """
+    out = pd.Series(np.nan, index=ops.index, dtype="float64")
+    if raw.empty or "collective_kind" not in ops.columns:
+        return out
+    is_coll = ops["collective_kind"].fillna("").astype(str) != ""
+    if not is_coll.any():
+        return out
+    coll_keys = ops.loc[is_coll, OP_KEY].assign(_coll=True)
+    raw_keys = raw[OP_KEY].astype({"module": str, "op": str})
+    raw_coll = raw_keys.merge(coll_keys.astype({"module": str, "op": str}), on=OP_KEY, how="left")["_coll"] \
+        .fillna(False).to_numpy(dtype=bool)
+    starts = raw["start_ps"].to_numpy()
+    ends = starts + raw["duration_ps"].to_numpy()
+    devices = pd.factorize(raw["device"])[0]
+    exposed = np.zeros(len(raw), dtype=np.int64)
+    compute = ~raw_coll & _leaf_rows(raw)
+    for code in np.unique(devices[raw_coll]):
+        on_device = devices == code
+        u_starts, u_ends = union(starts[on_device & compute], ends[on_device & compute])
+        rows = np.flatnonzero(on_device & raw_coll)
+        exposed[rows] = (ends[rows] - starts[rows]) - covered_length(starts[rows], ends[rows], u_starts, u_ends)
+    key = (["device"] if per_device else []) + OP_KEY
+    frame = raw_keys.assign(exposed=exposed)
+    if per_device:
+        frame["device"] = raw["device"].astype(str).to_numpy()
+    sums = frame[raw_coll].groupby(key, observed=True)["exposed"].sum().rename("exposed_sum").reset_index()
+    merged = ops[key].astype({"module": str, "op": str}).merge(sums, on=key, how="left")
+    return pd.Series(merged["exposed_sum"].to_numpy(dtype="float64"), index=ops.index).where(is_coll)
+
+
+def _steps_by_bound(analysis: Analysis) -> pd.DataFrame:
+    """Per step, device self time in ops of each bound (columns `<bound>_ps`)."""
+    steps = analysis.steps.drop(columns=[f"{b}_ps" for b in BOUNDS if f"{b}_ps" in analysis.steps])
+    raw = analysis.profile.ops
+    if raw.empty or steps.empty or "bound" not in analysis.ops.columns:
+        return steps
+    key = (["device"] if analysis.per_device else []) + OP_KEY
+    labels = analysis.ops[key + ["bound"]].astype({"module": str, "op": str})
+    cols = key + ["step", "self_ps"]
+    rows = raw[cols].astype({"module": str, "op": str})
+    if analysis.per_device:
+        rows["device"] = rows["device"].astype(str)
+        labels = labels.astype({"device": str})
+    rows = rows.merge(labels, on=key, how="left")
+    table = rows.pivot_table(index="step", columns="bound", values="self_ps", aggfunc="sum", fill_value=0)
+    table = table.reindex(columns=list(BOUNDS), fill_value=0).add_suffix("_ps").reset_index()
+    return steps.merge(table, on="step", how="left").fillna({f"{b}_ps": 0 for b in BOUNDS})

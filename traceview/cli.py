@@ -11,7 +11,7 @@ from traceview import __version__
 from traceview.errors import UserError
 
 # Sub-commands, in the order `traceview --help` lists them. Each module has
-# `register(subparsers)` and `run(args) -> int`.
+# `register(subparsers)`, which sets `handler=run`, and `run(args) -> int`.
 COMMANDS = ("analyze", "runs", "hlo", "roofline", "hardware", "dashboard", "diff", "check")
 
 
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args.run(args) or 0)
+        return int(args.handler(args) or 0)
     except UserError as exc:
         if args.debug:
             traceback.print_exc()

@@ -1,4 +1,4 @@
-"""Render an Analysis as JSON (the DESIGN.md contract), CSV, Markdown or text."""
+"""Render an Analysis as JSON (the DESIGN.md contract), CSV, Markdown or terminal text."""
 
 from __future__ import annotations
 
@@ -10,22 +10,50 @@ import pandas as pd
 
 from traceview import __version__
 from traceview.analysis import Analysis
-from traceview.tables import (colour, fmt_si, fmt_time_us, markdown_table, text_table,
+from traceview.roofline import BOUNDS
+from traceview.tables import (colour, fmt_pct, fmt_si, fmt_time_us, markdown_table, text_table,
                               use_colour)
 
 PS_PER_US = 1e6
 
-# Op-table column -> JSON field. `_ps` columns become `_us`.
+# Op-frame column -> output field, in output order. `*_ps` columns are
+# converted to microseconds. Flops/bytes are totals over the occurrences.
 OP_FIELDS = {
     "device": "device",
     "program_id": "program_id",
     "module": "module",
     "op": "name",
     "category": "category",
+    "opcode": "opcode",
     "occurrences": "occurrences",
     "total_time_ps": "total_time_us",
     "self_time_ps": "self_time_us",
+    "flops": "flops",
+    "transcendentals": "transcendentals",
+    "bytes_accessed": "bytes_accessed",
+    "payload_bytes": "collective_bytes",
+    "collective_kind": "collective_kind",
+    "group_size": "group_size",
+    "dtype": "dtype",
+    "bound": "bound",
+    "unknown_reason": "unknown_reason",
+    "t_compute_ps": "t_compute_us",
+    "t_memory_ps": "t_memory_us",
+    "t_comm_ps": "t_comm_us",
+    "roofline_time_ps": "roofline_time_us",
+    "efficiency": "efficiency",
+    "gap_ps": "gap_us",
+    "exposed_time_ps": "exposed_time_us",
+    "achieved_flops": "achieved_flops",
+    "achieved_bandwidth": "achieved_bandwidth",
+    "intensity": "intensity",
+    "has_cost": "has_cost",
+    "shape": "shape",
+    "source_file": "source_file",
+    "source_line": "source_line",
 }
+BOUND_COLOURS = {"compute": "green", "memory": "blue", "communication": "magenta", "unknown": "grey",
+                 "idle": "yellow"}
 
 
 def _clean(value):
@@ -39,110 +67,169 @@ def _clean(value):
     return value
 
 
-def _op_records(ops: pd.DataFrame) -> list[dict]:
+def op_records(ops: pd.DataFrame) -> list[dict]:
+    """The `ops` list of the JSON contract (also the CSV rows)."""
+    columns = [c for c in OP_FIELDS if c in ops.columns]
+    frame = ops[columns].copy()
+    for column in columns:
+        if column.endswith("_ps"):
+            frame[column] = pd.to_numeric(frame[column], errors="coerce") / PS_PER_US
+    frame = frame.rename(columns=OP_FIELDS).astype(object)
+    return [{k: _clean(v) for k, v in row.items()} for row in frame.to_dict("records")]
+
+
+def _device_records(analysis: Analysis) -> list[dict]:
+    return [{k: _clean(v) for k, v in dataclasses.asdict(d).items() if k != "stats"}
+            for d in analysis.profile.devices]
+
+
+def _us(ps) -> float | None:
+    return None if ps is None else _clean(ps / PS_PER_US)
+
+
+def _step_records(analysis: Analysis) -> list[dict]:
     records = []
-    columns = [c for c in ops.columns if c in OP_FIELDS or c not in ("trace_flops", "trace_bytes")]
-    for row in ops[columns].itertuples(index=False):
-        record = {}
-        for column, value in zip(columns, row):
-            name = OP_FIELDS.get(column, column)
-            if column.endswith("_ps"):
-                name = name.replace("_ps", "_us") if name == column else name
-                value = None if value is None or value != value else value / PS_PER_US
-            record[name] = _clean(value)
+    for row in analysis.steps.to_dict("records"):
+        record = {"step": int(row["step"]), "time_us": _us(row["time_ps"])}
+        if "compute_ps" in row:
+            record["time_by_bound_us"] = {b: _us(row[f"{b}_ps"]) for b in BOUNDS}
         records.append(record)
     return records
 
 
-def device_records(analysis: Analysis) -> list[dict]:
-    out = []
-    for device in analysis.profile.devices:
-        record = {k: _clean(v) for k, v in dataclasses.asdict(device).items() if k != "stats"}
-        out.append(record)
-    return out
+def summary_record(analysis: Analysis) -> dict:
+    summary = {"device_time_us": _us(analysis.device_time_ps), "span_us": _us(analysis.span_ps),
+               "idle_us": _us(analysis.idle_ps), "steps": _step_records(analysis)}
+    s = analysis.summary
+    if s:
+        summary["time_by_bound_us"] = {k: _us(v) for k, v in s["time_by_bound_ps"].items()}
+        summary["mfu"] = _clean(s.get("mfu"))
+        summary["mfu_dtype"] = s.get("mfu_dtype")
+        summary["flops"] = _clean(s.get("flops"))
+        summary["bytes_accessed"] = _clean(s.get("bytes_accessed"))
+        summary["roofline_time_us"] = _us(s.get("roofline_time_ps"))
+        summary["efficiency"] = _clean(s.get("efficiency"))
+    return summary
+
+
+def target_record(analysis: Analysis) -> dict | None:
+    if analysis.target is None:
+        return None
+    return {"detected": analysis.target_detected, **analysis.target.target_fields()}
 
 
 def analysis_json(analysis: Analysis) -> dict:
-    profile = analysis.profile
-    steps = [{"step": int(r.step), "time_us": r.time_ps / PS_PER_US}
-             for r in analysis.steps.itertuples(index=False)]
-    summary = {"device_time_us": analysis.device_time_ps / PS_PER_US, "steps": steps}
-    summary.update(analysis.summary_extra)
-    doc = {
+    return {
         "traceview_version": __version__,
-        "source": dataclasses.asdict(profile.source),
-        "environment": dict(profile.environment),
-        "devices": device_records(analysis),
-        "summary": summary,
-        "ops": _op_records(analysis.ops),
+        "source": dataclasses.asdict(analysis.profile.source),
+        "environment": dict(analysis.profile.environment),
+        "devices": _device_records(analysis),
+        "target": target_record(analysis),
+        "summary": summary_record(analysis),
+        "ops": op_records(analysis.ops),
         "warnings": list(analysis.warnings),
     }
-    if analysis.target is not None:
-        doc["target"] = analysis.summary_extra.get("_target_json")
-    return doc
 
 
 def analysis_csv(analysis: Analysis) -> str:
     buffer = io.StringIO()
-    frame = pd.DataFrame(_op_records(analysis.ops))
-    frame.to_csv(buffer, index=False)
+    pd.DataFrame(op_records(analysis.ops)).to_csv(buffer, index=False)
     return buffer.getvalue()
 
+
+# ---------------------------------------------------------------- for people
 
 def _device_rows(analysis: Analysis) -> list[list[str]]:
     rows = []
     for d in analysis.profile.devices:
-        peaks = []
-        if d.peak_flops:
-            peaks.append(fmt_si(d.peak_flops, "FLOP/s"))
-        if d.hbm_bandwidth:
-            peaks.append(fmt_si(d.hbm_bandwidth, "B/s"))
-        rows.append([d.id, d.kind, d.model or d.vendor or "-", ", ".join(peaks) or "-"])
+        peaks = [fmt_si(d.peak_flops, "FLOP/s") if d.peak_flops else "",
+                 fmt_si(d.hbm_bandwidth, "B/s") if d.hbm_bandwidth else ""]
+        rows.append([d.id, d.kind, d.model or d.vendor or "-", ", ".join(p for p in peaks if p) or "-"])
     return rows
 
 
-def _step_rows(analysis: Analysis, limit: int = 20) -> list[list[str]]:
-    rows = [[str(r.step), fmt_time_us(r.time_ps / PS_PER_US), str(r.devices)]
-            for r in analysis.steps.head(limit).itertuples(index=False)]
-    return rows
+def _bound_cells(row: dict, total_ps: float) -> list[str]:
+    return [fmt_pct(row.get(f"{b}_ps", 0) / total_ps) if total_ps else "-" for b in BOUNDS]
 
 
-def _top_op_rows(analysis: Analysis, top: int) -> list[list[str]]:
-    total = analysis.device_time_ps or 1
+def _step_rows(analysis: Analysis, limit: int = 20) -> tuple[list[str], list[list[str]], str]:
+    headers, align = ["step", "time", "devices"], "lrr"
+    has_bounds = "compute_ps" in analysis.steps.columns
+    if has_bounds:
+        headers += list(BOUNDS)
+        align += "r" * len(BOUNDS)
     rows = []
-    for r in analysis.ops.head(top).itertuples(index=False):
-        rows.append([
-            r.module, r.op, r.category or "-", str(r.occurrences),
-            fmt_time_us(r.total_time_ps / PS_PER_US), fmt_time_us(r.self_time_ps / PS_PER_US),
-            f"{100 * r.self_time_ps / total:.1f}%",
-        ])
-    return rows
+    for row in analysis.steps.head(limit).to_dict("records"):
+        cells = [str(row["step"]), fmt_time_us(row["time_ps"] / PS_PER_US), str(row["devices"])]
+        if has_bounds:
+            busy = sum(row[f"{b}_ps"] for b in BOUNDS)
+            cells += _bound_cells(row, busy)
+        rows.append(cells)
+    return headers, rows, align
 
 
-OP_HEADERS = ["module", "op", "category", "count", "total", "self", "% self"]
-OP_ALIGN = "lllrrrr"
+def _op_table(analysis: Analysis, top: int, on: bool) -> tuple[list[str], list[list[str]], str]:
+    ops = analysis.ops.head(top)
+    device_total = analysis.device_time_ps or 1
+    judged = "bound" in ops.columns
+    headers = ["module", "op", "category", "count", "self", "% time"]
+    align = "lllrrr"
+    if judged:
+        headers += ["bound", "roofline", "eff.", "gap", "FLOPs", "bytes", "dtype"]
+        align += "lrrrrrl"
+    rows = []
+    for r in ops.to_dict("records"):
+        cells = [str(r["module"]), str(r["op"]), str(r.get("category") or "-"), str(r["occurrences"]),
+                 fmt_time_us(r["self_time_ps"] / PS_PER_US), f"{100 * r['self_time_ps'] / device_total:.1f}%"]
+        if judged:
+            bound = str(r.get("bound") or "unknown")
+            cells += [colour(bound, BOUND_COLOURS.get(bound), on),
+                      fmt_time_us(_us(r.get("roofline_time_ps"))), fmt_pct(r.get("efficiency")),
+                      fmt_time_us(_us(r.get("gap_ps"))), fmt_si(r.get("flops")), fmt_si(r.get("bytes_accessed"), "B"),
+                      str(r.get("dtype") or "-")]
+        rows.append(cells)
+    return headers, rows, align
+
+
+def _summary_lines(analysis: Analysis) -> list[str]:
+    lines = [f"device time {fmt_time_us(_us(analysis.device_time_ps))} over {len(analysis.profile.devices)} "
+             f"devices; idle {fmt_time_us(_us(analysis.idle_ps))} of a {fmt_time_us(_us(analysis.span_ps))} span"]
+    chip = analysis.target
+    if chip is not None:
+        how = "detected from the trace" if analysis.target_detected else "given with --target"
+        lines.append(f"target {chip.name} ({how})")
+        s = analysis.summary
+        by_bound = s["time_by_bound_ps"]
+        total = sum(by_bound.values()) or 1
+        lines.append("time by bound: " + ", ".join(
+            f"{name} {fmt_pct(value / total)}" for name, value in by_bound.items()))
+        if s.get("mfu") is not None:
+            lines.append(f"MFU {fmt_pct(s['mfu'])} ({s.get('mfu_dtype') or 'bf16'} peak); "
+                         f"ops at {fmt_pct(s.get('efficiency'))} of their roofline overall")
+    return lines
 
 
 def analysis_text(analysis: Analysis, top: int = 20, colour_enabled: bool | None = None) -> str:
     on = use_colour() if colour_enabled is None else colour_enabled
     src = analysis.profile.source
     out = [colour(f"traceview {__version__}", "bold", on) + f"  {src.path}"
-           + (f"  (run {src.run})" if src.run else "")]
-    out.append("")
-    out.append(colour("Devices", "bold", on))
-    out.append(text_table(["device", "kind", "model", "peaks (from trace)"], _device_rows(analysis)))
-    out.append("")
+           + (f"  (run {src.run})" if src.run else ""), ""]
+    out += [colour("Devices", "bold", on),
+            text_table(["device", "kind", "model", "peaks (from trace)"], _device_rows(analysis)), ""]
+    out += [colour("Summary", "bold", on), *("  " + line for line in _summary_lines(analysis)), ""]
     out.append(colour("Steps", "bold", on))
     if analysis.steps.empty:
         out.append("  no steps found")
     else:
-        out.append(text_table(["step", "time", "devices"], _step_rows(analysis), "lrr"))
+        headers, rows, align = _step_rows(analysis)
+        out.append(text_table(headers, rows, align))
         if len(analysis.steps) > 20:
             out.append(f"  ... {len(analysis.steps) - 20} more steps")
     out.append("")
-    out.append(colour(f"Top {top} ops by self time", "bold", on)
-               + f"  (device time {fmt_time_us(analysis.device_time_ps / PS_PER_US)})")
-    out.append(text_table(OP_HEADERS, _top_op_rows(analysis, top), OP_ALIGN))
+    order = "gap (time an ideal kernel would save)" if "gap_ps" in analysis.ops.columns else "self time"
+    out.append(colour(f"Top {top} ops by {order}", "bold", on))
+    headers, rows, align = _op_table(analysis, top, on)
+    out.append(text_table(headers, rows, align))
     for warning in analysis.warnings:
         out.append(colour(f"warning: {warning}", "yellow", on))
     return "\n".join(out) + "\n"
@@ -151,14 +238,14 @@ def analysis_text(analysis: Analysis, top: int = 20, colour_enabled: bool | None
 def analysis_markdown(analysis: Analysis, top: int = 20) -> str:
     src = analysis.profile.source
     out = [f"## traceview: `{src.path}`", ""]
-    out.append(markdown_table(["device", "kind", "model", "peaks (from trace)"], _device_rows(analysis)))
-    out.append("")
+    out += [f"- {line}" for line in _summary_lines(analysis)] + [""]
+    out += [markdown_table(["device", "kind", "model", "peaks (from trace)"], _device_rows(analysis)), ""]
     if not analysis.steps.empty:
-        out.append(markdown_table(["step", "time", "devices"], _step_rows(analysis), "lrr"))
-        out.append("")
-    out.append(f"### Top {top} ops by self time")
-    out.append("")
-    out.append(markdown_table(OP_HEADERS, _top_op_rows(analysis, top), OP_ALIGN))
+        headers, rows, align = _step_rows(analysis)
+        out += [markdown_table(headers, rows, align), ""]
+    out += [f"### Top {top} ops", ""]
+    headers, rows, align = _op_table(analysis, top, False)
+    out.append(markdown_table(headers, rows, align))
     if analysis.warnings:
         out.append("")
         out.extend(f"- warning: {w}" for w in analysis.warnings)

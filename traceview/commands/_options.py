@@ -26,6 +26,14 @@ def add_target(parser: argparse.ArgumentParser) -> None:
                         help="JSON file adding or overriding chips in the hardware database")
 
 
+def add_hlo(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--hlo", metavar="DIR",
+                        help="XLA dump folder (--xla_dump_to) or HLO file with the modules the trace ran "
+                             "(default: the trace's own HLO, or an hlo/ folder beside it)")
+    parser.add_argument("--stage", choices=("after", "before"), default="after",
+                        help="which dumped stage of a module to use (default: after optimizations)")
+
+
 def write_output(text: str, output: str | None) -> None:
     if output:
         with open(output, "w", encoding="utf-8") as handle:

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from traceview.analysis import build_analysis
-from traceview.commands._options import add_format, add_source, add_target, write_output
+from traceview.commands._options import add_format, add_hlo, add_source, add_target, write_output
 from traceview.load import load_profile
 from traceview.progress import progress_bar
 from traceview.report import analysis_csv, analysis_json, analysis_markdown, analysis_text
@@ -20,12 +20,14 @@ def register(subparsers) -> None:
     add_target(parser)
     parser.add_argument("--top", type=int, default=20, metavar="N", help="ops to show (default 20)")
     parser.add_argument("--per-device", action="store_true", help="one row per op and device")
-    parser.set_defaults(run=run)
+    add_hlo(parser)
+    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     profile = load_profile(args.path, run=args.run, progress=progress_bar("reading trace"))
-    analysis = build_analysis(profile, per_device=args.per_device)
+    analysis = build_analysis(profile, target=args.target, hardware_file=args.hardware_file,
+                              hlo_path=args.hlo, stage=args.stage, per_device=args.per_device)
     if args.format == "json":
         text = json.dumps(analysis_json(analysis), indent=1) + "\n"
     elif args.format == "csv":

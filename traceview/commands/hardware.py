@@ -16,7 +16,7 @@ def register(subparsers) -> None:
     parser.add_argument("--hardware-file", metavar="FILE",
                         help="JSON file adding or overriding chips")
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
-    parser.set_defaults(run=run)
+    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

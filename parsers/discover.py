@@ -1,0 +1,120 @@
+"""Find the trace files a user's PATH means.
+
+PATH may be a TensorBoard-style log dir (anything above ``plugins/profile/<run>/``),
+one run dir, or one ``*.xplane.pb`` / ``*.xplane.pb.gz`` file. A run is a folder
+holding one ``<host>.xplane.pb`` per host; when PATH holds several runs the
+newest is used unless one is named. The profiler also writes per-module
+``*.hlo_proto.pb`` files next to the xplanes on some versions: their paths
+come with the run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from traceview.errors import UserError
+
+TRACE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
+HLO_PROTO_SUFFIX = ".hlo_proto.pb"
+_RUN_TIMESTAMP = re.compile(r"^(\d{4})_(\d{2})_(\d{2})_(\d{2})_(\d{2})_(\d{2})")
+
+
+@dataclass
+class Run:
+    """One profiling session: a folder of per-host xplane files."""
+
+    name: str
+    path: Path
+    files: list[Path]                      # one per host, sorted
+    hlo_proto_files: list[Path] = field(default_factory=list)
+
+    @property
+    def hosts(self) -> list[str]:
+        return [host_of(f) for f in self.files]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.stat().st_size for f in self.files)
+
+    @property
+    def time(self) -> datetime:
+        """When the run was taken: its timestamp name, else the newest file's mtime."""
+        m = _RUN_TIMESTAMP.match(self.name)
+        if m:
+            try:
+                return datetime(*map(int, m.groups()))
+            except ValueError:
+                pass
+        return datetime.fromtimestamp(max(f.stat().st_mtime for f in self.files))
+
+    def summary(self) -> dict:
+        """What `traceview runs PATH` shows for the run."""
+        return {"name": self.name, "path": str(self.path), "hosts": self.hosts,
+                "files": [str(f) for f in self.files], "total_bytes": self.total_bytes}
+
+
+def is_trace_file(path: Path) -> bool:
+    return path.name.endswith(TRACE_SUFFIXES)
+
+
+def host_of(path: Path) -> str:
+    """``<host>.xplane.pb[.gz]`` -> ``<host>``."""
+    name = path.name
+    for suffix in TRACE_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return path.stem
+
+
+def list_runs(path: str | Path) -> list[Run]:
+    """Every run under PATH, oldest first. Raises UserError when PATH has no trace."""
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise UserError(f"{root}: no such file or directory")
+    if root.is_file():
+        if not is_trace_file(root):
+            raise UserError(f"{root}: not a trace file (expected a *.xplane.pb or *.xplane.pb.gz file)")
+        return [Run(name=root.parent.name, path=root.parent, files=[root],
+                    hlo_proto_files=_hlo_protos(root.parent))]
+    by_dir: dict[Path, list[Path]] = {}
+    for f in root.rglob("*"):
+        if f.is_file() and is_trace_file(f):
+            by_dir.setdefault(f.parent, []).append(f)
+    if not by_dir:
+        raise UserError(f"{root}: no profiler trace found (no *.xplane.pb file in it or below it)")
+    runs = [Run(name=d.name, path=d, files=sorted(files), hlo_proto_files=_hlo_protos(d))
+            for d, files in by_dir.items()]
+    _disambiguate(runs, root)
+    return sorted(runs, key=lambda r: (r.time, r.name))
+
+
+def find_run(path: str | Path, run: str | None = None) -> Run:
+    """The run PATH means: the named one, else the newest."""
+    runs = list_runs(path)
+    if run is None:
+        return runs[-1]
+    for r in runs:
+        if run in (r.name, str(r.path)):
+            return r
+    names = ", ".join(r.name for r in runs)
+    raise UserError(f"{path}: no run named {run!r} (runs: {names})")
+
+
+def _hlo_protos(folder: Path) -> list[Path]:
+    return sorted(f for f in folder.glob(f"*{HLO_PROTO_SUFFIX}") if f.is_file())
+
+
+def _disambiguate(runs: list[Run], root: Path) -> None:
+    """Runs with the same folder name (several log dirs) are named by their path below PATH."""
+    seen: dict[str, int] = {}
+    for r in runs:
+        seen[r.name] = seen.get(r.name, 0) + 1
+    for r in runs:
+        if seen[r.name] > 1:
+            try:
+                r.name = str(r.path.relative_to(root))
+            except ValueError:
+                r.name = str(r.path)

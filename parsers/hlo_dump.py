@@ -1,0 +1,216 @@
+"""HLO dump folders and files -> modules.
+
+``XLA_FLAGS=--xla_dump_to=DIR`` writes, per module, files named
+``module_<id>.<name>.[<platform>_]{before,after}_optimizations.{txt,hlo.pb}``
+plus many other artefacts (buffer assignments, LLVM IR, PTX, autotune results,
+...). :func:`load_hlo_modules` picks one file per module and stage; the
+profiler's ``<name>(<program_id>).hlo_proto.pb`` files are read too.
+"""
+
+from __future__ import annotations
+
+import gzip
+import lzma
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from traceview.errors import HloError, UserError
+from traceview.parsers.hlo_model import HloModule
+
+__all__ = ["load_hlo_modules", "read_hlo_file", "match_module", "classify_file", "DumpFile", "read_bytes"]
+
+_COMPRESSED = (".xz", ".gz")
+
+# module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb(.xz)
+_DUMP_RE = re.compile(
+    r"^module_(?P<id>\d+)\.(?P<name>.+?)\.(?:(?P<platform>[^.]*(?:\.[^.]*)*?)_)?"
+    r"(?P<stage>before|after)_optimizations\.(?P<kind>txt|hlo\.pb|pb)$")
+# jit__normal(11).hlo_proto.pb, written by the profiler beside the xplane
+_PROFILER_RE = re.compile(r"^(?P<name>.+?)(?:\((?P<id>\d+)\))?\.hlo_proto\.pb$")
+# Files an XLA dump or a profile folder holds that are not HLO modules.
+_OTHER_RE = re.compile(
+    r"(-buffer-assignment(-values)?\.txt|-memory-usage-report\.(txt|pb)|-live-range\.txt"
+    r"|\.ll|\.o|\.ptx|\.cubin|\.hsaco|\.sass|\.s|\.mlir|\.html|\.dot|\.svg|\.url|\.json|\.csv"
+    r"|\.debug_options|\.pbtxt|\.textproto|\.xplane\.pb|\.trace\.json\.gz|\.memory_profile\.json\.gz"
+    r"|\.thunk_sequence\.txt|compile_options\.pb|topology\.pb|\.parquet|\.log)$")
+_PASS_RE = re.compile(r"^module_\d+\..+\.\d{4}\..+\.(txt|hlo\.pb)$")  # --xla_dump_hlo_pass_re dumps
+
+
+@dataclass(frozen=True)
+class DumpFile:
+    """What a file name says about an HLO module file."""
+
+    path: Path
+    kind: str              # "text" or "proto"
+    name: str | None       # module name from the file name
+    module_id: int | None  # module_0016 -> 16; name(11).hlo_proto.pb -> 11
+    stage: str | None      # "before" / "after" / None (profiler protos: optimized)
+    from_profiler: bool = False
+
+
+def _strip_compression(name: str) -> str:
+    for ext in _COMPRESSED:
+        if name.endswith(ext):
+            return name[: -len(ext)]
+    return name
+
+
+def classify_file(path: Path) -> DumpFile | None:
+    """A :class:`DumpFile` for an HLO module file, None for anything else."""
+    base = _strip_compression(path.name)
+    m = _DUMP_RE.match(base)
+    if m:
+        return DumpFile(path, "text" if m.group("kind") == "txt" else "proto", m.group("name"),
+                        int(m.group("id")), m.group("stage"))
+    m = _PROFILER_RE.match(base)
+    if m:
+        return DumpFile(path, "proto", m.group("name"), int(m.group("id")) if m.group("id") else None,
+                        "after", from_profiler=True)
+    if base.endswith(".hlo.pb"):
+        return DumpFile(path, "proto", None, None, None)
+    if base.endswith((".hlo.txt", ".hlo")):
+        return DumpFile(path, "text", None, None, None)
+    return None
+
+
+def read_bytes(path: Path) -> bytes:
+    """A file's bytes, decompressed when it ends in ``.xz`` or ``.gz``."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise HloError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        if path.suffix == ".xz":
+            return lzma.decompress(data)
+        if path.suffix == ".gz":
+            return gzip.decompress(data)
+    except (lzma.LZMAError, OSError, EOFError) as exc:
+        raise HloError(f"{path}: corrupt {path.suffix} compressed file ({exc})") from None
+    return data
+
+
+def read_hlo_file(path: str | Path) -> HloModule:
+    """Read one HLO file, text or proto (optionally compressed), by its name or content."""
+    from traceview.parsers.hlo_proto import parse_hlo_proto
+    from traceview.parsers.hlo_text import parse_hlo_text
+
+    p = Path(path)
+    info = classify_file(p)
+    data = read_bytes(p)
+    if info is not None and info.kind == "proto":
+        module = parse_hlo_proto(data, str(p))
+    elif data.lstrip()[:9] == b"HloModule":
+        module = parse_hlo_text(data.decode("utf-8", errors="replace"), str(p))
+    elif info is not None and info.kind == "text":
+        raise HloError(f"{p}: does not start with 'HloModule': not HLO text")
+    else:
+        module = parse_hlo_proto(data, str(p))
+    module.file = str(p)
+    if info is not None:
+        if info.stage and module.stage is None:
+            module.stage = info.stage
+        if info.module_id is not None and module.module_id is None:
+            module.module_id = info.module_id
+        if info.from_profiler and info.module_id is not None:
+            module.program_id = info.module_id
+    return module
+
+
+def load_hlo_modules(path: str | Path, stage: str = "after") -> tuple[list[HloModule], list[str]]:
+    """Every HLO module under ``path`` (a dump folder, a text file or a proto file).
+
+    Where a module was dumped both before and after optimizations, ``stage``
+    ("after" or "before") picks one; where both text and proto forms exist,
+    the proto is read. Files that are not HLO modules (buffer assignments,
+    LLVM IR, PTX, autotune results, ...) are left alone. Returns the modules,
+    sorted by module id then name, and warnings.
+    """
+    if stage not in ("after", "before"):
+        raise UserError(f"stage must be 'after' or 'before', not {stage!r}")
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{p}: no such file or folder")
+    if p.is_file():
+        module = read_hlo_file(p)
+        return [module], list(module.warnings)
+    warnings: list[str] = []
+    candidates: dict[tuple, list[DumpFile]] = {}
+    unknown: list[str] = []
+    for f in sorted(x for x in p.rglob("*") if x.is_file()):
+        info = classify_file(f)
+        if info is None and _strip_compression(f.name).endswith(".txt") and _looks_like_hlo_text(f):
+            info = DumpFile(f, "text", None, None, None)
+        if info is None:
+            base = _strip_compression(f.name)
+            if not (_OTHER_RE.search(base) or _PASS_RE.match(base) or f.parent != p):
+                unknown.append(f.name)
+            continue
+        key = (f.parent, info.module_id, info.name) if info.name else (f,)  # one module per folder, id, name
+        candidates.setdefault(key, []).append(info)
+    if unknown:
+        shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        warnings.append(f"{p}: skipped {len(unknown)} file(s) that are not HLO modules: {shown}")
+    modules: list[HloModule] = []
+    for files in candidates.values():
+        chosen = _choose(files, stage)
+        if chosen.stage not in (None, stage):
+            warnings.append(f"{chosen.path}: module {chosen.name} has no {stage}-optimizations dump; "
+                            f"read its {chosen.stage}-optimizations one")
+        try:
+            module = read_hlo_file(chosen.path)
+        except HloError as exc:
+            # the same module in the other form may still be readable
+            other = [f for f in files if f.stage == chosen.stage and f.path != chosen.path]
+            if not other:
+                raise
+            warnings.append(f"{exc}; read {other[0].path.name} instead")
+            module = read_hlo_file(other[0].path)
+        warnings.extend(module.warnings)
+        modules.append(module)
+    if not modules:
+        raise UserError(f"{p}: no HLO modules found (expected *_optimizations.txt, *.hlo.pb or "
+                        f"*.hlo_proto.pb files, as XLA_FLAGS=--xla_dump_to writes)")
+    modules.sort(key=lambda m: (m.module_id if m.module_id is not None else -1, m.name))
+    return modules, warnings
+
+
+def _looks_like_hlo_text(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return False
+    if path.suffix in _COMPRESSED:
+        return False  # not worth decompressing a whole unknown file to sniff it
+    return head.lstrip().startswith(b"HloModule")
+
+
+def _choose(files: list[DumpFile], stage: str) -> DumpFile:
+    """The file to read for one module: the wanted stage first, then proto before text."""
+    def rank(f: DumpFile) -> tuple[int, int]:
+        return (0 if f.stage in (stage, None) else 1, 0 if f.kind == "proto" else 1)
+    return min(files, key=rank)
+
+
+def match_module(modules: list[HloModule], name: str | None = None,
+                 program_id: int | None = None) -> HloModule | None:
+    """The module a trace refers to: by program id when known, else by name.
+
+    A name matches exactly, or after dropping the ``(N)`` suffix XProf adds
+    (``jit_f(3)``). When several modules share a name (recompilations), the
+    one whose id matches wins, else the last one.
+    """
+    if program_id is not None:
+        for m in modules:
+            same_id = m.program_id == program_id or (m.program_id is None and m.module_id == program_id)
+            if same_id and (name is None or _base_name(m.name) == _base_name(name)):
+                return m
+    if name is None:
+        return None
+    same = [m for m in modules if m.name == name or _base_name(m.name) == _base_name(name)]
+    return same[-1] if same else None
+
+
+def _base_name(name: str) -> str:
+    return re.sub(r"\(\d+\)$", "", name)

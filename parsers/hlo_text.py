@@ -1,0 +1,550 @@
+"""Read HLO text as XLA prints and dumps it (CPU, GPU and TPU, before and after
+optimizations) into :class:`~traceview.parsers.hlo_model.HloModule`.
+
+The reader is line oriented: a computation starts with a header line ending in
+``{``, holds one instruction per line and ends with a line starting ``}``.
+Attribute values (JSON backend configs, metadata, replica groups, ...) are
+split at top-level commas with a regex tokenizer that only stops on brackets,
+commas and string literals, so long lines cost little Python work.
+
+Every attribute keeps its raw text in ``Instruction.attributes``; a few are
+also decoded into the dedicated fields (metadata, backend_config,
+custom_call_target, fusion_kind, called_computations).
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import pairwise
+from pathlib import Path
+
+from traceview.errors import HloError
+from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
+
+__all__ = ["parse_hlo_text", "read_hlo_text", "parse_shape", "split_top_level", "parse_metadata",
+           "parse_replica_groups", "called_from_attributes", "apply_stack_frames"]
+
+# ---------------------------------------------------------------------------
+# small lexical helpers
+
+# Structural tokens: string literals (skipped whole), brackets and commas.
+_TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]()<>,]')
+_OPEN = {"{": "}", "[": "]", "(": ")"}
+_COMMENT_RE = re.compile(r"/\*.*?\*/")
+
+
+def split_top_level(text: str, sep: str = ",") -> list[str]:
+    """Split ``text`` at ``sep`` characters outside brackets and string literals."""
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    for m in _TOKEN_RE.finditer(text):
+        tok = m.group()
+        if tok in "{[(":
+            depth += 1
+        elif tok in "}])":
+            depth -= 1
+        elif tok == sep and depth == 0:
+            parts.append(text[start:m.start()].strip())
+            start = m.end()
+    tail = text[start:].strip()
+    if tail or parts:
+        parts.append(tail)
+    return parts
+
+
+def _match_close(text: str, pos: int) -> int:
+    """Index just past the bracket matching the one at ``text[pos]``; -1 if unbalanced."""
+    depth = 0
+    for m in _TOKEN_RE.finditer(text, pos):
+        tok = m.group()
+        if tok in "{[(":
+            depth += 1
+        elif tok in "}])":
+            depth -= 1
+            if depth == 0:
+                return m.end()
+    return -1
+
+
+_META_RE = re.compile(r'([\w.\-]+)=("(?:[^"\\]|\\.)*"|[^\s}]+)')
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
+        body = value[1:-1]
+        if "\\" in body:
+            body = re.sub(r'\\(.)', lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
+        return body
+    return value
+
+
+def parse_metadata(text: str) -> dict[str, str]:
+    """``{op_type="x" op_name="y" source_line=3}`` -> dict of unquoted strings."""
+    return {k: _unquote(v) for k, v in _META_RE.findall(text)}
+
+
+# ---------------------------------------------------------------------------
+# shapes
+
+_ARRAY_RE = re.compile(r"\s*([a-z][a-z0-9]*)(?:\[([^\]]*)\])?(\{[^{}]*\})?")
+_SHAPE_CACHE: dict[str, Shape] = {}
+
+
+def parse_shape(text: str) -> Shape:
+    """Parse an HLO shape such as ``f32[8,<=16]{1,0:T(8,128)}`` or a (nested) tuple.
+
+    Raises ValueError on text that is not a shape; callers turn that into an
+    :class:`HloError` with a file and line.
+    """
+    shape = _SHAPE_CACHE.get(text)
+    if shape is None:
+        shape, end = _parse_shape_at(text, 0)
+        if text[end:].strip():
+            raise ValueError(f"unexpected text after shape: {text[end:].strip()[:40]!r}")
+        if len(_SHAPE_CACHE) < 200_000:
+            _SHAPE_CACHE[text] = shape
+    return shape
+
+
+def _parse_shape_at(text: str, pos: int) -> tuple[Shape, int]:
+    while pos < len(text) and text[pos] == " ":
+        pos += 1
+    if pos < len(text) and text[pos] == "(":
+        elems: list[Shape] = []
+        pos += 1
+        while True:
+            while pos < len(text) and text[pos] in " ,":
+                pos += 1
+            if pos >= len(text):
+                raise ValueError("unterminated tuple shape")
+            if text[pos] == ")":
+                pos += 1
+                break
+            if text.startswith("/*", pos):  # /*index=5*/ comments in long tuples
+                end = text.find("*/", pos)
+                if end < 0:
+                    raise ValueError("unterminated comment in shape")
+                pos = end + 2
+                continue
+            elem, pos = _parse_shape_at(text, pos)
+            elems.append(elem)
+        layout = None
+        if text.startswith("{", pos):  # tuples may carry a (memory space) layout
+            end = text.find("}", pos)
+            layout = text[pos:end + 1]
+            pos = end + 1
+        return Shape("tuple", (), tuple(elems), layout), pos
+    m = _ARRAY_RE.match(text, pos)
+    if not m or (m.group(2) is None and m.group(1) not in ("token", "opaque")):
+        raise ValueError(f"not a shape: {text[pos:pos + 40]!r}")
+    etype, dims_text, layout = m.groups()
+    dims: tuple[int, ...] = ()
+    dynamic: tuple[bool, ...] = ()
+    if dims_text:
+        parts = dims_text.split(",")
+        if "<" in dims_text or "?" in dims_text:
+            dl, fl = [], []
+            for p in parts:
+                p = p.strip()
+                if p.startswith("<="):
+                    dl.append(int(p[2:]))
+                    fl.append(True)
+                elif p == "?":
+                    dl.append(-1)
+                    fl.append(True)
+                else:
+                    dl.append(int(p))
+                    fl.append(False)
+            dims, dynamic = tuple(dl), tuple(fl)
+        else:
+            dims = tuple(int(p) for p in parts)
+    return Shape(etype, dims, (), layout, dynamic), m.end()
+
+
+# ---------------------------------------------------------------------------
+# lines
+
+_HEADER_RE = re.compile(r"^HloModule\s+([^\s,]+)\s*(?:,\s*(.*))?$")
+_COMP_RE = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*(\(.*\))?\s*(?:->\s*(.*?))?\s*\{\s*$")
+_INST_RE = re.compile(r"^\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*(.*)$")
+_INST_START_RE = re.compile(r"^(?:ROOT\s+)?%?[^\s=(){}]+\s*=\s*[a-z(]")
+_OPCODE_RE = re.compile(r"\s*([a-z][\w\-]*)\(")
+_OPERAND_NAME_RE = re.compile(r"%?([^\s%]+)\s*$")
+_SECTION_ENTRY_RE = re.compile(r'^(\d+)\s+(.*)$')
+_CLOSE_THREAD_RE = re.compile(r'execution_thread="([^"]*)"')
+_COMP_REF_RE = re.compile(r"%?([^\s{},%]+)")
+
+# attributes naming called computations, in the order XLA prints them
+_CALL_KEYS = ("calls", "to_apply", "condition", "body", "true_computation", "false_computation",
+              "branch_computations", "select", "scatter", "called_computations")
+_SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+
+
+class _Reader:
+    """Parse state for one text; one instance per call of :func:`parse_hlo_text`."""
+
+    def __init__(self, text: str, file: str | None):
+        self.text = text
+        self.file = file or "<hlo text>"
+        self.module_name: str | None = None
+        self.module_attrs: dict[str, str] = {}
+        self.computations: dict[str, Computation] = {}
+        self.entry: str | None = None
+        self.warnings: list[str] = []
+        self.sections: dict[str, dict[int, str]] = {s: {} for s in _SECTIONS}
+
+    def error(self, line: int, what: str) -> HloError:
+        return HloError(f"{self.file}:{line}: {what}")
+
+    # -- top level ---------------------------------------------------------
+    def run(self) -> HloModule:
+        lines = self.text.splitlines()
+        last = len(lines)
+        while last > 0 and not lines[last - 1].strip():
+            last -= 1
+        self.last_line = last                # 1-based number of the last non-blank line
+        self.comp: Computation | None = None
+        self.comp_line = 0
+        self.section: str | None = None
+        self.pending: list[str] | None = None  # an instruction split over several lines
+        self.pending_line = 0
+        for number, raw in enumerate(lines, start=1):
+            if self.comp is not None:
+                self._body_line(raw.strip(), number)
+            else:
+                self._top_line(raw.strip(), number)
+        if self.pending is not None:
+            self._dropped_line(self.pending_line)
+        self._check_operands()
+        if self.module_name is None:
+            raise self.error(1, "no 'HloModule' header: not HLO text")
+        if self.comp is not None:
+            self.warnings.append(
+                f"{self.file}: truncated: computation {self.comp.name!r} (line {self.comp_line}) is cut off "
+                f"at line {len(lines)}; it holds only the {len(self.comp.instructions)} instructions read")
+        if self.entry is None:
+            self.warnings.append(
+                f"{self.file}: no ENTRY computation (text truncated?); "
+                f"{len(self.computations)} computations read, module-level totals are incomplete")
+        module = HloModule(name=self.module_name, computations=self.computations, entry=self.entry,
+                           file=self.file if self.file != "<hlo text>" else None,
+                           warnings=self.warnings, attributes=self.module_attrs)
+        self._stack_frames(module)
+        return module
+
+    def _top_line(self, s: str, number: int) -> None:
+        """A line outside computations: header, stack-frame tables, computation headers."""
+        if not s or s.startswith("//"):
+            return
+        if s.startswith("HloModule"):
+            m = _HEADER_RE.match(s)
+            if not m:
+                raise self.error(number, "malformed HloModule header")
+            self.module_name = m.group(1)
+            for part in split_top_level(m.group(2) or ""):
+                key, _, value = part.partition("=")
+                self.module_attrs[key.strip()] = value.strip()
+            return
+        if s in _SECTIONS:
+            self.section = s
+            return
+        if self.section is not None and s[0].isdigit():
+            m = _SECTION_ENTRY_RE.match(s)
+            if not m:
+                raise self.error(number, f"malformed {self.section} entry")
+            self.sections[self.section][int(m.group(1))] = m.group(2)
+            return
+        self.section = None
+        m = _COMP_RE.match(s)
+        if not m:
+            raise self.error(number, f"expected a computation header or 'HloModule', got {s[:60]!r}")
+        name = m.group(2)
+        if name in self.computations:
+            raise self.error(number, f"computation {name!r} defined twice")
+        self.comp = Computation(name=name, instructions=[], is_entry=bool(m.group(1)))
+        self.comp_line = number
+        self.computations[name] = self.comp
+        if self.comp.is_entry:
+            self.entry = name
+
+    def _body_line(self, s: str, number: int) -> None:
+        """A line inside a computation: an instruction (maybe continued) or the closing brace."""
+        comp = self.comp
+        if self.pending is not None:
+            if _INST_START_RE.match(s):  # XLA never splits an instruction before a new one
+                raise self.error(self.pending_line, "unbalanced brackets or quotes in this instruction")
+            self.pending.append(s)
+            joined = " ".join(self.pending)
+            if _balanced(joined):
+                self.pending = None
+                self._instruction(comp, joined, self.pending_line, truncated_ok=False)
+            return
+        if not s:
+            return
+        if s[0] == "}":
+            m = _CLOSE_THREAD_RE.search(s)
+            if m:
+                comp.execution_thread = m.group(1)
+            if comp.root is None and comp.instructions:  # XLA's rule when ROOT is not marked
+                comp.root = comp.instructions[-1].name
+            self.comp = None
+            return
+        if not _balanced(s):
+            if number >= self.last_line:
+                self._dropped_line(number)
+            else:
+                self.pending, self.pending_line = [s], number
+            return
+        self._instruction(comp, s, number, truncated_ok=number >= self.last_line)
+
+    def _check_operands(self) -> None:
+        """Every operand must name an instruction of its computation."""
+        for comp in self.computations.values():
+            names = {inst.name for inst in comp.instructions}
+            for inst in comp.instructions:
+                for op in inst.operands:
+                    if op not in names:
+                        raise self.error(inst.line or 0, f"instruction {inst.name!r} uses {op!r}, which "
+                                         f"computation {comp.name!r} does not define")
+
+    def _dropped_line(self, line: int) -> None:
+        self.warnings.append(f"{self.file}:{line}: last line is cut off mid-instruction; dropped it")
+
+    # -- instructions ------------------------------------------------------
+    def _instruction(self, comp: Computation, s: str, line: int, truncated_ok: bool) -> None:
+        try:
+            inst = self._parse_instruction(s, line)
+        except HloError:
+            if truncated_ok:
+                self._dropped_line(line)
+                return
+            raise
+        comp.instructions.append(inst)
+        if s.startswith("ROOT"):
+            comp.root = inst.name
+
+    def _parse_instruction(self, s: str, line: int) -> Instruction:
+        m = _INST_RE.match(s)
+        if not m:
+            raise self.error(line, f"expected an instruction 'name = shape opcode(...)', got {s[:60]!r}")
+        name, rest = m.group(2), m.group(3)
+        # shape
+        try:
+            if rest.startswith("("):
+                end = _match_close(rest, 0)
+                if end < 0:
+                    raise ValueError("unbalanced tuple shape")
+                while rest.startswith("{", end):  # tuple layout
+                    end = rest.index("}", end) + 1
+                shape_text = rest[:end]
+            else:
+                sm = _ARRAY_RE.match(rest)
+                if not sm:
+                    raise ValueError("no shape")
+                end = sm.end()
+                shape_text = rest[:end]
+            shape = parse_shape(shape_text.strip())
+        except ValueError as exc:
+            raise self.error(line, f"instruction {name!r}: bad shape ({exc})") from None
+        om = _OPCODE_RE.match(rest, end)
+        if not om:
+            raise self.error(line, f"instruction {name!r}: expected 'opcode(' after the shape")
+        opcode = om.group(1)
+        open_pos = om.end() - 1
+        close = _match_close(rest, open_pos)
+        if close < 0:
+            raise self.error(line, f"instruction {name!r}: unbalanced operand list")
+        operand_text = rest[open_pos + 1:close - 1]
+        attributes: dict[str, str] = {}
+        operands: list[str] = []
+        if opcode == "parameter":
+            attributes["parameter_number"] = operand_text.strip()
+        elif opcode == "constant":
+            attributes["literal"] = operand_text.strip()
+        elif operand_text.strip():
+            if "/*" in operand_text:
+                operand_text = _COMMENT_RE.sub("", operand_text)
+            parts = split_top_level(operand_text) if "[" in operand_text else operand_text.split(",")
+            for p in parts:
+                pm = _OPERAND_NAME_RE.search(p)
+                if not pm:
+                    raise self.error(line, f"instruction {name!r}: bad operand {p!r}")
+                operands.append(pm.group(1))
+        inst = Instruction(name=name, opcode=opcode, shape=shape, operands=operands,
+                           attributes=attributes, line=line)
+        tail = rest[close:].strip()
+        if tail:
+            if tail[0] != ",":
+                raise self.error(line, f"instruction {name!r}: expected ',' after operands, got {tail[:30]!r}")
+            for part in split_top_level(tail[1:]):
+                key, eq, value = part.partition("=")
+                if not eq:
+                    raise self.error(line, f"instruction {name!r}: attribute without '=': {part[:40]!r}")
+                attributes[key.strip()] = value.strip()
+            self._decode_attributes(inst)
+        return inst
+
+    @staticmethod
+    def _decode_attributes(inst: Instruction) -> None:
+        attrs = inst.attributes
+        if "metadata" in attrs:
+            inst.metadata = parse_metadata(attrs["metadata"])
+        if "backend_config" in attrs:
+            inst.backend_config = _unquote(attrs["backend_config"])
+        if "custom_call_target" in attrs:
+            inst.custom_call_target = _unquote(attrs["custom_call_target"])
+        if inst.opcode == "fusion" and "kind" in attrs:
+            inst.fusion_kind = attrs["kind"]
+        inst.called_computations = called_from_attributes(attrs)
+
+    # -- stack frames --------------------------------------------------------
+    def _stack_frames(self, module: HloModule) -> None:
+        sec = self.sections
+        if not sec["StackFrames"]:
+            module.source_files = [_unquote(v) for _, v in sorted(sec["FileNames"].items())]
+            return
+        files = {k: _unquote(v) for k, v in sec["FileNames"].items()}
+        funcs = {k: _unquote(v) for k, v in sec["FunctionNames"].items()}
+        locs = {k: parse_metadata(v) for k, v in sec["FileLocations"].items()}
+        module.source_files = [files[k] for k in sorted(files)]
+        for fid, text in sec["StackFrames"].items():
+            loc = locs.get(int(parse_metadata(text).get("file_location_id", 0)))
+            if loc is None:
+                continue
+            module.stack_frames[fid] = (files.get(int(loc.get("file_name_id", 0)), "?"),
+                                        int(loc.get("line", 0)),
+                                        funcs.get(int(loc.get("function_name_id", 0)), "?"))
+        apply_stack_frames(module)
+
+
+def called_from_attributes(attrs: dict[str, str]) -> list[str]:
+    """Names of the computations an instruction's attributes call, in printed-key order."""
+    out: list[str] = []
+    for key in _CALL_KEYS:
+        if key in attrs:
+            out.extend(_COMP_REF_RE.findall(attrs[key]))
+    return out
+
+
+_IOTA_GROUPS_RE = re.compile(r"^\[(\d+),(\d+)\]<=\[([\d,]*)\](?:T\(([\d,]*)\))?$")
+_MESH_RE = re.compile(r"^mesh\[(.*?)\]\s*\{(.*)\}$")
+_MESH_AXIS_RE = re.compile(r"'([^']*)'=(\d+)")
+_GROUP_AXIS_RE = re.compile(r"'([^']*)'(?::\((\d+)\)(\d+))?")
+
+
+def parse_replica_groups(text: str, device_ids: list[int] | None = None) -> list[list[int]] | None:
+    """The device groups a ``replica_groups`` attribute lists, in any of XLA's three forms.
+
+    ``{{0,1},{2,3}}`` (explicit), ``[2,4]<=[8]`` / ``[4,2]<=[2,4]T(1,0)`` (iota:
+    reshape iota(N) to the dims, transpose, reshape to groups x size) and
+    ``mesh['a'=2,'b'=4] {'a'}`` (devices of a mesh that differ only along the
+    listed axes). ``{}`` gives ``[]`` (one group of all devices, by XLA's
+    convention); text in none of these forms gives None.
+    """
+    import numpy as np
+
+    t = text.strip()
+    if t.startswith("{"):
+        inner = t[1:-1].strip()
+        if not inner:
+            return []
+        try:
+            return [[int(x) for x in g.split(",") if x.strip()] for g in re.findall(r"\{([^{}]*)\}", inner)]
+        except ValueError:
+            return None
+    m = _IOTA_GROUPS_RE.match(t)
+    if m:
+        n_groups, size = int(m.group(1)), int(m.group(2))
+        dims = [int(x) for x in m.group(3).split(",") if x]
+        ids = np.arange(int(np.prod(dims))).reshape(dims)
+        if m.group(4):
+            ids = ids.transpose([int(x) for x in m.group(4).split(",")])
+        return ids.reshape(n_groups, size).tolist()
+    m = _MESH_RE.match(t)
+    if m:
+        axes = [(name, int(size)) for name, size in _MESH_AXIS_RE.findall(m.group(1))]
+        # split every axis into (pre, size, post) pieces so sub-axes can be picked out
+        pieces: list[tuple[str, int, int]] = []  # (axis, pre_size, size) per reshaped dim
+        wanted = _GROUP_AXIS_RE.findall(m.group(2))
+        splits: dict[str, list[int]] = {}
+        for name, pre, size in wanted:
+            if pre:
+                splits.setdefault(name, []).append(int(pre))
+                splits[name].append(int(pre) * int(size))
+        for name, full in axes:
+            cuts = sorted({1, full, *splits.get(name, [])})
+            for lo, hi in pairwise(cuts):
+                pieces.append((name, lo, hi // lo))
+            if full == 1:
+                pieces.append((name, 1, 1))
+        total = int(np.prod([s for _, s in axes])) if axes else 1
+        ids = np.asarray(device_ids if device_ids is not None else np.arange(total))
+        ids = ids.reshape([p[2] for p in pieces] or [1])
+        group_dims: list[int] = []
+        for name, pre, size in wanted:
+            for i, (pname, ppre, psize) in enumerate(pieces):
+                if pname != name:
+                    continue
+                if not pre or (ppre >= int(pre) and ppre * psize <= int(pre) * int(size)):
+                    group_dims.append(i)
+        other = [i for i in range(len(pieces)) if i not in group_dims]
+        group_size = int(np.prod([pieces[i][2] for i in group_dims])) if group_dims else 1
+        return ids.transpose(other + group_dims).reshape(-1, group_size).tolist()
+    return None
+
+
+def apply_stack_frames(module: HloModule) -> None:
+    """Fill metadata source_file/source_line from ``stack_frame_id`` where absent."""
+    frames = module.stack_frames
+    if not frames:
+        return
+    for comp in module.computations.values():
+        for inst in comp.instructions:
+            md = inst.metadata
+            sid = md.get("stack_frame_id")
+            if sid and "source_file" not in md:
+                frame = frames.get(int(sid))
+                if frame is not None:
+                    md["source_file"] = frame[0]
+                    md["source_line"] = str(frame[1])
+
+
+def _balanced(s: str) -> bool:
+    """True when the brackets of ``s`` (outside string literals) balance out."""
+    if s.count("{") == s.count("}") and s.count("(") == s.count(")") and s.count('"') % 2 == 0:
+        return True  # fast path; strings holding brackets are checked below
+    depth = 0
+    for m in _TOKEN_RE.finditer(s):
+        tok = m.group()
+        if tok in "{[(":
+            depth += 1
+        elif tok in "}])":
+            depth -= 1
+    return depth <= 0 and (s.count('"') - s.count('\\"')) % 2 == 0
+
+
+# ---------------------------------------------------------------------------
+# public API
+
+def parse_hlo_text(text: str, file: str | None = None) -> HloModule:
+    """Parse one HLO module's text. ``file`` names it in errors and warnings.
+
+    Truncated text parses what is there and says what is missing in
+    ``HloModule.warnings``; malformed text raises :class:`HloError` naming the
+    file and line.
+    """
+    return _Reader(text, file).run()
+
+
+def read_hlo_text(path: str | Path) -> HloModule:
+    """Read an HLO text file (``*.txt``, optionally ``.xz``/``.gz`` compressed)."""
+    from traceview.parsers.hlo_dump import read_bytes  # decompression lives with file handling
+
+    p = Path(path)
+    data = read_bytes(p)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HloError(f"{p}: not UTF-8 text (byte {exc.start}); is this a binary HLO proto?") from None
+    return parse_hlo_text(text, str(p))

@@ -1,0 +1,692 @@
+"""Read one profiler XSpace file (``*.xplane.pb``, optionally gzipped) into traceview's tables.
+
+What comes out (see :mod:`traceview.profile` for the columns):
+
+* device op table: one row per op execution, counted as XProf's HLO op stats
+  count occurrences (TPU: each event on the ``XLA Ops`` line; GPU: each kernel
+  or memcpy on a ``Stream #N`` line, so an HLO op run as several kernels has
+  several rows; CPU-only traces: each host event carrying an ``hlo_op`` stat);
+* host event table: everything on host threads that is not an op row;
+* steps, devices, the HloProto bytes of ``/host:metadata`` and environment
+  strings (jax / jaxlib versions...).
+
+Events are read line by line as numpy columns (metadata id, start, duration);
+names and per-op stats are resolved once per event *metadata* and spread with
+index arrays. Per-event stats are read only on the lines that need them.
+Stats are always resolved by name through the plane's stat metadata.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from google.protobuf.message import DecodeError
+
+from traceview.errors import TraceError
+from traceview.parsers.xspace_schema import (STAT_BYTES, STAT_DOUBLE, STAT_REF, STAT_STR, EventColumns,
+                                             WireError, XSpaceRaw, decode_events)
+from traceview.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Device, empty_frame
+
+_DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU):(\d+)$")
+_MODULE_EVENT = re.compile(r"^(?P<name>.*)\((?P<pid>-?\d+)\)$")
+# Lines of a device plane holding one event per executed op.
+_TPU_OPS_LINE = "XLA Ops"
+_TPU_MODULES_LINE = "XLA Modules"
+_STEPS_LINE = "Steps"
+_GPU_STREAM_PREFIX = "Stream #"
+HOST_PLANE = "/host:CPU"
+METADATA_PLANE = "/host:metadata"
+TASK_ENV_PLANE = "Task Environment"
+_HLO_PROTO_STAT = ("Hlo Proto", "hlo_proto")
+_UINT64 = 1 << 64
+_INT64_MAX = (1 << 63) - 1
+
+
+@dataclass
+class TraceData:
+    """Everything read from one host's XSpace file."""
+
+    host: str
+    ops: pd.DataFrame
+    host_events: pd.DataFrame
+    steps: pd.DataFrame
+    devices: list[Device]
+    hlo_protos: dict[str, bytes] = field(default_factory=dict)
+    environment: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- file
+
+
+def host_from_path(path: str | Path) -> str:
+    """The host name a profiler gives a file: ``<host>.xplane.pb[.gz]`` -> ``<host>``."""
+    name = Path(path).name
+    for suffix in (".gz", ".pb", ".xplane"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return name
+
+
+def load_xspace(path: str | Path) -> XSpaceRaw:
+    """Parse a file as an XSpace (events left as raw bytes); gzip is recognised by its magic bytes.
+
+    Raises TraceError (one line, naming the file) for an empty, truncated or
+    corrupt file, or one that is not an XSpace.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    if not data:
+        raise TraceError(f"{path}: file is empty")
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise TraceError(f"{path}: corrupt or truncated gzip data ({exc})") from exc
+        if not data:
+            raise TraceError(f"{path}: gzip file holds no data")
+    space = XSpaceRaw()
+    try:
+        space.ParseFromString(data)
+    except DecodeError as exc:
+        raise TraceError(f"{path}: not a readable XSpace protobuf (truncated or corrupt: {exc})") from exc
+    if not space.planes or not any(p.name for p in space.planes):
+        raise TraceError(f"{path}: not a profiler trace (no named XPlane in it)")
+    return space
+
+
+# ---------------------------------------------------------------------- plane helpers
+
+
+def _stat_value(stat, stat_names: dict[int, str]):
+    """A stat's python value; ref_value resolves to the referenced stat metadata's name."""
+    kind = stat.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "ref_value":
+        return stat_names.get(stat.ref_value, "")
+    return getattr(stat, kind)
+
+
+def _stats_dict(stats, stat_names: dict[int, str]) -> dict:
+    return {stat_names.get(s.metadata_id, str(s.metadata_id)): _stat_value(s, stat_names) for s in stats}
+
+
+def _to_int(value) -> int | None:
+    """Integer stats may be stored as int64, uint64, double or string."""
+    if value is None or isinstance(value, (bytes, bytearray)):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _as_int64(value: int) -> int:
+    """uint64 program ids above 2^63 are kept bit-for-bit in the int64 column (see as_uint64)."""
+    return value - _UINT64 if value > _INT64_MAX else value
+
+
+def _pid(value) -> int:
+    """A program id stat as the int64 column holds it; -1 when absent."""
+    v = _to_int(value)
+    return -1 if v is None else _as_int64(v)
+
+
+def as_uint64(program_id: int) -> int:
+    """Undo the int64 wrap of a uint64 program id (-1 stays -1: unknown)."""
+    return program_id + _UINT64 if program_id < -1 else program_id
+
+
+class _Plane:
+    """Name and stat lookups for one XPlane, computed once."""
+
+    def __init__(self, plane) -> None:
+        self.plane = plane
+        self.stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
+        self.stat_ids = {v: k for k, v in self.stat_names.items()}
+        md = plane.event_metadata
+        ids = np.fromiter(md.keys(), dtype=np.int64, count=len(md))
+        order = np.argsort(ids)
+        self.md_ids = ids[order]
+        self.md_list = [md[int(i)] for i in self.md_ids]
+        self._md_stats: list[dict] | None = None
+
+    def md_index(self, metadata_ids: np.ndarray) -> np.ndarray:
+        """Index into md_list for each metadata id (unknown ids -> -1)."""
+        if self.md_ids.size == 0:
+            return np.full(metadata_ids.size, -1, dtype=np.int64)
+        pos = np.searchsorted(self.md_ids, metadata_ids)
+        pos = np.minimum(pos, self.md_ids.size - 1)
+        return np.where(self.md_ids[pos] == metadata_ids, pos, -1)
+
+    def md_stats(self) -> list[dict]:
+        if self._md_stats is None:
+            self._md_stats = [_stats_dict(m.stats, self.stat_names) for m in self.md_list]
+        return self._md_stats
+
+    def plane_stats(self) -> dict:
+        return _stats_dict(self.plane.stats, self.stat_names)
+
+
+
+class _Events:
+    """One line's events as columns, with typed access to per-event stats by name."""
+
+    def __init__(self, view: _Plane, line, path: str, stats: tuple[str, ...] = ()) -> None:
+        keep = np.array([view.stat_ids[n] for n in stats if n in view.stat_ids], dtype=np.int64)
+        try:
+            self.cols: EventColumns = decode_events(line.events, keep_stats=keep)
+        except WireError as exc:
+            raise TraceError(f"{path}: corrupt events on line {line.name!r} ({exc})") from exc
+        self.view = view
+        self.mid = self.cols.metadata_id
+        self.start = self.cols.offset_ps + np.int64(line.timestamp_ns) * 1000
+        self.duration = self.cols.duration_ps
+
+    def __len__(self) -> int:
+        return self.mid.size
+
+    def _rows(self, name: str) -> np.ndarray:
+        sid = self.view.stat_ids.get(name)
+        if sid is None:
+            return np.zeros(0, dtype=np.int64)
+        return np.flatnonzero(self.cols.stat_id == sid)
+
+    def ints(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(int64 value, present) per event; uint64 values keep their bits, doubles are truncated."""
+        c = self.cols
+        rows = self._rows(name)
+        rows = rows[(c.stat_kind[rows] != STAT_STR) & (c.stat_kind[rows] != STAT_BYTES)]
+        values = np.zeros(len(self), dtype=np.int64)
+        present = np.zeros(len(self), dtype=bool)
+        bits = c.stat_bits[rows]
+        as_int = bits.view(np.int64).copy()
+        dbl = c.stat_kind[rows] == STAT_DOUBLE
+        as_int[dbl] = bits[dbl].view(np.float64).astype(np.int64)
+        values[c.stat_event[rows]] = as_int
+        present[c.stat_event[rows]] = True
+        return values, present
+
+    def strings(self, name: str) -> np.ndarray:
+        """Object array of the stat's string per event (ref values resolved to names); None where absent."""
+        c = self.cols
+        out = np.full(len(self), None, dtype=object)
+        rows = self._rows(name)
+        if rows.size == 0:
+            return out
+        kinds = c.stat_kind[rows]
+        ref = rows[kinds == STAT_REF]
+        if ref.size:
+            ids, inverse = np.unique(c.stat_bits[ref], return_inverse=True)
+            names = np.array([self.view.stat_names.get(int(i), "") for i in ids], dtype=object)
+            out[c.stat_event[ref]] = names[inverse]
+        for r in rows[kinds == STAT_STR]:
+            out[c.stat_event[r]] = c.stat_bytes(int(r)).decode("utf-8", "replace")
+        other = rows[(kinds != STAT_REF) & (kinds != STAT_STR) & (kinds != STAT_BYTES)]
+        for r in other:
+            out[c.stat_event[r]] = str(int(c.stat_bits[r].view(np.int64)))
+        return out
+
+
+# ----------------------------------------------------------------------- nesting
+
+
+def self_times(start: np.ndarray, duration: np.ndarray) -> np.ndarray:
+    """Duration minus the time covered by directly nested events of the same line.
+
+    Vectorized: events sorted by (start, longest first); an event's depth is
+    the number of earlier events still open at its start, and its parent is
+    the last event one level up. Partial overlaps count only the overlapping
+    part; zero-length events neither have nor are children.
+    """
+    self_ps = duration.astype(np.int64, copy=True)
+    idx = np.flatnonzero(duration > 0)
+    if idx.size < 2:
+        return self_ps
+    s = start[idx]
+    e = s + duration[idx]
+    order = np.lexsort((-e, s))
+    s, e, idx = s[order], e[order], idx[order]
+    if np.all(s[1:] >= np.maximum.accumulate(e)[:-1]):
+        return self_ps  # nothing overlaps: the common case on GPU streams
+    closed = np.searchsorted(np.sort(e), s, side="right")
+    depth = np.arange(s.size) - closed
+    children = np.zeros(s.size, dtype=np.int64)
+    for d in range(1, int(depth.max()) + 1):
+        child = np.flatnonzero(depth == d)
+        parents_pool = np.flatnonzero(depth == d - 1)
+        if child.size == 0 or parents_pool.size == 0:
+            continue
+        k = np.searchsorted(parents_pool, child) - 1
+        ok = k >= 0
+        child, parent = child[ok], parents_pool[k[ok]]
+        covered = np.minimum(e[child], e[parent]) - s[child]
+        np.add.at(children, parent, np.maximum(covered, 0))
+    self_ps[idx] = np.maximum(duration[idx] - children, 0)
+    return self_ps
+
+
+# ------------------------------------------------------------------------ devices
+
+
+def _device(plane_view: _Plane, host: str, kind: str, ordinal: str) -> Device:
+    stats = plane_view.plane_stats()
+    dev = Device(id=f"{host}/{kind}:{ordinal}", host=host, kind=kind, stats=stats)
+    if kind == "TPU":
+        dev.vendor = "Google"
+        dev.model = stats.get("device_type_string") or None
+        tflops = stats.get("peak_teraflops_per_second")
+        dev.peak_flops = float(tflops) * 1e12 if tflops else None
+        gbps = stats.get("peak_hbm_bw_gigabytes_per_second")
+        dev.hbm_bandwidth = float(gbps) * 1e9 if gbps else None
+    else:
+        dev.vendor = stats.get("device_vendor") or None
+        dev.model = stats.get("device_name") or stats.get("device_description") or None
+        clock_khz = _to_int(stats.get("clock_rate"))
+        dev.clock_hz = clock_khz * 1e3 if clock_khz else None
+        dev.core_count = _to_int(stats.get("core_count")) or None
+        bw = stats.get("memory_bandwidth")
+        dev.hbm_bandwidth = float(bw) if bw else None
+        dev.memory_bytes = _to_int(stats.get("memory_size")) or None
+        major, minor = _to_int(stats.get("compute_cap_major")), _to_int(stats.get("compute_cap_minor"))
+        if major is not None:
+            dev.compute_capability = f"{major}.{minor or 0}"
+    return dev
+
+
+# ------------------------------------------------------------------------ op rows
+
+
+@dataclass
+class _Chunk:
+    """Op rows of one line, before they become DataFrame columns."""
+
+    device: str
+    line: str
+    start: np.ndarray
+    duration: np.ndarray
+    self_ps: np.ndarray
+    op: pd.Categorical
+    module: pd.Categorical
+    category: pd.Categorical
+    program_id: np.ndarray
+    flops: np.ndarray
+    bytes_: np.ndarray
+    extra: dict = field(default_factory=dict)  # run_id for CPU step detection
+
+
+def _spread(per_md: list, index: np.ndarray, default) -> pd.Categorical:
+    """Categorical of per-metadata values spread over events by metadata index."""
+    cats = list(per_md) + [default]
+    codes_values = pd.Categorical(cats)
+    codes = codes_values.codes[np.where(index >= 0, index, len(cats) - 1)]
+    return pd.Categorical.from_codes(codes, codes_values.categories)
+
+
+def _op_name_from_md(md) -> str:
+    """HLO op name of a TPU event metadata: display_name, else the name before ' = '."""
+    if md.display_name:
+        return md.display_name
+    name = md.name.split(" = ", 1)[0].strip()
+    return name[1:] if name.startswith("%") else name
+
+
+def _tpu_modules(view: _Plane, ev: "_Events") -> tuple[dict[int, str], tuple]:
+    """program id -> module name, and the module executions (start, end, names, pids) sorted by start."""
+    idx = view.md_index(ev.mid)
+    names, pids = [], []
+    for m in view.md_list:
+        match = _MODULE_EVENT.match(m.name)
+        names.append(match["name"] if match else m.name)
+        pids.append(_as_int64(int(match["pid"])) if match else -1)
+    by_pid = {p: n for p, n in zip(pids, names) if p != -1}
+    names_arr = np.array(names + [""], dtype=object)
+    pids_arr = np.array(pids + [-1], dtype=np.int64)
+    order = np.argsort(ev.start, kind="stable")
+    idx = idx[order]
+    start = ev.start[order]
+    return by_pid, (start, start + ev.duration[order], names_arr[idx], pids_arr[idx])
+
+
+def _tpu_ops(view: _Plane, device: str, ev: "_Events", line_name: str, modules: dict[int, str],
+             mod_exec: tuple | None) -> _Chunk:
+    # XProf times TPU ops by the device clock (device_duration_ps) when the event has it;
+    # nesting is then judged on the device clock too.
+    dev_dur, has_dur = ev.ints("device_duration_ps")
+    dev_off, has_off = ev.ints("device_offset_ps")
+    duration = np.where(has_dur, dev_dur, ev.duration)
+    nest_start = dev_off if has_off.all() else ev.start
+    idx = view.md_index(ev.mid)
+    md_stats = view.md_stats()
+    md_pid = np.array([_pid(st.get("program_id")) for st in md_stats] + [-1], dtype=np.int64)
+    pid = md_pid[idx]
+    md_flops = np.array([_float(st.get("flops")) for st in md_stats] + [np.nan])
+    md_bytes = np.array([_float(st.get("bytes_accessed")) for st in md_stats] + [np.nan])
+    module = _spread([modules.get(int(p), "") for p in md_pid[:-1]], idx, "")
+    if mod_exec is not None and (pid == -1).any():
+        # Ops whose metadata has no program id: the enclosing module execution says.
+        m_start, _m_end, m_names, m_pids = mod_exec
+        k = np.searchsorted(m_start, ev.start, side="right") - 1
+        missing = (pid == -1) & (k >= 0)
+        pid = pid.copy()
+        pid[missing] = m_pids[k[missing]]
+        module = pd.Categorical(np.where(missing, m_names[np.maximum(k, 0)], np.asarray(module, dtype=object)))
+    return _Chunk(
+        device=device, line=line_name, start=ev.start, duration=duration,
+        self_ps=self_times(nest_start, duration),
+        op=_spread([_op_name_from_md(m) for m in view.md_list], idx, ""),
+        module=module,
+        category=_spread([str(st.get("hlo_category", "")) for st in md_stats], idx, ""),
+        program_id=pid, flops=md_flops[idx], bytes_=md_bytes[idx],
+    )
+
+
+def _float(v) -> float:
+    try:
+        return float(v) if v is not None and not isinstance(v, (bytes, str)) else np.nan
+    except (TypeError, ValueError):
+        return np.nan
+
+
+# Per-event stats that name an op on GPU streams and CPU threads.
+_OP_STATS = ("hlo_op", "hlo_module", "program_id", "level 0", "run_id")
+
+
+def _stat_rows(view: _Plane, device: str, line_name: str, ev: "_Events", keep: np.ndarray | None = None) -> _Chunk:
+    """Op rows for events named by per-event hlo_op / hlo_module / program_id stats (GPU kernels, CPU thunks).
+
+    Events with no HLO op (memcpys, TensorFlow kernels) are named by their
+    framework op (the ``level 0`` stat), else by the kernel name.
+    """
+    sel = slice(None) if keep is None else np.flatnonzero(keep)
+    hlo_op = ev.strings("hlo_op")[sel]
+    start, dur = ev.start[sel], ev.duration[sel]
+    if (hlo_op == None).any():  # noqa: E711 - elementwise on an object array
+        framework = ev.strings("level 0")[sel]
+        framework = np.array([f.split("#", 1)[0] if f is not None else None for f in framework], dtype=object)
+        kernel = np.asarray(_spread([m.name for m in view.md_list], view.md_index(ev.mid[sel]), ""), dtype=object)
+        op = np.where(hlo_op != None, hlo_op, np.where(framework != None, framework, kernel))  # noqa: E711
+    else:
+        op = hlo_op
+    module = ev.strings("hlo_module")[sel]
+    module[module == None] = ""  # noqa: E711
+    pid, has_pid = ev.ints("program_id")
+    run_id, _ = ev.ints("run_id")
+    n = start.size
+    chunk = _Chunk(
+        device=device, line=line_name, start=start, duration=dur, self_ps=self_times(start, dur),
+        op=pd.Categorical(op), module=pd.Categorical(module),
+        category=pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [""]),
+        program_id=np.where(has_pid, pid, -1)[sel], flops=np.full(n, np.nan), bytes_=np.full(n, np.nan),
+    )
+    chunk.extra["run_id"] = run_id[sel]
+    return chunk
+
+
+# ------------------------------------------------------------------------- reader
+
+
+def read_xplane(path: str | Path, host: str | None = None) -> TraceData:
+    """Read one XSpace file into a TraceData (tables for one host)."""
+    path = Path(path)
+    host = host or host_from_path(path)
+    space = load_xspace(path)
+    return _Reader(space, host, str(path)).read()
+
+
+class _Reader:
+    def __init__(self, space, host: str, path: str) -> None:
+        self.space, self.host, self.path = space, host, path
+        self.warnings: list[str] = [f"{path}: trace error: {e}" for e in space.errors]
+        self.warnings += [f"{path}: trace warning: {w}" for w in space.warnings]
+        self.chunks: list[_Chunk] = []
+        self.devices: list[Device] = []
+        self.host_chunks: list[dict] = []
+        self.step_rows: list[dict] = []
+        self.module_execs: dict[str, tuple] = {}  # device -> (start, end, names, pids) from XLA Modules
+
+    def read(self) -> TraceData:
+        planes = list(self.space.planes)
+        device_planes = [(p, _DEVICE_PLANE.match(p.name)) for p in planes]
+        device_planes = [(p, m) for p, m in device_planes if m]
+        for plane, m in sorted(device_planes, key=lambda pm: (pm[1][1], int(pm[1][2]))):
+            self._device_plane(plane, m[1], m[2])
+        device_has_ops = bool(self.chunks)
+        host_plane = next((p for p in planes if p.name == HOST_PLANE), None)
+        annotations = None
+        if host_plane is not None:
+            annotations = self._host_plane(host_plane, cpu_ops=not device_has_ops)
+        hlo_protos, environment = self._metadata(planes)
+        ops = self._ops_frame()
+        ops, steps = self._assign_steps(ops, annotations)
+        if ops.empty:
+            self.warnings.append(f"{self.path}: no device op events in this trace")
+        unknown_planes = sorted({p.name for p in planes} - {p.name for p, _ in device_planes}
+                                - {HOST_PLANE, METADATA_PLANE, TASK_ENV_PLANE})
+        unknown_planes = [n for n in unknown_planes if any(len(l.events) for p in planes if p.name == n
+                                                           for l in p.lines)]
+        if unknown_planes:
+            self.warnings.append(f"{self.path}: planes not analyzed: {', '.join(unknown_planes)}")
+        return TraceData(host=self.host, ops=ops, host_events=self._host_frame(), steps=steps,
+                         devices=self.devices, hlo_protos=hlo_protos, environment=environment,
+                         warnings=self.warnings)
+
+    # --- device planes
+
+    def _device_plane(self, plane, kind: str, ordinal: str) -> None:
+        view = _Plane(plane)
+        dev = _device(view, self.host, kind, ordinal)
+        self.devices.append(dev)
+        lines = {l.name: l for l in plane.lines if len(l.events)}
+        if kind == "TPU":
+            modules: dict[int, str] = {}
+            mod_exec = None
+            if _TPU_MODULES_LINE in lines:
+                modules, mod_exec = _tpu_modules(view, self._events(view, lines[_TPU_MODULES_LINE]))
+                self.module_execs[dev.id] = mod_exec
+            if _TPU_OPS_LINE in lines:
+                ev = self._events(view, lines[_TPU_OPS_LINE], ("device_offset_ps", "device_duration_ps"))
+                self.chunks.append(_tpu_ops(view, dev.id, ev, _TPU_OPS_LINE, modules, mod_exec))
+        else:
+            for name, line in lines.items():
+                if name.startswith(_GPU_STREAM_PREFIX):
+                    self.chunks.append(_stat_rows(view, dev.id, name, self._events(view, line, _OP_STATS)))
+        if _STEPS_LINE in lines:
+            ev = self._events(view, lines[_STEPS_LINE])
+            names = np.asarray(_spread([m.name for m in view.md_list], view.md_index(ev.mid), ""), dtype=object)
+            for k, (name, s, d) in enumerate(zip(names, ev.start.tolist(), ev.duration.tolist())):
+                number = _to_int(name)
+                self.step_rows.append(dict(device=dev.id, step=number if number is not None else k,
+                                           start_ps=s, duration_ps=d, source="steps_line"))
+
+    def _events(self, view: _Plane, line, stats: tuple[str, ...] = ()) -> _Events:
+        """A line's events, decoding only the named per-event stats."""
+        return _Events(view, line, self.path, stats)
+
+    # --- host plane
+
+    def _host_plane(self, plane, cpu_ops: bool):
+        """Host events; on a CPU-only trace, events with an hlo_op stat become op rows.
+
+        Returns the step annotations found (StepTraceAnnotation events: a
+        ``step_num`` stat) as (start, end, step) arrays, or None.
+        """
+        view = _Plane(plane)
+        ann: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        cpu_device = f"{self.host}/CPU"
+        md_names = [m.name for m in view.md_list]
+        for line in plane.lines:
+            if not len(line.events):
+                continue
+            ev = self._events(view, line, _OP_STATS + ("step_num",))
+            keep_host = np.ones(len(ev), dtype=bool)
+            if cpu_ops and "hlo_op" in view.stat_ids:
+                is_op = ev.strings("hlo_op") != None  # noqa: E711
+                if is_op.any():
+                    self.chunks.append(_stat_rows(view, cpu_device, line.name, ev, keep=is_op))
+                    keep_host = ~is_op
+            step_num, has_step = ev.ints("step_num")
+            if has_step.any():
+                ann.append((ev.start[has_step], ev.start[has_step] + ev.duration[has_step], step_num[has_step]))
+            self.host_chunks.append(dict(
+                thread=line.name, start=ev.start[keep_host], duration=ev.duration[keep_host],
+                name=_spread(md_names, view.md_index(ev.mid[keep_host]), ""),
+            ))
+        if cpu_ops and any(c.device == cpu_device for c in self.chunks):
+            self.devices.append(Device(id=cpu_device, host=self.host, kind="CPU", stats=view.plane_stats()))
+        if not ann:
+            return None
+        a_start, a_end, a_step = (np.concatenate(x) for x in zip(*ann))
+        order = np.argsort(a_start, kind="stable")
+        return a_start[order], a_end[order], a_step[order]
+
+    # --- metadata planes
+
+    def _metadata(self, planes) -> tuple[dict[str, bytes], dict[str, str]]:
+        protos: dict[str, bytes] = {}
+        env: dict[str, str] = {}
+        for plane in planes:
+            if plane.name not in (METADATA_PLANE, TASK_ENV_PLANE):
+                continue
+            view = _Plane(plane)
+            for name, value in view.plane_stats().items():
+                if not isinstance(value, (bytes, bytearray)):
+                    env[name] = str(value)
+            if plane.name != METADATA_PLANE:
+                continue
+            for md in view.md_list:
+                for s in md.stats:
+                    if view.stat_names.get(s.metadata_id) in _HLO_PROTO_STAT and s.WhichOneof("value") == "bytes_value":
+                        protos[md.name] = bytes(s.bytes_value)
+        return protos, env
+
+    # --- tables
+
+    def _ops_frame(self) -> pd.DataFrame:
+        if not self.chunks:
+            return empty_frame(OP_COLUMNS)
+        from pandas.api.types import union_categoricals
+
+        sizes = [c.start.size for c in self.chunks]
+        frame = pd.DataFrame({
+            "host": pd.Categorical.from_codes(np.zeros(sum(sizes), dtype=np.int8), [self.host]),
+            "device": _repeat_cat([c.device for c in self.chunks], sizes),
+            "line": _repeat_cat([c.line for c in self.chunks], sizes),
+            "module": union_categoricals([c.module for c in self.chunks]),
+            "program_id": np.concatenate([c.program_id for c in self.chunks]),
+            "op": union_categoricals([c.op for c in self.chunks]),
+            "category": union_categoricals([c.category for c in self.chunks]),
+            "start_ps": np.concatenate([c.start for c in self.chunks]),
+            "duration_ps": np.concatenate([c.duration for c in self.chunks]),
+            "self_ps": np.concatenate([c.self_ps for c in self.chunks]),
+            "step": np.full(sum(sizes), -1, dtype=np.int32),
+            "trace_flops": np.concatenate([c.flops for c in self.chunks]).astype(np.float64),
+            "trace_bytes": np.concatenate([c.bytes_ for c in self.chunks]).astype(np.float64),
+        })
+        self._run_ids = np.concatenate([c.extra.get("run_id", np.zeros(c.start.size, dtype=np.int64))
+                                        for c in self.chunks])
+        return frame.astype(OP_COLUMNS)
+
+    def _host_frame(self) -> pd.DataFrame:
+        chunks = [c for c in self.host_chunks if c["start"].size]
+        if not chunks:
+            return empty_frame(HOST_EVENT_COLUMNS)
+        from pandas.api.types import union_categoricals
+
+        sizes = [c["start"].size for c in chunks]
+        frame = pd.DataFrame({
+            "host": pd.Categorical.from_codes(np.zeros(sum(sizes), dtype=np.int8), [self.host]),
+            "thread": _repeat_cat([c["thread"] for c in chunks], sizes),
+            "name": union_categoricals([c["name"] for c in chunks]),
+            "start_ps": np.concatenate([c["start"] for c in chunks]),
+            "duration_ps": np.concatenate([c["duration"] for c in chunks]),
+        })
+        return frame.astype(HOST_EVENT_COLUMNS)
+
+    def _assign_steps(self, ops: pd.DataFrame, annotations) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Steps: a Steps line, else host StepTraceAnnotations, else executions of the main module."""
+        rows = self.step_rows
+        if not rows and annotations is not None and not ops.empty:
+            a_start, a_end, a_step = annotations
+            for dev in ops["device"].cat.categories:
+                rows += [dict(device=dev, step=int(n), start_ps=int(s), duration_ps=int(e - s),
+                              source="host_annotation") for s, e, n in zip(a_start, a_end, a_step)]
+        if not rows and not ops.empty:
+            rows = self._module_steps(ops)
+        if not rows:
+            if not ops.empty:
+                self.warnings.append(f"{self.path}: no steps found (no Steps line, step annotation "
+                                     "or repeated module execution); ops have step -1")
+            return ops, empty_frame(STEP_COLUMNS)
+        steps = pd.DataFrame(rows)
+        steps = steps.sort_values(["device", "start_ps"], kind="stable").reset_index(drop=True)
+        steps = steps.astype(STEP_COLUMNS)
+        if not ops.empty:
+            ops["step"] = _step_of(ops, steps, windows_to_next=(steps["source"] == "host_annotation").any())
+        return ops, steps
+
+    def _module_steps(self, ops: pd.DataFrame) -> list[dict]:
+        """Each execution of the module with the most device time is a step."""
+        timed = ops[ops["module"] != ""]
+        if timed.empty:
+            return []
+        main = timed.groupby("module", observed=True)["duration_ps"].sum().idxmax()
+        rows: list[dict] = []
+        for dev, (m_start, m_end, m_names, _pids) in self.module_execs.items():
+            sel = [i for i, n in enumerate(m_names) if n == main]
+            rows += [dict(device=dev, step=k, start_ps=int(m_start[i]), duration_ps=int(m_end[i] - m_start[i]),
+                          source="module") for k, i in enumerate(sel)]
+        if rows:
+            return rows
+        # No module execution events (GPU, CPU): an execution is a run_id, else nothing.
+        mask = (ops["module"] == main).to_numpy() & (self._run_ids != 0)
+        if not mask.any():
+            return []
+        sub = pd.DataFrame({"device": ops["device"].to_numpy()[mask], "run": self._run_ids[mask],
+                            "start": ops["start_ps"].to_numpy()[mask],
+                            "end": (ops["start_ps"] + ops["duration_ps"]).to_numpy()[mask]})
+        runs = sub.groupby(["device", "run"], observed=True).agg(start=("start", "min"), end=("end", "max"))
+        runs = runs.reset_index().sort_values(["device", "start"])
+        runs["step"] = runs.groupby("device", observed=True).cumcount()
+        return [dict(device=r.device, step=int(r.step), start_ps=int(r.start), duration_ps=int(r.end - r.start),
+                     source="module") for r in runs.itertuples()]
+
+
+def _repeat_cat(values: list[str], sizes: list[int]) -> pd.Categorical:
+    cats = pd.Categorical(values)
+    return pd.Categorical.from_codes(np.repeat(cats.codes, sizes), cats.categories)
+
+
+def _step_of(ops: pd.DataFrame, steps: pd.DataFrame, windows_to_next: bool) -> np.ndarray:
+    """Step number of each op by its start time, per device.
+
+    With host annotations a device op may run after its step's annotation
+    ended (asynchronous dispatch), so a step's window then reaches to the
+    next step's start.
+    """
+    out = np.full(len(ops), -1, dtype=np.int32)
+    codes = ops["device"].cat.codes.to_numpy()
+    categories = list(ops["device"].cat.categories)
+    start = ops["start_ps"].to_numpy()
+    for dev, s in steps.groupby("device", observed=True):
+        if dev not in categories:
+            continue
+        sel = np.flatnonzero(codes == categories.index(dev))
+        s_start = s["start_ps"].to_numpy()
+        s_end = s_start + s["duration_ps"].to_numpy()
+        if windows_to_next:
+            s_end = np.append(s_start[1:], np.iinfo(np.int64).max)
+        k = np.searchsorted(s_start, start[sel], side="right") - 1
+        inside = (k >= 0) & (start[sel] < s_end[np.maximum(k, 0)])
+        out[sel[inside]] = s["step"].to_numpy()[k[inside]]
+    return out

@@ -1,0 +1,423 @@
+"""Capture traceview's sample traces: real JAX programs profiled on the CPU.
+
+Run from the repository root:
+
+    python sample_traces/capture.py [--out DIR] [--only NAME ...]
+
+Each sample runs in its own Python subprocess, because XLA_FLAGS (the HLO dump
+folder, the number of fake CPU devices) must be set before JAX initialises.
+The worker compiles the training step ahead of time (warm-up stays outside the
+traced region), times untraced steps, then traces a few steps, each under
+``jax.profiler.StepTraceAnnotation("train", step_num=i)``. The parent then
+moves the results into a stable layout:
+
+    <out>/<name>/plugins/profile/<name>/localhost.xplane.pb
+    <out>/<name>/hlo/module_NNNN.<module>.{before,cpu_after}_optimizations.{txt,hlo.pb}
+    <out>/<name>/capture.json
+
+Only the HLO dumps of the modules that actually ran inside the trace are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HOST = "localhost"  # stable host name: XProf takes the host from the file stem
+TRACED_STEPS = 5
+TIMED_STEPS = 10
+WARMUP_STEPS = 2
+KEPT_DUMP_SUFFIXES = (".before_optimizations.txt", ".cpu_after_optimizations.txt",
+                      ".before_optimizations.hlo.pb", ".cpu_after_optimizations.hlo.pb")
+
+# name -> (builder function name, fake CPU device count, config)
+MLP_CONFIG = {"batch": 256, "d_in": 512, "hidden": 1024, "layers": 2, "d_out": 128, "lr": 1e-3}
+SAMPLES: dict[str, tuple[str, int, dict[str, Any]]] = {
+    "mlp": ("build_mlp", 1, MLP_CONFIG),
+    "transformer": ("build_transformer", 1,
+                    {"batch": 8, "seq": 128, "d_model": 256, "heads": 4, "d_ff": 1024, "lr": 1e-3}),
+    "sharded": ("build_sharded", 8,
+                {"mesh": {"data": 4, "model": 2}, "batch": 256, "d_in": 512, "hidden": 1024,
+                 "d_out": 512, "lr": 1e-3}),
+    # Regression pair for `traceview diff` / `check`: the very same program as
+    # mlp, captured again, and the same program with 2x wider hidden layers.
+    "mlp_repeat": ("build_mlp", 1, MLP_CONFIG),
+    "mlp_slow": ("build_mlp", 1, {**MLP_CONFIG, "hidden": 2048}),
+}
+# sample -> (reference sample, lowest and highest (None: no limit) allowed
+# ratio of its median traced step time to the reference's). mlp_slow does 3.4x
+# the FLOPs (2.7x the bytes) of mlp. Checked against the reference in `out`,
+# so capture the reference first (SAMPLES order does).
+TIMING_CHECKS: dict[str, tuple[str, float, float | None]] = {
+    "mlp_repeat": ("mlp", 0.9, 1.1),
+    "mlp_slow": ("mlp", 1.5, None),
+}
+MAX_ATTEMPTS = 8
+RETRY_PAUSE_S = 10
+
+
+# --------------------------------------------------------------------------
+# Programs (run inside the worker subprocess only; jax is imported lazily).
+# Each builder returns (description, step_fn compiled, state, batches).
+# step(state, batch) -> (state, loss)
+# --------------------------------------------------------------------------
+
+def build_mlp(cfg: dict[str, Any]):
+    """A dense ReLU MLP regressor trained by plain SGD on a squared loss."""
+    import jax
+    import jax.numpy as jnp
+
+    dims = [cfg["d_in"]] + [cfg["hidden"]] * cfg["layers"] + [cfg["d_out"]]
+    keys = jax.random.split(jax.random.PRNGKey(0), len(dims))
+    params = [
+        (jax.random.normal(k, (a, b), jnp.float32) / jnp.sqrt(a), jnp.zeros((b,), jnp.float32))
+        for k, a, b in zip(keys[:-1], dims[:-1], dims[1:])
+    ]
+
+    def loss_fn(params, x, y):
+        h = x
+        for i, (w, b) in enumerate(params):
+            h = h @ w + b
+            if i < len(params) - 1:
+                h = jax.nn.relu(h)
+        return jnp.mean((h - y) ** 2)
+
+    def train_step(params, batch):
+        x, y = batch
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        params = jax.tree.map(lambda p, g: p - cfg["lr"] * g, params, grads)
+        return params, loss
+
+    batches = _regression_batches(cfg["batch"], cfg["d_in"], cfg["d_out"])
+    compiled = jax.jit(train_step).lower(params, batches[0]).compile()
+    desc = (f"MLP {' -> '.join(map(str, dims))}, ReLU, mean squared loss, "
+            f"value_and_grad, SGD lr={cfg['lr']}, f32, batch {cfg['batch']}")
+    return desc, compiled, params, batches
+
+
+def build_transformer(cfg: dict[str, Any]):
+    """One pre-LayerNorm transformer block (causal MHA + GELU MLP), SGD."""
+    import jax
+    import jax.numpy as jnp
+
+    d, f, nh = cfg["d_model"], cfg["d_ff"], cfg["heads"]
+    hd = d // nh
+    k = iter(jax.random.split(jax.random.PRNGKey(0), 8))
+
+    def dense(shape):
+        return jax.random.normal(next(k), shape, jnp.float32) / jnp.sqrt(shape[0])
+
+    params = {
+        "ln1": {"g": jnp.ones((d,)), "b": jnp.zeros((d,))},
+        "wqkv": dense((d, 3 * d)), "wo": dense((d, d)),
+        "ln2": {"g": jnp.ones((d,)), "b": jnp.zeros((d,))},
+        "w1": dense((d, f)), "b1": jnp.zeros((f,)), "w2": dense((f, d)), "b2": jnp.zeros((d,)),
+    }
+
+    def layer_norm(x, p):
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return (x - mu) * jax.lax.rsqrt(var + 1e-5) * p["g"] + p["b"]
+
+    def block(p, x):
+        bsz, s, _ = x.shape
+        qkv = layer_norm(x, p["ln1"]) @ p["wqkv"]
+        q, kk, v = jnp.split(qkv.reshape(bsz, s, 3, nh, hd), 3, axis=2)
+        q, kk, v = (t.squeeze(2) for t in (q, kk, v))           # [b, s, h, hd]
+        scores = jnp.einsum("bqhd,bkhd->bhqk", q, kk) / jnp.sqrt(hd)
+        mask = jnp.tril(jnp.ones((s, s), bool))
+        scores = jnp.where(mask, scores, -1e9)
+        attn = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(scores, -1), v)
+        x = x + attn.reshape(bsz, s, d) @ p["wo"]
+        h = jax.nn.gelu(layer_norm(x, p["ln2"]) @ p["w1"] + p["b1"])
+        return x + h @ p["w2"] + p["b2"]
+
+    def loss_fn(p, x, y):
+        return jnp.mean((block(p, x) - y) ** 2)
+
+    def train_step(params, batch):
+        x, y = batch
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        params = jax.tree.map(lambda a, g: a - cfg["lr"] * g, params, grads)
+        return params, loss
+
+    shape = (cfg["batch"], cfg["seq"], d)
+    batches = _regression_batches(shape[:2], d, d)
+    compiled = jax.jit(train_step).lower(params, batches[0]).compile()
+    desc = (f"one pre-LN transformer block: causal MHA ({nh} heads of {hd}), "
+            f"GELU MLP {d}->{f}->{d}, mean squared loss, value_and_grad, SGD, f32, "
+            f"x [{cfg['batch']}, {cfg['seq']}, {d}]")
+    return desc, compiled, params, batches
+
+
+def build_sharded(cfg: dict[str, Any]):
+    """A 2-layer MLP with FSDP over 'data' and Megatron-style TP over 'model'.
+
+    Written with shard_map and explicit collectives so the optimized HLO is
+    certain to hold all-gather (weights gathered over 'data'), all-reduce
+    (psum of the row-parallel output over 'model', loss mean over 'data')
+    and reduce-scatter (weight gradients scattered back over 'data').
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    nd, nm = cfg["mesh"]["data"], cfg["mesh"]["model"]
+    mesh = Mesh(_device_grid(jax.devices(), nd, nm), ("data", "model"))
+    d_in, hid, d_out, lr = cfg["d_in"], cfg["hidden"], cfg["d_out"], cfg["lr"]
+    k1, k2 = jax.random.split(jax.random.PRNGKey(0))
+    w_specs = (P("data", "model"), P("model", "data"))
+    w1 = jax.random.normal(k1, (d_in, hid), jnp.float32) / jnp.sqrt(d_in)
+    w2 = jax.random.normal(k2, (hid, d_out), jnp.float32) / jnp.sqrt(hid)
+    params = tuple(jax.device_put(w, NamedSharding(mesh, s)) for w, s in zip((w1, w2), w_specs))
+
+    def local_loss(w1g, w2g, x, y):
+        h = jax.nn.relu(x @ w1g)                         # column-parallel
+        out = jax.lax.psum(h @ w2g, "model")             # row-parallel -> all-reduce
+        return jnp.mean((out - y) ** 2)
+
+    def shard_step(w1s, w2s, x, y):
+        w1g = jax.lax.all_gather(w1s, "data", axis=0, tiled=True)   # all-gather
+        w2g = jax.lax.all_gather(w2s, "data", axis=1, tiled=True)
+        loss, (g1, g2) = jax.value_and_grad(local_loss, argnums=(0, 1))(w1g, w2g, x, y)
+        g1 = jax.lax.psum_scatter(g1, "data", scatter_dimension=0, tiled=True) / nd  # reduce-scatter
+        g2 = jax.lax.psum_scatter(g2, "data", scatter_dimension=1, tiled=True) / nd
+        return w1s - lr * g1, w2s - lr * g2, jax.lax.pmean(loss, "data")
+
+    step = jax.shard_map(
+        shard_step, mesh=mesh,
+        in_specs=(w_specs[0], w_specs[1], P("data", None), P("data", None)),
+        out_specs=(w_specs[0], w_specs[1], P()),
+    )
+
+    def train_step(params, batch):
+        w1s, w2s, loss = step(*params, *batch)
+        return (w1s, w2s), loss
+
+    data_sharding = NamedSharding(mesh, P("data", None))
+    batches = [tuple(jax.device_put(a, data_sharding) for a in b)
+               for b in _regression_batches(cfg["batch"], d_in, d_out)]
+    compiled = jax.jit(train_step).lower(params, batches[0]).compile()
+    desc = (f"MLP {d_in}->{hid}->{d_out} on {nd * nm} CPU devices, mesh data={nd} x model={nm}, "
+            "shard_map: weights FSDP-sharded over 'data' (all_gather) and tensor-parallel over "
+            "'model' (psum of the row-parallel matmul), gradients psum_scatter over 'data', "
+            "loss pmean over 'data'; SGD, f32")
+    return desc, compiled, params, batches
+
+
+def _device_grid(devices, nd: int, nm: int):
+    import numpy as np
+
+    if len(devices) < nd * nm:
+        raise SystemExit(f"need {nd * nm} devices, JAX sees {len(devices)}")
+    return np.array(devices[: nd * nm]).reshape(nd, nm)
+
+
+def _regression_batches(batch, d_in: int, d_out: int):
+    """Deterministic random (x, y) batches, one per traced step, built before tracing."""
+    import jax
+
+    lead = batch if isinstance(batch, tuple) else (batch,)
+    key = jax.random.PRNGKey(1)
+    out = []
+    for _ in range(max(TRACED_STEPS, TIMED_STEPS)):
+        key, kx, ky = jax.random.split(key, 3)
+        out.append((jax.random.normal(kx, lead + (d_in,)), jax.random.normal(ky, lead + (d_out,))))
+    jax.block_until_ready(out)
+    return out
+
+
+# --------------------------------------------------------------------------
+# Worker: runs in the subprocess, with XLA_FLAGS already set by the parent.
+# --------------------------------------------------------------------------
+
+def run_worker(name: str, work: Path) -> None:
+    import jax
+    import jaxlib
+
+    builder, _, cfg = SAMPLES[name]
+    desc, compiled, state, batches = globals()[builder](cfg)
+
+    def run(i: int):
+        nonlocal state
+        t0 = time.perf_counter()
+        state, loss = compiled(state, batches[i % len(batches)])
+        jax.block_until_ready((state, loss))
+        return time.perf_counter() - t0, float(loss)
+
+    for i in range(WARMUP_STEPS):
+        run(i)
+    timed = [run(i)[0] for i in range(TIMED_STEPS)]
+
+    traced, losses = [], []
+    with jax.profiler.trace(str(work / "log")):
+        for i in range(TRACED_STEPS):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                dt, loss = run(i)
+            traced.append(dt)
+            losses.append(loss)
+
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost  # older jax returned a list
+    meta = {
+        "sample": name,
+        "program": desc,
+        "config": cfg,
+        "jax_version": jax.__version__,
+        "jaxlib_version": jaxlib.__version__,
+        "python_version": platform.python_version(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "backend": jax.default_backend(),
+        "device_count": jax.device_count(),
+        "xla_flags": os.environ.get("XLA_FLAGS", "").replace(str(work), "<tmp>"),
+        "state_shapes": jax.tree.map(lambda a: f"{a.dtype}{list(a.shape)}", state),
+        "batch_shapes": jax.tree.map(lambda a: f"{a.dtype}{list(a.shape)}", batches[0]),
+        "warmup_steps": WARMUP_STEPS,
+        "untraced_step_times_s": timed,
+        "traced_step_times_s": traced,
+        "median_untraced_step_time_s": sorted(timed)[len(timed) // 2],
+        "losses": losses,
+        "traced_module": compiled.as_text().split(",", 1)[0].removeprefix("HloModule ").strip(),
+        # compiled.cost_analysis() as XLA returned it (it omits zero entries)
+        "xla_cost_analysis": {k: float(v) for k, v in sorted((cost or {}).items())},
+    }
+    (work / "worker.json").write_text(json.dumps(meta, indent=1))
+
+
+# --------------------------------------------------------------------------
+# Parent: subprocess per sample, then a stable layout.
+# --------------------------------------------------------------------------
+
+def _traced_modules(xplane: Path) -> dict[str, set[int]]:
+    """hlo_module -> program ids of the events in the trace (via JAX's own reader)."""
+    from jax.profiler import ProfileData
+
+    found: dict[str, set[int]] = {}
+    for plane in ProfileData.from_file(str(xplane)).planes:
+        for line in plane.lines:
+            for ev in line.events:
+                st = dict(ev.stats)
+                if "hlo_module" in st:
+                    found.setdefault(str(st["hlo_module"]), set()).add(int(st.get("program_id", -1)))
+    return found
+
+
+def capture(name: str, out: Path) -> Path:
+    """Capture one sample into out/name, replacing what was there."""
+    _, n_devices, _ = SAMPLES[name]
+    dest = out / name
+    with tempfile.TemporaryDirectory(prefix=f"traceview_{name}_") as tmp:
+        work = Path(tmp)
+        flags = [f"--xla_dump_to={work / 'dump'}", "--xla_dump_hlo_as_text",
+                 "--xla_dump_hlo_as_proto"]
+        if n_devices > 1:
+            flags.append(f"--xla_force_host_platform_device_count={n_devices}")
+        env = {**os.environ, "XLA_FLAGS": " ".join(flags), "JAX_PLATFORMS": "cpu",
+               "PYTHONHASHSEED": "0"}
+        worker = subprocess.run([sys.executable, __file__, "--worker", name, "--work", str(work)],
+                                env=env)
+        if worker.returncode:
+            raise SystemExit(f"{name}: the capture subprocess failed (exit {worker.returncode}), "
+                             "see its output above")
+        xplanes = sorted((work / "log").glob("plugins/profile/*/*.xplane.pb"))
+        if len(xplanes) != 1:
+            raise SystemExit(f"{name}: expected one xplane.pb, found {xplanes}")
+        meta = json.loads((work / "worker.json").read_text())
+
+        if dest.exists():
+            shutil.rmtree(dest)
+        run_dir = dest / "plugins" / "profile" / name
+        run_dir.mkdir(parents=True)
+        xplane = run_dir / f"{HOST}.xplane.pb"
+        shutil.move(str(xplanes[0]), xplane)
+
+        traced = _traced_modules(xplane)
+        wanted = {f"module_{pid:04d}.{mod}" for mod, pids in traced.items() for pid in pids}
+        hlo = dest / "hlo"
+        hlo.mkdir()
+        kept, kept_modules = [], set()
+        for f in sorted((work / "dump").iterdir()):
+            m = re.match(r"(module_\d+\.[^.]+)\.", f.name)
+            if m and m.group(1) in wanted and f.name.endswith(KEPT_DUMP_SUFFIXES):
+                shutil.copy(f, hlo / f.name)
+                kept.append(f.name)
+                kept_modules.add(m.group(1))
+        missing = wanted - kept_modules
+        if missing:
+            raise SystemExit(f"{name}: no HLO dump for traced modules {sorted(missing)}")
+
+    meta["xplane"] = str(xplane.relative_to(dest))
+    meta["traced_modules"] = {m: sorted(p) for m, p in sorted(traced.items())}
+    meta["hlo_files"] = ["hlo/" + k for k in kept]
+    (dest / "capture.json").write_text(json.dumps(meta, indent=1) + "\n")
+    return dest
+
+
+def _median_traced_step(dest: Path) -> float:
+    times = sorted(json.loads((dest / "capture.json").read_text())["traced_step_times_s"])
+    return times[len(times) // 2]
+
+
+def capture_checked(name: str, out: Path) -> Path:
+    """capture(), repeated while a regression-pair sample misses its timing goal.
+
+    The CPU is shared with whatever else runs on the machine, so one capture
+    can be uniformly slower; the "same" sample must still compare as same.
+    """
+    check = TIMING_CHECKS.get(name)
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        dest = capture(name, out)
+        if check is None:
+            return dest
+        ref, lo, hi = check
+        if not (out / ref / "capture.json").exists():
+            print(f"{name}: {out / ref} not captured, step time not checked", file=sys.stderr)
+            return dest
+        ratio = _median_traced_step(dest) / _median_traced_step(out / ref)
+        meta = json.loads((dest / "capture.json").read_text())
+        meta["timing_check"] = {"reference": ref, "median_step_ratio": ratio,
+                                "allowed": [lo, hi], "attempt": attempt}
+        (dest / "capture.json").write_text(json.dumps(meta, indent=1) + "\n")
+        if lo <= ratio and (hi is None or ratio <= hi):
+            return dest
+        print(f"{name}: median step {ratio:.2f}x {ref}'s, outside [{lo}, {hi}]; "
+              f"capturing again in {RETRY_PAUSE_S} s", file=sys.stderr)
+        time.sleep(RETRY_PAUSE_S)
+    raise SystemExit(f"{name}: step time still outside [{lo}, {hi}] x {ref}'s after "
+                     f"{MAX_ATTEMPTS} attempts; is the machine busy?")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent,
+                    help="output folder (default: the folder of this script)")
+    ap.add_argument("--only", action="append", choices=sorted(SAMPLES),
+                    help="capture only this sample (repeatable)")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        run_worker(args.worker, args.work)
+        return 0
+    for name in args.only or list(SAMPLES):
+        t0 = time.perf_counter()
+        dest = capture_checked(name, args.out)
+        meta = json.loads((dest / "capture.json").read_text())
+        print(f"{name}: {dest} median traced step {_median_traced_step(dest) * 1e3:.2f} ms "
+              f"({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

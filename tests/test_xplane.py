@@ -1,0 +1,323 @@
+"""parsers.xplane on the real traces: devices, steps, HLO protos, gzip, nesting, bad input."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from traceview.errors import TraceError, UserError
+from traceview.parsers.xplane import as_uint64, load_xspace, read_xplane, self_times
+from traceview.parsers.xspace_schema import XSpace
+from traceview.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS
+
+TPU = "openxla-xprof/tpu_inference_2.xplane.pb"
+V100 = "tensorflow-profiler/GPU-multi-worker/34.83.195.179_6003.xplane.pb"
+MI300X_GEMM = "AMD-AGI-TraceLens/jax08_gemm/tw003.xplane.pb"
+MI355X = "AMD-AGI-TraceLens/te_fused_attn/934987a2fc2f.xplane.pb"
+LEGACY = "AMD-AGI-TraceLens/jax_conv_minimal_legacy"
+
+
+def _check_dtypes(frame: pd.DataFrame, columns: dict[str, str]) -> None:
+    assert list(frame.columns) == list(columns)
+    for name, dtype in columns.items():
+        assert str(frame[name].dtype) == dtype, name
+
+
+def test_every_real_trace_reads_with_contract_dtypes(shared_traces):
+    files = sorted(shared_traces.rglob("*.xplane.pb"))
+    assert files
+    for f in files:
+        td = read_xplane(f)
+        _check_dtypes(td.ops, OP_COLUMNS)
+        _check_dtypes(td.host_events, HOST_EVENT_COLUMNS)
+        _check_dtypes(td.steps, STEP_COLUMNS)
+        assert len(td.ops) > 0, f
+        assert (td.ops["self_ps"] <= td.ops["duration_ps"]).all()
+        assert (td.ops["self_ps"] >= 0).all()
+
+
+def test_tpu_v6e_devices_as_the_trace_states(shared_traces):
+    td = read_xplane(shared_traces / TPU)
+    tpus = [d for d in td.devices if d.kind == "TPU"]
+    assert [d.id for d in tpus] == [f"tpu_inference_2/TPU:{i}" for i in range(4)]
+    for d in tpus:
+        assert d.model == "TPU v6 Lite"
+        assert d.peak_flops == pytest.approx(918e12)
+        assert d.hbm_bandwidth == pytest.approx(1638e9, rel=1e-3)
+        assert d.stats["device_type_string"] == "TPU v6 Lite"
+
+
+def test_tpu_ops_carry_trace_cost_and_module(shared_traces):
+    td = read_xplane(shared_traces / TPU)
+    ops = td.ops
+    ar = ops[ops["op"] == "all-reduce"]
+    # 3 executions of jit__psum on each of 4 chips.
+    assert len(ar) == 12
+    assert set(ar["module"]) == {"jit__psum"}
+    assert set(ar["category"]) == {"all-reduce"}
+    # the program id is a uint64 above 2^63, kept bit for bit
+    assert {as_uint64(int(p)) for p in ar["program_id"]} == {9646411105960254074}
+    assert "jit__psum(9646411105960254074)" in td.hlo_protos
+    assert (ar["trace_flops"] == 1342177280).all()
+    assert (ar["trace_bytes"] == 10737418240).all()
+    # every module name seen in the op table has its HLO proto in /host:metadata
+    keys = {f"{m}({as_uint64(int(p))})" for m, p in ops[["module", "program_id"]].drop_duplicates().itertuples(index=False)}
+    assert keys <= set(td.hlo_protos)
+
+
+def test_tpu_steps_are_main_module_executions(shared_traces):
+    td = read_xplane(shared_traces / TPU)
+    assert set(td.steps["source"]) == {"module"}
+    main_ops = td.ops[td.ops["module"] == "jit_f"]
+    assert (main_ops["step"] >= 0).all()
+    per_device = td.steps.groupby("device", observed=True).size()
+    assert len(per_device) == 4 and per_device.nunique() == 1
+
+
+def test_mi300x_device(shared_traces):
+    td = read_xplane(shared_traces / MI300X_GEMM)
+    gpus = [d for d in td.devices if d.kind == "GPU"]
+    assert len(gpus) == 8
+    g = gpus[0]
+    assert (g.vendor, g.compute_capability, g.core_count) == ("AMD", "9.4", 304)
+    assert g.clock_hz == pytest.approx(2.1e9)
+    assert g.memory_bytes == 206141652992
+    assert td.environment == {} or isinstance(td.environment, dict)
+    assert "jit_dot(64)" in td.hlo_protos
+
+
+def test_mi355x_device(shared_traces):
+    td = read_xplane(shared_traces / MI355X)
+    g = next(d for d in td.devices if d.id.endswith("GPU:0"))
+    assert (g.vendor, g.compute_capability, g.core_count) == ("AMD", "9.5", 256)
+    assert g.hbm_bandwidth == pytest.approx(4.096e12)
+    assert "profile_start_time" in td.environment
+    # the Megascale plane has no events and is not a device
+    assert all("CUSTOM" not in d.id for d in td.devices)
+
+
+def test_v100_tensorflow_trace(shared_traces):
+    td = read_xplane(shared_traces / V100)
+    g = next(d for d in td.devices if d.id.endswith("GPU:4"))
+    assert (g.compute_capability, g.core_count) == ("7.0", 80)
+    assert g.clock_hz == pytest.approx(1.53e9)
+    # only GPU:1, 4 and 6 have events
+    assert set(td.ops["device"].astype(str).str.rsplit("/", n=1).str[1]) == {"GPU:1", "GPU:4", "GPU:6"}
+    # Steps come from the Steps lines of GPU:4 and GPU:6
+    assert set(td.steps["source"]) == {"steps_line"}
+    assert sorted(td.steps["device"].astype(str).str.rsplit("/", n=1).str[1]) == ["GPU:4", "GPU:6"]
+    # kernels on a Compute stream are named by their TensorFlow op ("level 0" stat)
+    compute = td.ops[td.ops["line"].astype(str).str.contains("Compute")]
+    assert compute["op"].astype(str).str.startswith("replica_").mean() > 0.9
+    assert (td.ops["program_id"] == -1).all()
+
+
+def test_hlo_protos_from_metadata_plane_equal_files_beside(shared_traces):
+    folder = shared_traces / LEGACY
+    td = read_xplane(next(folder.glob("*.xplane.pb")))
+    files = sorted(folder.glob("*.hlo_proto.pb"))
+    assert len(files) == 8
+    for f in files:
+        assert td.hlo_protos[f.name[: -len(".hlo_proto.pb")]] == f.read_bytes()
+
+
+def test_cpu_sample_trace(sample_traces):
+    f = next(sample_traces.glob("mlp/plugins/profile/*/*.xplane.pb"))
+    td = read_xplane(f)
+    assert [d.kind for d in td.devices] == ["CPU"]
+    assert set(td.ops["device"]) == {f"{td.host}/CPU"}
+    assert "jit_train_step" in set(td.ops["module"])
+    assert set(td.steps["source"]) == {"host_annotation"}
+    assert (td.ops["step"] >= 0).all()
+    assert "jax_version" in td.environment
+    # op events left the host table; python events stayed
+    assert not td.host_events["name"].isin(td.ops["op"].astype(str).unique()).all()
+
+
+def test_gzip_gives_the_same_tables(shared_traces, tmp_path):
+    src = shared_traces / MI300X_GEMM
+    gz = tmp_path / "tw003.xplane.pb.gz"
+    gz.write_bytes(gzip.compress(src.read_bytes()))
+    a, b = read_xplane(src), read_xplane(gz)
+    assert a.host == b.host == "tw003"
+    pd.testing.assert_frame_equal(a.ops, b.ops)
+    pd.testing.assert_frame_equal(a.host_events, b.host_events)
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def _expect_trace_error(path, fragment: str) -> None:
+    with pytest.raises(TraceError) as info:
+        read_xplane(path)
+    msg = str(info.value)
+    assert str(path) in msg and fragment in msg and "\n" not in msg
+    assert isinstance(info.value, UserError)
+
+
+def test_empty_file(tmp_path):
+    f = tmp_path / "h.xplane.pb"
+    f.write_bytes(b"")
+    _expect_trace_error(f, "empty")
+
+
+def test_truncated_file(shared_traces, tmp_path):
+    data = (shared_traces / MI300X_GEMM).read_bytes()
+    f = tmp_path / "h.xplane.pb"
+    f.write_bytes(data[: len(data) // 2 + 3])
+    _expect_trace_error(f, "truncated")
+
+
+def test_truncated_gzip(shared_traces, tmp_path):
+    data = gzip.compress((shared_traces / MI300X_GEMM).read_bytes())
+    f = tmp_path / "h.xplane.pb.gz"
+    f.write_bytes(data[: len(data) // 2])
+    _expect_trace_error(f, "gzip")
+
+
+def test_text_file(tmp_path):
+    f = tmp_path / "h.xplane.pb"
+    f.write_text("this is not a protobuf\n" * 20)
+    with pytest.raises(TraceError) as info:
+        read_xplane(f)
+    assert str(f) in str(info.value)
+
+
+def test_other_protobuf(tmp_path):
+    from google.protobuf import descriptor_pb2
+
+    other = descriptor_pb2.FileDescriptorProto(name="x.proto", package="p")
+    other.message_type.add(name="M")
+    f = tmp_path / "h.xplane.pb"
+    f.write_bytes(other.SerializeToString())
+    _expect_trace_error(f, "not a")
+
+
+def test_space_with_no_events_warns(tmp_path):
+    space = XSpace()
+    plane = space.planes.add(name="/device:GPU:0")
+    plane.id = 1
+    f = tmp_path / "h.xplane.pb"
+    f.write_bytes(space.SerializeToString())
+    td = read_xplane(f)
+    assert td.ops.empty and any("no device op events" in w for w in td.warnings)
+    assert load_xspace(f).planes[0].name == "/device:GPU:0"
+
+
+# ------------------------------------------------------------- self time
+
+
+def _self_times_reference(start, dur):
+    """Brute force: direct children are contained events with no contained event between."""
+    n = len(start)
+    end = start + dur
+    out = dur.copy()
+    for i in range(n):
+        if dur[i] == 0:
+            continue
+        inside = [j for j in range(n) if j != i and dur[j] > 0 and start[i] <= start[j] and end[j] <= end[i]
+                  and not (start[j] == start[i] and end[j] == end[i] and j < i)]
+        direct = [j for j in inside if not any(k != j and start[k] <= start[j] and end[j] <= end[k]
+                                               and not (start[k] == start[j] and end[k] == end[j] and k > j)
+                                               for k in inside)]
+        out[i] = dur[i] - sum(dur[j] for j in direct)
+    return out
+
+
+def _random_nested(rng, n_roots=6, depth=3):
+    starts, durs = [], []
+
+    def fill(lo, hi, d):
+        t = lo
+        while t < hi and d >= 0:
+            s = t + int(rng.integers(0, 5))
+            e = min(hi, s + int(rng.integers(1, 60)))
+            if s >= e:
+                break
+            starts.append(s)
+            durs.append(e - s)
+            if d > 0 and rng.random() < 0.7:
+                fill(s, e, d - 1)
+            t = e + int(rng.integers(0, 3))
+            if rng.random() < 0.3:
+                break
+
+    for r in range(n_roots):
+        fill(r * 100, r * 100 + 90, depth)
+    perm = rng.permutation(len(starts))
+    return np.array(starts, dtype=np.int64)[perm], np.array(durs, dtype=np.int64)[perm]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_self_times_match_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    start, dur = _random_nested(rng)
+    np.testing.assert_array_equal(self_times(start, dur), _self_times_reference(start, dur))
+
+
+def test_self_times_flat_and_zero_length():
+    start = np.array([0, 10, 10, 20], dtype=np.int64)
+    dur = np.array([10, 0, 10, 5], dtype=np.int64)
+    np.testing.assert_array_equal(self_times(start, dur), dur)
+    # a parent with two children and a zero-length marker inside
+    start = np.array([0, 1, 5, 3], dtype=np.int64)
+    dur = np.array([10, 2, 3, 0], dtype=np.int64)
+    np.testing.assert_array_equal(self_times(start, dur), [5, 2, 3, 0])
+
+
+def test_copy_of_trace_keeps_host_name(shared_traces, tmp_path):
+    f = tmp_path / "myhost.xplane.pb"
+    shutil.copy(shared_traces / MI300X_GEMM, f)
+    assert read_xplane(f).host == "myhost"
+
+
+# ------------------------------------------------------- columnar event decoder
+
+
+def test_columnar_decoder_matches_protobuf_parser(shared_traces):
+    """decode_events gives the same events and stats as protobuf's own parser, on every real trace."""
+    from traceview.parsers.xspace_schema import XSpaceRaw, decode_events
+
+    kinds = {"double_value": 2, "uint64_value": 3, "int64_value": 4, "str_value": 5, "bytes_value": 6,
+             "ref_value": 7, None: 0}
+    for f in sorted(shared_traces.rglob("*.xplane.pb")):
+        data = f.read_bytes()
+        raw, full = XSpaceRaw.FromString(data), XSpace.FromString(data)
+        for raw_plane, plane in zip(raw.planes, full.planes):
+            for raw_line, line in zip(raw_plane.lines, plane.lines):
+                cols = decode_events(raw_line.events)
+                events = list(line.events)
+                np.testing.assert_array_equal(cols.metadata_id, [e.metadata_id for e in events])
+                np.testing.assert_array_equal(cols.offset_ps, [e.offset_ps for e in events])
+                np.testing.assert_array_equal(cols.duration_ps, [e.duration_ps for e in events])
+                stats = [(i, s) for i, e in enumerate(events) for s in e.stats]
+                assert cols.stat_event.tolist() == [i for i, _ in stats]
+                assert cols.stat_id.tolist() == [s.metadata_id for _, s in stats]
+                assert cols.stat_kind.tolist() == [kinds[s.WhichOneof("value")] for _, s in stats]
+                for k, (_, s) in enumerate(stats):
+                    which = s.WhichOneof("value")
+                    if which in ("str_value", "bytes_value"):
+                        got = cols.stat_bytes(k)
+                        assert got == (s.str_value.encode() if which == "str_value" else s.bytes_value)
+                    elif which == "double_value":
+                        assert cols.stat_bits[k:k + 1].view(np.float64)[0] == s.double_value
+                    elif which == "int64_value":
+                        assert cols.stat_bits[k:k + 1].view(np.int64)[0] == s.int64_value
+                    elif which is not None:
+                        assert int(cols.stat_bits[k]) == getattr(s, which)
+
+
+def test_corrupt_event_bytes(tmp_path):
+    from traceview.parsers.xspace_schema import XSpaceRaw
+
+    space = XSpaceRaw()
+    plane = space.planes.add(name="/device:GPU:0")
+    line = plane.lines.add(name="Stream #1")
+    line.events.append(b"\x08\x01\x22\xff\x01")  # a stats field claiming 255 bytes
+    f = tmp_path / "h.xplane.pb"
+    f.write_bytes(space.SerializeToString())
+    _expect_trace_error(f, "corrupt events")

@@ -1,0 +1,32 @@
+"""The HLO cost model: FLOPs, transcendentals, bytes and collective volume per instruction.
+
+Public API (used by the CLI and the roofline stage):
+
+* :func:`instruction_costs` -> DataFrame, one row per op-level instruction
+  (entry, while bodies/conditions, conditional branches, called computations;
+  fused computations, reducers and async-wrapped computations are rolled into
+  the instruction that calls them). Columns:
+
+  ``module, program_id, computation, name, opcode, category`` (XProf-like), ``shape`` (text),
+  ``dtype`` (math type: dot/conv/GEMM input type, a fusion's heaviest
+  contraction's input type, else the output type), ``flops, transcendentals,
+  bytes_read, bytes_written, bytes_accessed`` (as XLA's HloCostAnalysis counts
+  them; a fusion's bytes are those crossing its boundary; while/conditional/call
+  rows are zero since their bodies are rows of their own), ``multiplier``
+  (product of the known trip counts of enclosing while loops, NaN if one is
+  unknown), ``flops_per_step, bytes_accessed_per_step`` (x multiplier),
+  ``collective_kind, payload_bytes, group_size, groups, crosses_dcn`` (see
+  :mod:`traceview.cost.collectives` for the payload definition), ``unknown``
+  (no cost rule: figures are zero, not a guess), ``note``, ``source_file,
+  source_line, fusion_kind``. ``df.attrs["warnings"]`` lists what is unknown.
+* :func:`module_totals` -> dict with ``flops, transcendentals, bytes_accessed``
+  as ``compiled.cost_analysis()`` reports them, ``*_per_step`` and ``warnings``.
+* :func:`fused_instruction_costs` -> the inside of one fusion.
+"""
+
+from traceview.cost.analysis import Cost, ModuleAnalysis
+from traceview.cost.collectives import CollectiveInfo, collective_info
+from traceview.cost.table import COLUMNS, fused_instruction_costs, instruction_costs, module_totals
+
+__all__ = ["COLUMNS", "CollectiveInfo", "Cost", "ModuleAnalysis", "collective_info", "fused_instruction_costs",
+           "instruction_costs", "module_totals"]

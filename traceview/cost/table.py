@@ -1,0 +1,231 @@
+"""Cost tables of a module: one row per op-level instruction, plus module totals."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from traceview.cost import attrs as A
+from traceview.cost.analysis import Cost, ModuleAnalysis
+from traceview.cost.categories import category, math_dtype
+from traceview.cost.collectives import CollectiveInfo, collective_info
+from traceview.cost.shapes import shape_text
+from traceview.errors import UserError
+from traceview.parsers.hlo_model import Computation, HloModule, Instruction
+
+# Column -> dtype of instruction_costs(); documented in traceview/cost/__init__.py.
+COLUMNS: dict[str, str] = {
+    "module": "object", "program_id": "object", "computation": "object", "name": "object", "opcode": "object", "category": "object",
+    "shape": "object", "dtype": "object", "flops": "float64", "transcendentals": "float64",
+    "bytes_read": "float64", "bytes_written": "float64", "bytes_accessed": "float64", "multiplier": "float64",
+    "flops_per_step": "float64", "bytes_accessed_per_step": "float64",
+    "collective_kind": "object", "payload_bytes": "float64", "group_size": "float64", "groups": "object",
+    "crosses_dcn": "object", "unknown": "bool", "note": "object", "source_file": "object",
+    "source_line": "float64", "fusion_kind": "object",
+}
+# Called computations that are rolled into their caller rather than listed as ops.
+_NESTED_OPS = frozenset({"fusion", "async-start"})
+
+
+def _roots(module: HloModule) -> list[Computation]:
+    """The entry computation; without one, every computation that nothing calls."""
+    entry = module.entry_computation()
+    if entry is not None:
+        return [entry]
+    comps = module.computations
+    called = {c for comp in comps.values() for inst in comp.instructions for c in inst.called_computations}
+    return [c for name, c in comps.items() if name not in called]
+
+
+def _op_computations(module: HloModule, analysis: ModuleAnalysis,
+                     warnings: list[str]) -> list[tuple[Computation, float]]:
+    """Computations whose instructions run as ops, each with its loop multiplier.
+
+    Walks from the entry through while bodies/conditions, conditional branches
+    and calls; fused computations and to_apply reducers are not ops. Without an
+    ENTRY (truncated text) every computation that nothing calls is a root.
+    """
+    comps = module.computations
+    roots = _roots(module)
+    out: list[tuple[Computation, float]] = []
+    seen: set[str] = set()
+    stack = [(c, 1.0) for c in reversed(roots)]
+    while stack:
+        comp, mult = stack.pop()
+        if comp.name in seen:
+            continue
+        seen.add(comp.name)
+        out.append((comp, mult))
+        children: list[tuple[Computation, float]] = []
+        for inst in comp.instructions:
+            op = inst.opcode
+            if op == "while":
+                trips = A.known_trip_count(inst.backend_config)
+                if trips is None:
+                    warnings.append(f"{module.name}: while loop {inst.name!r} has no known trip count; "
+                                    "its body's multiplier is NaN and per-step totals count it once")
+                inner = mult * trips if trips is not None else math.nan
+                for key, pos in (("condition", 0), ("body", 1)):
+                    sub = analysis.called(inst, key, pos)
+                    if sub is not None:
+                        children.append((sub, inner))
+            elif op in ("conditional", "call"):
+                for name in inst.called_computations:
+                    sub = comps.get(name)
+                    if sub is not None:
+                        children.append((sub, mult))
+        stack.extend(reversed(children))
+    return out
+
+
+def _wrapped(inst: Instruction, analysis: ModuleAnalysis, comp: Computation) -> Instruction | None:
+    """The root instruction an async-start (or its -update/-done) runs."""
+    start = inst
+    if inst.opcode in ("async-done", "async-update") and inst.operands:
+        start = analysis.index(comp).by_name.get(inst.operands[0], inst)
+        while start.opcode == "async-update" and start.operands:
+            start = analysis.index(comp).by_name.get(start.operands[0], start)
+    sub = analysis.called(start, "calls")
+    if sub is None:
+        return None
+    return analysis.index(sub).by_name.get(sub.root or "") or (sub.instructions[-1] if sub.instructions else None)
+
+
+def _dominant_contraction(inst: Instruction, analysis: ModuleAnalysis):
+    """(opcode, operand shapes) of the heaviest dot/convolution/GEMM call inside a fusion, or None."""
+    fused = analysis.called(inst, "calls")
+    if fused is None:
+        return None
+    best, best_flops = None, -1.0
+    for sub in fused.instructions:
+        if sub.opcode in ("dot", "convolution", "ragged-dot") or (sub.opcode == "custom-call"):
+            flops = analysis.own_cost(sub, fused).flops
+            if flops > best_flops:
+                best, best_flops = (sub.opcode, analysis.operand_shapes(sub, fused)), flops
+    return best
+
+
+def instruction_costs(module: HloModule, devices_per_slice: int | None = None) -> pd.DataFrame:
+    """One row per instruction of every op-level computation (see :data:`COLUMNS`).
+
+    ``devices_per_slice`` (e.g. chips per TPU slice) lets ``crosses_dcn`` say
+    whether a collective's groups span slices; without it that column is None.
+    Warnings (unknown opcodes or targets, unknown trip counts) are in
+    ``df.attrs["warnings"]``.
+    """
+    analysis = ModuleAnalysis(module)
+    warnings: list[str] = []
+    rows: list[tuple] = []
+    for comp, mult in _op_computations(module, analysis, warnings):
+        for inst in comp.instructions:
+            rows.append(_row(module, comp, inst, mult, analysis, devices_per_slice))
+    warnings.extend(_analysis_warnings(module, analysis))
+    kind_at, groups_at, size_at = (list(COLUMNS).index(c) for c in ("collective_kind", "groups", "group_size"))
+    unsized = [r for r in rows if r[kind_at] and r[groups_at] is None and r[size_at] == 0]
+    if unsized:
+        warnings.append(f"{module.name}: {len(unsized)} collectives run over all devices but the module does not "
+                        "say how many (no num_partitions/replica_count); their group_size is 0")
+    df = pd.DataFrame.from_records(rows, columns=list(COLUMNS)) if rows else pd.DataFrame(
+        {k: pd.Series(dtype=v) for k, v in COLUMNS.items()})
+    df = df.astype({k: v for k, v in COLUMNS.items() if v != "object"})
+    df.attrs["warnings"] = warnings
+    return df
+
+
+def _row(module: HloModule, comp: Computation, inst: Instruction, mult: float, analysis: ModuleAnalysis,
+         devices_per_slice: int | None) -> tuple:
+    cost: Cost = analysis.own_cost(inst, comp)
+    operands = analysis.operand_shapes(inst, comp) if inst.opcode not in ("parameter", "constant") else []
+    wrapped = _wrapped(inst, analysis, comp) if inst.opcode.startswith("async-") else None
+    coll: CollectiveInfo | None
+    if wrapped is not None:
+        sub_comp = analysis.called(inst, "calls") or comp
+        coll = collective_info(wrapped, analysis.operand_shapes(wrapped, sub_comp) if inst.opcode == "async-start"
+                               else [], module, devices_per_slice,
+                               wrapped.opcode + ("-done" if inst.opcode != "async-start" else ""))
+        cat = category(wrapped)
+    elif inst.opcode.endswith("-done") and inst.operands:
+        # A -done names its groups only through its -start.
+        start = analysis.index(comp).by_name.get(inst.operands[0], inst)
+        coll = collective_info(start, [], module, devices_per_slice, inst.opcode)
+        cat = category(inst)
+    else:
+        coll = collective_info(inst, operands, module, devices_per_slice)
+        cat = category(inst)
+    dominant = _dominant_contraction(inst, analysis) if inst.opcode == "fusion" else None
+    dtype = math_dtype(wrapped or inst, operands if wrapped is None else [], dominant)
+    md = inst.metadata
+    line = md.get("source_line")
+    return (module.name, module.program_id, comp.name, inst.name, inst.opcode, cat, shape_text(inst.shape), dtype,
+            cost.flops, cost.transcendentals, cost.bytes_read, cost.bytes_written, cost.bytes_accessed, mult,
+            cost.flops * mult, cost.bytes_accessed * mult,
+            coll.kind if coll else "", coll.payload_bytes if coll else 0.0, float(coll.group_size) if coll else 0.0,
+            coll.groups if coll else None, coll.crosses_dcn if coll else None, cost.unknown, cost.note,
+            md.get("source_file", ""), float(line) if line and line.isdigit() else np.nan, inst.fusion_kind or "")
+
+
+def _analysis_warnings(module: HloModule, analysis: ModuleAnalysis) -> list[str]:
+    out = []
+    if analysis.unknown_opcodes:
+        listed = ", ".join(f"{k} (x{len(v)})" for k, v in sorted(analysis.unknown_opcodes.items()))
+        out.append(f"{module.name}: no cost rule for opcodes {listed}; counted as zero and marked unknown")
+    if analysis.unknown_targets:
+        listed = ", ".join(f"{k} (x{len(v)})" for k, v in sorted(analysis.unknown_targets.items()))
+        out.append(f"{module.name}: unknown custom-call targets {listed}; counted as zero and marked unknown")
+    if analysis.malformed:
+        name, err = next(iter(analysis.malformed.items()))
+        out.append(f"{module.name}: {len(analysis.malformed)} instructions could not be costed (e.g. {name}: "
+                   f"{err}); counted as zero and marked unknown")
+    if analysis.missing_operands:
+        some = ", ".join(sorted(analysis.missing_operands)[:5])
+        out.append(f"{module.name}: {len(analysis.missing_operands)} operands name no instruction "
+                   f"(e.g. {some}); their sizes count as zero")
+    return out
+
+
+def module_totals(module: HloModule) -> dict:
+    """Module FLOPs, transcendentals and bytes as XLA's HloCostAnalysis defines them for the entry
+    computation (what ``compiled.cost_analysis()`` reports: while bodies counted once), plus
+    ``*_per_step`` figures with while bodies multiplied by their known trip counts, and ``warnings``."""
+    analysis = ModuleAnalysis(module)
+    warnings: list[str] = []
+    entry = module.entry_computation()
+    once, step = Cost(), Cost()
+    if entry is not None:
+        once, step = analysis.computation_cost(entry), analysis.computation_cost(entry, per_step=True)
+    else:
+        warnings.append(f"{module.name}: no ENTRY computation; totals sum the computations nothing calls "
+                        "and are incomplete")
+        for comp in _roots(module):
+            once.add(analysis.computation_cost(comp))
+            step.add(analysis.computation_cost(comp, per_step=True))
+    _op_computations(module, analysis, warnings)  # trip-count warnings
+    warnings.extend(_analysis_warnings(module, analysis))
+    return {"module": module.name, "flops": once.flops, "transcendentals": once.transcendentals,
+            "bytes_accessed": once.bytes_accessed, "flops_per_step": step.flops,
+            "transcendentals_per_step": step.transcendentals, "bytes_accessed_per_step": step.bytes_accessed,
+            "unknown": once.unknown, "warnings": warnings}
+
+
+def fused_instruction_costs(module: HloModule, fusion_name: str) -> pd.DataFrame:
+    """The instructions inside one fusion with their own FLOPs (bytes inside a fusion are not memory
+    traffic, so only the fusion row of :func:`instruction_costs` carries bytes)."""
+    analysis = ModuleAnalysis(module)
+    for comp in module.computations.values():
+        for inst in comp.instructions:
+            if inst.name == fusion_name and inst.opcode == "fusion":
+                fused = analysis.called(inst, "calls")
+                if fused is None:
+                    break
+                rows = []
+                for sub in fused.instructions:
+                    c = analysis.cost(sub, fused)
+                    ops = analysis.operand_shapes(sub, fused) if sub.opcode not in ("parameter", "constant") else []
+                    rows.append((module.name, fused.name, sub.name, sub.opcode, category(sub), shape_text(sub.shape),
+                                 math_dtype(sub, ops), c.flops, c.transcendentals, c.unknown))
+                return pd.DataFrame.from_records(rows, columns=["module", "computation", "name", "opcode", "category",
+                                                                "shape", "dtype", "flops", "transcendentals",
+                                                                "unknown"])
+    raise UserError(f"{module.name}: no fusion named {fusion_name!r}")

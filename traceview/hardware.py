@@ -1,0 +1,660 @@
+"""The hardware database: what each chip can do, where each figure comes from,
+and which chip a trace was captured on.
+
+Figures live in ``traceview/data/hardware.json`` (one entry per chip, every
+figure with its source); a user file given with ``--hardware-file`` adds chips
+or overrides figures. Rates are FLOP/s per chip, dense; bandwidths are bytes/s
+one way; capacities bytes. Unknown figures are None, never zero.
+
+Peak-rate rule (:meth:`Chip.peak_flops_for`): an op's dtype maps to a dtype
+class (bf16, fp16, fp8, fp4, int8, int4, tf32, fp32, fp64, int32); the chip's
+figure for that class is used when it exists. Otherwise the chip's declared
+fallback is used, and only when the table declares one, with its reason (e.g.
+TPU f32 matmuls run as bf16 MXU passes at default precision; Volta has no
+bf16 so XLA computes it in f32). A fallback is always a rate at least as fast
+as the real one, so the roofline time stays a lower bound, and callers turn
+its reason into a warning. No figure and no fallback gives None: the caller
+labels the op "unknown", it never guesses.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+import re
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from traceview.errors import UserError
+from traceview.profile import Device
+
+DTYPE_CLASSES = ("bf16", "fp16", "fp8", "fp4", "int8", "int4", "tf32", "fp32", "fp64", "int32")
+TOPOLOGIES = ("2d_torus", "3d_torus", "switch", "full_mesh")
+KINDS = ("TPU", "GPU", "CPU")
+
+_DTYPE_ALIASES = {
+    "bf16": "bf16", "bfloat16": "bf16",
+    "f16": "fp16", "fp16": "fp16", "float16": "fp16", "half": "fp16",
+    "f32": "fp32", "fp32": "fp32", "float32": "fp32", "float": "fp32", "c64": "fp32", "complex64": "fp32",
+    "tf32": "tf32",
+    "f64": "fp64", "fp64": "fp64", "float64": "fp64", "double": "fp64", "c128": "fp64", "complex128": "fp64",
+    "s8": "int8", "u8": "int8", "int8": "int8", "uint8": "int8",
+    "s4": "int4", "u4": "int4", "int4": "int4", "uint4": "int4",
+    "fp8": "fp8", "fp4": "fp4",
+    "pred": "int32", "s16": "int32", "u16": "int32", "s32": "int32", "u32": "int32",
+    "s64": "int32", "u64": "int32", "int16": "int32", "int32": "int32", "int64": "int32",
+    "uint16": "int32", "uint32": "int32", "uint64": "int32", "bool": "int32", "int": "int32",
+}
+
+
+def dtype_class(dtype: object) -> str | None:
+    """Map an XLA element type (``bf16``, ``f8e4m3fn``, ``s32``...) to a peak-rate class.
+
+    All 8-bit floats (f8e4m3fn, f8e5m2, ...) are ``fp8``, 4-bit floats ``fp4``;
+    integers wider than 8 bits and ``pred`` share ``int32`` (vector ALU ops).
+    None for a missing or unrecognised dtype.
+    """
+    if dtype is None or (isinstance(dtype, float) and math.isnan(dtype)):
+        return None
+    text = str(dtype).strip().lower()
+    if not text:
+        return None
+    if text in _DTYPE_ALIASES:
+        return _DTYPE_ALIASES[text]
+    if text.startswith(("f8", "float8")):
+        return "fp8"
+    if text.startswith(("f4", "float4", "mxfp4", "nvfp4")):
+        return "fp4"
+    return None
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    """Scale-up network of one chip. Bandwidths one way, bytes/s.
+
+    ``topology`` is ``2d_torus``/``3d_torus`` (TPU ICI: nearest neighbours,
+    ``links`` per chip), ``switch`` (NVLink through NVSwitch: any peer at
+    ``device_bandwidth``) or ``full_mesh`` (Infinity Fabric: one direct link of
+    ``link_bandwidth`` to each of ``links`` peers).
+    """
+
+    type: str
+    topology: str
+    link_bandwidth: float | None = None
+    links: int | None = None
+    device_bandwidth: float | None = None
+
+    @property
+    def egress_bandwidth(self) -> float | None:
+        """All the bytes/s one chip can send at once (one way)."""
+        if self.device_bandwidth is not None:
+            return self.device_bandwidth
+        if self.link_bandwidth is not None and self.links is not None:
+            return self.link_bandwidth * self.links
+        return None
+
+
+@dataclass
+class Chip:
+    """One chip's figures. ``sources`` maps a figure's path (``peak_flops.bf16``,
+    ``hbm_bandwidth``, ``interconnect.link_bandwidth``...) to where it comes from."""
+
+    name: str
+    kind: str
+    vendor: str | None = None
+    aliases: tuple[str, ...] = ()
+    peak_flops: dict[str, float] = field(default_factory=dict)
+    hbm_bandwidth: float | None = None
+    hbm_capacity: float | None = None
+    on_chip_memory: float | None = None
+    on_chip_memory_scope: str | None = None   # "per chip", "per SM", "per CU"
+    on_chip_memory_what: str | None = None
+    interconnect: Interconnect | None = None
+    pcie_bandwidth: float | None = None
+    dcn_bandwidth: float | None = None
+    dtype_fallbacks: dict[str, tuple[str, str]] = field(default_factory=dict)  # class -> (class, reason)
+    identify: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    assumption: bool = False                 # figures are assumptions (the default cpu entry)
+    notes: list[str] = field(default_factory=list)
+
+    def peak_flops_rule(self, dtype: object) -> tuple[float | None, str | None]:
+        """(peak FLOP/s for ops of this dtype, note when a fallback was used).
+
+        See the module docstring for the rule; None when the chip has no
+        figure and no declared fallback for the dtype's class.
+        """
+        klass = dtype_class(dtype)
+        if klass is None:
+            return None, None
+        if klass in self.peak_flops:
+            return self.peak_flops[klass], None
+        fallback = self.dtype_fallbacks.get(klass)
+        if fallback and fallback[0] in self.peak_flops:
+            to, reason = fallback
+            return self.peak_flops[to], f"{klass} ops on {self.name} use the {to} peak: {reason}"
+        return None, None
+
+    def peak_flops_for(self, dtype: object) -> float | None:
+        """Peak FLOP/s for ops of ``dtype`` (see :meth:`peak_flops_rule`)."""
+        return self.peak_flops_rule(dtype)[0]
+
+    def with_figures(self, source: str, *, peak_flops: dict[str, float] | None = None,
+                     hbm_bandwidth: float | None = None, name: str | None = None) -> "Chip":
+        """A copy with some figures replaced (trace figures, command-line flags), credited to ``source``."""
+        chip = copy.deepcopy(self)
+        if name:
+            chip.name = name
+        for key, value in (peak_flops or {}).items():
+            klass = dtype_class(key) or key
+            chip.peak_flops[klass] = float(value)
+            chip.sources[f"peak_flops.{klass}"] = source
+        if hbm_bandwidth is not None:
+            chip.hbm_bandwidth = float(hbm_bandwidth)
+            chip.sources["hbm_bandwidth"] = source
+        return chip
+
+    @property
+    def interconnect_bandwidth(self) -> float | None:
+        """The scale-up figure the collective formulas start from, one way: a TPU ICI link,
+        a GPU's NVLink egress, an Infinity Fabric link."""
+        ic = self.interconnect
+        if ic is None:
+            return None
+        if ic.topology == "switch":
+            return ic.egress_bandwidth
+        return ic.link_bandwidth
+
+    def target_fields(self) -> dict[str, Any]:
+        """The ``target`` object of ``traceview analyze --format json`` (less ``detected``)."""
+        return {"name": self.name, "kind": self.kind, "peak_flops": dict(self.peak_flops),
+                "hbm_bandwidth": self.hbm_bandwidth, "interconnect_bandwidth": self.interconnect_bandwidth,
+                "dcn_bandwidth": self.dcn_bandwidth, "assumption": self.assumption,
+                "sources": dict(self.sources), "notes": list(self.notes)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready figures with their sources (for ``traceview hardware --format json``)."""
+        ic = self.interconnect
+        return {
+            "name": self.name, "aliases": list(self.aliases), "vendor": self.vendor, "kind": self.kind,
+            "assumption": self.assumption,
+            "peak_flops": dict(self.peak_flops),
+            "hbm_bandwidth": self.hbm_bandwidth, "hbm_capacity": self.hbm_capacity,
+            "on_chip_memory": None if self.on_chip_memory is None else {
+                "value": self.on_chip_memory, "scope": self.on_chip_memory_scope,
+                "what": self.on_chip_memory_what},
+            "interconnect": None if ic is None else dataclasses.asdict(ic),
+            "pcie_bandwidth": self.pcie_bandwidth, "dcn_bandwidth": self.dcn_bandwidth,
+            "dtype_fallbacks": {k: {"to": to, "reason": why} for k, (to, why) in self.dtype_fallbacks.items()},
+            "identify": dict(self.identify),
+            "sources": dict(self.sources),
+            "notes": list(self.notes),
+        }
+
+
+# ---------------------------------------------------------------- loading
+
+_FIGURES = ("hbm_bandwidth", "hbm_capacity", "pcie_bandwidth", "dcn_bandwidth")
+
+
+class _Reader:
+    """Turns one raw chip entry into a Chip, resolving figure sources."""
+
+    def __init__(self, sources: dict[str, str], origin: str, user: bool):
+        self.sources = sources
+        self.origin = origin
+        self.user = user
+
+    def figure(self, raw: dict, key: str, path: str, into: dict[str, str]) -> float | None:
+        item = raw.get(key)
+        if item is None:
+            return None
+        if isinstance(item, dict):
+            value, src, note = item.get("value"), item.get("source"), item.get("note")
+            if item.get("assumption"):
+                note = f"ASSUMPTION; {note}" if note else "ASSUMPTION"
+        else:
+            value, src, note = item, None, None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise UserError(f"{self.origin}: {path} must be a positive number, got {value!r}")
+        if src is None:
+            if not self.user:
+                raise UserError(f"{self.origin}: {path} has no source")
+            src = f"user file {self.origin}"
+        text = self.sources.get(src, src)
+        into[path] = f"{text} ({note})" if note else text
+        return float(value)
+
+    def chip(self, raw: dict) -> Chip:
+        name = raw.get("name")
+        if not isinstance(name, str) or not name:
+            raise UserError(f"{self.origin}: a chip entry has no 'name'")
+        kind = str(raw.get("kind", "")).upper()
+        if kind not in KINDS:
+            raise UserError(f"{self.origin}: chip {name!r} needs 'kind' TPU, GPU or CPU, got {raw.get('kind')!r}")
+        where = f"{self.origin}: chip {name!r}"
+        for key, kind_of in (("peak_flops", dict), ("dtype_fallbacks", dict), ("interconnect", dict),
+                             ("identify", dict), ("aliases", (list, tuple))):
+            if raw.get(key) is not None and not isinstance(raw[key], kind_of):
+                raise UserError(f"{where}: '{key}' must be a {'list' if key == 'aliases' else 'table/object'}")
+        sources: dict[str, str] = {}
+        peaks: dict[str, float] = {}
+        for key in (raw.get("peak_flops") or {}):
+            klass = dtype_class(key) if key not in DTYPE_CLASSES else key
+            if klass is None:
+                raise UserError(f"{where}: unknown dtype {key!r} in peak_flops (use one of {', '.join(DTYPE_CLASSES)})")
+            peaks[klass] = self.figure(raw["peak_flops"], key, f"peak_flops.{klass}", sources)
+        figures = {key: self.figure(raw, key, key, sources) for key in _FIGURES}
+        memory = raw.get("on_chip_memory")
+        on_chip = self.figure(raw, "on_chip_memory", "on_chip_memory", sources)
+        fallbacks = {}
+        for key, item in (raw.get("dtype_fallbacks") or {}).items():
+            klass, to = dtype_class(key), dtype_class(item.get("to") if isinstance(item, dict) else item)
+            if klass is None or to is None:
+                raise UserError(f"{where}: bad dtype_fallbacks entry {key!r}")
+            reason = item.get("reason", "declared in the hardware file") if isinstance(item, dict) else \
+                "declared in the hardware file"
+            fallbacks[klass] = (to, reason)
+        return Chip(
+            name=name.lower(), kind=kind, vendor=raw.get("vendor"),
+            aliases=tuple(str(a).lower() for a in raw.get("aliases") or ()),
+            peak_flops=peaks, on_chip_memory=on_chip,
+            on_chip_memory_scope=memory.get("scope") if isinstance(memory, dict) else None,
+            on_chip_memory_what=memory.get("what") if isinstance(memory, dict) else None,
+            interconnect=self.interconnect(raw.get("interconnect"), where, sources),
+            dtype_fallbacks=fallbacks, identify=dict(raw.get("identify") or {}),
+            sources=sources, assumption=bool(raw.get("assumption", False)),
+            notes=list(raw.get("notes", [])), **figures,
+        )
+
+    def interconnect(self, raw: dict | None, where: str, sources: dict[str, str]) -> Interconnect | None:
+        if not raw:
+            return None
+        topology = raw.get("topology")
+        if topology not in TOPOLOGIES:
+            raise UserError(f"{where}: interconnect topology must be one of {', '.join(TOPOLOGIES)}, got {topology!r}")
+        links = self.figure(raw, "links", "interconnect.links", sources)
+        return Interconnect(
+            type=str(raw.get("type", "")), topology=topology,
+            link_bandwidth=self.figure(raw, "link_bandwidth", "interconnect.link_bandwidth", sources),
+            links=None if links is None else int(links),
+            device_bandwidth=self.figure(raw, "device_bandwidth", "interconnect.device_bandwidth", sources),
+        )
+
+
+@lru_cache(maxsize=1)
+def _builtin() -> dict:
+    text = resources.files("traceview").joinpath("data/hardware.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def _read_user_file(path: Path) -> dict:
+    """A user hardware file as {"chips": [...], "sources": {...}}."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read hardware file ({exc.strerror or exc})") from exc
+    if path.suffix.lower() == ".toml":
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover - Python 3.10
+            try:
+                import tomli as tomllib
+            except ImportError:
+                raise UserError(f"{path}: TOML hardware files need Python 3.11+ or the tomli package; "
+                                "use JSON instead") from None
+        try:
+            raw = tomllib.loads(data.decode("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise UserError(f"{path}: not valid TOML ({exc})") from exc
+    else:
+        try:
+            raw = json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise UserError(f"{path}: not valid JSON ({exc})") from exc
+    if isinstance(raw, list):
+        raw = {"chips": raw}
+    elif isinstance(raw, dict) and "chips" not in raw and "name" in raw:
+        raw = {"chips": [raw]}
+    if not isinstance(raw, dict) or not isinstance(raw.get("chips"), list):
+        raise UserError(f"{path}: expected a chip object, a list of chips or {{\"chips\": [...]}}")
+    return raw
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and "value" not in value:
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[\s_]+", "-", name.strip().lower())
+
+
+def load_hardware(extra_file: str | Path | None = None) -> dict[str, Chip]:
+    """The chip database by name: the built-in table, plus or overridden by ``extra_file``.
+
+    ``extra_file`` (JSON, or TOML on Python 3.11+) holds one chip object, a
+    list of them or ``{"chips": [...], "sources": {...}}`` in the built-in
+    layout; figures may be plain numbers. An entry whose name or alias
+    matches a known chip overrides only the figures it gives.
+    """
+    builtin = _builtin()
+    sources = dict(builtin["sources"])
+    raws: dict[str, dict] = {raw["name"]: raw for raw in builtin["chips"]}
+    user_names: set[str] = set()
+    origin = origin_user = "traceview/data/hardware.json"
+    if extra_file is not None:
+        path = Path(extra_file)
+        user = _read_user_file(path)
+        sources.update(user.get("sources") or {})
+        lookup = {_key(n): n for n, r in raws.items()}
+        lookup.update({_key(a): n for n, r in raws.items() for a in r.get("aliases", ())})
+        for entry in user["chips"]:
+            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                raise UserError(f"{path}: every chip entry needs a 'name'")
+            known = lookup.get(_key(entry["name"]))
+            if known:
+                merged = _merge(raws[known], {k: v for k, v in entry.items() if k != "name"})
+                merged["notes"] = list(merged.get("notes", [])) + [f"figures overridden by {path}"]
+                raws[known] = merged
+                user_names.add(known)
+            else:
+                raws[_key(entry["name"])] = entry
+                user_names.add(_key(entry["name"]))
+        origin_user = str(path)
+    db = {}
+    for name, raw in raws.items():
+        user = name in user_names
+        reader = _Reader(sources, origin_user if user else origin, user)
+        chip = reader.chip(raw)
+        db[chip.name] = chip
+    return db
+
+
+def get_chip(name: str, db: dict[str, Chip]) -> Chip:
+    """The chip called ``name`` (or one of its aliases); UserError listing known names otherwise."""
+    wanted = _key(name)
+    for chip in db.values():
+        if wanted == _key(chip.name) or wanted in (_key(a) for a in chip.aliases):
+            return chip
+    raise UserError(f"unknown target {name!r}; known chips: {', '.join(db)} "
+                    "(`traceview hardware` lists them with their aliases)")
+
+
+# ---------------------------------------------------------------- detection
+
+def _stat(device: Device, key: str) -> Any:
+    value = device.stats.get(key) if device.stats else None
+    if isinstance(value, bytes):
+        return None
+    return value
+
+
+def _float(value: Any) -> float | None:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if out > 0 and math.isfinite(out) else None
+
+
+def _norm_model(text: str) -> str:
+    return re.sub(r"[\s_-]+", " ", text.strip().lower())
+
+
+def detect_chip(device: Device, db: dict[str, Chip]) -> tuple[Chip | None, list[str]]:
+    """The chip a device plane describes, and what the caller should be told (see :func:`_detect`)."""
+    chip, messages = _detect(device, db)
+    return chip, [f"{device.id}: {m}" for m in messages]
+
+
+def _identity_stated(device: Device) -> bool:
+    """Whether the plane says anything that identifies the chip (some planes carry no stats)."""
+    if (device.kind or "").upper() == "CPU":
+        return True
+    facts = [device.model, device.peak_flops, device.compute_capability, device.core_count, device.memory_bytes]
+    keys = ("device_type_string", "peak_teraflops_per_second", "compute_cap_major", "core_count", "memory_size")
+    return any(f is not None for f in facts) or any(_stat(device, k) is not None for k in keys)
+
+
+def detect_target(devices: list[Device], db: dict[str, Chip]) -> tuple[Chip | None, list[str]]:
+    """One target for a whole trace: the chip most accelerator devices are detected as.
+
+    CPU planes count only when the trace has no TPU/GPU. Planes that state
+    nothing about themselves are assumed to be their siblings' chip. Mixed
+    chips give a warning; identical messages from many devices are merged.
+    """
+    accel = [d for d in devices if (d.kind or "").upper() in ("TPU", "GPU")]
+    pool = accel or [d for d in devices if (d.kind or "").upper() == "CPU"]
+    if not pool:
+        return None, ["the trace has no device planes to detect a chip from; give --target"]
+    silent = [d for d in pool if not _identity_stated(d)]
+    stated = [d for d in pool if _identity_stated(d)] or pool
+    by_message: dict[str, list[str]] = {}
+    found: dict[str, tuple[Chip, int]] = {}
+    for device in stated:
+        chip, messages = _detect(device, db)
+        for message in messages:
+            by_message.setdefault(message, []).append(device.id)
+        if chip is not None:
+            first, count = found.get(chip.name, (chip, 0))
+            found[chip.name] = (first, count + 1)
+    warnings = [f"{ids[0]}{f' and {len(ids) - 1} more devices' if len(ids) > 1 else ''}: {message}"
+                for message, ids in by_message.items()]
+    if not found:
+        return None, warnings
+    name, (chip, _count) = max(found.items(), key=lambda item: item[1][1])
+    if len(found) > 1:
+        mix = ", ".join(f"{n} ({c} devices)" for n, (_, c) in found.items())
+        warnings.append(f"the trace mixes chips: {mix}; judging every op against {name} (give --target to choose)")
+    if silent and stated is not pool:
+        warnings.append(f"{len(silent)} device planes state no model or peaks (e.g. {silent[0].id}); "
+                        f"assumed to be {name} like the others")
+    return chip, warnings
+
+
+def _detect(device: Device, db: dict[str, Chip]) -> tuple[Chip | None, list[str]]:
+    """Detection without the device prefix on messages.
+
+    TPUs match on the model string the trace states ("TPU v6 Lite" is
+    tpu-v6e); a TPU trace's own peak FLOP/s and HBM bandwidth win over the
+    table (the copy's ``sources`` say so; other dtypes keep their ratio to
+    bf16, e.g. halved when a plane is one TensorCore of a two-core chip). GPUs match on vendor, model name,
+    compute capability, SM/CU count and memory size; their trace bandwidth
+    (memory clock x bus width) is only compared with the table, because ROCm
+    reports half the datasheet figure. CPUs get the ``cpu`` entry, whose
+    figures are assumptions.
+    """
+    kind = (device.kind or "").upper()
+    if kind == "TPU":
+        return _detect_tpu(device, db)
+    if kind == "GPU":
+        return _detect_gpu(device, db)
+    if kind == "CPU":
+        chip = db.get("cpu")
+        if chip is None:
+            return None, [f"no 'cpu' entry in the hardware table; give --target"]
+        note = ("assumed figures" if chip.assumption else "figures from the hardware file")
+        return chip, [f"host CPU judged against the 'cpu' entry ({note}: "
+                      f"fp32 {_fmt(chip.peak_flops.get('fp32'))}FLOP/s, memory "
+                      f"{_fmt(chip.hbm_bandwidth)}B/s); give real figures with --hardware-file"]
+    return None, [f"device kind {device.kind!r} is not TPU, GPU or CPU; give --target"]
+
+
+def _trace_tpu_peaks(device: Device) -> tuple[float | None, float | None]:
+    tflops = _float(_stat(device, "peak_teraflops_per_second"))
+    gbps = _float(_stat(device, "peak_hbm_bw_gigabytes_per_second"))
+    peak = tflops * 1e12 if tflops else _float(device.peak_flops)
+    hbm = gbps * 1e9 if gbps else _float(device.hbm_bandwidth)
+    return peak, hbm
+
+
+def _detect_tpu(device: Device, db: dict[str, Chip]) -> tuple[Chip | None, list[str]]:
+    model = device.model or _stat(device, "device_type_string")
+    peak, hbm = _trace_tpu_peaks(device)
+    found = None
+    if model:
+        wanted = _norm_model(str(model))
+        for chip in db.values():
+            strings = chip.identify.get("model_strings", []) if chip.kind == "TPU" else []
+            if wanted in (_norm_model(s) for s in strings):
+                found = chip
+                break
+    source = f"trace: {device.id} plane stats"
+    if found is None:
+        if peak is None:
+            return None, [f"TPU model {model!r} is not in the hardware table and the trace "
+                          "states no peaks; give --target"]
+        adhoc = Chip(name=f"trace:{model or device.id}", kind="TPU", vendor="Google")
+        adhoc = adhoc.with_figures(source, peak_flops={"bf16": peak}, hbm_bandwidth=hbm)
+        return adhoc, [f"TPU model {model!r} is not in the hardware table; using the trace's "
+                       f"own peaks (bf16 {_fmt(peak)}FLOP/s, HBM {_fmt(hbm)}B/s); interconnect unknown"]
+    warnings: list[str] = []
+    if peak is None and hbm is None:
+        return found, warnings
+    peaks = {}
+    table_bf16 = found.peak_flops.get("bf16")
+    if peak:
+        # The trace's figure is bf16 for its device, which may be one TensorCore of a
+        # two-core chip or a different clock: other dtypes keep their ratio to bf16.
+        ratio = peak / table_bf16 if table_bf16 else 1.0
+        peaks = {k: v * ratio for k, v in found.peak_flops.items()} if abs(ratio - 1) > 0.01 else {}
+        peaks["bf16"] = peak
+    chip = found.with_figures(source, peak_flops=peaks, hbm_bandwidth=hbm)
+    chip.notes = chip.notes + [f"peaks stated by the trace ({device.id}) win over the table"]
+    for label, old, new in (("bf16 peak", table_bf16, peak), ("HBM bandwidth", found.hbm_bandwidth, hbm)):
+        if old and new and abs(new / old - 1) > 0.01:
+            scaled = " (other dtypes scaled alike)" if label == "bf16 peak" and len(peaks) > 1 else ""
+            warnings.append(f"the trace states {label} {_fmt(new)}, the table "
+                            f"{_fmt(old)} for {found.name}; using the trace's figure{scaled}")
+    return chip, warnings
+
+
+def _gpu_facts(device: Device) -> dict[str, Any]:
+    cc = device.compute_capability
+    if not cc:
+        major, minor = _stat(device, "compute_cap_major"), _stat(device, "compute_cap_minor")
+        cc = f"{major}.{minor}" if major is not None and minor is not None else None
+    memory = device.memory_bytes or _float(_stat(device, "memory_size"))
+    cores = device.core_count or _float(_stat(device, "core_count"))
+    bandwidth = _float(_stat(device, "memory_bandwidth")) or _float(device.hbm_bandwidth)
+    clock = device.clock_hz or ((_float(_stat(device, "clock_rate")) or 0) * 1e3 or None)  # kHz stat
+    return {"vendor": device.vendor or _stat(device, "device_vendor"), "model": device.model,
+            "cc": str(cc) if cc else None, "memory": memory, "cores": int(cores) if cores else None,
+            "bandwidth": bandwidth, "clock": clock}
+
+
+def _detect_gpu(device: Device, db: dict[str, Chip]) -> tuple[Chip | None, list[str]]:
+    facts = _gpu_facts(device)
+    described = (f"vendor {facts['vendor'] or '?'}, model {facts['model'] or '?'}, compute capability "
+                 f"{facts['cc'] or '?'}, {facts['cores'] or '?'} cores, memory {_fmt(facts['memory'])}B")
+    gpus = [c for c in db.values() if c.kind == "GPU"]
+    if facts["vendor"]:
+        vendor = str(facts["vendor"]).lower().replace("advanced micro devices", "amd")
+        gpus = [c for c in gpus if str(c.identify.get("vendor", c.vendor or "")).lower() in vendor]
+    candidates: list[Chip] = []
+    if facts["model"]:
+        model = _norm_model(facts["model"])
+        candidates = [c for c in gpus if any(_norm_model(p) in model for p in c.identify.get("model_patterns", []))]
+    if not candidates and facts["cc"]:
+        same_cc = [c for c in gpus if str(c.identify.get("compute_capability")) == facts["cc"]]
+        if facts["cores"]:
+            exact = [c for c in same_cc if c.identify.get("core_count") == facts["cores"]]
+            candidates = exact or [c for c in same_cc if c.identify.get("core_count") is None]
+        else:
+            candidates = same_cc
+    if not candidates:
+        return None, [f"GPU ({described}) matches no chip in the hardware table; give --target"]
+    warnings: list[str] = []
+    chip = _nearest_memory(candidates, facts["memory"], facts["clock"])
+    if len(candidates) > 1:
+        others = [c.name for c in candidates if c is not chip]
+        if facts["memory"] is None:
+            warnings.append(f"GPU ({described}) could be {chip.name} or {', '.join(others)}; "
+                            f"picked {chip.name} (give --target to choose)")
+    chip = copy.deepcopy(chip)
+    chip.notes = chip.notes + [f"detected from {device.id}: {described}"]
+    table_bw, trace_bw = chip.hbm_bandwidth, facts["bandwidth"]
+    if trace_bw and table_bw and abs(trace_bw / table_bw - 1) > 0.10:
+        warnings.append(f"the trace states memory bandwidth {_fmt(trace_bw)}B/s, the datasheet "
+                        f"{_fmt(table_bw)}B/s for {chip.name}; using the datasheet (GPU runtimes derive "
+                        "this figure from clock and bus width)")
+    elif trace_bw and not table_bw:
+        chip = chip.with_figures(f"trace: {device.id} memory_bandwidth", hbm_bandwidth=trace_bw)
+    return chip, warnings
+
+
+def _nearest_memory(chips: list[Chip], memory: float | None, clock: float | None) -> Chip:
+    """The chip whose memory size (then clock) is closest to the device's, in ratio."""
+    def distance(chip: Chip) -> tuple[float, float]:
+        mem = chip.identify.get("memory_bytes")
+        d_mem = abs(math.log(memory / mem)) if memory and mem else 0.0
+        clk = chip.identify.get("clock_hz")
+        d_clk = abs(math.log(clock / clk)) if clock and clk else 0.0
+        return d_mem, d_clk
+    return min(chips, key=distance)
+
+
+# ---------------------------------------------------------------- listing
+
+def _fmt(value: float | None) -> str:
+    """3 significant digits with an SI prefix, e.g. 9.18e14 -> '918 T'."""
+    if value is None:
+        return "? "
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}"
+    return f"{value:.3g} "
+
+
+def _cell(value: float | None, scale: float) -> str:
+    return "-" if value is None else f"{value / scale:.4g}"
+
+
+def format_hardware_table(db: dict[str, Chip]) -> str:
+    """A plain-text table of every chip (``traceview hardware``)."""
+    header = ["chip", "kind", "bf16 TFLOP/s", "fp8 TFLOP/s", "fp32 TFLOP/s", "HBM GB/s", "HBM GB",
+              "ridge bf16", "link GB/s", "egress GB/s", "aliases"]
+    rows = []
+    for chip in db.values():
+        ic = chip.interconnect
+        ridge = ridge_point_of(chip, "bf16")
+        rows.append([
+            chip.name + (" *" if chip.assumption else ""), chip.kind,
+            _cell(chip.peak_flops.get("bf16"), 1e12), _cell(chip.peak_flops.get("fp8"), 1e12),
+            _cell(chip.peak_flops.get("fp32"), 1e12), _cell(chip.hbm_bandwidth, 1e9),
+            _cell(chip.hbm_capacity, 1e9), "-" if ridge is None else f"{ridge:.0f}",
+            _cell(ic.link_bandwidth if ic else None, 1e9), _cell(ic.egress_bandwidth if ic else None, 1e9),
+            ", ".join(chip.aliases),
+        ])
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header] + rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.append("")
+    lines.append("Rates dense, per chip; bandwidths one way. * = assumed figures (override with --hardware-file). "
+                 "`traceview hardware --format json` gives every figure's source.")
+    return "\n".join(lines)
+
+
+def hardware_json(db: dict[str, Chip]) -> dict[str, Any]:
+    """Every chip with its figures and sources (``traceview hardware --format json``)."""
+    return {"chips": [chip.to_dict() for chip in db.values()]}
+
+
+def ridge_point_of(chip: Chip, dtype: object = "bf16") -> float | None:
+    """Peak FLOP/s / HBM bytes/s for ``dtype``: the intensity above which a matmul is compute-bound."""
+    peak = chip.peak_flops_for(dtype)
+    if peak is None or not chip.hbm_bandwidth:
+        return None
+    return peak / chip.hbm_bandwidth

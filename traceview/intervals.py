@@ -1,0 +1,56 @@
+"""Interval arithmetic on numpy arrays: unions, and how much of each interval another set covers.
+
+Used for idle time (a device's span not covered by any op) and for the
+exposed time of asynchronous collectives (their time not overlapped by
+compute). Everything is vectorized: O(n log n), no Python loop per interval.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint, sorted intervals covering exactly the union of [starts, ends)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    if starts.size == 0:
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    # A new block starts where an interval begins after everything before it ended.
+    new_block = np.empty(starts.size, dtype=bool)
+    new_block[0] = True
+    new_block[1:] = starts[1:] > reach[:-1]
+    block_ids = np.cumsum(new_block) - 1
+    u_starts = starts[new_block]
+    u_ends = np.zeros(u_starts.size, dtype=np.int64)
+    np.maximum.at(u_ends, block_ids, ends)
+    return u_starts, u_ends
+
+
+def covered_length(starts: np.ndarray, ends: np.ndarray,
+                   u_starts: np.ndarray, u_ends: np.ndarray) -> np.ndarray:
+    """For each query [starts[i], ends[i]), the length covered by the disjoint union (u_starts, u_ends)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    if u_starts.size == 0:
+        return np.zeros(starts.size, dtype=np.int64)
+    lengths = u_ends - u_starts
+    before = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+
+    def measure_below(x: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(u_starts, x, side="right") - 1
+        inside = i >= 0
+        j = np.where(inside, i, 0)
+        part = np.clip(x - u_starts[j], 0, lengths[j])
+        return np.where(inside, before[j] + part, 0)
+
+    return np.maximum(measure_below(ends) - measure_below(starts), 0)
+
+
+def total_length(u_starts: np.ndarray, u_ends: np.ndarray) -> int:
+    return int((u_ends - u_starts).sum())

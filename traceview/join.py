@@ -1,0 +1,77 @@
+"""Join measured ops with their HLO cost: (program_id, op) first, then (module, op).
+
+The cost table holds one row per HLO instruction and execution (see
+traceview.cost.instruction_costs); the op table one row per distinct op
+with its occurrences. Costs are per execution, so the joined totals are
+cost x occurrences: every `flops`, `bytes_accessed` and `collective_bytes`
+in an op row is a total over its occurrences, comparable to its total time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+COST_COLUMNS = ["opcode", "shape", "dtype", "flops", "transcendentals", "bytes_read",
+                "bytes_written", "bytes_accessed", "collective_kind", "payload_bytes",
+                "group_size", "groups", "crosses_dcn", "unknown", "source_file",
+                "source_line", "fusion_kind", "computation", "cost_category"]
+
+# Per-execution quantities that become totals over the op's occurrences.
+ADDITIVE = ["flops", "transcendentals", "bytes_read", "bytes_written", "bytes_accessed",
+            "payload_bytes"]
+
+
+def attach_costs(ops: pd.DataFrame, costs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Add cost columns to aggregated ops; `has_cost` says whether an op was found in the HLO.
+
+    `costs` needs columns module, name, program_id (-1 when unknown) and the
+    cost columns. Ops with no HLO instruction keep NaN costs and are counted
+    in a warning, never given zeros.
+    """
+    warnings: list[str] = []
+    out = ops.copy()
+    if costs is None or costs.empty:
+        out["has_cost"] = False
+        for column in ADDITIVE:
+            out[column] = np.nan
+        if not ops.empty:
+            warnings.append("no HLO modules found for this trace: ops have no FLOPs or bytes "
+                            "(pass --hlo DIR with an XLA dump)")
+        return out, warnings
+
+    costs = costs.rename(columns={"category": "cost_category", "name": "op"})
+    wanted = ["module", "program_id", "op"] + [c for c in COST_COLUMNS if c in costs.columns]
+    costs = costs[wanted]
+    costs = costs.assign(module=costs["module"].astype(str), op=costs["op"].astype(str))
+
+    by_program = costs[costs["program_id"] >= 0].drop(columns="module")
+    by_program = by_program.drop_duplicates(["program_id", "op"])
+    by_module = costs.drop(columns="program_id").drop_duplicates(["module", "op"])
+
+    out = out.assign(module=out["module"].astype(str), op=out["op"].astype(str))
+    out["_row"] = np.arange(len(out))
+    first = out.merge(by_program, on=["program_id", "op"], how="inner")
+    rest = out[~out["_row"].isin(first["_row"])]
+    second = rest.merge(by_module, on=["module", "op"], how="left", indicator=True)
+    matched_second = second["_merge"] == "both"
+    second = second.drop(columns="_merge")
+    joined = pd.concat([first.assign(has_cost=True), second.assign(has_cost=matched_second.values)],
+                       ignore_index=True)
+    joined = joined.sort_values("_row").drop(columns="_row").reset_index(drop=True)
+
+    # Where the trace names no category (CPU, GPU), the cost model's XProf-like one stands in.
+    if "cost_category" in joined.columns:
+        empty = joined["category"].fillna("").astype(str) == ""
+        joined["category"] = joined["category"].astype(str).where(~empty, joined["cost_category"].fillna(""))
+    occurrences = joined["occurrences"].astype("float64")
+    for column in ADDITIVE:
+        if column in joined.columns:
+            joined[column] = joined[column].astype("float64") * occurrences
+    missing = int((~joined["has_cost"]).sum())
+    if missing:
+        share = joined.loc[~joined["has_cost"], "self_time_ps"].sum() / max(joined["self_time_ps"].sum(), 1)
+        examples = ", ".join(joined.loc[~joined["has_cost"], "op"].head(5))
+        warnings.append(f"{missing} ops ({100 * share:.1f}% of self time) have no matching HLO "
+                        f"instruction, so no cost: {examples}")
+    return joined, warnings

@@ -1,0 +1,410 @@
+"""Roofline of every op against one chip: which resource bounds it, and how far it is from that bound.
+
+For each op (row) the model time is
+
+    T = max(T_compute, T_memory, T_communication)
+    T_compute       = flops / peak FLOP/s for the op's dtype   (Chip.peak_flops_for)
+    T_memory        = bytes_accessed / HBM bandwidth
+    T_communication = collective bytes moved / link bandwidth   (collective_time_ps)
+
+as in "How to Scale Your Model" (Austin et al. 2025), parts 1 (rooflines),
+3 (collectives on TPUs) and 12 (collectives on GPUs). The bound is the term
+that wins. An op whose cost is missing, or whose dtype / link has no figure
+on the chip, is "unknown" with a warning, never a silent zero.
+
+All arithmetic is columnar (numpy over whole columns); the only Python loops
+run over distinct dtypes and collective kinds, never over rows.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traceview.hardware import DTYPE_CLASSES, Chip, dtype_class, ridge_point_of
+
+BOUNDS = ("compute", "memory", "communication", "unknown")
+COLLECTIVE_KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "permute")
+OUTPUT_COLUMNS = ("t_compute_ps", "t_memory_ps", "t_comm_ps", "roofline_time_ps", "bound",
+                  "unknown_reason", "achieved_flops", "achieved_bandwidth", "intensity",
+                  "efficiency", "gap_ps")
+
+# Names XLA and the cost model use for a collective, normalised to the five
+# communication patterns we model. "-start"/"-done" suffixes are stripped first.
+_KIND_ALIASES = {
+    "all-gather": "all-gather", "allgather": "all-gather",
+    "reduce-scatter": "reduce-scatter", "reducescatter": "reduce-scatter",
+    "all-reduce": "all-reduce", "allreduce": "all-reduce",
+    "all-to-all": "all-to-all", "alltoall": "all-to-all", "ragged-all-to-all": "all-to-all",
+    "collective-permute": "permute", "permute": "permute", "send": "permute", "recv": "permute",
+    "collective-broadcast": "permute", "broadcast": "permute",
+}
+_NO_COLLECTIVE = {"", "none", "nan", "null"}
+
+# A measured time this much below the model counts as "faster than the roofline".
+FASTER_TOLERANCE = 1.05
+PS = 1e12  # picoseconds per second
+
+
+def ridge_point(chip: Chip, dtype: object = "bf16") -> float | None:
+    """FLOPs per byte at which T_compute = T_memory: peak FLOP/s of ``dtype`` / HBM bytes/s."""
+    return ridge_point_of(chip, dtype)
+
+
+def _column(frame: pd.DataFrame, name: str, default: float = np.nan) -> np.ndarray:
+    if name not in frame.columns:
+        return np.full(len(frame), default, dtype="float64")
+    return pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype="float64", na_value=np.nan, copy=True)
+
+
+def _flag(frame: pd.DataFrame, name: str) -> np.ndarray:
+    if name not in frame.columns:
+        return np.zeros(len(frame), dtype=bool)
+    return frame[name].fillna(False).astype(bool).to_numpy()
+
+
+def _per_value(frame: pd.DataFrame, column: str, fn: Any, dtype: str) -> np.ndarray:
+    """``fn`` evaluated once per distinct value of ``frame[column]`` (None for missing), spread to rows."""
+    if column not in frame.columns:
+        return np.full(len(frame), fn(None), dtype=dtype)
+    cat = pd.Categorical(frame[column])
+    table = np.array([fn(v) for v in cat.categories] + [fn(None)], dtype=dtype)
+    return table[cat.codes]                      # code -1 (missing) takes the last entry
+
+
+def _term(amount: np.ndarray, rate: np.ndarray | float | None) -> np.ndarray:
+    """amount / rate in picoseconds: 0 when amount is 0, NaN when amount or a needed rate is missing."""
+    rate = np.nan if rate is None else rate
+    with np.errstate(divide="ignore", invalid="ignore"):
+        time = amount / rate * PS
+    return np.where(amount == 0, 0.0, time)
+
+
+# Why a row's bound is unknown: index into REASONS ("{chip}" is filled in).
+REASONS = ("", "cost model marks the op unknown", "no FLOPs/bytes for the op",
+           "no peak FLOP/s on {chip} for the op's dtype", "no HBM bandwidth for {chip}",
+           "collective kind not modelled", "collective group size unknown", "collective payload unknown",
+           "no DCN bandwidth for {chip}", "no interconnect figure for {chip}", "zero modelled cost")
+(_OK, _FLAGGED, _NO_COST, _NO_PEAK, _NO_HBM, _BAD_KIND, _NO_GROUP, _NO_PAYLOAD, _NO_DCN, _NO_LINK,
+ _ZERO) = range(len(REASONS))
+
+
+def kind_index(value: object) -> int:
+    """Position of a collective kind in COLLECTIVE_KINDS; -1 for none, -2 for one we do not model."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return -1
+    text = str(value).strip().lower().replace("_", "-")
+    for suffix in ("-start", "-done", "-update"):
+        if text.endswith(suffix):
+            text = text[: -len(suffix)]
+    if text in _NO_COLLECTIVE:
+        return -1
+    kind = _KIND_ALIASES.get(text)
+    return COLLECTIVE_KINDS.index(kind) if kind else -2
+
+
+def collective_time_ps(kind: np.ndarray, payload: np.ndarray, group: np.ndarray,
+                       crosses_dcn: np.ndarray, chip: Chip) -> tuple[np.ndarray, np.ndarray]:
+    """Bandwidth time of collectives in ps, and a per-row REASONS index when it cannot be computed.
+
+    ``kind`` holds indexes from :func:`kind_index` (-1 none, -2 not
+    modelled). ``payload`` V is the bytes of the array each device holds in
+    full: the result of an all-gather, the operand of a reduce-scatter,
+    all-reduce, all-to-all or permute (totals over executions are fine: every
+    formula is linear in V). N = group size; a group of one moves nothing.
+    With f = (N-1)/N:
+
+    TPU ICI (2D/3D torus), one bidirectional ring along one axis, W = link
+    bandwidth one way (book part 3: T = V / W_bidi, W_bidi = 2W):
+      all-gather, reduce-scatter  V·f / (2W)
+      all-reduce                  2·V·f / (2W)      (reduce-scatter + all-gather)
+      all-to-all                  (V/N)·m(m+1)/2 / W, m = floor(N/2): each
+                                  chunk travels the shorter way round; tends
+                                  to V·N/(8W) = the book's AllGather/4 on the
+                                  global array N·V
+      permute (one hop)           V / W
+    A group spanning several torus axes is faster (bandwidth x axes) and a
+    slice without wraparound up to 2x slower; neither is knowable from the
+    group size alone, so one full ring is assumed.
+
+    GPU NVLink through NVSwitch, E = per-GPU egress one way (book part 12):
+      all-gather, reduce-scatter  V·f / E          all-reduce  2·V·f / E
+      all-to-all                  V·f / E          permute     V / E
+    (in-network reduction, NVLS, can halve an all-reduce; not modelled.)
+
+    AMD Infinity Fabric full mesh, W per link, L links: as NVLink with
+    E = min(N-1, L)·W, and permute = V / W (one direct link).
+
+    Groups that cross slices or nodes (``crosses_dcn``) use the chip's DCN /
+    scale-out bandwidth per chip as E in the switch formulas.
+    """
+    n = len(payload)
+    t = np.zeros(n, dtype="float64")
+    reason = np.zeros(n, dtype="int8")
+    is_coll = kind != -1
+    if not is_coll.any():
+        return t, reason
+
+    V, N = payload, group
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = (N - 1) / N
+        m = np.floor(N / 2)
+        ic = chip.interconnect
+
+        def switch_like(E: float | None) -> list[np.ndarray]:
+            E = np.nan if E is None else E
+            ag = V * f / E
+            return [ag, ag, 2 * ag, ag, V / E]
+
+        if ic is None:
+            local = [np.full(n, np.nan)] * len(COLLECTIVE_KINDS)
+        elif ic.topology.endswith("torus"):
+            W = np.nan if ic.link_bandwidth is None else ic.link_bandwidth
+            ag = V * f / (2 * W)
+            local = [ag, ag, 2 * ag, (V / N) * m * (m + 1) / 2 / W, V / W]
+        elif ic.topology == "full_mesh":
+            W = np.nan if ic.link_bandwidth is None else ic.link_bandwidth
+            L = np.nan if ic.links is None else ic.links
+            ag = V * f / (np.minimum(N - 1, L) * W)
+            local = [ag, ag, 2 * ag, ag, V / W]
+        else:
+            local = switch_like(ic.egress_bandwidth)
+        dcn = switch_like(chip.dcn_bandwidth)
+
+    for index in range(len(COLLECTIVE_KINDS)):
+        rows = kind == index
+        if rows.any():
+            t[rows] = np.where(crosses_dcn, dcn[index], local[index])[rows]
+    t *= PS
+    bad_kind = kind == -2
+    t[is_coll & ((N <= 1) | (V == 0)) & ~bad_kind] = 0.0
+    t[bad_kind] = np.nan
+
+    modelled = is_coll & ~bad_kind
+    reason[bad_kind] = _BAD_KIND
+    reason[modelled & np.isnan(N)] = _NO_GROUP
+    reason[modelled & np.isnan(V)] = _NO_PAYLOAD
+    missing_bw = modelled & (reason == _OK) & np.isnan(t)
+    reason[missing_bw & crosses_dcn] = _NO_DCN
+    reason[missing_bw & ~crosses_dcn] = _NO_LINK
+    return t, reason
+
+
+def roofline(ops: pd.DataFrame, chip: Chip, time_column: str = "time_ps") -> tuple[pd.DataFrame, list[str]]:
+    """The ops frame plus roofline columns, and the warnings to show.
+
+    Reads ``flops``, ``bytes_accessed``, ``dtype``, ``collective_kind``,
+    ``payload_bytes``, ``group_size``, ``crosses_dcn``, ``unknown`` and the
+    measured ``time_column`` (ps; costs and time may be per execution or
+    totals over executions, as long as they cover the same executions).
+    Missing optional columns mean "no collective" / "not flagged".
+
+    A collective row whose modelled cost is zero (the ``-done`` half of an
+    async pair, which the cost model gives payload 0; a group of one) is
+    "communication" with roofline time 0: its measured time is waiting on
+    the network. ``group_size`` 0 means unknown, as the cost model writes it.
+
+    Adds (times in ps, rates per second):
+    ``t_compute_ps, t_memory_ps, t_comm_ps``; ``roofline_time_ps`` = their max
+    (NaN when unknown); ``bound`` ("compute", "memory", "communication" or
+    "unknown"; ties go to the earlier of that list) and ``unknown_reason``;
+    ``achieved_flops`` = flops / time; ``achieved_bandwidth`` = bytes / time;
+    ``intensity`` = flops / byte; ``efficiency`` = roofline / measured;
+    ``gap_ps`` = measured - roofline. The gap keeps its sign: a negative gap
+    (the op ran faster than the model allows) means a peak or a cost is
+    wrong, and is warned about rather than clipped.
+    """
+    for name in ("flops", "bytes_accessed", time_column):
+        if name not in ops.columns:
+            raise ValueError(f"roofline needs column {name!r}; got {list(ops.columns)}")
+    out = ops.copy()
+    flops = _column(out, "flops")
+    nbytes = _column(out, "bytes_accessed")
+    time = _column(out, time_column)
+
+    classes = DTYPE_CLASSES + ("missing",)
+    klass = _per_value(out, "dtype", lambda v: classes.index(dtype_class(v) or "missing"), "int8")
+    peak = _per_value(out, "dtype", lambda v: chip.peak_flops_for(v) or np.nan, "float64")
+    t_compute = _term(flops, peak)
+    t_memory = _term(nbytes, chip.hbm_bandwidth)
+    kinds = _per_value(out, "collective_kind", kind_index, "int8")
+    group = _column(out, "group_size")
+    group[group <= 0] = np.nan                   # the cost model writes 0 for "unknown"
+    t_comm, comm_reason = collective_time_ps(kinds, _column(out, "payload_bytes"), group,
+                                             _flag(out, "crosses_dcn"), chip)
+
+    terms = np.vstack([t_compute, t_memory, t_comm])
+    roof = terms.max(axis=0)  # NaN if any term is NaN
+    no_cost = np.isnan(flops) | np.isnan(nbytes)
+    reason = np.select(
+        [_flag(out, "unknown"), no_cost, np.isnan(t_compute), np.isnan(t_memory), comm_reason != _OK,
+         (roof == 0) & (kinds == -1)],
+        [_FLAGGED, _NO_COST, _NO_PEAK, _NO_HBM, comm_reason, _ZERO], default=_OK).astype("int8")
+    unknown = reason != _OK
+    winner = np.argmax(np.nan_to_num(terms, nan=-1.0), axis=0).astype("int8")
+    # A collective with nothing left to model (the "-done" half of an async pair, a group of
+    # one) is time spent on communication: its whole measured time is the gap.
+    winner[(roof == 0) & (kinds >= 0)] = BOUNDS.index("communication")
+    roof[unknown] = np.nan
+
+    seconds = np.where(time > 0, time / PS, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["t_compute_ps"] = t_compute
+        out["t_memory_ps"] = t_memory
+        out["t_comm_ps"] = t_comm
+        out["roofline_time_ps"] = roof
+        out["bound"] = pd.Categorical.from_codes(np.where(unknown, 3, winner), categories=list(BOUNDS))
+        out["unknown_reason"] = pd.Categorical.from_codes(reason, categories=[r.format(chip=chip.name)
+                                                                              for r in REASONS])
+        out["achieved_flops"] = flops / seconds
+        out["achieved_bandwidth"] = nbytes / seconds
+        out["intensity"] = np.where(nbytes > 0, flops / nbytes, np.nan)
+        out["efficiency"] = roof / np.where(time > 0, time, np.nan)
+        out["gap_ps"] = time - roof
+
+    warnings = _fallback_warnings(chip, np.where(flops > 0, klass, -1), classes, time)
+    warnings += _unknown_warnings(out, reason, time, klass, classes, chip)
+    warnings += _faster_warning(out)
+    return out, warnings
+
+
+def _fallback_warnings(chip: Chip, klass: np.ndarray, classes: tuple[str, ...], time: np.ndarray) -> list[str]:
+    """One warning per dtype class whose FLOPs used another class's peak (klass -1: no FLOPs)."""
+    warnings = []
+    for index in np.unique(klass[klass >= 0]):
+        name = classes[index]
+        if name in chip.peak_flops or name == "missing":
+            continue
+        _, note = chip.peak_flops_rule(name)
+        if note:
+            warnings.append(f"{note} ({_count(klass == index, time)})")
+    return warnings
+
+
+def _count(rows: np.ndarray, time: np.ndarray) -> str:
+    total = np.nansum(time)
+    share = 100 * np.nansum(time[rows]) / total if total > 0 else 0.0
+    return f"{int(rows.sum())} ops, {share:.1f}% of measured time"
+
+
+def _names(out: pd.DataFrame, rows: np.ndarray, limit: int = 3) -> str:
+    for column in ("op", "name"):
+        if column in out.columns:
+            return ", ".join(str(v) for v in out.loc[rows, column].head(limit))
+    return ""
+
+
+def _unknown_warnings(out: pd.DataFrame, reason: np.ndarray, time: np.ndarray, klass: np.ndarray,
+                      classes: tuple[str, ...], chip: Chip) -> list[str]:
+    warnings = []
+    for code in np.unique(reason[reason != _OK]):
+        rows = reason == code
+        detail = REASONS[code].format(chip=chip.name)
+        if code == _NO_PEAK:
+            detail += " (" + ", ".join(classes[i] for i in np.unique(klass[rows])) + ")"
+        names = _names(out, rows)
+        warnings.append(f"bound unknown for {_count(rows, time)}: {detail}" + (f" (e.g. {names})" if names else ""))
+    return warnings
+
+
+def _faster_warning(out: pd.DataFrame) -> list[str]:
+    efficiency = out["efficiency"].to_numpy(dtype="float64", na_value=np.nan)
+    rows = efficiency > FASTER_TOLERANCE
+    if not rows.any():
+        return []
+    worst = float(np.nanmax(efficiency[rows]))
+    mask = np.zeros(len(out), dtype=bool)
+    mask[np.argsort(-np.nan_to_num(efficiency, nan=0.0))[: min(int(rows.sum()), 3)]] = True
+    names = _names(out, mask)
+    return [f"{int(rows.sum())} ops ran faster than the roofline allows (up to {worst:.2f}x the model): "
+            "a peak in the hardware table or the op's FLOPs/bytes is wrong" + (f" (e.g. {names})" if names else "")]
+
+
+def _python(value: Any) -> Any:
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return None if math.isnan(value) else float(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+def summarize(ops_frame: pd.DataFrame, chip: Chip, total_time_ps: float, idle_ps: float = 0.0,
+              time_column: str = "time_ps", top: int = 10) -> dict[str, Any]:
+    """Step or run summary of roofline-labelled ops (runs :func:`roofline` first if needed).
+
+    ``time_by_bound_ps`` sums each op's measured time into its bound; for
+    async collectives the ``exposed_time_ps`` column (time not hidden behind
+    compute), where present, replaces the full time. ``idle`` is ``idle_ps``.
+
+    MFU = total modelled FLOPs / (total_time_ps x peak), where the peak is that
+    of the dtype class carrying the most FLOPs (bf16 for a bf16 model; the
+    chip's fallback rule applies). Without FLOPs MFU is 0; without a peak it
+    is None and a warning says why. ``top_gaps`` lists the ops with the
+    largest measured - roofline time.
+    """
+    warnings: list[str] = []
+    frame = ops_frame
+    if "bound" not in frame.columns or "gap_ps" not in frame.columns:
+        frame, warnings = roofline(frame, chip, time_column=time_column)
+    measured = _column(frame, time_column, 0.0)
+    bound = pd.Categorical(frame["bound"], categories=list(BOUNDS)).codes   # index into BOUNDS
+    time = measured
+    if "exposed_time_ps" in frame.columns:
+        exposed = _column(frame, "exposed_time_ps")
+        time = np.where((bound == BOUNDS.index("communication")) & ~np.isnan(exposed), exposed, measured)
+    by_bound = {b: float(np.nansum(time[bound == i])) for i, b in enumerate(BOUNDS)}
+    by_bound["idle"] = float(idle_ps)
+
+    flops = _column(frame, "flops", 0.0)
+    total_flops = float(np.nansum(flops))
+    mfu = mfu_dtype = mfu_peak = None
+    if total_flops == 0:
+        mfu = 0.0
+    elif total_time_ps and total_time_ps > 0:
+        classes = DTYPE_CLASSES + ("missing",)
+        klass = _per_value(frame, "dtype", lambda v: classes.index(dtype_class(v) or "missing"), "int8")
+        per_class = np.bincount(klass, weights=np.nan_to_num(flops), minlength=len(classes))[:-1]
+        if per_class.max() > 0:
+            mfu_dtype = classes[int(per_class.argmax())]
+            mfu_peak, note = chip.peak_flops_rule(mfu_dtype)
+            if note:
+                warnings.append(f"MFU: {note}")
+        if mfu_peak is None:
+            mfu_dtype = mfu_dtype or "bf16"
+            mfu_peak = chip.peak_flops_for("bf16")
+            if mfu_peak is not None:
+                warnings.append(f"MFU uses the bf16 peak of {chip.name}: the dominant dtype has no peak")
+        if mfu_peak is not None:
+            mfu = total_flops / (total_time_ps / PS * mfu_peak)
+        else:
+            warnings.append(f"MFU unknown: {chip.name} has no peak FLOP/s for {mfu_dtype}")
+
+    known = bound != BOUNDS.index("unknown")
+    roof = _column(frame, "roofline_time_ps")
+    measured_known = float(np.nansum(measured[known]))
+    roof_known = float(np.nansum(roof[known]))
+
+    cols = [c for c in ("device", "program_id", "module", "op", "name", "category", "dtype") if c in frame.columns]
+    cols += [time_column, "flops", "bytes_accessed", "bound", "roofline_time_ps", "efficiency", "gap_ps"]
+    gap = _column(frame, "gap_ps")
+    order = np.argsort(-np.nan_to_num(gap, nan=-np.inf), kind="stable")[:top]
+    ranked = frame.iloc[order[~np.isnan(gap[order])]]
+    top_gaps = [{c: _python(v) for c, v in row.items()} for row in ranked[cols].astype("object").to_dict("records")]
+
+    return {
+        "target": chip.name,
+        "device_time_ps": float(total_time_ps),
+        "time_by_bound_ps": by_bound,
+        "flops": total_flops,
+        "bytes_accessed": float(np.nansum(_column(frame, "bytes_accessed", 0.0))),
+        "mfu": mfu, "mfu_dtype": mfu_dtype, "mfu_peak_flops": mfu_peak,
+        "roofline_time_ps": roof_known,
+        "efficiency": roof_known / measured_known if measured_known > 0 else None,
+        "top_gaps": top_gaps,
+        "warnings": warnings,
+    }
