@@ -482,8 +482,8 @@ def _convert_module(mp, file: str | None) -> HloModule:
             shape = shape_cache.get(shape_key)
             if shape is None:
                 shape = shape_cache[shape_key] = shape_from_proto(ip.shape)
-            if _has_unknown_type(shape):
-                unknown_types.add(ip.name)
+                if _has_unknown_type(shape):
+                    unknown_types.add(ip.name)
             shapes[ip.id] = shape
             try:
                 operands = [ids[i] for i in ip.operand_ids]
@@ -533,8 +533,8 @@ def _convert_module(mp, file: str | None) -> HloModule:
             is_entry=cp.name == mp.entry_computation_name or (cp.id == mp.entry_computation_id and cp.id != 0),
             execution_thread=cp.execution_thread or None)
     if unknown_types:
-        warnings.append(f"{where}: {len(unknown_types)} instruction(s) have element types this reader does "
-                        f"not know (e.g. {sorted(unknown_types)[0]!r}); their sizes are unknown")
+        warnings.append(f"{where}: element types this reader does not know, in {len(unknown_types)} "
+                        f"shape(s) (first on {sorted(unknown_types)[0]!r}); their sizes are unknown")
     entry = mp.entry_computation_name or comp_names.get(mp.entry_computation_id)
     if entry not in computations:
         warnings.append(f"{where}: entry computation {entry!r} is not in the module")

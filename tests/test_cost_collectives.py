@@ -78,15 +78,14 @@ def test_mesh_groups_from_tpu_text(shared_traces):
 
 
 @pytest.fixture(scope="module")
-def sharded_cpu_module():
+def sharded_cpu_module(tmp_path_factory):
     """The corpus' shard_map program (x: f32[16,32] on a 2x4 mesh), compiled by XLA with 8 host devices."""
     pytest.importorskip("jax")
     here = Path(__file__).resolve().parent
     sys.path.insert(0, str(here))
     import corpus
 
-    out = here.parent / ".pytest_cache" / "collectives_corpus.json"
-    out.parent.mkdir(exist_ok=True)
+    out = tmp_path_factory.mktemp("collectives") / "corpus.json"
     env = dict(os.environ, JAX_PLATFORMS="cpu",
                XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " " + corpus.DEVICE_FLAG).strip())
     proc = subprocess.run([sys.executable, str(here / "corpus.py"), "--json", str(out), "shard_map_collectives"],

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from traceview.aggregate import OP_KEY, op_stats, step_times
+from traceview.async_ops import async_pairs, pair_times
 from traceview.hardware import Chip, detect_target, get_chip, load_hardware
 from traceview.intervals import covered_length, union
 from traceview.join import attach_costs
@@ -23,7 +24,9 @@ from traceview.modules import cost_table, profile_modules
 from traceview.profile import Profile
 from traceview.roofline import BOUNDS, roofline, summarize
 
-MEASURED = "self_time_ps"  # the time an op is judged by: its own, not its children's
+# The time an op is judged by: its own time (not its children's); for an async
+# start, the time its transfer was in flight (see traceview.async_ops).
+JUDGED = "judged_time_ps"
 
 
 @dataclass
@@ -57,7 +60,7 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
     costs, cost_warnings = cost_table(modules)
     ops, join_warnings = attach_costs(op_stats(profile.ops, per_device=per_device), costs)
     warnings += _dedupe(module_warnings + cost_warnings + join_warnings)
-    ops = ops.assign(exposed_time_ps=_exposed_time(profile.ops, ops, per_device))
+    ops = _judged_and_exposed(profile.ops, ops, async_pairs(modules), per_device)
     idle_ps, span_ps = _idle_time(profile.ops)
     analysis = Analysis(profile=profile, ops=ops, steps=step_times(profile.steps), costs=costs,
                         modules=modules, per_device=per_device, idle_ps=idle_ps, span_ps=span_ps,
@@ -79,9 +82,9 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
 def apply_target(analysis: Analysis, chip: Chip, detected: bool) -> Analysis:
     """Judge the analysis's ops against `chip` (replacing any earlier judgement)."""
     base = analysis.ops.drop(columns=[c for c in analysis.ops.columns if c in _ROOFLINE_COLUMNS])
-    ops, roof_warnings = roofline(base, chip, time_column=MEASURED)
+    ops, roof_warnings = roofline(base, chip, time_column=JUDGED)
     total = analysis.span_ps or analysis.device_time_ps
-    summary = summarize(ops, chip, total_time_ps=total, idle_ps=analysis.idle_ps, time_column=MEASURED)
+    summary = summarize(ops, chip, total_time_ps=total, idle_ps=analysis.idle_ps, time_column=JUDGED)
     analysis.ops = ops.sort_values("gap_ps", ascending=False, na_position="last", kind="stable") \
         .reset_index(drop=True)
     analysis.target, analysis.target_detected, analysis.summary = chip, detected, summary
@@ -121,6 +124,36 @@ def _idle_time(raw: pd.DataFrame) -> tuple[int, int]:
         span += device_span
         idle += device_span - int((u_ends - u_starts).sum())
     return idle, span
+
+
+def _judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, pairs: pd.DataFrame,
+                        per_device: bool) -> pd.DataFrame:
+    """Add `judged_time_ps` (what the roofline compares with) and `exposed_time_ps`.
+
+    Async starts whose done is in the trace are judged by their in-flight
+    time and exposed for the start's and done's own time; their dones are
+    then neither judged nor counted again (NaN judged time, 0 exposed).
+    Other collectives are exposed for the time no other op overlaps them.
+    """
+    key = (["device"] if per_device else []) + OP_KEY
+    timed = pair_times(raw, pairs, key)
+    out = ops.assign(judged_time_ps=ops["self_time_ps"].astype("float64"),
+                     exposed_time_ps=_exposed_time(raw, ops, per_device))
+    if timed.empty:
+        return out
+    text_key = {"module": str, "op": str} | ({"device": str} if per_device else {})
+    merged = out[key].astype(text_key).merge(timed.astype(text_key), on=key, how="left")
+    in_flight = merged["in_flight_ps"].to_numpy(dtype="float64")
+    paired = ~np.isnan(in_flight)
+    out.loc[paired, "judged_time_ps"] = in_flight[paired]
+    out.loc[paired, "exposed_time_ps"] = merged["pair_exposed_ps"].to_numpy(dtype="float64")[paired]
+    started = timed[["module", "op"]].merge(pairs, left_on=["module", "op"], right_on=["module", "start"])
+    done_keys = set(zip(started["module"], started["done"]))
+    is_done = np.array([(m, o) in done_keys for m, o in zip(out["module"].astype(str), out["op"].astype(str))],
+                       dtype=bool)
+    out.loc[is_done, "judged_time_ps"] = np.nan
+    out.loc[is_done, "exposed_time_ps"] = 0.0
+    return out
 
 
 def _exposed_time(raw: pd.DataFrame, ops: pd.DataFrame, per_device: bool) -> pd.Series:

@@ -27,7 +27,7 @@ import pandas as pd
 from traceview.hardware import DTYPE_CLASSES, Chip, dtype_class, ridge_point_of
 
 BOUNDS = ("compute", "memory", "communication", "unknown")
-COLLECTIVE_KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "permute")
+COLLECTIVE_KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "permute", "host-transfer")
 OUTPUT_COLUMNS = ("t_compute_ps", "t_memory_ps", "t_comm_ps", "roofline_time_ps", "bound",
                   "unknown_reason", "achieved_flops", "achieved_bandwidth", "intensity",
                   "efficiency", "gap_ps")
@@ -41,6 +41,7 @@ _KIND_ALIASES = {
     "all-to-all": "all-to-all", "alltoall": "all-to-all", "ragged-all-to-all": "all-to-all",
     "collective-permute": "permute", "permute": "permute", "send": "permute", "recv": "permute",
     "collective-broadcast": "permute", "broadcast": "permute",
+    "host-transfer": "host-transfer", "host-offload": "host-transfer", "host-prefetch": "host-transfer",
 }
 _NO_COLLECTIVE = {"", "none", "nan", "null"}
 
@@ -140,6 +141,10 @@ def collective_time_ps(kind: np.ndarray, payload: np.ndarray, group: np.ndarray,
 
     Groups that cross slices or nodes (``crosses_dcn``) use the chip's DCN /
     scale-out bandwidth per chip as E in the switch formulas.
+
+    Host transfers (copies between device memory and host memory, e.g. TPU
+    host offload to memory space S(5)) move V bytes over the host link:
+    V / PCIe bandwidth, whatever the group.
     """
     n = len(payload)
     t = np.zeros(n, dtype="float64")
@@ -160,7 +165,7 @@ def collective_time_ps(kind: np.ndarray, payload: np.ndarray, group: np.ndarray,
             return [ag, ag, 2 * ag, ag, V / E]
 
         if ic is None:
-            local = [np.full(n, np.nan)] * len(COLLECTIVE_KINDS)
+            local = [np.full(n, np.nan)] * (len(COLLECTIVE_KINDS) - 1)
         elif ic.topology.endswith("torus"):
             W = np.nan if ic.link_bandwidth is None else ic.link_bandwidth
             ag = V * f / (2 * W)
@@ -173,6 +178,8 @@ def collective_time_ps(kind: np.ndarray, payload: np.ndarray, group: np.ndarray,
         else:
             local = switch_like(ic.egress_bandwidth)
         dcn = switch_like(chip.dcn_bandwidth)
+        host = V / (np.nan if chip.pcie_bandwidth is None else chip.pcie_bandwidth)
+        local, dcn = list(local) + [host], list(dcn) + [host]
 
     for index in range(len(COLLECTIVE_KINDS)):
         rows = kind == index
@@ -180,12 +187,13 @@ def collective_time_ps(kind: np.ndarray, payload: np.ndarray, group: np.ndarray,
             t[rows] = np.where(crosses_dcn, dcn[index], local[index])[rows]
     t *= PS
     bad_kind = kind == -2
-    t[is_coll & ((N <= 1) | (V == 0)) & ~bad_kind] = 0.0
+    host_kind = kind == COLLECTIVE_KINDS.index("host-transfer")
+    t[is_coll & (((N <= 1) & ~host_kind) | (V == 0)) & ~bad_kind] = 0.0
     t[bad_kind] = np.nan
 
     modelled = is_coll & ~bad_kind
     reason[bad_kind] = _BAD_KIND
-    reason[modelled & np.isnan(N)] = _NO_GROUP
+    reason[modelled & np.isnan(N) & ~host_kind] = _NO_GROUP
     reason[modelled & np.isnan(V)] = _NO_PAYLOAD
     missing_bw = modelled & (reason == _OK) & np.isnan(t)
     reason[missing_bw & crosses_dcn] = _NO_DCN
@@ -337,9 +345,9 @@ def summarize(ops_frame: pd.DataFrame, chip: Chip, total_time_ps: float, idle_ps
               time_column: str = "time_ps", top: int = 10) -> dict[str, Any]:
     """Step or run summary of roofline-labelled ops (runs :func:`roofline` first if needed).
 
-    ``time_by_bound_ps`` sums each op's measured time into its bound; for
-    async collectives the ``exposed_time_ps`` column (time not hidden behind
-    compute), where present, replaces the full time. ``idle`` is ``idle_ps``.
+    ``time_by_bound_ps`` sums each op's measured time into its bound; where
+    the ``exposed_time_ps`` column has a value (collectives and async pairs:
+    the time not hidden behind compute) it replaces the measured time. ``idle`` is ``idle_ps``.
 
     MFU = total modelled FLOPs / (total_time_ps x peak), where the peak is that
     of the dtype class carrying the most FLOPs (bf16 for a bf16 model; the
@@ -356,7 +364,7 @@ def summarize(ops_frame: pd.DataFrame, chip: Chip, total_time_ps: float, idle_ps
     time = measured
     if "exposed_time_ps" in frame.columns:
         exposed = _column(frame, "exposed_time_ps")
-        time = np.where((bound == BOUNDS.index("communication")) & ~np.isnan(exposed), exposed, measured)
+        time = np.where(~np.isnan(exposed), exposed, measured)
     by_bound = {b: float(np.nansum(time[bound == i])) for i, b in enumerate(BOUNDS)}
     by_bound["idle"] = float(idle_ps)
 

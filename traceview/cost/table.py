@@ -17,18 +17,14 @@ from traceview.parsers.hlo_model import Computation, HloModule, Instruction
 
 # Column -> dtype of instruction_costs(); documented in traceview/cost/__init__.py.
 COLUMNS: dict[str, str] = {
-    "module": "object", "program_id": "object", "computation": "object", "name": "object", "opcode": "object", "category": "object",
-    "shape": "object", "dtype": "object", "flops": "float64", "transcendentals": "float64",
+    "module": "object", "program_id": "object", "computation": "object", "name": "object", "opcode": "object",
+    "category": "object", "shape": "object", "dtype": "object", "flops": "float64", "transcendentals": "float64",
     "bytes_read": "float64", "bytes_written": "float64", "bytes_accessed": "float64", "multiplier": "float64",
     "flops_per_step": "float64", "bytes_accessed_per_step": "float64",
     "collective_kind": "object", "payload_bytes": "float64", "group_size": "float64", "groups": "object",
     "crosses_dcn": "object", "unknown": "bool", "note": "object", "source_file": "object",
     "source_line": "float64", "fusion_kind": "object",
 }
-# Called computations that are rolled into their caller rather than listed as ops.
-_NESTED_OPS = frozenset({"fusion", "async-start"})
-
-
 def _roots(module: HloModule) -> list[Computation]:
     """The entry computation; without one, every computation that nothing calls."""
     entry = module.entry_computation()
@@ -134,26 +130,30 @@ def instruction_costs(module: HloModule, devices_per_slice: int | None = None) -
     return df
 
 
+def _collective(inst: Instruction, comp: Computation, operands: list, analysis: ModuleAnalysis, module: HloModule,
+                devices_per_slice: int | None) -> tuple[CollectiveInfo | None, Instruction | None]:
+    """The collective an instruction runs (itself, or the op an async pair wraps) and that wrapped op."""
+    op = inst.opcode
+    if op.startswith("async-"):
+        wrapped = _wrapped(inst, analysis, comp)
+        if wrapped is None:
+            return None, None
+        if op == "async-start":
+            shapes = analysis.operand_shapes(wrapped, analysis.called(inst, "calls") or comp)
+            return collective_info(wrapped, shapes, module, devices_per_slice), wrapped
+        return collective_info(wrapped, [], module, devices_per_slice, wrapped.opcode + "-done"), wrapped
+    if op.endswith("-done") and inst.operands:  # a -done names its groups only through its -start
+        start = analysis.index(comp).by_name.get(inst.operands[0], inst)
+        return collective_info(start, [], module, devices_per_slice, op), None
+    return collective_info(inst, operands, module, devices_per_slice), None
+
+
 def _row(module: HloModule, comp: Computation, inst: Instruction, mult: float, analysis: ModuleAnalysis,
          devices_per_slice: int | None) -> tuple:
     cost: Cost = analysis.own_cost(inst, comp)
     operands = analysis.operand_shapes(inst, comp) if inst.opcode not in ("parameter", "constant") else []
-    wrapped = _wrapped(inst, analysis, comp) if inst.opcode.startswith("async-") else None
-    coll: CollectiveInfo | None
-    if wrapped is not None:
-        sub_comp = analysis.called(inst, "calls") or comp
-        coll = collective_info(wrapped, analysis.operand_shapes(wrapped, sub_comp) if inst.opcode == "async-start"
-                               else [], module, devices_per_slice,
-                               wrapped.opcode + ("-done" if inst.opcode != "async-start" else ""))
-        cat = category(wrapped)
-    elif inst.opcode.endswith("-done") and inst.operands:
-        # A -done names its groups only through its -start.
-        start = analysis.index(comp).by_name.get(inst.operands[0], inst)
-        coll = collective_info(start, [], module, devices_per_slice, inst.opcode)
-        cat = category(inst)
-    else:
-        coll = collective_info(inst, operands, module, devices_per_slice)
-        cat = category(inst)
+    coll, wrapped = _collective(inst, comp, operands, analysis, module, devices_per_slice)
+    cat = category(wrapped or inst)
     dominant = _dominant_contraction(inst, analysis) if inst.opcode == "fusion" else None
     dtype = math_dtype(wrapped or inst, operands if wrapped is None else [], dominant)
     md = inst.metadata
