@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import struct
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -236,29 +237,76 @@ _TO_APPLY_OPS = {"reduce", "reduce-window", "map", "sort", "scatter", "call", "a
                  "all-reduce-start", "reduce-scatter"}
 
 
-def _scalar_text(v) -> str:
+def _bf16(x: float) -> float:
+    """``x`` rounded to bfloat16 (round to nearest even), as a float."""
+    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
+def _f32(x: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def _f16(x: float) -> float:
+    return struct.unpack("<e", struct.pack("<e", x))[0]
+
+
+_ROUND_TRIP = {"bf16": _bf16, "f16": _f16, "f32": _f32, "c64": _f32}
+
+
+def _scalar_text(v, etype: str = "f64") -> str:
+    """A literal element as XLA prints it: floats in the shortest form that round-trips in their type."""
     if isinstance(v, bool):
         return "true" if v else "false"
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return f"{v:g}"
-    return str(v)
+    if not isinstance(v, float):
+        return str(v)
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    to_type = _ROUND_TRIP.get(etype, float)
+    target = to_type(v)
+    for digits in range(1, 18):
+        text = f"{v:.{digits}g}"
+        if to_type(float(text)) == target:
+            return text
+    return repr(v)
+
+
+# little-endian byte fields of LiteralProto -> numpy dtype ("bf16" is decoded by hand)
+_BYTE_LITERALS = (("u8s", "<u1"), ("s8s", "<i1"), ("u16s", "<u2"), ("s16s", "<i2"), ("f16s", "<f2"),
+                  ("bf16s", "bf16"))
+
+
+def _literal_values(lit) -> list | None:
+    for field in ("preds", "s32s", "s64s", "u32s", "u64s", "f32s", "f64s"):
+        vals = getattr(lit, field)
+        if vals:
+            return list(vals)
+    for field, dtype in _BYTE_LITERALS:
+        raw = getattr(lit, field)
+        if raw:
+            import numpy as np
+
+            if dtype == "bf16":  # the top half of a float32
+                return (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32).tolist()
+            return np.frombuffer(raw, dtype).tolist()
+    return None
 
 
 def _literal(lit, shape: Shape) -> str:
     """Scalars and 1-D literals as text prints them; bigger ones elided like XLA's dumps."""
     if shape.is_tuple or len(shape.dims) > 1:
         return "{...}"
-    for field in ("preds", "s32s", "s64s", "u32s", "u64s", "f32s", "f64s"):
-        vals = getattr(lit, field)
-        if vals:
-            if not shape.dims:
-                return _scalar_text(vals[0])
-            return "{" + ", ".join(_scalar_text(v) for v in vals) + "}"
-    return "{...}"
+    vals = _literal_values(lit)
+    if not vals:
+        return "{...}"
+    if shape.element_type == "pred":
+        vals = [bool(v) for v in vals]
+    if not shape.dims:
+        return _scalar_text(vals[0], shape.element_type)
+    return "{" + ", ".join(_scalar_text(v, shape.element_type) for v in vals) + "}"
 
 
 def _sharding(sh) -> str:
@@ -437,6 +485,10 @@ def _attributes(ip, opcode: str, shape: Shape, called: list[str], operand_shapes
     a.update(_called_attributes(ip, opcode, called, operand_shapes))
     if ip.custom_call_target:
         a["custom_call_target"] = _quote(ip.custom_call_target)
+    if ip.output_operand_aliasing:
+        a["output_to_operand_aliasing"] = "{" + ", ".join(
+            f"{_ints(al.output_shape_index)}: ({al.operand_index}, {_ints(al.operand_shape_index)})"
+            for al in ip.output_operand_aliasing) + "}"
     if ip.custom_call_has_side_effect:
         a["custom_call_has_side_effect"] = "true"
     return a

@@ -217,6 +217,7 @@ class _Reader:
         if self.pending is not None:
             self._dropped_line(self.pending_line)
         self._check_operands()
+        desugar_async(self.computations, self.warnings)
         if self.module_name is None:
             raise self.error(1, "no 'HloModule' header: not HLO text")
         if self.comp is not None:
@@ -416,6 +417,62 @@ class _Reader:
                                         int(loc.get("line", 0)),
                                         funcs.get(int(loc.get("function_name_id", 0)), "?"))
         apply_stack_frames(module)
+
+
+# Opcodes XLA has natively; any other "<op>-start/-update/-done" is printing sugar for an
+# async-start/-update/-done that wraps <op> (HloPrintOptions.syntax_sugar_async_ops).
+_NATIVE_ASYNC = frozenset({
+    "all-gather-start", "all-gather-done", "all-reduce-start", "all-reduce-done",
+    "collective-permute-start", "collective-permute-done", "copy-start", "copy-done",
+    "async-start", "async-update", "async-done", "send-done", "recv-done"})
+_SUGAR_RE = re.compile(r"^(?P<op>[a-z][\w\-]*?)-(?P<phase>start|update|done)$")
+# attributes that belong to the async wrapper itself, not to the op it wraps
+_ASYNC_OWN = ("backend_config", "async_execution_thread", "metadata", "frontend_attributes",
+              "control-predecessors", "sharding")
+
+
+def desugar_async(computations: dict[str, Computation], warnings: list[str]) -> None:
+    """Rewrite ``reduce-scatter-start(...)``-style sugar into the canonical form the protos hold.
+
+    Newer XLA prints an async-start wrapping one op as ``<op>-start`` with the
+    op's attributes inline and no wrapped computation. Here it becomes an
+    ``async-start`` calling a computation ``<name>.async_wrapped`` (parameters +
+    the op) and its ``-update``/``-done`` halves become ``async-update``/``async-done``,
+    so the cost model sees one form whatever printed the text.
+    """
+    for comp in list(computations.values()):
+        for inst in comp.instructions:
+            if inst.opcode in _NATIVE_ASYNC:
+                continue
+            m = _SUGAR_RE.match(inst.opcode)
+            if not m:
+                continue
+            if m.group("phase") != "start":
+                inst.opcode = "async-" + m.group("phase")
+                continue
+            shape = inst.shape
+            if not (shape.is_tuple and len(shape.tuple_shapes) >= 2 and shape.tuple_shapes[0].is_tuple
+                    and len(shape.tuple_shapes[0].tuple_shapes) == len(inst.operands)):
+                warnings.append(f"line {inst.line}: {inst.opcode} {inst.name!r} has no async shape "
+                                f"((operands), result, ...); left as printed")
+                continue
+            wrapped_name = f"{inst.name}.async_wrapped"
+            params = [Instruction(name=f"{wrapped_name}.param_{i}", opcode="parameter", shape=s, operands=[],
+                                  attributes={"parameter_number": str(i)}, line=inst.line)
+                      for i, s in enumerate(shape.tuple_shapes[0].tuple_shapes)]
+            op_attrs = {k: v for k, v in inst.attributes.items() if k not in _ASYNC_OWN}
+            root = Instruction(name=f"{inst.name}.wrapped", opcode=m.group("op"), shape=shape.tuple_shapes[1],
+                               operands=[p.name for p in params], attributes=op_attrs,
+                               called_computations=list(inst.called_computations),
+                               metadata=dict(inst.metadata), line=inst.line)
+            thread = inst.attributes.get("async_execution_thread")
+            computations[wrapped_name] = Computation(
+                name=wrapped_name, instructions=[*params, root], root=root.name,
+                execution_thread=thread.strip('"') if thread else None)
+            inst.opcode = "async-start"
+            inst.attributes = {k: v for k, v in inst.attributes.items() if k in _ASYNC_OWN}
+            inst.attributes["calls"] = "%" + wrapped_name
+            inst.called_computations = [wrapped_name]
 
 
 def called_from_attributes(attrs: dict[str, str]) -> list[str]:

@@ -7,10 +7,16 @@ What comes out (see :mod:`traceview.profile` for the columns):
   or memcpy on a ``Stream #N`` line, so an HLO op run as several kernels has
   several rows; CPU-only traces: each host event carrying an ``hlo_op`` stat);
 * host event table: everything on host threads that is not an op row;
-* steps, devices, the HloProto bytes of ``/host:metadata`` and environment
-  strings (jax / jaxlib versions...).
+* steps, devices, environment strings (jax / jaxlib versions, profile times);
+* the HloProto bytes of ``/host:metadata``, keyed as that plane names them:
+  ``"<module>(<program id>)"``, e.g. ``"jit_train_step(17)"`` (the program id
+  in decimal, as uint64).
 
-Events are read line by line as numpy columns (metadata id, start, duration);
+Program ids are uint64 in XLA; the int64 ``program_id`` column holds them bit
+for bit (see :func:`as_int64` / :func:`as_uint64`), -1 when unknown.
+
+Events are decoded line by line straight from the wire bytes into numpy columns
+(xspace_schema.decode_events: no Python object per event);
 names and per-op stats are resolved once per event *metadata* and spread with
 index arrays. Per-event stats are read only on the lines that need them.
 Stats are always resolved by name through the plane's stat metadata.
@@ -29,6 +35,7 @@ import pandas as pd
 from google.protobuf.message import DecodeError
 
 from traceview.errors import TraceError
+from traceview.parsers.discover import host_of
 from traceview.parsers.xspace_schema import (STAT_BYTES, STAT_DOUBLE, STAT_REF, STAT_STR, EventColumns,
                                              WireError, XSpaceRaw, decode_events)
 from traceview.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Device, empty_frame
@@ -63,15 +70,6 @@ class TraceData:
 
 
 # --------------------------------------------------------------------------- file
-
-
-def host_from_path(path: str | Path) -> str:
-    """The host name a profiler gives a file: ``<host>.xplane.pb[.gz]`` -> ``<host>``."""
-    name = Path(path).name
-    for suffix in (".gz", ".pb", ".xplane"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    return name
 
 
 def load_xspace(path: str | Path) -> XSpaceRaw:
@@ -131,15 +129,20 @@ def _to_int(value) -> int | None:
         return None
 
 
-def _as_int64(value: int) -> int:
-    """uint64 program ids above 2^63 are kept bit-for-bit in the int64 column (see as_uint64)."""
+def as_int64(value: int) -> int:
+    """A uint64 program id as the int64 ``program_id`` column holds it (bit for bit).
+
+    XLA program ids are uint64 (TPU ids are often above 2^63, e.g.
+    ``jit_f(12190760917235803885)``); the op table keeps them in int64 by
+    wrapping, so such ids are negative there. -1 means unknown.
+    """
     return value - _UINT64 if value > _INT64_MAX else value
 
 
 def _pid(value) -> int:
     """A program id stat as the int64 column holds it; -1 when absent."""
     v = _to_int(value)
-    return -1 if v is None else _as_int64(v)
+    return -1 if v is None else as_int64(v)
 
 
 def as_uint64(program_id: int) -> int:
@@ -348,7 +351,7 @@ def _tpu_modules(view: _Plane, ev: "_Events") -> tuple[dict[int, str], tuple]:
     for m in view.md_list:
         match = _MODULE_EVENT.match(m.name)
         names.append(match["name"] if match else m.name)
-        pids.append(_as_int64(int(match["pid"])) if match else -1)
+        pids.append(as_int64(int(match["pid"])) if match else -1)
     by_pid = {p: n for p, n in zip(pids, names) if p != -1}
     names_arr = np.array(names + [""], dtype=object)
     pids_arr = np.array(pids + [-1], dtype=np.int64)
@@ -433,13 +436,19 @@ def _stat_rows(view: _Plane, device: str, line_name: str, ev: "_Events", keep: n
     return chunk
 
 
+def _device_order(device: str) -> tuple[str, int]:
+    """Sort "host/CPU:10" after "host/CPU:9"."""
+    name, _, ordinal = device.rpartition(":")
+    return (name, int(ordinal)) if ordinal.isdigit() else (device, -1)
+
+
 # ------------------------------------------------------------------------- reader
 
 
 def read_xplane(path: str | Path, host: str | None = None) -> TraceData:
     """Read one XSpace file into a TraceData (tables for one host)."""
     path = Path(path)
-    host = host or host_from_path(path)
+    host = host or host_of(path)
     space = load_xspace(path)
     return _Reader(space, host, str(path)).read()
 
@@ -457,6 +466,9 @@ class _Reader:
 
     def read(self) -> TraceData:
         planes = list(self.space.planes)
+        events_per_plane = {p.name: sum(len(l.events) for l in p.lines) for p in planes}
+        if not any(events_per_plane.values()):
+            raise TraceError(f"{self.path}: the trace holds no events (empty profile)")
         device_planes = [(p, _DEVICE_PLANE.match(p.name)) for p in planes]
         device_planes = [(p, m) for p, m in device_planes if m]
         for plane, m in sorted(device_planes, key=lambda pm: (pm[1][1], int(pm[1][2]))):
@@ -471,10 +483,11 @@ class _Reader:
         ops, steps = self._assign_steps(ops, annotations)
         if ops.empty:
             self.warnings.append(f"{self.path}: no device op events in this trace")
-        unknown_planes = sorted({p.name for p in planes} - {p.name for p, _ in device_planes}
-                                - {HOST_PLANE, METADATA_PLANE, TASK_ENV_PLANE})
-        unknown_planes = [n for n in unknown_planes if any(len(l.events) for p in planes if p.name == n
-                                                           for l in p.lines)]
+        idle = [f"{self.host}/{m[1]}:{m[2]}" for p, m in device_planes if not events_per_plane[p.name]]
+        if idle:
+            self.warnings.append(f"{self.path}: no events on {len(idle)} device(s): {', '.join(idle)}")
+        skipped = {p.name for p, _ in device_planes} | {HOST_PLANE, METADATA_PLANE, TASK_ENV_PLANE}
+        unknown_planes = sorted(n for n, count in events_per_plane.items() if count and n not in skipped)
         if unknown_planes:
             self.warnings.append(f"{self.path}: planes not analyzed: {', '.join(unknown_planes)}")
         return TraceData(host=self.host, ops=ops, host_events=self._host_frame(), steps=steps,
@@ -524,16 +537,27 @@ class _Reader:
         view = _Plane(plane)
         ann: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         cpu_device = f"{self.host}/CPU"
+        cpu_devices: set[str] = set()
         md_names = [m.name for m in view.md_list]
         for line in plane.lines:
             if not len(line.events):
                 continue
-            ev = self._events(view, line, _OP_STATS + ("step_num",))
+            ev = self._events(view, line, _OP_STATS + ("step_num", "device_ordinal"))
             keep_host = np.ones(len(ev), dtype=bool)
             if cpu_ops and "hlo_op" in view.stat_ids:
                 is_op = ev.strings("hlo_op") != None  # noqa: E711
                 if is_op.any():
-                    self.chunks.append(_stat_rows(view, cpu_device, line.name, ev, keep=is_op))
+                    # With --xla_force_host_platform_device_count each thunk names
+                    # the simulated device it ran for: one device per ordinal.
+                    ordinal, has_ordinal = ev.ints("device_ordinal")
+                    for k in np.unique(ordinal[is_op & has_ordinal]):
+                        rows = is_op & has_ordinal & (ordinal == k)
+                        device = f"{cpu_device}:{k}"
+                        self.chunks.append(_stat_rows(view, device, line.name, ev, keep=rows))
+                        cpu_devices.add(device)
+                    if (is_op & ~has_ordinal).any():
+                        self.chunks.append(_stat_rows(view, cpu_device, line.name, ev, keep=is_op & ~has_ordinal))
+                        cpu_devices.add(cpu_device)
                     keep_host = ~is_op
             step_num, has_step = ev.ints("step_num")
             if has_step.any():
@@ -542,8 +566,9 @@ class _Reader:
                 thread=line.name, start=ev.start[keep_host], duration=ev.duration[keep_host],
                 name=_spread(md_names, view.md_index(ev.mid[keep_host]), ""),
             ))
-        if cpu_ops and any(c.device == cpu_device for c in self.chunks):
-            self.devices.append(Device(id=cpu_device, host=self.host, kind="CPU", stats=view.plane_stats()))
+        plane_stats = view.plane_stats()
+        for device in sorted(cpu_devices, key=_device_order):
+            self.devices.append(Device(id=device, host=self.host, kind="CPU", stats=plane_stats))
         if not ann:
             return None
         a_start, a_end, a_step = (np.concatenate(x) for x in zip(*ann))

@@ -116,3 +116,78 @@ def test_fused_instruction_costs_add_up_to_the_fusion(xla_corpus):
         inside = fused_instruction_costs(module, fusion["name"])
         assert inside["flops"].sum() == fusion["flops"]
         assert inside["transcendentals"].sum() == fusion["transcendentals"]
+
+
+# --- XProf runs XLA's cost analysis on the HLO protos a trace carries: compare op by op -------------
+
+XPROF_TRACES = ["AMD-AGI-TraceLens/jax08_attention/tw003.xplane.pb",
+                "AMD-AGI-TraceLens/jax08_elementwise/tw003.xplane.pb",
+                "AMD-AGI-TraceLens/jax08_gemm/tw003.xplane.pb",
+                "AMD-AGI-TraceLens/jax_conv_minimal_08/tw003.xplane.pb",
+                "AMD-AGI-TraceLens/te_fused_attn/934987a2fc2f.xplane.pb",
+                "openxla-xprof/tpu_inference_2.xplane.pb"]
+
+
+def _xprof_op_costs(path: Path):
+    """XProf's hlo_stats per (program_id, op): FLOPs and bytes per occurrence, and its category.
+
+    hlo_stats gives rates: model_flop_rate in GFLOP/s (1e9) and measured_memory_bw in GiB/s
+    (2**30), over total_time in microseconds.
+    """
+    import pandas as pd
+
+    raw_to_tool_data = pytest.importorskip("xprof.convert.raw_to_tool_data")
+    data, _ = raw_to_tool_data.xspace_to_tool_data([str(path)], "hlo_stats", {"use_saved_result": False})
+    table = json.loads(data)
+    ids = [c["id"] for c in table["cols"]]
+    x = pd.DataFrame([dict(zip(ids, (cell.get("v") for cell in row["c"]), strict=False)) for row in table["rows"]])
+    seconds_per_occurrence = x["total_time"].astype(float) * 1e-6 / x["occurrences"].astype(float)
+    return pd.DataFrame({"program_id": x["program_id"].astype(str), "name": x["hlo_op_name"].astype(str),
+                         "xprof_category": x["category"], "xprof_flops": x["model_flop_rate"].astype(float) * 1e9
+                         * seconds_per_occurrence, "xprof_bytes": x["measured_memory_bw"].astype(float) * 2**30
+                         * seconds_per_occurrence})
+
+
+@pytest.mark.parametrize("rel", XPROF_TRACES)
+def test_per_op_costs_match_xprof(shared_traces, rel, tmp_path, capsys):
+    """Bytes of every op, and FLOPs of contractions, agree with XProf; we also cost the library
+    calls XProf leaves at zero. (XProf's GPU "FLOPs" of elementwise ops are XLA GPU's per-device cycle
+    estimates, default 3 per element, not FLOPs; those are reported, not compared.)"""
+    import shutil
+
+    import pandas as pd
+
+    from traceview.parsers.hlo_proto import modules_from_trace_protos
+    from traceview.parsers.xplane import read_xplane
+
+    path = tmp_path / Path(rel).name          # XProf caches results beside its input: use a copy
+    shutil.copy(shared_traces / rel, path)
+    theirs = _xprof_op_costs(path)
+    modules, _ = modules_from_trace_protos(read_xplane(path).hlo_protos)
+    ours = pd.concat([instruction_costs(m).assign(program_id=str(m.program_id)) for m in modules])
+    j = theirs.merge(ours, on=["program_id", "name"], how="left")
+    assert j["flops"].notna().all(), "ops XProf shows that our HLO tables lack"
+
+    def close(a, b, tol=0.01):
+        return (a - b).abs() <= tol * b.abs().clip(lower=1.0)
+
+    counted = j["xprof_bytes"] > 0
+    assert close(j.loc[counted, "bytes_accessed"], j.loc[counted, "xprof_bytes"]).all(), \
+        j.loc[counted & ~close(j["bytes_accessed"], j["xprof_bytes"]), ["name", "bytes_accessed", "xprof_bytes"]]
+    tpu = rel.startswith("openxla-xprof")
+    with_dot = {(str(m.program_id), i.name) for m in modules for c in m.computations.values()
+                for i in c.instructions if i.opcode == "fusion" and any(
+                    f.opcode in ("dot", "convolution") for f in m.computations[i.called_computations[0]].instructions)}
+    contraction = j["opcode"].isin(["dot", "convolution"]) | (
+        (j["opcode"] == "custom-call") & (j["xprof_flops"] > 0)) | pd.Series(
+        [(p, n) in with_dot for p, n in zip(j["program_id"], j["name"], strict=True)], index=j.index)
+    compared = j[tpu | contraction]
+    assert close(compared["flops"], compared["xprof_flops"]).all()
+    beyond = j[(j["opcode"] == "custom-call") & (j["xprof_flops"] == 0) & (j["flops"] > 0)]
+    # Our categories are XProf's for fusions, custom calls and collectives.
+    named = j[j["xprof_category"].isin(["loop fusion", "input fusion", "output fusion", "custom fusion",
+                                        "custom-call", "all-reduce", "all-gather", "reduce-scatter"])]
+    assert (named["category"] == named["xprof_category"]).all()
+    with capsys.disabled():
+        print(f"\n{rel}: {len(j)} ops; bytes agree on all {int(counted.sum())} XProf costs; FLOPs agree on "
+              f"{len(compared)} contractions/TPU ops; {len(beyond)} library calls costed that XProf leaves at 0")

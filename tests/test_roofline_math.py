@@ -7,6 +7,7 @@ never read back from traceview's output.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -198,7 +199,8 @@ def test_missing_figures_make_the_bound_unknown(db):
 
 
 def test_collective_without_interconnect_is_unknown(db):
-    out, warnings = roofline(pd.DataFrame([_collective("all-reduce", 1e6, 4)]), db["cpu"])
+    chip = dataclasses.replace(db["cpu"], interconnect=None)
+    out, warnings = roofline(pd.DataFrame([_collective("all-reduce", 1e6, 4)]), chip)
     assert out["bound"].iloc[0] == "unknown" and any("interconnect" in w for w in warnings)
 
 

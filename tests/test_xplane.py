@@ -197,14 +197,21 @@ def test_other_protobuf(tmp_path):
     _expect_trace_error(f, "not a")
 
 
-def test_space_with_no_events_warns(tmp_path):
+def test_space_with_no_events(tmp_path):
     space = XSpace()
-    plane = space.planes.add(name="/device:GPU:0")
-    plane.id = 1
+    space.planes.add(name="/device:GPU:0", id=1)
     f = tmp_path / "h.xplane.pb"
     f.write_bytes(space.SerializeToString())
+    _expect_trace_error(f, "no events")
+    # host events but no device ops: readable, with warnings naming what is missing
+    host = space.planes.add(name="/host:CPU")
+    host.event_metadata[1].name = "work"
+    host.lines.add(name="python").events.add(metadata_id=1, offset_ps=5, duration_ps=10)
+    f.write_bytes(space.SerializeToString())
     td = read_xplane(f)
-    assert td.ops.empty and any("no device op events" in w for w in td.warnings)
+    assert td.ops.empty and len(td.host_events) == 1
+    assert any("no device op events" in w for w in td.warnings)
+    assert any("no events on 1 device(s): h/GPU:0" in w for w in td.warnings)
     assert load_xspace(f).planes[0].name == "/device:GPU:0"
 
 

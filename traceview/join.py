@@ -45,7 +45,7 @@ def attach_costs(ops: pd.DataFrame, costs: pd.DataFrame) -> tuple[pd.DataFrame, 
     costs = costs[wanted]
     costs = costs.assign(module=costs["module"].astype(str), op=costs["op"].astype(str))
 
-    by_program = costs[costs["program_id"] >= 0].drop(columns="module")
+    by_program = costs[costs["program_id"] != -1].drop(columns="module")
     by_program = by_program.drop_duplicates(["program_id", "op"])
     by_module = costs.drop(columns="program_id").drop_duplicates(["module", "op"])
 

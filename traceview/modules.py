@@ -17,6 +17,7 @@ from traceview.cost import instruction_costs
 from traceview.parsers.hlo_dump import load_hlo_modules
 from traceview.parsers.hlo_model import HloModule
 from traceview.parsers.hlo_proto import modules_from_trace_protos
+from traceview.parsers.xplane import as_int64
 from traceview.profile import Profile
 
 DUMP_DIR_NAMES = ("hlo", "xla_dump", "dump", "hlo_dump")
@@ -51,13 +52,18 @@ def profile_modules(profile: Profile, hlo_path: str | Path | None = None,
 
 
 def cost_table(modules: list[HloModule]) -> tuple[pd.DataFrame, list[str]]:
-    """All modules' instruction costs in one frame, with a `program_id` column (-1 when unknown)."""
+    """All modules' instruction costs in one frame, with a `program_id` column (-1 when unknown).
+
+    Program ids are uint64 in XLA; like the op table, the column holds them
+    bit for bit in int64 (see parsers.xplane.as_int64).
+    """
     frames, warnings = [], []
     for module in modules:
         costs = instruction_costs(module)
         warnings += costs.attrs.get("warnings", [])
         costs.attrs = {}
-        frames.append(costs.assign(program_id=module.program_id if module.program_id is not None else -1))
+        program_id = -1 if module.program_id is None else as_int64(module.program_id)
+        frames.append(costs.assign(program_id=program_id))
     if not frames:
         return pd.DataFrame(), warnings
     table = pd.concat(frames, ignore_index=True)

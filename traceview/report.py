@@ -10,6 +10,7 @@ import pandas as pd
 
 from traceview import __version__
 from traceview.analysis import Analysis
+from traceview.parsers.xplane import as_uint64
 from traceview.roofline import BOUNDS
 from traceview.tables import (colour, fmt_pct, fmt_si, fmt_time_us, markdown_table, text_table,
                               use_colour)
@@ -71,6 +72,8 @@ def op_records(ops: pd.DataFrame) -> list[dict]:
     """The `ops` list of the JSON contract (also the CSV rows)."""
     columns = [c for c in OP_FIELDS if c in ops.columns]
     frame = ops[columns].copy()
+    if "program_id" in frame.columns:  # uint64 in XLA, held bit for bit in int64
+        frame["program_id"] = [None if p == -1 else as_uint64(int(p)) for p in frame["program_id"]]
     for column in columns:
         if column.endswith("_ps"):
             frame[column] = pd.to_numeric(frame[column], errors="coerce") / PS_PER_US

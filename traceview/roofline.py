@@ -253,6 +253,8 @@ def roofline(ops: pd.DataFrame, chip: Chip, time_column: str = "time_ps") -> tup
         [_FLAGGED, _NO_COST, _NO_PEAK, _NO_HBM, comm_reason, _ZERO], default=_OK).astype("int8")
     unknown = reason != _OK
     winner = np.argmax(np.nan_to_num(terms, nan=-1.0), axis=0).astype("int8")
+    # A collective whose link time ties its memory time is still communication.
+    winner[(kinds >= 0) & (t_comm >= terms.max(axis=0))] = BOUNDS.index("communication")
     # A collective with nothing left to model (the "-done" half of an async pair, a group of
     # one) is time spent on communication: its whole measured time is the gap.
     winner[(roof == 0) & (kinds >= 0)] = BOUNDS.index("communication")

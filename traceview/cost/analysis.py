@@ -417,7 +417,7 @@ class ModuleAnalysis:
                     seen_trivial, size = True, size + own
             elif op in ("broadcast", "reshape"):
                 size += own
-            elif op == "fusion":  # nested fusion: read what its parameter reads, once
+            elif op == "fusion":  # nested fusion: read what its parameter reads
                 nested = self.called(user, "calls")
                 if nested is not None:
                     nidx = self.index(nested)
@@ -425,7 +425,11 @@ class ModuleAnalysis:
                     params.sort(key=lambda p: A.int_attr(p.attributes, "parameter_number", 0))
                     for pos, name in enumerate(user.operands):
                         if name == node.name and pos < len(params):
-                            size += self._read_bytes_of(params[pos], nested, nidx)
+                            inner = params[pos]
+                            # A nested fusion that just forwards its parameter (Triton "block" fusions)
+                            # reads all of it.
+                            forwarded = nested.root == inner.name and not nidx.users.get(inner.name)
+                            size += own if forwarded else self._read_bytes_of(inner, nested, nidx)
             elif not seen_trivial:
                 seen_trivial, size = True, size + own
         return size

@@ -12,7 +12,8 @@ formula can be applied directly with ``n = group_size``:
 * all-to-all / ragged-all-to-all: bytes of the device's input buffer(s).
   Traffic per device = (n-1)/n x payload.
 * collective-permute, send, recv, collective-broadcast: bytes of the buffer
-  sent (or received) by one device. Traffic = payload.
+  sent (or received) by one device. Traffic = payload. For permutes and
+  send/recv, ``groups`` lists the [source, target] pairs and group_size is 2.
 
 The ``-start`` half of an async pair (and an ``async-start`` wrapping a
 collective) carries the payload; the ``-done`` half reports the kind with

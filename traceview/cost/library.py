@@ -15,6 +15,8 @@ Recognised calls, FLOPs from operand shapes and the call's backend_config:
   each 2 x B x H x Sq x Skv x D; Transformer Engine's causal masks halve it.
 * Pallas / Mosaic calls whose backend_config carries the author's
   ``cost_estimate`` (flops, transcendentals, bytes_accessed).
+* Compiler annotations (``AssumeGatherIndicesInBound``, sharding markers):
+  no work.
 
 Anything else returns None: the caller marks it unknown.
 """
@@ -41,6 +43,9 @@ _TE_CAUSAL_MASKS = {2, 3, 4, 5}
 # GEMMs of one attention pass: forward Q.K^T and P.V; flash-attention backward
 # recomputes P and runs dV, dP, dQ, dK (the usual "backward = 2.5 x forward").
 _ATTN_GEMMS = {False: 2, True: 5}
+# Compiler annotations that pass their operand through and emit no work.
+_ANNOTATIONS = frozenset({"AssumeGatherIndicesInBound", "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",
+                          "LayoutConstraint"})
 
 
 def is_library_call(target: str | None) -> bool:
@@ -52,6 +57,8 @@ def is_library_call(target: str | None) -> bool:
 def library_call_cost(inst: Instruction, operands: list[Shape]) -> Cost | None:
     """Cost of a recognised library custom call, or None when the target is not known."""
     target = inst.custom_call_target or ""
+    if target in _ANNOTATIONS:
+        return Cost(note=f"compiler annotation {target}: no work")
     config = A.backend_config(inst.backend_config)
     if _GEMM_RE.match(target):
         return _gemm(inst, operands, config)

@@ -29,6 +29,11 @@ _MINOR_TO_MAJOR_RE = re.compile(r"^\{([\d,\s]*)")
 
 
 
+def unknown_element_types(shape: Shape) -> set[str]:
+    """Element types in a shape whose size we do not know (they count as zero bytes)."""
+    return {leaf.element_type for leaf in leaves(shape) if leaf.element_type not in _BITS}
+
+
 def elements(shape: Shape) -> int:
     """Elements of an array shape (1 for a scalar); 0 for tuples and tokens."""
     if shape.is_tuple or shape.element_type in ("token", "opaque"):

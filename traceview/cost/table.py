@@ -11,7 +11,7 @@ from traceview.cost import attrs as A
 from traceview.cost.analysis import Cost, ModuleAnalysis
 from traceview.cost.categories import category, math_dtype
 from traceview.cost.collectives import CollectiveInfo, collective_info
-from traceview.cost.shapes import shape_text
+from traceview.cost.shapes import shape_text, unknown_element_types
 from traceview.errors import UserError
 from traceview.parsers.hlo_model import Computation, HloModule, Instruction
 
@@ -114,10 +114,15 @@ def instruction_costs(module: HloModule, devices_per_slice: int | None = None) -
     analysis = ModuleAnalysis(module)
     warnings: list[str] = []
     rows: list[tuple] = []
+    odd_types: set[str] = set()
     for comp, mult in _op_computations(module, analysis, warnings):
         for inst in comp.instructions:
             rows.append(_row(module, comp, inst, mult, analysis, devices_per_slice))
+            odd_types |= unknown_element_types(inst.shape)
     warnings.extend(_analysis_warnings(module, analysis))
+    if odd_types:
+        warnings.append(f"{module.name}: unknown element types {', '.join(sorted(odd_types))}; "
+                        "their arrays count as zero bytes")
     kind_at, groups_at, size_at = (list(COLUMNS).index(c) for c in ("collective_kind", "groups", "group_size"))
     unsized = [r for r in rows if r[kind_at] and r[groups_at] is None and r[size_at] == 0]
     if unsized:

@@ -1,0 +1,32 @@
+"""`traceview runs PATH`: the profiling runs in a log dir, newest last, with their hosts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from traceview.commands._options import write_output
+from traceview.parsers.discover import list_runs
+from traceview.tables import fmt_si, text_table
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("runs", help="list the runs and hosts in a log dir", description=__doc__)
+    parser.add_argument("path", metavar="PATH", help="a log dir, a run dir or a trace file")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    runs = list_runs(args.path)
+    if args.format == "json":
+        text = json.dumps({"runs": [r.summary() for r in runs]}, indent=1) + "\n"
+    else:
+        rows = [[r.name, str(len(r.files)), ", ".join(r.hosts), fmt_si(r.total_bytes, "B"),
+                 r.time.strftime("%Y-%m-%d %H:%M:%S")] for r in runs]
+        text = text_table(["run", "hosts", "host names", "size", "taken"], rows, "lrlrl") + "\n"
+        if len(runs) > 1:
+            text += f"analyze picks the newest ({runs[-1].name}) unless --run NAME is given\n"
+    write_output(text, args.output)
+    return 0
