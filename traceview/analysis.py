@@ -83,6 +83,7 @@ def apply_target(analysis: Analysis, chip: Chip, detected: bool) -> Analysis:
     """Judge the analysis's ops against `chip` (replacing any earlier judgement)."""
     base = analysis.ops.drop(columns=[c for c in analysis.ops.columns if c in _ROOFLINE_COLUMNS])
     ops, roof_warnings = roofline(base, chip, time_column=JUDGED)
+    ops = _label_dones_like_starts(ops, analysis.per_device)
     total = analysis.span_ps or analysis.device_time_ps
     summary = summarize(ops, chip, total_time_ps=total, idle_ps=analysis.idle_ps, time_column=JUDGED)
     analysis.ops = ops.sort_values("gap_ps", ascending=False, na_position="last", kind="stable") \
@@ -148,11 +149,29 @@ def _judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, pairs: pd.DataFram
     out.loc[paired, "judged_time_ps"] = in_flight[paired]
     out.loc[paired, "exposed_time_ps"] = merged["pair_exposed_ps"].to_numpy(dtype="float64")[paired]
     started = timed[["module", "op"]].merge(pairs, left_on=["module", "op"], right_on=["module", "start"])
-    done_keys = set(zip(started["module"], started["done"]))
-    is_done = np.array([(m, o) in done_keys for m, o in zip(out["module"].astype(str), out["op"].astype(str))],
-                       dtype=bool)
+    start_of = dict(zip(zip(started["module"], started["done"]), started["start"]))
+    paired_with = [start_of.get((m, o)) for m, o in zip(out["module"].astype(str), out["op"].astype(str))]
+    out["paired_start"] = pd.Series(paired_with, index=out.index, dtype=object)
+    is_done = out["paired_start"].notna().to_numpy()
     out.loc[is_done, "judged_time_ps"] = np.nan
     out.loc[is_done, "exposed_time_ps"] = 0.0
+    return out
+
+
+def _label_dones_like_starts(ops: pd.DataFrame, per_device: bool) -> pd.DataFrame:
+    """A done that was judged with its start shows the start's bound, and no roofline of its own."""
+    if "paired_start" not in ops.columns or not ops["paired_start"].notna().any():
+        return ops
+    key = (["device"] if per_device else []) + ["program_id", "module"]
+    starts = ops[key + ["op", "bound"]].rename(columns={"op": "paired_start", "bound": "_start_bound"})
+    merged = ops[key + ["paired_start"]].merge(starts, on=key + ["paired_start"], how="left")
+    is_done = ops["paired_start"].notna().to_numpy() & merged["_start_bound"].notna().to_numpy()
+    out = ops.copy()
+    bounds = out["bound"].astype(object).to_numpy(copy=True)
+    bounds[is_done] = merged["_start_bound"].astype(object).to_numpy()[is_done]
+    out["bound"] = pd.Categorical(bounds, categories=out["bound"].cat.categories)
+    for column in ("roofline_time_ps", "t_compute_ps", "t_memory_ps", "t_comm_ps", "efficiency", "gap_ps"):
+        out.loc[is_done, column] = np.nan
     return out
 
 

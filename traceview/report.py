@@ -29,6 +29,8 @@ OP_FIELDS = {
     "occurrences": "occurrences",
     "total_time_ps": "total_time_us",
     "self_time_ps": "self_time_us",
+    "judged_time_ps": "judged_time_us",
+    "paired_start": "paired_start",
     "flops": "flops",
     "transcendentals": "transcendentals",
     "bytes_accessed": "bytes_accessed",
@@ -178,15 +180,17 @@ def _op_table(analysis: Analysis, top: int, on: bool) -> tuple[list[str], list[l
     headers = ["module", "op", "category", "count", "self", "% time"]
     align = "lllrrr"
     if judged:
-        headers += ["bound", "roofline", "eff.", "gap", "FLOPs", "bytes", "dtype"]
-        align += "lrrrrrl"
+        headers += ["bound", "judged", "roofline", "eff.", "gap", "FLOPs", "bytes", "dtype"]
+        align += "lrrrrrrl"
     rows = []
     for r in ops.to_dict("records"):
         cells = [str(r["module"]), str(r["op"]), str(r.get("category") or "-"), str(r["occurrences"]),
                  fmt_time_us(r["self_time_ps"] / PS_PER_US), f"{100 * r['self_time_ps'] / device_total:.1f}%"]
         if judged:
             bound = str(r.get("bound") or "unknown")
+            judged_time = r.get("judged_time_ps")
             cells += [colour(bound, BOUND_COLOURS.get(bound), on),
+                      fmt_time_us(_us(judged_time)) if judged_time == judged_time else f"w/ {r.get('paired_start')}",
                       fmt_time_us(_us(r.get("roofline_time_ps"))), fmt_pct(r.get("efficiency")),
                       fmt_time_us(_us(r.get("gap_ps"))), fmt_si(r.get("flops")), fmt_si(r.get("bytes_accessed"), "B"),
                       str(r.get("dtype") or "-")]
@@ -229,8 +233,11 @@ def analysis_text(analysis: Analysis, top: int = 20, colour_enabled: bool | None
         if len(analysis.steps) > 20:
             out.append(f"  ... {len(analysis.steps) - 20} more steps")
     out.append("")
-    order = "gap (time an ideal kernel would save)" if "gap_ps" in analysis.ops.columns else "self time"
-    out.append(colour(f"Top {top} ops by {order}", "bold", on))
+    if "gap_ps" in analysis.ops.columns:
+        out.append(colour(f"Top {top} ops by gap", "bold", on) + "  (gap = judged - roofline time: what an ideal "
+                   "kernel would save; judged = self time, or in-flight time for an async start)")
+    else:
+        out.append(colour(f"Top {top} ops by self time", "bold", on))
     headers, rows, align = _op_table(analysis, top, on)
     out.append(text_table(headers, rows, align))
     for warning in analysis.warnings:

@@ -15,6 +15,10 @@ formula can be applied directly with ``n = group_size``:
   sent (or received) by one device. Traffic = payload. For permutes and
   send/recv, ``groups`` lists the [source, target] pairs and group_size is 2.
 
+* host-transfer: a ``copy-start``/``copy-done`` between device memory and
+  host memory (memory space S(5), e.g. TPU host offload): the bytes of the
+  array copied, moved over the host link (PCIe). group_size is 1.
+
 The ``-start`` half of an async pair (and an ``async-start`` wrapping a
 collective) carries the payload; the ``-done`` half reports the kind with
 payload 0 so sums never count a transfer twice.
@@ -28,6 +32,7 @@ from traceview.cost import attrs as A
 from traceview.cost.shapes import byte_size, leaves
 from traceview.parsers.hlo_model import HloModule, Instruction, Shape
 
+HOST_MEMORY_SPACE = "S(5)"  # XLA's Layout::kHostMemorySpace, as the layout text prints it
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "ragged-all-to-all", "all-to-all", "collective-permute",
          "collective-broadcast", "send", "recv")
 
@@ -59,6 +64,8 @@ def _array_bytes(shapes: list[Shape]) -> float:
 def collective_info(inst: Instruction, operands: list[Shape], module: HloModule,
                     devices_per_slice: int | None = None, opcode: str | None = None) -> CollectiveInfo | None:
     """Collective facts of ``inst`` (pass ``opcode`` for the op an async-start wraps); None if not a collective."""
+    if (opcode or inst.opcode) in ("copy-start", "copy-done"):
+        return _host_transfer(inst, opcode or inst.opcode)
     kind, done = collective_kind(opcode or inst.opcode)
     if not kind:
         return None
@@ -77,6 +84,25 @@ def collective_info(inst: Instruction, operands: list[Shape], module: HloModule,
     else:  # all-reduce, reduce-scatter, all-to-all, collective-broadcast: the input buffers
         info.payload_bytes = _array_bytes(operands)
     return info
+
+
+def _in_host_memory(shape: Shape) -> bool:
+    return bool(shape.layout) and HOST_MEMORY_SPACE in shape.layout
+
+
+def _host_transfer(inst: Instruction, opcode: str) -> CollectiveInfo | None:
+    """A copy between device and host memory; None for a device-to-device async copy.
+
+    copy-start's shape is (destination, source, context); a copy-done is
+    judged through its copy-start, which the caller passes (the `-done` rule).
+    """
+    shape = inst.shape  # for a copy-done, the caller passes its copy-start
+    arrays = shape.tuple_shapes[:2] if shape.is_tuple else (shape,)
+    if not any(_in_host_memory(a) for a in arrays):
+        return None
+    if opcode == "copy-done":
+        return CollectiveInfo("host-transfer", 0.0, 1, None, None, True)
+    return CollectiveInfo("host-transfer", _array_bytes([arrays[0]]), 1, None, None, False)
 
 
 def _result(inst: Instruction) -> Shape:
