@@ -252,11 +252,14 @@ def _f16(x: float) -> float:
     return struct.unpack("<e", struct.pack("<e", x))[0]
 
 
-_ROUND_TRIP = {"bf16": _bf16, "f16": _f16, "f32": _f32, "c64": _f32}
+# element type -> (rounding to that type, digits10, max_digits10) of C++'s numeric_limits
+_FLOAT_FORMATS = {"bf16": (_bf16, 2, 4), "f16": (_f16, 3, 5), "f32": (_f32, 6, 9), "c64": (_f32, 6, 9),
+                  "f64": (float, 15, 17), "c128": (float, 15, 17)}
 
 
 def _scalar_text(v, etype: str = "f64") -> str:
-    """A literal element as XLA prints it: floats in the shortest form that round-trips in their type."""
+    """A literal element as XLA prints it: ``%.{digits10}g`` when that round-trips in the
+    element type, else ``%.{max_digits10}g``."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if not isinstance(v, float):
@@ -265,13 +268,9 @@ def _scalar_text(v, etype: str = "f64") -> str:
         return "nan"
     if math.isinf(v):
         return "inf" if v > 0 else "-inf"
-    to_type = _ROUND_TRIP.get(etype, float)
-    target = to_type(v)
-    for digits in range(1, 18):
-        text = f"{v:.{digits}g}"
-        if to_type(float(text)) == target:
-            return text
-    return repr(v)
+    to_type, digits, max_digits = _FLOAT_FORMATS.get(etype, _FLOAT_FORMATS["f32"])
+    text = f"{v:.{digits}g}"
+    return text if to_type(float(text)) == to_type(v) else f"{v:.{max_digits}g}"
 
 
 # little-endian byte fields of LiteralProto -> numpy dtype ("bf16" is decoded by hand)

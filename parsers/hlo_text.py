@@ -382,7 +382,10 @@ class _Reader:
                 key, eq, value = part.partition("=")
                 if not eq:
                     raise self.error(line, f"instruction {name!r}: attribute without '=': {part[:40]!r}")
-                attributes[key.strip()] = value.strip()
+                value = value.strip()
+                if "/*" in value:  # /*index=5*/ markers XLA puts in long lists
+                    value = _COMMENT_RE.sub("", value)
+                attributes[key.strip()] = value
             self._decode_attributes(inst)
         return inst
 

@@ -129,7 +129,7 @@ def test_cpu_sample_trace(sample_traces):
     f = next(sample_traces.glob("mlp/plugins/profile/*/*.xplane.pb"))
     td = read_xplane(f)
     assert [d.kind for d in td.devices] == ["CPU"]
-    assert set(td.ops["device"]) == {f"{td.host}/CPU"}
+    assert set(td.ops["device"]) == {f"{td.host}/CPU:0"}  # thunks name their device ordinal
     assert "jit_train_step" in set(td.ops["module"])
     assert set(td.steps["source"]) == {"host_annotation"}
     assert (td.ops["step"] >= 0).all()
@@ -328,3 +328,17 @@ def test_corrupt_event_bytes(tmp_path):
     f = tmp_path / "h.xplane.pb"
     f.write_bytes(space.SerializeToString())
     _expect_trace_error(f, "corrupt events")
+
+
+def test_cpu_sharded_sample_has_one_device_per_ordinal(sample_traces):
+    """The sharded sample forces 8 host devices: every one runs its share of the collectives."""
+    f = next(sample_traces.glob("sharded/plugins/profile/*/*.xplane.pb"))
+    td = read_xplane(f)
+    expected = {f"{td.host}/CPU:{i}" for i in range(8)}
+    assert {d.id for d in td.devices} == expected
+    assert set(td.ops["device"].astype(str)) == expected
+    per_device = td.ops.groupby("device", observed=True)["op"].agg(lambda ops: set(map(str, ops)))
+    collectives = [op for op in per_device.iloc[0] if op.startswith(("all_gather", "reduce_scatter", "psum"))]
+    assert collectives, "no collective ops on device 0"
+    for ops in per_device:
+        assert set(collectives) <= ops
