@@ -242,6 +242,8 @@ class _Reader:
             m = _HEADER_RE.match(s)
             if not m:
                 raise self.error(number, "malformed HloModule header")
+            if self.module_name is not None:
+                raise self.error(number, "a second 'HloModule' header: give one module per text")
             self.module_name = m.group(1)
             for part in split_top_level(m.group(2) or ""):
                 key, _, value = part.partition("=")

@@ -196,6 +196,7 @@ ENTRY %main (x: f32[4]) -> f32[4] {
      "expected ','"),
     (('ENTRY %main () -> f32[] {\n  %a = f32[] custom-call(), backend_config={"k":1\n'
       '  ROOT %b = f32[] negate(%a)\n}\n'), 4, "unbalanced"),
+    ("ENTRY %main () -> f32[] {\n  ROOT %a = f32[] constant(1)\n}\n\nHloModule again\n", 7, "second"),
 ])
 def test_malformed_text_names_file_and_line(body, line, words):
     with pytest.raises(HloError) as info:

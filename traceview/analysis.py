@@ -9,6 +9,7 @@ The CLI formats, the dashboard and the regression checks all read the same
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,8 +80,12 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
     return apply_target(analysis, chip, detected)
 
 
-def apply_target(analysis: Analysis, chip: Chip, detected: bool) -> Analysis:
-    """Judge the analysis's ops against `chip` (replacing any earlier judgement)."""
+def apply_target(analysis: Analysis, chip: Chip, detected: bool = False) -> Analysis:
+    """A copy of the analysis with its ops judged against `chip` (replacing any earlier judgement).
+
+    The input is left as it was, so a cached analysis can be re-targeted freely.
+    """
+    analysis = dataclasses.replace(analysis, warnings=list(analysis.warnings))
     base = analysis.ops.drop(columns=[c for c in analysis.ops.columns if c in _ROOFLINE_COLUMNS])
     ops, roof_warnings = roofline(base, chip, time_column=JUDGED)
     ops = _label_dones_like_starts(ops, analysis.per_device)

@@ -1,33 +1,58 @@
-"""A progress bar on stderr, shown only on a terminal and only once reading takes a moment."""
+"""A progress bar on stderr while a trace is read: only on a terminal, and only once it takes a moment.
+
+Reading one large file is a single protobuf parse, so the bar is redrawn by a
+background thread with the elapsed time, and advances as host files finish.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 
-def progress_bar(label: str, delay_s: float = 0.5, stream=None) -> Callable[[int, int], None] | None:
-    """A callback `(done, total)` that draws a bar after `delay_s`; None when not a terminal."""
+@contextlib.contextmanager
+def progress_bar(label: str, delay_s: float = 0.5, stream=None,
+                 interval_s: float = 0.1) -> Iterator[Callable[[int, int], None] | None]:
+    """Yields a `(done, total)` callback, or None when `stream` (stderr) is not a terminal."""
     stream = stream or sys.stderr
-    if not stream.isatty():
-        return None
+    if not (hasattr(stream, "isatty") and stream.isatty()):
+        yield None
+        return
+    state = {"done": 0, "total": 1}
     started = time.monotonic()
-    shown = False
+    finished = threading.Event()
+    drawn = [False]
+
+    def draw() -> None:
+        width = 30
+        frac = min(1.0, state["done"] / max(state["total"], 1))
+        elapsed = time.monotonic() - started
+        spinner = "|/-\\"[int(elapsed / interval_s) % 4] if frac < 1 else " "
+        stream.write(f"\r{label} [{'#' * int(frac * width):<{width}}] "
+                     f"{state['done']}/{state['total']} files {elapsed:5.1f}s {spinner}")
+        stream.flush()
+        drawn[0] = True
+
+    def loop() -> None:
+        if finished.wait(delay_s):
+            return
+        while not finished.wait(interval_s):
+            draw()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
 
     def update(done: int, total: int) -> None:
-        nonlocal shown
-        if time.monotonic() - started < delay_s and done < total:
-            return
-        if not shown and done >= total:
-            return  # finished before it was worth showing
-        shown = True
-        width = 30
-        frac = 0.0 if total <= 0 else min(1.0, done / total)
-        bar = "#" * int(frac * width)
-        stream.write(f"\r{label} [{bar:<{width}}] {100 * frac:5.1f}%")
-        if done >= total:
-            stream.write("\r" + " " * (len(label) + width + 12) + "\r")
-        stream.flush()
+        state["done"], state["total"] = done, total
 
-    return update
+    try:
+        yield update
+    finally:
+        finished.set()
+        thread.join()
+        if drawn[0]:
+            stream.write("\r" + " " * (len(label) + 60) + "\r")
+            stream.flush()

@@ -25,7 +25,8 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    profile = load_profile(args.path, run=args.run, progress=progress_bar("reading trace"))
+    with progress_bar("reading trace") as progress:
+        profile = load_profile(args.path, run=args.run, progress=progress)
     analysis = build_analysis(profile, target=args.target, hardware_file=args.hardware_file,
                               hlo_path=args.hlo, stage=args.stage, per_device=args.per_device)
     if args.format == "json":

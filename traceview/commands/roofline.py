@@ -29,8 +29,14 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
+PLOT_SUFFIXES = (".png", ".svg", ".pdf", ".html")
+
+
 def run(args: argparse.Namespace) -> int:
-    profile = load_profile(args.path, run=args.run, progress=progress_bar("reading trace"))
+    if args.plot and not args.plot.lower().endswith(PLOT_SUFFIXES):
+        raise UserError(f"{args.plot}: the plot must be .png, .svg, .pdf or .html")
+    with progress_bar("reading trace") as progress:
+        profile = load_profile(args.path, run=args.run, progress=progress)
     analysis = build_analysis(profile, target=args.target, hardware_file=args.hardware_file,
                               hlo_path=args.hlo, stage=args.stage)
     if analysis.target is None:

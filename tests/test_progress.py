@@ -1,0 +1,35 @@
+"""The progress bar draws only on a terminal, and only once reading takes a while."""
+
+import io
+import time
+
+from traceview.progress import progress_bar
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_no_bar_when_not_a_terminal():
+    stream = io.StringIO()
+    with progress_bar("reading", stream=stream) as update:
+        assert update is None
+    assert stream.getvalue() == ""
+
+
+def test_no_bar_for_a_quick_read():
+    stream = FakeTerminal()
+    with progress_bar("reading", delay_s=5, stream=stream) as update:
+        update(1, 1)
+    assert stream.getvalue() == ""
+
+
+def test_bar_for_a_slow_read_then_cleared():
+    stream = FakeTerminal()
+    with progress_bar("reading", delay_s=0.05, interval_s=0.02, stream=stream) as update:
+        update(1, 3)
+        time.sleep(0.3)
+    text = stream.getvalue()
+    assert "reading [" in text and "1/3 files" in text
+    assert text.endswith("\r")  # the line is wiped before the report is printed
