@@ -105,7 +105,10 @@ def read_hlo_file(path: str | Path) -> HloModule:
     elif info is not None and info.kind == "text":
         raise HloError(f"{p}: does not start with 'HloModule': not HLO text")
     else:
-        module = parse_hlo_proto(data, str(p))
+        try:
+            module = parse_hlo_proto(data, str(p))
+        except HloError:
+            raise HloError(f"{p}: neither HLO text (no 'HloModule' header) nor an HLO proto") from None
     module.file = str(p)
     if info is not None:
         if info.stage and module.stage is None:

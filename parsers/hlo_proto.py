@@ -231,8 +231,6 @@ def _replica_groups(ip) -> str:
 
 _COLLECTIVES = {"all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter",
                 "all-to-all", "ragged-all-to-all", "collective-broadcast"}
-_DIMENSION_OPS = {"broadcast", "transpose", "reduce", "reverse", "concatenate", "sort", "map",
-                  "all-gather", "all-gather-start", "reduce-scatter", "all-to-all", "topk", "scatter"}
 _TO_APPLY_OPS = {"reduce", "reduce-window", "map", "sort", "scatter", "call", "all-reduce",
                  "all-reduce-start", "reduce-scatter"}
 

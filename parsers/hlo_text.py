@@ -3,13 +3,15 @@ optimizations) into :class:`~traceview.parsers.hlo_model.HloModule`.
 
 The reader is line oriented: a computation starts with a header line ending in
 ``{``, holds one instruction per line and ends with a line starting ``}``.
-Attribute values (JSON backend configs, metadata, replica groups, ...) are
-split at top-level commas with a regex tokenizer that only stops on brackets,
-commas and string literals, so long lines cost little Python work.
+An instruction's ``key=value`` attributes (JSON backend configs, metadata,
+replica groups, ...) are cut at ``, key=`` with C-speed regexes and glued back
+where a cut fell inside a string or brackets, so long lines cost little Python.
 
 Every attribute keeps its raw text in ``Instruction.attributes``; a few are
 also decoded into the dedicated fields (metadata, backend_config,
-custom_call_target, fusion_kind, called_computations).
+custom_call_target, fusion_kind, called_computations). Async ops printed with
+XLA's syntax sugar (``reduce-scatter-start``) are rewritten into the
+``async-start`` + wrapped computation form the protos hold.
 """
 
 from __future__ import annotations
@@ -21,16 +23,19 @@ from pathlib import Path
 from traceview.errors import HloError
 from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
 
-__all__ = ["parse_hlo_text", "read_hlo_text", "parse_shape", "split_top_level", "parse_metadata",
-           "parse_replica_groups", "called_from_attributes", "apply_stack_frames"]
+__all__ = ["apply_stack_frames", "called_from_attributes", "desugar_async", "parse_hlo_text", "parse_metadata",
+           "parse_replica_groups", "parse_shape", "read_hlo_text", "split_attributes", "split_top_level"]
 
 # ---------------------------------------------------------------------------
 # small lexical helpers
 
 # Structural tokens: string literals (skipped whole), brackets and commas.
-_TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]()<>,]')
-_OPEN = {"{": "}", "[": "]", "(": ")"}
+_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+_TOKEN_RE = re.compile(_STRING + r'|[{}\[\](),]')
+_STRING_RE = re.compile(_STRING)
 _COMMENT_RE = re.compile(r"/\*.*?\*/")
+# where XLA joins two attributes: ", key=" (a candidate only: it may sit inside a string or braces)
+_ATTR_SPLIT_RE = re.compile(r", (?=[A-Za-z_][\w\-]*=)")
 
 
 def split_top_level(text: str, sep: str = ",") -> list[str]:
@@ -53,6 +58,35 @@ def split_top_level(text: str, sep: str = ",") -> list[str]:
     return parts
 
 
+def _closed(text: str) -> bool:
+    """True when ``text`` opens no bracket or string it does not close (C-speed counts)."""
+    if '"' in text:
+        text = _STRING_RE.sub("", text)
+        if '"' in text:
+            return False
+    return text.count("{") == text.count("}") and text.count("(") == text.count(")") \
+        and text.count("[") == text.count("]")
+
+
+def split_attributes(text: str) -> list[str]:
+    """Split an instruction's ``key=value, key=value`` tail into ``key=value`` parts.
+
+    Cuts at every ", key=" with str-level regexes and glues back pieces whose
+    cut fell inside a string or brackets: no Python loop over characters or
+    tokens, which matters for long JSON backend configs.
+    """
+    parts: list[str] = []
+    held: str | None = None
+    for piece in _ATTR_SPLIT_RE.split(text):
+        held = piece if held is None else f"{held}, {piece}"
+        if _closed(held):
+            parts.append(held.strip())
+            held = None
+    if held is not None:
+        parts.append(held.strip())
+    return parts
+
+
 def _match_close(text: str, pos: int) -> int:
     """Index just past the bracket matching the one at ``text[pos]``; -1 if unbalanced."""
     depth = 0
@@ -67,7 +101,7 @@ def _match_close(text: str, pos: int) -> int:
     return -1
 
 
-_META_RE = re.compile(r'([\w.\-]+)=("(?:[^"\\]|\\.)*"|[^\s}]+)')
+_META_RE = re.compile(r'([\w.\-]+)=(' + _STRING + r'|[^\s}]+)')
 
 
 def _unquote(value: str) -> str:
@@ -213,7 +247,12 @@ class _Reader:
             if self.comp is not None:
                 self._body_line(raw.strip(), number)
             else:
-                self._top_line(raw.strip(), number)
+                try:
+                    self._top_line(raw.strip(), number)
+                except HloError:
+                    if number < self.last_line or self.module_name is None:
+                        raise
+                    self._dropped_line(number)  # e.g. a computation header cut off by truncation
         if self.pending is not None:
             self._dropped_line(self.pending_line)
         self._check_operands()
@@ -312,7 +351,7 @@ class _Reader:
                                          f"computation {comp.name!r} does not define")
 
     def _dropped_line(self, line: int) -> None:
-        self.warnings.append(f"{self.file}:{line}: last line is cut off mid-instruction; dropped it")
+        self.warnings.append(f"{self.file}:{line}: the last line is cut off; dropped it")
 
     # -- instructions ------------------------------------------------------
     def _instruction(self, comp: Computation, s: str, line: int, truncated_ok: bool) -> None:
@@ -380,7 +419,7 @@ class _Reader:
         if tail:
             if tail[0] != ",":
                 raise self.error(line, f"instruction {name!r}: expected ',' after operands, got {tail[:30]!r}")
-            for part in split_top_level(tail[1:]):
+            for part in split_attributes(tail[1:].lstrip()):
                 key, eq, value = part.partition("=")
                 if not eq:
                     raise self.error(line, f"instruction {name!r}: attribute without '=': {part[:40]!r}")

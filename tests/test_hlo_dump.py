@@ -121,3 +121,5 @@ def test_errors(tmp_path):
         load_hlo_modules(tmp_path)
     with pytest.raises(UserError, match="stage"):
         load_hlo_modules(tmp_path, stage="middle")
+    with pytest.raises(HloError, match="notes.md: neither HLO text"):
+        load_hlo_modules(tmp_path / "notes.md")

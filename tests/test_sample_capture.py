@@ -24,7 +24,7 @@ COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter")
 
 
 def _op_events(xplane: Path) -> tuple[list[dict], list[dict]]:
-    """(HLO op events, step annotations) as dicts of stats, via JAX's reader."""
+    """(HLO op events and "end: <op>" markers, step annotations) as dicts, via JAX's reader."""
     from jax.profiler import ProfileData
 
     ops, steps = [], []
@@ -32,8 +32,8 @@ def _op_events(xplane: Path) -> tuple[list[dict], list[dict]]:
         for line in plane.lines:
             for ev in line.events:
                 st = {k: str(v) for k, v in ev.stats}
-                if "hlo_op" in st:
-                    ops.append(st)
+                if "hlo_op" in st or ev.name.startswith("end: "):
+                    ops.append({"name": ev.name, **st})
                 elif "step_num" in st:
                     steps.append({"name": ev.name, "duration_ns": ev.duration_ns, **st})
     return ops, steps
@@ -65,8 +65,14 @@ def _check_sample(dest: Path, name: str) -> tuple[dict, str]:
     module = meta["traced_module"]
     assert hlo.startswith(f"HloModule {module},")
 
-    ops, steps = _op_events(xplane)
+    events, steps = _op_events(xplane)
+    ops = [e for e in events if "hlo_op" in e]
     assert ops, f"no events with hlo_op stats in {xplane}"
+    # Each op's completion marker "end: <op>" is linked by flow id (_p -> _c);
+    # traceview's reader relies on it for asynchronous CPU thunks.
+    markers = {e["_c"]: e["name"] for e in events if "hlo_op" not in e}
+    unmatched = [o["hlo_op"] for o in ops if markers.get(o["_p"]) != "end: " + o["hlo_op"]]
+    assert len(unmatched) <= 1, unmatched
     # Every traced op belongs to the dumped module, with the dump's program id,
     # and is an instruction of its ENTRY computation.
     program_id = int(after[0].name.split(".")[0].removeprefix("module_"))

@@ -1,0 +1,100 @@
+"""The traceview dashboard (Streamlit). Start it with `traceview dashboard PATH`.
+
+The sidebar picks what to look at (a path, a run and host of a log dir, an
+uploaded trace, the target chip); the tabs show one analysis. Every number
+comes from the same Analysis and report records as `traceview analyze`.
+Bad input is shown as the one-line UserError message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+import streamlit as st
+
+from traceview.dashboards import compare, op_detail, ops_table, overview, roofline_view, timeline
+from traceview.dashboards.config import DashboardConfig, from_env
+from traceview.dashboards.data import AS_LOADED, Source, View, hardware, load_view, runs_of, save_upload
+from traceview.errors import UserError
+
+ALL_HOSTS = "all hosts"
+
+
+def _sidebar(config: DashboardConfig) -> tuple[Source, str]:
+    """What to open and which chip to judge it on, from the sidebar widgets."""
+    sb = st.sidebar
+    sb.title("traceview")
+    path = sb.text_input("trace path", value=config.path or "", key="path",
+                         help="a log dir (plugins/profile/<run>/), a run dir or one .xplane.pb file")
+    upload = sb.file_uploader("or upload a trace", type=["pb", "gz"], key="upload",
+                              help="a <host>.xplane.pb (or .xplane.pb.gz) file")
+    if upload is not None:
+        path = str(save_upload(upload.name, upload.getvalue()))
+    if not path:
+        raise UserError("no trace: give a path in the sidebar, upload an .xplane.pb file, "
+                        "or start with `traceview dashboard PATH`")
+    runs = runs_of(path)
+    run = config.run if upload is None else None
+    if len(runs) > 1:
+        names = [r.name for r in runs]
+        default = names.index(run) if run in names else len(names) - 1
+        run = sb.selectbox("run", names, index=default, key="run", help="runs of the log dir, newest last")
+    chosen = next((r for r in runs if r.name == run), runs[-1])
+    if len(chosen.files) > 1:
+        host = sb.selectbox("host", [ALL_HOSTS] + chosen.hosts, key="host")
+        if host != ALL_HOSTS:   # one host's file, read on its own
+            path, run = str(chosen.files[chosen.hosts.index(host)]), None
+    source = Source(path=path, run=run, hardware_file=config.hardware_file, hlo=config.hlo,
+                    target=config.target)
+    return source, _target_box(source)
+
+
+def _target_box(source: Source) -> str:
+    db = hardware(source.hardware_file)
+    loaded = source.target or "detected from the trace"
+    options = [AS_LOADED] + list(db)
+    return st.sidebar.selectbox("target chip", options, key="target",
+                                format_func=lambda o: f"{loaded} (as loaded)" if o == AS_LOADED else o,
+                                help="judge every op against this chip's roofline (re-targeting does not "
+                                     "re-read the trace)")
+
+
+def _header(view: View) -> None:
+    src = view.analysis.profile.source
+    chip = view.chip
+    st.markdown(f"### {src.path}" + (f"  ·  run `{src.run}`" if src.run else ""))
+    how = "no target chip" if chip is None else \
+        f"target **{chip.name}** ({'detected from the trace' if view.analysis.target_detected else 'chosen'})"
+    hosts = ", ".join(src.hosts)
+    st.caption(f"{how} · hosts: {hosts} · {len(view.analysis.profile.ops):,} device op executions")
+    if view.analysis.warnings:
+        with st.expander(f"{len(view.analysis.warnings)} warnings", expanded=False):
+            for warning in view.analysis.warnings:
+                st.markdown(f"- {warning}")
+
+
+def _body(view: View) -> None:
+    tabs = st.tabs(["Overview", "Roofline", "Ops", "Timeline", "Op detail", "Compare"])
+    sections = (overview, roofline_view, ops_table, timeline, op_detail, compare)
+    for tab, section in zip(tabs, sections):
+        with tab:
+            section.render(view)
+
+
+def main() -> None:
+    st.set_page_config(page_title="traceview", layout="wide")
+    config = from_env()
+    try:
+        source, chip = _sidebar(config)
+        view = load_view(source, chip)
+        _header(view)
+        _body(view)
+    except UserError as exc:
+        st.error(str(exc))
+    except Exception as exc:  # a bug: one line on the page, the traceback on the server's stderr
+        traceback.print_exc(file=sys.stderr)
+        st.error(f"traceview failed: {type(exc).__name__}: {exc} (the server log has the details)")
+
+
+main()

@@ -1,0 +1,102 @@
+"""Compare: this run against another run of the log dir (or any other trace), through `traceview.diff`."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from traceview.errors import UserError
+from traceview.tables import fmt_pct, fmt_time_us
+
+from traceview.dashboards.data import Source, View, load_view, runs_of
+
+_OP_COLUMNS = ["status", "module", "op", "base_op", "matched_by", "base_bound", "new_bound", "base_time_ps",
+               "new_time_ps", "time_change_ps", "change", "change_low", "change_high", "flops_change",
+               "bytes_change", "label_changed"]
+
+
+def _diff_api():
+    """(diff_analyses, diff_markdown or None), or None while traceview.diff is not there."""
+    try:
+        from traceview.diff import diff_analyses
+    except ImportError:
+        return None
+    try:
+        from traceview.diff import diff_markdown
+    except ImportError:
+        diff_markdown = None
+    return diff_analyses, diff_markdown
+
+
+def other_sources(view: View) -> list[Source]:
+    """The log dir's other runs, newest first (the log dir is where the current run was found)."""
+    try:
+        runs = runs_of(view.source.path)
+    except UserError:
+        return []
+    current = view.analysis.profile.source.run
+    return [Source(path=view.source.path, run=r.name, hardware_file=view.source.hardware_file,
+                   target=view.source.target) for r in reversed(runs) if r.name != current]
+
+
+def ops_frame(diff) -> pd.DataFrame:
+    """The diff's op rows for display: times per step in microseconds, biggest time change first."""
+    ops = diff.ops
+    frame = ops[[c for c in _OP_COLUMNS if c in ops.columns]].copy()
+    for column in [c for c in frame.columns if c.endswith("_ps")]:
+        frame[column.removesuffix("_ps") + "_us"] = frame.pop(column) / 1e6
+    if "time_change_us" in frame.columns:
+        frame = frame.reindex(frame["time_change_us"].abs().sort_values(ascending=False, na_position="last").index)
+    return frame.reset_index(drop=True)
+
+
+def render(view: View) -> None:
+    api = _diff_api()
+    if api is None:
+        st.info("Comparing runs needs traceview.diff, which this installation does not have yet.")
+        return
+    diff_analyses, diff_markdown = api
+    others = other_sources(view)
+    c1, c2 = st.columns([1, 1])
+    labels = [s.run for s in others]
+    pick = c1.selectbox("compare with run", ["(another path)"] + labels, index=1 if labels else 0,
+                        key="compare_run")
+    other_path = c2.text_input("or another trace path", key="compare_path",
+                               disabled=pick != "(another path)")
+    if pick != "(another path)":
+        other = others[labels.index(pick)]
+    elif other_path:
+        other = Source(path=other_path, hardware_file=view.source.hardware_file)
+    else:
+        st.caption("This log dir holds one run: give another trace path to compare with.")
+        return
+    try:
+        base = load_view(other, view.target_label)   # both judged on the same chip
+    except UserError as exc:
+        st.error(str(exc))
+        return
+    diff = diff_analyses(base.analysis, view.analysis)
+    st.markdown(f"**base** `{other.path}` run `{base.analysis.profile.source.run}` → **new** (this run) "
+                f"`{view.source.path}` run `{view.analysis.profile.source.run}`")
+    _headline(diff.summary)
+    if diff_markdown is not None:
+        with st.expander("report (markdown, as `traceview diff` prints it)"):
+            st.markdown(diff_markdown(diff))
+    st.dataframe(ops_frame(diff), hide_index=True, width="stretch", height=420)
+    for warning in diff.warnings:
+        st.warning(warning)
+
+
+def _headline(summary: dict) -> None:
+    cols = st.columns(4)
+    step = summary.get("step_time")
+    if step:
+        cols[0].metric("median step (new)", fmt_time_us((step.get("new_ps") or 0) / 1e6),
+                       delta=None if step.get("change") is None else fmt_pct(step["change"]), delta_color="inverse")
+    mfu = summary.get("mfu") or {}
+    if mfu.get("new") is not None:
+        delta = None if mfu.get("base") is None else f"{100 * (mfu['new'] - mfu['base']):+.2f} pt"
+        cols[1].metric("MFU (new)", fmt_pct(mfu["new"]), delta=delta)
+    ops = summary.get("ops") or {}
+    cols[2].metric("ops changed", ops.get("changed", 0), help="FLOPs, bytes or bound changed, or time moved")
+    cols[3].metric("ops new / vanished", f"{ops.get('new', 0)} / {ops.get('vanished', 0)}")

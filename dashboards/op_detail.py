@@ -1,0 +1,153 @@
+"""Op detail: the selected op's HLO, fused computation, source location and the roofline arithmetic behind
+its label, all from the same records `traceview analyze --format json` prints."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import streamlit as st
+
+from traceview.cost import fused_instruction_costs
+from traceview.errors import UserError
+from traceview.hardware import Chip
+from traceview.tables import fmt_pct, fmt_si, fmt_time_us
+
+from traceview.dashboards import selection
+from traceview.dashboards.data import View
+from traceview.dashboards.hlo_format import (computation_text, find_instruction, instruction_text,
+                                             source_location, source_snippet)
+
+PICK = "tv_op_pick"
+
+
+def _num(value) -> float | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+def arithmetic(record: dict, chip: Chip) -> pd.DataFrame:
+    """The roofline terms of one op as rows (term, formula, time): how its bound was reached.
+
+    Figures are the op's totals over its occurrences, as in the JSON; the
+    times are the record's own (`t_*_us`), the formulas show the inputs.
+    """
+    rows = []
+    flops, dtype = _num(record.get("flops")), record.get("dtype")
+    peak, note = chip.peak_flops_rule(dtype) if dtype else (None, None)
+    rows.append(("T_compute", f"{fmt_si(flops, 'FLOP')} / {fmt_si(peak, 'FLOP/s')} ({dtype or '?'} peak"
+                 + (f"; {note}" if note else "") + ")", record.get("t_compute_us")))
+    bytes_ = _num(record.get("bytes_accessed"))
+    rows.append(("T_memory", f"{fmt_si(bytes_, 'B')} / {fmt_si(chip.hbm_bandwidth, 'B/s')} (HBM)",
+                 record.get("t_memory_us")))
+    kind = record.get("collective_kind")
+    if kind:
+        link = chip.pcie_bandwidth if kind == "host-transfer" else chip.interconnect_bandwidth
+        which = "PCIe" if kind == "host-transfer" else (chip.interconnect.type if chip.interconnect else "link")
+        group = _num(record.get("group_size"))
+        rows.append(("T_comm", f"{kind} of {fmt_si(_num(record.get('collective_bytes')), 'B')}"
+                     + (f" over {int(group)} devices" if group else "")
+                     + f", {which} {fmt_si(link, 'B/s')} (collective formula, traceview.roofline)",
+                     record.get("t_comm_us")))
+    else:
+        rows.append(("T_comm", "not a collective", record.get("t_comm_us")))
+    rows.append(("roofline", f"max(T_compute, T_memory, T_comm) -> {record.get('bound')}-bound",
+                 record.get("roofline_time_us")))
+    judged = record.get("judged_time_us")
+    rows.append(("measured", "judged time (self time; in-flight time for an async start)", judged))
+    rows.append(("gap", f"measured - roofline; efficiency = roofline / measured = {fmt_pct(record.get('efficiency'))}",
+                 record.get("gap_us")))
+    return pd.DataFrame([{"term": t, "formula": f, "time": fmt_time_us(_num(v))} for t, f, v in rows])
+
+
+def _labels(view: View) -> tuple[list[str], dict[str, tuple[str, str]]]:
+    ops = view.ops
+    keys = list(zip(ops["module"].astype(str), ops["name"].astype(str)))
+    labels = [f"{name}  ·  {module}" for module, name in keys]
+    return labels, dict(zip(labels, keys))
+
+
+def _picked() -> None:
+    key = st.session_state.get(f"{PICK}_map", {}).get(st.session_state.get(PICK))
+    if key:
+        selection.select(*key)
+
+
+def render(view: View) -> None:
+    if view.ops.empty:
+        st.info("No device ops in this trace.")
+        return
+    labels, by_label = _labels(view)
+    st.session_state[f"{PICK}_map"] = by_label
+    current = selection.selected()
+    wanted = next((label for label, key in by_label.items() if key == current), labels[0])
+    if st.session_state.get(PICK) != wanted:
+        st.session_state[PICK] = wanted
+    label = st.selectbox("op (ordered by gap; or click one in the roofline chart or the op table)", labels,
+                         key=PICK, on_change=_picked)
+    module, name = by_label[label]
+    record = view.ops[(view.ops["module"].astype(str) == module) & (view.ops["name"].astype(str) == name)] \
+        .iloc[0].to_dict()
+    _header(record)
+    found = find_instruction(view.analysis.modules, module, name, record.get("program_id"),
+                             record.get("computation"))
+    left, right = st.columns([1, 1])
+    with left:
+        st.markdown("**Roofline arithmetic**")
+        if view.chip is None or not record.get("bound"):
+            st.info("No target chip: pick one in the sidebar.")
+        else:
+            st.dataframe(arithmetic(record, view.chip), hide_index=True, width="stretch")
+            if record.get("unknown_reason"):
+                st.caption(f"unknown because: {record['unknown_reason']}")
+    with right:
+        st.markdown("**Source**")
+        file = record.get("source_file") or (found and found[2].metadata.get("source_file"))
+        line = record.get("source_line") or (found and found[2].metadata.get("source_line"))
+        if file:
+            st.code(f"{file}:{int(float(line))}" if line else file, language=None)
+            snippet = source_snippet(file, int(float(line))) if line else None
+            if snippet:
+                st.code(snippet, language="python")
+        else:
+            st.caption("the HLO metadata names no source line for this op")
+        if found and found[2].metadata.get("op_name"):
+            st.caption(f"op_name: {found[2].metadata['op_name']}")
+    st.markdown("**HLO instruction**")
+    if found is None:
+        st.info(f"{name}: no HLO instruction of that name in the modules found for this trace "
+                "(is the trace's HLO missing? give a dump folder with `traceview dashboard PATH --hlo DIR`)")
+        return
+    module_obj, comp, inst = found
+    st.code(instruction_text(inst, comp), language=None, wrap_lines=True)
+    if inst.backend_config:
+        with st.expander("backend config"):
+            st.code(inst.backend_config, language="json", wrap_lines=True)
+    if inst.opcode == "fusion":
+        _fusion(module_obj, inst)
+
+
+def _header(record: dict) -> None:
+    cols = st.columns(5)
+    cols[0].metric("bound", record.get("bound") or "-")
+    cols[1].metric("measured", fmt_time_us(_num(record.get("judged_time_us")) or _num(record.get("self_time_us"))))
+    cols[2].metric("roofline", fmt_time_us(_num(record.get("roofline_time_us"))))
+    cols[3].metric("efficiency", fmt_pct(record.get("efficiency")))
+    cols[4].metric("gap", fmt_time_us(_num(record.get("gap_us"))))
+    st.caption(f"{record.get('category') or '-'} · {record.get('opcode') or '-'} · {record.get('occurrences')} "
+               f"occurrences · {fmt_si(_num(record.get('flops')), 'FLOP')} · "
+               f"{fmt_si(_num(record.get('bytes_accessed')), 'B')} · dtype {record.get('dtype') or '-'}")
+
+
+def _fusion(module, inst) -> None:
+    st.markdown("**Fused computation** (FLOPs per instruction; bytes inside a fusion are not HBM traffic)")
+    try:
+        costs = fused_instruction_costs(module, inst.name)
+    except UserError as exc:
+        st.warning(str(exc))
+        return
+    costs = costs[costs["opcode"] != "parameter"] if len(costs) > 1 else costs
+    st.dataframe(costs.drop(columns=["module", "computation"]), hide_index=True, width="stretch")
+    fused = module.computations.get(inst.called_computations[0]) if inst.called_computations else None
+    if fused is not None:
+        with st.expander(f"HLO of {fused.name} ({len(fused.instructions)} instructions)"):
+            st.code(computation_text(fused), language=None)

@@ -1,0 +1,43 @@
+"""Roofline chart: the same Altair chart as `traceview roofline --plot x.html`; a click selects an op."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from traceview.charts import altair_chart, roofline_points
+from traceview.roofline import ridge_point
+from traceview.tables import fmt_si
+
+from traceview.dashboards import selection
+from traceview.dashboards.data import View
+
+
+def clicked_op(event) -> tuple[str, str] | None:
+    """(module, op) of the point a chart selection event names, if any."""
+    if event is None:
+        return None
+    picked = (getattr(event, "selection", None) or {}).get("op") or []
+    if not picked:
+        return None
+    first = picked[0]
+    return (str(first.get("module")), str(first.get("op"))) if "op" in first else None
+
+
+def render(view: View) -> None:
+    chip = view.chip
+    if chip is None:
+        st.info("No target chip: pick one in the sidebar to draw the roofline.")
+        return
+    points = roofline_points(view.analysis.ops)
+    ridge = ridge_point(chip)
+    peaks = ", ".join(f"{k} {fmt_si(v, 'FLOP/s')}" for k, v in chip.peak_flops.items())
+    st.caption(f"{chip.name}: {peaks}; HBM {fmt_si(chip.hbm_bandwidth, 'B/s')}"
+               + (f"; ridge point {ridge:.0f} FLOPs/byte" if ridge else "")
+               + f". {len(points)} of {len(view.ops)} ops have FLOPs and bytes to plot; point area ~ time. "
+               "Click a point to open it in Op detail.")
+    if points.empty:
+        st.info("No op has both FLOPs and bytes (is the trace's HLO missing?).")
+        return
+    event = st.altair_chart(altair_chart(points, chip), on_select="rerun", key="roofline_chart",
+                            width="stretch")
+    selection.offer("chart", clicked_op(event))

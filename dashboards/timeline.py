@@ -1,0 +1,166 @@
+"""Timeline: ops over time per device (a Gantt chart), with steps and idle gaps, kept small for big traces.
+
+A browser cannot draw millions of bars, so the chart shows one window (a
+step, or the whole trace) and within it only the `limit` longest ops; idle
+gaps (device time covered by no op) are drawn as their own bars.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from traceview.charts import BOUND_COLOURS
+from traceview.intervals import union
+from traceview.tables import fmt_time_us
+
+from traceview.dashboards.data import View
+
+IDLE_COLOUR = "#f4a6a6"
+PS_PER_MS = 1e9
+
+
+@dataclass
+class Timeline:
+    bars: pd.DataFrame      # lane, op, module, bound, start_ms, end_ms, duration_us (ms from the window start)
+    idle: pd.DataFrame      # lane, start_ms, end_ms, duration_us
+    steps: pd.DataFrame     # step, start_ms, end_ms
+    ops_in_window: int
+    window_ms: float
+    note: str
+
+
+def timeline(view: View, step: int | None = None, limit: int = 2000, max_idle: int = 500) -> Timeline:
+    """The bars for one step (or all steps when `step` is None): the `limit` longest leaf ops per window."""
+    raw = view.analysis.profile.ops
+    if raw.empty:
+        empty = pd.DataFrame(columns=["lane", "start_ms", "end_ms", "duration_us"])
+        return Timeline(empty, empty, pd.DataFrame(columns=["step", "start_ms", "end_ms"]), 0, 0.0, "no ops")
+    starts = raw["start_ps"].to_numpy()
+    ends = starts + raw["duration_ps"].to_numpy()
+    mask = np.array(raw["self_ps"] == raw["duration_ps"], dtype=bool)   # leaves: a while op would hide its body
+    steps = view.analysis.steps
+    if step is not None and not steps.empty and step in set(steps["step"]):
+        row = steps[steps["step"] == step].iloc[0]
+        lo, hi = int(row["start_ps"]), int(row["start_ps"] + row["time_ps"])
+        mask &= (ends > lo) & (starts < hi)
+    else:
+        lo, hi = int(starts.min()), int(ends.max())
+    rows = np.flatnonzero(mask)
+    in_window = len(rows)
+    if len(rows) > limit:
+        longest = np.argpartition(-(ends[rows] - starts[rows]), limit - 1)[:limit]
+        rows = np.sort(rows[longest])
+    lanes = _lanes(raw)
+    picked = raw.iloc[rows]
+    bars = pd.DataFrame({
+        "lane": lanes[rows], "op": picked["op"].astype(str).to_numpy(), "module": picked["module"].astype(str).to_numpy(),
+        "start_ms": (starts[rows] - lo) / PS_PER_MS, "end_ms": (ends[rows] - lo) / PS_PER_MS,
+        "duration_us": (ends[rows] - starts[rows]) / 1e6,
+    })
+    bars["bound"] = _bounds(view, bars)
+    idle = _idle(lanes, starts, ends, mask, lo, hi, max_idle)
+    step_bars = pd.DataFrame(columns=["step", "start_ms", "end_ms"])
+    if not steps.empty:
+        s = steps[(steps["start_ps"] + steps["time_ps"] > lo) & (steps["start_ps"] < hi)]
+        step_bars = pd.DataFrame({"step": s["step"].astype(int).to_numpy(),
+                                  "start_ms": (s["start_ps"].to_numpy() - lo) / PS_PER_MS,
+                                  "end_ms": ((s["start_ps"] + s["time_ps"]).to_numpy() - lo) / PS_PER_MS})
+    where = f"step {step}" if step is not None and len(step_bars) else "the whole trace"
+    note = (f"{len(bars)} of {in_window} ops in {where} ({fmt_time_us((hi - lo) / 1e6)})"
+            + (" (the longest)" if len(bars) < in_window else "")
+            + f"; {len(idle)} idle gaps shown in red")
+    return Timeline(bars, idle, step_bars, in_window, (hi - lo) / PS_PER_MS, note)
+
+
+def _lanes(raw: pd.DataFrame) -> np.ndarray:
+    """One lane per device, or per device and line when a device has several (GPU streams)."""
+    device = raw["device"].astype(str)
+    per_device = raw.groupby("device", observed=True)["line"].nunique()
+    if (per_device <= 1).all():
+        return device.to_numpy()
+    return (device + " · " + raw["line"].astype(str)).to_numpy()
+
+
+def _bounds(view: View, bars: pd.DataFrame) -> list[str]:
+    ops = view.analysis.ops
+    if "bound" not in ops.columns or bars.empty:
+        return ["unknown"] * len(bars)
+    labels = ops[["module", "op", "bound"]].astype(str).drop_duplicates(["module", "op"])
+    merged = bars[["module", "op"]].merge(labels, on=["module", "op"], how="left")
+    return merged["bound"].fillna("unknown").tolist()
+
+
+def _idle(lanes: np.ndarray, starts: np.ndarray, ends: np.ndarray, mask: np.ndarray, lo: int, hi: int,
+          limit: int) -> pd.DataFrame:
+    """Per lane, the gaps between ops inside [lo, hi) (the `limit` longest overall)."""
+    frames = []
+    for lane in np.unique(lanes[mask]):
+        on = mask & (lanes == lane)
+        u_starts, u_ends = union(np.maximum(starts[on], lo), np.minimum(ends[on], hi))
+        if len(u_starts) < 2:
+            continue
+        frames.append(pd.DataFrame({"lane": lane, "start": u_ends[:-1], "end": u_starts[1:]}))
+    if not frames:
+        return pd.DataFrame(columns=["lane", "start_ms", "end_ms", "duration_us"])
+    gaps = pd.concat(frames, ignore_index=True)
+    gaps = gaps[gaps["end"] > gaps["start"]]
+    gaps = gaps.assign(length=gaps["end"] - gaps["start"]).nlargest(limit, "length")
+    return pd.DataFrame({"lane": gaps["lane"].to_numpy(), "start_ms": (gaps["start"].to_numpy() - lo) / PS_PER_MS,
+                         "end_ms": (gaps["end"].to_numpy() - lo) / PS_PER_MS,
+                         "duration_us": gaps["length"].to_numpy() / 1e6})
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _cached(_view: View, key: tuple, step: int | None, limit: int) -> Timeline:
+    return timeline(_view, step, limit)
+
+
+def render(view: View) -> None:
+    steps = view.analysis.steps
+    choices: list[int | None] = [None] + [int(s) for s in steps["step"]] if not steps.empty else [None]
+    default = 0
+    if len(choices) > 1:   # the median-length step: a typical one
+        order = steps["time_ps"].rank(method="first").to_numpy()
+        default = 1 + int(np.argmin(np.abs(order - (len(order) + 1) / 2)))
+    c1, c2, _ = st.columns([2, 2, 4])
+    step = c1.selectbox("window", choices, index=default, key="timeline_step",
+                        format_func=lambda s: "whole trace" if s is None else f"step {s}")
+    limit = c2.select_slider("ops drawn (longest)", [250, 500, 1000, 2000, 5000], value=1000, key="timeline_limit")
+    key = (view.source, view.stamp, view.target_label)
+    tl = _cached(view, key, step, limit)
+    st.caption(tl.note + ". Hover a bar for the op; colour = bound on the target.")
+    if tl.bars.empty:
+        st.info("No device ops to draw in this window.")
+        return
+    _chart(tl)
+
+
+def _chart(tl: Timeline) -> None:
+    import altair as alt
+
+    lanes = sorted(set(tl.bars["lane"]) | set(tl.idle["lane"]))
+    height = max(120, 34 * len(lanes))
+    y = alt.Y("lane:N", title=None, sort=lanes, axis=alt.Axis(labelLimit=320))
+    x = alt.X("start_ms:Q", title="ms from the window start", scale=alt.Scale(domain=[0, tl.window_ms]))
+    bars = alt.Chart(tl.bars).mark_bar(height=22, clip=True).encode(
+        x=x, x2="end_ms:Q", y=y,
+        color=alt.Color("bound:N", scale=alt.Scale(domain=list(BOUND_COLOURS), range=list(BOUND_COLOURS.values())),
+                        legend=alt.Legend(orient="bottom", title="bound")),
+        tooltip=["op", "module", "bound", alt.Tooltip("duration_us:Q", format=",.2f", title="us"),
+                 alt.Tooltip("start_ms:Q", format=",.4f")],
+    )
+    layers = [bars]
+    if len(tl.idle):
+        layers.append(alt.Chart(tl.idle).mark_bar(height=22, color=IDLE_COLOUR, opacity=0.8, clip=True).encode(
+            x=x, x2="end_ms:Q", y=y,
+            tooltip=[alt.Tooltip("duration_us:Q", format=",.2f", title="idle us"), "lane"]))
+    chart = alt.layer(*layers).properties(height=height)
+    if len(tl.steps):
+        marks = alt.Chart(tl.steps).mark_rule(color="#444", strokeDash=[3, 3]).encode(
+            x=alt.X("start_ms:Q", scale=alt.Scale(domain=[0, tl.window_ms])), tooltip=["step"])
+        chart = alt.layer(*layers, marks).properties(height=height)
+    st.altair_chart(chart.interactive(bind_y=False), width="stretch")

@@ -1,0 +1,338 @@
+"""What `diff` and `check` compare: one Snapshot per side, from a trace, an HLO dump or a stored JSON.
+
+A Snapshot is the small, comparable part of an analysis: per-op totals (one
+row per module and op), per-step times, the split by bound, MFU, and for HLO
+inputs the cost-model totals per module. A live Analysis and the JSON that
+`traceview analyze --format json` wrote for it become the same Snapshot, so
+CI can keep that small file as its baseline instead of a whole trace; the
+JSON `traceview hlo --format json` writes is a baseline for static checks.
+
+Op columns (totals over the whole capture, times in ps):
+module, op, opcode, category, shape, dtype, occurrences, time_ps (self time),
+judged_time_ps, roofline_time_ps, flops, bytes, collective_bytes, bound,
+source_file, source_line, fingerprint (hash of the op's HLO content, or "").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from traceview.errors import UserError
+from traceview.parsers.hlo_model import HloModule
+
+PS_PER_US = 1e6
+
+OP_COLUMNS = ["module", "op", "opcode", "category", "shape", "dtype", "occurrences", "time_ps",
+              "judged_time_ps", "roofline_time_ps", "flops", "bytes", "collective_bytes", "bound",
+              "source_file", "source_line", "fingerprint"]
+MODULE_COLUMNS = ["module", "flops", "transcendentals", "bytes_accessed", "collective_bytes"]
+
+# HLO instructions that never run as an op of their own.
+_NOT_EXECUTED = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all",
+                 "partition-id", "replica-id"}
+
+
+@dataclass
+class Snapshot:
+    """One side of a comparison. `kind` is "trace" (measured times) or "hlo" (cost model only)."""
+
+    kind: str
+    label: str
+    ops: pd.DataFrame
+    step_times_ps: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    op_steps: pd.DataFrame | None = None    # module, op, step, time_ps: per-step op times, when known
+    time_by_bound_ps: dict | None = None    # whole capture, by bound (incl. idle)
+    mfu: float | None = None
+    target: str | None = None
+    device_time_ps: float | None = None
+    modules: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MODULE_COLUMNS))
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def n_steps(self) -> int:
+        """How many steps the op totals are spread over (1 when the capture has no steps)."""
+        return max(len(self.step_times_ps), 1)
+
+
+# ------------------------------------------------------------------ fingerprints
+
+def _computation_text(module: HloModule, name: str, depth: int = 0) -> str:
+    """Opcodes and shapes of a called computation (recursively), with no instruction names."""
+    from traceview.cost.shapes import shape_text
+
+    comp = module.computations.get(name)
+    if comp is None or depth > 8:
+        return "?"
+    parts = []
+    for inst in comp.instructions:
+        inner = ",".join(_computation_text(module, c, depth + 1) for c in inst.called_computations)
+        parts.append(f"{inst.opcode}:{shape_text(inst.shape)}:{inst.custom_call_target or ''}({inner})")
+    return ";".join(parts)
+
+
+def op_fingerprints(modules: list[HloModule]) -> dict[tuple[str, str], str]:
+    """(module, instruction name) -> a short hash of what the instruction computes.
+
+    The hash covers opcode, shape, fusion kind, custom-call target and the
+    opcodes and shapes of the computations it calls, but no names, so a fusion
+    XLA renumbered (fusion.3 -> fusion.7) keeps its fingerprint.
+    """
+    from traceview.cost.shapes import shape_text
+
+    out: dict[tuple[str, str], str] = {}
+    for module in modules:
+        for comp in module.computations.values():
+            for inst in comp.instructions:
+                key = (module.name, inst.name)
+                if key in out or inst.opcode in _NOT_EXECUTED:
+                    continue
+                inner = ",".join(_computation_text(module, c) for c in inst.called_computations)
+                text = (f"{inst.opcode}|{shape_text(inst.shape)}|{inst.fusion_kind or ''}|"
+                        f"{inst.custom_call_target or ''}|{inner}")
+                out[key] = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+    return out
+
+
+def _with_fingerprints(ops: pd.DataFrame, modules: list[HloModule]) -> pd.DataFrame:
+    prints = op_fingerprints(modules) if modules else {}
+    ops["fingerprint"] = [prints.get((m, o), "") for m, o in zip(ops["module"], ops["op"])]
+    return ops
+
+
+# ------------------------------------------------------------------ from an Analysis
+
+def _collapse(ops: pd.DataFrame) -> pd.DataFrame:
+    """One row per (module, op): sums of the additive columns, the rest from the longest row.
+
+    Rows split by program id (a module compiled twice) or device fold together.
+    """
+    if ops.empty:
+        return pd.DataFrame(columns=OP_COLUMNS)
+    ops = ops.sort_values("time_ps", ascending=False, kind="stable")
+    if not ops.duplicated(["module", "op"]).any():
+        return ops.reset_index(drop=True)
+    sums = ["occurrences", "time_ps", "judged_time_ps", "roofline_time_ps", "flops", "bytes", "collective_bytes"]
+    grouped = ops.groupby(["module", "op"], sort=False)
+    first = grouped.first()
+    totals = grouped[sums].sum(min_count=1)
+    return first.drop(columns=sums).join(totals).reset_index()[OP_COLUMNS]
+
+
+def _column(frame: pd.DataFrame, name: str, default=np.nan) -> pd.Series:
+    return frame[name] if name in frame.columns else pd.Series(default, index=frame.index)
+
+
+def snapshot_from_analysis(analysis, label: str | None = None) -> Snapshot:
+    """The comparable part of a live `traceview.analysis.Analysis`."""
+    a = analysis.ops
+    ops = pd.DataFrame({
+        "module": a["module"].astype(str), "op": a["op"].astype(str),
+        "opcode": _column(a, "opcode", ""), "category": _column(a, "category", ""),
+        "shape": _column(a, "shape", ""), "dtype": _column(a, "dtype", ""),
+        "occurrences": _column(a, "occurrences", 0).astype("float64"),
+        "time_ps": a["self_time_ps"].astype("float64"),
+        "judged_time_ps": _column(a, "judged_time_ps").astype("float64"),
+        "roofline_time_ps": _column(a, "roofline_time_ps").astype("float64"),
+        "flops": _column(a, "flops").astype("float64"), "bytes": _column(a, "bytes_accessed").astype("float64"),
+        "collective_bytes": _column(a, "payload_bytes").astype("float64"),
+        "bound": _column(a, "bound", None).astype(object),
+        "source_file": _column(a, "source_file", ""), "source_line": _column(a, "source_line"),
+    })
+    ops = _collapse(_with_fingerprints(ops, analysis.modules))
+    raw = analysis.profile.ops
+    op_steps = None
+    if not raw.empty and (raw["step"] >= 0).any():
+        inside = raw[raw["step"] >= 0]
+        op_steps = (inside.groupby(["module", "op", "step"], observed=True)["self_ps"].sum()
+                    .rename("time_ps").reset_index().astype({"module": str, "op": str}))
+    summary = analysis.summary or {}
+    return Snapshot(
+        kind="trace", label=label or analysis.profile.source.path, ops=ops,
+        step_times_ps=analysis.steps["time_ps"].to_numpy(dtype="float64") if not analysis.steps.empty
+        else np.zeros(0),
+        op_steps=op_steps,
+        time_by_bound_ps=dict(summary["time_by_bound_ps"]) if summary.get("time_by_bound_ps") else None,
+        mfu=summary.get("mfu"), target=analysis.target.name if analysis.target is not None else None,
+        device_time_ps=float(analysis.device_time_ps), warnings=list(analysis.warnings))
+
+
+# ------------------------------------------------------------------ from HLO modules
+
+def snapshot_from_hlo(modules: list[HloModule], label: str, warnings: list[str] | None = None) -> Snapshot:
+    """Cost-model totals per module and per instruction; no times."""
+    from traceview.hlo_report import hlo_report
+
+    report, cost_warnings = hlo_report(modules)
+    module_rows, frames = [], []
+    names = [m.name for m in modules]
+    for module, costs, totals in report:
+        name = module.name if names.count(module.name) == 1 else f"{module.name}#{module.module_id}"
+        collective = float(costs["payload_bytes"].sum()) if len(costs) else 0.0
+        module_rows.append((name, totals["flops"], totals["transcendentals"], totals["bytes_accessed"], collective))
+        if len(costs):
+            frames.append(costs.assign(module=name))
+    costs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["module", "name", "opcode"])
+    costs = costs[~costs["opcode"].isin(_NOT_EXECUTED)]
+    ops = pd.DataFrame({
+        "module": costs["module"].astype(str), "op": costs["name"].astype(str), "opcode": costs["opcode"],
+        "category": _column(costs, "category", ""), "shape": _column(costs, "shape", ""),
+        "dtype": _column(costs, "dtype", ""), "occurrences": 1.0, "time_ps": np.nan, "judged_time_ps": np.nan,
+        "roofline_time_ps": np.nan, "flops": _column(costs, "flops").astype("float64"),
+        "bytes": _column(costs, "bytes_accessed").astype("float64"),
+        "collective_bytes": _column(costs, "payload_bytes").astype("float64"), "bound": None,
+        "source_file": _column(costs, "source_file", ""), "source_line": _column(costs, "source_line"),
+    })
+    ops = _with_fingerprints(ops.reset_index(drop=True), modules)
+    ops = ops.drop_duplicates(["module", "op"]).reset_index(drop=True)
+    return Snapshot(kind="hlo", label=label, ops=ops[OP_COLUMNS],
+                    modules=pd.DataFrame(module_rows, columns=MODULE_COLUMNS),
+                    warnings=list(dict.fromkeys((warnings or []) + cost_warnings)))
+
+
+# ------------------------------------------------------------------ from stored JSON
+
+def _records_frame(records: list[dict], columns: dict[str, str], path: Path) -> pd.DataFrame:
+    """JSON records -> frame with renamed columns; `_us` fields become `_ps`."""
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise UserError(f"{path}: 'ops' must be a list of objects")
+    frame = pd.DataFrame.from_records(records)
+    out = pd.DataFrame(index=frame.index)
+    for src, dst in columns.items():
+        if src in frame.columns:
+            values = frame[src]
+            if src.endswith("_us"):
+                values = pd.to_numeric(values, errors="coerce") * PS_PER_US
+            out[dst] = values
+        else:
+            out[dst] = np.nan if dst.endswith(("_ps", "flops", "bytes", "occurrences", "line")) else ""
+    return out
+
+
+_ANALYSIS_OP_FIELDS = {"module": "module", "name": "op", "opcode": "opcode", "category": "category",
+                       "shape": "shape", "dtype": "dtype", "occurrences": "occurrences",
+                       "self_time_us": "time_ps", "judged_time_us": "judged_time_ps",
+                       "roofline_time_us": "roofline_time_ps", "flops": "flops", "bytes_accessed": "bytes",
+                       "collective_bytes": "collective_bytes", "bound": "bound", "source_file": "source_file",
+                       "source_line": "source_line", "fingerprint": "fingerprint"}
+
+
+def _snapshot_from_analysis_json(data: dict, path: Path) -> Snapshot:
+    summary = data.get("summary")
+    if not isinstance(summary, dict):
+        raise UserError(f"{path}: no 'summary' object: not a `traceview analyze --format json` file")
+    ops = _records_frame(data.get("ops") or [], _ANALYSIS_OP_FIELDS, path)
+    if not ops.empty and ops["op"].isna().any():
+        raise UserError(f"{path}: an entry of 'ops' has no 'name'")
+    ops["module"] = ops["module"].fillna("").astype(str)
+    ops["op"] = ops["op"].astype(str)
+    ops["fingerprint"] = ops["fingerprint"].fillna("").astype(str)
+    for column in ("occurrences", "time_ps", "judged_time_ps", "roofline_time_ps", "flops", "bytes",
+                   "collective_bytes", "source_line"):
+        ops[column] = pd.to_numeric(ops[column], errors="coerce")
+    ops["bound"] = ops["bound"].replace("", None).astype(object)
+    try:
+        steps = np.array([float(s["time_us"]) * PS_PER_US for s in summary.get("steps") or []], dtype="float64")
+    except (TypeError, KeyError, ValueError):
+        raise UserError(f"{path}: summary.steps must be a list of {{'step', 'time_us'}} objects") from None
+    by_bound = summary.get("time_by_bound_us")
+    target = data.get("target") or {}
+    warnings = [w for w in data.get("warnings") or [] if isinstance(w, str)]
+    device_time = summary.get("device_time_us")
+    return Snapshot(
+        kind="trace", label=str(path), ops=_collapse(ops[OP_COLUMNS]), step_times_ps=steps,
+        time_by_bound_ps={k: (v or 0.0) * PS_PER_US for k, v in by_bound.items()} if isinstance(by_bound, dict)
+        else None,
+        mfu=summary.get("mfu"), target=target.get("name") if isinstance(target, dict) else None,
+        device_time_ps=None if device_time is None else float(device_time) * PS_PER_US, warnings=warnings)
+
+
+def _snapshot_from_hlo_json(data: dict, path: Path) -> Snapshot:
+    modules = data.get("modules")
+    if not isinstance(modules, list) or not all(isinstance(m, dict) and "name" in m for m in modules):
+        raise UserError(f"{path}: 'modules' must be a list of objects with a 'name'")
+    rows, instructions = [], []
+    names = [m["name"] for m in modules]
+    for i, m in enumerate(modules):
+        name = m["name"] if names.count(m["name"]) == 1 else f"{m['name']}#{i}"
+        rows.append((name, m.get("flops"), m.get("transcendentals"), m.get("bytes_accessed"),
+                     m.get("collective_bytes")))
+        for inst in m.get("instructions") or []:
+            if inst.get("opcode") in _NOT_EXECUTED:
+                continue
+            coll = inst.get("collective") or {}
+            instructions.append({
+                "module": name, "op": inst.get("name"), "opcode": inst.get("opcode") or "",
+                "category": inst.get("category") or "", "shape": inst.get("shape") or "",
+                "dtype": inst.get("dtype") or "", "occurrences": 1.0, "time_ps": np.nan, "judged_time_ps": np.nan,
+                "roofline_time_ps": np.nan, "flops": inst.get("flops"),
+                "bytes": (inst.get("bytes_read") or 0) + (inst.get("bytes_written") or 0),
+                "collective_bytes": coll.get("payload_bytes") or 0.0, "bound": None,
+                "source_file": inst.get("source_file") or "", "source_line": inst.get("source_line"),
+                "fingerprint": ""})
+    ops = pd.DataFrame.from_records(instructions, columns=OP_COLUMNS)
+    ops = ops.drop_duplicates(["module", "op"]).reset_index(drop=True)
+    module_frame = pd.DataFrame(rows, columns=MODULE_COLUMNS)
+    for column in MODULE_COLUMNS[1:]:
+        module_frame[column] = pd.to_numeric(module_frame[column], errors="coerce")
+    return Snapshot(kind="hlo", label=str(path), ops=ops, modules=module_frame,
+                    warnings=[w for w in data.get("warnings") or [] if isinstance(w, str)])
+
+
+def load_baseline(path: str | Path) -> Snapshot:
+    """A stored baseline: the JSON of `traceview analyze --format json` or `traceview hlo --format json`."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{p}: cannot read ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{p}: expected a JSON object from `traceview analyze --format json`")
+    if "verdict" in data and "checks" in data:
+        raise UserError(f"{p}: this is a diff/check report, not a baseline; store the output of "
+                        "`traceview analyze --format json` instead")
+    if "ops" in data:
+        return _snapshot_from_analysis_json(data, p)
+    if "modules" in data:
+        return _snapshot_from_hlo_json(data, p)
+    raise UserError(f"{p}: neither `traceview analyze --format json` (no 'ops') nor "
+                    "`traceview hlo --format json` (no 'modules') output")
+
+
+# ------------------------------------------------------------------ any PATH
+
+def _is_trace(path: Path) -> bool:
+    from traceview.parsers.discover import is_trace_file
+
+    if path.is_file():
+        return is_trace_file(path)
+    return path.is_dir() and any(is_trace_file(p) for p in path.rglob("*.xplane.pb*"))
+
+
+def load_snapshot(path: str | Path, run: str | None = None, target: str | None = None,
+                  hardware_file: str | Path | None = None, stage: str = "after") -> Snapshot:
+    """Whatever PATH is: a stored JSON baseline, a trace (log dir, run dir, file), or HLO (dump dir, file)."""
+    from traceview.analysis import build_analysis
+    from traceview.load import load_profile
+    from traceview.parsers.hlo_dump import load_hlo_modules
+
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{p}: no such file or directory")
+    if p.is_file() and p.name.endswith(".json"):
+        return load_baseline(p)
+    if _is_trace(p):
+        analysis = build_analysis(load_profile(p, run=run), target=target, hardware_file=hardware_file,
+                                  stage=stage)
+        return snapshot_from_analysis(analysis, label=str(p))
+    modules, warnings = load_hlo_modules(p, stage=stage)
+    return snapshot_from_hlo(modules, label=str(p), warnings=warnings)

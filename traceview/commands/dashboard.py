@@ -1,0 +1,77 @@
+"""`traceview dashboard PATH`: the interactive dashboard (Streamlit) on a trace, in the browser.
+
+Serves on 127.0.0.1 by default (give --host 0.0.0.0 to reach it from other
+machines), headless, without usage statistics. Stop it with Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from traceview.commands._options import add_source, add_target
+from traceview.errors import UserError
+
+INSTALL_HINT = "pip install 'traceview[dashboard]'"
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("dashboard", help="interactive dashboard in the browser (Streamlit)",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_source(parser)
+    add_target(parser)
+    parser.add_argument("--hlo", metavar="DIR",
+                        help="XLA dump folder or HLO file with the modules the trace ran "
+                             "(default: the trace's own HLO, or an hlo/ folder beside it)")
+    parser.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to bind (default 127.0.0.1: this machine only)")
+    parser.set_defaults(handler=run)
+
+
+def app_path() -> Path:
+    """The installed dashboards/app.py (package data of traceview.dashboards)."""
+    import traceview.dashboards
+
+    return Path(traceview.dashboards.__file__).resolve().parent / "app.py"
+
+
+def streamlit_command(args: argparse.Namespace) -> list[str]:
+    return [sys.executable, "-m", "streamlit", "run", str(app_path()),
+            "--server.address", args.host, "--server.port", str(args.port),
+            "--server.headless", "true", "--browser.gatherUsageStats", "false",
+            "--server.fileWatcherType", "none", "--server.maxUploadSize", "2048",
+            "--global.showWarningOnDirectExecution", "false"]
+
+
+def run(args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("streamlit") is None or importlib.util.find_spec("altair") is None:
+        raise UserError(f"the dashboard needs streamlit and altair: {INSTALL_HINT}")
+    if not 0 < args.port < 65536:
+        raise UserError(f"--port {args.port}: not a port number (1-65535)")
+    from traceview.dashboards.config import DashboardConfig
+    from traceview.parsers.discover import find_run
+
+    find_run(args.path, args.run)   # a bad path fails here, on the command line, with exit 2
+    if args.target:   # an unknown chip (or a bad hardware file) fails here too
+        from traceview.hardware import get_chip, load_hardware
+
+        get_chip(args.target, load_hardware(args.hardware_file))
+    config = DashboardConfig(path=str(Path(args.path).expanduser().resolve()), run=args.run, target=args.target,
+                             hardware_file=args.hardware_file, hlo=args.hlo)
+    env = {**os.environ, **config.to_env()}
+    print(f"traceview dashboard on {args.path}: http://{args.host}:{args.port}  (Ctrl-C to stop)", flush=True)
+    proc = subprocess.Popen(streamlit_command(args), env=env)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        return 0

@@ -1,0 +1,113 @@
+"""`traceview diff BASE NEW`: what changed between two traces, HLO dumps or stored baselines.
+
+BASE and NEW are each a trace (log dir, run dir or .xplane.pb file), an HLO
+dump folder or HLO file, or a JSON baseline written by `traceview analyze
+--format json` (or `traceview hlo --format json`). Exit status: 0 within
+budget, 1 a regression, 2 unusable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from traceview.baseline import load_snapshot
+from traceview.check import Budgets, make_budgets, parse_duration_ps, parse_fraction, run_checks
+from traceview.commands._options import write_output
+from traceview.diff import diff_analyses
+from traceview.diff_report import diff_junit, diff_markdown, render
+from traceview.errors import UserError
+
+FORMATS = ("table", "markdown", "json", "junit")
+
+# flag -> (Budgets field, parser)
+BUDGET_FLAGS = {
+    "max_step_regression": ("max_step_regression", parse_fraction),
+    "max_op_regression": ("max_op_regression", parse_fraction),
+    "min_op_time": ("min_op_time_ps", parse_duration_ps),
+    "max_flops_increase": ("max_flops_increase", parse_fraction),
+    "max_bytes_increase": ("max_bytes_increase", parse_fraction),
+    "max_collective_increase": ("max_collective_increase", parse_fraction),
+    "max_step_time": ("max_step_time_ps", parse_duration_ps),
+    "min_mfu": ("min_mfu", parse_fraction),
+    "confidence": ("confidence", parse_fraction),
+}
+
+
+def add_comparison_options(parser: argparse.ArgumentParser) -> None:
+    """Options `diff` and `check` share: how to read the inputs, budgets, outputs."""
+    read = parser.add_argument_group("reading the inputs")
+    read.add_argument("--run", metavar="NAME", help="which run of NEW's log dir (default: the newest)")
+    read.add_argument("--base-run", metavar="NAME", help="which run of BASE's log dir (default: the newest)")
+    read.add_argument("--target", metavar="CHIP", help="judge both sides against this chip (default: detected)")
+    read.add_argument("--hardware-file", metavar="FILE", help="JSON file adding or overriding chips")
+    read.add_argument("--stage", choices=("after", "before"), default="after",
+                      help="HLO dump stage to compare (default: after optimizations)")
+    budgets = parser.add_argument_group("budgets (flags override --config, which overrides the defaults)")
+    budgets.add_argument("--config", metavar="FILE", help="TOML file with budgets, per-op rules and absolute limits")
+    budgets.add_argument("--max-step-regression", metavar="PCT", help="median step time slowdown (default 5%%)")
+    budgets.add_argument("--max-op-regression", metavar="PCT", help="per-op time slowdown (default 10%%)")
+    budgets.add_argument("--min-op-time", metavar="TIME",
+                         help="ops under this time per step are not judged (default 1ms)")
+    budgets.add_argument("--max-flops-increase", metavar="PCT", help="HLO module FLOPs (default 1%%)")
+    budgets.add_argument("--max-bytes-increase", metavar="PCT", help="HLO module bytes accessed (default 1%%)")
+    budgets.add_argument("--max-collective-increase", metavar="PCT",
+                         help="HLO module collective bytes (default 1%%)")
+    budgets.add_argument("--max-step-time", metavar="TIME", help="absolute: NEW's median step time at most this")
+    budgets.add_argument("--min-mfu", metavar="PCT", help="absolute: NEW's MFU at least this")
+    budgets.add_argument("--confidence", metavar="P", help="confidence of the noise intervals (default 0.95)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--format", choices=FORMATS, default="table", help="report format (default: table)")
+    out.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    out.add_argument("--markdown-out", metavar="FILE",
+                     help="also append the Markdown report to FILE (e.g. $GITHUB_STEP_SUMMARY)")
+    out.add_argument("--junit-out", metavar="FILE", help="also write the JUnit XML report to FILE")
+    out.add_argument("--top", type=int, default=15, metavar="N", help="changed ops to list (default 15)")
+
+
+def budgets_from_args(args: argparse.Namespace) -> Budgets:
+    overrides = {}
+    for flag, (name, parse) in BUDGET_FLAGS.items():
+        value = getattr(args, flag, None)
+        if value is not None:
+            overrides[name] = parse(value, "--" + flag.replace("_", "-"))
+    budgets = make_budgets(args.config, **overrides)
+    if not 0 < budgets.confidence < 1:
+        raise UserError(f"--confidence: {budgets.confidence} must be between 0 and 1, e.g. 0.95")
+    return budgets
+
+
+def compare(args: argparse.Namespace, base_path: str, new_path: str) -> int:
+    """Load both sides, diff, check, write the reports; 0 pass, 1 regression."""
+    budgets = budgets_from_args(args)  # before the slow part: a bad flag fails fast
+    base = load_snapshot(base_path, run=args.base_run, target=args.target, hardware_file=args.hardware_file,
+                         stage=args.stage)
+    new = load_snapshot(new_path, run=args.run, target=args.target, hardware_file=args.hardware_file,
+                        stage=args.stage)
+    if base.kind != new.kind:
+        what = {"trace": "a trace (or its analyze JSON)", "hlo": "HLO (a dump folder, file or hlo JSON)"}
+        raise UserError(f"cannot compare {what[base.kind]} {base_path} with {what[new.kind]} {new_path}: "
+                        "give two traces or two HLO inputs")
+    diff = diff_analyses(base, new, confidence=budgets.confidence, time_tolerance=budgets.max_op_regression,
+                         min_time_ps=budgets.min_op_time_ps)
+    verdict = run_checks(diff, budgets)
+    write_output(render(diff, verdict, args.format, top=args.top), args.output)
+    if args.markdown_out:
+        with open(args.markdown_out, "a", encoding="utf-8") as handle:
+            handle.write(diff_markdown(diff, verdict, top=args.top))
+    if args.junit_out:
+        with open(args.junit_out, "w", encoding="utf-8") as handle:
+            handle.write(diff_junit(diff, verdict))
+    return 0 if verdict.passed else 1
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("diff", help="compare two traces, HLO dumps or baselines",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("base", metavar="BASE", help="the reference: trace, HLO dump or JSON baseline")
+    parser.add_argument("new", metavar="NEW", help="the candidate: trace, HLO dump or JSON baseline")
+    add_comparison_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return compare(args, args.base, args.new)

@@ -1,0 +1,386 @@
+"""Compare two snapshots (traces, HLO dumps or stored baselines): steps, bounds, ops, modules.
+
+Ops are matched by (module, op name); ops left over are matched, one to one,
+by their HLO fingerprint (a fusion XLA renumbered), then by their cost
+signature (opcode, shape and FLOPs/bytes per execution: what a stored JSON
+baseline still has), then by source location, each only where the key is
+unique on both sides. Times, FLOPs and bytes are compared per step, so two
+captures of different lengths compare fairly.
+
+Timing noise: a change between two captures is summarized by the
+Hodges-Lehmann shift of the per-step log times (the median of all pairwise
+log ratios new/base) with its distribution-free Mann-Whitney confidence
+interval, so a verdict can ask "is this slowdown real?" rather than compare
+one number against another.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from statistics import NormalDist
+
+import numpy as np
+import pandas as pd
+
+from traceview.baseline import Snapshot, snapshot_from_analysis
+
+STATUSES = ("same", "changed", "new", "vanished")
+BOUND_NAMES = ("compute", "memory", "communication", "unknown", "idle")
+_EXACT_LIMIT = 60  # exact Mann-Whitney distribution up to this many samples per side
+
+
+# ------------------------------------------------------------------ statistics
+
+def _mann_whitney_counts(n: int, m: int) -> np.ndarray:
+    """Number of orderings giving each value u = 0..n*m of the Mann-Whitney U statistic (no ties)."""
+    # counts(i, j)[u] = counts(i-1, j)[u-j] + counts(i, j-1)[u]; rows over j for the current i.
+    prev = [np.ones(1) for _ in range(m + 1)]            # i = 0: U is always 0
+    for i in range(1, n + 1):
+        row = [np.ones(1)]                               # j = 0
+        for j in range(1, m + 1):
+            out = np.zeros(i * j + 1)
+            a = prev[j]
+            out[j:j + len(a)] += a
+            b = row[j - 1]
+            out[:len(b)] += b
+            row.append(out)
+        prev = row
+    return prev[m]
+
+
+def _rank_for_interval(n: int, m: int, confidence: float) -> int:
+    """k such that [D_(k), D_(nm+1-k)] of the sorted pairwise differences covers `confidence`; 0 if none."""
+    alpha = (1.0 - confidence) / 2.0
+    if max(n, m) <= _EXACT_LIMIT:
+        counts = _mann_whitney_counts(n, m)
+        cdf = np.cumsum(counts) / counts.sum()
+        return int(np.count_nonzero(cdf <= alpha + 1e-12))
+    z = NormalDist().inv_cdf(1.0 - alpha)
+    k = math.floor(n * m / 2.0 - z * math.sqrt(n * m * (n + m + 1) / 12.0))
+    return max(k, 0)
+
+
+@dataclass(frozen=True)
+class Shift:
+    """Relative change new/base - 1: estimate and confidence bounds (None when not computable)."""
+
+    estimate: float | None
+    low: float | None
+    high: float | None
+    method: str
+    n_base: int
+    n_new: int
+
+    @property
+    def significant_increase(self) -> bool | None:
+        """True/False when an interval exists, None when it does not."""
+        return None if self.low is None else self.low > 0
+
+
+def relative_shift(base: np.ndarray, new: np.ndarray, confidence: float = 0.95) -> Shift:
+    """Hodges-Lehmann estimate and Mann-Whitney interval of the ratio of typical values, minus 1.
+
+    Works on log times, so the change is relative and one slow outlier step
+    moves it little. With too few samples for the confidence asked (e.g. 2
+    vs 2 at 95%), the estimate is the ratio of medians and no interval is given.
+    """
+    base = np.asarray(base, dtype="float64")
+    new = np.asarray(new, dtype="float64")
+    base, new = base[base > 0], new[new > 0]
+    n, m = len(base), len(new)
+    if n == 0 or m == 0:
+        return Shift(None, None, None, "no samples", n, m)
+    if n == 1 or m == 1:
+        return Shift(float(np.median(new) / np.median(base) - 1.0), None, None, "ratio of medians", n, m)
+    diffs = np.sort(np.subtract.outer(np.log(new), np.log(base)).ravel())
+    estimate = float(np.expm1(np.median(diffs)))
+    k = _rank_for_interval(n, m, confidence)
+    if k < 1:
+        return Shift(estimate, None, None, "hodges-lehmann (too few steps for an interval)", n, m)
+    low, high = float(np.expm1(diffs[k - 1])), float(np.expm1(diffs[len(diffs) - k]))
+    return Shift(estimate, low, high, f"hodges-lehmann, {confidence:.0%} mann-whitney interval", n, m)
+
+
+# ------------------------------------------------------------------ op matching
+
+def _signature(ops: pd.DataFrame) -> pd.Series:
+    """Cost signature: what an op computes per execution, without its name."""
+    occ = ops["occurrences"].where(ops["occurrences"] > 0)
+    flops = (ops["flops"] / occ).round(0).astype(str)
+    nbytes = (ops["bytes"] / occ).round(0).astype(str)
+    return (ops["opcode"].astype(str) + "|" + ops["shape"].astype(str) + "|" + ops["dtype"].astype(str)
+            + "|" + flops + "|" + nbytes)
+
+
+def _source(ops: pd.DataFrame) -> pd.Series:
+    has = ops["source_file"].fillna("").astype(str) != ""
+    text = (ops["opcode"].astype(str) + "|" + ops["source_file"].fillna("").astype(str) + ":"
+            + ops["source_line"].astype(str))
+    return text.where(has, "")
+
+
+def _unique_pairs(base_keys: pd.Series, new_keys: pd.Series) -> list[tuple[int, int]]:
+    """Index pairs whose key is non-empty and appears exactly once on each side."""
+    b = base_keys[base_keys != ""]
+    n = new_keys[new_keys != ""]
+    b = b[~b.duplicated(keep=False)]
+    n = n[~n.duplicated(keep=False)]
+    joined = pd.Series(b.index, index=b.values).to_frame("base").join(
+        pd.Series(n.index, index=n.values).to_frame("new"), how="inner")
+    return list(zip(joined["base"], joined["new"]))
+
+
+def match_ops(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """Pairs of row labels (base, new) with how they matched; unmatched rows have NaN on the other side."""
+    base_key = base["module"] + "\0" + base["op"]
+    new_key = new["module"] + "\0" + new["op"]
+    by_name = pd.Series(base.index, index=base_key.values).to_frame("base").join(
+        pd.Series(new.index, index=new_key.values).to_frame("new"), how="inner")
+    pairs = [(b, n, "name") for b, n in zip(by_name["base"], by_name["new"])]
+    left_b = base.index.difference(by_name["base"])
+    left_n = new.index.difference(by_name["new"])
+    for how, keyer in (("fingerprint", lambda f: f["fingerprint"].fillna("").astype(str)),
+                       ("signature", _signature), ("source", _source)):
+        if len(left_b) == 0 or len(left_n) == 0:
+            break
+        sub_b, sub_n = base.loc[left_b], new.loc[left_n]
+        kb = (sub_b["module"] + "\0" + keyer(sub_b)).where(keyer(sub_b) != "", "")
+        kn = (sub_n["module"] + "\0" + keyer(sub_n)).where(keyer(sub_n) != "", "")
+        found = _unique_pairs(kb, kn)
+        pairs += [(b, n, how) for b, n in found]
+        left_b = left_b.difference([b for b, _ in found])
+        left_n = left_n.difference([n for _, n in found])
+    pairs += [(b, np.nan, "") for b in left_b] + [(np.nan, n, "") for n in left_n]
+    return pd.DataFrame(pairs, columns=["base", "new", "matched_by"])
+
+
+# ------------------------------------------------------------------ the diff
+
+@dataclass
+class Diff:
+    """The comparison of two snapshots.
+
+    `ops`: one row per op of either side (see `diff_analyses`); `steps`: the
+    per-step times side by side (by position); `modules`: cost-model totals
+    per module (HLO inputs); `summary`: headline numbers; `shifts`: the noise-aware
+    changes keyed "step_time" and "op:<module>/<op>" for ops with per-step times.
+    """
+
+    base: Snapshot
+    new: Snapshot
+    ops: pd.DataFrame
+    steps: pd.DataFrame
+    modules: pd.DataFrame
+    summary: dict
+    shifts: dict[str, Shift] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _as_snapshot(obj) -> Snapshot:
+    if isinstance(obj, Snapshot):
+        return obj
+    if hasattr(obj, "profile") and hasattr(obj, "ops"):
+        return snapshot_from_analysis(obj)
+    raise TypeError(f"cannot compare a {type(obj).__name__}: expected an Analysis or a Snapshot")
+
+
+def _rel(base: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """new/base - 1, +inf when something appears from zero, NaN when either is unknown."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = new / base - 1.0
+    out = np.where((base == 0) & (new == 0), 0.0, out)
+    return np.where((base == 0) & (new > 0), np.inf, out)
+
+
+def _side(snap: Snapshot, rows: pd.Series) -> pd.DataFrame:
+    """The snapshot's op rows for `rows` (NaN labels give empty rows), per step."""
+    ops = snap.ops.reindex(rows.to_numpy())
+    steps = snap.n_steps
+    efficiency = ops["roofline_time_ps"] / ops["judged_time_ps"].where(ops["judged_time_ps"] > 0)
+    return pd.DataFrame({
+        "op": ops["op"].to_numpy(), "module": ops["module"].to_numpy(),
+        "time_ps": (ops["time_ps"] / steps).to_numpy(), "flops": (ops["flops"] / steps).to_numpy(),
+        "bytes": (ops["bytes"] / steps).to_numpy(),
+        "collective_bytes": (ops["collective_bytes"] / steps).to_numpy(),
+        "occurrences": (ops["occurrences"] / steps).to_numpy(), "efficiency": efficiency.to_numpy(),
+        "bound": ops["bound"].to_numpy(), "opcode": ops["opcode"].to_numpy(),
+        "category": ops["category"].to_numpy(), "source_file": ops["source_file"].to_numpy(),
+        "source_line": ops["source_line"].to_numpy()})
+
+
+def _op_shifts(base: Snapshot, new: Snapshot, pairs: pd.DataFrame, confidence: float) -> dict[str, Shift]:
+    """Per-op per-step shifts, for matched ops whose per-step times both sides know."""
+    if base.op_steps is None or new.op_steps is None:
+        return {}
+    grouped_b = {k: g["time_ps"].to_numpy() for k, g in base.op_steps.groupby(["module", "op"])}
+    grouped_n = {k: g["time_ps"].to_numpy() for k, g in new.op_steps.groupby(["module", "op"])}
+    out = {}
+    for b, n in zip(pairs["base"], pairs["new"]):
+        if pd.isna(b) or pd.isna(n):
+            continue
+        kb = (base.ops.at[b, "module"], base.ops.at[b, "op"])
+        kn = (new.ops.at[n, "module"], new.ops.at[n, "op"])
+        if kb in grouped_b and kn in grouped_n:
+            out[f"op:{kn[0]}/{kn[1]}"] = relative_shift(grouped_b[kb], grouped_n[kn], confidence)
+    return out
+
+
+def _op_frame(base: Snapshot, new: Snapshot, pairs: pd.DataFrame, shifts: dict[str, Shift],
+              time_tolerance: float, min_time_ps: float) -> pd.DataFrame:
+    b, n = _side(base, pairs["base"]), _side(new, pairs["new"])
+    in_base, in_new = pairs["base"].notna().to_numpy(), pairs["new"].notna().to_numpy()
+    out = pd.DataFrame({
+        "module": np.where(in_new, n["module"], b["module"]),
+        "op": np.where(in_new, n["op"], b["op"]),
+        "base_op": b["op"].to_numpy(),
+        "matched_by": pairs["matched_by"].to_numpy(),
+    })
+    for column in ("time_ps", "flops", "bytes", "collective_bytes", "occurrences", "efficiency", "bound"):
+        out[f"base_{column}"] = b[column].to_numpy()
+        out[f"new_{column}"] = n[column].to_numpy()
+    for column in ("opcode", "category", "source_file", "source_line"):
+        out[column] = np.where(in_new, n[column], b[column])
+    bt, nt = out["base_time_ps"].to_numpy(dtype="float64"), out["new_time_ps"].to_numpy(dtype="float64")
+    out["time_change_ps"] = nt - bt
+    out["change"] = _rel(bt, nt)
+    out["flops_change"] = _rel(out["base_flops"].to_numpy(dtype="float64"), out["new_flops"].to_numpy(dtype="float64"))
+    out["bytes_change"] = _rel(out["base_bytes"].to_numpy(dtype="float64"), out["new_bytes"].to_numpy(dtype="float64"))
+    lows, highs = [], []
+    for module, op in zip(out["module"], out["op"]):
+        s = shifts.get(f"op:{module}/{op}")
+        lows.append(np.nan if s is None or s.low is None else s.low)
+        highs.append(np.nan if s is None or s.high is None else s.high)
+    out["change_low"], out["change_high"] = lows, highs
+    bb, nb = out["base_bound"].astype(object), out["new_bound"].astype(object)
+    out["label_changed"] = in_base & in_new & bb.notna().to_numpy() & nb.notna().to_numpy() \
+        & (bb.astype(str) != nb.astype(str)).to_numpy()
+    out["status"] = _statuses(out, in_base, in_new, time_tolerance, min_time_ps)
+    order = np.argsort(-np.nan_to_num(np.abs(out["time_change_ps"].to_numpy(dtype="float64")), nan=-1.0),
+                       kind="stable")
+    return out.iloc[order].reset_index(drop=True)
+
+
+def _statuses(out: pd.DataFrame, in_base: np.ndarray, in_new: np.ndarray, time_tolerance: float,
+              min_time_ps: float) -> np.ndarray:
+    cost_changed = (np.abs(np.nan_to_num(out["flops_change"].to_numpy(dtype="float64"))) > 1e-6) \
+        | (np.abs(np.nan_to_num(out["bytes_change"].to_numpy(dtype="float64"))) > 1e-6)
+    big = np.fmax(out["base_time_ps"].to_numpy(dtype="float64"), out["new_time_ps"].to_numpy(dtype="float64")) \
+        >= min_time_ps
+    change = np.abs(np.nan_to_num(out["change"].to_numpy(dtype="float64")))
+    low, high = out["change_low"].to_numpy(dtype="float64"), out["change_high"].to_numpy(dtype="float64")
+    # Where an interval exists the change must also be real: the interval excludes zero.
+    real = np.where(np.isnan(low), True, (low > 0) | (high < 0))
+    timed = big & (change > time_tolerance) & real
+    status = np.where(cost_changed | timed | out["label_changed"].to_numpy(dtype=bool), "changed", "same")
+    status = np.where(in_base & ~in_new, "vanished", status)
+    return np.where(in_new & ~in_base, "new", status)
+
+
+def _step_frame(base: Snapshot, new: Snapshot) -> pd.DataFrame:
+    n = max(len(base.step_times_ps), len(new.step_times_ps))
+    pad = lambda a: np.concatenate([a, np.full(n - len(a), np.nan)])  # noqa: E731
+    return pd.DataFrame({"index": np.arange(n), "base_time_ps": pad(base.step_times_ps),
+                         "new_time_ps": pad(new.step_times_ps)})
+
+
+def _module_frame(base: Snapshot, new: Snapshot) -> pd.DataFrame:
+    quantities = ["flops", "transcendentals", "bytes_accessed", "collective_bytes"]
+    merged = base.modules.merge(new.modules, on="module", how="outer", suffixes=("_b", "_n"), indicator=True)
+    out = pd.DataFrame({"module": merged["module"]})
+    for q in quantities:
+        out[f"base_{q}"] = pd.to_numeric(merged[f"{q}_b"], errors="coerce").to_numpy()
+        out[f"new_{q}"] = pd.to_numeric(merged[f"{q}_n"], errors="coerce").to_numpy()
+        out[f"{q}_change"] = _rel(out[f"base_{q}"].to_numpy(dtype="float64"),
+                                  out[f"new_{q}"].to_numpy(dtype="float64"))
+    side = merged["_merge"].astype(str).map({"left_only": "vanished", "right_only": "new", "both": "both"})
+    changed = np.zeros(len(out), dtype=bool)
+    for q in quantities:
+        changed |= np.abs(np.nan_to_num(out[f"{q}_change"].to_numpy(dtype="float64"))) > 1e-9
+    out["status"] = np.where(side == "both", np.where(changed, "changed", "same"), side)
+    return out
+
+
+def _step_shift(base: Snapshot, new: Snapshot, confidence: float) -> Shift | None:
+    if base.kind != "trace" or new.kind != "trace":
+        return None
+    if len(base.step_times_ps) and len(new.step_times_ps):
+        return relative_shift(base.step_times_ps, new.step_times_ps, confidence)
+    if base.device_time_ps and new.device_time_ps:  # no steps: the whole capture, one number each
+        ratio = new.device_time_ps / base.device_time_ps - 1.0
+        return Shift(ratio, None, None, "total device time (no steps in the trace)", 1, 1)
+    return Shift(None, None, None, "no steps and no device time", 0, 0)
+
+
+def _per_step(snap: Snapshot, column: str) -> float | None:
+    values = snap.ops[column] if column in snap.ops.columns else pd.Series(dtype="float64")
+    return None if values.isna().all() else float(values.sum()) / snap.n_steps
+
+
+def _summary(base: Snapshot, new: Snapshot, ops: pd.DataFrame, step_shift: Shift | None) -> dict:
+    summary = {"base": {"label": base.label, "kind": base.kind, "target": base.target,
+                        "steps": len(base.step_times_ps)},
+               "new": {"label": new.label, "kind": new.kind, "target": new.target, "steps": len(new.step_times_ps)}}
+    if step_shift is not None:
+        med = lambda a: float(np.median(a)) if len(a) else None  # noqa: E731
+        summary["step_time"] = {"base_ps": med(base.step_times_ps), "new_ps": med(new.step_times_ps),
+                                "change": step_shift.estimate, "low": step_shift.low, "high": step_shift.high,
+                                "method": step_shift.method}
+    if base.time_by_bound_ps and new.time_by_bound_ps:
+        summary["time_by_bound_ps"] = {
+            bound: {"base": base.time_by_bound_ps.get(bound, 0.0) / base.n_steps,
+                    "new": new.time_by_bound_ps.get(bound, 0.0) / new.n_steps}
+            for bound in BOUND_NAMES}
+    summary["mfu"] = {"base": base.mfu, "new": new.mfu}
+    summary["per_step"] = {q: {"base": _per_step(base, q), "new": _per_step(new, q)}
+                           for q in ("flops", "bytes", "collective_bytes")}
+    summary["ops"] = {s: int((ops["status"] == s).sum()) for s in STATUSES}
+    summary["ops"]["label_changed"] = int(ops["label_changed"].sum())
+    summary["ops"]["renamed"] = int(((ops["matched_by"] != "name") & (ops["matched_by"] != "")).sum())
+    return summary
+
+
+def _warnings(base: Snapshot, new: Snapshot) -> list[str]:
+    out = []
+    if base.kind != new.kind:
+        out.append(f"comparing {base.kind} {base.label} with {new.kind} {new.label}: only FLOPs and bytes "
+                   "per op compare; give two traces or two HLO inputs for a full comparison")
+    if base.target and new.target and base.target != new.target:
+        out.append(f"bound labels were judged on different chips ({base.target} vs {new.target}): "
+                   "give --target to judge both on one")
+    for name, snap in (("base", base), ("new", new)):
+        if snap.kind == "trace" and len(snap.step_times_ps) < 2:
+            out.append(f"{name} {snap.label} holds {len(snap.step_times_ps)} step(s): step time is compared as "
+                       "one number, with no noise estimate (trace several steps with StepTraceAnnotation)")
+    both = set(base.warnings) & set(new.warnings)
+    out += [w for w in base.warnings if w in both]
+    out += [f"base: {w}" for w in base.warnings if w not in both]
+    out += [f"new: {w}" for w in new.warnings if w not in both]
+    return list(dict.fromkeys(out))
+
+
+def diff_analyses(base, new, confidence: float = 0.95, time_tolerance: float = 0.10,
+                  min_time_ps: float = 1e9) -> Diff:
+    """Compare two Analysis objects or Snapshots (see traceview.baseline).
+
+    `Diff.ops` columns: module, op (the new name), base_op, matched_by
+    ("name", "fingerprint", "signature", "source", "" when unmatched), status
+    ("same", "changed", "new", "vanished"), base_/new_ time_ps, flops, bytes,
+    collective_bytes, occurrences (all per step), efficiency, bound;
+    time_change_ps, change (relative time change), change_low/change_high
+    (its confidence interval when per-step op times exist), flops_change,
+    bytes_change, label_changed, opcode, category, source_file, source_line.
+    An op is "changed" when its FLOPs, bytes or bound changed, or its time moved
+    by more than `time_tolerance` (and, with an interval, significantly) while
+    taking at least `min_time_ps` per step on either side.
+    """
+    base, new = _as_snapshot(base), _as_snapshot(new)
+    pairs = match_ops(base.ops, new.ops)
+    shifts = _op_shifts(base, new, pairs, confidence)
+    step_shift = _step_shift(base, new, confidence)
+    if step_shift is not None:
+        shifts["step_time"] = step_shift
+    ops = _op_frame(base, new, pairs, shifts, time_tolerance, min_time_ps)
+    return Diff(base=base, new=new, ops=ops, steps=_step_frame(base, new), modules=_module_frame(base, new),
+                summary=_summary(base, new, ops, step_shift), shifts=shifts,
+                warnings=_warnings(base, new))
