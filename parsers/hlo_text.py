@@ -202,6 +202,7 @@ def _parse_shape_at(text: str, pos: int) -> tuple[Shape, int]:
 _HEADER_RE = re.compile(r"^HloModule\s+([^\s,]+)\s*(?:,\s*(.*))?$")
 _COMP_RE = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*(\(.*\))?\s*(?:->\s*(.*?))?\s*\{\s*$")
 _INST_RE = re.compile(r"^\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*(.*)$")
+_CUT_TOP_RE = re.compile(r"^(?:ENTRY\b|%|\d)")  # what a truncated top-level line can start with
 _INST_START_RE = re.compile(r"^(?:ROOT\s+)?%?[^\s=(){}]+\s*=\s*[a-z(]")
 _OPCODE_RE = re.compile(r"\s*([a-z][\w\-]*)\(")
 _OPERAND_NAME_RE = re.compile(r"%?([^\s%]+)\s*$")
@@ -250,9 +251,9 @@ class _Reader:
                 try:
                     self._top_line(raw.strip(), number)
                 except HloError:
-                    if number < self.last_line or self.module_name is None:
+                    if number < self.last_line or self.module_name is None or not _CUT_TOP_RE.match(raw):
                         raise
-                    self._dropped_line(number)  # e.g. a computation header cut off by truncation
+                    self._dropped_line(number)  # a computation header or table row cut off
         if self.pending is not None:
             self._dropped_line(self.pending_line)
         self._check_operands()

@@ -442,6 +442,48 @@ def _device_order(device: str) -> tuple[str, int]:
     return (name, int(ordinal)) if ordinal.isdigit() else (device, -1)
 
 
+END_MARKER_PREFIX = "end: "
+
+
+def _async_op_ends(view: _Plane, md_names: list[str], lines: list["_Events"]) -> tuple[np.ndarray, np.ndarray]:
+    """(flow id, end time) of every `end: <op>` marker, sorted by flow id.
+
+    XLA:CPU hands much of an op's work (dots, partitioned loop fusions) to a
+    thread pool: the op's event covers only the launch, and a marker event
+    named `end: <op>` on whichever thread finished the work closes it. The op
+    event's `_p` flow stat equals the marker's `_c`.
+    """
+    is_end = np.array([n.startswith(END_MARKER_PREFIX) for n in md_names] + [False], dtype=bool)
+    ids, ends = [], []
+    for ev in lines:
+        marker = is_end[view.md_index(ev.mid)]
+        if not marker.any():
+            continue
+        flow, has_flow = ev.ints("_c")
+        rows = marker & has_flow
+        ids.append(flow[rows])
+        ends.append(ev.start[rows] + ev.duration[rows])
+    if not ids:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    flow_ids, end_times = np.concatenate(ids), np.concatenate(ends)
+    order = np.argsort(flow_ids, kind="stable")
+    return flow_ids[order], end_times[order]
+
+
+def _extension_to_end_marker(ev: "_Events", op_ends: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+    """Per event, how far its `end:` marker lies past the event's own end (0 when none)."""
+    extension = np.zeros(len(ev), dtype=np.int64)
+    if op_ends is None or op_ends[0].size == 0:
+        return extension
+    flow_ids, end_times = op_ends
+    parent, has_parent = ev.ints("_p")
+    pos = np.minimum(np.searchsorted(flow_ids, parent), flow_ids.size - 1)
+    found = has_parent & (flow_ids[pos] == parent)
+    own_end = ev.start + ev.duration
+    extension[found] = np.maximum(end_times[pos[found]] - own_end[found], 0)
+    return extension
+
+
 # ------------------------------------------------------------------------- reader
 
 
@@ -539,10 +581,10 @@ class _Reader:
         cpu_device = f"{self.host}/CPU"
         cpu_devices: set[str] = set()
         md_names = [m.name for m in view.md_list]
-        for line in plane.lines:
-            if not len(line.events):
-                continue
-            ev = self._events(view, line, _OP_STATS + ("step_num", "device_ordinal"))
+        stats = _OP_STATS + ("step_num", "device_ordinal", "_p", "_c")
+        lines = [(line, self._events(view, line, stats)) for line in plane.lines if len(line.events)]
+        op_ends = _async_op_ends(view, md_names, [ev for _, ev in lines]) if cpu_ops else None
+        for line, ev in lines:
             keep_host = np.ones(len(ev), dtype=bool)
             if cpu_ops and "hlo_op" in view.stat_ids:
                 is_op = ev.strings("hlo_op") != None  # noqa: E711
@@ -550,14 +592,17 @@ class _Reader:
                     # With --xla_force_host_platform_device_count each thunk names
                     # the simulated device it ran for: one device per ordinal.
                     ordinal, has_ordinal = ev.ints("device_ordinal")
-                    for k in np.unique(ordinal[is_op & has_ordinal]):
-                        rows = is_op & has_ordinal & (ordinal == k)
-                        device = f"{cpu_device}:{k}"
-                        self.chunks.append(_stat_rows(view, device, line.name, ev, keep=rows))
-                        cpu_devices.add(device)
+                    extension = _extension_to_end_marker(ev, op_ends)
+                    groups = [(f"{cpu_device}:{k}", is_op & has_ordinal & (ordinal == k))
+                              for k in np.unique(ordinal[is_op & has_ordinal])]
                     if (is_op & ~has_ordinal).any():
-                        self.chunks.append(_stat_rows(view, cpu_device, line.name, ev, keep=is_op & ~has_ordinal))
-                        cpu_devices.add(cpu_device)
+                        groups.append((cpu_device, is_op & ~has_ordinal))
+                    for device, rows in groups:
+                        chunk = _stat_rows(view, device, line.name, ev, keep=rows)
+                        chunk.duration = chunk.duration + extension[rows]
+                        chunk.self_ps = chunk.self_ps + extension[rows]
+                        self.chunks.append(chunk)
+                        cpu_devices.add(device)
                     keep_host = ~is_op
             step_num, has_step = ev.ints("step_num")
             if has_step.any():

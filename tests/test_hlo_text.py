@@ -223,3 +223,24 @@ def test_instruction_split_over_lines():
 def test_not_hlo_at_all():
     with pytest.raises(HloError, match="no 'HloModule' header"):
         parse_hlo_text("\n\n", "empty.txt")
+
+
+def test_cut_anywhere_never_crashes(shared_traces, jax_hlo_dump):
+    """A dump cut at any byte parses what is there and says so in a warning."""
+    import random
+
+    texts = [(shared_traces / "AI-Hypercomputer-maxtext" / "reference_hlo_deepseek3.txt").read_text()]
+    texts += [p.read_text() for p in sorted((jax_hlo_dump / "dump").glob("*jit_ops*after_optimizations.txt"))]
+    rng = random.Random(0)
+    for text in texts:
+        full = parse_hlo_text(text)
+        for cut in sorted(rng.randrange(20, len(text)) for _ in range(150)):
+            module = parse_hlo_text(text[:cut], "cut.txt")
+            assert module.name == full.name
+            if not text[:cut].rstrip().endswith("}"):
+                assert module.warnings, cut
+            # everything read before the cut is what the whole text holds
+            for name, comp in module.computations.items():
+                whole = full.computations[name].by_name()
+                for inst in comp.instructions:
+                    assert inst.opcode == whole[inst.name].opcode and inst.shape == whole[inst.name].shape

@@ -206,8 +206,8 @@ def _records_frame(records: list[dict], columns: dict[str, str], path: Path) -> 
     for src, dst in columns.items():
         if src in frame.columns:
             values = frame[src]
-            if src.endswith("_us"):
-                values = pd.to_numeric(values, errors="coerce") * PS_PER_US
+            if src.endswith("_us"):  # back to integer picoseconds, as the trace held them
+                values = (pd.to_numeric(values, errors="coerce") * PS_PER_US).round()
             out[dst] = values
         else:
             out[dst] = np.nan if dst.endswith(("_ps", "flops", "bytes", "occurrences", "line")) else ""
@@ -237,7 +237,8 @@ def _snapshot_from_analysis_json(data: dict, path: Path) -> Snapshot:
         ops[column] = pd.to_numeric(ops[column], errors="coerce")
     ops["bound"] = ops["bound"].replace("", None).astype(object)
     try:
-        steps = np.array([float(s["time_us"]) * PS_PER_US for s in summary.get("steps") or []], dtype="float64")
+        steps = np.array([round(float(s["time_us"]) * PS_PER_US) for s in summary.get("steps") or []],
+                         dtype="float64")
     except (TypeError, KeyError, ValueError):
         raise UserError(f"{path}: summary.steps must be a list of {{'step', 'time_us'}} objects") from None
     by_bound = summary.get("time_by_bound_us")

@@ -261,11 +261,9 @@ def _step_check(diff: Diff, budgets: Budgets) -> list[Check]:
     if shift is None or shift.estimate is None:
         return []
     st = diff.summary["step_time"]
-    base = st["base_ps"] if st["base_ps"] is not None else diff.base.device_time_ps
-    new = st["new_ps"] if st["new_ps"] is not None else diff.new.device_time_ps
     passed, detail = _timing_passed(shift, shift.estimate, budgets.max_step_regression)
-    return [Check("step_time", base, new, shift.estimate, budgets.max_step_regression, passed, "ps", "step",
-                  shift.low, shift.high, shift.method, detail)]
+    return [Check(st["name"], st["base_ps"], st["new_ps"], shift.estimate, budgets.max_step_regression, passed,
+                  "ps", "step", shift.low, shift.high, shift.method, detail)]
 
 
 def _op_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]]:
@@ -323,7 +321,8 @@ def _static_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]
 def _absolute_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]]:
     checks, notes = [], []
     if budgets.max_step_time_ps is not None:
-        new = (diff.summary.get("step_time") or {}).get("new_ps")
+        st = diff.summary.get("step_time") or {}
+        new = st.get("new_ps") if st.get("name") == "step_time" else None
         if new is None:
             notes.append("max_step_time not checked: the new input has no step times")
         else:

@@ -322,8 +322,10 @@ def _summary(base: Snapshot, new: Snapshot, ops: pd.DataFrame, step_shift: Shift
                         "steps": len(base.step_times_ps)},
                "new": {"label": new.label, "kind": new.kind, "target": new.target, "steps": len(new.step_times_ps)}}
     if step_shift is not None:
-        med = lambda a: float(np.median(a)) if len(a) else None  # noqa: E731
-        summary["step_time"] = {"base_ps": med(base.step_times_ps), "new_ps": med(new.step_times_ps),
+        stepped = len(base.step_times_ps) and len(new.step_times_ps)
+        typical = lambda s: float(np.median(s.step_times_ps)) if stepped else s.device_time_ps  # noqa: E731
+        summary["step_time"] = {"name": "step_time" if stepped else "device_time",
+                                "base_ps": typical(base), "new_ps": typical(new),
                                 "change": step_shift.estimate, "low": step_shift.low, "high": step_shift.high,
                                 "method": step_shift.method}
     if base.time_by_bound_ps and new.time_by_bound_ps:

@@ -89,7 +89,8 @@ def _step_line(diff: Diff) -> str | None:
     st = diff.summary.get("step_time")
     if not st or st.get("change") is None:
         return None
-    text = f"step time (median) {_time(st['base_ps'])} -> {_time(st['new_ps'])}: {_change(st['change'])}"
+    what = "step time (median)" if st["name"] == "step_time" else "device time (whole capture)"
+    text = f"{what} {_time(st['base_ps'])} -> {_time(st['new_ps'])}: {_change(st['change'])}"
     if st.get("low") is not None:
         text += f" (interval {st['low']:+.1%} .. {st['high']:+.1%})"
     steps = (diff.summary["base"]["steps"], diff.summary["new"]["steps"])
@@ -122,18 +123,26 @@ def _bound_rows(diff: Diff) -> list[list[str]]:
     return rows
 
 
-def _op_rows(ops: pd.DataFrame) -> list[list[str]]:
+def _op_table(ops: pd.DataFrame, timed: bool) -> tuple[list[str], list[list[str]], str]:
+    """Changed ops: times, bounds and efficiency for traces; FLOPs and bytes for HLO (no times)."""
+    if timed:
+        headers = ["module", "op", "status", "base/step", "new/step", "time", "FLOPs", "bytes", "bound", "efficiency"]
+        align = "lllrrrrrll"
+    else:
+        headers = ["module", "op", "status", "FLOPs base", "FLOPs new", "change", "bytes base", "bytes new", "change"]
+        align = "lllrrrrrr"
     rows = []
     for r in ops.to_dict("records"):
         name = r["op"] if r["matched_by"] in ("name", "") else f"{r['op']} (was {r['base_op']})"
-        rows.append([r["module"], name, r["status"], _time(r["base_time_ps"]), _time(r["new_time_ps"]),
-                     _change(r["change"]), _change(r["flops_change"]), _change(r["bytes_change"]),
-                     _bound(r["base_bound"], r["new_bound"]), _eff(r["base_efficiency"], r["new_efficiency"])])
-    return rows
-
-
-OP_HEADERS = ["module", "op", "status", "base/step", "new/step", "time", "FLOPs", "bytes", "bound", "efficiency"]
-OP_ALIGN = "lllrrrrrll"
+        if timed:
+            rows.append([r["module"], name, r["status"], _time(r["base_time_ps"]), _time(r["new_time_ps"]),
+                         _change(r["change"]), _change(r["flops_change"]), _change(r["bytes_change"]),
+                         _bound(r["base_bound"], r["new_bound"]), _eff(r["base_efficiency"], r["new_efficiency"])])
+        else:
+            rows.append([r["module"], name, r["status"], fmt_si(_num(r["base_flops"])), fmt_si(_num(r["new_flops"])),
+                         _change(r["flops_change"]), fmt_si(_num(r["base_bytes"]), "B"),
+                         fmt_si(_num(r["new_bytes"]), "B"), _change(r["bytes_change"])])
+    return headers, rows, align
 
 
 def _module_rows(diff: Diff) -> list[list[str]]:
@@ -191,7 +200,7 @@ def _sections(diff: Diff, verdict: Verdict, top: int) -> dict:
                    f"{counts['renamed']} matched under a new name"),
         "bounds": _bound_rows(diff),
         "mfu": diff.summary.get("mfu"),
-        "ops": _op_rows(_interesting_ops(diff, top)),
+        "ops": _op_table(_interesting_ops(diff, top), diff.ops["time_change_ps"].notna().any()),
         "new": _listing(new_ops, "new", 10) if len(new_ops) else "",
         "vanished": _listing(gone, "base", 10) if len(gone) else "",
         "relabel": [f"{r['module']}/{r['op']}: {r['base_bound']} -> {r['new_bound']}"
@@ -229,8 +238,8 @@ def diff_text(diff: Diff, verdict: Verdict | None = None, top: int = 15, colour_
     if s["modules"]:
         out += [colour("HLO modules (cost model)", "bold", on),
                 text_table(MODULE_HEADERS, s["modules"], MODULE_ALIGN), ""]
-    if s["ops"]:
-        out += [colour(f"Changed ops (top {top})", "bold", on), text_table(OP_HEADERS, s["ops"], OP_ALIGN), ""]
+    if s["ops"][1]:
+        out += [colour(f"Changed ops (top {top})", "bold", on), text_table(*s["ops"]), ""]
     if s["new"]:
         out += [colour("New ops: ", "bold", on) + s["new"]]
     if s["vanished"]:
@@ -264,8 +273,8 @@ def diff_markdown(diff: Diff, verdict: Verdict | None = None, top: int = 15) -> 
                                                                   "lrrr"), ""]
     if s["modules"]:
         out += ["#### HLO modules (cost model)", "", markdown_table(MODULE_HEADERS, s["modules"], MODULE_ALIGN), ""]
-    if s["ops"]:
-        out += [f"#### Changed ops (top {top})", "", markdown_table(OP_HEADERS, s["ops"], OP_ALIGN), ""]
+    if s["ops"][1]:
+        out += [f"#### Changed ops (top {top})", "", markdown_table(*s["ops"]), ""]
     for title, key in (("New ops", "new"), ("Vanished ops", "vanished")):
         if s[key]:
             out += [f"**{title}:** {s[key]}", ""]

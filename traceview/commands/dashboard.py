@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
     env = {**os.environ, **config.to_env()}
     print(f"traceview dashboard on {args.path}: http://{args.host}:{args.port}  (Ctrl-C to stop)", flush=True)
     proc = subprocess.Popen(streamlit_command(args), env=env)
+    # A `kill` of this process stops the server too (Ctrl-C reaches both through the terminal).
+    signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
     try:
         return proc.wait()
     except KeyboardInterrupt:
