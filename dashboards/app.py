@@ -83,7 +83,7 @@ def _body(view: View) -> None:
 
 
 def main() -> None:
-    st.set_page_config(page_title="traceview", layout="wide")
+    st.set_page_config(page_title="traceview", layout="wide", initial_sidebar_state="expanded")
     config = from_env()
     try:
         source, chip = _sidebar(config)

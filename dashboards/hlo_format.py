@@ -39,13 +39,15 @@ def full_shape_text(shape: Shape) -> str:
 
 
 def instruction_text(inst: Instruction, comp: Computation | None = None) -> str:
-    """``name = shape opcode(operand_shape operand, ...), attr=value, ...`` (metadata and backend config left out)."""
-    by_name = comp.by_name() if comp is not None else {}
-    operands = []
-    for name in inst.operands:
-        operand = by_name.get(name)
-        operands.append(f"{shape_text(operand.shape)} %{name}" if operand is not None else f"%{name}")
-    attrs = [f"{k}={v}" for k, v in inst.attributes.items() if k not in _HIDDEN_ATTRIBUTES]
+    """``%name = shape opcode(%operand, ...), attr=value, ...`` as XLA prints it in its dumps, less the
+    metadata and backend config (shown apart)."""
+    operands = [f"%{name}" for name in inst.operands]
+    hidden = set(_HIDDEN_ATTRIBUTES)
+    # XLA writes a parameter's number and a constant's value where the operands go.
+    for opcode, key in (("parameter", "parameter_number"), ("constant", "literal")):
+        if inst.opcode == opcode and key in inst.attributes:
+            operands, hidden = [inst.attributes[key]], hidden | {key}
+    attrs = [f"{k}={v}" for k, v in inst.attributes.items() if k not in hidden]
     if inst.custom_call_target and "custom_call_target" not in inst.attributes:
         attrs.append(f'custom_call_target="{inst.custom_call_target}"')
     root = "ROOT " if comp is not None and comp.root == inst.name else ""

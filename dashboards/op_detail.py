@@ -56,7 +56,7 @@ def arithmetic(record: dict, chip: Chip) -> pd.DataFrame:
     rows.append(("measured", "judged time (self time; in-flight time for an async start)", judged))
     rows.append(("gap", f"measured - roofline; efficiency = roofline / measured = {fmt_pct(record.get('efficiency'))}",
                  record.get("gap_us")))
-    return pd.DataFrame([{"term": t, "formula": f, "time": fmt_time_us(_num(v))} for t, f, v in rows])
+    return pd.DataFrame([{"term": t, "time": fmt_time_us(_num(v)), "formula": f} for t, f, v in rows])
 
 
 def _labels(view: View) -> tuple[list[str], dict[str, tuple[str, str]]]:

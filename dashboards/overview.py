@@ -7,7 +7,7 @@ import streamlit as st
 
 from traceview.charts import BOUND_COLOURS
 from traceview.hardware import Chip
-from traceview.tables import fmt_pct, fmt_time_us
+from traceview.tables import fmt_pct, fmt_si, fmt_time_us
 
 from traceview.dashboards.data import View
 
@@ -70,7 +70,7 @@ def steps_frame(summary: dict) -> pd.DataFrame:
 
 def device_frame(view: View) -> pd.DataFrame:
     rows = [{"device": d.id, "kind": d.kind, "model": d.model or d.vendor or "-",
-             "peak FLOP/s (trace)": d.peak_flops, "HBM B/s (trace)": d.hbm_bandwidth}
+             "peak FLOP/s (trace)": fmt_si(d.peak_flops, "FLOP/s"), "HBM (trace)": fmt_si(d.hbm_bandwidth, "B/s")}
             for d in view.analysis.profile.devices]
     return pd.DataFrame(rows)
 

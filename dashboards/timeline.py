@@ -54,15 +54,17 @@ def timeline(view: View, step: int | None = None, limit: int = 2000, max_idle: i
     if len(rows) > limit:
         longest = np.argpartition(-(ends[rows] - starts[rows]), limit - 1)[:limit]
         rows = np.sort(rows[longest])
-    lanes = _lanes(raw)
+    lanes, lane_names = _lanes(raw)
     picked = raw.iloc[rows]
     bars = pd.DataFrame({
-        "lane": lanes[rows], "op": picked["op"].astype(str).to_numpy(), "module": picked["module"].astype(str).to_numpy(),
+        "lane": [lane_names[c] for c in lanes[rows]], "op": picked["op"].astype(str).to_numpy(),
+        "module": picked["module"].astype(str).to_numpy(),
         "start_ms": (starts[rows] - lo) / PS_PER_MS, "end_ms": (ends[rows] - lo) / PS_PER_MS,
         "duration_us": (ends[rows] - starts[rows]) / 1e6,
     })
     bars["bound"] = _bounds(view, bars)
     idle = _idle(lanes, starts, ends, mask, lo, hi, max_idle)
+    idle["lane"] = [lane_names[int(c)] for c in idle["lane"]]
     step_bars = pd.DataFrame(columns=["step", "start_ms", "end_ms"])
     if not steps.empty:
         s = steps[(steps["start_ps"] + steps["time_ps"] > lo) & (steps["start_ps"] < hi)]
@@ -76,13 +78,23 @@ def timeline(view: View, step: int | None = None, limit: int = 2000, max_idle: i
     return Timeline(bars, idle, step_bars, in_window, (hi - lo) / PS_PER_MS, note)
 
 
-def _lanes(raw: pd.DataFrame) -> np.ndarray:
-    """One lane per device, or per device and line when a device has several (GPU streams)."""
-    device = raw["device"].astype(str)
-    per_device = raw.groupby("device", observed=True)["line"].nunique()
-    if (per_device <= 1).all():
-        return device.to_numpy()
-    return (device + " · " + raw["line"].astype(str)).to_numpy()
+def _lanes(raw: pd.DataFrame) -> tuple[np.ndarray, dict[int, str]]:
+    """A lane code per row and the lanes' names: one lane per device, or per device and line when a
+    device has several (GPU streams, CPU threads). Codes, not strings: traces have millions of rows."""
+    device = raw["device"].cat if hasattr(raw["device"], "cat") else raw["device"].astype("category").cat
+    line = raw["line"].cat if hasattr(raw["line"], "cat") else raw["line"].astype("category").cat
+    d_codes, l_codes = device.codes.to_numpy().astype(np.int64), line.codes.to_numpy().astype(np.int64)
+    n_lines = max(len(line.categories), 1)
+    codes = d_codes * n_lines + l_codes
+    pairs = np.unique(codes)
+    one_host = raw["host"].nunique() == 1
+    names_d = [str(d).split("/", 1)[-1] if one_host else str(d) for d in device.categories]
+    lines_per_device = pd.Series(pairs // n_lines).value_counts()
+    names = {}
+    for code in pairs:
+        d, l = divmod(int(code), n_lines)
+        names[int(code)] = names_d[d] if lines_per_device[d] == 1 else f"{names_d[d]} · {line.categories[l]}"
+    return codes, names
 
 
 def _bounds(view: View, bars: pd.DataFrame) -> list[str]:
@@ -143,24 +155,21 @@ def _chart(tl: Timeline) -> None:
     import altair as alt
 
     lanes = sorted(set(tl.bars["lane"]) | set(tl.idle["lane"]))
-    height = max(120, 34 * len(lanes))
-    y = alt.Y("lane:N", title=None, sort=lanes, axis=alt.Axis(labelLimit=320))
-    x = alt.X("start_ms:Q", title="ms from the window start", scale=alt.Scale(domain=[0, tl.window_ms]))
-    bars = alt.Chart(tl.bars).mark_bar(height=22, clip=True).encode(
+    domain = alt.Scale(domain=[0, tl.window_ms])
+    y = alt.Y("lane:N", title=None, sort=lanes, axis=alt.Axis(labelLimit=360))
+    x = alt.X("start_ms:Q", title="ms from the window start", scale=domain)
+    layers = []
+    if len(tl.idle):
+        layers.append(alt.Chart(tl.idle).mark_bar(color=IDLE_COLOUR, clip=True).encode(
+            x=x, x2="end_ms:Q", y=y, tooltip=[alt.Tooltip("duration_us:Q", format=",.2f", title="idle us"), "lane"]))
+    layers.append(alt.Chart(tl.bars).mark_bar(clip=True).encode(
         x=x, x2="end_ms:Q", y=y,
         color=alt.Color("bound:N", scale=alt.Scale(domain=list(BOUND_COLOURS), range=list(BOUND_COLOURS.values())),
                         legend=alt.Legend(orient="bottom", title="bound")),
         tooltip=["op", "module", "bound", alt.Tooltip("duration_us:Q", format=",.2f", title="us"),
-                 alt.Tooltip("start_ms:Q", format=",.4f")],
-    )
-    layers = [bars]
-    if len(tl.idle):
-        layers.append(alt.Chart(tl.idle).mark_bar(height=22, color=IDLE_COLOUR, opacity=0.8, clip=True).encode(
-            x=x, x2="end_ms:Q", y=y,
-            tooltip=[alt.Tooltip("duration_us:Q", format=",.2f", title="idle us"), "lane"]))
-    chart = alt.layer(*layers).properties(height=height)
+                 alt.Tooltip("start_ms:Q", format=",.4f")]))
     if len(tl.steps):
-        marks = alt.Chart(tl.steps).mark_rule(color="#444", strokeDash=[3, 3]).encode(
-            x=alt.X("start_ms:Q", scale=alt.Scale(domain=[0, tl.window_ms])), tooltip=["step"])
-        chart = alt.layer(*layers, marks).properties(height=height)
-    st.altair_chart(chart.interactive(bind_y=False), width="stretch")
+        layers.append(alt.Chart(tl.steps).mark_rule(color="#444", strokeDash=[3, 3]).encode(
+            x=alt.X("start_ms:Q", scale=domain), tooltip=["step"]))
+    chart = alt.layer(*layers).properties(height=alt.Step(36), width="container").interactive(bind_y=False)
+    st.altair_chart(chart, width="stretch")

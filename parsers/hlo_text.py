@@ -287,7 +287,8 @@ class _Reader:
             self.module_name = m.group(1)
             for part in split_top_level(m.group(2) or ""):
                 key, _, value = part.partition("=")
-                self.module_attrs[key.strip()] = value.strip()
+                self.module_attrs[key.strip()] = _COMMENT_RE.sub("", value.strip()) if "/*" in value \
+                    else value.strip()
             return
         if s in _SECTIONS:
             self.section = s

@@ -162,6 +162,7 @@ def test_proto_equals_text_of_the_same_module(jax_hlo_dump):
         p = read_hlo_proto(text_path.with_name(text_path.name[:-4] + ".hlo.pb"))
         assert (t.name, t.entry, set(t.computations)) == (p.name, p.entry, set(p.computations))
         assert t.stack_frames == p.stack_frames
+        assert t.attributes["entry_computation_layout"] == p.attributes["entry_computation_layout"]
         for name, ct in t.computations.items():
             cp = p.computations[name]
             assert (ct.root, ct.is_entry) == (cp.root, cp.is_entry)
@@ -311,6 +312,7 @@ def test_proto_reader_equals_xla_reprinting_the_proto(shared_traces):
         ours = parse_hlo_proto(data, path.name)
         xla = parse_hlo_text(text, f"xla:{path.name}")
         assert xla.warnings == [] and (xla.name, xla.entry) == (ours.name, ours.entry)
+        assert xla.attributes["entry_computation_layout"] == ours.attributes["entry_computation_layout"]
         rename = {}  # our text reader's names for desugared async computations -> the proto's
         for comp in xla.computations.values():
             for inst in comp.instructions:

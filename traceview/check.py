@@ -162,7 +162,7 @@ def load_config(path: str | Path) -> dict:
         elif key in _KEYS:
             name, parse = _KEYS[key]
             values[name] = parse(value, f"{p}: {key}")
-        elif key != "check":
+        else:
             known = ", ".join(sorted([*_KEYS, "ops"]))
             raise UserError(f"{p}: unknown setting {key!r} (known: {known})")
     if "confidence" in values and not 0 < values["confidence"] < 1:
@@ -205,7 +205,9 @@ def make_budgets(config: str | Path | None = None, **overrides) -> Budgets:
 
 @dataclass
 class Check:
-    """One checked quantity. `change` is relative (new/base - 1) unless `unit` says otherwise."""
+    """One checked quantity: `change` is relative (new/base - 1), `limit` the largest change allowed
+    (for "absolute" checks, the bound on `current` itself). Timed checks with per-step samples give
+    median per-step values, the Hodges-Lehmann change and its interval (`low`, `high`)."""
 
     name: str
     baseline: float | None
@@ -283,7 +285,11 @@ def _op_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]]:
             skipped += 1
             continue
         shift = diff.shifts.get(f"op:{row.module}/{row.op}")
-        change = _finite(row.change) if base_t > 0 else None
+        # With per-step times, typical (median) values and change, as for the step time; else per-step totals.
+        if shift is not None and shift.estimate is not None:
+            base_t, new_t, change = shift.base_median, shift.new_median, shift.estimate
+        else:
+            change = _finite(row.change) if base_t > 0 else None
         passed, detail = _timing_passed(shift, change, limit)
         if row.matched_by not in ("name", ""):
             detail = (detail + "; " if detail else "") + f"was {row.base_op} (matched by {row.matched_by})"

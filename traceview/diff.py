@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from statistics import NormalDist
 
 import numpy as np
@@ -49,6 +50,7 @@ def _mann_whitney_counts(n: int, m: int) -> np.ndarray:
     return prev[m]
 
 
+@lru_cache(maxsize=256)
 def _rank_for_interval(n: int, m: int, confidence: float) -> int:
     """k such that [D_(k), D_(nm+1-k)] of the sorted pairwise differences covers `confidence`; 0 if none."""
     alpha = (1.0 - confidence) / 2.0
@@ -71,6 +73,8 @@ class Shift:
     method: str
     n_base: int
     n_new: int
+    base_median: float | None = None   # of the samples, in their unit
+    new_median: float | None = None
 
     @property
     def significant_increase(self) -> bool | None:
@@ -91,15 +95,16 @@ def relative_shift(base: np.ndarray, new: np.ndarray, confidence: float = 0.95) 
     n, m = len(base), len(new)
     if n == 0 or m == 0:
         return Shift(None, None, None, "no samples", n, m)
+    medians = (float(np.median(base)), float(np.median(new)))
     if n == 1 or m == 1:
-        return Shift(float(np.median(new) / np.median(base) - 1.0), None, None, "ratio of medians", n, m)
+        return Shift(medians[1] / medians[0] - 1.0, None, None, "ratio of medians", n, m, *medians)
     diffs = np.sort(np.subtract.outer(np.log(new), np.log(base)).ravel())
     estimate = float(np.expm1(np.median(diffs)))
     k = _rank_for_interval(n, m, confidence)
     if k < 1:
-        return Shift(estimate, None, None, "hodges-lehmann (too few steps for an interval)", n, m)
+        return Shift(estimate, None, None, "hodges-lehmann (too few steps for an interval)", n, m, *medians)
     low, high = float(np.expm1(diffs[k - 1])), float(np.expm1(diffs[len(diffs) - k]))
-    return Shift(estimate, low, high, f"hodges-lehmann, {confidence:.0%} mann-whitney interval", n, m)
+    return Shift(estimate, low, high, f"hodges-lehmann, {confidence:.0%} mann-whitney interval", n, m, *medians)
 
 
 # ------------------------------------------------------------------ op matching
@@ -131,26 +136,49 @@ def _unique_pairs(base_keys: pd.Series, new_keys: pd.Series) -> list[tuple[int, 
     return list(zip(joined["base"], joined["new"]))
 
 
+def _fingerprint(frame: pd.DataFrame) -> pd.Series:
+    return frame["fingerprint"].fillna("").astype(str)
+
+
+def _keyed(frame: pd.DataFrame, keyer) -> pd.Series:
+    """module + key, or "" where the key is unknown."""
+    key = keyer(frame)
+    return (frame["module"] + "\0" + key).where(key != "", "")
+
+
 def match_ops(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
-    """Pairs of row labels (base, new) with how they matched; unmatched rows have NaN on the other side."""
+    """Pairs of row labels (base, new) with how they matched; unmatched rows have NaN on the other side.
+
+    A name pair whose fingerprints differ is undone when the fingerprints
+    pair its ops otherwise (XLA swapped two fusions' numbers); the ops it
+    leaves behind go on to the later rules.
+    """
     base_key = base["module"] + "\0" + base["op"]
     new_key = new["module"] + "\0" + new["op"]
     by_name = pd.Series(base.index, index=base_key.values).to_frame("base").join(
         pd.Series(new.index, index=new_key.values).to_frame("new"), how="inner")
-    pairs = [(b, n, "name") for b, n in zip(by_name["base"], by_name["new"])]
-    left_b = base.index.difference(by_name["base"])
-    left_n = new.index.difference(by_name["new"])
-    for how, keyer in (("fingerprint", lambda f: f["fingerprint"].fillna("").astype(str)),
-                       ("signature", _signature), ("source", _source)):
+    named = dict(zip(by_name["base"], by_name["new"]))
+    fb, fn = _fingerprint(base), _fingerprint(new)
+    suspect = [b for b, n in named.items() if fb[b] and fn[n] and fb[b] != fn[n]]
+    left_b = base.index.difference(by_name["base"]).union(pd.Index(suspect, dtype=base.index.dtype))
+    left_n = new.index.difference(by_name["new"]).union(pd.Index([named[b] for b in suspect], dtype=new.index.dtype))
+    pairs: list[tuple] = []
+    for how, keyer in (("fingerprint", _fingerprint), ("signature", _signature), ("source", _source)):
         if len(left_b) == 0 or len(left_n) == 0:
             break
-        sub_b, sub_n = base.loc[left_b], new.loc[left_n]
-        kb = (sub_b["module"] + "\0" + keyer(sub_b)).where(keyer(sub_b) != "", "")
-        kn = (sub_n["module"] + "\0" + keyer(sub_n)).where(keyer(sub_n) != "", "")
-        found = _unique_pairs(kb, kn)
+        found = _unique_pairs(_keyed(base.loc[left_b], keyer), _keyed(new.loc[left_n], keyer))
+        if how == "fingerprint":  # keep the suspect name pairs that no fingerprint pair breaks up
+            found = [(b, n) for b, n in found if named.get(b) != n]
+            moved = {b for b, _ in found} | {n for _, n in found}
+            for b in suspect:
+                if b not in moved and named[b] not in moved:
+                    pairs.append((b, named[b], "name"))
+                    left_b, left_n = left_b.drop(b), left_n.drop(named[b])
+            named = {b: n for b, n in named.items() if b not in suspect}
         pairs += [(b, n, how) for b, n in found]
         left_b = left_b.difference([b for b, _ in found])
         left_n = left_n.difference([n for _, n in found])
+    pairs = [(b, n, "name") for b, n in named.items()] + pairs
     pairs += [(b, np.nan, "") for b in left_b] + [(np.nan, n, "") for n in left_n]
     return pd.DataFrame(pairs, columns=["base", "new", "matched_by"])
 
@@ -209,20 +237,31 @@ def _side(snap: Snapshot, rows: pd.Series) -> pd.DataFrame:
         "source_line": ops["source_line"].to_numpy()})
 
 
+def _samples_by_op(op_steps: pd.DataFrame) -> dict[str, np.ndarray]:
+    """"module\0op" -> its per-step times, in one sort rather than a group per op."""
+    keys = (op_steps["module"].astype(str) + "\0" + op_steps["op"].astype(str)).to_numpy()
+    codes, uniques = pd.factorize(keys)
+    order = np.argsort(codes, kind="stable")
+    values = op_steps["time_ps"].to_numpy(dtype="float64")[order]
+    return dict(zip(uniques, np.split(values, np.cumsum(np.bincount(codes))[:-1])))
+
+
+def _keys(snap: Snapshot, labels: pd.Series) -> np.ndarray:
+    """"module\0op" of the snapshot rows `labels` (NaN labels give "")."""
+    names = (snap.ops["module"].astype(str) + "\0" + snap.ops["op"].astype(str)).to_numpy()
+    positions = snap.ops.index.get_indexer(labels.to_numpy())
+    return np.where(positions >= 0, names[positions], "")
+
+
 def _op_shifts(base: Snapshot, new: Snapshot, pairs: pd.DataFrame, confidence: float) -> dict[str, Shift]:
     """Per-op per-step shifts, for matched ops whose per-step times both sides know."""
-    if base.op_steps is None or new.op_steps is None:
+    if base.op_steps is None or new.op_steps is None or base.op_steps.empty or new.op_steps.empty:
         return {}
-    grouped_b = {k: g["time_ps"].to_numpy() for k, g in base.op_steps.groupby(["module", "op"])}
-    grouped_n = {k: g["time_ps"].to_numpy() for k, g in new.op_steps.groupby(["module", "op"])}
+    samples_b, samples_n = _samples_by_op(base.op_steps), _samples_by_op(new.op_steps)
     out = {}
-    for b, n in zip(pairs["base"], pairs["new"]):
-        if pd.isna(b) or pd.isna(n):
-            continue
-        kb = (base.ops.at[b, "module"], base.ops.at[b, "op"])
-        kn = (new.ops.at[n, "module"], new.ops.at[n, "op"])
-        if kb in grouped_b and kn in grouped_n:
-            out[f"op:{kn[0]}/{kn[1]}"] = relative_shift(grouped_b[kb], grouped_n[kn], confidence)
+    for kb, kn in zip(_keys(base, pairs["base"]), _keys(new, pairs["new"])):
+        if kb in samples_b and kn in samples_n:
+            out["op:" + kn.replace("\0", "/", 1)] = relative_shift(samples_b[kb], samples_n[kn], confidence)
     return out
 
 

@@ -209,6 +209,21 @@ def _sections(diff: Diff, verdict: Verdict, top: int) -> dict:
     }
 
 
+def _work_line(diff: Diff) -> str | None:
+    """FLOPs and bytes per step of the ops that ran: a change here is added work, not noise."""
+    if diff.base.kind != "trace" or diff.new.kind != "trace":
+        return None
+    per = diff.summary["per_step"]
+    parts = []
+    for key, label, unit in (("flops", "FLOPs", ""), ("bytes", "bytes", "B"), ("collective_bytes", "collective", "B")):
+        b, n = _num(per[key]["base"]), _num(per[key]["new"])
+        if b is None or n is None or (key == "collective_bytes" and not b and not n):
+            continue
+        parts.append(f"{label} {fmt_si(b, unit)} -> {fmt_si(n, unit)} ({_change(n / b - 1 if b else math.inf)})")
+    stepped = len(diff.base.step_times_ps) and len(diff.new.step_times_ps)
+    return (("per step: " if stepped else "whole capture: ") + ", ".join(parts)) if parts else None
+
+
 def _mfu_line(mfu: dict | None) -> str | None:
     if not mfu or (mfu.get("base") is None and mfu.get("new") is None):
         return None
@@ -225,7 +240,7 @@ def diff_text(diff: Diff, verdict: Verdict | None = None, top: int = 15, colour_
     head = _headline(diff, verdict)
     out = [colour(f"traceview {__version__} diff", "bold", on) + f"  {diff.base.label}  ->  {diff.new.label}",
            colour(head, "green" if verdict.passed else "red", on), ""]
-    for line in (s["step"], _mfu_line(s["mfu"]), s["counts"]):
+    for line in (s["step"], _work_line(diff), _mfu_line(s["mfu"]), s["counts"]):
         if line:
             out.append("  " + line)
     out.append("")
@@ -260,7 +275,7 @@ def diff_markdown(diff: Diff, verdict: Verdict | None = None, top: int = 15) -> 
     mark = ":white_check_mark:" if verdict.passed else ":x:"
     out = [f"### {mark} traceview: {_headline(diff, verdict)}", "",
            f"`{diff.base.label}` -> `{diff.new.label}`", ""]
-    out += [f"- {line}" for line in (s["step"], _mfu_line(s["mfu"]), s["counts"]) if line]
+    out += [f"- {line}" for line in (s["step"], _work_line(diff), _mfu_line(s["mfu"]), s["counts"]) if line]
     out.append("")
     if verdict.failed:
         out += ["#### Over budget", "", markdown_table(CHECK_HEADERS, _check_rows(verdict.failed), CHECK_ALIGN), ""]

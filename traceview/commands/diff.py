@@ -97,6 +97,9 @@ def compare(args: argparse.Namespace, base_path: str, new_path: str) -> int:
     if args.junit_out:
         with open(args.junit_out, "w", encoding="utf-8") as handle:
             handle.write(diff_junit(diff, verdict))
+    if not verdict.checks and args.command == "check":
+        raise UserError(f"{base_path} and {new_path} have nothing in common to check (no step or device "
+                        "times, no common ops over the minimum time, no common HLO modules)")
     return 0 if verdict.passed else 1
 
 

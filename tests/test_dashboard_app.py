@@ -1,0 +1,264 @@
+"""The dashboard, driven through Streamlit's own AppTest, checked against the CLI's numbers.
+
+The reference for every number is `traceview analyze PATH --format json`
+run through the CLI entry point (traceview.cli.main), so the page and the
+command line must agree; HLO text is checked against XLA's own dump text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+pytest.importorskip("altair")
+
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+import traceview.dashboards  # noqa: E402
+from traceview.cli import main  # noqa: E402
+from traceview.dashboards.config import DashboardConfig, from_env  # noqa: E402
+from traceview.dashboards.hlo_format import instruction_text  # noqa: E402
+from traceview.errors import UserError  # noqa: E402
+from traceview.tables import fmt_pct, fmt_time_us  # noqa: E402
+
+APP = Path(traceview.dashboards.__file__).resolve().parent / "app.py"
+BOUNDS = ("compute", "memory", "communication", "unknown", "idle")
+
+
+def cli_json(path: Path, tmp_path: Path, *extra: str) -> dict:
+    out = tmp_path / f"cli{len(list(tmp_path.glob('cli*.json')))}.json"
+    assert main(["analyze", str(path), "--format", "json", "-o", str(out), *extra]) == 0
+    return json.loads(out.read_text())
+
+
+def open_app(monkeypatch, **config) -> AppTest:
+    for key in list(from_env().to_env()):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in DashboardConfig(**config).to_env().items():
+        monkeypatch.setenv(key, value)
+    at = AppTest.from_file(str(APP), default_timeout=300)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def page_text(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + [e.value for e in at.error]
+    return "\n".join(parts)
+
+
+def shown_warnings(at: AppTest) -> list[str]:
+    boxes = [e for e in at.expander if e.label.endswith(" warnings")]
+    return [m.value for box in boxes for m in box.markdown]
+
+
+def op_table(at: AppTest):
+    tables = [d.value for d in at.dataframe if {"name", "gap_us", "bound"} <= set(d.value.columns)]
+    assert tables, "no op table on the page"
+    return tables[0]
+
+
+def check_against_cli(at: AppTest, cli: dict) -> None:
+    """MFU, the bound split and the top gap op on the page are the CLI's."""
+    s = cli["summary"]
+    assert metrics(at)["MFU"] == fmt_pct(s["mfu"])
+    text = page_text(at)
+    total = sum(s["time_by_bound_us"].values())
+    split = ", ".join(f"{b} {fmt_pct(s['time_by_bound_us'][b] / total)}" for b in BOUNDS)
+    assert f"**Where the time goes** ({split})" in text
+    top = max((o for o in cli["ops"] if o.get("gap_us") is not None), key=lambda o: o["gap_us"])
+    first_gap = next(m.value for m in at.markdown if m.value.startswith("1. **"))
+    assert first_gap.startswith(f"1. **{top['name']}** ({top['module']}): {fmt_time_us(top['judged_time_us'])} "
+                                f"measured, {fmt_time_us(top['roofline_time_us'])} at the ")
+    assert f"{top['bound']}-bound" in first_gap.splitlines()[0]
+    assert len(op_table(at)) == len(cli["ops"])
+
+
+def test_sample_trace_matches_cli(sample_traces, tmp_path, monkeypatch):
+    path = sample_traces / "transformer"
+    at = open_app(monkeypatch, path=str(path))
+    assert not at.error, [e.value for e in at.error]
+    check_against_cli(at, cli_json(path, tmp_path))
+
+    # Re-target: the page's numbers and warnings are those of `analyze --target h100-sxm`.
+    at.sidebar.selectbox(key="target").set_value("h100-sxm").run()
+    assert not at.exception and not at.error
+    cli = cli_json(path, tmp_path, "--target", "h100-sxm")
+    check_against_cli(at, cli)
+    shown = shown_warnings(at)
+    assert sorted(shown) == sorted(f"- {w}" for w in cli["warnings"])   # none left from the detected cpu target
+
+    # Filter the op table by bound and name.
+    at.multiselect(key="filter_bound").set_value(["memory"]).run()
+    table = op_table(at)
+    assert set(table["bound"]) == {"memory"}
+    assert len(table) == sum(o["bound"] == "memory" for o in cli["ops"])
+    at.text_input(key="filter_name").set_value("fusion").run()
+    table = op_table(at)
+    assert len(table) == sum(o["bound"] == "memory" and "fusion" in o["name"] for o in cli["ops"])
+
+    # Select an op: the detail panel shows its CLI numbers and its HLO line.
+    op = sorted((o for o in cli["ops"] if o["name"].startswith("dot")), key=lambda o: -o["gap_us"])[0]
+    at.selectbox(key="tv_op_pick").set_value(f"{op['name']}  ·  {op['module']}").run()
+    assert not at.exception
+    m = metrics(at)
+    assert (m["bound"], m["gap"], m["roofline"]) == (op["bound"], fmt_time_us(op["gap_us"]),
+                                                     fmt_time_us(op["roofline_time_us"]))
+    assert any(c.value.startswith(f"%{op['name']} = ") and " dot(" in c.value for c in at.code)
+    terms = next(d.value for d in at.dataframe if "term" in d.value.columns)
+    assert list(terms["term"]) == ["T_compute", "T_memory", "T_comm", "roofline", "measured", "gap"]
+    assert terms.set_index("term").loc["roofline", "time"] == fmt_time_us(op["roofline_time_us"])
+
+
+def test_real_tpu_trace_matches_cli(shared_traces, tmp_path, monkeypatch):
+    path = shared_traces / "openxla-xprof" / "tpu_inference_2.xplane.pb"
+    at = open_app(monkeypatch, path=str(path))
+    assert not at.error, [e.value for e in at.error]
+    cli = cli_json(path, tmp_path)
+    assert cli["target"]["name"] == "tpu-v6e"
+    check_against_cli(at, cli)
+    assert metrics(at)["devices"] == "4"
+    # Communication-bound host offload copies lead; the sentence names the link.
+    first_gap = next(m.value for m in at.markdown if m.value.startswith("1. **"))
+    assert "communication-bound" in first_gap.splitlines()[0] and "PCIe roofline" in first_gap.splitlines()[0]
+
+    at.sidebar.selectbox(key="target").set_value("tpu-v5p").run()
+    assert not at.exception and not at.error
+    check_against_cli(at, cli_json(path, tmp_path, "--target", "tpu-v5p"))
+
+
+def test_hlo_line_is_xlas_own_text(sample_traces):
+    """The op-detail HLO line equals XLA's dump text of the same instruction (metadata aside)."""
+    from traceview.analysis import build_analysis
+    from traceview.load import load_profile
+
+    analysis = build_analysis(load_profile(sample_traces / "transformer"))
+    dump = next((sample_traces / "transformer" / "hlo").glob("*after_optimizations.txt")).read_text()
+    reference = {}
+    for line in dump.splitlines():
+        m = re.match(r"\s*(?:ROOT )?%(\S+) = ", line)
+        if m:
+            reference.setdefault(m.group(1), line.strip())
+
+    def norm(text: str) -> tuple[str, frozenset]:
+        text = re.sub(r"/\*index=\d+\*/", "", re.split(r", (?:metadata|backend_config|frontend_attributes)=", text)[0])
+        head, _, rest = text.partition("), ")
+        return head, frozenset(_top_level_split(rest))   # attribute order is not meaningful
+
+    module = next(m for m in analysis.modules if m.name == "jit_train_step")
+    compared = 0
+    for comp in module.computations.values():
+        for inst in comp.instructions:
+            if inst.name in reference:
+                assert norm(instruction_text(inst, comp)) == norm(reference[inst.name]), inst.name
+                compared += 1
+    assert compared > 500
+
+
+def _top_level_split(text: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        depth += ch in "{([" and 1 or 0
+        depth -= ch in "})]" and 1 or 0
+        if ch == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    return [p for p in parts + [current.strip()] if p]
+
+
+@pytest.mark.parametrize("case", ["missing", "empty_dir", "corrupt", "garbage_name"])
+def test_bad_input_is_one_line_on_the_page(case, tmp_path, monkeypatch):
+    if case == "missing":
+        path, expected = tmp_path / "nope", "no such file or directory"
+    elif case == "empty_dir":
+        path, expected = tmp_path, "no profiler trace found"
+    elif case == "corrupt":
+        path = tmp_path / "host.xplane.pb"
+        path.write_bytes(b"\x0a\xff\xff\xff\x0fthis is not an xspace")
+        expected = "host.xplane.pb"
+    else:
+        path = tmp_path / "notes.txt"
+        path.write_text("hello")
+        expected = "not a trace file"
+    at = open_app(monkeypatch, path=str(path))
+    assert len(at.error) == 1 and expected in at.error[0].value
+    assert "\n" not in at.error[0].value and "Traceback" not in at.error[0].value
+
+
+def test_trace_without_hlo_says_so(shared_traces, monkeypatch):
+    path = shared_traces / "tensorflow-profiler" / "GPU-multi-worker" / "34.83.195.179_6003.xplane.pb"
+    at = open_app(monkeypatch, path=str(path))
+    assert not at.error
+    assert any("no HLO modules found" in w for w in shown_warnings(at))
+    at.selectbox(key="tv_op_pick").set_value(at.selectbox(key="tv_op_pick").options[0]).run()
+    assert not at.exception
+    assert any("no HLO instruction of that name" in i.value for i in at.info)
+
+
+def test_compare_two_runs_of_a_log_dir(sample_traces, monkeypatch):
+    from traceview.analysis import build_analysis
+    from traceview.diff import diff_analyses
+    from traceview.load import load_profile
+
+    at = open_app(monkeypatch, path=str(sample_traces), run="mlp_slow")
+    assert not at.error, [e.value for e in at.error]
+    at.selectbox(key="compare_run").set_value("mlp").run()
+    assert not at.exception and not at.error
+    diff = diff_analyses(build_analysis(load_profile(sample_traces, run="mlp")),
+                         build_analysis(load_profile(sample_traces, run="mlp_slow")))
+    assert metrics(at)["ops changed"] == str(diff.summary["ops"]["changed"])
+
+
+def test_upload_is_saved_and_read_like_a_path(sample_traces, tmp_path, monkeypatch):
+    from traceview.dashboards.data import Source, load_view, save_upload
+
+    original = next((sample_traces / "mlp").rglob("*.xplane.pb"))
+    saved = save_upload("../../evil/localhost.xplane.pb", original.read_bytes())
+    assert saved.name == "localhost.xplane.pb" and "evil" not in str(saved)
+    view = load_view(Source(path=str(saved)))
+    cli = cli_json(original, tmp_path)
+    assert view.summary["mfu"] == pytest.approx(cli["summary"]["mfu"], rel=1e-9)
+    with pytest.raises(UserError, match="not a trace file"):
+        save_upload("model.onnx", b"x")
+    with pytest.raises(UserError, match="empty"):
+        save_upload("a.xplane.pb", b"")
+
+
+def test_config_round_trips_through_the_environment():
+    config = DashboardConfig(path="/x/y", run="r1", target="tpu-v6e", hardware_file="hw.json", hlo="dump")
+    assert from_env(config.to_env()) == config
+    assert from_env({}) == DashboardConfig()
+
+
+def test_cli_dashboard_command(monkeypatch, capsys, sample_traces):
+    import importlib.util
+
+    from traceview.commands import dashboard
+
+    parser_args = ["dashboard", str(sample_traces / "transformer"), "--port", "8123"]
+    args = __import__("traceview.cli", fromlist=["build_parser"]).build_parser().parse_args(parser_args)
+    command = dashboard.streamlit_command(args)
+    assert command[command.index("--server.address") + 1] == "127.0.0.1"
+    assert command[command.index("--server.headless") + 1] == "true"
+    assert command[command.index("--browser.gatherUsageStats") + 1] == "false"
+    assert Path(command[command.index("run") + 1]) == APP and APP.is_file()
+
+    assert main(["dashboard", "/no/such/trace"]) == 2
+    assert "no such file or directory" in capsys.readouterr().err
+    assert main(["dashboard", str(sample_traces / "transformer"), "--target", "nochip"]) == 2
+    assert "unknown target 'nochip'" in capsys.readouterr().err
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "streamlit" else real(name, *a))
+    assert main(["dashboard", str(sample_traces / "transformer")]) == 2
+    assert "pip install 'traceview[dashboard]'" in capsys.readouterr().err
