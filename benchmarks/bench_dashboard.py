@@ -52,6 +52,7 @@ def timed(name, action):
 timed("first_load_s", at.run)
 target = sys.argv[2]
 timed("target_change_s", lambda: at.sidebar.selectbox(key="target").set_value(target).run())
+timed("second_target_change_s", lambda: at.sidebar.selectbox(key="target").set_value("tpu-v5p").run())
 timed("same_target_again_s", lambda: at.sidebar.selectbox(key="target").set_value("as loaded").run())
 bounds = at.multiselect(key="filter_bound").options
 timed("filter_s", lambda: at.multiselect(key="filter_bound").set_value(bounds[:1]).run())

@@ -84,12 +84,14 @@ def _base(source: Source, stamp: tuple) -> Analysis:
                           hlo_path=source.hlo)
 
 
-def _target_free(analysis: Analysis, db: dict[str, Chip]) -> Analysis:
-    """The analysis less the warnings its own target produced (detection, roofline, MFU).
+@st.cache_resource(show_spinner=False, max_entries=6)
+def _target_free(source: Source, stamp: tuple) -> Analysis:
+    """The loaded analysis less the warnings its own target produced (detection, roofline, MFU).
 
     `apply_target` keeps the warnings it is given, so re-targeting the loaded
     analysis as is would carry the first chip's warnings over to the next.
     """
+    analysis, db = _base(source, stamp), hardware(source.hardware_file)
     if analysis.target is None:
         return analysis
     probe = apply_target(dataclasses.replace(analysis, warnings=[]), analysis.target, analysis.target_detected)
@@ -99,9 +101,8 @@ def _target_free(analysis: Analysis, db: dict[str, Chip]) -> Analysis:
 
 @st.cache_resource(show_spinner="Re-targeting...", max_entries=16)
 def _retargeted(source: Source, stamp: tuple, chip_name: str) -> Analysis:
-    db = hardware(source.hardware_file)
-    base = _target_free(_base(source, stamp), db)
-    return apply_target(base, get_chip(chip_name, db), detected=False)
+    chip = get_chip(chip_name, hardware(source.hardware_file))
+    return apply_target(_target_free(source, stamp), chip, detected=False)
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)

@@ -13,6 +13,7 @@ from traceview.dashboards.data import View
 
 SPLIT_ORDER = ("compute", "memory", "communication", "unknown", "idle")
 SPLIT_COLOURS = {**BOUND_COLOURS, "idle": "#d9d9d9"}
+MAX_STEP_BARS = 100    # a bar chart of thousands of steps is a blur, and slow to draw
 _LINK_NAMES = {"ici": "ICI", "nvlink": "NVLink", "infinity_fabric": "Infinity Fabric"}
 
 
@@ -104,8 +105,11 @@ def render(view: View) -> None:
     with left:
         frame = steps_frame(s)
         if len(frame):
-            st.markdown("**Steps** (device time by bound)")
-            _steps_chart(frame)
+            n_steps = frame["step"].nunique()
+            shown = frame[frame["step"].isin(sorted(frame["step"].unique())[:MAX_STEP_BARS])]
+            st.markdown("**Steps** (device time by bound" + (
+                f"; the first {MAX_STEP_BARS} of {n_steps} steps)" if n_steps > MAX_STEP_BARS else ")"))
+            _steps_chart(shown)
     with right:
         st.markdown("**Devices**")
         st.dataframe(device_frame(view), hide_index=True, width="stretch")

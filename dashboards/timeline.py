@@ -21,6 +21,7 @@ from traceview.dashboards.data import View
 
 IDLE_COLOUR = "#f4a6a6"
 PS_PER_MS = 1e9
+MAX_STEP_CHOICES = 200   # steps offered around the median one (plus the fastest and the slowest)
 
 
 @dataclass
@@ -133,14 +134,20 @@ def _cached(_view: View, key: tuple, step: int | None, limit: int) -> Timeline:
 
 def render(view: View) -> None:
     steps = view.analysis.steps
-    choices: list[int | None] = [None] + [int(s) for s in steps["step"]] if not steps.empty else [None]
+    choices: list[int | None] = [None]
     default = 0
-    if len(choices) > 1:   # the median-length step: a typical one
-        order = steps["time_ps"].rank(method="first").to_numpy()
-        default = 1 + int(np.argmin(np.abs(order - (len(order) + 1) / 2)))
+    if not steps.empty:   # the whole trace, the median-length step (a typical one) and the steps around it
+        order = steps.sort_values("time_ps", kind="stable")["step"].astype(int).tolist()
+        median = order[(len(order) - 1) // 2]
+        numbers = steps["step"].astype(int).tolist()
+        at = numbers.index(median)
+        nearby = numbers[max(0, at - MAX_STEP_CHOICES // 2): at + MAX_STEP_CHOICES // 2]
+        extremes = [order[0], order[-1]]
+        choices += sorted(set(nearby) | set(extremes))
+        default = choices.index(median)
     c1, c2, _ = st.columns([2, 2, 4])
     step = c1.selectbox("window", choices, index=default, key="timeline_step",
-                        format_func=lambda s: "whole trace" if s is None else f"step {s}")
+                        format_func=lambda s: _step_label(s, steps))
     limit = c2.select_slider("ops drawn (longest)", [250, 500, 1000, 2000, 5000], value=1000, key="timeline_limit")
     key = (view.source, view.stamp, view.target_label)
     tl = _cached(view, key, step, limit)
@@ -149,6 +156,13 @@ def render(view: View) -> None:
         st.info("No device ops to draw in this window.")
         return
     _chart(tl)
+
+
+def _step_label(step: int | None, steps: pd.DataFrame) -> str:
+    if step is None:
+        return "whole trace"
+    time_ps = steps.loc[steps["step"] == step, "time_ps"]
+    return f"step {step}" + (f" ({fmt_time_us(float(time_ps.iloc[0]) / 1e6)})" if len(time_ps) else "")
 
 
 def _chart(tl: Timeline) -> None:

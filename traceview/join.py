@@ -17,6 +17,9 @@ COST_COLUMNS = ["opcode", "shape", "dtype", "flops", "transcendentals", "bytes_r
                 "group_size", "groups", "crosses_dcn", "unknown", "source_file",
                 "source_line", "fusion_kind", "computation", "cost_category"]
 
+NUMERIC_COST_COLUMNS = {"flops", "transcendentals", "bytes_read", "bytes_written", "bytes_accessed",
+                        "payload_bytes", "group_size", "source_line"}
+
 # Per-execution quantities that become totals over the op's occurrences.
 ADDITIVE = ["flops", "transcendentals", "bytes_read", "bytes_written", "bytes_accessed",
             "payload_bytes"]
@@ -33,8 +36,13 @@ def attach_costs(ops: pd.DataFrame, costs: pd.DataFrame) -> tuple[pd.DataFrame, 
     out = ops.copy()
     if costs is None or costs.empty:
         out["has_cost"] = False
-        for column in ADDITIVE:
-            out[column] = np.nan
+        for column in COST_COLUMNS:
+            if column == "unknown":
+                out[column] = False
+            elif column in NUMERIC_COST_COLUMNS:
+                out[column] = np.nan
+            else:
+                out[column] = pd.Series([None] * len(out), index=out.index, dtype=object)
         if not ops.empty:
             warnings.append("no HLO modules found for this trace: ops have no FLOPs or bytes "
                             "(pass --hlo DIR with an XLA dump)")
