@@ -79,32 +79,23 @@ _MESSAGES: list[tuple[str, list[tuple]]] = [
 
 # The same wire format with each line's events left as raw bytes: the reader
 # decodes them as numpy columns (decode_events below) instead of
-# creating one Python message per event.
-_MESSAGES += [
-    ("XSpaceRaw", [
-        ("planes", 1, _MSG, _REP, "XPlaneRaw", None),
-        ("errors", 2, _STR, _REP, None, None),
-        ("warnings", 3, _STR, _REP, None, None),
-        ("hostnames", 4, _STR, _REP, None, None),
-    ]),
-    ("XPlaneRaw", [
-        ("id", 1, _I64, _OPT, None, None),
-        ("name", 2, _STR, _OPT, None, None),
-        ("lines", 3, _MSG, _REP, "XLineRaw", None),
-        ("event_metadata", 4, _MSG, _REP, "XPlaneRaw.EventMetadataEntry", None),
-        ("stat_metadata", 5, _MSG, _REP, "XPlaneRaw.StatMetadataEntry", None),
-        ("stats", 6, _MSG, _REP, "XStat", None),
-    ]),
-    ("XLineRaw", [
-        ("id", 1, _I64, _OPT, None, None),
-        ("display_id", 10, _I64, _OPT, None, None),
-        ("name", 2, _STR, _OPT, None, None),
-        ("display_name", 11, _STR, _OPT, None, None),
-        ("timestamp_ns", 3, _I64, _OPT, None, None),
-        ("duration_ps", 9, _I64, _OPT, None, None),
-        ("events", 4, _BYTES, _REP, None, None),
-    ]),
-]
+# creating one Python message per event. Derived from the messages above.
+_RAW_NAMES = {"XSpace": "XSpaceRaw", "XPlane": "XPlaneRaw", "XLine": "XLineRaw"}
+
+
+def _raw_variant(fields: list[tuple]) -> list[tuple]:
+    out = []
+    for name, number, ftype, label, type_name, oneof in fields:
+        if type_name == "XEvent":  # XLine.events: keep the bytes
+            ftype, type_name = _BYTES, None
+        elif type_name:
+            head, _, tail = type_name.partition(".")
+            type_name = _RAW_NAMES.get(head, head) + (f".{tail}" if tail else "")
+        out.append((name, number, ftype, label, type_name, oneof))
+    return out
+
+
+_MESSAGES += [(_RAW_NAMES[name], _raw_variant(fields)) for name, fields in _MESSAGES if name in _RAW_NAMES]
 
 _ONEOFS = {"XEvent": "data", "XStat": "value"}
 _MAP_ENTRIES = {plane: [("EventMetadataEntry", "XEventMetadata"), ("StatMetadataEntry", "XStatMetadata")]

@@ -91,7 +91,7 @@ class DevTools:
         raise AssertionError(f"page never showed {what or expression} within {timeout:.0f} s; it shows:\n{text}")
 
     def screenshot(self, path: Path) -> Path:
-        data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)["data"]
+        data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=False)["data"]
         path.write_bytes(base64.b64decode(data))
         return path
 

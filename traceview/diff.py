@@ -425,3 +425,10 @@ def diff_analyses(base, new, confidence: float = 0.95, time_tolerance: float = 0
     return Diff(base=base, new=new, ops=ops, steps=_step_frame(base, new), modules=_module_frame(base, new),
                 summary=_summary(base, new, ops, step_shift), shifts=shifts,
                 warnings=_warnings(base, new))
+
+
+def diff_markdown(diff: Diff, verdict=None, top: int = 15) -> str:
+    """The Markdown report of a diff (see traceview.diff_report), here too for the dashboard's convenience."""
+    from traceview.diff_report import diff_markdown as render
+
+    return render(diff, verdict, top=top)

@@ -34,6 +34,18 @@ def add_hlo(parser: argparse.ArgumentParser) -> None:
                         help="which dumped stage of a module to use (default: after optimizations)")
 
 
+def analysis_from_args(args: argparse.Namespace):
+    """Read the trace PATH names (with a progress bar) and analyze it as the source/target/HLO options say."""
+    from traceview.analysis import build_analysis
+    from traceview.load import load_profile
+    from traceview.progress import progress_bar
+
+    with progress_bar("reading trace") as progress:
+        profile = load_profile(args.path, run=args.run, progress=progress)
+    return build_analysis(profile, target=args.target, hardware_file=args.hardware_file, hlo_path=args.hlo,
+                          stage=args.stage, per_device=getattr(args, "per_device", False))
+
+
 def write_output(text: str, output: str | None) -> None:
     if output:
         with open(output, "w", encoding="utf-8") as handle:

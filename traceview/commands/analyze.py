@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from traceview.analysis import build_analysis
-from traceview.commands._options import add_format, add_hlo, add_source, add_target, write_output
-from traceview.load import load_profile
-from traceview.progress import progress_bar
+from traceview.commands._options import (add_format, add_hlo, add_source, add_target, analysis_from_args,
+                                        write_output)
 from traceview.report import analysis_csv, analysis_json, analysis_markdown, analysis_text
 
 
@@ -25,10 +23,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with progress_bar("reading trace") as progress:
-        profile = load_profile(args.path, run=args.run, progress=progress)
-    analysis = build_analysis(profile, target=args.target, hardware_file=args.hardware_file,
-                              hlo_path=args.hlo, stage=args.stage, per_device=args.per_device)
+    analysis = analysis_from_args(args)
     if args.format == "json":
         text = json.dumps(analysis_json(analysis), indent=1) + "\n"
     elif args.format == "csv":

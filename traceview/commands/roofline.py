@@ -6,12 +6,9 @@ import argparse
 import json
 import sys
 
-from traceview.analysis import build_analysis
 from traceview.charts import roofline_points, save_plot
-from traceview.commands._options import add_hlo, add_source, add_target, write_output
+from traceview.commands._options import add_hlo, add_source, add_target, analysis_from_args, write_output
 from traceview.errors import UserError
-from traceview.load import load_profile
-from traceview.progress import progress_bar
 from traceview.report import op_records
 from traceview.roofline import ridge_point
 from traceview.tables import fmt_si, fmt_time_us, text_table
@@ -35,10 +32,7 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf", ".html")
 def run(args: argparse.Namespace) -> int:
     if args.plot and not args.plot.lower().endswith(PLOT_SUFFIXES):
         raise UserError(f"{args.plot}: the plot must be .png, .svg, .pdf or .html")
-    with progress_bar("reading trace") as progress:
-        profile = load_profile(args.path, run=args.run, progress=progress)
-    analysis = build_analysis(profile, target=args.target, hardware_file=args.hardware_file,
-                              hlo_path=args.hlo, stage=args.stage)
+    analysis = analysis_from_args(args)
     if analysis.target is None:
         raise UserError(f"{args.path}: no chip detected for the roofline; give --target "
                         "(`traceview hardware` lists them)")
