@@ -5,7 +5,8 @@ real one (GPU: the MI355X Transformer Engine trace, whose kernels carry
 hlo_op / hlo_module / program_id stats; TPU: the v6e trace, whose XLA Ops
 events carry device-clock stats), then in fresh subprocesses measures:
 
-* traceview: ``traceview.load.load_profile`` wall time and peak RSS;
+* traceview: ``traceview.load.load_profile`` wall time and peak RSS, and the
+  whole analysis (load, HLO costs, roofline, JSON report);
 * optionally XProf: ``hlo_stats`` on the same file (wall time, peak RSS).
 
     python benchmarks/bench_load.py [--kind gpu|tpu] [--events 2000000] [--xprof]
@@ -80,6 +81,22 @@ print({"seconds": dt, "peak_rss_mb": peak_mb(), "rss_before_mb": base,
        "op_rows": len(p.ops), "host_rows": len(p.host_events), "steps": len(p.steps)})
 """
 
+# The whole `traceview analyze` path: load, HLO costs, join, roofline, summary.
+_ANALYZE = _PEAK + """
+import sys, time
+t = time.perf_counter()
+from traceview.load import load_profile
+from traceview.analysis import build_analysis
+from traceview.report import analysis_json
+p = load_profile(sys.argv[1])
+loaded = time.perf_counter() - t
+a = build_analysis(p)
+doc = analysis_json(a)
+dt = time.perf_counter() - t
+print({"seconds": dt, "load_seconds": loaded, "peak_rss_mb": peak_mb(), "ops": len(doc["ops"]),
+       "target": a.target.name if a.target else None})
+"""
+
 _XPROF = _PEAK + """
 import sys, time
 from xprof.convert import raw_to_tool_data
@@ -113,7 +130,8 @@ def main() -> None:
         # XProf writes a cache file beside its input; the temp dir holds it.
         result = {"kind": args.kind, "device_events": n, "file_mb": path.stat().st_size / 2**20,
                   "build_seconds": time.perf_counter() - t}
-        result["traceview"] = measure(_TRACEVIEW, path)
+        result["traceview_load"] = measure(_TRACEVIEW, path)
+        result["traceview_analyze"] = measure(_ANALYZE, path)
         if args.xprof:
             result["xprof_hlo_stats"] = measure(_XPROF, path)
         print(json.dumps(result, indent=2))
