@@ -21,8 +21,8 @@ from traceview.errors import UserError
 ALL_HOSTS = "all hosts"
 
 
-def _sidebar(config: DashboardConfig) -> tuple[Source, str]:
-    """What to open and which chip to judge it on, from the sidebar widgets."""
+def _sidebar(config: DashboardConfig) -> Source:
+    """What to open, from the sidebar widgets."""
     sb = st.sidebar
     sb.title("traceview")
     path = sb.text_input("trace path", value=config.path or "", key="path",
@@ -45,17 +45,16 @@ def _sidebar(config: DashboardConfig) -> tuple[Source, str]:
         host = sb.selectbox("host", [ALL_HOSTS] + chosen.hosts, key="host")
         if host != ALL_HOSTS:   # one host's file, read on its own
             path, run = str(chosen.files[chosen.hosts.index(host)]), None
-    source = Source(path=path, run=run, hardware_file=config.hardware_file, hlo=config.hlo,
-                    target=config.target)
-    return source, _target_box(source)
+    return Source(path=path, run=run, hardware_file=config.hardware_file, hlo=config.hlo, target=config.target)
 
 
-def _target_box(source: Source) -> str:
-    db = hardware(source.hardware_file)
-    loaded = source.target or "detected from the trace"
-    options = [AS_LOADED] + list(db)
-    return st.sidebar.selectbox("target chip", options, key="target",
-                                format_func=lambda o: f"{loaded} (as loaded)" if o == AS_LOADED else o,
+def _target_box(loaded: View) -> str:
+    """The chip to judge on: the one the trace was loaded with (detected or --target), or any other."""
+    db = hardware(loaded.source.hardware_file)
+    chip = loaded.chip
+    how = "none" if chip is None else f"{chip.name} ({'detected' if loaded.analysis.target_detected else 'given'})"
+    return st.sidebar.selectbox("target chip", [AS_LOADED] + list(db), key="target",
+                                format_func=lambda o: how if o == AS_LOADED else o,
                                 help="judge every op against this chip's roofline (re-targeting does not "
                                      "re-read the trace)")
 
@@ -86,8 +85,10 @@ def main() -> None:
     st.set_page_config(page_title="traceview", layout="wide", initial_sidebar_state="expanded")
     config = from_env()
     try:
-        source, chip = _sidebar(config)
-        view = load_view(source, chip)
+        source = _sidebar(config)
+        loaded = load_view(source)
+        chip = _target_box(loaded)
+        view = loaded if chip == AS_LOADED else load_view(source, chip)
         _header(view)
         _body(view)
     except UserError as exc:

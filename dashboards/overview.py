@@ -17,6 +17,13 @@ MAX_STEP_BARS = 100    # a bar chart of thousands of steps is a blur, and slow t
 _LINK_NAMES = {"ici": "ICI", "nvlink": "NVLink", "infinity_fabric": "Infinity Fabric"}
 
 
+def fmt_share(value: float | None) -> str:
+    """A percentage that stays readable when tiny (an MFU of 5e-6 is not '0.0%')."""
+    if value is not None and value == value and 0 < abs(value) < 0.001:
+        return f"{100 * value:.2g}%"
+    return fmt_pct(value)
+
+
 def bound_split(summary: dict) -> pd.DataFrame:
     """The run's time by bound (and idle), in us and as a share: columns bound, time_us, share."""
     by_bound = summary.get("time_by_bound_us") or {}
@@ -83,7 +90,7 @@ def render(view: View) -> None:
     cols[0].metric("devices", len(view.analysis.profile.devices))
     cols[1].metric("steps", len(steps))
     cols[2].metric("median step", fmt_time_us(float(pd.Series(steps).median())) if steps else "-")
-    cols[3].metric("MFU", fmt_pct(s.get("mfu")),
+    cols[3].metric("MFU", fmt_share(s.get("mfu")),
                    help=f"model FLOPs / (span x {s.get('mfu_dtype') or 'bf16'} peak of the target)")
     cols[4].metric("roofline efficiency", fmt_pct(s.get("efficiency")),
                    help="sum of roofline times / sum of measured times, over ops with a known bound")
@@ -136,7 +143,7 @@ def _steps_chart(frame: pd.DataFrame) -> None:
     import altair as alt
 
     chart = alt.Chart(frame).mark_bar().encode(
-        x=alt.X("step:O"), y=alt.Y("sum(time_ms):Q", title="ms"),
+        x=alt.X("step:O", axis=alt.Axis(labelAngle=0)), y=alt.Y("sum(time_ms):Q", title="ms"),
         color=alt.Color("bound:N", scale=alt.Scale(domain=list(SPLIT_COLOURS), range=list(SPLIT_COLOURS.values())),
                         legend=None),
         tooltip=["step", "bound", alt.Tooltip("time_ms:Q", format=",.3f")],

@@ -109,14 +109,13 @@ def _bounds(view: View, bars: pd.DataFrame) -> list[str]:
 
 def _idle(lanes: np.ndarray, starts: np.ndarray, ends: np.ndarray, mask: np.ndarray, lo: int, hi: int,
           limit: int) -> pd.DataFrame:
-    """Per lane, the gaps between ops inside [lo, hi) (the `limit` longest overall)."""
+    """Per lane, the time in [lo, hi) no op covers (the `limit` longest gaps overall); `lane` holds codes."""
     frames = []
     for lane in np.unique(lanes[mask]):
         on = mask & (lanes == lane)
         u_starts, u_ends = union(np.maximum(starts[on], lo), np.minimum(ends[on], hi))
-        if len(u_starts) < 2:
-            continue
-        frames.append(pd.DataFrame({"lane": lane, "start": u_ends[:-1], "end": u_starts[1:]}))
+        frames.append(pd.DataFrame({"lane": lane, "start": np.concatenate(([lo], u_ends)),
+                                    "end": np.concatenate((u_starts, [hi]))}))
     if not frames:
         return pd.DataFrame(columns=["lane", "start_ms", "end_ms", "duration_us"])
     gaps = pd.concat(frames, ignore_index=True)

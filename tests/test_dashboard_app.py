@@ -22,6 +22,7 @@ import traceview.dashboards  # noqa: E402
 from traceview.cli import main  # noqa: E402
 from traceview.dashboards.config import DashboardConfig, from_env  # noqa: E402
 from traceview.dashboards.hlo_format import instruction_text  # noqa: E402
+from traceview.dashboards.overview import fmt_share  # noqa: E402
 from traceview.errors import UserError  # noqa: E402
 from traceview.tables import fmt_pct, fmt_time_us  # noqa: E402
 
@@ -69,7 +70,7 @@ def op_table(at: AppTest):
 def check_against_cli(at: AppTest, cli: dict) -> None:
     """MFU, the bound split and the top gap op on the page are the CLI's."""
     s = cli["summary"]
-    assert metrics(at)["MFU"] == fmt_pct(s["mfu"])
+    assert metrics(at)["MFU"] == fmt_share(s["mfu"])
     text = page_text(at)
     total = sum(s["time_by_bound_us"].values())
     split = ", ".join(f"{b} {fmt_pct(s['time_by_bound_us'][b] / total)}" for b in BOUNDS)
@@ -262,3 +263,31 @@ def test_cli_dashboard_command(monkeypatch, capsys, sample_traces):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "streamlit" else real(name, *a))
     assert main(["dashboard", str(sample_traces / "transformer")]) == 2
     assert "pip install 'traceview[dashboard]'" in capsys.readouterr().err
+
+
+def test_timeline_keeps_the_longest_ops_and_true_gaps(shared_traces):
+    """Drawn bars are the window's longest leaf ops; no idle bar overlaps an op of its lane."""
+    import numpy as np
+
+    from traceview.dashboards.data import Source, load_view
+    from traceview.dashboards.timeline import timeline
+
+    view = load_view(Source(path=str(shared_traces / "openxla-xprof" / "tpu_inference_2.xplane.pb")))
+    raw = view.analysis.profile.ops
+    step = int(view.analysis.steps["step"].iloc[3])
+    tl = timeline(view, step=step, limit=20)
+    window = view.analysis.steps.set_index("step").loc[step]
+    lo, hi = int(window["start_ps"]), int(window["start_ps"] + window["time_ps"])
+    ends = raw["start_ps"] + raw["duration_ps"]
+    leaf = raw[(raw["self_ps"] == raw["duration_ps"]) & (ends > lo) & (raw["start_ps"] < hi)]
+    assert tl.ops_in_window == len(leaf) > 20 and len(tl.bars) == 20
+    longest = np.sort(leaf["duration_ps"].to_numpy())[::-1]
+    assert np.allclose(np.sort(tl.bars["duration_us"].to_numpy())[::-1], longest[:20] / 1e6)
+    assert (tl.bars["start_ms"] < tl.window_ms).all() and (tl.bars["end_ms"] > 0).all()
+    assert set(tl.bars["lane"]) <= {"TPU:0", "TPU:1", "TPU:2", "TPU:3"}
+    for gap in tl.idle.itertuples():
+        on_lane = leaf[leaf["device"].astype(str).str.endswith(gap.lane)]
+        starts = (on_lane["start_ps"].to_numpy() - lo) / 1e9
+        stops = starts + on_lane["duration_ps"].to_numpy() / 1e9
+        assert not ((starts < gap.end_ms - 1e-9) & (stops > gap.start_ms + 1e-9)).any()
+    assert len(tl.idle) and tl.idle["duration_us"].min() > 0

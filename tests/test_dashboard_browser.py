@@ -30,7 +30,7 @@ import pytest
 from traceview.analysis import build_analysis
 from traceview.load import load_profile
 from traceview.report import summary_record
-from traceview.tables import fmt_pct
+from traceview.dashboards.overview import fmt_share
 
 pytestmark = pytest.mark.slow
 
@@ -201,7 +201,7 @@ def test_dashboard_in_chromium(server, browser, sample_traces, tmp_path):
     shots = [browser.screenshot(tmp_path / "dashboard_overview.png")]
     text = browser.js("document.body.innerText")
     assert "transformer" in text and "MFU" in text
-    assert fmt_pct(expected["mfu"]) in text, f"MFU {fmt_pct(expected['mfu'])} not on the page"
+    assert fmt_share(expected["mfu"]) in text, f"MFU {fmt_share(expected['mfu'])} not on the page"
     assert "Traceback" not in text and "Error" not in text
 
     for name, charts in (("Roofline", 1), ("Ops", 0), ("Timeline", 1), ("Op detail", 0)):

@@ -62,6 +62,7 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
     ops, join_warnings = attach_costs(op_stats(profile.ops, per_device=per_device), costs)
     warnings += _dedupe(module_warnings + cost_warnings + join_warnings)
     ops = _judged_and_exposed(profile.ops, ops, async_pairs(modules), per_device)
+    ops["step_times_ps"] = _per_step_self_time(profile.ops, ops, per_device)
     idle_ps, span_ps = _idle_time(profile.ops)
     analysis = Analysis(profile=profile, ops=ops, steps=step_times(profile.steps), costs=costs,
                         modules=modules, per_device=per_device, idle_ps=idle_ps, span_ps=span_ps,
@@ -213,6 +214,27 @@ def _exposed_time(raw: pd.DataFrame, ops: pd.DataFrame, per_device: bool) -> pd.
     sums = frame[raw_coll].groupby(key, observed=True)["exposed"].sum().rename("exposed_sum").reset_index()
     merged = ops[key].astype({"module": str, "op": str}).merge(sums, on=key, how="left")
     return pd.Series(merged["exposed_sum"].to_numpy(dtype="float64"), index=ops.index).where(is_coll)
+
+
+MAX_STEPS_PER_OP = 1000
+
+
+def _per_step_self_time(raw: pd.DataFrame, ops: pd.DataFrame, per_device: bool) -> pd.Series:
+    """Per op, its self time in each step (a list in step order), so regressions can be judged
+    against per-step distributions even from a stored JSON baseline. None without steps."""
+    out = pd.Series([None] * len(ops), index=ops.index, dtype=object)
+    if raw.empty or not (raw["step"] >= 0).any():
+        return out
+    steps = np.sort(raw.loc[raw["step"] >= 0, "step"].unique())[:MAX_STEPS_PER_OP]
+    key = (["device"] if per_device else []) + OP_KEY
+    text_key = {"module": str, "op": str} | ({"device": str} if per_device else {})
+    rows = raw.loc[raw["step"].isin(steps), key + ["step", "self_ps"]].astype(text_key)
+    table = rows.pivot_table(index=key, columns="step", values="self_ps", aggfunc="sum", fill_value=0,
+                             observed=True)
+    table = table.reindex(columns=steps, fill_value=0)
+    lists = pd.Series([list(map(int, r)) for r in table.to_numpy()], index=table.index, name="_steps")
+    merged = ops[key].astype(text_key).merge(lists.reset_index(), on=key, how="left")
+    return pd.Series(merged["_steps"].to_numpy(), index=ops.index, dtype=object)
 
 
 def _steps_by_bound(analysis: Analysis) -> pd.DataFrame:

@@ -54,6 +54,7 @@ OP_FIELDS = {
     "shape": "shape",
     "source_file": "source_file",
     "source_line": "source_line",
+    "step_times_ps": "step_times_us",
 }
 BOUND_COLOURS = {"compute": "green", "memory": "blue", "communication": "magenta", "unknown": "grey",
                  "idle": "yellow"}
@@ -77,7 +78,9 @@ def op_records(ops: pd.DataFrame) -> list[dict]:
     if "program_id" in frame.columns:  # uint64 in XLA, held bit for bit in int64
         frame["program_id"] = [None if p == -1 else as_uint64(int(p)) for p in frame["program_id"]]
     for column in columns:
-        if column.endswith("_ps"):
+        if column == "step_times_ps":
+            frame[column] = [[t / PS_PER_US for t in v] if isinstance(v, list) else None for v in frame[column]]
+        elif column.endswith("_ps"):
             frame[column] = pd.to_numeric(frame[column], errors="coerce") / PS_PER_US
     frame = frame.rename(columns=OP_FIELDS).astype(object)
     return [{k: _clean(v) for k, v in row.items()} for row in frame.to_dict("records")]
@@ -138,7 +141,8 @@ def analysis_json(analysis: Analysis) -> dict:
 
 def analysis_csv(analysis: Analysis) -> str:
     buffer = io.StringIO()
-    pd.DataFrame(op_records(analysis.ops)).to_csv(buffer, index=False)
+    frame = pd.DataFrame(op_records(analysis.ops)).drop(columns=["step_times_us"], errors="ignore")
+    frame.to_csv(buffer, index=False)
     return buffer.getvalue()
 
 
