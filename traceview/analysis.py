@@ -200,13 +200,15 @@ def _exposed_time(raw: pd.DataFrame, ops: pd.DataFrame, per_device: bool) -> pd.
     starts = raw["start_ps"].to_numpy()
     ends = starts + raw["duration_ps"].to_numpy()
     devices = pd.factorize(raw["device"])[0]
+    self_ps = raw["self_ps"].to_numpy()
     exposed = np.zeros(len(raw), dtype=np.int64)
     compute = ~raw_coll & _leaf_rows(raw)
     for code in np.unique(devices[raw_coll]):
         on_device = devices == code
         u_starts, u_ends = union(starts[on_device & compute], ends[on_device & compute])
         rows = np.flatnonzero(on_device & raw_coll)
-        exposed[rows] = (ends[rows] - starts[rows]) - covered_length(starts[rows], ends[rows], u_starts, u_ends)
+        uncovered = (ends[rows] - starts[rows]) - covered_length(starts[rows], ends[rows], u_starts, u_ends)
+        exposed[rows] = np.minimum(uncovered, self_ps[rows])  # nested child ops keep their own time
     key = (["device"] if per_device else []) + OP_KEY
     frame = raw_keys.assign(exposed=exposed)
     if per_device:

@@ -34,44 +34,60 @@ def pair_times(raw: pd.DataFrame, pairs: pd.DataFrame, key: list[str]) -> pd.Dat
     """Per start op (grouped by `key`, which ends with module and op): summed in-flight and exposed ps.
 
     Executions pair up per device in time order: each start with the first
-    done of its pair that begins after it. Starts with no done are left out.
+    done of its pair that begins at or after it. Starts with no done are left
+    out. Columnar: one sort and one search over all pairs and devices at once.
     """
     columns = key + ["in_flight_ps", "pair_exposed_ps"]
     if raw.empty or pairs.empty:
         return pd.DataFrame(columns=columns)
-    names = set(pairs["start"]) | set(pairs["done"])
-    rows = raw[raw["op"].astype(str).isin(names)]
-    if rows.empty:
+    pairs = pairs.reset_index(drop=True)
+    role_of = {**{(m, s): (i, 0) for i, (m, s, _) in enumerate(pairs.itertuples(index=False))},
+               **{(m, d): (i, 1) for i, (m, _, d) in enumerate(pairs.itertuples(index=False))}}
+    # Only rows whose op name is a start or a done matter: pick them by category code, not by string.
+    op_codes, op_names = pd.factorize(raw["op"])
+    wanted = np.isin(np.asarray(op_names, dtype=object), list({op for _, op in role_of}))
+    rows = np.flatnonzero(wanted[op_codes])
+    modules = raw["module"].to_numpy()[rows].astype(str)
+    ops = np.asarray(op_names, dtype=object)[op_codes[rows]].astype(str)
+    looked_up = np.array([role_of.get((m, o), (-1, -1)) for m, o in zip(modules, ops)],
+                         dtype=np.int64).reshape(-1, 2)
+    keep = looked_up[:, 0] >= 0
+    rows, pair_index, role = rows[keep], looked_up[keep, 0], looked_up[keep, 1]
+    if rows.size == 0:
         return pd.DataFrame(columns=columns)
-    frame = pd.DataFrame({
-        "device": rows["device"].astype(str).to_numpy(),
-        "program_id": rows["program_id"].to_numpy(),
-        "module": rows["module"].astype(str).to_numpy(),
-        "op": rows["op"].astype(str).to_numpy(),
-        "start_ps": rows["start_ps"].to_numpy(),
-        "end_ps": (rows["start_ps"] + rows["duration_ps"]).to_numpy(),
-        "self_ps": rows["self_ps"].to_numpy(),
-    })
-    groups = {k: g for k, g in frame.groupby(["device", "module", "op"], sort=False)}
-    out = []
-    for module, start, done in pairs.itertuples(index=False):
-        for device in frame["device"].unique():
-            starts = groups.get((device, module, start))
-            dones = groups.get((device, module, done))
-            if starts is None or dones is None:
-                continue
-            starts = starts.sort_values("start_ps")
-            dones = dones.sort_values("start_ps")
-            at = np.searchsorted(dones["start_ps"].to_numpy(), starts["start_ps"].to_numpy(), side="left")
-            ok = at < len(dones)
-            if not ok.any():
-                continue
-            matched = dones.iloc[at[ok]]
-            first = starts[ok]
-            in_flight = matched["end_ps"].to_numpy() - first["start_ps"].to_numpy()
-            exposed = first["self_ps"].to_numpy() + matched["self_ps"].to_numpy()
-            out.append(first.assign(in_flight_ps=in_flight, pair_exposed_ps=exposed))
-    if not out:
+    device = pd.factorize(raw["device"].to_numpy()[rows])[0].astype(np.int64)
+    group = device * len(pairs) + pair_index
+    start = raw["start_ps"].to_numpy()[rows]
+    end = start + raw["duration_ps"].to_numpy()[rows]
+    own = raw["self_ps"].to_numpy()[rows]
+    is_start = role == 0
+
+    # Dones sorted by (group, start); each start finds the first done of its group at or after it.
+    done = np.flatnonzero(~is_start)
+    done = done[np.lexsort((start[done], group[done]))]
+    first = np.flatnonzero(is_start)
+    at = _search_in_groups(group[done], start[done], group[first], start[first])
+    ok = at >= 0
+    first, matched = first[ok], done[at[ok]]
+    if first.size == 0:
         return pd.DataFrame(columns=columns)
-    table = pd.concat(out, ignore_index=True)
-    return table.groupby(key, sort=False)[["in_flight_ps", "pair_exposed_ps"]].sum().reset_index()
+    table = raw.iloc[rows[first]][key].astype({"module": str, "op": str})
+    table = table.assign(in_flight_ps=end[matched] - start[first], pair_exposed_ps=own[first] + own[matched])
+    return table.groupby(key, sort=False, observed=True)[["in_flight_ps", "pair_exposed_ps"]].sum().reset_index()
+
+
+def _search_in_groups(groups: np.ndarray, times: np.ndarray, query_groups: np.ndarray,
+                      query_times: np.ndarray) -> np.ndarray:
+    """Index into (groups, times) (sorted by group, then time) of the first entry of the query's group
+    with time >= the query's time; -1 where there is none."""
+    if groups.size == 0:
+        return np.full(query_groups.size, -1, dtype=np.int64)
+    # Dense ranks of all times make (group, time) one exact int64 key.
+    all_times, ranks = np.unique(np.concatenate([times, query_times]), return_inverse=True)
+    width = np.int64(all_times.size + 1)
+    key = groups * width + ranks[: times.size]
+    query_key = query_groups * width + ranks[times.size:]
+    pos = np.searchsorted(key, query_key, side="left")
+    pos_clipped = np.minimum(pos, groups.size - 1)
+    valid = (pos < groups.size) & (groups[pos_clipped] == query_groups)
+    return np.where(valid, pos_clipped, -1)

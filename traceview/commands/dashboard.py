@@ -46,7 +46,7 @@ def streamlit_command(args: argparse.Namespace) -> list[str]:
             "--server.address", args.host, "--server.port", str(args.port),
             "--server.headless", "true", "--browser.gatherUsageStats", "false",
             "--server.fileWatcherType", "none", "--server.maxUploadSize", "2048",
-            "--global.showWarningOnDirectExecution", "false"]
+            "--global.showWarningOnDirectExecution", "false", "--client.toolbarMode", "viewer"]
 
 
 def run(args: argparse.Namespace) -> int:
