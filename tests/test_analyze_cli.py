@@ -154,3 +154,21 @@ def test_bad_target_is_a_clear_error(sample_traces, capsys):
     assert main(["analyze", str(sample_traces / "mlp"), "--target", "tpu-v99"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "tpu-v99" in err and "tpu-v5e" in err
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+    empty = tmp_path / "empty.xplane.pb"
+    empty.write_bytes(b"")
+    text = tmp_path / "notes.xplane.pb"
+    text.write_text("this is not a protobuf\n")
+    folder = tmp_path / "no_trace"
+    folder.mkdir()
+    for path in (empty, text, folder, tmp_path / "missing"):
+        assert main(["analyze", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(path) in err and "Traceback" not in err
+
+
+def test_debug_shows_the_traceback(tmp_path, capsys):
+    assert main(["--debug", "analyze", str(tmp_path / "missing")]) == 2
+    assert "Traceback" in capsys.readouterr().err
