@@ -50,6 +50,7 @@ def timed(name, action):
     assert not at.error, [e.value for e in at.error]
 
 timed("first_load_s", at.run)
+ops_rows = sum(len(d.value) for d in at.dataframe if "gap_us" in d.value.columns)
 target = sys.argv[2]
 timed("target_change_s", lambda: at.sidebar.selectbox(key="target").set_value(target).run())
 timed("second_target_change_s", lambda: at.sidebar.selectbox(key="target").set_value("tpu-v5p").run())
@@ -60,7 +61,6 @@ steps = at.selectbox(key="timeline_step").options
 timed("timeline_whole_trace_s", lambda: at.selectbox(key="timeline_step").set_value(None).run())
 ops = at.selectbox(key="tv_op_pick").options
 timed("select_op_s", lambda: at.selectbox(key="tv_op_pick").set_value(ops[min(3, len(ops) - 1)]).run())
-ops_rows = sum(len(d.value) for d in at.dataframe if "gap_us" in d.value.columns)
 print({**times, "peak_rss_mb": peak_mb(), "ops_in_table": ops_rows, "steps": len(steps) - 1})
 """
 

@@ -45,7 +45,8 @@ def _sidebar(config: DashboardConfig) -> Source:
         host = sb.selectbox("host", [ALL_HOSTS] + chosen.hosts, key="host")
         if host != ALL_HOSTS:   # one host's file, read on its own
             path, run = str(chosen.files[chosen.hosts.index(host)]), None
-    return Source(path=path, run=run, hardware_file=config.hardware_file, hlo=config.hlo, target=config.target)
+    return Source(path=path, run=run, hardware_file=config.hardware_file, hlo=config.hlo, stage=config.stage,
+                  target=config.target)
 
 
 def _target_box(loaded: View) -> str:
@@ -68,7 +69,8 @@ def _header(view: View) -> None:
     hosts = ", ".join(src.hosts)
     st.caption(f"{how} · hosts: {hosts} · {len(view.analysis.profile.ops):,} device op executions")
     if view.analysis.warnings:
-        with st.expander(f"{len(view.analysis.warnings)} warnings", expanded=False):
+        count = len(view.analysis.warnings)
+        with st.expander(f"{count} warning{'s' if count > 1 else ''}", expanded=False):
             for warning in view.analysis.warnings:
                 st.markdown(f"- {warning}")
 

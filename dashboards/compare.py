@@ -10,9 +10,9 @@ from traceview.tables import fmt_pct, fmt_time_us
 
 from traceview.dashboards.data import Source, View, load_view, runs_of
 
-_OP_COLUMNS = ["status", "module", "op", "base_op", "matched_by", "base_bound", "new_bound", "base_time_ps",
-               "new_time_ps", "time_change_ps", "change", "change_low", "change_high", "flops_change",
-               "bytes_change", "label_changed"]
+_OP_COLUMNS = ["status", "module", "op", "base_time_ps", "new_time_ps", "time_change_ps", "change", "change_low",
+               "change_high", "base_bound", "new_bound", "label_changed", "flops_change", "bytes_change",
+               "matched_by", "base_op"]
 
 
 def _diff_api():
@@ -36,15 +36,16 @@ def other_sources(view: View) -> list[Source]:
         return []
     current = view.analysis.profile.source.run
     return [Source(path=view.source.path, run=r.name, hardware_file=view.source.hardware_file,
-                   target=view.source.target) for r in reversed(runs) if r.name != current]
+                   stage=view.source.stage, target=view.source.target) for r in reversed(runs) if r.name != current]
 
 
 def ops_frame(diff) -> pd.DataFrame:
     """The diff's op rows for display: times per step in microseconds, biggest time change first."""
     ops = diff.ops
     frame = ops[[c for c in _OP_COLUMNS if c in ops.columns]].copy()
-    for column in [c for c in frame.columns if c.endswith("_ps")]:
-        frame[column.removesuffix("_ps") + "_us"] = frame.pop(column) / 1e6
+    ps = [c for c in frame.columns if c.endswith("_ps")]
+    frame[ps] = frame[ps] / 1e6
+    frame = frame.rename(columns={c: c.removesuffix("_ps") + "_us" for c in ps})
     if "time_change_us" in frame.columns:
         frame = frame.reindex(frame["time_change_us"].abs().sort_values(ascending=False, na_position="last").index)
     return frame.reset_index(drop=True)
@@ -66,7 +67,7 @@ def render(view: View) -> None:
     if pick != "(another path)":
         other = others[labels.index(pick)]
     elif other_path:
-        other = Source(path=other_path, hardware_file=view.source.hardware_file)
+        other = Source(path=other_path, hardware_file=view.source.hardware_file, stage=view.source.stage)
     else:
         st.caption("This log dir holds one run: give another trace path to compare with.")
         return
@@ -82,7 +83,13 @@ def render(view: View) -> None:
     if diff_markdown is not None:
         with st.expander("report (markdown, as `traceview diff` prints it)"):
             st.markdown(diff_markdown(diff))
-    st.dataframe(ops_frame(diff), hide_index=True, width="stretch", height=420)
+    st.caption("Per op, times per step in microseconds; change = new/base - 1 (low/high: its confidence "
+               "interval when per-step times exist); biggest time change first.")
+    percent = {c: st.column_config.NumberColumn(c, format="percent") for c in
+               ("change", "change_low", "change_high", "flops_change", "bytes_change")}
+    st.dataframe(ops_frame(diff), hide_index=True, width="stretch", height=420, column_config={
+        **percent, **{c: st.column_config.NumberColumn(c, format="%.2f")
+                      for c in ("base_time_us", "new_time_us", "time_change_us")}})
     for warning in diff.warnings:
         st.warning(warning)
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 PREFIX = "TRACEVIEW_DASHBOARD_"
-_FIELDS = ("path", "run", "target", "hardware_file", "hlo")
+_FIELDS = ("path", "run", "target", "hardware_file", "hlo", "stage")
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,7 @@ class DashboardConfig:
     target: str | None = None         # chip name; default: the one the trace was captured on
     hardware_file: str | None = None  # JSON adding or overriding chips
     hlo: str | None = None            # XLA dump folder or HLO file
+    stage: str | None = None          # "after" (default) or "before" optimizations, for dumped HLO
 
     def to_env(self) -> dict[str, str]:
         """The variables that make the app open this configuration."""

@@ -23,7 +23,7 @@ from traceview.analysis import Analysis, apply_target, build_analysis
 from traceview.errors import UserError
 from traceview.hardware import Chip, detect_target, get_chip, load_hardware
 from traceview.load import load_profile
-from traceview.parsers.discover import Run, is_trace_file, list_runs
+from traceview.parsers.discover import Run, find_run, is_trace_file, list_runs
 from traceview.report import op_records, summary_record
 
 # The choice in the target box that keeps the chip the analysis was built with.
@@ -38,11 +38,12 @@ class Source:
     run: str | None = None
     hardware_file: str | None = None
     hlo: str | None = None
+    stage: str | None = None         # which dumped HLO stage (None: after optimizations)
     target: str | None = None        # chip the base analysis is built for (None: detect)
 
     def stamp(self) -> tuple:
         """Paths, sizes and mtimes of the run's files: a changed file is a new cache entry."""
-        files = _run_of(self.path, self.run).files
+        files = find_run(self.path, self.run).files
         return tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
 
 
@@ -62,29 +63,20 @@ class View:
         return self.analysis.target
 
 
-def _run_of(path: str, run: str | None) -> Run:
-    runs = list_runs(path)
-    if run is None:
-        return runs[-1]
-    for r in runs:
-        if run in (r.name, str(r.path)):
-            return r
-    raise UserError(f"{path}: no run named {run!r} (runs: {', '.join(r.name for r in runs)})")
-
-
 @st.cache_resource(show_spinner=False, max_entries=4)
 def hardware(hardware_file: str | None) -> dict[str, Chip]:
     return load_hardware(hardware_file)
 
 
-@st.cache_resource(show_spinner="Reading the trace...", max_entries=6)
+# A parsed 2-million-event trace holds about 1 GB: keep few of them.
+@st.cache_resource(show_spinner="Reading the trace...", max_entries=3)
 def _base(source: Source, stamp: tuple) -> Analysis:
     profile = load_profile(source.path, run=source.run)
     return build_analysis(profile, target=source.target, hardware_file=source.hardware_file,
-                          hlo_path=source.hlo)
+                          hlo_path=source.hlo, stage=source.stage or "after")
 
 
-@st.cache_resource(show_spinner=False, max_entries=6)
+@st.cache_resource(show_spinner=False, max_entries=3)
 def _target_free(source: Source, stamp: tuple) -> Analysis:
     """The loaded analysis less the warnings its own target produced (detection, roofline, MFU).
 

@@ -45,7 +45,7 @@ def arithmetic(record: dict, chip: Chip) -> pd.DataFrame:
         which = "PCIe" if kind == "host-transfer" else (chip.interconnect.type if chip.interconnect else "link")
         group = _num(record.get("group_size"))
         rows.append(("T_comm", f"{kind} of {fmt_si(_num(record.get('collective_bytes')), 'B')}"
-                     + (f" over {int(group)} devices" if group else "")
+                     + (f" over {int(group)} devices" if group and kind != "host-transfer" else "")
                      + f", {which} {fmt_si(link, 'B/s')} (collective formula, traceview.roofline)",
                      record.get("t_comm_us")))
     else:
@@ -96,16 +96,18 @@ def render(view: View) -> None:
         if view.chip is None or not record.get("bound"):
             st.info("No target chip: pick one in the sidebar.")
         else:
-            st.dataframe(arithmetic(record, view.chip), hide_index=True, width="stretch")
+            st.table(arithmetic(record, view.chip).set_index("term"))
             if record.get("unknown_reason"):
                 st.caption(f"unknown because: {record['unknown_reason']}")
     with right:
         st.markdown("**Source**")
-        file = record.get("source_file") or (found and found[2].metadata.get("source_file"))
-        line = record.get("source_line") or (found and found[2].metadata.get("source_line"))
-        if file:
-            st.code(f"{file}:{int(float(line))}" if line else file, language=None)
-            snippet = source_snippet(file, int(float(line))) if line else None
+        # The cost table resolves stack frames to file:line; the instruction's metadata is the fallback.
+        file, line = record.get("source_file"), record.get("source_line")
+        where = f"{file}:{int(float(line))}" if file and line else file or (found and source_location(found[2]))
+        if where:
+            st.code(where, language=None, wrap_lines=True)
+            path, _, number = where.rpartition(":")
+            snippet = source_snippet(path, int(number)) if number.isdigit() else None
             if snippet:
                 st.code(snippet, language="python")
         else:
@@ -126,13 +128,18 @@ def render(view: View) -> None:
         _fusion(module_obj, inst)
 
 
+BOUND_BADGES = {"compute": "green", "memory": "blue", "communication": "violet", "unknown": "gray"}
+
+
 def _header(record: dict) -> None:
-    cols = st.columns(5)
-    cols[0].metric("bound", record.get("bound") or "-")
-    cols[1].metric("measured", fmt_time_us(_num(record.get("judged_time_us")) or _num(record.get("self_time_us"))))
-    cols[2].metric("roofline", fmt_time_us(_num(record.get("roofline_time_us"))))
-    cols[3].metric("efficiency", fmt_pct(record.get("efficiency")))
-    cols[4].metric("gap", fmt_time_us(_num(record.get("gap_us"))))
+    bound = record.get("bound")
+    badge = f" :{BOUND_BADGES.get(bound, 'gray')}-badge[{bound}-bound]" if bound else ""
+    st.markdown(f"#### `{record['name']}`{badge}")
+    cols = st.columns(4)
+    cols[0].metric("measured", fmt_time_us(_num(record.get("judged_time_us")) or _num(record.get("self_time_us"))))
+    cols[1].metric("roofline", fmt_time_us(_num(record.get("roofline_time_us"))))
+    cols[2].metric("efficiency", fmt_pct(record.get("efficiency")))
+    cols[3].metric("gap", fmt_time_us(_num(record.get("gap_us"))))
     st.caption(f"{record.get('category') or '-'} · {record.get('opcode') or '-'} · {record.get('occurrences')} "
                f"occurrences · {fmt_si(_num(record.get('flops')), 'FLOP')} · "
                f"{fmt_si(_num(record.get('bytes_accessed')), 'B')} · dtype {record.get('dtype') or '-'}")

@@ -10,7 +10,7 @@ from traceview.dashboards.data import View
 
 # JSON-contract fields shown, in order (units as in `traceview analyze --format json`).
 COLUMNS = ["module", "name", "category", "bound", "occurrences", "self_time_us", "judged_time_us",
-           "roofline_time_us", "efficiency", "gap_us", "flops", "bytes_accessed", "intensity",
+           "roofline_time_us", "efficiency", "gap_us", "exposed_time_us", "flops", "bytes_accessed", "intensity",
            "collective_kind", "collective_bytes", "dtype", "source_file", "source_line"]
 SORTS = {"gap": "gap_us", "self time": "self_time_us", "judged time": "judged_time_us",
          "efficiency": "efficiency", "FLOPs": "flops", "bytes": "bytes_accessed", "intensity": "intensity",
@@ -58,7 +58,8 @@ def render(view: View) -> None:
     shown = sort_ops(filter_ops(ops, bounds, categories, modules, name), sort_by, descending)
     shown = shown[[c for c in COLUMNS if c in shown.columns]].reset_index(drop=True)
     st.caption(f"{len(shown)} of {len(ops)} ops. Times in microseconds, totals over all occurrences; "
-               "judged = self time (in-flight time for an async start); gap = judged - roofline. "
+               "judged = self time (in-flight time for an async start); gap = judged - roofline; "
+               "exposed = a collective's time not hidden behind compute. "
                "Click a row to open it in Op detail.")
     event = st.dataframe(
         shown, hide_index=True, width="stretch", height=520, on_select="rerun",
@@ -70,7 +71,7 @@ def render(view: View) -> None:
             "bytes_accessed": st.column_config.NumberColumn("bytes", format="%.3e"),
             "intensity": st.column_config.NumberColumn("FLOPs/byte", format="%.3g"),
             **{c: st.column_config.NumberColumn(c, format="%.2f") for c in
-               ("self_time_us", "judged_time_us", "roofline_time_us", "gap_us")},
+               ("self_time_us", "judged_time_us", "roofline_time_us", "gap_us", "exposed_time_us")},
         })
     rows = list(getattr(event, "selection", {}).get("rows", [])) if event is not None else []
     picked = shown.iloc[rows[0]] if rows and rows[0] < len(shown) else None

@@ -64,10 +64,10 @@ def gap_sentences(view: View, limit: int = 5) -> list[str]:
     return sentences
 
 
-def steps_frame(summary: dict) -> pd.DataFrame:
-    """Per step: time_us and each bound's time (long format for a stacked bar chart)."""
+def steps_frame(summary: dict, limit: int | None = None) -> pd.DataFrame:
+    """Per step (the first `limit`): each bound's time in ms, long format for a stacked bar chart."""
     rows = []
-    for s in summary.get("steps", []):
+    for s in summary.get("steps", [])[:limit]:
         split = s.get("time_by_bound_us")
         if split:
             rows += [{"step": s["step"], "bound": b, "time_ms": (v or 0.0) / 1e3} for b, v in split.items()]
@@ -110,13 +110,11 @@ def render(view: View) -> None:
 
     left, right = st.columns([3, 2])
     with left:
-        frame = steps_frame(s)
+        frame = steps_frame(s, MAX_STEP_BARS)
         if len(frame):
-            n_steps = frame["step"].nunique()
-            shown = frame[frame["step"].isin(sorted(frame["step"].unique())[:MAX_STEP_BARS])]
             st.markdown("**Steps** (device time by bound" + (
-                f"; the first {MAX_STEP_BARS} of {n_steps} steps)" if n_steps > MAX_STEP_BARS else ")"))
-            _steps_chart(shown)
+                f"; the first {MAX_STEP_BARS} of {len(steps)} steps)" if len(steps) > MAX_STEP_BARS else ")"))
+            _steps_chart(frame)
     with right:
         st.markdown("**Devices**")
         st.dataframe(device_frame(view), hide_index=True, width="stretch")

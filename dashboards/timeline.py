@@ -17,9 +17,11 @@ from traceview.charts import BOUND_COLOURS
 from traceview.intervals import union
 from traceview.tables import fmt_time_us
 
+from traceview.dashboards import selection
 from traceview.dashboards.data import View
+from traceview.dashboards.roofline_view import clicked_op
 
-IDLE_COLOUR = "#f4a6a6"
+IDLE_COLOUR = "#f6c4c4"
 PS_PER_MS = 1e9
 MAX_STEP_CHOICES = 200   # steps offered around the median one (plus the fastest and the slowest)
 
@@ -145,23 +147,18 @@ def render(view: View) -> None:
         choices += sorted(set(nearby) | set(extremes))
         default = choices.index(median)
     c1, c2, _ = st.columns([2, 2, 4])
+    times = dict(zip(steps["step"].astype(int), steps["time_ps"] / 1e6)) if not steps.empty else {}
     step = c1.selectbox("window", choices, index=default, key="timeline_step",
-                        format_func=lambda s: _step_label(s, steps))
+                        format_func=lambda s: "whole trace" if s is None else f"step {s} ({fmt_time_us(times[s])})")
     limit = c2.select_slider("ops drawn (longest)", [250, 500, 1000, 2000, 5000], value=1000, key="timeline_limit")
     key = (view.source, view.stamp, view.target_label)
     tl = _cached(view, key, step, limit)
-    st.caption(tl.note + ". Hover a bar for the op; colour = bound on the target.")
+    st.caption(tl.note + ". Hover a bar for the op, click it to open it in Op detail; drag or scroll to zoom; "
+               "colour = bound on the target.")
     if tl.bars.empty:
         st.info("No device ops to draw in this window.")
         return
     _chart(tl)
-
-
-def _step_label(step: int | None, steps: pd.DataFrame) -> str:
-    if step is None:
-        return "whole trace"
-    time_ps = steps.loc[steps["step"] == step, "time_ps"]
-    return f"step {step}" + (f" ({fmt_time_us(float(time_ps.iloc[0]) / 1e6)})" if len(time_ps) else "")
 
 
 def _chart(tl: Timeline) -> None:
@@ -175,7 +172,8 @@ def _chart(tl: Timeline) -> None:
     if len(tl.idle):
         layers.append(alt.Chart(tl.idle).mark_bar(color=IDLE_COLOUR, clip=True).encode(
             x=x, x2="end_ms:Q", y=y, tooltip=[alt.Tooltip("duration_us:Q", format=",.2f", title="idle us"), "lane"]))
-    layers.append(alt.Chart(tl.bars).mark_bar(clip=True).encode(
+    pick = alt.selection_point(name="op", fields=["module", "op"], on="click")
+    layers.append(alt.Chart(tl.bars).mark_bar(clip=True).add_params(pick).encode(
         x=x, x2="end_ms:Q", y=y,
         color=alt.Color("bound:N", scale=alt.Scale(domain=list(BOUND_COLOURS), range=list(BOUND_COLOURS.values())),
                         legend=alt.Legend(orient="bottom", title="bound")),
@@ -185,4 +183,5 @@ def _chart(tl: Timeline) -> None:
         layers.append(alt.Chart(tl.steps).mark_rule(color="#444", strokeDash=[3, 3]).encode(
             x=alt.X("start_ms:Q", scale=domain), tooltip=["step"]))
     chart = alt.layer(*layers).properties(height=alt.Step(36), width="container").interactive(bind_y=False)
-    st.altair_chart(chart, width="stretch")
+    event = st.altair_chart(chart, width="stretch", on_select="rerun", selection_mode="op", key="timeline_chart")
+    selection.offer("timeline", clicked_op(event))

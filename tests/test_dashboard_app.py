@@ -57,7 +57,7 @@ def page_text(at: AppTest) -> str:
 
 
 def shown_warnings(at: AppTest) -> list[str]:
-    boxes = [e for e in at.expander if e.label.endswith(" warnings")]
+    boxes = [e for e in at.expander if re.fullmatch(r"\d+ warnings?", e.label)]
     return [m.value for box in boxes for m in box.markdown]
 
 
@@ -111,12 +111,21 @@ def test_sample_trace_matches_cli(sample_traces, tmp_path, monkeypatch):
     at.selectbox(key="tv_op_pick").set_value(f"{op['name']}  ·  {op['module']}").run()
     assert not at.exception
     m = metrics(at)
-    assert (m["bound"], m["gap"], m["roofline"]) == (op["bound"], fmt_time_us(op["gap_us"]),
-                                                     fmt_time_us(op["roofline_time_us"]))
+    assert (m["gap"], m["roofline"]) == (fmt_time_us(op["gap_us"]), fmt_time_us(op["roofline_time_us"]))
+    assert any(x.value.startswith(f"#### `{op['name']}`") and f"[{op['bound']}-bound]" in x.value
+               for x in at.markdown)
     assert any(c.value.startswith(f"%{op['name']} = ") and " dot(" in c.value for c in at.code)
-    terms = next(d.value for d in at.dataframe if "term" in d.value.columns)
-    assert list(terms["term"]) == ["T_compute", "T_memory", "T_comm", "roofline", "measured", "gap"]
-    assert terms.set_index("term").loc["roofline", "time"] == fmt_time_us(op["roofline_time_us"])
+    terms = at.table[0].value
+    assert list(terms.index) == ["T_compute", "T_memory", "T_comm", "roofline", "measured", "gap"]
+    assert terms.loc["roofline", "time"] == fmt_time_us(op["roofline_time_us"])
+    assert terms.loc["T_compute", "time"] == fmt_time_us(op["t_compute_us"])
+
+    # A fusion: its fused computation is listed, and its instructions' FLOPs add up to the fusion's.
+    fusion = next(o for o in cli["ops"] if o.get("opcode") == "fusion" and (o.get("flops") or 0) > 0)
+    at.selectbox(key="tv_op_pick").set_value(f"{fusion['name']}  ·  {fusion['module']}").run()
+    inside = next(d.value for d in at.dataframe if {"opcode", "flops", "transcendentals"} <= set(d.value.columns))
+    assert inside["flops"].sum() * fusion["occurrences"] == pytest.approx(fusion["flops"], rel=1e-9)
+    assert any(e.label.startswith("HLO of ") for e in at.expander)
 
 
 def test_real_tpu_trace_matches_cli(shared_traces, tmp_path, monkeypatch):
@@ -219,6 +228,15 @@ def test_compare_two_runs_of_a_log_dir(sample_traces, monkeypatch):
                          build_analysis(load_profile(sample_traces, run="mlp_slow")))
     assert metrics(at)["ops changed"] == str(diff.summary["ops"]["changed"])
 
+    # Any other trace, by path; a bad one is an error line in the tab, the rest of the page stays.
+    at.selectbox(key="compare_run").set_value("(another path)").run()
+    at.text_input(key="compare_path").set_value(str(sample_traces / "mlp")).run()
+    assert not at.exception and not at.error
+    assert metrics(at)["ops changed"] == str(diff.summary["ops"]["changed"])
+    at.text_input(key="compare_path").set_value("/no/such/trace").run()
+    assert [e.value for e in at.error] == ["/no/such/trace: no such file or directory"]
+    assert "MFU" in metrics(at)
+
 
 def test_upload_is_saved_and_read_like_a_path(sample_traces, tmp_path, monkeypatch):
     from traceview.dashboards.data import Source, load_view, save_upload
@@ -236,7 +254,8 @@ def test_upload_is_saved_and_read_like_a_path(sample_traces, tmp_path, monkeypat
 
 
 def test_config_round_trips_through_the_environment():
-    config = DashboardConfig(path="/x/y", run="r1", target="tpu-v6e", hardware_file="hw.json", hlo="dump")
+    config = DashboardConfig(path="/x/y", run="r1", target="tpu-v6e", hardware_file="hw.json", hlo="dump",
+                             stage="before")
     assert from_env(config.to_env()) == config
     assert from_env({}) == DashboardConfig()
 
@@ -291,3 +310,54 @@ def test_timeline_keeps_the_longest_ops_and_true_gaps(shared_traces):
         stops = starts + on_lane["duration_ps"].to_numpy() / 1e9
         assert not ((starts < gap.end_ms - 1e-9) & (stops > gap.start_ms + 1e-9)).any()
     assert len(tl.idle) and tl.idle["duration_us"].min() > 0
+
+
+def _selection_script():
+    import streamlit as st
+
+    from traceview.dashboards import selection
+
+    selection.offer("chart", ("m", "a"))      # a click on the chart selects op a
+    first = selection.selected()
+    selection.select("m", "b")                # then op b is picked elsewhere
+    selection.offer("chart", ("m", "a"))      # the chart reports its old click again on the rerun
+    second = selection.selected()
+    selection.offer("chart", ("m", "c"))      # a new click wins
+    st.write(repr((first, second, selection.selected())))
+
+
+def test_a_stale_chart_click_does_not_override_a_later_pick():
+    from traceview.dashboards.roofline_view import clicked_op
+
+    at = AppTest.from_function(_selection_script).run()
+    assert not at.exception
+    assert at.markdown[0].value == repr((("m", "a"), ("m", "b"), ("m", "c")))
+
+    class Event:
+        selection = {"op": [{"module": "jit_f", "op": "fusion.3"}]}
+    assert clicked_op(Event()) == ("jit_f", "fusion.3")
+    Event.selection = {"op": []}
+    assert clicked_op(Event()) is None and clicked_op(None) is None
+
+
+def test_pick_run_and_host_of_a_log_dir(sample_traces, tmp_path, monkeypatch):
+    import shutil
+
+    trace = next((sample_traces / "mlp").rglob("*.xplane.pb"))
+    run = tmp_path / "logs" / "plugins" / "profile" / "2026_01_02_03_04_05"
+    run.mkdir(parents=True)
+    for host in ("worker0", "worker1"):   # two hosts of one run (copies in a temp dir)
+        shutil.copy(trace, run / f"{host}.xplane.pb")
+    at = open_app(monkeypatch, path=str(tmp_path / "logs"))
+    assert not at.error, [e.value for e in at.error]
+    assert "hosts: worker0, worker1" in page_text(at)
+    at.sidebar.selectbox(key="host").set_value("worker1").run()
+    assert not at.exception and not at.error
+    assert "hosts: worker1 " in page_text(at)
+
+    at = open_app(monkeypatch, path=str(sample_traces), run="mlp_slow")
+    assert "run `mlp_slow`" in page_text(at)
+    at.sidebar.selectbox(key="run").set_value("transformer").run()
+    assert not at.exception and not at.error
+    assert "run `transformer`" in page_text(at)
+    check_against_cli(at, cli_json(sample_traces, tmp_path, "--run", "transformer"))

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import io
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -99,25 +97,24 @@ class DevTools:
         self.stack.close()
 
 
-@pytest.fixture
-def server(sample_traces, tmp_path):
-    """`traceview dashboard sample_traces/transformer` on a free port; yields its URL."""
+@contextlib.contextmanager
+def dashboard_server(trace: Path, log_path: Path):
+    """`traceview dashboard TRACE --port <free port>` as a user starts it; yields its URL."""
     port = _free_port()
-    log = open(tmp_path / "server.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "traceview", "dashboard", str(sample_traces / "transformer"),
-                             "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_http(url + "/_stcore/health", 60)
-        yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "traceview", "dashboard", str(trace), "--port", str(port)],
+                                stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        url = f"http://127.0.0.1:{port}"
         try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-    server_log = (tmp_path / "server.log").read_text()
+            _wait_http(url + "/_stcore/health", 60)
+            yield url
+        finally:
+            proc.send_signal(signal.SIGTERM)   # the command stops its Streamlit server with it
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    server_log = log_path.read_text()
     assert "Traceback" not in server_log, server_log[-3000:]
 
 
@@ -190,27 +187,69 @@ def _click_tab(tools: DevTools, name: str) -> None:
     assert ok, f"no tab named {name}"
 
 
-def test_dashboard_in_chromium(server, browser, sample_traces, tmp_path):
+def _upload(tools: DevTools, path: Path) -> None:
+    root = tools.call("DOM.getDocument", depth=-1)["root"]["nodeId"]
+    node = tools.call("DOM.querySelector", nodeId=root, selector='input[type="file"]')["nodeId"]
+    assert node, "no file input on the page"
+    tools.call("DOM.setFileInputFiles", files=[str(path)], nodeId=node)
+
+
+def _tour(browser: DevTools, url: str, trace: Path, out: Path, prefix: str, overview_charts: int) -> list[Path]:
+    """Open the page, check the overview against the CLI's numbers, visit every tab; screenshots."""
     # The numbers the page must show, from the CLI's own path (report.summary_record).
-    expected = summary_record(build_analysis(load_profile(sample_traces / "transformer")))
+    expected = summary_record(build_analysis(load_profile(trace)))
     browser.call("Page.enable")
-    browser.call("Page.navigate", url=server)
+    browser.call("Page.navigate", url=url)
     browser.wait_for("document.body && document.body.innerText.includes('Where the time goes')", 120,
                      "the overview")
-    _settle(browser, 2, "Overview")
-    shots = [browser.screenshot(tmp_path / "dashboard_overview.png")]
+    _settle(browser, overview_charts, "Overview")
+    shots = [browser.screenshot(out / f"{prefix}_overview.png")]
     text = browser.js("document.body.innerText")
-    assert "transformer" in text and "MFU" in text
-    assert fmt_share(expected["mfu"]) in text, f"MFU {fmt_share(expected['mfu'])} not on the page"
-    assert "Traceback" not in text and "Error" not in text
+    assert "MFU" in text and fmt_share(expected["mfu"]) in text, f"MFU {fmt_share(expected['mfu'])} not shown"
+    assert "Traceback" not in text and "traceview failed" not in text
+    assert browser.js("document.querySelectorAll('[data-testid=\"stException\"]').length") == 0
 
-    for name, charts in (("Roofline", 1), ("Ops", 0), ("Timeline", 1), ("Op detail", 0)):
+    # Each tab: its charts drawn and its own text shown (the visible panel's innerText).
+    for name, charts, wanted in (("Roofline", 1, "ridge point"), ("Ops", 0, "Download CSV"),
+                                 ("Timeline", 1, "idle gaps"), ("Op detail", 0, "Roofline arithmetic")):
         _click_tab(browser, name)
         _settle(browser, charts, name)
-        shots.append(browser.screenshot(tmp_path / f"dashboard_{name.lower().replace(' ', '_')}.png"))
-    dom = browser.js("document.documentElement.outerHTML")
-    assert re.search(r"Roofline on cpu", dom) or "roofline" in dom.lower()
-    assert "HLO instruction" in browser.js("document.body.innerText")
+        panel = browser.js("[...document.querySelectorAll('[role=\"tabpanel\"]')]"
+                           ".filter(p => p.offsetParent !== null).map(p => p.innerText).join('\\n')")
+        assert wanted in panel, f"{name} tab does not show {wanted!r}"
+        shots.append(browser.screenshot(out / f"{prefix}_{name.lower().replace(' ', '_')}.png"))
+    assert "HLO instruction" in panel and "%" in panel
+    return shots
+
+
+def test_dashboard_in_chromium(browser, sample_traces, tmp_path):
+    trace = sample_traces / "transformer"
+    with dashboard_server(trace, tmp_path / "server.log") as url:
+        shots = _tour(browser, url, trace, tmp_path, "dashboard", overview_charts=2)
+        assert "transformer" in browser.js("document.body.innerText")
+        shots.append(_bad_upload(browser, tmp_path))
     _keep(shots)
     for shot in shots:
         assert _not_blank(shot) > 200, f"{shot.name} looks blank"
+
+
+def test_real_tpu_trace_in_chromium(browser, shared_traces, tmp_path):
+    trace = shared_traces / "openxla-xprof" / "tpu_inference_2.xplane.pb"
+    with dashboard_server(trace, tmp_path / "server.log") as url:
+        shots = _tour(browser, url, trace, tmp_path, "dashboard_tpu_v6e", overview_charts=2)
+        assert "tpu-v6e" in browser.js("document.body.innerText")
+    _keep(shots)
+    for shot in shots:
+        assert _not_blank(shot) > 200, f"{shot.name} looks blank"
+
+
+def _bad_upload(browser: DevTools, tmp_path: Path) -> Path:
+    """Upload through the page's own file input: a corrupt file is one line in the page."""
+    bad = tmp_path / "corrupt.xplane.pb"
+    bad.write_bytes(b"\x0a\xff\xff\xff\x0fnot an xspace")
+    _upload(browser, bad)
+    browser.wait_for("document.body.innerText.includes('corrupt.xplane.pb')", 60, "the upload's error")
+    _settle(browser, 0, "the error")
+    error = browser.js("[...document.querySelectorAll('[data-testid=\"stAlert\"]')].map(e => e.innerText).join('|')")
+    assert "corrupt.xplane.pb" in error and "Traceback" not in browser.js("document.body.innerText")
+    return browser.screenshot(tmp_path / "dashboard_bad_upload.png")

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from traceview.commands._options import add_source, add_target
+from traceview.commands._options import add_hlo, add_source, add_target
 from traceview.errors import UserError
 
 INSTALL_HINT = "pip install 'traceview[dashboard]'"
@@ -25,9 +25,7 @@ def register(subparsers) -> None:
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source(parser)
     add_target(parser)
-    parser.add_argument("--hlo", metavar="DIR",
-                        help="XLA dump folder or HLO file with the modules the trace ran "
-                             "(default: the trace's own HLO, or an hlo/ folder beside it)")
+    add_hlo(parser)
     parser.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to bind (default 127.0.0.1: this machine only)")
@@ -49,6 +47,11 @@ def streamlit_command(args: argparse.Namespace) -> list[str]:
             "--global.showWarningOnDirectExecution", "false", "--client.toolbarMode", "viewer"]
 
 
+def _absolute(path: str | None) -> str | None:
+    """The server may run from another folder: hand it absolute paths."""
+    return None if path is None else str(Path(path).expanduser().resolve())
+
+
 def run(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("streamlit") is None or importlib.util.find_spec("altair") is None:
         raise UserError(f"the dashboard needs streamlit and altair: {INSTALL_HINT}")
@@ -57,13 +60,16 @@ def run(args: argparse.Namespace) -> int:
     from traceview.dashboards.config import DashboardConfig
     from traceview.parsers.discover import find_run
 
-    find_run(args.path, args.run)   # a bad path fails here, on the command line, with exit 2
-    if args.target:   # an unknown chip (or a bad hardware file) fails here too
+    # A bad path, hardware file or chip fails here, on the command line, with exit 2.
+    find_run(args.path, args.run)
+    if args.target or args.hardware_file:
         from traceview.hardware import get_chip, load_hardware
 
-        get_chip(args.target, load_hardware(args.hardware_file))
-    config = DashboardConfig(path=str(Path(args.path).expanduser().resolve()), run=args.run, target=args.target,
-                             hardware_file=args.hardware_file, hlo=args.hlo)
+        db = load_hardware(args.hardware_file)
+        if args.target:
+            get_chip(args.target, db)
+    config = DashboardConfig(path=_absolute(args.path), run=args.run, target=args.target,
+                             hardware_file=_absolute(args.hardware_file), hlo=_absolute(args.hlo), stage=args.stage)
     env = {**os.environ, **config.to_env()}
     print(f"traceview dashboard on {args.path}: http://{args.host}:{args.port}  (Ctrl-C to stop)", flush=True)
     proc = subprocess.Popen(streamlit_command(args), env=env)
