@@ -10,7 +10,6 @@ analysis, which returns a copy. The numbers shown always come from
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import tempfile
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ import streamlit as st
 
 from traceview.analysis import Analysis, apply_target, build_analysis
 from traceview.errors import UserError
-from traceview.hardware import Chip, detect_target, get_chip, load_hardware
+from traceview.hardware import Chip, get_chip, load_hardware
 from traceview.load import load_profile
 from traceview.parsers.discover import Run, find_run, is_trace_file, list_runs
 from traceview.report import op_records, summary_record
@@ -76,25 +75,10 @@ def _base(source: Source, stamp: tuple) -> Analysis:
                           hlo_path=source.hlo, stage=source.stage or "after")
 
 
-@st.cache_resource(show_spinner=False, max_entries=3)
-def _target_free(source: Source, stamp: tuple) -> Analysis:
-    """The loaded analysis less the warnings its own target produced (detection, roofline, MFU).
-
-    `apply_target` keeps the warnings it is given, so re-targeting the loaded
-    analysis as is would carry the first chip's warnings over to the next.
-    """
-    analysis, db = _base(source, stamp), hardware(source.hardware_file)
-    if analysis.target is None:
-        return analysis
-    probe = apply_target(dataclasses.replace(analysis, warnings=[]), analysis.target, analysis.target_detected)
-    drop = set(probe.warnings) | set(detect_target(analysis.profile.devices, db)[1])
-    return dataclasses.replace(analysis, warnings=[w for w in analysis.warnings if w not in drop])
-
-
 @st.cache_resource(show_spinner="Re-targeting...", max_entries=16)
 def _retargeted(source: Source, stamp: tuple, chip_name: str) -> Analysis:
     chip = get_chip(chip_name, hardware(source.hardware_file))
-    return apply_target(_target_free(source, stamp), chip, detected=False)
+    return apply_target(_base(source, stamp), chip, detected=False)
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)

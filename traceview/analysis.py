@@ -43,7 +43,12 @@ class Analysis:
     summary: dict = field(default_factory=dict)   # roofline.summarize, times in ps
     idle_ps: int = 0
     span_ps: int = 0                   # sum over devices of first-op-start .. last-op-end
-    warnings: list[str] = field(default_factory=list)
+    base_warnings: list[str] = field(default_factory=list)    # reading, HLO, costs: whatever the target
+    target_warnings: list[str] = field(default_factory=list)  # detection, roofline, MFU: this target's
+
+    @property
+    def warnings(self) -> list[str]:
+        return _dedupe(self.base_warnings + self.target_warnings)
 
     @property
     def device_time_ps(self) -> int:
@@ -66,27 +71,24 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
     idle_ps, span_ps = _idle_time(profile.ops)
     analysis = Analysis(profile=profile, ops=ops, steps=step_times(profile.steps), costs=costs,
                         modules=modules, per_device=per_device, idle_ps=idle_ps, span_ps=span_ps,
-                        warnings=warnings)
+                        base_warnings=warnings)
     db = load_hardware(hardware_file)
     if target:
-        chip, detected = get_chip(target, db), False
-    else:
-        chip, detect_warnings = detect_target(profile.devices, db)
-        detected = chip is not None
-        analysis.warnings += detect_warnings
+        return apply_target(analysis, get_chip(target, db), detected=False)
+    chip, detect_warnings = detect_target(profile.devices, db)
     if chip is None:
-        analysis.warnings.append("no target chip: ops are not roofline-judged (give --target; "
-                                 "`traceview hardware` lists the chips)")
+        analysis.target_warnings = detect_warnings + [
+            "no target chip: ops are not roofline-judged (give --target; `traceview hardware` lists the chips)"]
         return analysis
-    return apply_target(analysis, chip, detected)
+    return apply_target(analysis, chip, detected=True, extra_warnings=detect_warnings)
 
 
-def apply_target(analysis: Analysis, chip: Chip, detected: bool = False) -> Analysis:
-    """A copy of the analysis with its ops judged against `chip` (replacing any earlier judgement).
-
-    The input is left as it was, so a cached analysis can be re-targeted freely.
+def apply_target(analysis: Analysis, chip: Chip, detected: bool = False,
+                 extra_warnings: list[str] | None = None) -> Analysis:
+    """A copy of the analysis with its ops judged against `chip` (replacing any earlier judgement
+    and its warnings). The input is left as it was, so a cached analysis can be re-targeted freely.
     """
-    analysis = dataclasses.replace(analysis, warnings=list(analysis.warnings))
+    analysis = dataclasses.replace(analysis)
     base = analysis.ops.drop(columns=[c for c in analysis.ops.columns if c in _ROOFLINE_COLUMNS])
     ops, roof_warnings = roofline(base, chip, time_column=JUDGED)
     ops = _label_dones_like_starts(ops, analysis.per_device)
@@ -96,8 +98,7 @@ def apply_target(analysis: Analysis, chip: Chip, detected: bool = False) -> Anal
         .reset_index(drop=True)
     analysis.target, analysis.target_detected, analysis.summary = chip, detected, summary
     analysis.steps = _steps_by_bound(analysis)
-    analysis.warnings = [w for w in analysis.warnings if not w.startswith("no target chip")]
-    analysis.warnings += _dedupe(roof_warnings + summary.get("warnings", []))
+    analysis.target_warnings = _dedupe(list(extra_warnings or []) + roof_warnings + summary.get("warnings", []))
     return analysis
 
 

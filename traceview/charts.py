@@ -65,11 +65,12 @@ def altair_chart(points: pd.DataFrame, chip: Chip, width: int = 700, height: int
 
     lo, hi = _extent(points, chip)
     lines = roofline_lines(chip, lo, hi)
-    x = alt.X("intensity:Q", scale=alt.Scale(type="log"), title="arithmetic intensity (FLOPs / byte)")
-    y = alt.Y("flops:Q", scale=alt.Scale(type="log"), title="FLOP/s")
+    x = alt.X("intensity:Q", scale=alt.Scale(type="log"), title="arithmetic intensity (FLOPs / byte)",
+              axis=alt.Axis(format="~g"))
+    y = alt.Y("flops:Q", scale=alt.Scale(type="log"), title="FLOP/s", axis=alt.Axis(format="~s"))
     roof = alt.Chart(lines).mark_line(strokeDash=[4, 2]).encode(x=x, y=y, color=alt.Color(
         "line:N", legend=alt.Legend(title="roofline"), scale=alt.Scale(scheme="greys")))
-    pick = alt.selection_point(name="op", fields=["module", "op"], on="click")
+    pick = alt.selection_point(name="op", fields=["module", "op"], on="click", empty=False)
     tooltip = [c for c in ("module", "op", "category", "bound", "dtype", "time_us", "efficiency",
                            "source_file", "source_line") if c in points.columns]
     dots = alt.Chart(points).mark_circle(opacity=0.75).encode(
