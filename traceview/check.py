@@ -113,8 +113,8 @@ class Budgets:
         return next((r for r in self.ops if r.matches(module, op)), None)
 
 
-# config key -> (Budgets field, parser)
-_KEYS = {
+# config key (and `--flag` of diff/check) -> (Budgets field, parser)
+BUDGET_KEYS = {
     "max_step_regression": ("max_step_regression", parse_fraction),
     "max_op_regression": ("max_op_regression", parse_fraction),
     "min_op_time": ("min_op_time_ps", parse_duration_ps),
@@ -159,11 +159,11 @@ def load_config(path: str | Path) -> dict:
     for key, value in section.items():
         if key == "ops":
             values["ops"] = _rules(value, p)
-        elif key in _KEYS:
-            name, parse = _KEYS[key]
+        elif key in BUDGET_KEYS:
+            name, parse = BUDGET_KEYS[key]
             values[name] = parse(value, f"{p}: {key}")
         else:
-            known = ", ".join(sorted([*_KEYS, "ops"]))
+            known = ", ".join(sorted([*BUDGET_KEYS, "ops"]))
             raise UserError(f"{p}: unknown setting {key!r} (known: {known})")
     if "confidence" in values and not 0 < values["confidence"] < 1:
         raise UserError(f"{p}: confidence must be between 0 and 1, e.g. 0.95")

@@ -12,6 +12,7 @@ from traceview import __version__
 from traceview.check import Check, Verdict, run_checks
 from traceview.diff import BOUND_NAMES, Diff
 from traceview.tables import colour, fmt_pct, fmt_si, fmt_time_us, markdown_table, text_table, use_colour
+from traceview.report import json_scalar
 
 PS_PER_US = 1e6
 
@@ -303,23 +304,13 @@ def diff_markdown(diff: Diff, verdict: Verdict | None = None, top: int = 15) -> 
 
 # ------------------------------------------------------------------ json
 
-def _clean(value):
-    if value is None:
-        return None
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return None
-    return value
-
-
 def _check_record(c: Check) -> dict:
     record = dataclasses.asdict(c)
     if c.unit == "ps":  # JSON times are microseconds
         for key in ("baseline", "current", "limit") if c.kind == "absolute" else ("baseline", "current"):
             record[key] = None if record[key] is None else record[key] / PS_PER_US
         record["unit"] = "us"
-    return {k: _clean(v) for k, v in record.items()}
+    return {k: json_scalar(v) for k, v in record.items()}
 
 
 def _frame_records(frame: pd.DataFrame) -> list[dict]:
@@ -331,7 +322,7 @@ def _frame_records(frame: pd.DataFrame) -> list[dict]:
             out[column] = pd.to_numeric(out[column], errors="coerce") / PS_PER_US
             renames[column] = column[:-3] + "_us"
     out = out.rename(columns=renames).astype(object)
-    return [{k: _clean(v) for k, v in row.items()} for row in out.to_dict("records")]
+    return [{k: json_scalar(v) for k, v in row.items()} for row in out.to_dict("records")]
 
 
 def _summary_record(summary: dict) -> dict:
@@ -340,12 +331,12 @@ def _summary_record(summary: dict) -> dict:
             return {(k[:-3] + "_us" if k.endswith("_ps") else k): convert(v, k) for k, v in obj.items()}
         if key.endswith("_ps") and _num(obj) is not None:
             return obj / PS_PER_US
-        return _clean(obj)
+        return json_scalar(obj)
 
     record = convert(summary)
     by = summary.get("time_by_bound_ps")
     if by:
-        record["time_by_bound_us"] = {b: {s: _clean(v / PS_PER_US) for s, v in d.items()} for b, d in by.items()}
+        record["time_by_bound_us"] = {b: {s: json_scalar(v / PS_PER_US) for s, v in d.items()} for b, d in by.items()}
     return record
 
 

@@ -3,33 +3,25 @@
 from __future__ import annotations
 
 import io
-import math
 
 import pandas as pd
 
 from traceview.cost import instruction_costs, module_totals
 from traceview.parsers.hlo_model import HloModule
 from traceview.tables import fmt_si, markdown_table, text_table
+from traceview.report import json_scalar
 
 INSTRUCTION_FIELDS = ["module", "computation", "name", "opcode", "category", "shape", "dtype", "flops",
                       "transcendentals", "bytes_read", "bytes_written", "multiplier", "unknown",
                       "source_file", "source_line", "fusion_kind"]
 
 
-def _clean(value):
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return None
-    return value
-
-
 def _collective(row: dict) -> dict | None:
     if not row.get("collective_kind"):
         return None
     groups = row.get("groups")
-    return {"kind": row["collective_kind"], "payload_bytes": _clean(row["payload_bytes"]),
-            "group_size": _clean(row["group_size"]),
+    return {"kind": row["collective_kind"], "payload_bytes": json_scalar(row["payload_bytes"]),
+            "group_size": json_scalar(row["group_size"]),
             "groups": None if groups is None else [list(map(int, g)) for g in groups],
             "crosses_dcn": row.get("crosses_dcn")}
 
@@ -37,7 +29,7 @@ def _collective(row: dict) -> dict | None:
 def module_record(module: HloModule, costs: pd.DataFrame, totals: dict) -> dict:
     instructions = []
     for row in costs.to_dict("records"):
-        record = {k: _clean(row.get(k)) for k in INSTRUCTION_FIELDS}
+        record = {k: json_scalar(row.get(k)) for k in INSTRUCTION_FIELDS}
         record["collective"] = _collective(row)
         instructions.append(record)
     return {

@@ -60,8 +60,8 @@ BOUND_COLOURS = {"compute": "green", "memory": "blue", "communication": "magenta
                  "idle": "yellow"}
 
 
-def _clean(value):
-    """JSON-safe scalars: NaN -> None, numpy -> Python."""
+def json_scalar(value):
+    """JSON-safe scalars: NaN and infinities -> None, numpy scalars -> Python."""
     if value is None:
         return None
     if hasattr(value, "item"):
@@ -83,16 +83,16 @@ def op_records(ops: pd.DataFrame) -> list[dict]:
         elif column.endswith("_ps"):
             frame[column] = pd.to_numeric(frame[column], errors="coerce") / PS_PER_US
     frame = frame.rename(columns=OP_FIELDS).astype(object)
-    return [{k: _clean(v) for k, v in row.items()} for row in frame.to_dict("records")]
+    return [{k: json_scalar(v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
 def _device_records(analysis: Analysis) -> list[dict]:
-    return [{k: _clean(v) for k, v in dataclasses.asdict(d).items() if k != "stats"}
+    return [{k: json_scalar(v) for k, v in dataclasses.asdict(d).items() if k != "stats"}
             for d in analysis.profile.devices]
 
 
 def _us(ps) -> float | None:
-    return None if ps is None else _clean(ps / PS_PER_US)
+    return None if ps is None else json_scalar(ps / PS_PER_US)
 
 
 def _step_records(analysis: Analysis) -> list[dict]:
@@ -111,12 +111,12 @@ def summary_record(analysis: Analysis) -> dict:
     s = analysis.summary
     if s:
         summary["time_by_bound_us"] = {k: _us(v) for k, v in s["time_by_bound_ps"].items()}
-        summary["mfu"] = _clean(s.get("mfu"))
+        summary["mfu"] = json_scalar(s.get("mfu"))
         summary["mfu_dtype"] = s.get("mfu_dtype")
-        summary["flops"] = _clean(s.get("flops"))
-        summary["bytes_accessed"] = _clean(s.get("bytes_accessed"))
+        summary["flops"] = json_scalar(s.get("flops"))
+        summary["bytes_accessed"] = json_scalar(s.get("bytes_accessed"))
         summary["roofline_time_us"] = _us(s.get("roofline_time_ps"))
-        summary["efficiency"] = _clean(s.get("efficiency"))
+        summary["efficiency"] = json_scalar(s.get("efficiency"))
     return summary
 
 

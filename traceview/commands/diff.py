@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from traceview.baseline import load_snapshot
-from traceview.check import Budgets, make_budgets, parse_duration_ps, parse_fraction, run_checks
+from traceview.check import BUDGET_KEYS, Budgets, make_budgets, run_checks
 from traceview.commands._options import write_output
 from traceview.diff import diff_analyses
 from traceview.diff_report import diff_junit, diff_markdown, render
@@ -19,18 +19,6 @@ from traceview.errors import UserError
 
 FORMATS = ("table", "markdown", "json", "junit")
 
-# flag -> (Budgets field, parser)
-BUDGET_FLAGS = {
-    "max_step_regression": ("max_step_regression", parse_fraction),
-    "max_op_regression": ("max_op_regression", parse_fraction),
-    "min_op_time": ("min_op_time_ps", parse_duration_ps),
-    "max_flops_increase": ("max_flops_increase", parse_fraction),
-    "max_bytes_increase": ("max_bytes_increase", parse_fraction),
-    "max_collective_increase": ("max_collective_increase", parse_fraction),
-    "max_step_time": ("max_step_time_ps", parse_duration_ps),
-    "min_mfu": ("min_mfu", parse_fraction),
-    "confidence": ("confidence", parse_fraction),
-}
 
 
 def add_comparison_options(parser: argparse.ArgumentParser) -> None:
@@ -66,7 +54,7 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
 
 def budgets_from_args(args: argparse.Namespace) -> Budgets:
     overrides = {}
-    for flag, (name, parse) in BUDGET_FLAGS.items():
+    for flag, (name, parse) in BUDGET_KEYS.items():
         value = getattr(args, flag, None)
         if value is not None:
             overrides[name] = parse(value, "--" + flag.replace("_", "-"))
