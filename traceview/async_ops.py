@@ -47,10 +47,12 @@ def pair_times(raw: pd.DataFrame, pairs: pd.DataFrame, key: list[str]) -> pd.Dat
     op_codes, op_names = pd.factorize(raw["op"])
     wanted = np.isin(np.asarray(op_names, dtype=object), list({op for _, op in role_of}))
     rows = np.flatnonzero(wanted[op_codes])
-    modules = raw["module"].to_numpy()[rows].astype(str)
-    ops = np.asarray(op_names, dtype=object)[op_codes[rows]].astype(str)
-    looked_up = np.array([role_of.get((m, o), (-1, -1)) for m, o in zip(modules, ops)],
-                         dtype=np.int64).reshape(-1, 2)
+    module_codes, module_names = pd.factorize(raw["module"])
+    # Look up each distinct (module, op) once, then spread to rows by code.
+    combined = module_codes[rows].astype(np.int64) * len(op_names) + op_codes[rows]
+    distinct, inverse = np.unique(combined, return_inverse=True)
+    looked_up = np.array([role_of.get((str(module_names[c // len(op_names)]), str(op_names[c % len(op_names)])),
+                                      (-1, -1)) for c in distinct], dtype=np.int64).reshape(-1, 2)[inverse]
     keep = looked_up[:, 0] >= 0
     rows, pair_index, role = rows[keep], looked_up[keep, 0], looked_up[keep, 1]
     if rows.size == 0:
