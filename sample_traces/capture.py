@@ -413,7 +413,6 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.only or list(SAMPLES):
         t0 = time.perf_counter()
         dest = capture_checked(name, args.out)
-        meta = json.loads((dest / "capture.json").read_text())
         print(f"{name}: {dest} median traced step {_median_traced_step(dest) * 1e3:.2f} ms "
               f"({time.perf_counter() - t0:.1f} s)")
     return 0

@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traceview.hardware import detect_chip, load_hardware
+from traceview.detect import detect_chip
+from traceview.hardware import load_hardware
 from traceview.profile import Device
 from traceview.roofline import ridge_point, roofline, summarize
 

@@ -18,7 +18,8 @@ import pandas as pd
 
 from traceview.aggregate import OP_KEY, op_stats, step_times
 from traceview.async_ops import async_pairs, pair_times
-from traceview.hardware import Chip, detect_target, get_chip, load_hardware
+from traceview.detect import detect_target
+from traceview.hardware import Chip, get_chip, load_hardware
 from traceview.intervals import covered_length, union
 from traceview.join import attach_costs
 from traceview.modules import cost_table, profile_modules
