@@ -276,3 +276,16 @@ def test_labels_and_efficiency_agree_with_xprof_roofline_model(db, shared_traces
     assert list(out.loc[known, "bound"]) == [b for b, k in zip(expected_bound, known) if k]
     np.testing.assert_allclose(out.loc[known, "efficiency"],
                                [r["roofline_efficiency"] for r, k in zip(rows, known) if k], rtol=1e-4)
+
+
+def test_unidirectional_ring_takes_twice_as_long(db):
+    """Book part 3: a bidirectional ring moves V over 2W; XLA's UniDirection1DRingStrategy uses one way, W."""
+    chip = db["tpu-v6e"]
+    v, n = 4e9, 8
+    rows = [dict(_collective("all-gather", v, n), ring_directions=d) for d in (np.nan, 2.0, 1.0)]
+    out, _ = roofline(pd.DataFrame(rows), chip)
+    w = chip.interconnect.link_bandwidth
+    expected_bidi = v * (n - 1) / n / (2 * w) * 1e12
+    assert out["t_comm_ps"].iloc[0] == pytest.approx(expected_bidi)  # unknown: bidirectional assumed
+    assert out["t_comm_ps"].iloc[1] == pytest.approx(expected_bidi)
+    assert out["t_comm_ps"].iloc[2] == pytest.approx(2 * expected_bidi)

@@ -37,6 +37,7 @@ OP_FIELDS = {
     "payload_bytes": "collective_bytes",
     "collective_kind": "collective_kind",
     "group_size": "group_size",
+    "ring_directions": "ring_directions",
     "dtype": "dtype",
     "bound": "bound",
     "unknown_reason": "unknown_reason",

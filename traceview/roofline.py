@@ -108,7 +108,8 @@ def kind_index(value: object) -> int:
 
 
 def collective_time_ps(kind: np.ndarray, payload: np.ndarray, group: np.ndarray,
-                       crosses_dcn: np.ndarray, chip: Chip) -> tuple[np.ndarray, np.ndarray]:
+                       crosses_dcn: np.ndarray, chip: Chip,
+                       ring_directions: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Bandwidth time of collectives in ps, and a per-row REASONS index when it cannot be computed.
 
     ``kind`` holds indexes from :func:`kind_index` (-1 none, -2 not
@@ -129,7 +130,9 @@ def collective_time_ps(kind: np.ndarray, payload: np.ndarray, group: np.ndarray,
       permute (one hop)           V / W
     A group spanning several torus axes is faster (bandwidth x axes) and a
     slice without wraparound up to 2x slower; neither is knowable from the
-    group size alone, so one full ring is assumed.
+    group size alone, so one full ring is assumed. Where XLA's backend_config
+    says it chose a unidirectional ring (``ring_directions`` 1, e.g.
+    UniDirection1DRingStrategy), 2W becomes W.
 
     GPU NVLink through NVSwitch, E = per-GPU egress one way (book part 12):
       all-gather, reduce-scatter  V·f / E          all-reduce  2·V·f / E
@@ -168,7 +171,9 @@ def collective_time_ps(kind: np.ndarray, payload: np.ndarray, group: np.ndarray,
             local = [np.full(n, np.nan)] * (len(COLLECTIVE_KINDS) - 1)
         elif ic.topology.endswith("torus"):
             W = np.nan if ic.link_bandwidth is None else ic.link_bandwidth
-            ag = V * f / (2 * W)
+            directions = np.full(n, 2.0) if ring_directions is None else np.where(
+                np.isnan(ring_directions), 2.0, ring_directions)
+            ag = V * f / (directions * W)
             local = [ag, ag, 2 * ag, (V / N) * m * (m + 1) / 2 / W, V / W]
         elif ic.topology == "full_mesh":
             W = np.nan if ic.link_bandwidth is None else ic.link_bandwidth
@@ -242,7 +247,7 @@ def roofline(ops: pd.DataFrame, chip: Chip, time_column: str = "time_ps") -> tup
     group = _column(out, "group_size")
     group[group <= 0] = np.nan                   # the cost model writes 0 for "unknown"
     t_comm, comm_reason = collective_time_ps(kinds, _column(out, "payload_bytes"), group,
-                                             _flag(out, "crosses_dcn"), chip)
+                                             _flag(out, "crosses_dcn"), chip, _column(out, "ring_directions"))
 
     terms = np.vstack([t_compute, t_memory, t_comm])
     roof = terms.max(axis=0)  # NaN if any term is NaN

@@ -45,6 +45,7 @@ class CollectiveInfo:
     groups: list[list[int]] | None = None       # explicit groups; None when "all devices" or unknown
     crosses_dcn: bool | None = None
     is_done: bool = False
+    ring_directions: int | None = None          # 1 or 2 when XLA's backend_config names its ring algorithm
 
 
 def collective_kind(opcode: str) -> tuple[str, bool]:
@@ -70,7 +71,7 @@ def collective_info(inst: Instruction, operands: list[Shape], module: HloModule,
     if not kind:
         return None
     groups, size = _groups(inst, kind, module)
-    info = CollectiveInfo(kind, 0.0, size, groups, None, done)
+    info = CollectiveInfo(kind, 0.0, size, groups, None, done, _ring_directions(inst))
     if groups and devices_per_slice:
         info.crosses_dcn = any(len({d // devices_per_slice for d in g}) > 1 for g in groups)
     if done:
@@ -103,6 +104,18 @@ def _host_transfer(inst: Instruction, opcode: str) -> CollectiveInfo | None:
     if opcode == "copy-done":
         return CollectiveInfo("host-transfer", 0.0, 1, None, None, True)
     return CollectiveInfo("host-transfer", _array_bytes([arrays[0]]), 1, None, None, False)
+
+
+def _ring_directions(inst: Instruction) -> int | None:
+    """1 or 2 when the TPU backend_config names the ring algorithm XLA chose
+    (collective_algorithm_config.strategy, e.g. "UniDirection1DRingStrategy"), else None."""
+    config = A.backend_config(inst.backend_config or inst.attributes.get("backend_config"))
+    strategy = str((config.get("collective_algorithm_config") or {}).get("strategy", ""))
+    if strategy.startswith("UniDirection"):
+        return 1
+    if strategy.startswith("BiDirection"):
+        return 2
+    return None
 
 
 def _result(inst: Instruction) -> Shape:

@@ -22,7 +22,7 @@ COLUMNS: dict[str, str] = {
     "bytes_read": "float64", "bytes_written": "float64", "bytes_accessed": "float64", "multiplier": "float64",
     "flops_per_step": "float64", "bytes_accessed_per_step": "float64",
     "collective_kind": "object", "payload_bytes": "float64", "group_size": "float64", "groups": "object",
-    "crosses_dcn": "object", "unknown": "bool", "note": "object", "source_file": "object",
+    "crosses_dcn": "object", "ring_directions": "float64", "unknown": "bool", "note": "object", "source_file": "object",
     "source_line": "float64", "fusion_kind": "object",
 }
 def _roots(module: HloModule) -> list[Computation]:
@@ -167,7 +167,8 @@ def _row(module: HloModule, comp: Computation, inst: Instruction, mult: float, a
             cost.flops, cost.transcendentals, cost.bytes_read, cost.bytes_written, cost.bytes_accessed, mult,
             cost.flops * mult, cost.bytes_accessed * mult,
             coll.kind if coll else "", coll.payload_bytes if coll else 0.0, float(coll.group_size) if coll else 0.0,
-            coll.groups if coll else None, coll.crosses_dcn if coll else None, cost.unknown, cost.note,
+            coll.groups if coll else None, coll.crosses_dcn if coll else None,
+            float(coll.ring_directions) if coll and coll.ring_directions else np.nan, cost.unknown, cost.note,
             md.get("source_file", ""), float(line) if line and line.isdigit() else np.nan, inst.fusion_kind or "")
 
 
