@@ -77,7 +77,8 @@ def op_records(ops: pd.DataFrame) -> list[dict]:
     columns = [c for c in OP_FIELDS if c in ops.columns]
     frame = ops[columns].copy()
     if "program_id" in frame.columns:  # uint64 in XLA, held bit for bit in int64
-        frame["program_id"] = [None if p == -1 else as_uint64(int(p)) for p in frame["program_id"]]
+        frame["program_id"] = pd.Series([None if p == -1 else as_uint64(int(p)) for p in frame["program_id"]],
+                                        index=frame.index, dtype=object)
     for column in columns:
         if column == "step_times_ps":
             frame[column] = [[t / PS_PER_US for t in v] if isinstance(v, list) else None for v in frame[column]]
@@ -187,9 +188,13 @@ def _op_table(analysis: Analysis, top: int, on: bool) -> tuple[list[str], list[l
     if judged:
         headers += ["bound", "judged", "roofline", "eff.", "gap", "FLOPs", "bytes", "dtype"]
         align += "lrrrrrrl"
+    # The same module name compiled twice (another shape) is told apart as XProf does: "jit_dot(49)".
+    repeated = analysis.ops.duplicated(["module", "op"], keep=False).to_numpy()[:len(ops)]
     rows = []
-    for r in ops.to_dict("records"):
-        cells = [str(r["module"]), str(r["op"]), str(r.get("category") or "-"), str(r["occurrences"]),
+    for r, twice in zip(ops.to_dict("records"), repeated):
+        module = f"{r['module']}({as_uint64(int(r['program_id']))})" if twice and r["program_id"] != -1 \
+            else str(r["module"])
+        cells = [module, str(r["op"]), str(r.get("category") or "-"), str(r["occurrences"]),
                  fmt_time_us(r["self_time_ps"] / PS_PER_US), f"{100 * r['self_time_ps'] / device_total:.1f}%"]
         if judged:
             bound = str(r.get("bound") or "unknown")
