@@ -378,9 +378,10 @@ def _tpu_ops(view: _Plane, device: str, ev: "_Events", line_name: str, modules: 
     module = _spread([modules.get(int(p), "") for p in md_pid[:-1]], idx, "")
     if mod_exec is not None and (pid == -1).any():
         # Ops whose metadata has no program id: the enclosing module execution says.
-        m_start, _m_end, m_names, m_pids = mod_exec
+        m_start, m_end, m_names, m_pids = mod_exec
         k = np.searchsorted(m_start, ev.start, side="right") - 1
-        missing = (pid == -1) & (k >= 0)
+        inside = (k >= 0) & (ev.start < m_end[np.maximum(k, 0)])
+        missing = (pid == -1) & inside
         pid = pid.copy()
         pid[missing] = m_pids[k[missing]]
         module = pd.Categorical(np.where(missing, m_names[np.maximum(k, 0)], np.asarray(module, dtype=object)))

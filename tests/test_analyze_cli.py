@@ -175,3 +175,24 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
 def test_debug_shows_the_traceback(tmp_path, capsys):
     assert main(["--debug", "analyze", str(tmp_path / "missing")]) == 2
     assert "Traceback" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["shared:openxla-xprof/tpu_inference_2.xplane.pb", "sample:sharded"])
+def test_per_device_rows_add_up_to_the_aggregate(shared_traces, sample_traces, capsys, where):
+    kind, rel = where.split(":")
+    path = (shared_traces if kind == "shared" else sample_traces) / rel
+    total = analyze_json(capsys, path)
+    split = analyze_json(capsys, path, "--per-device")
+    check_contract(split)
+    assert all(o["device"] for o in split["ops"])
+    by_op: dict[tuple, list[float]] = {}
+    for o in split["ops"]:
+        acc = by_op.setdefault((o["program_id"], o["module"], o["name"]), [0, 0.0])
+        acc[0] += o["occurrences"]
+        acc[1] += o["self_time_us"]
+    assert len(by_op) == len(total["ops"])
+    for o in total["ops"]:
+        count, self_us = by_op[(o["program_id"], o["module"], o["name"])]
+        assert count == o["occurrences"]
+        assert self_us == pytest.approx(o["self_time_us"], rel=1e-9)
+    assert split["summary"]["time_by_bound_us"] == pytest.approx(total["summary"]["time_by_bound_us"], rel=1e-6)

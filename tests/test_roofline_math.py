@@ -238,8 +238,15 @@ def test_summary_time_by_bound_and_mfu(db):
     flops = 2.0 * 8192 ** 3 + 1e6
     assert summary["mfu"] == pytest.approx(flops / (total / 1e12 * H100_BF16))
     assert summary["mfu_dtype"] == "bf16"
-    assert summary["top_gaps"][0]["op"] == "all-reduce"
     assert json.dumps(summary)
+
+
+def test_summary_without_any_cost_says_unknown_not_zero(db):
+    frame = pd.DataFrame([{"op": "MatMul", "flops": np.nan, "bytes_accessed": np.nan, "dtype": None, "time_ps": 5e9}])
+    summary = summarize(frame, db["v100"], total_time_ps=10e9)
+    assert summary["mfu"] is None and summary["flops"] is None and summary["bytes_accessed"] is None
+    assert summary["roofline_time_ps"] is None and summary["efficiency"] is None
+    assert any("MFU unknown" in w for w in summary["warnings"])
 
 
 # ---------------------------------------------------------------- agreement with XProf

@@ -60,10 +60,3 @@ def step_times(steps: pd.DataFrame) -> pd.DataFrame:
         "devices": grouped["device"].nunique(),
     }).reset_index()
     return out
-
-
-def device_busy_time(ops: pd.DataFrame) -> pd.Series:
-    """Per device, the sum of top-level op time (self time summed), in ps."""
-    if ops.empty:
-        return pd.Series(dtype="int64")
-    return ops.groupby("device", observed=True)["self_ps"].sum()

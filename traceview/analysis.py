@@ -195,7 +195,7 @@ def _exposed_time(raw: pd.DataFrame, ops: pd.DataFrame, per_device: bool) -> pd.
     is_coll = ops["collective_kind"].fillna("").astype(str) != ""
     if not is_coll.any():
         return out
-    coll_keys = ops.loc[is_coll, OP_KEY].assign(_coll=True)
+    coll_keys = ops.loc[is_coll, OP_KEY].drop_duplicates().assign(_coll=True)  # per-device rows repeat keys
     raw_keys = raw[OP_KEY].astype({"module": str, "op": str})
     raw_coll = raw_keys.merge(coll_keys.astype({"module": str, "op": str}), on=OP_KEY, how="left")["_coll"] \
         .fillna(False).to_numpy(dtype=bool)

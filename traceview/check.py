@@ -356,10 +356,3 @@ def run_checks(diff: Diff, budgets: Budgets | None = None) -> Verdict:
     if not checks:
         notes.append("nothing to check: the inputs share no step times, judged ops or HLO modules")
     return Verdict(checks=checks, budgets=budgets, notes=notes)
-
-
-def failed_op_names(verdict: Verdict) -> list[str]:
-    """`module/op` of every op check that failed, worst first."""
-    failed = [c for c in verdict.failed if c.kind == "op"]
-    failed.sort(key=lambda c: -(c.change if c.change is not None else 0.0))
-    return [c.name.removeprefix("op:") for c in failed]

@@ -76,11 +76,6 @@ class Shift:
     base_median: float | None = None   # of the samples, in their unit
     new_median: float | None = None
 
-    @property
-    def significant_increase(self) -> bool | None:
-        """True/False when an interval exists, None when it does not."""
-        return None if self.low is None else self.low > 0
-
 
 def relative_shift(base: np.ndarray, new: np.ndarray, confidence: float = 0.95) -> Shift:
     """Hodges-Lehmann estimate and Mann-Whitney interval of the ratio of typical values, minus 1.

@@ -392,15 +392,6 @@ def get_chip(name: str, db: dict[str, Chip]) -> Chip:
 
 # ---------------------------------------------------------------- listing
 
-def _fmt(value: float | None) -> str:
-    """3 significant digits with an SI prefix, e.g. 9.18e14 -> '918 T'."""
-    if value is None:
-        return "? "
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}"
-    return f"{value:.3g} "
-
 
 def _cell(value: float | None, scale: float) -> str:
     return "-" if value is None else f"{value / scale:.4g}"

@@ -77,8 +77,7 @@ MODULE_HEADERS = ["module", "stage", "ops", "FLOPs", "transc.", "bytes", "collec
 
 
 def _top_rows(costs: pd.DataFrame, top: int) -> list[list[str]]:
-    ranked = costs.assign(_w=costs["flops"].fillna(0) + costs["bytes_accessed"].fillna(0)) \
-        .sort_values(["flops", "bytes_accessed"], ascending=False).head(top)
+    ranked = costs.sort_values(["flops", "bytes_accessed"], ascending=False).head(top)
     return [[r["name"], r["opcode"], r["category"], r["shape"][:40], r["dtype"], fmt_si(r["flops"]),
              fmt_si(r["bytes_accessed"], "B"),
              f"{r['collective_kind']} x{int(r['group_size'])}" if r["collective_kind"] else "",

@@ -40,15 +40,24 @@ def find_dump_dir(trace_path: str | Path) -> Path | None:
 
 def profile_modules(profile: Profile, hlo_path: str | Path | None = None,
                     stage: str = "after") -> tuple[list[HloModule], list[str]]:
-    """Every module we can find for the profile; trace protos win over dumps with the same name."""
+    """Every module we can find for the profile.
+
+    The trace's own HLO (the optimized modules that ran) wins over a dump found
+    beside it; a dump the user names with ``--hlo``, or asks for with
+    ``--stage before``, wins over the trace's.
+    """
     modules, warnings = modules_from_trace_protos(profile.hlo_protos, profile.source.path)
     dump = Path(hlo_path) if hlo_path else find_dump_dir(profile.source.path)
-    if dump is not None:
-        dumped, dump_warnings = load_hlo_modules(dump, stage=stage)
-        have = {m.name for m in modules}
-        modules += [m for m in dumped if m.name not in have]
-        warnings += dump_warnings
-    return modules, warnings
+    if dump is None:
+        if stage == "before":
+            warnings.append("--stage before needs an XLA dump (--hlo DIR): a trace carries only the "
+                            "optimized modules, which are used")
+        return modules, warnings
+    dumped, dump_warnings = load_hlo_modules(dump, stage=stage)
+    warnings += dump_warnings
+    first, second = (dumped, modules) if (hlo_path or stage == "before") else (modules, dumped)
+    have = {m.name for m in first}
+    return first + [m for m in second if m.name not in have], warnings
 
 
 def cost_table(modules: list[HloModule]) -> tuple[pd.DataFrame, list[str]]:

@@ -183,18 +183,21 @@ def _op_table(analysis: Analysis, top: int, on: bool) -> tuple[list[str], list[l
     ops = analysis.ops.head(top)
     device_total = analysis.device_time_ps or 1
     judged = "bound" in ops.columns
-    headers = ["module", "op", "category", "count", "self", "% time"]
-    align = "lllrrr"
+    per_device = analysis.per_device and "device" in ops.columns
+    headers = (["device"] if per_device else []) + ["module", "op", "category", "count", "self", "% time"]
+    align = ("l" if per_device else "") + "lllrrr"
     if judged:
         headers += ["bound", "judged", "roofline", "eff.", "gap", "FLOPs", "bytes", "dtype"]
         align += "lrrrrrrl"
     # The same module name compiled twice (another shape) is told apart as XProf does: "jit_dot(49)".
-    repeated = analysis.ops.duplicated(["module", "op"], keep=False).to_numpy()[:len(ops)]
+    key = (["device"] if per_device else []) + ["module", "op"]
+    repeated = analysis.ops.duplicated(key, keep=False).to_numpy()[:len(ops)]
     rows = []
     for r, twice in zip(ops.to_dict("records"), repeated):
         module = f"{r['module']}({as_uint64(int(r['program_id']))})" if twice and r["program_id"] != -1 \
             else str(r["module"])
-        cells = [module, str(r["op"]), str(r.get("category") or "-"), str(r["occurrences"]),
+        cells = ([str(r["device"])] if per_device else []) + [
+                 module, str(r["op"]), str(r.get("category") or "-"), str(r["occurrences"]),
                  fmt_time_us(r["self_time_ps"] / PS_PER_US), f"{100 * r['self_time_ps'] / device_total:.1f}%"]
         if judged:
             bound = str(r.get("bound") or "unknown")
@@ -203,7 +206,7 @@ def _op_table(analysis: Analysis, top: int, on: bool) -> tuple[list[str], list[l
                       fmt_time_us(_us(judged_time)) if judged_time == judged_time else f"w/ {r.get('paired_start')}",
                       fmt_time_us(_us(r.get("roofline_time_ps"))), fmt_pct(r.get("efficiency")),
                       fmt_time_us(_us(r.get("gap_ps"))), fmt_si(r.get("flops")), fmt_si(r.get("bytes_accessed"), "B"),
-                      str(r.get("dtype") or "-")]
+                      r["dtype"] if isinstance(r.get("dtype"), str) and r["dtype"] else "-"]
         rows.append(cells)
     return headers, rows, align
 

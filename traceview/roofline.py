@@ -338,18 +338,8 @@ def _faster_warning(out: pd.DataFrame) -> list[str]:
             "a peak in the hardware table or the op's FLOPs/bytes is wrong" + (f" (e.g. {names})" if names else "")]
 
 
-def _python(value: Any) -> Any:
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating, float)):
-        return None if math.isnan(value) else float(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value
-
-
 def summarize(ops_frame: pd.DataFrame, chip: Chip, total_time_ps: float, idle_ps: float = 0.0,
-              time_column: str = "time_ps", top: int = 10) -> dict[str, Any]:
+              time_column: str = "time_ps") -> dict[str, Any]:
     """Step or run summary of roofline-labelled ops (runs :func:`roofline` first if needed).
 
     ``time_by_bound_ps`` sums each op's measured time into its bound; where
@@ -358,9 +348,9 @@ def summarize(ops_frame: pd.DataFrame, chip: Chip, total_time_ps: float, idle_ps
 
     MFU = total modelled FLOPs / (total_time_ps x peak), where the peak is that
     of the dtype class carrying the most FLOPs (bf16 for a bf16 model; the
-    chip's fallback rule applies). Without FLOPs MFU is 0; without a peak it
-    is None and a warning says why. ``top_gaps`` lists the ops with the
-    largest measured - roofline time.
+    chip's fallback rule applies). When no op has a FLOP count (no HLO) MFU,
+    FLOPs, bytes and roofline time are None, never 0; without a peak MFU is
+    None too. A warning says why.
     """
     warnings: list[str] = []
     frame = ops_frame
@@ -375,10 +365,12 @@ def summarize(ops_frame: pd.DataFrame, chip: Chip, total_time_ps: float, idle_ps
     by_bound = {b: float(np.nansum(time[bound == i])) for i, b in enumerate(BOUNDS)}
     by_bound["idle"] = float(idle_ps)
 
-    flops = _column(frame, "flops", 0.0)
-    total_flops = float(np.nansum(flops))
+    flops = _column(frame, "flops")
+    total_flops = float(np.nansum(flops)) if (~np.isnan(flops)).any() else None
     mfu = mfu_dtype = mfu_peak = None
-    if total_flops == 0:
+    if total_flops is None:
+        warnings.append("MFU unknown: no op has a FLOP count (no HLO instruction matched the trace's ops)")
+    elif total_flops == 0:
         mfu = 0.0
     elif total_time_ps and total_time_ps > 0:
         classes = DTYPE_CLASSES + ("missing",)
@@ -399,27 +391,20 @@ def summarize(ops_frame: pd.DataFrame, chip: Chip, total_time_ps: float, idle_ps
         else:
             warnings.append(f"MFU unknown: {chip.name} has no peak FLOP/s for {mfu_dtype}")
 
-    known = bound != BOUNDS.index("unknown")
+    known = (bound != BOUNDS.index("unknown")) & ~np.isnan(measured)
     roof = _column(frame, "roofline_time_ps")
     measured_known = float(np.nansum(measured[known]))
-    roof_known = float(np.nansum(roof[known]))
-
-    cols = [c for c in ("device", "program_id", "module", "op", "name", "category", "dtype") if c in frame.columns]
-    cols += [time_column, "flops", "bytes_accessed", "bound", "roofline_time_ps", "efficiency", "gap_ps"]
-    gap = _column(frame, "gap_ps")
-    order = np.argsort(-np.nan_to_num(gap, nan=-np.inf), kind="stable")[:top]
-    ranked = frame.iloc[order[~np.isnan(gap[order])]]
-    top_gaps = [{c: _python(v) for c, v in row.items()} for row in ranked[cols].astype("object").to_dict("records")]
+    roof_known = float(np.nansum(roof[known])) if known.any() else None
+    nbytes = _column(frame, "bytes_accessed")
 
     return {
         "target": chip.name,
         "device_time_ps": float(total_time_ps),
         "time_by_bound_ps": by_bound,
         "flops": total_flops,
-        "bytes_accessed": float(np.nansum(_column(frame, "bytes_accessed", 0.0))),
+        "bytes_accessed": float(np.nansum(nbytes)) if (~np.isnan(nbytes)).any() else None,
         "mfu": mfu, "mfu_dtype": mfu_dtype, "mfu_peak_flops": mfu_peak,
         "roofline_time_ps": roof_known,
-        "efficiency": roof_known / measured_known if measured_known > 0 else None,
-        "top_gaps": top_gaps,
+        "efficiency": roof_known / measured_known if roof_known is not None and measured_known > 0 else None,
         "warnings": warnings,
     }

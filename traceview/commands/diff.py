@@ -78,6 +78,9 @@ def compare(args: argparse.Namespace, base_path: str, new_path: str) -> int:
     diff = diff_analyses(base, new, confidence=budgets.confidence, time_tolerance=budgets.max_op_regression,
                          min_time_ps=budgets.min_op_time_ps)
     verdict = run_checks(diff, budgets)
+    if not verdict.checks and args.command == "check":  # a report saying PASS would be a lie
+        raise UserError(f"{base_path} and {new_path} have nothing in common to check (no step or device "
+                        "times, no common ops over the minimum time, no common HLO modules)")
     write_output(render(diff, verdict, args.format, top=args.top), args.output)
     if args.markdown_out:
         with open(args.markdown_out, "a", encoding="utf-8") as handle:
@@ -85,9 +88,6 @@ def compare(args: argparse.Namespace, base_path: str, new_path: str) -> int:
     if args.junit_out:
         with open(args.junit_out, "w", encoding="utf-8") as handle:
             handle.write(diff_junit(diff, verdict))
-    if not verdict.checks and args.command == "check":
-        raise UserError(f"{base_path} and {new_path} have nothing in common to check (no step or device "
-                        "times, no common ops over the minimum time, no common HLO modules)")
     return 0 if verdict.passed else 1
 
 
