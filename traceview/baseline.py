@@ -25,8 +25,8 @@ import pandas as pd
 
 from traceview.errors import UserError
 from traceview.parsers.hlo_model import HloModule
+from traceview.units import PS_PER_US
 
-PS_PER_US = 1e6
 
 OP_COLUMNS = ["module", "op", "opcode", "category", "shape", "dtype", "occurrences", "time_ps",
               "judged_time_ps", "roofline_time_ps", "flops", "bytes", "collective_bytes", "bound",

@@ -16,7 +16,6 @@ from traceview.errors import UserError
 from traceview.hardware import Chip
 
 BOUND_COLOURS = {"compute": "#2ca02c", "memory": "#1f77b4", "communication": "#9467bd", "unknown": "#7f7f7f"}
-PS = 1e12
 
 
 def roofline_points(ops: pd.DataFrame) -> pd.DataFrame:

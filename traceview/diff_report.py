@@ -12,9 +12,8 @@ from traceview import __version__
 from traceview.check import Check, Verdict, run_checks
 from traceview.diff import BOUND_NAMES, Diff
 from traceview.tables import colour, fmt_pct, fmt_si, fmt_time_us, markdown_table, text_table, use_colour
-from traceview.report import json_scalar
+from traceview.units import PS_PER_US, json_scalar
 
-PS_PER_US = 1e6
 
 
 # ------------------------------------------------------------------ cells

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import math
 
 import pandas as pd
 
@@ -12,10 +11,10 @@ from traceview import __version__
 from traceview.analysis import Analysis
 from traceview.parsers.xplane import as_uint64
 from traceview.roofline import BOUNDS
+from traceview.units import PS_PER_US, json_scalar
 from traceview.tables import (colour, fmt_pct, fmt_si, fmt_time_us, markdown_table, text_table,
                               use_colour)
 
-PS_PER_US = 1e6
 
 # Op-frame column -> output field, in output order. `*_ps` columns are
 # converted to microseconds. Flops/bytes are totals over the occurrences.
@@ -59,17 +58,6 @@ OP_FIELDS = {
 }
 BOUND_COLOURS = {"compute": "green", "memory": "blue", "communication": "magenta", "unknown": "grey",
                  "idle": "yellow"}
-
-
-def json_scalar(value):
-    """JSON-safe scalars: NaN and infinities -> None, numpy scalars -> Python."""
-    if value is None:
-        return None
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return None
-    return value
 
 
 def op_records(ops: pd.DataFrame) -> list[dict]:

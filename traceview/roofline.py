@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from traceview.hardware import DTYPE_CLASSES, Chip, dtype_class, ridge_point_of
+from traceview.units import PS_PER_S
 
 BOUNDS = ("compute", "memory", "communication", "unknown")
 COLLECTIVE_KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "permute", "host-transfer")
@@ -47,7 +48,6 @@ _NO_COLLECTIVE = {"", "none", "nan", "null"}
 
 # A measured time this much below the model counts as "faster than the roofline".
 FASTER_TOLERANCE = 1.05
-PS = 1e12  # picoseconds per second
 
 
 def ridge_point(chip: Chip, dtype: object = "bf16") -> float | None:
@@ -80,7 +80,7 @@ def _term(amount: np.ndarray, rate: np.ndarray | float | None) -> np.ndarray:
     """amount / rate in picoseconds: 0 when amount is 0, NaN when amount or a needed rate is missing."""
     rate = np.nan if rate is None else rate
     with np.errstate(divide="ignore", invalid="ignore"):
-        time = amount / rate * PS
+        time = amount / rate * PS_PER_S
     return np.where(amount == 0, 0.0, time)
 
 
@@ -190,7 +190,7 @@ def collective_time_ps(kind: np.ndarray, payload: np.ndarray, group: np.ndarray,
         rows = kind == index
         if rows.any():
             t[rows] = np.where(crosses_dcn, dcn[index], local[index])[rows]
-    t *= PS
+    t *= PS_PER_S
     bad_kind = kind == -2
     host_kind = kind == COLLECTIVE_KINDS.index("host-transfer")
     t[is_coll & (((N <= 1) & ~host_kind) | (V == 0)) & ~bad_kind] = 0.0
@@ -265,7 +265,7 @@ def roofline(ops: pd.DataFrame, chip: Chip, time_column: str = "time_ps") -> tup
     winner[(roof == 0) & (kinds >= 0)] = BOUNDS.index("communication")
     roof[unknown] = np.nan
 
-    seconds = np.where(time > 0, time / PS, np.nan)
+    seconds = np.where(time > 0, time / PS_PER_S, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         out["t_compute_ps"] = t_compute
         out["t_memory_ps"] = t_memory
@@ -387,7 +387,7 @@ def summarize(ops_frame: pd.DataFrame, chip: Chip, total_time_ps: float, idle_ps
             if mfu_peak is not None:
                 warnings.append(f"MFU uses the bf16 peak of {chip.name}: the dominant dtype has no peak")
         if mfu_peak is not None:
-            mfu = total_flops / (total_time_ps / PS * mfu_peak)
+            mfu = total_flops / (total_time_ps / PS_PER_S * mfu_peak)
         else:
             warnings.append(f"MFU unknown: {chip.name} has no peak FLOP/s for {mfu_dtype}")
 
