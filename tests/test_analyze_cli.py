@@ -196,3 +196,15 @@ def test_per_device_rows_add_up_to_the_aggregate(shared_traces, sample_traces, c
         assert count == o["occurrences"]
         assert self_us == pytest.approx(o["self_time_us"], rel=1e-9)
     assert split["summary"]["time_by_bound_us"] == pytest.approx(total["summary"]["time_by_bound_us"], rel=1e-6)
+
+
+def test_fingerprints_survive_recapture_and_change_with_the_program(sample_traces, capsys):
+    """The same program captured twice hashes every op alike; a wider layer changes the dots' hashes."""
+    prints = {}
+    for sample in ("mlp", "mlp_repeat", "mlp_slow"):
+        doc = analyze_json(capsys, sample_traces / sample)
+        assert all(o["fingerprint"] for o in doc["ops"])
+        prints[sample] = {o["name"]: o["fingerprint"] for o in doc["ops"]}
+    assert prints["mlp"] == prints["mlp_repeat"]
+    changed = {name for name, fp in prints["mlp"].items() if prints["mlp_slow"].get(name) != fp}
+    assert any(name.startswith("dot") for name in changed)

@@ -15,7 +15,6 @@ source_file, source_line, fingerprint (hash of the op's HLO content, or "").
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,17 +25,13 @@ import pandas as pd
 from traceview.errors import UserError
 from traceview.parsers.hlo_model import HloModule
 from traceview.units import PS_PER_US
+from traceview.modules import NOT_EXECUTED, op_fingerprints
 
 
 OP_COLUMNS = ["module", "op", "opcode", "category", "shape", "dtype", "occurrences", "time_ps",
               "judged_time_ps", "roofline_time_ps", "flops", "bytes", "collective_bytes", "bound",
               "source_file", "source_line", "fingerprint"]
 MODULE_COLUMNS = ["module", "flops", "transcendentals", "bytes_accessed", "collective_bytes"]
-
-# HLO instructions that never run as an op of their own.
-_NOT_EXECUTED = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all",
-                 "partition-id", "replica-id"}
-
 
 @dataclass
 class Snapshot:
@@ -61,47 +56,6 @@ class Snapshot:
 
 
 # ------------------------------------------------------------------ fingerprints
-
-def _computation_text(module: HloModule, name: str, memo: dict[str, str], depth: int = 0) -> str:
-    """Opcodes and shapes of a called computation (recursively), with no instruction names."""
-    from traceview.cost.shapes import shape_text
-
-    if name in memo:
-        return memo[name]
-    comp = module.computations.get(name)
-    if comp is None or depth > 8:
-        return "?"
-    parts = []
-    for inst in comp.instructions:
-        inner = ",".join(_computation_text(module, c, memo, depth + 1) for c in inst.called_computations)
-        parts.append(f"{inst.opcode}:{shape_text(inst.shape)}:{inst.custom_call_target or ''}({inner})")
-    memo[name] = hashlib.blake2b(";".join(parts).encode(), digest_size=8).hexdigest()
-    return memo[name]
-
-
-def op_fingerprints(modules: list[HloModule]) -> dict[tuple[str, str], str]:
-    """(module, instruction name) -> a short hash of what the instruction computes.
-
-    The hash covers opcode, shape, fusion kind, custom-call target and the
-    opcodes and shapes of the computations it calls, but no names, so a fusion
-    XLA renumbered (fusion.3 -> fusion.7) keeps its fingerprint.
-    """
-    from traceview.cost.shapes import shape_text
-
-    out: dict[tuple[str, str], str] = {}
-    for module in modules:
-        memo: dict[str, str] = {}
-        for comp in module.computations.values():
-            for inst in comp.instructions:
-                key = (module.name, inst.name)
-                if key in out or inst.opcode in _NOT_EXECUTED:
-                    continue
-                inner = ",".join(_computation_text(module, c, memo) for c in inst.called_computations)
-                text = (f"{inst.opcode}|{shape_text(inst.shape)}|{inst.fusion_kind or ''}|"
-                        f"{inst.custom_call_target or ''}|{inner}")
-                out[key] = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
-    return out
-
 
 def _with_fingerprints(ops: pd.DataFrame, modules: list[HloModule]) -> pd.DataFrame:
     prints = op_fingerprints(modules) if modules else {}
@@ -147,8 +101,9 @@ def snapshot_from_analysis(analysis, label: str | None = None) -> Snapshot:
         "collective_bytes": _column(a, "payload_bytes").astype("float64"),
         "bound": _column(a, "bound", None).astype(object),
         "source_file": _column(a, "source_file", ""), "source_line": _column(a, "source_line"),
+        "fingerprint": _column(a, "fingerprint", "").fillna("").astype(str),  # from traceview.modules
     })
-    ops = _collapse(_with_fingerprints(ops, analysis.modules))
+    ops = _collapse(ops)
     raw = analysis.profile.ops
     op_steps = None
     if not raw.empty and (raw["step"] >= 0).any():
@@ -182,7 +137,7 @@ def snapshot_from_hlo(modules: list[HloModule], label: str, warnings: list[str] 
         if len(costs):
             frames.append(costs.assign(module=name))
     costs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["module", "name", "opcode"])
-    costs = costs[~costs["opcode"].isin(_NOT_EXECUTED)]
+    costs = costs[~costs["opcode"].isin(NOT_EXECUTED)]
     ops = pd.DataFrame({
         "module": costs["module"].astype(str), "op": costs["name"].astype(str), "opcode": costs["opcode"],
         "category": _column(costs, "category", ""), "shape": _column(costs, "shape", ""),
@@ -280,7 +235,7 @@ def _snapshot_from_hlo_json(data: dict, path: Path) -> Snapshot:
         rows.append((name, m.get("flops"), m.get("transcendentals"), m.get("bytes_accessed"),
                      m.get("collective_bytes")))
         for inst in m.get("instructions") or []:
-            if inst.get("opcode") in _NOT_EXECUTED:
+            if inst.get("opcode") in NOT_EXECUTED:
                 continue
             coll = inst.get("collective") or {}
             instructions.append({

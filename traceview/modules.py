@@ -9,11 +9,13 @@ those to ``Profile.hlo_protos``).
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pandas as pd
 
 from traceview.cost import instruction_costs
+from traceview.cost.shapes import shape_text
 from traceview.parsers.hlo_dump import load_hlo_modules
 from traceview.parsers.hlo_model import HloModule
 from traceview.parsers.hlo_proto import modules_from_trace_protos
@@ -72,9 +74,53 @@ def cost_table(modules: list[HloModule]) -> tuple[pd.DataFrame, list[str]]:
         warnings += costs.attrs.get("warnings", [])
         costs.attrs = {}
         program_id = -1 if module.program_id is None else as_int64(module.program_id)
-        frames.append(costs.assign(program_id=program_id))
+        prints = op_fingerprints([module])
+        frames.append(costs.assign(program_id=program_id,
+                                   fingerprint=[prints.get((module.name, n), "") for n in costs["name"]]))
     if not frames:
         return pd.DataFrame(), warnings
     table = pd.concat(frames, ignore_index=True)
     table["program_id"] = table["program_id"].astype("int64")
     return table, warnings
+
+
+# Instructions that name values rather than run as ops: no fingerprint, not compared.
+NOT_EXECUTED = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all",
+                "partition-id", "replica-id"}
+
+
+def _computation_text(module: HloModule, name: str, memo: dict[str, str], depth: int = 0) -> str:
+    """Opcodes and shapes of a called computation (recursively), with no instruction names."""
+    if name in memo:
+        return memo[name]
+    comp = module.computations.get(name)
+    if comp is None or depth > 8:
+        return "?"
+    parts = []
+    for inst in comp.instructions:
+        inner = ",".join(_computation_text(module, c, memo, depth + 1) for c in inst.called_computations)
+        parts.append(f"{inst.opcode}:{shape_text(inst.shape)}:{inst.custom_call_target or ''}({inner})")
+    memo[name] = hashlib.blake2b(";".join(parts).encode(), digest_size=8).hexdigest()
+    return memo[name]
+
+
+def op_fingerprints(modules: list[HloModule]) -> dict[tuple[str, str], str]:
+    """(module, instruction name) -> a short hash of what the instruction computes.
+
+    The hash covers opcode, shape, fusion kind, custom-call target and the
+    opcodes and shapes of the computations it calls, but no names, so a fusion
+    XLA renumbered (fusion.3 -> fusion.7) keeps its fingerprint.
+    """
+    out: dict[tuple[str, str], str] = {}
+    for module in modules:
+        memo: dict[str, str] = {}
+        for comp in module.computations.values():
+            for inst in comp.instructions:
+                key = (module.name, inst.name)
+                if key in out or inst.opcode in NOT_EXECUTED:
+                    continue
+                inner = ",".join(_computation_text(module, c, memo) for c in inst.called_computations)
+                text = (f"{inst.opcode}|{shape_text(inst.shape)}|{inst.fusion_kind or ''}|"
+                        f"{inst.custom_call_target or ''}|{inner}")
+                out[key] = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+    return out

@@ -55,6 +55,7 @@ OP_FIELDS = {
     "source_file": "source_file",
     "source_line": "source_line",
     "step_times_ps": "step_times_us",
+    "fingerprint": "fingerprint",
 }
 BOUND_COLOURS = {"compute": "green", "memory": "blue", "communication": "magenta", "unknown": "grey",
                  "idle": "yellow"}
