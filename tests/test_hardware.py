@@ -231,7 +231,7 @@ def test_bad_user_file_is_a_user_error(tmp_path, content, words):
 
 
 def test_missing_user_file_is_a_user_error(tmp_path):
-    with pytest.raises(UserError, match="cannot read"):
+    with pytest.raises(UserError, match="no such hardware file"):
         load_hardware(tmp_path / "absent.json")
 
 

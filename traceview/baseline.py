@@ -15,7 +15,6 @@ source_file, source_line, fingerprint (hash of the op's HLO content, or "").
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from traceview.errors import UserError
 from traceview.parsers.hlo_model import HloModule
 from traceview.units import PS_PER_US
 from traceview.modules import NOT_EXECUTED, op_fingerprints
+from traceview.userfiles import read_json
 
 
 OP_COLUMNS = ["module", "op", "opcode", "category", "shape", "dtype", "occurrences", "time_ps",
@@ -259,14 +259,7 @@ def _snapshot_from_hlo_json(data: dict, path: Path) -> Snapshot:
 def load_baseline(path: str | Path) -> Snapshot:
     """A stored baseline: the JSON of `traceview analyze --format json` or `traceview hlo --format json`."""
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{p}: cannot read ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    data = read_json(p, "baseline file")
     if not isinstance(data, dict):
         raise UserError(f"{p}: expected a JSON object from `traceview analyze --format json`")
     if "verdict" in data and "checks" in data:

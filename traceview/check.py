@@ -36,12 +36,12 @@ import dataclasses
 import fnmatch
 import math
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from traceview.diff import Diff, Shift
 from traceview.errors import UserError
+from traceview.userfiles import read_toml
 
 PS_PER_UNIT = {"ps": 1.0, "ns": 1e3, "us": 1e6, "µs": 1e6, "ms": 1e9, "s": 1e12}
 
@@ -128,30 +128,10 @@ BUDGET_KEYS = {
 _RULE_KEYS = {"pattern", "max_regression", "min_time", "ignore"}
 
 
-def _toml():
-    if sys.version_info >= (3, 11):
-        import tomllib
-        return tomllib
-    try:
-        import tomli
-    except ImportError:
-        raise UserError("reading a --config file on Python 3.10 needs the 'tomli' package "
-                        "(pip install tomli)") from None
-    return tomli
-
-
 def load_config(path: str | Path) -> dict:
     """A TOML config -> Budgets field values (only those it sets). Unknown keys are errors, not ignored."""
     p = Path(path)
-    toml = _toml()
-    try:
-        data = toml.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{p}: no such config file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{p}: cannot read ({exc})") from None
-    except toml.TOMLDecodeError as exc:
-        raise UserError(f"{p}: not valid TOML ({exc})") from None
+    data = read_toml(p, "config file")
     section = data.get("check", data)
     if not isinstance(section, dict):
         raise UserError(f"{p}: [check] must be a table")

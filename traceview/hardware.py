@@ -23,7 +23,6 @@ import dataclasses
 import json
 import math
 import re
-import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from traceview.errors import UserError
+from traceview.userfiles import read_json, read_toml
 
 DTYPE_CLASSES = ("bf16", "fp16", "fp8", "fp4", "int8", "int4", "tf32", "fp32", "fp64", "int32")
 TOPOLOGIES = ("2d_torus", "3d_torus", "switch", "full_mesh")
@@ -294,28 +294,7 @@ def _builtin() -> dict:
 
 def _read_user_file(path: Path) -> dict:
     """A user hardware file as {"chips": [...], "sources": {...}}."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read hardware file ({exc.strerror or exc})") from exc
-    if path.suffix.lower() == ".toml":
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:  # pragma: no cover - Python 3.10
-            try:
-                import tomli as tomllib
-            except ImportError:
-                raise UserError(f"{path}: TOML hardware files need Python 3.11+ or the tomli package; "
-                                "use JSON instead") from None
-        try:
-            raw = tomllib.loads(data.decode("utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise UserError(f"{path}: not valid TOML ({exc})") from exc
-    else:
-        try:
-            raw = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise UserError(f"{path}: not valid JSON ({exc})") from exc
+    raw = read_toml(path, "hardware file") if path.suffix.lower() == ".toml" else read_json(path, "hardware file")
     if isinstance(raw, list):
         raw = {"chips": raw}
     elif isinstance(raw, dict) and "chips" not in raw and "name" in raw:
