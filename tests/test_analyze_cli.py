@@ -9,6 +9,7 @@ specific ops are checked against the book's formulas worked out here.
 from __future__ import annotations
 
 import json
+import re
 import math
 
 import pytest
@@ -208,3 +209,29 @@ def test_fingerprints_survive_recapture_and_change_with_the_program(sample_trace
     assert prints["mlp"] == prints["mlp_repeat"]
     changed = {name for name, fp in prints["mlp"].items() if prints["mlp_slow"].get(name) != fp}
     assert any(name.startswith("dot") for name in changed)
+
+
+def test_explicit_hlo_before_optimizations_wins_over_the_trace(sample_traces, capsys):
+    """--hlo DIR --stage before judges ops against the unoptimized module: only names it has get a cost."""
+    hlo = sample_traces / "mlp" / "hlo"
+    before = next(hlo.glob("*.before_optimizations.txt")).read_text()
+    names_before = set(re.findall(r"^\s*(?:ROOT )?%?([\w.\-]+) = ", before, re.M))
+    doc = analyze_json(capsys, sample_traces / "mlp", "--hlo", hlo, "--stage", "before")
+    costed = {o["name"] for o in doc["ops"] if o["has_cost"]}
+    assert costed == {o["name"] for o in doc["ops"]} & names_before
+    after = analyze_json(capsys, sample_traces / "mlp")
+    assert {o["name"] for o in after["ops"] if o["has_cost"]} != costed  # the stage really changed
+
+
+def test_per_device_table_names_the_device(sample_traces, capsys):
+    assert main(["analyze", str(sample_traces / "sharded"), "--per-device", "--top", "40"]) == 0
+    table = capsys.readouterr().out.split("Top 40 ops", 1)[1]
+    assert "localhost/CPU:0" in table and "localhost/CPU:7" in table
+
+
+def test_check_with_nothing_in_common_reports_no_verdict(sample_traces, tmp_path, capsys):
+    empty = tmp_path / "empty_baseline.json"
+    empty.write_text(json.dumps({"traceview_version": "0.1.0", "summary": {"steps": []}, "ops": [], "warnings": []}))
+    assert main(["check", str(sample_traces / "mlp"), "--baseline", str(empty)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "nothing in common" in err
