@@ -617,13 +617,8 @@ def _balanced(s: str) -> bool:
     """True when the brackets of ``s`` (outside string literals) balance out."""
     if s.count("{") == s.count("}") and s.count("(") == s.count(")") and s.count('"') % 2 == 0:
         return True  # fast path; strings holding brackets are checked below
-    depth = 0
-    for m in _TOKEN_RE.finditer(s):
-        tok = m.group()
-        if tok in "{[(":
-            depth += 1
-        elif tok in "}])":
-            depth -= 1
+    bare = _STRING_RE.sub("", s)
+    depth = sum(bare.count(c) for c in "{[(") - sum(bare.count(c) for c in "}])")
     return depth <= 0 and (s.count('"') - s.count('\\"')) % 2 == 0
 
 

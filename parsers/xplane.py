@@ -283,28 +283,7 @@ def self_times(start: np.ndarray, duration: np.ndarray) -> np.ndarray:
 
 
 def _device(plane_view: _Plane, host: str, kind: str, ordinal: str) -> Device:
-    stats = plane_view.plane_stats()
-    dev = Device(id=f"{host}/{kind}:{ordinal}", host=host, kind=kind, stats=stats)
-    if kind == "TPU":
-        dev.vendor = "Google"
-        dev.model = stats.get("device_type_string") or None
-        tflops = stats.get("peak_teraflops_per_second")
-        dev.peak_flops = float(tflops) * 1e12 if tflops else None
-        gbps = stats.get("peak_hbm_bw_gigabytes_per_second")
-        dev.hbm_bandwidth = float(gbps) * 1e9 if gbps else None
-    else:
-        dev.vendor = stats.get("device_vendor") or None
-        dev.model = stats.get("device_name") or stats.get("device_description") or None
-        clock_khz = _to_int(stats.get("clock_rate"))
-        dev.clock_hz = clock_khz * 1e3 if clock_khz else None
-        dev.core_count = _to_int(stats.get("core_count")) or None
-        bw = stats.get("memory_bandwidth")
-        dev.hbm_bandwidth = float(bw) if bw else None
-        dev.memory_bytes = _to_int(stats.get("memory_size")) or None
-        major, minor = _to_int(stats.get("compute_cap_major")), _to_int(stats.get("compute_cap_minor"))
-        if major is not None:
-            dev.compute_capability = f"{major}.{minor or 0}"
-    return dev
+    return Device.from_plane_stats(f"{host}/{kind}:{ordinal}", host, kind, plane_view.plane_stats())
 
 
 # ------------------------------------------------------------------------ op rows

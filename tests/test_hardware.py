@@ -258,7 +258,7 @@ def _first_device_plane(path: Path):
 def _device_from_stats(path: Path) -> Device:
     name, stats = _first_device_plane(path)
     kind = "TPU" if "TPU" in name else "GPU"
-    return Device(id=f"{path.stem}{name}", host=path.stem, kind=kind, stats=stats)
+    return Device.from_plane_stats(f"{path.stem}{name}", path.stem, kind, stats)
 
 
 def test_detect_tpu_v6e_uses_the_traces_own_peaks(db, shared_traces):
@@ -361,7 +361,7 @@ def test_detect_target_for_a_whole_trace(db, shared_traces):
     profile_data = pytest.importorskip("xprof.profile_data")
     path = shared_traces / "AMD-AGI-TraceLens" / "te_fused_attn" / "934987a2fc2f.xplane.pb"
     planes = [p for p in profile_data.ProfileData.from_file(str(path)).planes if p.name.startswith("/device:GPU")]
-    devices = [Device(id=p.name, host="h", kind="GPU", stats=dict(p.stats)) for p in planes]
+    devices = [Device.from_plane_stats(p.name, "h", "GPU", dict(p.stats)) for p in planes]
     assert len(devices) == 8
     chip, warnings = detect_target(devices, db)
     assert chip.name == "mi355x"

@@ -266,7 +266,7 @@ def test_labels_and_efficiency_agree_with_xprof_roofline_model(db, shared_traces
     assert len(rows) > 20
 
     plane = next(p for p in profile_data.ProfileData.from_file(str(src)).planes if p.name == "/device:TPU:0")
-    chip, _ = detect_chip(Device(id="TPU:0", host="h", kind="TPU", stats=dict(plane.stats)), db)
+    chip, _ = detect_chip(Device.from_plane_stats("TPU:0", "h", "TPU", dict(plane.stats)), db)
 
     seconds = np.array([r["total_self_time"] for r in rows]) * 1e-6
     frame = pd.DataFrame({

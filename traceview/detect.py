@@ -17,13 +17,6 @@ from traceview.hardware import Chip
 from traceview.profile import Device
 from traceview.tables import fmt_si
 
-def _stat(device: Device, key: str) -> Any:
-    value = device.stats.get(key) if device.stats else None
-    if isinstance(value, bytes):
-        return None
-    return value
-
-
 def _float(value: Any) -> float | None:
     try:
         out = float(value)
@@ -47,8 +40,7 @@ def _identity_stated(device: Device) -> bool:
     if (device.kind or "").upper() == "CPU":
         return True
     facts = [device.model, device.peak_flops, device.compute_capability, device.core_count, device.memory_bytes]
-    keys = ("device_type_string", "peak_teraflops_per_second", "compute_cap_major", "core_count", "memory_size")
-    return any(f is not None for f in facts) or any(_stat(device, k) is not None for k in keys)
+    return any(f is not None for f in facts)
 
 
 def detect_target(devices: list[Device], db: dict[str, Chip]) -> tuple[Chip | None, list[str]]:
@@ -115,17 +107,9 @@ def _detect(device: Device, db: dict[str, Chip]) -> tuple[Chip | None, list[str]
     return None, [f"device kind {device.kind!r} is not TPU, GPU or CPU; give --target"]
 
 
-def _trace_tpu_peaks(device: Device) -> tuple[float | None, float | None]:
-    tflops = _float(_stat(device, "peak_teraflops_per_second"))
-    gbps = _float(_stat(device, "peak_hbm_bw_gigabytes_per_second"))
-    peak = tflops * 1e12 if tflops else _float(device.peak_flops)
-    hbm = gbps * 1e9 if gbps else _float(device.hbm_bandwidth)
-    return peak, hbm
-
-
 def _detect_tpu(device: Device, db: dict[str, Chip]) -> tuple[Chip | None, list[str]]:
-    model = device.model or _stat(device, "device_type_string")
-    peak, hbm = _trace_tpu_peaks(device)
+    model = device.model
+    peak, hbm = _float(device.peak_flops), _float(device.hbm_bandwidth)
     found = None
     if model:
         wanted = _norm_model(str(model))
@@ -166,17 +150,10 @@ def _detect_tpu(device: Device, db: dict[str, Chip]) -> tuple[Chip | None, list[
 
 
 def _gpu_facts(device: Device) -> dict[str, Any]:
-    cc = device.compute_capability
-    if not cc:
-        major, minor = _stat(device, "compute_cap_major"), _stat(device, "compute_cap_minor")
-        cc = f"{major}.{minor}" if major is not None and minor is not None else None
-    memory = device.memory_bytes or _float(_stat(device, "memory_size"))
-    cores = device.core_count or _float(_stat(device, "core_count"))
-    bandwidth = _float(_stat(device, "memory_bandwidth")) or _float(device.hbm_bandwidth)
-    clock = device.clock_hz or ((_float(_stat(device, "clock_rate")) or 0) * 1e3 or None)  # kHz stat
-    return {"vendor": device.vendor or _stat(device, "device_vendor"), "model": device.model,
-            "cc": str(cc) if cc else None, "memory": memory, "cores": int(cores) if cores else None,
-            "bandwidth": bandwidth, "clock": clock}
+    cores = device.core_count
+    return {"vendor": device.vendor, "model": device.model, "cc": device.compute_capability,
+            "memory": _float(device.memory_bytes), "cores": int(cores) if cores else None,
+            "bandwidth": _float(device.hbm_bandwidth), "clock": device.clock_hz}
 
 
 def _detect_gpu(device: Device, db: dict[str, Chip]) -> tuple[Chip | None, list[str]]:

@@ -7,6 +7,7 @@ microseconds only at the report boundary.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -69,6 +70,44 @@ class Device:
     core_count: int | None = None    # SMs / CUs / TensorCores
     compute_capability: str | None = None  # "9.0", "9.4"
     stats: dict = field(default_factory=dict)  # every plane stat, by name
+
+    @classmethod
+    def from_plane_stats(cls, id: str, host: str, kind: str, stats: dict) -> "Device":
+        """The figures a device plane states, by the profiler's stat names (the one place that reads them)."""
+        dev = cls(id=id, host=host, kind=kind, stats=dict(stats))
+        if kind == "TPU":
+            dev.vendor = "Google"
+            dev.model = _text(stats.get("device_type_string"))
+            dev.peak_flops = _scaled(stats.get("peak_teraflops_per_second"), 1e12)
+            dev.hbm_bandwidth = _scaled(stats.get("peak_hbm_bw_gigabytes_per_second"), 1e9)
+        else:
+            dev.vendor = _text(stats.get("device_vendor"))
+            dev.model = _text(stats.get("device_name")) or _text(stats.get("device_description"))
+            dev.clock_hz = _scaled(stats.get("clock_rate"), 1e3)  # the stat is in kHz
+            cores = _scaled(stats.get("core_count"), 1)
+            dev.core_count = int(cores) if cores else None
+            dev.hbm_bandwidth = _scaled(stats.get("memory_bandwidth"), 1)
+            memory = _scaled(stats.get("memory_size"), 1)
+            dev.memory_bytes = int(memory) if memory else None
+            major, minor = stats.get("compute_cap_major"), stats.get("compute_cap_minor")
+            if _scaled(major, 1) is not None or major == 0:
+                dev.compute_capability = f"{int(major)}.{int(_scaled(minor, 1) or 0)}"
+        return dev
+
+
+def _text(value) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _scaled(value, factor: float) -> float | None:
+    """A positive, finite numeric stat times `factor`; None for absent, zero, bytes or junk."""
+    if value is None or isinstance(value, (bytes, bytearray)):
+        return None
+    try:
+        out = float(value) * factor
+    except (TypeError, ValueError):
+        return None
+    return out if out > 0 and math.isfinite(out) else None
 
 
 @dataclass
