@@ -87,7 +87,7 @@ import sys, time
 t = time.perf_counter()
 from traceview.load import load_profile
 from traceview.analysis import build_analysis
-from traceview.report import analysis_json
+from traceview.render.report import analysis_json
 p = load_profile(sys.argv[1])
 loaded = time.perf_counter() - t
 a = build_analysis(p)

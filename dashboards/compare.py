@@ -1,14 +1,13 @@
-"""Compare: this run against another run of the log dir (or any other trace), through `traceview.diff`."""
+"""Compare: this run against another run of the log dir (or any other trace), through `traceview.regress.diff`."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from traceview.errors import UserError
-from traceview.tables import fmt_pct, fmt_time_us
-
 from traceview.dashboards.data import Source, View, load_view, runs_of
+from traceview.errors import UserError
+from traceview.render.tables import fmt_pct, fmt_time_us
 
 _OP_COLUMNS = ["status", "module", "op", "base_time_ps", "new_time_ps", "time_change_ps", "change", "change_low",
                "change_high", "base_bound", "new_bound", "label_changed", "flops_change", "bytes_change",
@@ -16,13 +15,13 @@ _OP_COLUMNS = ["status", "module", "op", "base_time_ps", "new_time_ps", "time_ch
 
 
 def _diff_api():
-    """(diff_analyses, diff_markdown or None), or None while traceview.diff is not there."""
+    """(diff_analyses, diff_markdown or None), or None while traceview.regress.diff is not there."""
     try:
-        from traceview.diff import diff_analyses
+        from traceview.regress.diff import diff_analyses
     except ImportError:
         return None
     try:
-        from traceview.diff import diff_markdown
+        from traceview.regress.diff import diff_markdown
     except ImportError:
         diff_markdown = None
     return diff_analyses, diff_markdown
@@ -54,7 +53,7 @@ def ops_frame(diff) -> pd.DataFrame:
 def render(view: View) -> None:
     api = _diff_api()
     if api is None:
-        st.info("Comparing runs needs traceview.diff, which this installation does not have yet.")
+        st.info("Comparing runs needs traceview.regress.diff, which this installation does not have yet.")
         return
     diff_analyses, diff_markdown = api
     others = other_sources(view)

@@ -5,7 +5,7 @@ analysis live in `st.cache_resource`, keyed by the files' paths, sizes and
 modification times (a re-captured trace is read again) plus the run and
 options. A target change goes through `apply_target` on that cached
 analysis, which returns a copy. The numbers shown always come from
-`traceview.report` (the JSON contract), so the page and the CLI agree.
+`traceview.render.report` (the JSON contract), so the page and the CLI agree.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import streamlit as st
 
 from traceview.analysis import Analysis, apply_target, build_analysis
 from traceview.errors import UserError
-from traceview.hardware import Chip, get_chip, load_hardware
+from traceview.hardware.chips import Chip, get_chip, load_hardware
 from traceview.load import load_profile
 from traceview.parsers.discover import Run, find_run, is_trace_file, list_runs
-from traceview.report import op_records, summary_record
+from traceview.render.report import op_records, summary_record
 
 # The choice in the target box that keeps the chip the analysis was built with.
 AS_LOADED = "as loaded"

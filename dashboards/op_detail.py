@@ -9,14 +9,18 @@ import pandas as pd
 import streamlit as st
 
 from traceview.cost import fused_instruction_costs
-from traceview.errors import UserError
-from traceview.hardware import Chip
-from traceview.tables import fmt_pct, fmt_si, fmt_time_us
-
 from traceview.dashboards import selection
 from traceview.dashboards.data import View
-from traceview.dashboards.hlo_format import (computation_text, find_instruction, instruction_text,
-                                             source_location, source_snippet)
+from traceview.dashboards.hlo_format import (
+    computation_text,
+    find_instruction,
+    instruction_text,
+    source_location,
+    source_snippet,
+)
+from traceview.errors import UserError
+from traceview.hardware.chips import Chip
+from traceview.render.tables import fmt_pct, fmt_si, fmt_time_us
 
 PICK = "tv_op_pick"
 

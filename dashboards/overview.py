@@ -5,11 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from traceview.charts import BOUND_COLOURS
-from traceview.hardware import Chip
-from traceview.tables import fmt_pct, fmt_si, fmt_time_us
-
 from traceview.dashboards.data import View
+from traceview.hardware.chips import Chip
+from traceview.render.charts import BOUND_COLOURS
+from traceview.render.tables import fmt_pct, fmt_si, fmt_time_us
 
 SPLIT_ORDER = ("compute", "memory", "communication", "unknown", "idle")
 SPLIT_COLOURS = {**BOUND_COLOURS, "idle": "#d9d9d9"}

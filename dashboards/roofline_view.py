@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from traceview.charts import altair_chart, roofline_points
-from traceview.roofline import ridge_point
-from traceview.tables import fmt_si
-
 from traceview.dashboards import selection
 from traceview.dashboards.data import View
+from traceview.render.charts import altair_chart, roofline_points
+from traceview.render.tables import fmt_si
+from traceview.roofline import ridge_point
 
 
 def clicked_op(event) -> tuple[str, str] | None:

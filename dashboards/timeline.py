@@ -13,13 +13,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from traceview.charts import BOUND_COLOURS
-from traceview.intervals import union
-from traceview.tables import fmt_time_us
-
 from traceview.dashboards import selection
 from traceview.dashboards.data import View
 from traceview.dashboards.roofline_view import clicked_op
+from traceview.render.charts import BOUND_COLOURS
+from traceview.render.tables import fmt_time_us
+from traceview.timeline.intervals import union
 
 IDLE_COLOUR = "#f6c4c4"
 PS_PER_MS = 1e9

@@ -20,7 +20,7 @@ class Shape:
 
     element_type: str
     dims: tuple[int, ...] = ()
-    tuple_shapes: tuple["Shape", ...] = ()
+    tuple_shapes: tuple[Shape, ...] = ()
     layout: str | None = None
     dynamic: tuple[bool, ...] = ()    # per dim: True for a bounded-dynamic dim (``<=N``, dims holds N)
 

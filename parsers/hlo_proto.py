@@ -21,8 +21,15 @@ from google.protobuf.message import DecodeError
 
 from traceview.errors import HloError
 from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
-from traceview.parsers.hlo_schema import (FFT_TYPES, PRECISION_NAMES, PRIMITIVE_TYPES, RNG_ALGORITHMS,
-                                          RNG_DISTRIBUTIONS, SHARDING_TYPES, message_class)
+from traceview.parsers.hlo_schema import (
+    FFT_TYPES,
+    PRECISION_NAMES,
+    PRIMITIVE_TYPES,
+    RNG_ALGORITHMS,
+    RNG_DISTRIBUTIONS,
+    SHARDING_TYPES,
+    message_class,
+)
 from traceview.parsers.hlo_text import apply_stack_frames, called_from_attributes, parse_replica_groups
 
 __all__ = ["parse_hlo_proto", "read_hlo_proto", "modules_from_trace_protos", "shape_from_proto", "shape_to_text"]

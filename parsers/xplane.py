@@ -36,8 +36,16 @@ from google.protobuf.message import DecodeError
 
 from traceview.errors import TraceError
 from traceview.parsers.discover import host_of
-from traceview.parsers.xspace_schema import (STAT_BYTES, STAT_DOUBLE, STAT_REF, STAT_STR, EventColumns,
-                                             WireError, XSpaceRaw, decode_events)
+from traceview.parsers.xspace_schema import (
+    STAT_BYTES,
+    STAT_DOUBLE,
+    STAT_REF,
+    STAT_STR,
+    EventColumns,
+    WireError,
+    XSpaceRaw,
+    decode_events,
+)
 from traceview.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Device, empty_frame
 
 _DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU):(\d+)$")
@@ -323,7 +331,7 @@ def _op_name_from_md(md) -> str:
     return name[1:] if name.startswith("%") else name
 
 
-def _tpu_modules(view: _Plane, ev: "_Events") -> tuple[dict[int, str], tuple]:
+def _tpu_modules(view: _Plane, ev: _Events) -> tuple[dict[int, str], tuple]:
     """program id -> module name, and the module executions (start, end, names, pids) sorted by start."""
     idx = view.md_index(ev.mid)
     names, pids = [], []
@@ -340,7 +348,7 @@ def _tpu_modules(view: _Plane, ev: "_Events") -> tuple[dict[int, str], tuple]:
     return by_pid, (start, start + ev.duration[order], names_arr[idx], pids_arr[idx])
 
 
-def _tpu_ops(view: _Plane, device: str, ev: "_Events", line_name: str, modules: dict[int, str],
+def _tpu_ops(view: _Plane, device: str, ev: _Events, line_name: str, modules: dict[int, str],
              mod_exec: tuple | None) -> _Chunk:
     # XProf times TPU ops by the device clock (device_duration_ps) when the event has it;
     # nesting is then judged on the device clock too.
@@ -385,7 +393,7 @@ def _float(v) -> float:
 _OP_STATS = ("hlo_op", "hlo_module", "program_id", "level 0", "run_id")
 
 
-def _stat_rows(view: _Plane, device: str, line_name: str, ev: "_Events", keep: np.ndarray | None = None) -> _Chunk:
+def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.ndarray | None = None) -> _Chunk:
     """Op rows for events named by per-event hlo_op / hlo_module / program_id stats (GPU kernels, CPU thunks).
 
     Events with no HLO op (memcpys, TensorFlow kernels) are named by their
@@ -425,7 +433,7 @@ def _device_order(device: str) -> tuple[str, int]:
 END_MARKER_PREFIX = "end: "
 
 
-def _async_op_ends(view: _Plane, md_names: list[str], lines: list["_Events"]) -> tuple[np.ndarray, np.ndarray]:
+def _async_op_ends(view: _Plane, md_names: list[str], lines: list[_Events]) -> tuple[np.ndarray, np.ndarray]:
     """(flow id, end time) of every `end: <op>` marker, sorted by flow id.
 
     XLA:CPU hands much of an op's work (dots, partitioned loop fusions) to a
@@ -450,7 +458,7 @@ def _async_op_ends(view: _Plane, md_names: list[str], lines: list["_Events"]) ->
     return flow_ids[order], end_times[order]
 
 
-def _extension_to_end_marker(ev: "_Events", op_ends: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+def _extension_to_end_marker(ev: _Events, op_ends: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
     """Per event, how far its `end:` marker lies past the event's own end (0 when none)."""
     extension = np.zeros(len(ev), dtype=np.int64)
     if op_ends is None or op_ends[0].size == 0:

@@ -170,7 +170,8 @@ def build_sharded(cfg: dict[str, Any]):
     """
     import jax
     import jax.numpy as jnp
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
 
     nd, nm = cfg["mesh"]["data"], cfg["mesh"]["model"]
     mesh = Mesh(_device_grid(jax.devices(), nd, nm), ("data", "model"))

@@ -14,8 +14,9 @@ backend; so the tests run the corpus in a subprocess (``python tests/corpus.py
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -110,7 +111,8 @@ def _transformer_loss(p, x):
 
 
 def _shard_map_collectives(x):
-    from jax.sharding import Mesh, PartitionSpec as P
+    from jax.sharding import Mesh
+    from jax.sharding import PartitionSpec as P
     mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("a", "b"))
 
     def body(x):
@@ -125,7 +127,8 @@ def _shard_map_collectives(x):
 
 
 def _sharded_matmul(x, w):
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
     mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model"))
     x = lax.with_sharding_constraint(x, NamedSharding(mesh, P("data", "model")))
     w = lax.with_sharding_constraint(w, NamedSharding(mesh, P("model", None)))

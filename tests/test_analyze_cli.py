@@ -9,8 +9,8 @@ specific ops are checked against the book's formulas worked out here.
 from __future__ import annotations
 
 import json
-import re
 import math
+import re
 
 import pytest
 

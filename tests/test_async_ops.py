@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 
-from traceview.async_ops import pair_times
+from traceview.timeline.async_ops import pair_times
 
 
 def test_pairing_matches_brute_force():

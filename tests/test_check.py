@@ -1,4 +1,4 @@
-"""traceview.check: budgets, config files and verdicts."""
+"""traceview.regress.check: budgets, config files and verdicts."""
 
 from __future__ import annotations
 
@@ -9,12 +9,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traceview.baseline import OP_COLUMNS, Snapshot, load_snapshot
-from traceview.check import (Budgets, OpRule, load_config, make_budgets, parse_duration_ps, parse_fraction,
-                             run_checks)
-from traceview.diff import diff_analyses
-from traceview.diff_report import diff_json, diff_junit, diff_text
 from traceview.errors import UserError
+from traceview.regress.baseline import OP_COLUMNS, Snapshot, load_snapshot
+from traceview.regress.check import (
+    Budgets,
+    OpRule,
+    load_config,
+    make_budgets,
+    parse_duration_ps,
+    parse_fraction,
+    run_checks,
+)
+from traceview.regress.diff import diff_analyses
+from traceview.regress.report import diff_json, diff_junit, diff_text
 
 
 def test_parse_fraction_and_duration():

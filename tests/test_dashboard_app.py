@@ -24,7 +24,7 @@ from traceview.dashboards.config import DashboardConfig, from_env  # noqa: E402
 from traceview.dashboards.hlo_format import instruction_text  # noqa: E402
 from traceview.dashboards.overview import fmt_share  # noqa: E402
 from traceview.errors import UserError  # noqa: E402
-from traceview.tables import fmt_pct, fmt_time_us  # noqa: E402
+from traceview.render.tables import fmt_pct, fmt_time_us  # noqa: E402
 
 APP = Path(traceview.dashboards.__file__).resolve().parent / "app.py"
 BOUNDS = ("compute", "memory", "communication", "unknown", "idle")
@@ -217,8 +217,8 @@ def test_trace_without_hlo_says_so(shared_traces, monkeypatch):
 
 def test_compare_two_runs_of_a_log_dir(sample_traces, monkeypatch):
     from traceview.analysis import build_analysis
-    from traceview.diff import diff_analyses
     from traceview.load import load_profile
+    from traceview.regress.diff import diff_analyses
 
     at = open_app(monkeypatch, path=str(sample_traces), run="mlp_slow")
     assert not at.error, [e.value for e in at.error]

@@ -26,9 +26,9 @@ from pathlib import Path
 import pytest
 
 from traceview.analysis import build_analysis
-from traceview.load import load_profile
-from traceview.report import summary_record
 from traceview.dashboards.overview import fmt_share
+from traceview.load import load_profile
+from traceview.render.report import summary_record
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""traceview.diff: noise statistics, op matching, and comparisons of real traces and HLO dumps."""
+"""traceview.regress.diff: noise statistics, op matching, and comparisons of real traces and HLO dumps."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 
 from traceview.analysis import build_analysis
-from traceview.baseline import load_baseline, load_snapshot, snapshot_from_analysis
-from traceview.diff import _mann_whitney_counts, _rank_for_interval, diff_analyses, relative_shift
-from traceview.diff_report import diff_markdown
 from traceview.load import load_profile
-from traceview.report import analysis_json
+from traceview.regress.baseline import load_baseline, load_snapshot, snapshot_from_analysis
+from traceview.regress.diff import _mann_whitney_counts, _rank_for_interval, diff_analyses, relative_shift
+from traceview.regress.report import diff_markdown
+from traceview.render.report import analysis_json
 
 # ------------------------------------------------------------------ statistics
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from traceview.errors import UserError
-from traceview.detect import detect_chip, detect_target
-from traceview.hardware import (Chip, dtype_class, format_hardware_table, get_chip, hardware_json, load_hardware)
+from traceview.hardware.chips import Chip, dtype_class, format_hardware_table, get_chip, hardware_json, load_hardware
+from traceview.hardware.detect import detect_chip, detect_target
 from traceview.profile import Device
 from traceview.roofline import ridge_point
 

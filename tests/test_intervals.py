@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from traceview.intervals import covered_length, total_length, union
+from traceview.timeline.intervals import covered_length, total_length, union
 
 
 def brute_mask(starts, ends, size):

@@ -8,7 +8,7 @@ import pandas as pd
 
 from traceview.cost import instruction_costs, module_totals
 from traceview.parsers.hlo_model import HloModule
-from traceview.tables import fmt_si, markdown_table, text_table
+from traceview.render.tables import fmt_si, markdown_table, text_table
 from traceview.units import json_scalar
 
 INSTRUCTION_FIELDS = ["module", "computation", "name", "opcode", "category", "shape", "dtype", "flops",

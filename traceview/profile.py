@@ -72,7 +72,7 @@ class Device:
     stats: dict = field(default_factory=dict)  # every plane stat, by name
 
     @classmethod
-    def from_plane_stats(cls, id: str, host: str, kind: str, stats: dict) -> "Device":
+    def from_plane_stats(cls, id: str, host: str, kind: str, stats: dict) -> Device:
         """The figures a device plane states, by the profiler's stat names (the one place that reads them)."""
         dev = cls(id=id, host=host, kind=kind, stats=dict(stats))
         if kind == "TPU":

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceview.hardware import DTYPE_CLASSES, Chip, dtype_class, ridge_point_of
+from traceview.hardware.chips import DTYPE_CLASSES, Chip, dtype_class, ridge_point_of
 from traceview.units import PS_PER_S
 
 BOUNDS = ("compute", "memory", "communication", "unknown")

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from traceview.commands._options import (add_format, add_hlo, add_source, add_target, analysis_from_args,
-                                        write_output)
-from traceview.report import analysis_csv, analysis_json, analysis_markdown, analysis_text
+from traceview.commands._options import add_format, add_hlo, add_source, add_target, analysis_from_args, write_output
+from traceview.render.report import analysis_csv, analysis_json, analysis_markdown, analysis_text
 
 
 def register(subparsers) -> None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 
-from traceview.baseline import load_snapshot
-from traceview.check import BUDGET_KEYS, Budgets, make_budgets, run_checks
 from traceview.commands._options import write_output
-from traceview.diff import diff_analyses
-from traceview.diff_report import diff_junit, diff_markdown, render
 from traceview.errors import UserError
+from traceview.regress.baseline import load_snapshot
+from traceview.regress.check import BUDGET_KEYS, Budgets, make_budgets, run_checks
+from traceview.regress.diff import diff_analyses
+from traceview.regress.report import diff_junit, diff_markdown, render
 
 FORMATS = ("table", "markdown", "json", "junit")
 

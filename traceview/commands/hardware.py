@@ -6,7 +6,7 @@ import argparse
 import json
 
 from traceview.commands._options import write_output
-from traceview.hardware import format_hardware_table, hardware_json, load_hardware
+from traceview.hardware.chips import format_hardware_table, hardware_json, load_hardware
 
 
 def register(subparsers) -> None:

@@ -6,12 +6,12 @@ import argparse
 import json
 import sys
 
-from traceview.charts import roofline_points, save_plot
 from traceview.commands._options import add_hlo, add_source, add_target, analysis_from_args, write_output
 from traceview.errors import UserError
-from traceview.report import op_records
+from traceview.render.charts import roofline_points, save_plot
+from traceview.render.report import op_records
+from traceview.render.tables import fmt_si, fmt_time_us, text_table
 from traceview.roofline import ridge_point
-from traceview.tables import fmt_si, fmt_time_us, text_table
 
 
 def register(subparsers) -> None:

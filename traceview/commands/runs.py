@@ -7,7 +7,7 @@ import json
 
 from traceview.commands._options import write_output
 from traceview.parsers.discover import list_runs
-from traceview.tables import fmt_si, text_table
+from traceview.render.tables import fmt_si, text_table
 
 
 def register(subparsers) -> None:

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field, replace
 from traceview.cost import attrs as A
 from traceview.cost.flops import conv_flops, dot_flops
 from traceview.cost.library import library_call_cost
-from traceview.cost.record import Cost, io_cost as _io
+from traceview.cost.record import Cost
+from traceview.cost.record import io_cost as _io
 from traceview.cost.shapes import byte_size, elements, elements_recursive, leaf_bytes, minor_to_major
 from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
 

@@ -8,7 +8,7 @@ counts a contraction the same way.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from traceview.cost.attrs import ConvDims, WindowDim
 

@@ -15,7 +15,7 @@ class Cost:
     unknown: bool = False
     note: str = ""            # why a figure is what it is (library rule, unknown target, ...)
 
-    def add(self, other: "Cost", times: float = 1.0) -> None:
+    def add(self, other: Cost, times: float = 1.0) -> None:
         self.flops += other.flops * times
         self.transcendentals += other.transcendentals * times
         self.bytes_read += other.bytes_read * times

@@ -10,11 +10,9 @@ import pandas as pd
 from traceview import __version__
 from traceview.analysis import Analysis
 from traceview.parsers.xplane import as_uint64
+from traceview.render.tables import colour, fmt_pct, fmt_si, fmt_time_us, markdown_table, text_table, use_colour
 from traceview.roofline import BOUNDS
 from traceview.units import PS_PER_US, json_scalar
-from traceview.tables import (colour, fmt_pct, fmt_si, fmt_time_us, markdown_table, text_table,
-                              use_colour)
-
 
 # Op-frame column -> output field, in output order. `*_ps` columns are
 # converted to microseconds. Flops/bytes are totals over the occurrences.

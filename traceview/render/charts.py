@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from traceview.errors import UserError
-from traceview.hardware import Chip
+from traceview.hardware.chips import Chip
 
 BOUND_COLOURS = {"compute": "#2ca02c", "memory": "#1f77b4", "communication": "#9467bd", "unknown": "#7f7f7f"}
 

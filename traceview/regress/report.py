@@ -9,12 +9,10 @@ import xml.etree.ElementTree as ET
 import pandas as pd
 
 from traceview import __version__
-from traceview.check import Check, Verdict, run_checks
-from traceview.diff import BOUND_NAMES, Diff
-from traceview.tables import colour, fmt_pct, fmt_si, fmt_time_us, markdown_table, text_table, use_colour
+from traceview.regress.check import Check, Verdict, run_checks
+from traceview.regress.diff import BOUND_NAMES, Diff
+from traceview.render.tables import colour, fmt_pct, fmt_si, fmt_time_us, markdown_table, text_table, use_colour
 from traceview.units import PS_PER_US, json_scalar
-
-
 
 # ------------------------------------------------------------------ cells
 

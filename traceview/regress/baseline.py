@@ -22,11 +22,10 @@ import numpy as np
 import pandas as pd
 
 from traceview.errors import UserError
+from traceview.modules import NOT_EXECUTED, op_fingerprints
 from traceview.parsers.hlo_model import HloModule
 from traceview.units import PS_PER_US
-from traceview.modules import NOT_EXECUTED, op_fingerprints
 from traceview.userfiles import read_json
-
 
 OP_COLUMNS = ["module", "op", "opcode", "category", "shape", "dtype", "occurrences", "time_ps",
               "judged_time_ps", "roofline_time_ps", "flops", "bytes", "collective_bytes", "bound",

@@ -144,7 +144,7 @@ class Chip:
         return self.peak_flops_rule(dtype)[0]
 
     def with_figures(self, source: str, *, peak_flops: dict[str, float] | None = None,
-                     hbm_bandwidth: float | None = None, name: str | None = None) -> "Chip":
+                     hbm_bandwidth: float | None = None, name: str | None = None) -> Chip:
         """A copy with some figures replaced (trace figures, command-line flags), credited to ``source``."""
         chip = copy.deepcopy(self)
         if name:

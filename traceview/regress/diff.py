@@ -24,7 +24,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
-from traceview.baseline import Snapshot, snapshot_from_analysis
+from traceview.regress.baseline import Snapshot, snapshot_from_analysis
 
 STATUSES = ("same", "changed", "new", "vanished")
 BOUND_NAMES = ("compute", "memory", "communication", "unknown", "idle")
@@ -397,7 +397,7 @@ def _warnings(base: Snapshot, new: Snapshot) -> list[str]:
 
 def diff_analyses(base, new, confidence: float = 0.95, time_tolerance: float = 0.10,
                   min_time_ps: float = 1e9) -> Diff:
-    """Compare two Analysis objects or Snapshots (see traceview.baseline).
+    """Compare two Analysis objects or Snapshots (see traceview.regress.baseline).
 
     `Diff.ops` columns: module, op (the new name), base_op, matched_by
     ("name", "fingerprint", "signature", "source", "" when unmatched), status
@@ -423,7 +423,7 @@ def diff_analyses(base, new, confidence: float = 0.95, time_tolerance: float = 0
 
 
 def diff_markdown(diff: Diff, verdict=None, top: int = 15) -> str:
-    """The Markdown report of a diff (see traceview.diff_report), here too for the dashboard's convenience."""
-    from traceview.diff_report import diff_markdown as render
+    """The Markdown report of a diff (see traceview.regress.report), here too for the dashboard's convenience."""
+    from traceview.regress.report import diff_markdown as render
 
     return render(diff, verdict, top=top)

@@ -39,8 +39,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from traceview.diff import Diff, Shift
 from traceview.errors import UserError
+from traceview.regress.diff import Diff, Shift
 from traceview.userfiles import read_toml
 
 PS_PER_UNIT = {"ps": 1.0, "ns": 1e3, "us": 1e6, "µs": 1e6, "ms": 1e9, "s": 1e12}

@@ -13,9 +13,10 @@ import math
 import re
 from typing import Any
 
-from traceview.hardware import Chip
+from traceview.hardware.chips import Chip
 from traceview.profile import Device
-from traceview.tables import fmt_si
+from traceview.render.tables import fmt_si
+
 
 def _float(value: Any) -> float | None:
     try:

@@ -1,6 +1,6 @@
 """What the devices did with their time: idle gaps, exposed communication, time per step.
 
-Columnar interval arithmetic over the raw op table (traceview.intervals);
+Columnar interval arithmetic over the raw op table (traceview.timeline.intervals);
 the results are per-op columns the roofline and the reports read.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceview.aggregate import OP_KEY
-from traceview.async_ops import pair_times
-from traceview.intervals import covered_length, union
+from traceview.timeline.aggregate import OP_KEY
+from traceview.timeline.async_ops import pair_times
+from traceview.timeline.intervals import covered_length, union
 
 
 def judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, pairs: pd.DataFrame,

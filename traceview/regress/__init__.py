@@ -1,0 +1,1 @@
+"""Regressions: baselines, op matching and diffs, budgets and check verdicts, and their reports."""

@@ -1,0 +1,1 @@
+"""Output: terminal tables, analysis reports (JSON, CSV, Markdown, text) and roofline charts."""

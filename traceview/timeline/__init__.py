@@ -1,0 +1,1 @@
+"""Time on the device timeline: interval unions, async start/done pairing, exposed time, per-op and per-step aggregates."""
