@@ -103,8 +103,16 @@ def diagnose(modules: list[HloModule], before: list[HloModule] | None = None, op
         warnings.append(f"{noted.module}/{noted.name}" + (f" and {n - 1} more collective(s)" if n > 1 else "")
                         + f": {note}")
     named = named_mesh(list(before or []) + modules)
-    count = _device_count([m for m, _ in communicating]) or _device_count(modules) or device_count
+    count = _device_count([m for m, _ in communicating]) or _device_count(modules)
     group_sets = [s.groups for s in sites if s.groups]
+    named_ids = [x for groups in group_sets for g in groups for x in g]
+    named_ids += [x for s in sites for pair in (s.pairs or []) for x in pair]
+    if count is None and named_ids:
+        count = max(named_ids) + 1
+        if device_count and count > device_count:
+            warnings.append(f"the collectives name devices 0..{count - 1}: the program spans {count} devices, "
+                            f"the trace shows {device_count}")
+    count = count or device_count
     mesh, why = infer_mesh(group_sets, count, named)
     if mesh is not None:
         warnings += mesh.warnings

@@ -100,7 +100,7 @@ def analysis_summary_line(analysis) -> str | None:
     return summary_line(from_analysis(analysis))
 
 
-def _fmt_value(value: float | None) -> str:
+def fmt_value(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:,.0f}" if abs(value) >= 10 else f"{value:.3g}"
@@ -119,7 +119,7 @@ def _rows(report: Parallelism, esc) -> list[list[str]]:
                      fmt_si(a.bytes if a.bytes is not None else a.bytes_per_execution, "B"),
                      fmt_time_us(_us(a.time_ps)), fmt_time_us(_us(a.exposed_ps)), fmt_pct(a.share),
                      a.link.kind if a.link else "-", fmt_pct(efficiency(a)), v.verdict or "-",
-                     _fmt_value(v.value), _fmt_value(v.threshold)])
+                     fmt_value(v.value), fmt_value(v.threshold)])
     return rows
 
 
@@ -140,7 +140,7 @@ def _details(report: Parallelism, esc) -> list[str]:
         v = a.verdict
         out.append(f"{esc(a.name)} ({a.size}): {ROLE_NAMES.get(a.role.role or '', 'no role')}; evidence: "
                    + ("; ".join(esc(e) for e in a.role.evidence) or "none"))
-        judged = f"{v.value_what} {_fmt_value(v.value)} vs {_fmt_value(v.threshold)}" if v.value is not None and \
+        judged = f"{v.value_what} {fmt_value(v.value)} vs {fmt_value(v.threshold)}" if v.value is not None and \
             v.threshold is not None else (v.reason or "")
         out.append(f"  rule {v.rule}: {judged}" + (f" [{v.threshold_how}]" if v.threshold_how else ""))
         out.extend(f"  suggestion ({s})" for s in v.suggestions)
