@@ -138,7 +138,9 @@ def diagnose(modules: list[HloModule], before: list[HloModule] | None = None, op
         warnings.append(f"{main.name}: no entry parameter is also a result (not a training step?): weights are "
                         "only the all-gathered parameters")
     report = Parallelism(mesh, [], rows, why, tokens, chip, ops is not None and not ops.empty, warnings)
+    host = _host_transfers(ops, chip, span_ps) if ops is not None and not ops.empty else None
     if mesh is None:
+        report.axes += [host] if host else []
         return report
     labels = _labels(mesh, attributions)
     roles = axis_roles(rows, labels)
@@ -161,7 +163,34 @@ def diagnose(modules: list[HloModule], before: list[HloModule] | None = None, op
         if times:
             _fill_times(axis, [times[_key(r)] for r in mine if _key(r) in times], span_ps)
         report.axes.append(axis)
+    report.axes += [host] if host else []
     return report
+
+
+def _host_transfers(ops: pd.DataFrame, chip: Chip | None, span_ps: float | None) -> AxisReport | None:
+    """Copies between device and host memory (host offload): no mesh axis, but communication all the same."""
+    if "collective_kind" not in ops.columns:
+        return None
+    rows = ops[ops["collective_kind"].astype(str) == "host-transfer"]
+    if rows.empty:
+        return None
+    link = Link("PCIe", chip.pcie_bandwidth if chip else None, "host link") if chip else None
+    verdict = Verdict(None, "host offload: not a mesh axis", reason="transfers to host memory are judged by "
+                      "their exposed time, not by a C/W rule")
+    axis = AxisReport("host", 1, AxisRole("host offload", [f"{len(rows)} host transfer ops (copy-start/done to "
+                                                            "host memory space S(5))"]), link, verdict,
+                      collectives=int((~rows["op"].astype(str).str.startswith("copy-done")).sum()))
+    slots = []
+    for rec in rows.to_dict("records"):
+        t = rec.get("t_comm_ps")
+        known = not (t is None or (isinstance(t, float) and np.isnan(t)))
+        done = str(rec.get("op", "")).startswith("copy-done")
+        slots.append({"executions": 0 if done else int(rec.get("occurrences") or 0),
+                      "bytes": _num(rec.get("payload_bytes")),
+                      "time": _num(rec.get("judged_time_ps")), "exposed": _num(rec.get("exposed_time_ps")),
+                      "roofline": float(t) if known else 0.0, "roofline_known": known or done})
+    _fill_times(axis, slots, span_ps)
+    return axis
 
 
 def _key(row: Classified) -> tuple[str, str]:
@@ -232,7 +261,7 @@ def _times(ops: pd.DataFrame, rows: list[Classified]) -> dict[tuple[str, str], d
                                     "roofline_known": True, "crosses_dcn": False})
         occurrences = int(rec.get("occurrences") or 0)
         slot["executions"] += occurrences
-        slot["bytes"] += _num(rec.get("payload_bytes")) * occurrences
+        slot["bytes"] += _num(rec.get("payload_bytes"))      # the op table's figures are totals over executions
         slot["time"] += _num(rec.get("judged_time_ps"))
         slot["exposed"] += _num(rec.get("exposed_time_ps"))
         t = rec.get("t_comm_ps")

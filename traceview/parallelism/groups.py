@@ -7,7 +7,7 @@ XLA's collective_ops_utils):
 
 * no channel_id: cross-replica (the groups hold replica ids, the same groups
   in every partition);
-* channel_id, no use_global_device_ids attribute (all-to-all,
+* channel_id on an op without a use_global_device_ids field (all-to-all,
   collective-permute): cross-partition (partition ids, in every replica);
 * channel_id and ``use_global_device_ids=false``: cross-replica-and-partition
   (replica ids; each group takes every partition of those replicas);
@@ -27,6 +27,7 @@ from traceview.cost.collectives import collective_kind
 from traceview.parsers.hlo_model import HloModule, Instruction
 
 POINT_TO_POINT = ("collective-permute", "send", "recv")
+WITH_GLOBAL_IDS = ("all-reduce", "all-gather", "reduce-scatter")
 
 
 @dataclass
@@ -49,9 +50,10 @@ def group_mode(inst: Instruction, kind: str) -> str:
     global_ids = attrs.get("use_global_device_ids")
     if not has_channel:
         return "cross-replica"
-    if kind in POINT_TO_POINT or kind == "all-to-all" or global_ids is None:
+    if kind not in WITH_GLOBAL_IDS:      # all-to-all, permutes: no use_global_device_ids field
         return "cross-partition"
-    return "flattened-id" if global_ids.strip().lower() == "true" else "cross-replica-and-partition"
+    # the text form prints use_global_device_ids only when true; absent means false
+    return "flattened-id" if (global_ids or "").strip().lower() == "true" else "cross-replica-and-partition"
 
 
 def device_counts(module: HloModule) -> tuple[int | None, int | None]:

@@ -165,6 +165,8 @@ def subgrid(group: list[int]) -> list[tuple[int, int]] | None:
         count = 1
         while all(s + count * stride in wanted for s in span):
             count += 1
+        if count == 1:      # the smallest missing offset does not extend the whole span: no grid
+            return None
         span = {s + j * stride for s in span for j in range(count)}
         out.append((stride, count))
     return out if span == wanted else None

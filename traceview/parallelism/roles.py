@@ -36,7 +36,7 @@ PATTERN_ROLE = {
     "all-to-all": "expert", "point-to-point": "pipeline",
 }
 ROLE_NAMES = {"data": "data parallel", "fsdp": "FSDP", "tensor": "tensor parallel", "expert": "expert parallel",
-              "pipeline": "pipeline"}
+              "pipeline": "pipeline", "host offload": "host offload"}
 
 
 @dataclass
