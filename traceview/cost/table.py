@@ -214,7 +214,7 @@ def module_totals(module: HloModule) -> dict:
     return {"module": module.name, "flops": once.flops, "transcendentals": once.transcendentals,
             "bytes_accessed": once.bytes_accessed, "flops_per_step": step.flops,
             "transcendentals_per_step": step.transcendentals, "bytes_accessed_per_step": step.bytes_accessed,
-            "unknown": once.unknown, "warnings": warnings}
+            "unknown": once.unknown, "lower_bound": once.lower_bound, "warnings": warnings}
 
 
 def fused_instruction_costs(module: HloModule, fusion_name: str) -> pd.DataFrame:
