@@ -360,3 +360,80 @@ def test_pallas_kernel_without_cost_estimate(pallas_hlo):
     (warning,) = [w for w in df.attrs["warnings"] if "no cost estimate" in w]
     assert row["name"] in warning and "tpu_custom_call" in warning
     assert module_totals(module)["lower_bound"]
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU forms, checked against the rules of XLA's GpuHloCostAnalysis / HloCostAnalysis:
+# a GEMM fusion (Triton, cuDNN) sums its fused instructions, so its dot counts 2*M*N*K;
+# HandleScaledDot counts a scaled dot like a dot; the block-scaled custom calls become that dot.
+
+GPU_FORMS = """HloModule gpu_forms
+
+%triton_gemm (p0: bf16[256,512], p1: bf16[512,128]) -> bf16[256,128] {
+  %p0 = bf16[256,512]{1,0} parameter(0)
+  %p1 = bf16[512,128]{1,0} parameter(1)
+  ROOT %d = bf16[256,128]{1,0} dot(%p0, %p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+%cudnn_gemm (q0: f8e4m3fn[256,512], q1: f8e4m3fn[128,512]) -> f32[256,128] {
+  %q0 = f8e4m3fn[256,512]{1,0} parameter(0)
+  %q1 = f8e4m3fn[128,512]{1,0} parameter(1)
+  ROOT %e = f32[256,128]{1,0} dot(%q0, %q1), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+}
+
+ENTRY %main (a: bf16[256,512], b: bf16[512,128], x: f8e4m3fn[4,128,256], y: f8e4m3fn[4,64,256], xs: f8e8m0fnu[4,128,8], ys: f8e8m0fnu[4,64,8], c: f8e4m3fn[256,512], w: f8e4m3fn[128,512]) -> (bf16[256,128], f32[256,128], f16[4,128,64], f16[4,128,64], f16[4,128,64]) {
+  %a = bf16[256,512]{1,0} parameter(0)
+  %b = bf16[512,128]{1,0} parameter(1)
+  %x = f8e4m3fn[4,128,256]{2,1,0} parameter(2)
+  %y = f8e4m3fn[4,64,256]{2,1,0} parameter(3)
+  %xs = f8e8m0fnu[4,128,8]{2,1,0} parameter(4)
+  %ys = f8e8m0fnu[4,64,8]{2,1,0} parameter(5)
+  %c = f8e4m3fn[256,512]{1,0} parameter(6)
+  %w = f8e4m3fn[128,512]{1,0} parameter(7)
+  %tg = bf16[256,128]{1,0} fusion(%a, %b), kind=kCustom, calls=%triton_gemm, backend_config={"fusion_backend_config":{"kind":"__triton_gemm","triton_gemm_config":{"block_m":"64","block_n":"64","block_k":"32","split_k":"1","num_stages":"3","num_warps":"4","num_ctas":"1"}}}
+  %cf = f32[256,128]{1,0} fusion(%c, %w), kind=kCustom, calls=%cudnn_gemm, backend_config={"fusion_backend_config":{"kind":"__cudnn$fusion","cudnn_fusion_config":{"plan_id":"0"}}}
+  %sd = f16[4,128,64]{2,1,0} scaled-dot(%x, %y, %xs, %ys), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}
+  %op = f16[4,128,64]{2,1,0} custom-call(%x, %y, %xs, %ys), custom_call_target="__op$block_scaled_dot"
+  %cc = (f16[4,128,64]{2,1,0}, u8[0]{0}) custom-call(%x, %y, %xs, %ys), custom_call_target="__cudnn$blockScaledDot"
+  %cd = f16[4,128,64]{2,1,0} get-tuple-element(%cc), index=0
+  ROOT %t = (bf16[256,128]{1,0}, f32[256,128]{1,0}, f16[4,128,64]{2,1,0}, f16[4,128,64]{2,1,0}, f16[4,128,64]{2,1,0}) tuple(%tg, %cf, %sd, %op, %cd)
+}
+"""
+
+
+def test_gpu_gemm_forms():
+    df = instruction_costs(parse_hlo_text(GPU_FORMS))
+    tg, cf = _row(df, "tg"), _row(df, "cf")
+    assert tg["flops"] == 2 * 256 * 128 * 512 and tg["category"] == "custom fusion" and tg["dtype"] == "bf16"
+    # a GEMM fusion reads its parameters whole and writes its result
+    assert (tg["bytes_read"], tg["bytes_written"]) == (2 * (256 * 512 + 512 * 128), 2 * 256 * 128)
+    assert cf["flops"] == 2 * 256 * 128 * 512 and cf["dtype"] == "f8e4m3fn"
+    assert (cf["bytes_read"], cf["bytes_written"]) == (256 * 512 + 128 * 512, 4 * 256 * 128)
+    # block-scaled dots: B=4, M=128, N=64, K=256; the scales (1 byte each) are read, not multiplied
+    reads = 4 * 128 * 256 + 4 * 64 * 256 + 4 * 128 * 8 + 4 * 64 * 8
+    for name in ("sd", "op", "cc"):
+        row = _row(df, name)
+        assert row["flops"] == 2 * 4 * 128 * 64 * 256, name
+        assert (row["bytes_read"], row["bytes_written"]) == (reads, 2 * 4 * 128 * 64), name
+        assert row["category"] in ("matmul", "custom-call") and row["dtype"] == "f8e4m3fn", name
+        assert not row["unknown"] and not row["cost_lower_bound"], name
+
+
+def test_gpu_dump_custom_fusions(shared_traces):
+    """The H100 MaxText dump's cuBLAS address-computation custom fusions (kind=kCustom,
+    ``__custom_fusion`` / ``dynamic_address_computation``): the GEMM inside counts, the dynamic
+    slice reads only its slice. Hand figures for address_computation.7.0: out bf16[16,128,2048]
+    from a 1-of-8 slice of bf16[8,2,8,128,2048] times bf16[16,2048,2048]."""
+    from traceview.parsers.hlo_dump import read_hlo_file
+
+    path = next((shared_traces / "NVIDIA-JAX-Toolbox").glob("maxtext*/dump/*gpu_after_optimizations.hlo.pb.xz"))
+    df = instruction_costs(read_hlo_file(path))
+    custom = df[df["fusion_kind"] == "kCustom"]
+    assert len(custom) == 12 and (custom["flops"] > 0).all() and not custom["unknown"].any()
+    row = _row(df, "address_computation.7.0")
+    assert row["flops"] == 2 * 16 * 128 * 2048 * 2048
+    # read: the slice (2*8*128*2048 bf16), the weights (16*2048*2048 bf16), two s32 offsets
+    assert row["bytes_read"] == 2 * 2 * 8 * 128 * 2048 + 2 * 16 * 2048 * 2048 + 2 * 4
+    # written: the result plus cuBLAS's s8[33554432] workspace, which the fusion's shape holds and
+    # XLA's default output-bytes rule counts
+    assert row["bytes_written"] == 2 * 16 * 128 * 2048 + 33554432

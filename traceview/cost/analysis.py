@@ -189,9 +189,10 @@ class ModuleAnalysis:
             return _io(read, out, 0, n) if op in TRANSCENDENTAL else _io(read, out, n)
         if op == "fusion":
             return self._fusion(inst)
-        if op in ("dot", "ragged-dot"):
+        if op in ("dot", "ragged-dot", "scaled-dot"):
             # A ragged dot does the work of a dense dot of its output (each row meets one group);
-            # XLA's own count for it drops an output dimension, which undercounts.
+            # XLA's own count for it drops an output dimension, which undercounts. A scaled dot
+            # (block-scaled operands) counts as the dot it is, as XLA's HandleScaledDot does.
             f = dot_flops(operands[0].dims, elements(shape), A.int_list(inst.attributes.get("lhs_contracting_dims")))
             return _io(read, out, f)
         if op == "convolution":

@@ -18,6 +18,8 @@ Recognised calls, FLOPs from operand shapes and the call's backend_config:
   ``{"custom_call_config": {..., "cost_estimate": {"flops", "transcendentals",
   "bytes_accessed", ...}}}``): FLOPs and bytes as given. XLA itself reports
   nothing for these calls, so traceview deliberately differs from it here.
+* Block-scaled dots (``__op$block_scaled_dot``, ``__cudnn$blockScaledDot``):
+  2 x output elements x the contracting (last) dimension of lhs.
 * Compiler annotations (``AssumeGatherIndicesInBound``, sharding markers):
   no work.
 
@@ -40,6 +42,8 @@ _GEMM_RE = re.compile(r"^__(cublas|hipblas|rocblas)(lt)?\$", re.I)
 _CONV_RE = re.compile(r"^__(cudnn|miopen)\$conv", re.I)
 _FMHA_RE = re.compile(r"^__cudnn\$fmha", re.I)
 _TE_ATTN_RE = re.compile(r"^te_fused_attn_(forward|backward)", re.I)
+# Block-scaled (MX / NVFP4) dots: XLA's composite target and the cuDNN call it is rewritten into.
+_BLOCK_SCALED_RE = re.compile(r"^__(op\$block_scaled_dot|cudnn\$blockScaledDot)$")
 _MLIR_ATTR_RE = re.compile(r"(\w+)\s*=\s*([^,{}]+)")
 # Transformer Engine mask types (NVTE_Mask_Type) under which the kernel skips the masked half.
 _TE_CAUSAL_MASKS = {2, 3, 4, 5}
@@ -54,7 +58,8 @@ _ANNOTATIONS = frozenset({"AssumeGatherIndicesInBound", "Sharding", "SPMDFullToS
 def is_library_call(target: str | None) -> bool:
     """True for the GEMM, convolution and attention calls whose math type is their input's."""
     t = target or ""
-    return bool(_GEMM_RE.match(t) or _CONV_RE.match(t) or _FMHA_RE.match(t) or _TE_ATTN_RE.match(t))
+    return bool(_GEMM_RE.match(t) or _CONV_RE.match(t) or _FMHA_RE.match(t) or _TE_ATTN_RE.match(t)
+                or _BLOCK_SCALED_RE.match(t))
 
 
 def library_call_cost(inst: Instruction, operands: list[Shape]) -> Cost | None:
@@ -71,6 +76,8 @@ def library_call_cost(inst: Instruction, operands: list[Shape]) -> Cost | None:
         return _fmha(inst, operands, config, target)
     if _TE_ATTN_RE.match(target):
         return _te_attention(inst, operands, target)
+    if _BLOCK_SCALED_RE.match(target):
+        return _block_scaled_dot(inst, operands)
     estimate = _cost_estimate(config, operands, kernel_outputs(inst))
     if estimate is not None:
         return estimate
@@ -166,6 +173,17 @@ def _te_attention(inst: Instruction, operands: list[Shape], target: str) -> Cost
         flops *= 0.5
         note += ", halved for the causal mask"
     return _io(operands, kernel_outputs(inst), flops, note)
+
+
+def _block_scaled_dot(inst: Instruction, operands: list[Shape]) -> Cost | None:
+    """Operands (lhs, rhs, lhs_scale, rhs_scale[, global_scale]) contracting their last dimension,
+    with batch dimension 0 at rank 3 (XLA's BlockScalingRewriter): 2 x output elements x K, as
+    XLA's HandleScaledDot counts the dot it becomes; the scales are read, not multiplied."""
+    outs = kernel_outputs(inst)
+    if len(operands) < 3 or not outs or not operands[0].dims:
+        return None
+    flops = dot_flops(operands[0].dims, elements(outs[0]), [len(operands[0].dims) - 1])
+    return _io(operands, outs, flops, "block-scaled dot: 2*M*N*K, K the last dimension of lhs")
 
 
 def _cost_estimate(config: dict, operands: list[Shape], outs: list[Shape]) -> Cost | None:

@@ -85,7 +85,7 @@ def _dominant_contraction(inst: Instruction, analysis: ModuleAnalysis):
         return None
     best, best_flops = None, -1.0
     for sub in fused.instructions:
-        if sub.opcode in ("dot", "convolution", "ragged-dot") or (sub.opcode == "custom-call"):
+        if sub.opcode in ("dot", "convolution", "ragged-dot", "scaled-dot") or (sub.opcode == "custom-call"):
             flops = analysis.own_cost(sub, fused).flops
             if flops > best_flops:
                 best, best_flops = (sub.opcode, analysis.operand_shapes(sub, fused)), flops
