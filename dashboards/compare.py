@@ -7,24 +7,13 @@ import streamlit as st
 
 from traceview.dashboards.data import Source, View, load_view, runs_of
 from traceview.errors import UserError
+from traceview.regress.diff import diff_analyses
+from traceview.regress.report import diff_markdown
 from traceview.render.tables import fmt_pct, fmt_time_us
 
 _OP_COLUMNS = ["status", "module", "op", "base_time_ps", "new_time_ps", "time_change_ps", "change", "change_low",
                "change_high", "base_bound", "new_bound", "label_changed", "flops_change", "bytes_change",
                "matched_by", "base_op"]
-
-
-def _diff_api():
-    """(diff_analyses, diff_markdown or None), or None while traceview.regress.diff is not there."""
-    try:
-        from traceview.regress.diff import diff_analyses
-    except ImportError:
-        return None
-    try:
-        from traceview.regress.diff import diff_markdown
-    except ImportError:
-        diff_markdown = None
-    return diff_analyses, diff_markdown
 
 
 def other_sources(view: View) -> list[Source]:
@@ -51,11 +40,6 @@ def ops_frame(diff) -> pd.DataFrame:
 
 
 def render(view: View) -> None:
-    api = _diff_api()
-    if api is None:
-        st.info("Comparing runs needs traceview.regress.diff, which this installation does not have yet.")
-        return
-    diff_analyses, diff_markdown = api
     others = other_sources(view)
     c1, c2 = st.columns([1, 1])
     labels = [s.run for s in others]
@@ -79,9 +63,8 @@ def render(view: View) -> None:
     st.markdown(f"**base** `{other.path}` run `{base.analysis.profile.source.run}` → **new** (this run) "
                 f"`{view.source.path}` run `{view.analysis.profile.source.run}`")
     _headline(diff.summary)
-    if diff_markdown is not None:
-        with st.expander("report (markdown, as `traceview diff` prints it)"):
-            st.markdown(diff_markdown(diff))
+    with st.expander("report (markdown, as `traceview diff` prints it)"):
+        st.markdown(diff_markdown(diff))
     st.caption("Per op, times per step in microseconds; change = new/base - 1 (low/high: its confidence "
                "interval when per-step times exist); biggest time change first.")
     percent = {c: st.column_config.NumberColumn(c, format="percent") for c in

@@ -20,6 +20,7 @@ from pathlib import Path
 from google.protobuf.message import DecodeError
 
 from traceview.errors import HloError
+from traceview.parsers.hlo_files import read_bytes
 from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
 from traceview.parsers.hlo_schema import (
     FFT_TYPES,
@@ -64,8 +65,6 @@ def parse_hlo_proto(data: bytes, file: str | None = None) -> HloModule:
 
 def read_hlo_proto(path: str | Path) -> HloModule:
     """Read an HLO proto file (``*.hlo.pb``, ``*.hlo_proto.pb``, ``*.pb.xz``, ...)."""
-    from traceview.parsers.hlo_dump import read_bytes  # decompression lives with file handling
-
     p = Path(path)
     return parse_hlo_proto(read_bytes(p), str(p))
 

@@ -14,7 +14,8 @@ import pytest
 from traceview.analysis import build_analysis
 from traceview.load import load_profile
 from traceview.regress.baseline import load_baseline, load_snapshot, snapshot_from_analysis
-from traceview.regress.diff import _mann_whitney_counts, _rank_for_interval, diff_analyses, relative_shift
+from traceview.regress.diff import diff_analyses
+from traceview.regress.stats import _mann_whitney_counts, _rank_for_interval, relative_shift
 from traceview.regress.report import diff_markdown
 from traceview.render.report import analysis_json
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from traceview.hardware.chips import Chip, get_chip, load_hardware
+from traceview.hardware.chips import Chip
+from traceview.hardware.database import get_chip, load_hardware
 from traceview.hardware.detect import detect_target
 from traceview.join import attach_costs
 from traceview.modules import cost_table, profile_modules
