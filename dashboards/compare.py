@@ -10,6 +10,7 @@ from traceview.errors import UserError
 from traceview.regress.diff import diff_analyses
 from traceview.regress.report import diff_markdown
 from traceview.render.tables import fmt_pct, fmt_time_us
+from traceview.units import PS_PER_US
 
 _OP_COLUMNS = ["status", "module", "op", "base_time_ps", "new_time_ps", "time_change_ps", "change", "change_low",
                "change_high", "base_bound", "new_bound", "label_changed", "flops_change", "bytes_change",
@@ -32,7 +33,7 @@ def ops_frame(diff) -> pd.DataFrame:
     ops = diff.ops
     frame = ops[[c for c in _OP_COLUMNS if c in ops.columns]].copy()
     ps = [c for c in frame.columns if c.endswith("_ps")]
-    frame[ps] = frame[ps] / 1e6
+    frame[ps] = frame[ps] / PS_PER_US
     frame = frame.rename(columns={c: c.removesuffix("_ps") + "_us" for c in ps})
     if "time_change_us" in frame.columns:
         frame = frame.reindex(frame["time_change_us"].abs().sort_values(ascending=False, na_position="last").index)
@@ -80,7 +81,7 @@ def _headline(summary: dict) -> None:
     cols = st.columns(4)
     step = summary.get("step_time")
     if step:
-        cols[0].metric("median step (new)", fmt_time_us((step.get("new_ps") or 0) / 1e6),
+        cols[0].metric("median step (new)", fmt_time_us((step.get("new_ps") or 0) / PS_PER_US),
                        delta=None if step.get("change") is None else fmt_pct(step["change"]), delta_color="inverse")
     mfu = summary.get("mfu") or {}
     if mfu.get("new") is not None:

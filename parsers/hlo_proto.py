@@ -14,7 +14,7 @@ import json
 import math
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from google.protobuf.message import DecodeError
@@ -257,7 +257,7 @@ def _f16(x: float) -> float:
 
 
 # element type -> (rounding to that type, digits10, max_digits10) of C++'s numeric_limits
-_FLOAT_FORMATS = {"bf16": (_bf16, 2, 4), "f16": (_f16, 3, 5), "f32": (_f32, 6, 9), "c64": (_f32, 6, 9),
+_FLOAT_FORMATS: dict[str, tuple[Callable[[float], float], int, int]] = {"bf16": (_bf16, 2, 4), "f16": (_f16, 3, 5), "f32": (_f32, 6, 9), "c64": (_f32, 6, 9),
                   "f64": (float, 15, 17), "c128": (float, 15, 17)}
 
 

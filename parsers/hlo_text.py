@@ -328,6 +328,7 @@ class _Reader:
         if not s:
             return
         if s[0] == "}":
+            assert comp is not None  # _body_line runs only inside a computation
             m = _CLOSE_THREAD_RE.search(s)
             if m:
                 comp.execution_thread = m.group(1)

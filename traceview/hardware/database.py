@@ -65,7 +65,9 @@ class _Reader:
             klass = dtype_class(key) if key not in DTYPE_CLASSES else key
             if klass is None:
                 raise UserError(f"{where}: unknown dtype {key!r} in peak_flops (use one of {', '.join(DTYPE_CLASSES)})")
-            peaks[klass] = self.figure(raw["peak_flops"], key, f"peak_flops.{klass}", sources)
+            peak = self.figure(raw["peak_flops"], key, f"peak_flops.{klass}", sources)
+            if peak is not None:  # null: no figure, the fallback rule applies
+                peaks[klass] = peak
         figures = {key: self.figure(raw, key, key, sources) for key in _FIGURES}
         memory = raw.get("on_chip_memory")
         on_chip = self.figure(raw, "on_chip_memory", "on_chip_memory", sources)
@@ -170,8 +172,8 @@ def load_hardware(extra_file: str | Path | None = None) -> dict[str, Chip]:
         origin_user = str(path)
     db = {}
     for name, raw in raws.items():
-        user = name in user_names
-        reader = _Reader(sources, origin_user if user else origin, user)
+        from_user = name in user_names
+        reader = _Reader(sources, origin_user if from_user else origin, from_user)
         chip = reader.chip(raw)
         db[chip.name] = chip
     return db

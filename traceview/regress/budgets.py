@@ -40,9 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from traceview.errors import UserError
+from traceview.units import PS_PER_UNIT
 from traceview.userfiles import read_toml
-
-PS_PER_UNIT = {"ps": 1.0, "ns": 1e3, "us": 1e6, "µs": 1e6, "ms": 1e9, "s": 1e12}
 
 
 def parse_fraction(value, name: str = "value") -> float:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from traceview.regress.budgets import Budgets
 from traceview.regress.diff import Diff
 from traceview.regress.stats import Shift
+from traceview.units import finite
 
 
 @dataclass
@@ -56,13 +57,6 @@ class Verdict:
         return "pass" if self.passed else "fail"
 
 
-def _finite(value) -> float | None:
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
 def _timing_passed(shift: Shift | None, change: float | None, limit: float) -> tuple[bool, str]:
     """Fail only when the change is over the budget and, if an interval exists, significantly above zero."""
     if change is None or change <= limit:
@@ -72,8 +66,13 @@ def _timing_passed(shift: Shift | None, change: float | None, limit: float) -> t
     return False, ""
 
 
+def op_check_name(module: str, op: str) -> str:
+    """The name of an op's timing check in reports: "op:<module>/<op>"."""
+    return f"op:{module}/{op}"
+
+
 def _step_check(diff: Diff, budgets: Budgets) -> list[Check]:
-    shift = diff.shifts.get("step_time")
+    shift = diff.step_shift
     if shift is None or shift.estimate is None:
         return []
     st = diff.summary["step_time"]
@@ -92,22 +91,25 @@ def _op_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]]:
             continue
         min_time = rule.min_time_ps if rule and rule.min_time_ps is not None else budgets.min_op_time_ps
         limit = rule.max_regression if rule and rule.max_regression is not None else budgets.max_op_regression
-        base_t, new_t = _finite(row.base_time_ps), _finite(row.new_time_ps)
+        base_t, new_t = finite(row.base_time_ps), finite(row.new_time_ps)
         if base_t is None or new_t is None:
             continue
         if max(base_t, new_t) < min_time:
             skipped += 1
             continue
-        shift = diff.shifts.get(f"op:{row.module}/{row.op}")
+        shift = diff.op_shifts.get((row.module, row.op))
         # With per-step times, typical (median) values and change, as for the step time; else per-step totals.
+        shown_base: float | None = base_t
+        shown_new: float | None = new_t
+        change: float | None
         if shift is not None and shift.estimate is not None:
-            base_t, new_t, change = shift.base_median, shift.new_median, shift.estimate
+            shown_base, shown_new, change = shift.base_median, shift.new_median, shift.estimate
         else:
-            change = _finite(row.change) if base_t > 0 else None
+            change = finite(row.change) if base_t > 0 else None
         passed, detail = _timing_passed(shift, change, limit)
         if row.matched_by not in ("name", ""):
             detail = (detail + "; " if detail else "") + f"was {row.base_op} (matched by {row.matched_by})"
-        checks.append(Check(f"op:{row.module}/{row.op}", base_t, new_t, change, limit, passed, "ps", "op",
+        checks.append(Check(op_check_name(row.module, row.op), shown_base, shown_new, change, limit, passed, "ps", "op",
                             shift.low if shift else None, shift.high if shift else None,
                             shift.method if shift else "per-step totals", detail))
     notes = [f"{skipped} matched ops under the minimum op time were not judged"] if skipped else []
@@ -126,11 +128,15 @@ def _static_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]
             notes.append(f"module {row['module']} is {row['status']} in {diff.new.label if row['status'] == 'new' else diff.base.label}")
             continue
         for quantity, budget, unit in _STATIC:
-            base, new = _finite(row[f"base_{quantity}"]), _finite(row[f"new_{quantity}"])
+            base, new = finite(row[f"base_{quantity}"]), finite(row[f"new_{quantity}"])
             if base is None or new is None:
                 continue
             limit = getattr(budgets, budget)
-            change = float(_finite(row[f"{quantity}_change"]) if base > 0 else (0.0 if new == 0 else math.inf))
+            if base > 0:
+                relative = finite(row[f"{quantity}_change"])
+                change = new / base - 1.0 if relative is None else relative
+            else:
+                change = 0.0 if new == 0 else math.inf
             passed = change <= limit
             checks.append(Check(f"{quantity}:{row['module']}", base, new, None if math.isinf(change) else change,
                                 limit, passed, unit, "static", method="HLO cost model",
@@ -149,11 +155,11 @@ def _absolute_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[st
             checks.append(Check("max_step_time", None, new, None, budgets.max_step_time_ps,
                                 new <= budgets.max_step_time_ps, "ps", "absolute", method="median step time"))
     if budgets.min_mfu is not None:
-        mfu = _finite(diff.new.mfu)
+        mfu = finite(diff.new.mfu)
         if mfu is None:
             notes.append("min_mfu not checked: the new input has no MFU (no target chip, or no FLOPs)")
         else:
-            checks.append(Check("min_mfu", _finite(diff.base.mfu), mfu, None, budgets.min_mfu,
+            checks.append(Check("min_mfu", finite(diff.base.mfu), mfu, None, budgets.min_mfu,
                                 mfu >= budgets.min_mfu, "fraction", "absolute"))
     return checks, notes
 

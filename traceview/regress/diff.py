@@ -17,6 +17,7 @@ one number against another.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -24,9 +25,9 @@ import pandas as pd
 from traceview.regress.baseline import Snapshot, snapshot_from_analysis
 from traceview.regress.match import match_ops
 from traceview.regress.stats import Shift, relative_shift
+from traceview.vocabulary import BOUNDS_AND_IDLE
 
 STATUSES = ("same", "changed", "new", "vanished")
-BOUND_NAMES = ("compute", "memory", "communication", "unknown", "idle")
 
 
 @dataclass
@@ -35,8 +36,10 @@ class Diff:
 
     `ops`: one row per op of either side (see `diff_analyses`); `steps`: the
     per-step times side by side (by position); `modules`: cost-model totals
-    per module (HLO inputs); `summary`: headline numbers; `shifts`: the noise-aware
-    changes keyed "step_time" and "op:<module>/<op>" for ops with per-step times.
+    per module (HLO inputs); `summary`: headline numbers; `step_shift`: the
+    noise-aware change of the step time (None when neither side has a time);
+    `op_shifts`: the same per (module, op) of the new side, for matched ops with
+    per-step times on both sides.
     """
 
     base: Snapshot
@@ -45,7 +48,8 @@ class Diff:
     steps: pd.DataFrame
     modules: pd.DataFrame
     summary: dict
-    shifts: dict[str, Shift] = field(default_factory=dict)
+    step_shift: Shift | None = None
+    op_shifts: dict[tuple[str, str], Shift] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -97,19 +101,21 @@ def _keys(snap: Snapshot, labels: pd.Series) -> np.ndarray:
     return np.where(positions >= 0, names[positions], "")
 
 
-def _op_shifts(base: Snapshot, new: Snapshot, pairs: pd.DataFrame, confidence: float) -> dict[str, Shift]:
+def _op_shifts(base: Snapshot, new: Snapshot, pairs: pd.DataFrame,
+               confidence: float) -> dict[tuple[str, str], Shift]:
     """Per-op per-step shifts, for matched ops whose per-step times both sides know."""
     if base.op_steps is None or new.op_steps is None or base.op_steps.empty or new.op_steps.empty:
         return {}
     samples_b, samples_n = _samples_by_op(base.op_steps), _samples_by_op(new.op_steps)
-    out = {}
+    out: dict[tuple[str, str], Shift] = {}
     for kb, kn in zip(_keys(base, pairs["base"]), _keys(new, pairs["new"])):
         if kb in samples_b and kn in samples_n:
-            out["op:" + kn.replace("\0", "/", 1)] = relative_shift(samples_b[kb], samples_n[kn], confidence)
+            module, op = kn.split("\0", 1)
+            out[(module, op)] = relative_shift(samples_b[kb], samples_n[kn], confidence)
     return out
 
 
-def _op_frame(base: Snapshot, new: Snapshot, pairs: pd.DataFrame, shifts: dict[str, Shift],
+def _op_frame(base: Snapshot, new: Snapshot, pairs: pd.DataFrame, shifts: dict[tuple[str, str], Shift],
               time_tolerance: float, min_time_ps: float) -> pd.DataFrame:
     b, n = _side(base, pairs["base"]), _side(new, pairs["new"])
     in_base, in_new = pairs["base"].notna().to_numpy(), pairs["new"].notna().to_numpy()
@@ -131,7 +137,7 @@ def _op_frame(base: Snapshot, new: Snapshot, pairs: pd.DataFrame, shifts: dict[s
     out["bytes_change"] = _rel(out["base_bytes"].to_numpy(dtype="float64"), out["new_bytes"].to_numpy(dtype="float64"))
     lows, highs = [], []
     for module, op in zip(out["module"], out["op"]):
-        s = shifts.get(f"op:{module}/{op}")
+        s = shifts.get((module, op))
         lows.append(np.nan if s is None or s.low is None else s.low)
         highs.append(np.nan if s is None or s.high is None else s.high)
     out["change_low"], out["change_high"] = lows, highs
@@ -200,8 +206,8 @@ def _per_step(snap: Snapshot, column: str) -> float | None:
     return None if values.isna().all() else float(values.sum()) / snap.n_steps
 
 
-def _summary(base: Snapshot, new: Snapshot, ops: pd.DataFrame, step_shift: Shift | None) -> dict:
-    summary = {"base": {"label": base.label, "kind": base.kind, "target": base.target,
+def _summary(base: Snapshot, new: Snapshot, ops: pd.DataFrame, step_shift: Shift | None) -> dict[str, Any]:
+    summary: dict[str, Any] = {"base": {"label": base.label, "kind": base.kind, "target": base.target,
                         "steps": len(base.step_times_ps)},
                "new": {"label": new.label, "kind": new.kind, "target": new.target, "steps": len(new.step_times_ps)}}
     if step_shift is not None:
@@ -215,7 +221,7 @@ def _summary(base: Snapshot, new: Snapshot, ops: pd.DataFrame, step_shift: Shift
         summary["time_by_bound_ps"] = {
             bound: {"base": base.time_by_bound_ps.get(bound, 0.0) / base.n_steps,
                     "new": new.time_by_bound_ps.get(bound, 0.0) / new.n_steps}
-            for bound in BOUND_NAMES}
+            for bound in BOUNDS_AND_IDLE}
     summary["mfu"] = {"base": base.mfu, "new": new.mfu}
     summary["per_step"] = {q: {"base": _per_step(base, q), "new": _per_step(new, q)}
                            for q in ("flops", "bytes", "collective_bytes")}
@@ -263,9 +269,7 @@ def diff_analyses(base, new, confidence: float = 0.95, time_tolerance: float = 0
     pairs = match_ops(base.ops, new.ops)
     shifts = _op_shifts(base, new, pairs, confidence)
     step_shift = _step_shift(base, new, confidence)
-    if step_shift is not None:
-        shifts["step_time"] = step_shift
     ops = _op_frame(base, new, pairs, shifts, time_tolerance, min_time_ps)
     return Diff(base=base, new=new, ops=ops, steps=_step_frame(base, new), modules=_module_frame(base, new),
-                summary=_summary(base, new, ops, step_shift), shifts=shifts,
+                summary=_summary(base, new, ops, step_shift), step_shift=step_shift, op_shifts=shifts,
                 warnings=_warnings(base, new))

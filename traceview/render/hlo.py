@@ -64,11 +64,18 @@ def _module_rows(report) -> list[list[str]]:
 MODULE_HEADERS = ["module", "stage", "ops", "FLOPs", "transc.", "bytes", "collective", "FLOPs/step"]
 
 
+def _collective_cell(kind: str, group_size: float) -> str:
+    """"all-reduce x4"; "all-reduce x?" when the group size is unknown; "" for no collective."""
+    if not kind:
+        return ""
+    return f"{kind} x{'?' if group_size is None or group_size != group_size else int(group_size)}"
+
+
 def _top_rows(costs: pd.DataFrame, top: int) -> list[list[str]]:
     ranked = costs.sort_values(["flops", "bytes_accessed"], ascending=False).head(top)
     return [[r["name"], r["opcode"], r["category"], r["shape"][:40], r["dtype"], fmt_si(r["flops"]),
              fmt_si(r["bytes_accessed"], "B"),
-             f"{r['collective_kind']} x{int(r['group_size'])}" if r["collective_kind"] else "",
+             _collective_cell(r["collective_kind"], r["group_size"]),
              "unknown" if r["unknown"] else ""]
             for r in ranked.to_dict("records")]
 
