@@ -100,6 +100,8 @@ def read_hlo_file(path: str | Path) -> HloModule:
             module.module_id = info.module_id
         if info.from_profiler and info.module_id is not None:
             module.program_id = info.module_id
+        if info.name and module.name == f"module_{module.entry}":  # text without its HloModule line
+            module.name = info.name
     return module
 
 
