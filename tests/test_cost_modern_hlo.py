@@ -88,6 +88,15 @@ def test_sparsecore_async_collectives_are_collectives():
     assert _row(df, "t")["execution_thread"] == ""
 
 
+def test_async_pairs_through_updates():
+    """The timeline judges an async op by its start-to-done time: a done reached through an
+    async-update still pairs with its start."""
+    from traceview.timeline.async_ops import async_pairs
+
+    pairs = async_pairs([parse_hlo_text(SPARSECORE)])
+    assert sorted(map(tuple, pairs[["start", "done"]].to_numpy())) == [("ag-start", "ag-done"), ("rs-start", "rs-done")]
+
+
 def test_deepseek3_reference_sparsecore_and_kernels(shared_traces):
     """MaxText DeepSeek3 for TPU v6e (truncated at 2000 lines): SparseCore async work, a splash
     attention Pallas kernel without cost estimate, and plain all-gathers."""
