@@ -9,13 +9,12 @@ profiler's ``<name>(<program_id>).hlo_proto.pb`` files are read too.
 
 from __future__ import annotations
 
-import gzip
-import lzma
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from traceview.errors import HloError, UserError
+from traceview.parsers.compressed import PROTO_LIMIT, read_limited
 from traceview.parsers.hlo_model import HloModule
 
 __all__ = ["load_hlo_modules", "read_hlo_file", "match_module", "classify_file", "DumpFile", "read_bytes"]
@@ -75,19 +74,8 @@ def classify_file(path: Path) -> DumpFile | None:
 
 
 def read_bytes(path: Path) -> bytes:
-    """A file's bytes, decompressed when it ends in ``.xz`` or ``.gz``."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise HloError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    try:
-        if path.suffix == ".xz":
-            return lzma.decompress(data)
-        if path.suffix == ".gz":
-            return gzip.decompress(data)
-    except (lzma.LZMAError, OSError, EOFError) as exc:
-        raise HloError(f"{path}: corrupt {path.suffix} compressed file ({exc})") from None
-    return data
+    """A file's bytes, decompressed (by magic bytes) and bounded to what a protobuf message can hold."""
+    return read_limited(path, PROTO_LIMIT, HloError, "HLO file")
 
 
 def read_hlo_file(path: str | Path) -> HloModule:

@@ -24,9 +24,7 @@ Stats are always resolved by name through the plane's stat metadata.
 
 from __future__ import annotations
 
-import gzip
 import re
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +33,7 @@ import pandas as pd
 from google.protobuf.message import DecodeError
 
 from traceview.errors import TraceError
+from traceview.parsers.compressed import PROTO_LIMIT, read_limited
 from traceview.parsers.discover import host_of
 from traceview.parsers.xspace_schema import (
     STAT_BYTES,
@@ -81,25 +80,15 @@ class TraceData:
 
 
 def load_xspace(path: str | Path) -> XSpaceRaw:
-    """Parse a file as an XSpace (events left as raw bytes); gzip is recognised by its magic bytes.
+    """Parse a file as an XSpace (events left as raw bytes); compression is recognised by its magic bytes.
 
     Raises TraceError (one line, naming the file) for an empty, truncated or
     corrupt file, or one that is not an XSpace.
     """
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    data = read_limited(path, PROTO_LIMIT, TraceError, "trace file")
     if not data:
         raise TraceError(f"{path}: file is empty")
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise TraceError(f"{path}: corrupt or truncated gzip data ({exc})") from exc
-        if not data:
-            raise TraceError(f"{path}: gzip file holds no data")
     space = XSpaceRaw()
     try:
         space.ParseFromString(data)
