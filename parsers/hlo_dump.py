@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from traceview.errors import HloError, UserError
-from traceview.parsers.compressed import PROTO_LIMIT, read_limited
+from traceview.parsers.hlo_files import read_bytes
 from traceview.parsers.hlo_model import HloModule
+from traceview.parsers.hlo_proto import parse_hlo_proto
+from traceview.parsers.hlo_text import parse_hlo_text
 
 __all__ = ["load_hlo_modules", "read_hlo_file", "match_module", "classify_file", "DumpFile", "read_bytes"]
 
@@ -73,16 +75,8 @@ def classify_file(path: Path) -> DumpFile | None:
     return None
 
 
-def read_bytes(path: Path) -> bytes:
-    """A file's bytes, decompressed (by magic bytes) and bounded to what a protobuf message can hold."""
-    return read_limited(path, PROTO_LIMIT, HloError, "HLO file")
-
-
 def read_hlo_file(path: str | Path) -> HloModule:
     """Read one HLO file, text or proto (optionally compressed), by its name or content."""
-    from traceview.parsers.hlo_proto import parse_hlo_proto
-    from traceview.parsers.hlo_text import parse_hlo_text
-
     p = Path(path)
     info = classify_file(p)
     data = read_bytes(p)
