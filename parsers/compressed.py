@@ -48,7 +48,7 @@ def _limit_error(error: type[UserError], path: object, what: str, limit: int) ->
     return error(f"{path}: {what} larger than {size}{why}: refusing to read it")
 
 
-def read_limited(path: str | Path, limit: int = PROTO_LIMIT, error: type[UserError] = UserError,
+def read_limited(path: str | Path, limit: int | None = None, error: type[UserError] = UserError,
                  what: str = "file") -> bytes:
     """The file's bytes, decompressed when compressed, never more than `limit` bytes.
 
@@ -56,6 +56,7 @@ def read_limited(path: str | Path, limit: int = PROTO_LIMIT, error: type[UserErr
     is corrupt or truncated compressed data, or would expand past `limit`.
     """
     p = Path(path)
+    limit = PROTO_LIMIT if limit is None else limit  # looked up per call: tests lower it
     try:
         if not p.is_file():
             raise error(f"{p}: not a regular file" if p.exists() else f"{p}: no such file")
@@ -71,9 +72,10 @@ def read_limited(path: str | Path, limit: int = PROTO_LIMIT, error: type[UserErr
     return decompress(data, p, limit, error, what)
 
 
-def decompress(data: bytes, path: object, limit: int = PROTO_LIMIT, error: type[UserError] = UserError,
+def decompress(data: bytes, path: object, limit: int | None = None, error: type[UserError] = UserError,
                what: str = "file") -> bytes:
     """`data` itself, or its decompressed content when it starts with a known magic; at most `limit` bytes."""
+    limit = PROTO_LIMIT if limit is None else limit
     kind = compression_of(data)
     if kind is None:
         if len(data) > limit:

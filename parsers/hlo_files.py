@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from traceview.errors import HloError
-from traceview.parsers.compressed import PROTO_LIMIT, read_limited
+from traceview.parsers.compressed import read_limited
 
 
 def read_bytes(path: Path) -> bytes:
     """A file's bytes, decompressed when compressed, never more than a protobuf message can hold (2 GiB)."""
-    return read_limited(path, PROTO_LIMIT, HloError, "HLO file")
+    return read_limited(path, error=HloError, what="HLO file")

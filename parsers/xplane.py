@@ -34,7 +34,7 @@ import pandas as pd
 from google.protobuf.message import DecodeError
 
 from traceview.errors import TraceError
-from traceview.parsers.compressed import PROTO_LIMIT, read_limited
+from traceview.parsers.compressed import read_limited
 from traceview.parsers.discover import host_of
 from traceview.parsers.xspace_schema import (
     STAT_BYTES,
@@ -88,7 +88,7 @@ def load_xspace(path: str | Path) -> XSpaceRaw:
     corrupt file, or one that is not an XSpace.
     """
     path = Path(path)
-    data = read_limited(path, PROTO_LIMIT, TraceError, "trace file")
+    data = read_limited(path, error=TraceError, what="trace file")
     if not data:
         raise TraceError(f"{path}: file is empty")
     space = XSpaceRaw()
