@@ -5,34 +5,27 @@ from __future__ import annotations
 import dataclasses
 import math
 import xml.etree.ElementTree as ET
+from typing import Any
 
 import pandas as pd
 
 from traceview import __version__
 from traceview.regress.check import Check, Verdict, run_checks
-from traceview.regress.diff import BOUND_NAMES, Diff
+from traceview.regress.diff import Diff
+from traceview.render.escape import markdown_code, markdown_text, terminal_lines, xml_text
 from traceview.render.tables import colour, fmt_pct, fmt_si, fmt_time_us, markdown_table, text_table, use_colour
-from traceview.units import PS_PER_US, json_scalar
+from traceview.units import PS_PER_US, json_scalar, number
+from traceview.vocabulary import BOUNDS_AND_IDLE
 
 # ------------------------------------------------------------------ cells
 
-def _num(value) -> float | None:
-    if value is None:
-        return None
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(value) else value
-
-
 def _time(ps) -> str:
-    ps = _num(ps)
+    ps = number(ps)
     return "-" if ps is None else fmt_time_us(ps / PS_PER_US)
 
 
 def _change(value) -> str:
-    value = _num(value)
+    value = number(value)
     if value is None:
         return "-"
     if math.isinf(value):
@@ -41,7 +34,7 @@ def _change(value) -> str:
 
 
 def _value(value, unit: str) -> str:
-    if _num(value) is None:
+    if number(value) is None:
         return "-"
     if unit == "ps":
         return _time(value)
@@ -70,7 +63,7 @@ def _bound(base, new) -> str:
 
 
 def _eff(base, new) -> str:
-    return f"{fmt_pct(_num(base))} -> {fmt_pct(_num(new))}"
+    return f"{fmt_pct(number(base))} -> {fmt_pct(number(new))}"
 
 
 # ------------------------------------------------------------------ shared pieces
@@ -113,7 +106,7 @@ def _bound_rows(diff: Diff) -> list[list[str]]:
     if not by:
         return []
     rows = []
-    for bound in BOUND_NAMES:
+    for bound in BOUNDS_AND_IDLE:
         b, n = by[bound]["base"], by[bound]["new"]
         if not b and not n:
             continue
@@ -137,9 +130,9 @@ def _op_table(ops: pd.DataFrame, timed: bool) -> tuple[list[str], list[list[str]
                          _change(r["change"]), _change(r["flops_change"]), _change(r["bytes_change"]),
                          _bound(r["base_bound"], r["new_bound"]), _eff(r["base_efficiency"], r["new_efficiency"])])
         else:
-            rows.append([r["module"], name, r["status"], fmt_si(_num(r["base_flops"])), fmt_si(_num(r["new_flops"])),
-                         _change(r["flops_change"]), fmt_si(_num(r["base_bytes"]), "B"),
-                         fmt_si(_num(r["new_bytes"]), "B"), _change(r["bytes_change"])])
+            rows.append([r["module"], name, r["status"], fmt_si(number(r["base_flops"])), fmt_si(number(r["new_flops"])),
+                         _change(r["flops_change"]), fmt_si(number(r["base_bytes"]), "B"),
+                         fmt_si(number(r["new_bytes"]), "B"), _change(r["bytes_change"])])
     return headers, rows, align
 
 
@@ -179,7 +172,7 @@ def _listing(ops: pd.DataFrame, side: str, limit: int) -> str:
     ops = _by_size(ops, side)
     parts = []
     for r in ops.head(limit).to_dict("records"):
-        t = _num(r[f"{side}_time_ps"])
+        t = number(r[f"{side}_time_ps"])
         parts.append(f"{r['module']}/{r['op']} ({_time(t) + '/step' if t is not None else fmt_si(r[f'{side}_flops']) + ' FLOPs'})")
     more = f", and {len(ops) - limit} more" if len(ops) > limit else ""
     return ", ".join(parts) + more
@@ -214,7 +207,7 @@ def _work_line(diff: Diff) -> str | None:
     per = diff.summary["per_step"]
     parts = []
     for key, label, unit in (("flops", "FLOPs", ""), ("bytes", "bytes", "B"), ("collective_bytes", "collective", "B")):
-        b, n = _num(per[key]["base"]), _num(per[key]["new"])
+        b, n = number(per[key]["base"]), number(per[key]["new"])
         if b is None or n is None or (key == "collective_bytes" and not b and not n):
             continue
         parts.append(f"{label} {fmt_si(b, unit)} -> {fmt_si(n, unit)} ({_change(n / b - 1 if b else math.inf)})")
@@ -225,7 +218,7 @@ def _work_line(diff: Diff) -> str | None:
 def _mfu_line(mfu: dict | None) -> str | None:
     if not mfu or (mfu.get("base") is None and mfu.get("new") is None):
         return None
-    return f"MFU {fmt_pct(_num(mfu.get('base')))} -> {fmt_pct(_num(mfu.get('new')))}"
+    return f"MFU {fmt_pct(number(mfu.get('base')))} -> {fmt_pct(number(mfu.get('new')))}"
 
 
 # ------------------------------------------------------------------ text
@@ -261,7 +254,7 @@ def diff_text(diff: Diff, verdict: Verdict | None = None, top: int = 15, colour_
         out += [colour("Bound changed: ", "bold", on) + "; ".join(s["relabel"])]
     out += [f"note: {n}" for n in verdict.notes]
     out += [colour(f"warning: {w}", "yellow", on) for w in diff.warnings]
-    return "\n".join(out).rstrip() + "\n"
+    return terminal_lines("\n".join(out).rstrip()) + "\n"
 
 
 # ------------------------------------------------------------------ markdown
@@ -272,8 +265,9 @@ def diff_markdown(diff: Diff, verdict: Verdict | None = None, top: int = 15) -> 
     s = _sections(diff, verdict, top)
     mark = ":white_check_mark:" if verdict.passed else ":x:"
     out = [f"### {mark} traceview: {_headline(diff, verdict)}", "",
-           f"`{diff.base.label}` -> `{diff.new.label}`", ""]
-    out += [f"- {line}" for line in (s["step"], _work_line(diff), _mfu_line(s["mfu"]), s["counts"]) if line]
+           f"{markdown_code(diff.base.label)} -> {markdown_code(diff.new.label)}", ""]
+    out += [f"- {markdown_text(line)}" for line in (s["step"], _work_line(diff), _mfu_line(s["mfu"]), s["counts"])
+            if line]
     out.append("")
     if verdict.failed:
         out += ["#### Over budget", "", markdown_table(CHECK_HEADERS, _check_rows(verdict.failed), CHECK_ALIGN), ""]
@@ -290,12 +284,12 @@ def diff_markdown(diff: Diff, verdict: Verdict | None = None, top: int = 15) -> 
         out += [f"#### Changed ops (top {top})", "", markdown_table(*s["ops"]), ""]
     for title, key in (("New ops", "new"), ("Vanished ops", "vanished")):
         if s[key]:
-            out += [f"**{title}:** {s[key]}", ""]
+            out += [f"**{title}:** {markdown_text(s[key])}", ""]
     if s["relabel"]:
-        out += ["**Bound changed:** " + "; ".join(s["relabel"]), ""]
+        out += ["**Bound changed:** " + markdown_text("; ".join(s["relabel"])), ""]
     notes = [f"note: {n}" for n in verdict.notes] + [f"warning: {w}" for w in diff.warnings]
     if notes:
-        out += ["<details><summary>notes and warnings</summary>", ""] + [f"- {n}" for n in notes] + ["", "</details>"]
+        out += ["<details><summary>notes and warnings</summary>", ""] + [f"- {markdown_text(n)}" for n in notes] + ["", "</details>"]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -326,7 +320,7 @@ def _summary_record(summary: dict) -> dict:
     def convert(obj, key=""):
         if isinstance(obj, dict):
             return {(k[:-3] + "_us" if k.endswith("_ps") else k): convert(v, k) for k, v in obj.items()}
-        if key.endswith("_ps") and _num(obj) is not None:
+        if key.endswith("_ps") and number(obj) is not None:
             return obj / PS_PER_US
         return json_scalar(obj)
 
@@ -356,7 +350,7 @@ def diff_json(diff: Diff, verdict: Verdict | None = None) -> dict:
 
 def _clean_budgets(verdict: Verdict) -> dict:
     b = dataclasses.asdict(verdict.budgets)
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in b.items():
         if key == "ops":
             out["ops"] = [{k[:-3] + "_us" if k.endswith("_ps") else k:
@@ -394,7 +388,8 @@ def diff_junit(diff: Diff, verdict: Verdict | None = None) -> str:
     out.text = "\n".join([line for line in (_step_line(diff),) if line] + [f"note: {n}" for n in verdict.notes]
                          + [f"warning: {w}" for w in diff.warnings])
     ET.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    # Names from traces may hold characters XML forbids (ElementTree writes them as they are).
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + xml_text(ET.tostring(suites, encoding="unicode")) + "\n"
 
 
 def render(diff: Diff, verdict: Verdict, fmt: str, top: int = 15) -> str:
