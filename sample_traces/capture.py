@@ -201,20 +201,7 @@ def build_sharded(cfg: dict[str, Any]):
         g2 = jax.lax.psum_scatter(g2, "data", scatter_dimension=1, tiled=True) / nd
         return w1s - lr * g1, w2s - lr * g2, jax.lax.pmean(loss, "data")
 
-    step = jax.shard_map(
-        shard_step, mesh=mesh,
-        in_specs=(w_specs[0], w_specs[1], P("data", None), P("data", None)),
-        out_specs=(w_specs[0], w_specs[1], P()),
-    )
-
-    def train_step(params, batch):
-        w1s, w2s, loss = step(*params, *batch)
-        return (w1s, w2s), loss
-
-    data_sharding = NamedSharding(mesh, P("data", None))
-    batches = [tuple(jax.device_put(a, data_sharding) for a in b)
-               for b in _regression_batches(cfg["batch"], d_in, d_out)]
-    compiled = jax.jit(train_step).lower(params, batches[0]).compile()
+    compiled, batches = _compile_two_layer_step(shard_step, mesh, w_specs, "data", params, cfg)
     desc = (f"MLP {d_in}->{hid}->{d_out} on {nd * nm} CPU devices, mesh data={nd} x model={nm}, "
             "shard_map: weights FSDP-sharded over 'data' (all_gather) and tensor-parallel over "
             "'model' (psum of the row-parallel matmul), gradients psum_scatter over 'data', "
@@ -254,18 +241,7 @@ def build_fsdp(cfg: dict[str, Any]):
         g2 = jax.lax.psum_scatter(g2, "fsdp", scatter_dimension=0, tiled=True) / n
         return w1s - lr * g1, w2s - lr * g2, jax.lax.pmean(loss, "fsdp")
 
-    step = jax.shard_map(shard_step, mesh=mesh,
-                         in_specs=(w_spec, w_spec, P("fsdp", None), P("fsdp", None)),
-                         out_specs=(w_spec, w_spec, P()))
-
-    def train_step(params, batch):
-        w1s, w2s, loss = step(*params, *batch)
-        return (w1s, w2s), loss
-
-    data_sharding = NamedSharding(mesh, P("fsdp", None))
-    batches = [tuple(jax.device_put(a, data_sharding) for a in b)
-               for b in _regression_batches(cfg["batch"], d_in, d_out)]
-    compiled = jax.jit(train_step).lower(params, batches[0]).compile()
+    compiled, batches = _compile_two_layer_step(shard_step, mesh, (w_spec, w_spec), "fsdp", params, cfg)
     desc = (f"MLP {d_in}->{hid}->{d_out} on {n} CPU devices, mesh fsdp={n}, shard_map: batch and "
             "weights split over 'fsdp', weights all_gather'ed each step, gradients psum_scatter "
             f"over 'fsdp', loss pmean; per-device batch {cfg['batch'] // n}; SGD, f32")
@@ -305,23 +281,33 @@ def build_tensor_parallel(cfg: dict[str, Any]):
         g2 = jax.lax.pmean(g2, "data")
         return w1s - lr * g1, w2s - lr * g2, jax.lax.pmean(loss, "data")
 
+    compiled, batches = _compile_two_layer_step(shard_step, mesh, w_specs, "data", params, cfg)
+    desc = (f"MLP {d_in}->{hid}->{d_out} on {nd * nm} CPU devices, mesh data={nd} x model={nm}, "
+            "shard_map: w1 column-parallel and w2 row-parallel over 'model' (psum of the "
+            f"row-parallel matmul, per-shard width {hid // nm}), weights replicated over 'data' "
+            "with gradients pmean'ed over 'data', loss pmean over 'data'; SGD, f32")
+    return desc, compiled, params, batches
+
+
+def _compile_two_layer_step(shard_step, mesh, w_specs, batch_axis: str, params, cfg: dict[str, Any]):
+    """shard_map a step of two weight matrices over `mesh` (the batch split over `batch_axis`),
+    jit and compile it; returns (compiled, batches placed on the mesh)."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
     step = jax.shard_map(shard_step, mesh=mesh,
-                         in_specs=(w_specs[0], w_specs[1], P("data", None), P("data", None)),
+                         in_specs=(w_specs[0], w_specs[1], P(batch_axis, None), P(batch_axis, None)),
                          out_specs=(w_specs[0], w_specs[1], P()))
 
     def train_step(params, batch):
         w1s, w2s, loss = step(*params, *batch)
         return (w1s, w2s), loss
 
-    data_sharding = NamedSharding(mesh, P("data", None))
+    data_sharding = NamedSharding(mesh, P(batch_axis, None))
     batches = [tuple(jax.device_put(a, data_sharding) for a in b)
-               for b in _regression_batches(cfg["batch"], d_in, d_out)]
-    compiled = jax.jit(train_step).lower(params, batches[0]).compile()
-    desc = (f"MLP {d_in}->{hid}->{d_out} on {nd * nm} CPU devices, mesh data={nd} x model={nm}, "
-            "shard_map: w1 column-parallel and w2 row-parallel over 'model' (psum of the "
-            f"row-parallel matmul, per-shard width {hid // nm}), weights replicated over 'data' "
-            "with gradients pmean'ed over 'data', loss pmean over 'data'; SGD, f32")
-    return desc, compiled, params, batches
+               for b in _regression_batches(cfg["batch"], cfg["d_in"], cfg["d_out"])]
+    return jax.jit(train_step).lower(params, batches[0]).compile(), batches
 
 
 def _device_grid(devices, nd: int, nm: int):

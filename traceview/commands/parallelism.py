@@ -39,7 +39,7 @@ def report_from_args(args: argparse.Namespace):
         return from_analysis(analysis_from_args(args), args.hlo)
     chip = None
     if args.target:
-        from traceview.hardware.chips import get_chip, load_hardware
+        from traceview.hardware.database import get_chip, load_hardware
 
         chip = get_chip(args.target, load_hardware(args.hardware_file))
     return from_hlo(args.path, chip)

@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import re
-
 from traceview.parallelism.diagnose import AxisReport, Parallelism
 from traceview.parallelism.roles import ROLE_NAMES
+from traceview.render.escape import markdown_text, terminal_text
 from traceview.render.tables import fmt_pct, fmt_si, fmt_time_us, markdown_table, text_table
 from traceview.units import PS_PER_US, json_scalar
 
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_MD_SPECIAL_RE = re.compile(r"([\\`*_\[\]<>#])")   # "|" is escaped by markdown_table
-
-
-def plain(text: object) -> str:
-    """A name from a trace, safe on a terminal (no control sequences)."""
-    return _CONTROL_RE.sub("?", str(text))
-
-
-def md(text: object) -> str:
-    """A name from a trace, inert in Markdown."""
-    return _MD_SPECIAL_RE.sub(r"\\\1", plain(text))
+# Names from traces: the project's escaping (render.escape) for each format.
+plain = terminal_text
+md = markdown_text
 
 
 def _us(ps: float | None) -> float | None:
@@ -161,7 +151,7 @@ def parallelism_text(report: Parallelism) -> str:
 def parallelism_markdown(report: Parallelism) -> str:
     out = ["## Parallelism", "", _mesh_line(report, md), ""]
     if report.axes:
-        out += [markdown_table(HEADERS, _rows(report, md), ALIGN), ""]
+        out += [markdown_table(HEADERS, _rows(report, str), ALIGN), ""]   # the table escapes its cells
     out += [f"- {line.strip()}" for line in _details(report, md)]
     out += [f"- warning: {md(w)}" for w in report.warnings]
     return "\n".join(out) + "\n"
