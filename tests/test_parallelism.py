@@ -140,6 +140,21 @@ def test_groups_that_are_no_grid_stay_unattributed():
     assert any("not attributed" in w for w in report.warnings)
 
 
+def test_parameter_sharding_forms():
+    from traceview.parallelism.shardings import tile_groups
+
+    # [4,2]<=[8]: tile (i, j) on device 2i + j; dim 0 varies i (stride 2), dim 1 varies j
+    assert sorted(map(sorted, tile_groups("{devices=[4,2]<=[8]}")[0])) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert sorted(map(sorted, tile_groups("{devices=[4,2]<=[8]}")[1])) == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    # [2,4]<=[4,2]T(1,0): tile (i, j) on device i + 2j; dim 0 varies i (stride 1)
+    assert sorted(map(sorted, tile_groups("{devices=[2,4]<=[4,2]T(1,0)}")[0])) == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    # the replicated last tile dimension is no tensor dimension
+    assert set(tile_groups("{devices=[4,1,2]<=[8] last_tile_dim_replicate}")) == {0}
+    # explicit device list
+    assert sorted(map(sorted, tile_groups("{devices=[1,2]1,0}")[1])) == [[0, 1]]
+    assert tile_groups("{replicated}") is None
+
+
 # --- the book's thresholds from the code's formulas --------------------------------------------
 
 def test_book_thresholds():
@@ -210,6 +225,11 @@ def test_sharded_sample(sample_traces):
     assert report.per_chip_tokens.value == meta["config"]["batch"] / mesh["data"]
     # the TP all-reduce sums h[64, hidden/model] @ w2[hidden/model, 512]: it contracts the per-shard width
     assert axes["model"].verdict.value == meta["config"]["hidden"] / mesh["model"]
+    # parameter shardings (the capture script's specs: w1 P("data", "model"), w2 P("model", "data"))
+    split = {p.label: p.axes for p in report.parameters}
+    assert split["params[0]"] == {0: ["data"], 1: ["model"]}
+    assert split["params[1]"] == {0: ["model"], 1: ["data"]}
+    assert split["batch[0]"] == {0: ["data"]}
     line = summary_line(report)
     assert "data=4 x model=2" in line and "FSDP" in line and "tensor parallel" in line
 
@@ -291,6 +311,9 @@ def test_maxtext_h100_dump_fsdp_over_4(shared_traces):
     (before,), _ = load_hlo_modules(shared_traces / MAXTEXT, stage="before")
     params = [i.shape for i in before.entry_computation().instructions if i.opcode == "parameter"]
     assert any(p.element_type == "s32" and p.dims == (8, 2048) for p in params)
+    tokens = [p for p in report.parameters if p.shape.startswith("s32[8,2048]")]
+    assert tokens and all(p.axes == {0: ["fsdp"]} for p in tokens)     # the batch split over 'fsdp'
+
     assert report.per_chip_tokens.value == 8 * 2048 / 4
     assert axis.verdict.threshold == pytest.approx(9.89e14 / 4.5e11)
     assert axis.verdict.verdict == "compute-bound"

@@ -29,7 +29,7 @@ class Attribution:
         return "+".join(self.axes) if self.axes else "local"
 
 
-def _as_sets(groups: list[list[int]]) -> frozenset[frozenset[int]]:
+def as_sets(groups: list[list[int]]) -> frozenset[frozenset[int]]:
     return frozenset(frozenset(g) for g in groups)
 
 
@@ -46,15 +46,16 @@ def attribute_all(sites: list[CollectiveSite], mesh: Mesh | None, why_no_mesh: s
         elif not site.groups:
             out.append(Attribution(site, [a.name for a in mesh.axes if a.size > 1], "all devices"))
         else:
-            key = _as_sets(site.groups)
+            key = as_sets(site.groups)
             if key not in cache:
-                cache[key] = _over_axes(key, mesh)
+                cache[key] = axes_of_groups(key, mesh)
             axes, reason = cache[key]
             out.append(Attribution(site, axes, reason))
     return out
 
 
-def _over_axes(groups: frozenset[frozenset[int]], mesh: Mesh) -> tuple[list[str] | None, str]:
+def axes_of_groups(groups: frozenset[frozenset[int]], mesh: Mesh) -> tuple[list[str] | None, str]:
+    """The mesh axes whose groups are exactly ``groups`` (None and why, when no set of axes has them)."""
     size = len(next(iter(groups)))
     if size <= 1:
         return [], "groups of one device"
@@ -64,7 +65,7 @@ def _over_axes(groups: frozenset[frozenset[int]], mesh: Mesh) -> tuple[list[str]
             if math.prod(a.size for a in subset) != size:
                 continue
             names = [a.name for a in subset]
-            if _as_sets(mesh.groups(names)) == groups:
+            if as_sets(mesh.groups(names)) == groups:
                 return names, ""
     sample = sorted(sorted(g) for g in groups)[:2]
     return None, f"groups {sample}... match no set of mesh axes"

@@ -19,7 +19,7 @@ import pandas as pd
 
 from traceview.errors import UserError
 from traceview.hardware.chips import Chip
-from traceview.parallelism.attribution import Attribution, attribute_all
+from traceview.parallelism.attribution import Attribution, as_sets, attribute_all, axes_of_groups
 from traceview.parallelism.dots import (
     Figure,
     consuming_dot,
@@ -32,6 +32,7 @@ from traceview.parallelism.groups import CollectiveSite, collective_sites, devic
 from traceview.parallelism.mesh import Mesh, infer_mesh, named_mesh
 from traceview.parallelism.roles import AxisRole, Classified, axis_roles, classify, gathered_arrays
 from traceview.parallelism.rules import Link, Verdict, axis_link, judge
+from traceview.parallelism.shardings import ParameterSharding, parameter_shardings
 from traceview.parsers.hlo_model import HloModule
 
 PS_PER_US = 1e6
@@ -53,6 +54,7 @@ class AxisReport:
     roofline_ps: float | None = None
     share: float | None = None          # exposed / device span
     crosses_dcn: bool = False
+    parameters: list[str] = field(default_factory=list)   # "params[0] dim 0": parameters split over the axis
 
 
 @dataclass
@@ -65,6 +67,7 @@ class Parallelism:
     target: Chip | None = None
     has_trace: bool = False
     warnings: list[str] = field(default_factory=list)
+    parameters: list[ParameterSharding] = field(default_factory=list)
 
 
 def _communicating(modules: list[HloModule]) -> list[tuple[HloModule, list[CollectiveSite]]]:
@@ -105,6 +108,8 @@ def diagnose(modules: list[HloModule], before: list[HloModule] | None = None, op
     named = named_mesh(list(before or []) + modules)
     count = _device_count([m for m, _ in communicating]) or _device_count(modules)
     group_sets = [s.groups for s in sites if s.groups]
+    params = [p for m in (before or []) for p in parameter_shardings(m)] or \
+        [p for m in modules for p in parameter_shardings(m)]
     named_ids = [x for groups in group_sets for g in groups for x in g]
     named_ids += [x for s in sites for pair in (s.pairs or []) for x in pair]
     if count is None and named_ids:
@@ -113,7 +118,7 @@ def diagnose(modules: list[HloModule], before: list[HloModule] | None = None, op
             warnings.append(f"the collectives name devices 0..{count - 1}: the program spans {count} devices, "
                             f"the trace shows {device_count}")
     count = count or device_count
-    mesh, why = infer_mesh(group_sets, count, named)
+    mesh, why = infer_mesh(group_sets + [g for p in params for g in p.dim_groups.values()], count, named)
     if mesh is not None:
         warnings += mesh.warnings
     else:
@@ -137,7 +142,10 @@ def diagnose(modules: list[HloModule], before: list[HloModule] | None = None, op
     if main is not None and not state_shapes(main):
         warnings.append(f"{main.name}: no entry parameter is also a result (not a training step?): weights are "
                         "only the all-gathered parameters")
-    report = Parallelism(mesh, [], rows, why, tokens, chip, ops is not None and not ops.empty, warnings)
+    report = Parallelism(mesh, [], rows, why, tokens, chip, ops is not None and not ops.empty, warnings, params)
+    if mesh is not None:
+        for param in params:
+            param.axes = {dim: axes_of_groups(as_sets(groups), mesh)[0] for dim, groups in param.dim_groups.items()}
     host = _host_transfers(ops, chip, span_ps) if ops is not None and not ops.empty else None
     if mesh is None:
         report.axes += [host] if host else []
@@ -159,7 +167,12 @@ def diagnose(modules: list[HloModule], before: list[HloModule] | None = None, op
         verdict = judge(role.role, chip, link, dtype, tokens.value if tokens else None, widths[label],
                         full_width, has_tp and role.role == "fsdp")
         axis = AxisReport(label, _label_size(mesh, label), role, link, verdict, collectives=len(mine),
-                          bytes_per_execution=float(sum(r.bytes for r in mine)), crosses_dcn=crosses)
+                          bytes_per_execution=float(sum(r.bytes for r in mine)), crosses_dcn=crosses,
+                          parameters=[f"{p.label} dim {dim}" for p in params for dim, axes in p.axes.items()
+                                      if axes and "+".join(axes) == label])
+        if axis.parameters:
+            shown = ", ".join(axis.parameters[:4]) + (", ..." if len(axis.parameters) > 4 else "")
+            role.evidence.append(f"{len(axis.parameters)} parameter dimension(s) split over it ({shown})")
         if times:
             _fill_times(axis, [times[_key(r)] for r in mine if _key(r) in times], span_ps)
         report.axes.append(axis)

@@ -28,7 +28,7 @@ def axis_record(axis: AxisReport) -> dict:
     return {
         "name": axis.name, "size": axis.size, "role": axis.role.role,
         "role_name": ROLE_NAMES.get(axis.role.role or "", None), "evidence": axis.role.evidence,
-        "patterns": axis.role.patterns,
+        "patterns": axis.role.patterns, "parameters": axis.parameters,
         "collectives": axis.collectives, "executions": axis.executions,
         "bytes": json_scalar(axis.bytes), "bytes_per_execution": json_scalar(axis.bytes_per_execution),
         "time_us": _us(axis.time_ps), "exposed_time_us": _us(axis.exposed_ps),
@@ -54,6 +54,8 @@ def parallelism_json(report: Parallelism) -> dict:
         "per_chip_tokens": None if report.per_chip_tokens is None else {
             "value": json_scalar(report.per_chip_tokens.value), "how": report.per_chip_tokens.how},
         "axes": [axis_record(a) for a in report.axes],
+        "parameters": [{"module": p.module, "name": p.name, "label": p.label, "shape": p.shape,
+                        "split": {str(dim): axes for dim, axes in p.axes.items()}} for p in report.parameters],
         "collectives": [{"module": c.attribution.site.module, "computation": c.attribution.site.computation,
                          "name": c.attribution.site.name, "kind": c.attribution.site.kind,
                          "axes": c.attribution.axes, "pattern": c.pattern,
