@@ -73,7 +73,7 @@ def _axis_table(axes: list[dict]) -> pd.DataFrame:
 def render(view: View) -> None:
     record = _record(view.source, view.stamp, view.target_label, view)
     mesh = record.get("mesh")
-    if not mesh:
+    if not mesh or not mesh["axes"]:
         st.info(f"No device mesh: {record.get('why_no_mesh') or 'the HLO holds no collective'}.")
         return
     shape = " × ".join(f"**{md(a['name'])}**={a['size']}" for a in mesh["axes"])

@@ -270,6 +270,14 @@ def test_tensor_parallel_sample(sample_traces):
     assert projected["model"].verdict.suggestions
 
 
+def test_single_device_sample_has_no_mesh(sample_traces):
+    _, report, meta = _sample(sample_traces, "mlp")
+    assert meta["device_count"] == 1
+    assert report.mesh is None and report.why_no_mesh and not report.collectives
+    assert parallelism_json(report)["mesh"] is None
+    assert "no mesh" in summary_line(report)
+
+
 def test_cli_json_contract(sample_traces, capsys):
     from traceview.cli import main
 

@@ -224,8 +224,10 @@ def infer_mesh(group_sets: list[list[list[int]]], device_count: int | None,
     ids = [x for groups in group_sets for g in groups for x in g]
     if not device_count:
         device_count = max(ids) + 1 if ids else None
-    if not device_count:
+    if not device_count or (not group_sets and named is None):
         return None, "no collective and no mesh in the HLO: the program does not communicate across devices"
+    if device_count == 1 and (named is None or not named_ok):
+        return None, "a single-device program"
     to_position = _position_map(named.device_ids if named_ok and named else None)
     cuts: set[int] = set()
     unfit = 0
