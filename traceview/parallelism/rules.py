@@ -1,23 +1,24 @@
 """The book's rules for when a mesh axis turns communication-bound.
 
 Source: Austin et al., "How to Scale Your Model" (2025), chapter 5 "How to
-Parallelize a Transformer for Training", and the appendices on TPUs (chapter 2)
-and GPUs (chapter 12). C is the chip's peak FLOP/s, W the bandwidth of the
-links an axis runs over; every rule compares a figure of the program with C/W:
+Parallelize a Transformer for Training" (the rules), chapter 2 "How to Think
+About TPUs" and chapter 12 "How to Think About GPUs" (the figures). C is the
+chip's peak FLOP/s, W the bandwidth of the links an axis runs over; each rule,
+paraphrased, compares a figure of the program with C/W:
 
-* Data parallelism and FSDP: "compute-bound when the per-chip batch B/X
-  exceeds C/W". TPU v5p, one ICI axis: C/W = 4.59e14 / 1.8e11 ≈ 2,550 tokens
-  per chip (W: 9e10 B/s one way per link, both directions of the ring); over
-  three axes W triples: ≈ 850. H100 within a node: 9.89e14 / 4.5e11 ≈ 2,200
-  (W: the GPU's NVLink egress); across nodes ≈ 2,475 (W: 400 GB/s, the node's
-  8 x 400 Gb/s NICs).
-* Tensor parallelism: "compute-bound while the per-shard MLP width F/Y
-  exceeds C/W", hence Y of 8-16 on TPU (F of 20-50k) and about 8 on H100.
-* Mixed FSDP + tensor parallelism: "per-chip batch above about
-  2·(C/W)² / F" (F the full MLP width).
-* Expert parallelism: the batch condition multiplied by E/k (E experts, k
+* Data parallelism and FSDP stay compute-bound while the per-chip batch B/X
+  (tokens) exceeds C/W. TPU v5p, one ICI axis: C/W = 4.59e14 / 1.8e11 ≈ 2,550
+  tokens per chip (W: 9e10 B/s one way per link, both directions of the
+  ring); over three axes W triples: ≈ 850. H100 within a node:
+  9.89e14 / 4.5e11 ≈ 2,200 (W: the GPU's NVLink egress); across nodes
+  ≈ 2,475 (W: 400 GB/s, the node's 8 x 400 Gb/s NICs).
+* Tensor parallelism stays compute-bound while the per-shard MLP width F/Y
+  exceeds C/W, hence 8-16 ways on TPU (F of 20-50k) and about 8 on H100.
+* Mixed FSDP + tensor parallelism needs a per-chip batch above about
+  2·(C/W)² / F (F the full MLP width).
+* Expert parallelism multiplies the batch condition by E/k (E experts, k
   chosen per token).
-* Pipelines: "pay bubbles more than bandwidth": not judged by C/W.
+* Pipelines pay their bubbles more than bandwidth: not judged by C/W.
 
 The book's decision table gives what to try when an axis is communication-
 bound; :data:`SUGGESTIONS` states them as the book's, not as certainties.
