@@ -183,6 +183,51 @@ def test_counted_loops_need_no_known_trip_count(init, update, step, compare, bou
     assert totals["flops"] == LAYER and totals["flops_per_step"] == trips * LAYER
 
 
+FUSED_CONDITION = """HloModule fused_cond
+
+%cmp (a: s32[], b: s32[]) -> pred[] {
+  %a = s32[] parameter(0)
+  %b = s32[] parameter(1)
+  ROOT %ge = pred[] compare(%a, %b), direction=GE
+}
+
+%body (p: (s32[], f32[8])) -> (s32[], f32[8]) {
+  %p = (s32[], f32[8]{0}) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %x = f32[8]{0} get-tuple-element(%p), index=1
+  %m1 = s32[] constant(-2)
+  %next = s32[] add(%m1, %i)
+  %y = f32[8]{0} exponential(%x)
+  ROOT %r = (s32[], f32[8]{0}) tuple(%next, %y)
+}
+
+%cond (c: (s32[], f32[8])) -> pred[] {
+  %c = (s32[], f32[8]{0}) parameter(0)
+  %j = s32[] get-tuple-element(%c), index=0
+  %lo = s32[] constant(1)
+  ROOT %f = pred[] fusion(%j, %lo), kind=kLoop, calls=%cmp
+}
+
+ENTRY %main (x0: f32[8]) -> f32[8] {
+  %x0 = f32[8]{0} parameter(0)
+  %start = s32[] constant(20)
+  %start.copy = s32[] copy(%start)
+  %t = (s32[], f32[8]{0}) tuple(%start.copy, %x0)
+  %w = (s32[], f32[8]{0}) while(%t), condition=%cond, body=%body
+  ROOT %out = f32[8]{0} get-tuple-element(%w), index=1
+}
+"""
+
+
+def test_trip_count_through_a_fused_condition_and_a_copied_init():
+    """i = 20; i >= 1; i += -2 -> 20, 18, ..., 2: 10 trips, with the compare inside a loop fusion
+    and the counter's start copied (forms XLA's optimized modules have)."""
+    module = parse_hlo_text(FUSED_CONDITION)
+    df = instruction_costs(module)
+    assert _row(df, "w")["trip_count"] == 10
+    assert module_totals(module)["transcendentals_per_step"] == 10 * 8
+
+
 def test_known_trip_count_wins_and_unknown_loops_are_named():
     known = _loop(0, "add(%i, %k)", 1, "compare(%j, %n), direction=LT", 32,
                   ', backend_config={"known_trip_count":{"n":"7"}}')
