@@ -496,3 +496,27 @@ def test_gpu_dump_custom_fusions(shared_traces):
     # written: the result plus cuBLAS's s8[33554432] workspace, which the fusion's shape holds and
     # XLA's default output-bytes rule counts
     assert row["bytes_written"] == 2 * 16 * 128 * 2048 + 33554432
+
+
+def test_h100_maxtext_layer_loops(shared_traces):
+    """The H100 MaxText FSDP dump. Before optimizations its two decoder scans carry no
+    known_trip_count and compare the counter with 8 (i = 0; i < 8; i += 1): 8 layers. After
+    optimizations XLA double-buffered them (the counter gains 1 twice per trip, starting from folded
+    constants) and annotated 3 and 2 trips; with the annotation removed the structure gives the same."""
+    from traceview.parsers.hlo_dump import read_hlo_file
+
+    dump = next((shared_traces / "NVIDIA-JAX-Toolbox").glob("maxtext*/dump"))
+    before = instruction_costs(read_hlo_file(next(dump.glob("*.before_optimizations.hlo.pb.xz"))))
+    assert sorted(before.loc[before["opcode"] == "while", "trip_count"]) == [8, 8]
+    assert not any("trip count" in w for w in before.attrs["warnings"])
+    after = read_hlo_file(next(dump.glob("*gpu_after_optimizations.hlo.pb.xz")))
+    annotated = {}
+    for comp in after.computations.values():
+        for inst in comp.instructions:
+            if inst.opcode == "while":
+                annotated[inst.name] = int(re.search(r'"known_trip_count":\{"n":"(\d+)"\}', inst.backend_config).group(1))
+                inst.backend_config = re.sub(r'"known_trip_count":\{"n":"\d+"\},?', "", inst.backend_config)
+    assert sorted(annotated.values()) == [2, 3]
+    df = instruction_costs(after)
+    inferred = dict(df.loc[df["opcode"] == "while", ["name", "trip_count"]].to_numpy())
+    assert inferred == annotated
