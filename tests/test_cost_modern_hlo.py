@@ -88,6 +88,37 @@ def test_sparsecore_async_collectives_are_collectives():
     assert _row(df, "t")["execution_thread"] == ""
 
 
+SPARSECORE_SUGAR = """HloModule fsdp_sugar, num_partitions=4
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+ENTRY %main (w: bf16[1024,256], g: f32[4096,256]) -> (bf16[4096,256], f32[1024,256]) {
+  %w = bf16[1024,256]{1,0} parameter(0)
+  %g = f32[4096,256]{1,0} parameter(1)
+  %ags = (bf16[1024,256]{1,0}, bf16[4096,256]{1,0}) all-gather-start(%w), async_execution_thread="sparsecore", channel_id=1, replica_groups=[1,4]<=[4], dimensions={0}, use_global_device_ids=true
+  %agd = bf16[4096,256]{1,0} all-gather-done(%ags)
+  %rss = ((f32[4096,256]{1,0}), f32[1024,256]{1,0}) reduce-scatter-start(%g), async_execution_thread="sparsecore", channel_id=2, replica_groups={{0,1,2,3}}, dimensions={0}, to_apply=%add
+  %rsd = f32[1024,256]{1,0} reduce-scatter-done(%rss)
+  ROOT %t = (bf16[4096,256]{1,0}, f32[1024,256]{1,0}) tuple(%agd, %rsd)
+}
+"""
+
+
+def test_sparsecore_collectives_in_sugar_form():
+    """The same step printed with XLA's async syntax sugar (``all-gather-start`` natively,
+    ``reduce-scatter-start`` as sugar for an async-start wrapping the reduce-scatter)."""
+    df = instruction_costs(parse_hlo_text(SPARSECORE_SUGAR))
+    ag, rs = _row(df, "ags"), _row(df, "rss")
+    assert (ag["collective_kind"], ag["payload_bytes"], ag["group_size"]) == ("all-gather", 4096 * 256 * 2, 4)
+    assert (rs["collective_kind"], rs["payload_bytes"], rs["group_size"]) == ("reduce-scatter", 4096 * 256 * 4, 4)
+    assert ag["execution_thread"] == rs["execution_thread"] == "sparsecore"
+    assert df["payload_bytes"].sum() == 4096 * 256 * 2 + 4096 * 256 * 4
+
+
 def test_async_pairs_through_updates():
     """The timeline judges an async op by its start-to-done time: a done reached through an
     async-update still pairs with its start."""
