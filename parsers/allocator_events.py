@@ -14,6 +14,7 @@ host plane's allocator events, once, into one DataFrame (ALLOCATOR_COLUMNS).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -100,7 +101,7 @@ def allocator_events_of_plane(plane, host: str, where: str) -> pd.DataFrame:
         if not is_mem.any():
             continue
         picked = np.flatnonzero(is_mem)
-        index = {int(e): {} for e in picked}
+        index: dict[int, dict] = {int(e): {} for e in picked}
         for r in np.flatnonzero(np.isin(cols.stat_event, picked)):
             index[int(cols.stat_event[r])][stat_names.get(int(cols.stat_id[r]), "")] = _value(cols, int(r), stat_names)
         base = int(line.timestamp_ns) * 1000
@@ -148,7 +149,7 @@ def _row(host: str, kind: str, time_ps: int, stats: dict) -> dict:
         for key in ("index_on_host", "device_ordinal"):
             if stats.get(key) is not None:
                 memory = str(_int(stats[key]))
-    row = {"host": host, "memory": memory or "unknown", "time_ps": time_ps, "kind": kind,
+    row: dict[str, Any] = {"host": host, "memory": memory or "unknown", "time_ps": time_ps, "kind": kind,
            "fragmentation": float(stats["fragmentation"]) if isinstance(stats.get("fragmentation"), (int, float))
            else 0.0}
     for stat, column in _INT_STATS.items():

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
@@ -59,7 +60,7 @@ MAX_EVENTS = 50_000_000  # a bound on hostile input: more heap events than any r
 
 
 @cache
-def _message(name: str) -> type:
+def _message(name: str) -> Any:
     pool = descriptor_pool.DescriptorPool()
     fdp = descriptor_pb2.FileDescriptorProto(name="traceview_buffer_assignment.proto", package=_PACKAGE,
                                              syntax="proto3")

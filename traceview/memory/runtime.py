@@ -91,7 +91,7 @@ def _active_at_peak(events: pd.DataFrame, peak_row: int) -> list[dict]:
 
 def runtime_peaks(events: pd.DataFrame, timeline_points: int = MAX_TIMELINE_POINTS) -> list[RuntimePeak]:
     """One RuntimePeak per (host, allocator) in an allocator event table (parsers.allocator_events)."""
-    out = []
+    out: list[RuntimePeak] = []
     if events.empty:
         return out
     for (host, memory), group in events.groupby(["host", "memory"], observed=True, sort=True):

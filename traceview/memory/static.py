@@ -66,7 +66,8 @@ class _Buf:
     __slots__ = ("id", "size", "refs", "canonical")
 
     def __init__(self, id: int, size: int) -> None:
-        self.id, self.size, self.refs, self.canonical = id, size, 0, None
+        self.id, self.size, self.refs = id, size, 0
+        self.canonical: _Buf | None = None
 
     def root(self) -> _Buf:
         node = self
@@ -218,7 +219,9 @@ def static_peak(ba: BufferAssignment, module: HloModule | None, name: str | None
             # the largest logical buffer stands for the allocation (first one on ties)
             best = max(candidates, key=lambda c: c[0])
             buffers.append(describe(best[1], best[0], alloc.kind))
-    heap_peak, position, live, timeline, peak_inst = 0, 0, [], [], None
+    heap_peak, position, peak_inst = 0, 0, None
+    live: list[int] = []
+    timeline: list[int] = []
     trace = _choose_trace(ba, owner, color)
     if trace is not None:
         heap_peak, position, live, timeline, peak_inst = _walk(ba.heap_traces[trace], ba, warnings)
