@@ -128,8 +128,21 @@ def render(view: View) -> None:
     if inst.backend_config:
         with st.expander("backend config"):
             st.code(inst.backend_config, language="json", wrap_lines=True)
+    _graph(view, module_obj, inst)
     if inst.opcode == "fusion":
         _fusion(module_obj, inst)
+
+
+def _graph(view: View, module, inst) -> None:
+    """The op's HLO neighbourhood, coloured by bound (the graph `traceview graph` draws), rendered in the page."""
+    from traceview.graph.neighbourhood import annotate, op_graph
+    from traceview.graph.render import to_dot
+
+    st.markdown("**Graph** (operands above, users below; colour = bound, thick border = this op)")
+    depth = st.slider("graph depth", 1, 4, 1, key="tv_graph_depth")
+    graph = op_graph([module], inst.name, depth=depth)
+    annotate(graph, view.ops.to_dict("records"))
+    st.graphviz_chart(to_dot(graph), width="stretch")
 
 
 BOUND_BADGES = {"compute": "green", "memory": "blue", "communication": "violet", "unknown": "gray"}

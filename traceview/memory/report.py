@@ -16,6 +16,7 @@ from traceview.memory.runtime import RuntimePeak, runtime_peaks
 from traceview.memory.static import StaticPeak
 from traceview.parsers.allocator_events import empty_allocator_frame, read_allocator_events
 from traceview.parsers.discover import is_trace_file
+from traceview.profile import Profile
 
 
 @dataclass
@@ -44,6 +45,30 @@ def is_trace_path(path: Path) -> bool:
     return path.is_dir() and any(is_trace_file(p) for p in path.rglob("*.xplane.pb*"))
 
 
+def fill_from_profile(report: MemoryReport, profile: Profile, files: list[Path]) -> None:
+    """Runtime peaks from the allocator events of `files` (the profile's trace files), static peaks from its HLO."""
+    frames = [read_allocator_events(f) for f in files]
+    frames = [f for f in frames if not f.empty]
+    if frames:
+        report.events = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    report.warnings += profile.warnings
+    starts = [int(profile.ops["start_ps"].min())] if not profile.ops.empty else []
+    if not report.events.empty:
+        starts.append(int(report.events["time_ps"].min()))
+    report.origin_ps = min(starts) if starts else 0
+    report.memories = runtime_peaks(report.events)
+    where = report.source
+    if not report.memories:
+        report.warnings.append(f"{where}: no allocator events (MemoryAllocation/MemoryDeallocation) in the trace: "
+                               f"no runtime peak (JAX on the CPU writes none)")
+    report.modules, warnings = static_peaks_from_protos(profile.hlo_protos, where)
+    report.warnings += warnings
+    if not profile.hlo_protos:
+        report.warnings.append(f"{where}: the trace carries no HLO protos: no static peak")
+    report.modules.sort(key=lambda m: -m.peak_bytes)
+    report.warnings = list(dict.fromkeys(report.warnings))
+
+
 def memory_report(path: str | Path, run: str | None = None, target: str | None = None,
                   hardware_file: str | Path | None = None) -> MemoryReport:
     """Everything `traceview memory` shows for PATH (a trace, an HLO dump folder or an HLO file)."""
@@ -57,26 +82,9 @@ def memory_report(path: str | Path, run: str | None = None, target: str | None =
         from traceview.load import load_profile
         from traceview.parsers.discover import find_run
 
-        found = find_run(p, run)
-        frames = [read_allocator_events(f) for f in found.files]
-        frames = [f for f in frames if not f.empty]
-        if frames:
-            report.events = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
         profile = load_profile(p, run=run)
         devices = profile.devices
-        report.warnings += profile.warnings
-        starts = [int(profile.ops["start_ps"].min())] if not profile.ops.empty else []
-        if not report.events.empty:
-            starts.append(int(report.events["time_ps"].min()))
-        report.origin_ps = min(starts) if starts else 0
-        report.memories = runtime_peaks(report.events)
-        if not report.memories:
-            report.warnings.append(f"{p}: no allocator events (MemoryAllocation/MemoryDeallocation) in the trace: "
-                                   f"no runtime peak (JAX on the CPU writes none)")
-        report.modules, warnings = static_peaks_from_protos(profile.hlo_protos, str(p))
-        report.warnings += warnings
-        if not profile.hlo_protos:
-            report.warnings.append(f"{p}: the trace carries no HLO protos: no static peak")
+        fill_from_profile(report, profile, find_run(p, run).files)
     else:
         report.modules, warnings = static_peaks_from_dump(p)
         report.warnings += warnings
