@@ -110,8 +110,12 @@ def allocator_events_of_plane(plane, host: str, where: str) -> pd.DataFrame:
     if not rows:
         return empty_allocator_frame()
     frame = pd.DataFrame(rows, columns=list(ALLOCATOR_COLUMNS))
-    frame = frame.sort_values("time_ps", kind="stable").reset_index(drop=True)
-    return frame.astype(ALLOCATOR_COLUMNS)
+    frame = frame.sort_values("time_ps", kind="stable").reset_index(drop=True).astype(ALLOCATOR_COLUMNS)
+    for name, dtype in ALLOCATOR_COLUMNS.items():
+        if dtype == "object":  # absent strings stay None (pandas makes an all-None column NaN)
+            frame[name] = pd.Series([v if isinstance(v, str) else None for v in frame[name]], index=frame.index,
+                                    dtype=object)
+    return frame
 
 
 def _value(cols, r: int, stat_names: dict[int, str]):

@@ -258,3 +258,13 @@ def test_cli_headroom_misses_on_a_small_target(capsys):
 def test_cli_bad_path(tmp_path, capsys):
     assert main(["memory", str(tmp_path / "nope")]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not XPLANES, reason=f"real traces not available in {SHARED}")
+def test_absent_allocation_metadata_is_none_not_nan():
+    path = SHARED / "openxla-xprof" / "tpu_inference_2.xplane.pb"
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    events = read_allocator_events(path)
+    for column in ("tf_op", "region_type", "data_type", "shape"):
+        assert all(v is None or isinstance(v, str) for v in events[column]), column

@@ -78,13 +78,19 @@ def _active_at_peak(events: pd.DataFrame, peak_row: int) -> list[dict]:
             live[int(addrs[i])] = i
         else:
             live.pop(int(addrs[i]), None)
+    cols = {c: events[c].tolist() for c in ("allocation_bytes", "requested_bytes", "shape", "tf_op", "region_type",
+                                             "data_type", "step", "time_ps", "address")}
+
+    def text(column: str, i: int) -> str | None:
+        v = cols[column][i]
+        return v if isinstance(v, str) and v else None
+
     rows = []
     for i in live.values():
-        e = events.iloc[i]
-        rows.append({"size_bytes": int(e["allocation_bytes"]), "requested_bytes": int(e["requested_bytes"]),
-                     "shape": e["shape"], "op": e["tf_op"], "region_type": e["region_type"],
-                     "data_type": e["data_type"], "step": int(e["step"]), "time_ps": int(e["time_ps"]),
-                     "address": int(e["address"]), "kind": "allocation"})
+        rows.append({"size_bytes": int(cols["allocation_bytes"][i]), "requested_bytes": int(cols["requested_bytes"][i]),
+                     "shape": text("shape", i), "op": text("tf_op", i), "region_type": text("region_type", i),
+                     "data_type": text("data_type", i), "step": int(cols["step"][i]),
+                     "time_ps": int(cols["time_ps"][i]), "address": int(cols["address"][i]), "kind": "allocation"})
     rows.sort(key=lambda r: (-r["size_bytes"], r["time_ps"]))
     return rows
 
