@@ -78,7 +78,7 @@ def _runtime(report: MemoryReport, view: View) -> None:
         return
     names = [m.device for m in memories]
     picked = st.selectbox("memory (allocator)", names, key="tv_memory_pick")
-    chosen = memories[names.index(picked) if picked in names else 0]
+    chosen = memories[names.index(str(picked)) if picked in names else 0]
     cols = st.columns(6)
     cols[0].metric("peak", fmt_bytes(chosen.peak_bytes))
     cols[1].metric("allocator capacity", fmt_bytes(chosen.capacity_bytes))
@@ -114,7 +114,7 @@ def _static(report: MemoryReport, view: View) -> None:
     labels = [f"{m.name}" + (f" ({m.program_id})" if m.program_id is not None else "") + f"  ·  "
               f"{fmt_bytes(m.peak_bytes)}" for m in report.modules]
     picked = st.selectbox("HLO module (largest static peak first)", labels, key="tv_memory_module")
-    chosen = report.modules[labels.index(picked) if picked in labels else 0]
+    chosen = report.modules[labels.index(str(picked)) if picked in labels else 0]
     cols = st.columns(4)
     cols[0].metric("static peak", fmt_bytes(chosen.peak_bytes))
     cols[1].metric("temporaries at peak", fmt_bytes(chosen.heap_peak_bytes))

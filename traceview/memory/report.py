@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from traceview.errors import UserError
-from traceview.hardware.chips import Chip, get_chip, load_hardware
+from traceview.hardware.chips import Chip
+from traceview.hardware.database import get_chip, load_hardware
 from traceview.hardware.detect import detect_target
 from traceview.memory.headroom import Headroom, headroom, is_device_memory
 from traceview.memory.modules import static_peaks_from_dump, static_peaks_from_protos

@@ -85,7 +85,7 @@ def _active_at_peak(events: pd.DataFrame, peak_row: int) -> list[dict]:
         v = cols[column][i]
         return v if isinstance(v, str) and v else None
 
-    rows = []
+    rows: list[dict] = []
     for i in live.values():
         rows.append({"size_bytes": int(cols["allocation_bytes"][i]), "requested_bytes": int(cols["requested_bytes"][i]),
                      "shape": text("shape", i), "op": text("tf_op", i), "region_type": text("region_type", i),
