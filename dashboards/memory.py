@@ -79,13 +79,13 @@ def _runtime(report: MemoryReport, view: View) -> None:
     names = [m.device for m in memories]
     picked = st.selectbox("memory (allocator)", names, key="tv_memory_pick")
     chosen = memories[names.index(str(picked)) if picked in names else 0]
-    cols = st.columns(6)
+    cols = st.columns(3) + st.columns(3)
     cols[0].metric("peak", fmt_bytes(chosen.peak_bytes))
     cols[1].metric("allocator capacity", fmt_bytes(chosen.capacity_bytes))
-    cols[2].metric("heap at peak", fmt_bytes(chosen.heap_bytes))
-    cols[3].metric("stack at peak", fmt_bytes(chosen.stack_bytes))
-    cols[4].metric("fragmentation", f"{chosen.fragmentation:.1%}")
-    _room_metric(cols[5], _room(chosen.peak_bytes, view) if is_device_memory(chosen.name) else None)
+    _room_metric(cols[2], _room(chosen.peak_bytes, view) if is_device_memory(chosen.name) else None)
+    cols[3].metric("heap at peak", fmt_bytes(chosen.heap_bytes))
+    cols[4].metric("stack at peak", fmt_bytes(chosen.stack_bytes))
+    cols[5].metric("fragmentation at peak", f"{chosen.fragmentation:.1%}")
     t = chosen.timeline
     line = pd.DataFrame({"time (ms)": (t["time_ps"] - report.origin_ps) / PS_PER_US / 1e3,
                          "GiB in use": (t["stack_bytes"] + t["heap_bytes"]) / 2**30, "step": t["step"]})

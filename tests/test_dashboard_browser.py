@@ -263,14 +263,18 @@ def _visible_panel(browser: DevTools) -> str:
                       ".filter(p => p.offsetParent !== null).map(p => p.innerText).join('\\n')")
 
 
-def test_memory_tab_and_op_graph_in_chromium(browser, shared_traces, tmp_path):
-    """The MI300X GEMM trace: the Memory tab shows XProf's peak and what holds it; Op detail draws the graph."""
+@pytest.mark.parametrize("rel, memory, chip", [
+    ("AMD-AGI-TraceLens/jax08_gemm/tw003.xplane.pb", "GPU_0_bfc", "mi300x"),
+    ("openxla-xprof/tpu_inference_2.xplane.pb", "0", "tpu-v6e"),
+])
+def test_memory_tab_and_op_graph_in_chromium(browser, shared_traces, tmp_path, rel, memory, chip):
+    """The Memory tab shows XProf's peak and what holds it; Op detail draws the op graph."""
     from traceview.memory.render import fmt_bytes
     from traceview.memory.runtime import runtime_peaks
     from traceview.parsers.allocator_events import read_allocator_events
 
-    trace = shared_traces / "AMD-AGI-TraceLens" / "jax08_gemm" / "tw003.xplane.pb"
-    peak = next(p for p in runtime_peaks(read_allocator_events(trace)) if p.name == "GPU_0_bfc")
+    trace = shared_traces / rel
+    peak = next(p for p in runtime_peaks(read_allocator_events(trace)) if p.name == memory)
     shots = []
     with dashboard_server(trace, tmp_path / "server.log") as url:
         browser.call("Page.enable")
@@ -282,15 +286,15 @@ def test_memory_tab_and_op_graph_in_chromium(browser, shared_traces, tmp_path):
         _settle(browser, 3, "Memory")
         panel = _visible_panel(browser)
         assert "Held at the peak" in panel and "Buffers live at the peak" in panel
-        assert fmt_bytes(peak.peak_bytes) in panel and "headroom on mi300x" in panel
-        shots.append(browser.screenshot(tmp_path / "dashboard_memory.png"))
+        assert fmt_bytes(peak.peak_bytes) in panel and f"headroom on {chip}" in panel
+        shots.append(browser.screenshot(tmp_path / f"dashboard_memory_{chip}.png"))
         _click_tab(browser, "Op detail")
         _settle(browser, 0, "Op detail")
         browser.wait_for(f"{_GRAPHVIZ} >= 1", 60, "the op graph")
         browser.js("document.querySelector('[data-testid=\"stGraphVizChart\"]').scrollIntoView()")
         time.sleep(1.0)
         assert "-bound" in browser.js("document.querySelector('[data-testid=\"stGraphVizChart\"]').innerHTML")
-        shots.append(browser.screenshot(tmp_path / "dashboard_op_graph.png"))
+        shots.append(browser.screenshot(tmp_path / f"dashboard_op_graph_{chip}.png"))
     _keep(shots)
     for shot in shots:
         assert _not_blank(shot) > 200, f"{shot.name} looks blank"

@@ -138,5 +138,7 @@ def annotate(graph: OpGraph, records: list[dict]) -> None:
         if r is None:
             continue
         node.bound = r.get("bound")
-        node.time_us = r.get("self_time_us") if r.get("self_time_us") is not None else r.get("total_time_us")
+        # the time the op is judged by: its self time, or for an async start the time its transfer was in flight
+        node.time_us = next((r[k] for k in ("judged_time_us", "self_time_us", "total_time_us")
+                             if r.get(k) is not None), None)
         node.gain_us = r.get("gain_us")
