@@ -134,8 +134,11 @@ def _graph(view: View, module, inst) -> None:
     from traceview.graph.render import to_dot
 
     st.markdown("**Graph** (operands above, users below; colour = bound, thick border = this op)")
-    depth = st.slider("graph depth", 1, 4, 1, key="tv_graph_depth")
-    graph = op_graph([module], inst.name, depth=depth)
+    left, right = st.columns([3, 1])
+    depth = left.slider("graph depth", 1, 4, 1, key="tv_graph_depth")
+    expand = right.checkbox("open the fusion", value=True, key="tv_graph_expand",
+                            disabled=inst.opcode != "fusion", help="draw the fused computation inside the op")
+    graph = op_graph([module], inst.name, depth=depth, expand=expand)
     annotate(graph, view.ops.to_dict("records"))
     st.graphviz_chart(to_dot(graph), width="stretch")
 

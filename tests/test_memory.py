@@ -268,3 +268,43 @@ def test_absent_allocation_metadata_is_none_not_nan():
     events = read_allocator_events(path)
     for column in ("tf_op", "region_type", "data_type", "shape"):
         assert all(v is None or isinstance(v, str) for v in events[column]), column
+
+
+def test_mutated_buffer_assignments_fail_cleanly():
+    """Hostile bytes: a clean HloError or a result, never another exception or a hang."""
+    from traceview.errors import HloError
+    from traceview.parsers.buffer_assignment import parse_buffer_assignment
+    from traceview.parsers.hlo_dump import read_bytes
+
+    protos = sorted((REPO / "sample_traces" / "mlp" / "hlo").glob("*after_optimizations.hlo.pb"))
+    if not protos:
+        pytest.skip("sample_traces/mlp has no after-optimizations HLO proto")
+    data = read_bytes(protos[0])
+    rng = np.random.default_rng(1234)
+    for _ in range(150):
+        buf = bytearray(data)
+        for pos in rng.integers(0, len(buf), size=int(rng.integers(1, 8))):
+            buf[pos] = int(rng.integers(0, 256))
+        cut = int(rng.integers(len(buf) // 2, len(buf) + 1))
+        try:
+            ba = parse_buffer_assignment(bytes(buf[:cut]), "fuzz")
+        except HloError:
+            continue
+        if ba is not None:
+            peak = static_peak(ba, None)
+            assert peak.peak_bytes >= 0 or peak.warnings
+
+
+@pytest.mark.skipif(not XPLANES, reason=f"real traces not available in {SHARED}")
+def test_truncated_trace_is_a_trace_error(tmp_path):
+    from traceview.errors import TraceError
+
+    path = SHARED / "AMD-AGI-TraceLens" / "jax08_gemm" / "tw003.xplane.pb"
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    data = path.read_bytes()
+    for cut in (len(data) // 3, len(data) // 2):
+        bad = tmp_path / "cut.xplane.pb"
+        bad.write_bytes(data[:cut])
+        with pytest.raises(TraceError, match="cut.xplane.pb"):
+            read_allocator_events(bad)
