@@ -11,11 +11,14 @@ The definition follows XProf's memory viewer (hlo_proto_to_memory_visualization_
 * the heap peak is the first maximum of that walk, and the buffers live there
   are the buffers "at the peak";
 * allocations outside the simulation (entry parameters, constants,
-  thread-local, maybe-live-out: "indefinite") are live throughout and add
-  their size to the peak; each is represented by its largest logical buffer.
+  maybe-live-out: "indefinite") are live throughout and add their size to the
+  peak; each is represented by its largest logical buffer;
+* thread-local allocations (per-thread scratch, not device memory) are left
+  out, as XProf leaves them out.
 
-``total_allocation_bytes`` is the sum of every colour-0 allocation's size,
-what XProf's ``get_peak_allocations`` reports as ``total_hbm_mib``.
+``total_allocation_bytes`` is the sum of the colour-0 allocations' sizes
+(thread-local aside), what XProf's ``get_peak_allocations`` reports as
+``total_hbm_mib``.
 """
 
 from __future__ import annotations
@@ -211,7 +214,7 @@ def static_peak(ba: BufferAssignment, module: HloModule | None, name: str | None
     buffers: list[StaticBuffer] = []
     indefinite = 0
     for alloc in ba.allocations:
-        if alloc.color != color or not alloc.indefinite:
+        if alloc.color != color or not alloc.indefinite or alloc.is_thread_local:
             continue
         indefinite += alloc.size
         candidates = [(ba.logical_buffers[i].size, i) for i, _, _ in alloc.assigned if i in ba.logical_buffers]
@@ -233,7 +236,7 @@ def static_peak(ba: BufferAssignment, module: HloModule | None, name: str | None
     by_kind: dict[str, int] = {}
     for b in buffers:
         by_kind[b.kind] = by_kind.get(b.kind, 0) + b.size_bytes
-    total = sum(a.size for a in ba.allocations if a.color == color)
+    total = sum(a.size for a in ba.allocations if a.color == color and not a.is_thread_local)
     return StaticPeak(name=name or (module.name if module else "?"), program_id=program_id,
                       peak_bytes=heap_peak + indefinite, heap_peak_bytes=heap_peak, indefinite_bytes=indefinite,
                       total_allocation_bytes=total, buffers=buffers,
