@@ -7,6 +7,7 @@ from pathlib import Path
 from traceview.errors import HloError
 from traceview.memory.static import StaticPeak, static_peak
 from traceview.parsers.buffer_assignment import parse_buffer_assignment
+from traceview.parsers.buffer_assignment_text import companion_file, read_buffer_assignment_text
 from traceview.parsers.hlo_dump import load_hlo_modules, read_bytes
 from traceview.parsers.hlo_model import HloModule
 from traceview.parsers.hlo_proto import modules_from_trace_protos
@@ -49,8 +50,19 @@ def static_peaks_from_dump(path: str | Path) -> tuple[list[StaticPeak], list[str
     for module in modules:
         file = Path(module.file) if module.file else None
         if file is None or not file.name.replace(".xz", "").replace(".gz", "").endswith(".pb"):
-            warnings.append(f"{module.file or module.name}: HLO text carries no buffer assignment; "
-                            f"dump with --xla_dump_hlo_as_proto for the static peak")
+            text_ba = companion_file(file) if file is not None else None
+            if text_ba is None:
+                warnings.append(f"{module.file or module.name}: HLO text carries no buffer assignment and no "
+                                f"-buffer-assignment.txt is beside it; dump with --xla_dump_hlo_as_proto")
+                continue
+            try:
+                from_text = static_peak(read_buffer_assignment_text(text_ba), module, name=module.name,
+                                        program_id=module.program_id)
+            except HloError as exc:
+                warnings.append(str(exc))
+                continue
+            warnings.extend(f"{text_ba}: {w}" for w in from_text.warnings)
+            peaks.append(from_text)
             continue
         peak = _peak_of(read_bytes(file), module, str(file), warnings)
         if peak is not None:

@@ -60,6 +60,7 @@ class StaticPeak:
     peak_position: int = 0               # index into heap_timeline
     peak_instruction: str | None = None  # the instruction whose event made the peak
     bytes_by_kind: dict[str, int] = field(default_factory=dict)
+    exact: bool = True                   # False: no heap simulator trace, the temporaries' allocations counted whole
     warnings: list[str] = field(default_factory=list)
 
 
@@ -228,6 +229,23 @@ def static_peak(ba: BufferAssignment, module: HloModule | None, name: str | None
     trace = _choose_trace(ba, owner, color)
     if trace is not None:
         heap_peak, position, live, timeline, peak_inst = _walk(ba.heap_traces[trace], ba, warnings)
+    exact = True
+    if trace is None:
+        # No heap simulation (a text dump): the temporaries' allocations, packed by XLA, counted whole.
+        for alloc in ba.allocations:
+            if alloc.color != color or alloc.indefinite or alloc.is_thread_local or not alloc.assigned:
+                continue
+            exact = False
+            heap_peak += alloc.size
+            biggest = max(alloc.assigned, key=lambda a: a[2])
+            buf = describe(biggest[0], alloc.size, "temporary")
+            if len(alloc.assigned) > 1:
+                buf.instruction = f"temporaries of {len(alloc.assigned)} values (largest {buf.instruction})"
+                buf.shape = None
+            buffers.append(buf)
+        if not exact:
+            warnings.append("no heap simulator trace: the peak counts the temporaries' allocations whole "
+                            "(an upper bound; dump with --xla_dump_hlo_as_proto for the exact peak)")
     for lb_id in live:
         lb = ba.logical_buffers[lb_id]
         alloc = owner.get(lb_id)
@@ -241,4 +259,4 @@ def static_peak(ba: BufferAssignment, module: HloModule | None, name: str | None
                       peak_bytes=heap_peak + indefinite, heap_peak_bytes=heap_peak, indefinite_bytes=indefinite,
                       total_allocation_bytes=total, buffers=buffers,
                       heap_timeline=[h + indefinite for h in timeline], peak_position=position,
-                      peak_instruction=peak_inst, bytes_by_kind=by_kind, warnings=warnings)
+                      peak_instruction=peak_inst, bytes_by_kind=by_kind, exact=exact, warnings=warnings)
