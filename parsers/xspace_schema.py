@@ -217,7 +217,13 @@ def _fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     live = np.flatnonzero(pos < ends)
     while live.size:
         tag, p = _varints(buf, pos[live])
+        if (p > ends[live]).any():
+            raise WireError("field tag runs past the end of its message")
         field, wire = (tag >> np.uint64(3)).astype(np.int64), (tag & np.uint64(7)).astype(np.int64)
+        if not np.isin(wire, (_WT_VARINT, _WT_I64, _WT_LEN, _WT_I32)).all():
+            raise WireError("unsupported wire type")
+        if (field == 0).any():
+            raise WireError("field number 0")
         value = np.zeros(live.size, dtype=np.uint64)
         v_start, v_end = p.copy(), p.copy()
         is_var = wire == _WT_VARINT
@@ -226,6 +232,10 @@ def _fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
         is_len = wire == _WT_LEN
         if is_len.any():
             length, v_start[is_len] = _varints(buf, p[is_len])
+            # Compared unsigned before any arithmetic: a huge length must not wrap around.
+            room = np.maximum(ends[live][is_len] - v_start[is_len], 0).astype(np.uint64)
+            if (length > room).any():
+                raise WireError("length-delimited field runs past the end of its message")
             v_end[is_len] = v_start[is_len] + length.astype(np.int64)
         for wt, size in ((_WT_I64, 8), (_WT_I32, 4)):
             fixed = wire == wt
@@ -233,8 +243,6 @@ def _fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
                 raw = buf[p[fixed][:, None] + np.arange(size)].astype(np.uint64)
                 value[fixed] = np.bitwise_or.reduce(raw << (np.arange(size, dtype=np.uint64) * np.uint64(8)), axis=1)
                 v_end[fixed] = p[fixed] + size
-        if not np.isin(wire, (_WT_VARINT, _WT_I64, _WT_LEN, _WT_I32)).all():
-            raise WireError("unsupported wire type")
         if (v_end > ends[live]).any():
             raise WireError("field runs past the end of its message")
         yield live, field, wire, value, v_start, v_end
@@ -243,6 +251,7 @@ def _fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
 
 
 _BATCH = 1 << 15  # events decoded together: keeps the working set in cache
+_PAD = 16  # > the longest varint (10 bytes)
 
 
 def decode_events(raw_events, keep_stats: np.ndarray | None = None) -> EventColumns:
@@ -254,13 +263,18 @@ def decode_events(raw_events, keep_stats: np.ndarray | None = None) -> EventColu
     n = len(raw_events)
     lengths = np.fromiter(map(len, raw_events), dtype=np.int64, count=n)
     data = b"".join(raw_events)
-    buf = np.frombuffer(data + bytes(16), dtype=np.uint8)
+    # Zero padding: a varint begun inside a message always ends inside the
+    # buffer; every read past a message's end is then caught by the checks.
+    buf = np.frombuffer(data + bytes(_PAD), dtype=np.uint8)
     ends = np.cumsum(lengths)
     starts = ends - lengths
-    parts = [_decode_batch(buf, starts[i:i + _BATCH], ends[i:i + _BATCH], i, keep_stats)
-             for i in range(0, n, _BATCH)]
-    if not parts:
-        parts = [_decode_batch(buf, starts, ends, 0, keep_stats)]
+    try:
+        parts = [_decode_batch(buf, starts[i:i + _BATCH], ends[i:i + _BATCH], i, keep_stats)
+                 for i in range(0, n, _BATCH)]
+        if not parts:
+            parts = [_decode_batch(buf, starts, ends, 0, keep_stats)]
+    except (IndexError, OverflowError) as exc:  # a bound the checks above missed: still a corrupt file
+        raise WireError(f"malformed event bytes ({type(exc).__name__})") from exc
     cols = [np.concatenate(c) for c in zip(*parts)]
     return EventColumns(*cols, buffer=data)
 

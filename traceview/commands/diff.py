@@ -9,13 +9,13 @@ budget, 1 a regression, 2 unusable input.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from traceview.commands._options import write_output
 from traceview.errors import UserError
-from traceview.regress.baseline import load_snapshot
-from traceview.regress.check import BUDGET_KEYS, Budgets, make_budgets, run_checks
-from traceview.regress.diff import diff_analyses
-from traceview.regress.report import diff_junit, diff_markdown, render
+
+if TYPE_CHECKING:
+    from traceview.regress.check import Budgets
 
 FORMATS = ("table", "markdown", "json", "junit")
 
@@ -53,6 +53,8 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
 
 
 def budgets_from_args(args: argparse.Namespace) -> Budgets:
+    from traceview.regress.check import BUDGET_KEYS, make_budgets
+
     overrides = {}
     for flag, (name, parse) in BUDGET_KEYS.items():
         value = getattr(args, flag, None)
@@ -66,6 +68,11 @@ def budgets_from_args(args: argparse.Namespace) -> Budgets:
 
 def compare(args: argparse.Namespace, base_path: str, new_path: str) -> int:
     """Load both sides, diff, check, write the reports; 0 pass, 1 regression."""
+    from traceview.regress.baseline import load_snapshot
+    from traceview.regress.check import run_checks
+    from traceview.regress.diff import diff_analyses
+    from traceview.regress.report import diff_junit, diff_markdown, render
+
     budgets = budgets_from_args(args)  # before the slow part: a bad flag fails fast
     base = load_snapshot(base_path, run=args.base_run, target=args.target, hardware_file=args.hardware_file,
                          stage=args.stage)

@@ -6,7 +6,6 @@ import argparse
 import json
 
 from traceview.commands._options import write_output
-from traceview.hardware.chips import format_hardware_table, hardware_json, load_hardware
 
 
 def register(subparsers) -> None:
@@ -20,6 +19,8 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from traceview.hardware.chips import format_hardware_table, hardware_json, load_hardware
+
     db = load_hardware(args.hardware_file)
     if args.format == "json":
         text = json.dumps(hardware_json(db), indent=1) + "\n"

@@ -11,11 +11,7 @@ import json
 from pathlib import Path
 
 from traceview.commands._options import write_output
-from traceview.hlo_report import hlo_csv, hlo_json, hlo_report, hlo_text
-from traceview.load import load_profile
-from traceview.modules import profile_modules
 from traceview.parsers.discover import is_trace_file
-from traceview.parsers.hlo_dump import load_hlo_modules
 
 
 def register(subparsers) -> None:
@@ -38,6 +34,11 @@ def _is_trace(path: Path) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    from traceview.hlo_report import hlo_csv, hlo_json, hlo_report, hlo_text
+    from traceview.load import load_profile
+    from traceview.modules import profile_modules
+    from traceview.parsers.hlo_dump import load_hlo_modules
+
     path = Path(args.path)
     if _is_trace(path):
         modules, warnings = profile_modules(load_profile(path, run=args.run), stage=args.stage)
