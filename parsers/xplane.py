@@ -61,6 +61,7 @@ TASK_ENV_PLANE = "Task Environment"
 _HLO_PROTO_STAT = ("Hlo Proto", "hlo_proto")
 _UINT64 = 1 << 64
 _INT64_MAX = (1 << 63) - 1
+_FAST_MIN_BYTES = 4 << 20  # files this large take the compiled reader when numba is installed
 
 
 @dataclass
@@ -80,7 +81,21 @@ class TraceData:
 # --------------------------------------------------------------------------- file
 
 
-def load_xspace(path: str | Path) -> XSpaceRaw:
+def _parse_space(data: bytes, fast: bool | None):
+    """XSpaceRaw (pure path), or xspace_fast's FastSpace for large files when numba is there (`fast`: force)."""
+    if fast is None:
+        fast = len(data) >= _FAST_MIN_BYTES
+    if fast:
+        from traceview.parsers import xspace_fast
+
+        if xspace_fast.enabled():
+            return xspace_fast.parse_space(data)
+    space = XSpaceRaw()
+    space.ParseFromString(data)
+    return space
+
+
+def load_xspace(path: str | Path, fast: bool | None = None) -> XSpaceRaw:
     """Parse a file as an XSpace (events left as raw bytes); gzip is recognised by its magic bytes.
 
     Raises TraceError (one line, naming the file) for an empty, truncated or
@@ -100,11 +115,12 @@ def load_xspace(path: str | Path) -> XSpaceRaw:
             raise TraceError(f"{path}: corrupt or truncated gzip data ({exc})") from exc
         if not data:
             raise TraceError(f"{path}: gzip file holds no data")
-    space = XSpaceRaw()
     try:
-        space.ParseFromString(data)
+        space = _parse_space(data, fast)
     except DecodeError as exc:
         raise TraceError(f"{path}: not a readable XSpace protobuf (truncated or corrupt: {exc})") from exc
+    except WireError as exc:
+        raise TraceError(f"{path}: corrupt line ({exc})") from exc
     if not space.planes or not any(p.name for p in space.planes):
         raise TraceError(f"{path}: not a profiler trace (no named XPlane in it)")
     return space
@@ -241,12 +257,47 @@ class _Events:
             ids, inverse = np.unique(c.stat_bits[ref], return_inverse=True)
             names = np.array([self.view.stat_names.get(int(i), "") for i in ids], dtype=object)
             out[c.stat_event[ref]] = names[inverse]
-        for r in rows[kinds == STAT_STR]:
-            out[c.stat_event[r]] = c.stat_bytes(int(r)).decode("utf-8", "replace")
+        text = rows[kinds == STAT_STR]
+        if text.size:
+            out[c.stat_event[text]] = _decoded(c.buffer, c.stat_start[text], c.stat_end[text])
         other = rows[(kinds != STAT_REF) & (kinds != STAT_STR) & (kinds != STAT_BYTES)]
         for r in other:
             out[c.stat_event[r]] = str(int(c.stat_bits[r].view(np.int64)))
         return out
+
+
+def _decoded(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Object array of the UTF-8 strings at buffer[start:end]; each distinct string decoded once."""
+    memo: dict[bytes, str] = {}
+    get = memo.get
+
+    def text(b: bytes) -> str:
+        value = get(b)
+        if value is None:
+            value = memo[b] = b.decode("utf-8", "replace")
+        return value
+
+    return np.fromiter((text(buffer[s:e]) for s, e in zip(starts.tolist(), ends.tolist())),
+                       dtype=object, count=starts.size)
+
+
+def categorical(values: np.ndarray) -> pd.Categorical:
+    """pd.Categorical(values) for an object array of str (None: missing), factorized with a dict.
+
+    Same categories (sorted), codes and dtypes as pd.Categorical, several
+    times faster when millions of values repeat a few thousand strings.
+    """
+    index: dict = {}
+    codes = np.fromiter((index.setdefault(v, len(index)) for v in values.tolist()), dtype=np.int64,
+                        count=len(values))
+    keys = list(index)
+    present = [k for k in keys if k is not None]
+    if not present or not all(type(k) is str for k in present):
+        return pd.Categorical(values)
+    uniques = sorted(present)
+    rank = {k: i for i, k in enumerate(uniques)}
+    remap = np.array([-1 if k is None else rank[k] for k in keys], dtype=np.int64)
+    return pd.Categorical.from_codes(remap[codes], categories=pd.Index(uniques))
 
 
 # ----------------------------------------------------------------------- nesting
@@ -416,7 +467,7 @@ def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.
     n = start.size
     chunk = _Chunk(
         device=device, line=line_name, start=start, duration=dur, self_ps=self_times(start, dur),
-        op=pd.Categorical(op), module=pd.Categorical(module),
+        op=categorical(op), module=categorical(module),
         category=pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [""]),
         program_id=np.where(has_pid, pid, -1)[sel], flops=np.full(n, np.nan), bytes_=np.full(n, np.nan),
     )
@@ -475,11 +526,11 @@ def _extension_to_end_marker(ev: _Events, op_ends: tuple[np.ndarray, np.ndarray]
 # ------------------------------------------------------------------------- reader
 
 
-def read_xplane(path: str | Path, host: str | None = None) -> TraceData:
+def read_xplane(path: str | Path, host: str | None = None, fast: bool | None = None) -> TraceData:
     """Read one XSpace file into a TraceData (tables for one host)."""
     path = Path(path)
     host = host or host_of(path)
-    space = load_xspace(path)
+    space = load_xspace(path, fast=fast)
     return _Reader(space, host, str(path)).read()
 
 

@@ -83,23 +83,30 @@ _MESSAGES: list[tuple[str, list[tuple]]] = [
 _RAW_NAMES = {"XSpace": "XSpaceRaw", "XPlane": "XPlaneRaw", "XLine": "XLineRaw"}
 
 
-def _raw_variant(fields: list[tuple]) -> list[tuple]:
+# And with each plane's lines left as raw bytes, for the compiled line walk (xspace_fast).
+_LINES_NAMES = {"XSpace": "XSpaceLines", "XPlane": "XPlaneLines"}
+
+
+def _raw_variant(fields: list[tuple], names: dict[str, str], raw_type: str) -> list[tuple]:
     out = []
     for name, number, ftype, label, type_name, oneof in fields:
-        if type_name == "XEvent":  # XLine.events: keep the bytes
+        if type_name == raw_type:  # keep these messages' bytes
             ftype, type_name = _BYTES, None
         elif type_name:
             head, _, tail = type_name.partition(".")
-            type_name = _RAW_NAMES.get(head, head) + (f".{tail}" if tail else "")
+            type_name = names.get(head, head) + (f".{tail}" if tail else "")
         out.append((name, number, ftype, label, type_name, oneof))
     return out
 
 
-_MESSAGES += [(_RAW_NAMES[name], _raw_variant(fields)) for name, fields in _MESSAGES if name in _RAW_NAMES]
+_MESSAGES += ([(_RAW_NAMES[name], _raw_variant(fields, _RAW_NAMES, "XEvent"))
+               for name, fields in _MESSAGES if name in _RAW_NAMES]
+              + [(_LINES_NAMES[name], _raw_variant(fields, _LINES_NAMES, "XLine"))
+                 for name, fields in _MESSAGES if name in _LINES_NAMES])
 
 _ONEOFS = {"XEvent": "data", "XStat": "value"}
 _MAP_ENTRIES = {plane: [("EventMetadataEntry", "XEventMetadata"), ("StatMetadataEntry", "XStatMetadata")]
-                for plane in ("XPlane", "XPlaneRaw")}
+                for plane in ("XPlane", "XPlaneRaw", "XPlaneLines")}
 
 
 def _add_field(msg: descriptor_pb2.DescriptorProto, name, number, ftype, label, type_name, oneof) -> None:
@@ -144,9 +151,10 @@ XStat = _CLASSES["XStat"]
 XEventMetadata = _CLASSES["XEventMetadata"]
 XStatMetadata = _CLASSES["XStatMetadata"]
 XSpaceRaw = _CLASSES["XSpaceRaw"]
+XSpaceLines = _CLASSES["XSpaceLines"]
 
 __all__ = ["XSpace", "XPlane", "XLine", "XEvent", "XStat", "XEventMetadata", "XStatMetadata", "XSpaceRaw",
-           "EventColumns", "decode_events", "WireError"]
+           "XSpaceLines", "EventColumns", "decode_events", "WireError"]
 
 
 # ------------------------------------------------------------------ columnar decoding
@@ -260,6 +268,8 @@ def decode_events(raw_events, keep_stats: np.ndarray | None = None) -> EventColu
     `keep_stats`: stat metadata ids to keep (None: all). Stats of other ids
     are dropped as soon as their id is read, which saves time and memory.
     """
+    if hasattr(raw_events, "decode"):  # an xspace_fast.EventRegion: the compiled decoder
+        return raw_events.decode(keep_stats)
     n = len(raw_events)
     lengths = np.fromiter(map(len, raw_events), dtype=np.int64, count=n)
     data = b"".join(raw_events)
