@@ -62,6 +62,7 @@ _HLO_PROTO_STAT = ("Hlo Proto", "hlo_proto")
 _UINT64 = 1 << 64
 _INT64_MAX = (1 << 63) - 1
 _FAST_MIN_BYTES = 4 << 20  # files this large take the compiled reader when numba is installed
+_FAST_MIN_STRINGS = 100_000  # string stats decoded by hash (numba) from this many on
 
 
 @dataclass
@@ -268,6 +269,12 @@ class _Events:
 
 def _decoded(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Object array of the UTF-8 strings at buffer[start:end]; each distinct string decoded once."""
+    if starts.size >= _FAST_MIN_STRINGS:
+        from traceview.parsers import xspace_fast
+
+        fast = xspace_fast.distinct_strings(buffer, starts, ends)
+        if fast is not None:
+            return fast
     memo: dict[bytes, str] = {}
     get = memo.get
 
@@ -282,22 +289,21 @@ def _decoded(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 
 def categorical(values: np.ndarray) -> pd.Categorical:
-    """pd.Categorical(values) for an object array of str (None: missing), factorized with a dict.
+    """pd.Categorical(values) for an object array of str (None: missing), by hash instead of by sort.
 
     Same categories (sorted), codes and dtypes as pd.Categorical, several
     times faster when millions of values repeat a few thousand strings.
     """
-    index: dict = {}
-    codes = np.fromiter((index.setdefault(v, len(index)) for v in values.tolist()), dtype=np.int64,
-                        count=len(values))
-    keys = list(index)
-    present = [k for k in keys if k is not None]
-    if not present or not all(type(k) is str for k in present):
+    values = np.asarray(values, dtype=object)
+    codes, keys = pd.factorize(values)  # a C hash table over the objects; None -> -1
+    keys = keys.tolist()
+    if not keys or not all(type(k) is str for k in keys):
         return pd.Categorical(values)
-    uniques = sorted(present)
-    rank = {k: i for i, k in enumerate(uniques)}
-    remap = np.array([-1 if k is None else rank[k] for k in keys], dtype=np.int64)
-    return pd.Categorical.from_codes(remap[codes], categories=pd.Index(uniques))
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    remap = np.empty(len(keys) + 1, dtype=np.int64)
+    remap[order] = np.arange(len(keys))
+    remap[-1] = -1  # codes of -1 (missing) index the last slot
+    return pd.Categorical.from_codes(remap[codes], categories=pd.Index([keys[i] for i in order]))
 
 
 # ----------------------------------------------------------------------- nesting
@@ -324,9 +330,12 @@ def self_times(start: np.ndarray, duration: np.ndarray) -> np.ndarray:
     closed = np.searchsorted(np.sort(e), s, side="right")
     depth = np.arange(s.size) - closed
     children = np.zeros(s.size, dtype=np.int64)
+    # Events grouped by depth once (each group in start order): no pass over all events per level.
+    by_depth = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2))
     for d in range(1, int(depth.max()) + 1):
-        child = np.flatnonzero(depth == d)
-        parents_pool = np.flatnonzero(depth == d - 1)
+        child = by_depth[bounds[d]:bounds[d + 1]]
+        parents_pool = by_depth[bounds[d - 1]:bounds[d]]
         if child.size == 0 or parents_pool.size == 0:
             continue
         k = np.searchsorted(parents_pool, child) - 1
@@ -530,8 +539,7 @@ def read_xplane(path: str | Path, host: str | None = None, fast: bool | None = N
     """Read one XSpace file into a TraceData (tables for one host)."""
     path = Path(path)
     host = host or host_of(path)
-    space = load_xspace(path, fast=fast)
-    return _Reader(space, host, str(path)).read()
+    return _Reader(load_xspace(path, fast=fast), host, str(path)).read()
 
 
 class _Reader:
@@ -560,14 +568,18 @@ class _Reader:
         if host_plane is not None:
             annotations = self._host_plane(host_plane, cpu_ops=not device_has_ops)
         hlo_protos, environment = self._metadata(planes)
+        # The raw events are no longer needed: drop them before the tables are built (peak memory).
+        device_names = [(p.name, m[1], m[2]) for p, m in device_planes if m]
+        self.space = plane = None
+        del planes, host_plane, device_planes
         ops = self._ops_frame()
         ops, steps = self._assign_steps(ops, annotations)
         if ops.empty:
             self.warnings.append(f"{self.path}: no device op events in this trace")
-        idle = [f"{self.host}/{m[1]}:{m[2]}" for p, m in device_planes if not events_per_plane[p.name]]
+        idle = [f"{self.host}/{kind}:{ordinal}" for name, kind, ordinal in device_names if not events_per_plane[name]]
         if idle:
             self.warnings.append(f"{self.path}: no events on {len(idle)} device(s): {', '.join(idle)}")
-        skipped = {p.name for p, _ in device_planes} | {HOST_PLANE, METADATA_PLANE, TASK_ENV_PLANE}
+        skipped = {name for name, _, _ in device_names} | {HOST_PLANE, METADATA_PLANE, TASK_ENV_PLANE}
         unknown_planes = sorted(n for n, count in events_per_plane.items() if count and n not in skipped)
         if unknown_planes:
             self.warnings.append(f"{self.path}: planes not analyzed: {', '.join(unknown_planes)}")

@@ -111,3 +111,24 @@ def parse_space(data: bytes) -> FastSpace:
     space = XSpaceLines()
     space.ParseFromString(data)
     return FastSpace(space)
+
+
+def distinct_strings(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray | None:
+    """Object array of the UTF-8 strings at buffer[start:end], each distinct one decoded once.
+
+    Slices are grouped by a 64-bit hash (compiled), every slice is checked
+    byte for byte against its group's first; None when numba is off or a
+    hash collides (then the caller decodes them one by one).
+    """
+    if not enabled():
+        return None
+    k = _kernels()
+    buf = np.frombuffer(buffer, dtype=np.uint8)
+    starts, ends = starts.astype(np.int64, copy=False), ends.astype(np.int64, copy=False)
+    _, first, inverse = np.unique(k.slice_hashes(buf, starts, ends), return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not k.slices_equal(buf, starts, ends, starts[first][inverse], ends[first][inverse]):
+        return None
+    texts = np.empty(first.size, dtype=object)
+    texts[:] = [buffer[s:e].decode("utf-8", "replace") for s, e in zip(starts[first].tolist(), ends[first].tolist())]
+    return texts[inverse]

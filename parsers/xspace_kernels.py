@@ -189,3 +189,28 @@ def decode(buf, starts, ends, keep, filtered, m):
             p = ve
     return mid, off, dur, s_event, s_id, s_kind, s_bits, s_start, s_end, error
 
+
+
+@njit(cache=True)
+def slice_hashes(buf, starts, ends):
+    """FNV-1a 64-bit hash of each buf[start:end]."""
+    out = np.empty(starts.size, dtype=np.uint64)
+    for i in range(starts.size):
+        h = np.uint64(14695981039346656037)
+        for p in range(starts[i], ends[i]):
+            h = (h ^ np.uint64(buf[p])) * np.uint64(1099511628211)
+        out[i] = h
+    return out
+
+
+@njit(cache=True)
+def slices_equal(buf, starts, ends, ref_starts, ref_ends):
+    """Whether every buf[start:end] equals its buf[ref_start:ref_end] (hash collisions check)."""
+    for i in range(starts.size):
+        n = ends[i] - starts[i]
+        if n != ref_ends[i] - ref_starts[i]:
+            return False
+        for k in range(n):
+            if buf[starts[i] + k] != buf[ref_starts[i] + k]:
+                return False
+    return True

@@ -98,3 +98,19 @@ def test_malformed_events_raise_wire_error_both_ways():
             decode_events([good, data])
         del case
 
+
+
+def test_distinct_strings_equal_one_by_one_decoding():
+    from traceview.parsers.xplane import _decoded
+
+    words = [b"fusion.1", b"", b"\xc3\xa9t\xc3\xa9", b"bad \xff utf8", b"fusion.1" * 40, b"fusion.2"]
+    rng = np.random.default_rng(3)
+    picks = rng.integers(0, len(words), size=5000)
+    buffer = b"".join(words[i] for i in picks)
+    lengths = np.array([len(words[i]) for i in picks], dtype=np.int64)
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    got = xspace_fast.distinct_strings(buffer, starts, ends)
+    want = np.array([w.decode("utf-8", "replace") for w in (words[i] for i in picks)], dtype=object)
+    assert got is not None and got.dtype == object and got.tolist() == want.tolist()
+    assert _decoded(buffer, starts, ends).tolist() == want.tolist()

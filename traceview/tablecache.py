@@ -115,7 +115,7 @@ def put(path: str | Path, data: TraceData) -> bool:
         fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-", suffix=_SUFFIX)
         try:
             with os.fdopen(fd, "wb") as handle:
-                np.savez(handle, **arrays)
+                np.savez(handle, **arrays)  # type: ignore[arg-type]
             os.replace(tmp, entry)
         except BaseException:
             _remove(Path(tmp))
