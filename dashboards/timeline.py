@@ -19,9 +19,9 @@ from traceview.dashboards.roofline_view import clicked_op
 from traceview.render.charts import BOUND_COLOURS
 from traceview.render.tables import fmt_time_us
 from traceview.timeline.intervals import union
+from traceview.units import PS_PER_MS, PS_PER_US
 
 IDLE_COLOUR = "#f6c4c4"
-PS_PER_MS = 1e9
 MAX_STEP_CHOICES = 200   # steps offered around the median one (plus the fastest and the slowest)
 
 
@@ -62,7 +62,7 @@ def timeline(view: View, step: int | None = None, limit: int = 2000, max_idle: i
         "lane": [lane_names[c] for c in lanes[rows]], "op": picked["op"].astype(str).to_numpy(),
         "module": picked["module"].astype(str).to_numpy(),
         "start_ms": (starts[rows] - lo) / PS_PER_MS, "end_ms": (ends[rows] - lo) / PS_PER_MS,
-        "duration_us": (ends[rows] - starts[rows]) / 1e6,
+        "duration_us": (ends[rows] - starts[rows]) / PS_PER_US,
     })
     bars["bound"] = _bounds(view, bars)
     idle = _idle(lanes, starts, ends, mask, lo, hi, max_idle)
@@ -74,7 +74,7 @@ def timeline(view: View, step: int | None = None, limit: int = 2000, max_idle: i
                                   "start_ms": (s["start_ps"].to_numpy() - lo) / PS_PER_MS,
                                   "end_ms": ((s["start_ps"] + s["time_ps"]).to_numpy() - lo) / PS_PER_MS})
     where = f"step {step}" if step is not None and len(step_bars) else "the whole trace"
-    note = (f"{len(bars)} of {in_window} ops in {where} ({fmt_time_us((hi - lo) / 1e6)})"
+    note = (f"{len(bars)} of {in_window} ops in {where} ({fmt_time_us((hi - lo) / PS_PER_US)})"
             + (" (the longest)" if len(bars) < in_window else "")
             + f"; {len(idle)} idle gaps shown in red")
     return Timeline(bars, idle, step_bars, in_window, (hi - lo) / PS_PER_MS, note)
@@ -94,8 +94,8 @@ def _lanes(raw: pd.DataFrame) -> tuple[np.ndarray, dict[int, str]]:
     lines_per_device = pd.Series(pairs // n_lines).value_counts()
     names = {}
     for code in pairs:
-        d, l = divmod(int(code), n_lines)
-        names[int(code)] = names_d[d] if lines_per_device[d] == 1 else f"{names_d[d]} · {line.categories[l]}"
+        d, lane = divmod(int(code), n_lines)
+        names[int(code)] = names_d[d] if lines_per_device[d] == 1 else f"{names_d[d]} · {line.categories[lane]}"
     return codes, names
 
 
@@ -124,7 +124,7 @@ def _idle(lanes: np.ndarray, starts: np.ndarray, ends: np.ndarray, mask: np.ndar
     gaps = gaps.assign(length=gaps["end"] - gaps["start"]).nlargest(limit, "length")
     return pd.DataFrame({"lane": gaps["lane"].to_numpy(), "start_ms": (gaps["start"].to_numpy() - lo) / PS_PER_MS,
                          "end_ms": (gaps["end"].to_numpy() - lo) / PS_PER_MS,
-                         "duration_us": gaps["length"].to_numpy() / 1e6})
+                         "duration_us": gaps["length"].to_numpy() / PS_PER_US})
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -146,7 +146,7 @@ def render(view: View) -> None:
         choices += sorted(set(nearby) | set(extremes))
         default = choices.index(median)
     c1, c2, _ = st.columns([2, 2, 4])
-    times = dict(zip(steps["step"].astype(int), steps["time_ps"] / 1e6)) if not steps.empty else {}
+    times = dict(zip(steps["step"].astype(int), steps["time_ps"] / PS_PER_US)) if not steps.empty else {}
     step = c1.selectbox("window", choices, index=default, key="timeline_step",
                         format_func=lambda s: "whole trace" if s is None else f"step {s} ({fmt_time_us(times[s])})")
     limit = c2.select_slider("ops drawn (longest)", [250, 500, 1000, 2000, 5000], value=1000, key="timeline_limit")

@@ -45,7 +45,8 @@ class Run:
         m = _RUN_TIMESTAMP.match(self.name)
         if m:
             try:
-                return datetime(*map(int, m.groups()))
+                year, month, day, hour, minute, second = (int(g) for g in m.groups())
+                return datetime(year, month, day, hour, minute, second)
             except ValueError:
                 pass
         return datetime.fromtimestamp(max(f.stat().st_mtime for f in self.files))

@@ -286,7 +286,7 @@ def decode_events(raw_events, keep_stats: np.ndarray | None = None) -> EventColu
     except (IndexError, OverflowError) as exc:  # a bound the checks above missed: still a corrupt file
         raise WireError(f"malformed event bytes ({type(exc).__name__})") from exc
     cols = [np.concatenate(c) for c in zip(*parts)]
-    return EventColumns(*cols, buffer=data)
+    return EventColumns(*cols, buffer=data)  # type: ignore[misc, arg-type]  # nine arrays, then the buffer
 
 
 def _decode_batch(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, first: int,

@@ -15,7 +15,7 @@ from traceview.commands._options import add_read_options, read_options_from_args
 from traceview.errors import UserError
 
 if TYPE_CHECKING:
-    from traceview.regress.check import Budgets
+    from traceview.regress.budgets import Budgets
 
 FORMATS = ("table", "markdown", "json", "junit")
 
@@ -54,7 +54,7 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
 
 
 def budgets_from_args(args: argparse.Namespace) -> Budgets:
-    from traceview.regress.check import BUDGET_KEYS, make_budgets
+    from traceview.regress.budgets import BUDGET_KEYS, make_budgets
 
     overrides = {}
     for flag, (name, parse) in BUDGET_KEYS.items():

@@ -19,7 +19,8 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from traceview.hardware.chips import format_hardware_table, hardware_json, load_hardware
+    from traceview.hardware.database import load_hardware
+    from traceview.render.hardware import format_hardware_table, hardware_json
 
     db = load_hardware(args.hardware_file)
     if args.format == "json":

@@ -34,10 +34,11 @@ def _is_trace(path: Path) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from traceview.hlo_report import hlo_csv, hlo_json, hlo_report, hlo_text
+    from traceview.hlo_report import hlo_report
     from traceview.load import load_profile
     from traceview.modules import profile_modules
     from traceview.parsers.hlo_dump import load_hlo_modules
+    from traceview.render.hlo import hlo_csv, hlo_json, hlo_text
 
     path = Path(args.path)
     if _is_trace(path):

@@ -14,6 +14,7 @@ import pandas as pd
 
 from traceview.errors import UserError
 from traceview.hardware.chips import Chip
+from traceview.units import PS_PER_US
 
 BOUND_COLOURS = {"compute": "#2ca02c", "memory": "#1f77b4", "communication": "#9467bd", "unknown": "#7f7f7f"}
 
@@ -26,7 +27,7 @@ def roofline_points(ops: pd.DataFrame) -> pd.DataFrame:
     keep = (ops["flops"] > 0) & (ops["bytes_accessed"] > 0) & (ops["achieved_flops"] > 0)
     points = ops.loc[keep].copy()
     time_col = "judged_time_ps" if "judged_time_ps" in points.columns else "self_time_ps"
-    points["time_us"] = points[time_col] / 1e6
+    points["time_us"] = points[time_col] / PS_PER_US
     for column in ("module", "op", "category", "dtype", "bound"):
         if column in points.columns:
             points[column] = points[column].astype(str)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+from typing import Any
 
 import pandas as pd
 
@@ -11,8 +12,8 @@ from traceview import __version__
 from traceview.analysis import Analysis
 from traceview.parsers.xplane import as_uint64
 from traceview.render.tables import colour, fmt_pct, fmt_si, fmt_time_us, markdown_table, text_table, use_colour
-from traceview.roofline import BOUNDS
 from traceview.units import PS_PER_US, json_scalar
+from traceview.vocabulary import BOUNDS
 
 # Op-frame column -> output field, in output order. `*_ps` columns are
 # converted to microseconds. Flops/bytes are totals over the occurrences.
@@ -35,6 +36,7 @@ OP_FIELDS = {
     "collective_kind": "collective_kind",
     "group_size": "group_size",
     "ring_directions": "ring_directions",
+    "execution_thread": "execution_thread",
     "dtype": "dtype",
     "bound": "bound",
     "unknown_reason": "unknown_reason",
@@ -49,6 +51,7 @@ OP_FIELDS = {
     "achieved_bandwidth": "achieved_bandwidth",
     "intensity": "intensity",
     "has_cost": "has_cost",
+    "cost_lower_bound": "cost_lower_bound",
     "shape": "shape",
     "source_file": "source_file",
     "source_line": "source_line",
@@ -87,7 +90,7 @@ def _us(ps) -> float | None:
 def _step_records(analysis: Analysis) -> list[dict]:
     records = []
     for row in analysis.steps.to_dict("records"):
-        record = {"step": int(row["step"]), "time_us": _us(row["time_ps"])}
+        record: dict[str, Any] = {"step": int(row["step"]), "time_us": _us(row["time_ps"])}
         if "compute_ps" in row:
             record["time_by_bound_us"] = {b: _us(row[f"{b}_ps"]) for b in BOUNDS}
         records.append(record)
@@ -95,7 +98,7 @@ def _step_records(analysis: Analysis) -> list[dict]:
 
 
 def summary_record(analysis: Analysis) -> dict:
-    summary = {"device_time_us": _us(analysis.device_time_ps), "span_us": _us(analysis.span_ps),
+    summary: dict[str, Any] = {"device_time_us": _us(analysis.device_time_ps), "span_us": _us(analysis.span_ps),
                "idle_us": _us(analysis.idle_ps), "steps": _step_records(analysis)}
     s = analysis.summary
     if s:
