@@ -68,8 +68,14 @@ def run(cmd: list[str], env: dict | None = None, out: Path | None = None) -> dic
             stdout.close()
     wall = time.perf_counter() - t
     code = os.waitstatus_to_exitcode(status)
+    if code:
+        print(f"{' '.join(cmd[:3])}...: exit {code}: {err.decode(errors='replace')[-400:]}", file=sys.stderr)
     return {"seconds": wall, "peak_mb": usage.ru_maxrss / 1024, "rc": code,
             "error": err.decode(errors="replace").strip().splitlines()[-1:] if code else []}
+
+
+def _identical(files: list[Path]) -> bool:
+    return all(f.exists() for f in files) and len({f.read_bytes() for f in files}) == 1
 
 
 def logdir(root: Path, name: str) -> Path:
@@ -113,7 +119,7 @@ def bench_trace(kind: str, root: Path, events: int, skip_xprof: bool, cache_root
                               "load_profile(sys.argv[1])", str(run_dir)], env)
     res["pure"] = run([*analyze, str(outs / "pure.json"), "--no-cache"], {**env, "TRACEVIEW_NO_NUMBA": "1"})
     names = ["cold", "warm", "pure"]
-    res["identical"] = len({(outs / f"{n}.json").read_bytes() for n in names}) == 1
+    res["identical"] = _identical([outs / f"{n}.json" for n in names])
     if not skip_xprof:
         res["xprof"] = run([tool("xprof"), "get_hlo_stats", "run1", f"--logdir={root / kind}",
                             "--bypass_cache=True"], out=outs / "xprof.json")
@@ -142,7 +148,7 @@ def bench_hosts(root: Path, host_events: int, hosts: int, cache_root: Path) -> d
     res = {"hosts": hosts, "events_per_host": n, "cores": cores}
     res["jobs1"] = run([*base, str(outs / "j1.json"), "--jobs", "1"], env)
     res["jobsN"] = run([*base, str(outs / "jN.json"), "--jobs", str(cores)], env)
-    res["identical"] = (outs / "j1.json").read_bytes() == (outs / "jN.json").read_bytes()
+    res["identical"] = _identical([outs / "j1.json", outs / "jN.json"])
     return res
 
 

@@ -115,13 +115,14 @@ def _read_dask(paths: Sequence[str], address, progress) -> list[HostResult]:
     except (OSError, TimeoutError, ValueError) as exc:
         raise UserError(f"--dask {address}: cannot reach the scheduler ({exc})") from None
     try:
-        futures = client.map(read_host, list(paths), pure=False)
+        # Workers may run elsewhere: they get absolute paths (the results keep the caller's spelling).
+        futures = client.map(read_host, [os.path.abspath(p) for p in paths], pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         results: list[HostResult | None] = [None] * len(paths)
         for fut in as_completed(futures):
             i = index[fut.key]
             try:
-                results[i] = fut.result()
+                results[i] = _as_given(fut.result(), paths[i])
             except Exception as exc:  # noqa: BLE001 - the worker died or could not run the task
                 results[i] = HostResult(paths[i], error=f"{paths[i]}: the Dask task failed "
                                                         f"({type(exc).__name__}: {exc})", internal=True)
@@ -131,3 +132,15 @@ def _read_dask(paths: Sequence[str], address, progress) -> list[HostResult]:
     finally:
         if own:
             client.close()
+
+
+def _as_given(result: HostResult, path: str) -> HostResult:
+    """A result read by absolute path, naming the file as the caller spelled it (output equals a local read)."""
+    absolute = result.path
+    result.path = path
+    if absolute != path:
+        if result.error:
+            result.error = result.error.replace(absolute, path)
+        if result.data is not None:
+            result.data.warnings = [w.replace(absolute, path) for w in result.data.warnings]
+    return result
