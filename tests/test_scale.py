@@ -88,7 +88,7 @@ def test_output_identical_without_cache_cold_and_warm(shared_traces, cache_dir, 
     f = tmp_path / "h.xplane.pb"
     shutil.copyfile(shared_traces / TPU, f)
     plain = _analyze_json(f, "--no-cache")
-    assert not list(cache_dir.glob("*.npz")) if cache_dir.exists() else True
+    assert not cache_dir.exists() or not list(cache_dir.glob("*.npz"))
     cold = _analyze_json(f)
     assert len(list(cache_dir.glob("*.npz"))) == 1
     warm = _analyze_json(f)

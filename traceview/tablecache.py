@@ -34,8 +34,9 @@ _SUFFIX = ".npz"
 _DEFAULT_MAX_MB = 4096
 _TABLES = ("ops", "host_events", "steps")
 # Modules whose code decides what the tables hold.
-_READER_MODULES = ("traceview.parsers.xplane", "traceview.parsers.xspace_schema", "traceview.parsers.discover",
-                   "traceview.profile", "traceview.tablecache")
+_READER_MODULES = ("traceview.parsers.xplane", "traceview.parsers.xspace_schema", "traceview.parsers.xspace_fast",
+                   "traceview.parsers.xspace_kernels", "traceview.parsers.discover", "traceview.profile",
+                   "traceview.tablecache")
 _fingerprint: str | None = None
 
 
