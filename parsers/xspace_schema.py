@@ -270,9 +270,12 @@ def decode_events(raw_events, keep_stats: np.ndarray | None = None) -> EventColu
     """
     if hasattr(raw_events, "decode"):  # an xspace_fast.EventRegion: the compiled decoder
         return raw_events.decode(keep_stats)
+    # One pass over protobuf's repeated field (each access makes a new bytes object).
+    raw_events = list(raw_events)
     n = len(raw_events)
     lengths = np.fromiter(map(len, raw_events), dtype=np.int64, count=n)
     data = b"".join(raw_events)
+    del raw_events
     # Zero padding: a varint begun inside a message always ends inside the
     # buffer; every read past a message's end is then caught by the checks.
     buf = np.frombuffer(data + bytes(_PAD), dtype=np.uint8)
