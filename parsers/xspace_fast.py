@@ -24,7 +24,6 @@ from traceview.parsers.xspace_schema import EventColumns, WireError
 
 # Files at least this large take the compiled path (small ones: not worth importing numba).
 MIN_BYTES = 4 << 20
-_PAD = 16
 _ERRORS = {1: "field tag runs past the end of its message", 2: "unsupported wire type", 3: "field number 0",
            4: "length-delimited field runs past the end of its message", 5: "field runs past the end of its message",
            6: "varint longer than 10 bytes", 7: "stat id runs past the end of its stat"}
@@ -72,7 +71,7 @@ class RawLine:
     """An XLine whose events stay undecoded until asked for (the attributes the reader uses)."""
 
     def __init__(self, data: bytes) -> None:
-        buf = np.frombuffer(data + bytes(_PAD), dtype=np.uint8)
+        buf = np.frombuffer(data, dtype=np.uint8)  # no copy: the kernels read past the end as zeros
         head, starts, ends = _kernels().scan_line(buf, len(data))
         if head[-1]:
             raise WireError(_ERRORS.get(int(head[-1]), "malformed line bytes"))

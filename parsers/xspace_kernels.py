@@ -9,11 +9,19 @@ from numba import njit
 
 
 @njit(cache=True, inline="always")
+def byte_at(buf, i):
+    """buf[i], or 0 past the end (as if the buffer were zero-padded: every check then sees the overrun)."""
+    if i < buf.size:
+        return buf[i]
+    return np.uint8(0)
+
+
+@njit(cache=True, inline="always")
 def varint(buf, pos):
     result = np.uint64(0)
     shift = np.uint64(0)
     for i in range(10):
-        b = buf[pos + i]
+        b = byte_at(buf, pos + i)
         result |= np.uint64(b & 0x7F) << shift
         if b < 0x80:
             return result, pos + i + 1
@@ -52,7 +60,7 @@ def field(buf, p, end):
     else:
         size = 8 if wire == 1 else 4
         for i in range(size):
-            value |= np.uint64(buf[p + i]) << np.uint64(8 * i)
+            value |= np.uint64(byte_at(buf, p + i)) << np.uint64(8 * i)
         v_end = p + size
     if v_end > end:
         return 0, 0, np.uint64(0), 0, 0, 5
