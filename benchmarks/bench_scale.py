@@ -149,6 +149,11 @@ def bench_hosts(root: Path, host_events: int, hosts: int, cache_root: Path) -> d
     res["jobs1"] = run([*base, str(outs / "j1.json"), "--jobs", "1"], env)
     res["jobsN"] = run([*base, str(outs / "jN.json"), "--jobs", str(cores)], env)
     res["identical"] = _identical([outs / "j1.json", outs / "jN.json"])
+    # The reading alone (what the pool parallelizes), without the analysis of the merged tables.
+    load = ("import sys; from traceview.load import ReadOptions, load_profile; "
+            "load_profile(sys.argv[1], options=ReadOptions(cache=False, jobs=int(sys.argv[2])))")
+    res["load1"] = run([sys.executable, "-c", load, str(run_dir), "1"], env)
+    res["loadN"] = run([sys.executable, "-c", load, str(run_dir), str(cores)], env)
     return res
 
 
@@ -189,6 +194,8 @@ def main() -> None:
     print(f"{pod['hosts']} hosts x {pod['events_per_host']} device events: --jobs 1 {fmt(pod['jobs1'])}; "
           f"--jobs {pod['cores']} {fmt(pod['jobsN'])}; speed-up {ratio(pod['jobs1'], pod['jobsN'], 'seconds')}; "
           f"outputs identical: {'yes' if pod['identical'] else 'NO'}")
+    print(f"reading only (load_profile): 1 process {fmt(pod['load1'])}; {pod['cores']} processes "
+          f"{fmt(pod['loadN'])}; speed-up {ratio(pod['load1'], pod['loadN'], 'seconds')}")
     print("\n(peak memory: the largest single process; with --jobs N each worker is its own process)")
 
 
