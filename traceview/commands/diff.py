@@ -9,14 +9,13 @@ budget, 1 a regression, 2 unusable input.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from traceview.commands._options import write_output
+from traceview.commands._options import add_read_options, read_options_from_args, write_output
 from traceview.errors import UserError
-from traceview.regress.baseline import load_snapshot
-from traceview.regress.budgets import BUDGET_KEYS, Budgets, make_budgets
-from traceview.regress.check import run_checks
-from traceview.regress.diff import diff_analyses
-from traceview.regress.report import diff_junit, diff_markdown, render
+
+if TYPE_CHECKING:
+    from traceview.regress.budgets import Budgets
 
 FORMATS = ("table", "markdown", "json", "junit")
 
@@ -31,6 +30,7 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
     read.add_argument("--hardware-file", metavar="FILE", help="JSON file adding or overriding chips")
     read.add_argument("--stage", choices=("after", "before"), default="after",
                       help="HLO dump stage to compare (default: after optimizations)")
+    add_read_options(read)
     budgets = parser.add_argument_group("budgets (flags override --config, which overrides the defaults)")
     budgets.add_argument("--config", metavar="FILE", help="TOML file with budgets, per-op rules and absolute limits")
     budgets.add_argument("--max-step-regression", metavar="PCT", help="median step time slowdown (default 5%%)")
@@ -57,6 +57,8 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
 
 
 def budgets_from_args(args: argparse.Namespace) -> Budgets:
+    from traceview.regress.budgets import BUDGET_KEYS, make_budgets
+
     overrides = {}
     for flag, (name, parse) in BUDGET_KEYS.items():
         value = getattr(args, flag, None)
@@ -70,11 +72,18 @@ def budgets_from_args(args: argparse.Namespace) -> Budgets:
 
 def compare(args: argparse.Namespace, base_path: str, new_path: str) -> int:
     """Load both sides, diff, check, write the reports; 0 pass, 1 regression."""
+    from traceview.load import read_options
+    from traceview.regress.baseline import load_snapshot
+    from traceview.regress.check import run_checks
+    from traceview.regress.diff import diff_analyses
+    from traceview.regress.report import diff_junit, diff_markdown, render
+
     budgets = budgets_from_args(args)  # before the slow part: a bad flag fails fast
-    base = load_snapshot(base_path, run=args.base_run, target=args.target, hardware_file=args.hardware_file,
-                         stage=args.stage)
-    new = load_snapshot(new_path, run=args.run, target=args.target, hardware_file=args.hardware_file,
-                        stage=args.stage)
+    with read_options(read_options_from_args(args)):
+        base = load_snapshot(base_path, run=args.base_run, target=args.target, hardware_file=args.hardware_file,
+                             stage=args.stage)
+        new = load_snapshot(new_path, run=args.run, target=args.target, hardware_file=args.hardware_file,
+                            stage=args.stage)
     if base.kind != new.kind:
         what = {"trace": "a trace (or its analyze JSON)", "hlo": "HLO (a dump folder, file or hlo JSON)"}
         raise UserError(f"cannot compare {what[base.kind]} {base_path} with {what[new.kind]} {new_path}: "

@@ -8,10 +8,7 @@ import sys
 
 from traceview.commands._options import add_hlo, add_source, add_target, analysis_from_args, write_output
 from traceview.errors import UserError
-from traceview.render.charts import roofline_points, save_plot
-from traceview.render.report import op_records
 from traceview.render.tables import fmt_si, fmt_time_us, text_table
-from traceview.roofline import ridge_point
 
 
 def register(subparsers) -> None:
@@ -30,6 +27,10 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf", ".html")
 
 
 def run(args: argparse.Namespace) -> int:
+    from traceview.render.charts import roofline_points, save_plot
+    from traceview.render.report import op_records
+    from traceview.roofline import ridge_point
+
     if args.plot and not args.plot.lower().endswith(PLOT_SUFFIXES):
         raise UserError(f"{args.plot}: the plot must be .png, .svg, .pdf or .html")
     analysis = analysis_from_args(args)
