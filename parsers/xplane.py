@@ -24,18 +24,16 @@ Stats are always resolved by name through the plane's stat metadata.
 
 from __future__ import annotations
 
-import gzip
 import re
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from google.protobuf.message import DecodeError
 
 from traceview.errors import TraceError
 from traceview.parsers.discover import host_of
+from traceview.parsers.xspace_file import load_xspace
 from traceview.parsers.xspace_schema import (
     STAT_BYTES,
     STAT_DOUBLE,
@@ -43,7 +41,6 @@ from traceview.parsers.xspace_schema import (
     STAT_STR,
     EventColumns,
     WireError,
-    XSpaceRaw,
     decode_events,
 )
 from traceview.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Device, empty_frame
@@ -78,36 +75,6 @@ class TraceData:
 
 
 # --------------------------------------------------------------------------- file
-
-
-def load_xspace(path: str | Path) -> XSpaceRaw:
-    """Parse a file as an XSpace (events left as raw bytes); gzip is recognised by its magic bytes.
-
-    Raises TraceError (one line, naming the file) for an empty, truncated or
-    corrupt file, or one that is not an XSpace.
-    """
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    if not data:
-        raise TraceError(f"{path}: file is empty")
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise TraceError(f"{path}: corrupt or truncated gzip data ({exc})") from exc
-        if not data:
-            raise TraceError(f"{path}: gzip file holds no data")
-    space = XSpaceRaw()
-    try:
-        space.ParseFromString(data)
-    except DecodeError as exc:
-        raise TraceError(f"{path}: not a readable XSpace protobuf (truncated or corrupt: {exc})") from exc
-    if not space.planes or not any(p.name for p in space.planes):
-        raise TraceError(f"{path}: not a profiler trace (no named XPlane in it)")
-    return space
 
 
 # ---------------------------------------------------------------------- plane helpers
