@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 
+import numpy as np
 import pandas as pd
 
 from traceview import __version__
@@ -128,10 +129,25 @@ def analysis_json(analysis: Analysis) -> dict:
     }
 
 
+def integral_columns_as_int(frame: pd.DataFrame) -> pd.DataFrame:
+    """Counts stay counts in CSV: a numeric column whose values are all whole numbers (source
+    lines, occurrences, FLOPs, bytes) is written as integers ("90", not "90.0"); blanks stay blank."""
+    out = frame.copy()
+    for column in out.columns:
+        values = pd.to_numeric(out[column], errors="coerce")
+        present = out[column].notna()
+        if not present.any() or values[present].isna().any() or out[column].map(type).eq(bool).any():
+            continue
+        finite = values[present]
+        if np.isfinite(finite).all() and (finite == np.round(finite)).all() and (finite.abs() < 2**63).all():
+            out[column] = values.astype("Int64")
+    return out
+
+
 def analysis_csv(analysis: Analysis) -> str:
     buffer = io.StringIO()
     frame = pd.DataFrame(op_records(analysis.ops)).drop(columns=["step_times_us"], errors="ignore")
-    frame.to_csv(buffer, index=False)
+    integral_columns_as_int(frame).to_csv(buffer, index=False)
     return buffer.getvalue()
 
 
