@@ -10,6 +10,7 @@ import pandas as pd
 
 from traceview import __version__
 from traceview.analysis import Analysis
+from traceview.hardware.detect import device_model_name
 from traceview.parsers.xplane import as_uint64
 from traceview.render.tables import colour, fmt_pct, fmt_si, fmt_time_us, markdown_table, text_table, use_colour
 from traceview.roofline import BOUNDS
@@ -77,8 +78,8 @@ def op_records(ops: pd.DataFrame) -> list[dict]:
 
 
 def _device_records(analysis: Analysis) -> list[dict]:
-    return [{k: json_scalar(v) for k, v in dataclasses.asdict(d).items() if k != "stats"}
-            for d in analysis.profile.devices]
+    return [{**{k: json_scalar(v) for k, v in dataclasses.asdict(d).items() if k != "stats"},
+             "model_name": device_model_name(d)} for d in analysis.profile.devices]
 
 
 def _us(ps) -> float | None:
@@ -158,7 +159,7 @@ def _device_rows(analysis: Analysis) -> list[list[str]]:
     for d in analysis.profile.devices:
         peaks = [fmt_si(d.peak_flops, "FLOP/s") if d.peak_flops else "",
                  fmt_si(d.hbm_bandwidth, "B/s") if d.hbm_bandwidth else ""]
-        rows.append([d.id, d.kind, d.model or d.vendor or "-", ", ".join(p for p in peaks if p) or "-"])
+        rows.append([d.id, d.kind, device_model_name(d), ", ".join(p for p in peaks if p) or "-"])
     return rows
 
 
