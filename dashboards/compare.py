@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 import pandas as pd
 import streamlit as st
@@ -62,7 +63,7 @@ def without_html_blocks(markdown: str) -> str:
     return re.sub(r"</?details>", "", text)
 
 
-def delta_colour(change: float | None, inverse: bool = True) -> str:
+def delta_colour(change: float | None, inverse: bool = True) -> Literal["off", "inverse", "normal"]:
     """Streamlit's delta colour for a relative change: grey ("off") when it rounds to 0.0%, so no
     change is never shown as a red or green arrow."""
     if change is None or round(100 * change, 1) == 0:
