@@ -11,6 +11,7 @@ from traceview.cost import attrs as A
 from traceview.cost.analysis import Cost, ModuleAnalysis
 from traceview.cost.categories import category, math_dtype
 from traceview.cost.collectives import CollectiveInfo, collective_info
+from traceview.cost.library import is_library_call
 from traceview.cost.shapes import shape_text, unknown_element_types
 from traceview.errors import UserError
 from traceview.parsers.hlo_model import Computation, HloModule, Instruction
@@ -23,7 +24,7 @@ COLUMNS: dict[str, str] = {
     "flops_per_step": "float64", "bytes_accessed_per_step": "float64",
     "collective_kind": "object", "payload_bytes": "float64", "group_size": "float64", "groups": "object",
     "crosses_dcn": "object", "ring_directions": "float64", "unknown": "bool", "note": "object", "source_file": "object",
-    "source_line": "float64", "fusion_kind": "object",
+    "source_line": "float64", "fusion_kind": "object", "contraction": "bool",
 }
 def _roots(module: HloModule) -> list[Computation]:
     """The entry computation; without one, every computation that nothing calls."""
@@ -169,7 +170,19 @@ def _row(module: HloModule, comp: Computation, inst: Instruction, mult: float, a
             coll.kind if coll else "", coll.payload_bytes if coll else 0.0, float(coll.group_size) if coll else 0.0,
             coll.groups if coll else None, coll.crosses_dcn if coll else None,
             float(coll.ring_directions) if coll and coll.ring_directions else np.nan, cost.unknown, cost.note,
-            md.get("source_file", ""), float(line) if line and line.isdigit() else np.nan, inst.fusion_kind or "")
+            md.get("source_file", ""), float(line) if line and line.isdigit() else np.nan, inst.fusion_kind or "",
+            _is_contraction(wrapped or inst, dominant))
+
+
+def _is_contraction(inst: Instruction, dominant) -> bool:
+    """Whether the op's FLOPs are a matrix contraction (dot, convolution, a GEMM library call, or a
+    fusion holding one): the work that runs on a TPU's MXU / a GPU's tensor cores, where a precision
+    rule (f32 as bf16 passes) applies."""
+    if inst.opcode in ("dot", "convolution", "ragged-dot"):
+        return True
+    if inst.opcode == "custom-call":
+        return is_library_call(inst.custom_call_target)
+    return dominant is not None
 
 
 def _analysis_warnings(module: HloModule, analysis: ModuleAnalysis) -> list[str]:
