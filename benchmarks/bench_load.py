@@ -36,9 +36,9 @@ def build_trace(source: Path, target_events: int, out: Path) -> int:
 
     space = XSpace()
     space.ParseFromString(source.read_bytes())
-    lines = [(p, l) for p in space.planes if p.name.startswith("/device:")
-             for l in p.lines if l.name.startswith("Stream #") or l.name in ("XLA Ops", "XLA Modules")]
-    base = sum(len(l.events) for _, l in lines)
+    lines = [(p, line) for p in space.planes if p.name.startswith("/device:")
+             for line in p.lines if line.name.startswith("Stream #") or line.name in ("XLA Ops", "XLA Modules")]
+    base = sum(len(line.events) for _, line in lines)
     repeats = max(1, round(target_events / base))
     for _, line in lines:
         events = list(line.events)

@@ -10,24 +10,14 @@ import streamlit as st
 
 from traceview.dashboards.data import Source, View, load_view, runs_of
 from traceview.errors import UserError
+from traceview.regress.diff import diff_analyses
+from traceview.regress.report import diff_markdown
 from traceview.render.tables import fmt_pct, fmt_time_us
+from traceview.units import PS_PER_US
 
 _OP_COLUMNS = ["status", "module", "op", "base_time_ps", "new_time_ps", "time_change_ps", "change", "change_low",
                "change_high", "base_bound", "new_bound", "label_changed", "flops_change", "bytes_change",
                "matched_by", "base_op"]
-
-
-def _diff_api():
-    """(diff_analyses, diff_markdown or None), or None while traceview.regress.diff is not there."""
-    try:
-        from traceview.regress.diff import diff_analyses
-    except ImportError:
-        return None
-    try:
-        from traceview.regress.diff import diff_markdown
-    except ImportError:
-        diff_markdown = None
-    return diff_analyses, diff_markdown
 
 
 def other_sources(view: View) -> list[Source]:
@@ -46,7 +36,7 @@ def ops_frame(diff) -> pd.DataFrame:
     ops = diff.ops
     frame = ops[[c for c in _OP_COLUMNS if c in ops.columns]].copy()
     ps = [c for c in frame.columns if c.endswith("_ps")]
-    frame[ps] = frame[ps] / 1e6
+    frame[ps] = frame[ps] / PS_PER_US
     frame = frame.rename(columns={c: c.removesuffix("_ps") + "_us" for c in ps})
     if "time_change_us" in frame.columns:
         frame = frame.reindex(frame["time_change_us"].abs().sort_values(ascending=False, na_position="last").index)
@@ -72,11 +62,6 @@ def delta_colour(change: float | None, inverse: bool = True) -> Literal["off", "
 
 
 def render(view: View) -> None:
-    api = _diff_api()
-    if api is None:
-        st.info("Comparing runs needs traceview.regress.diff, which this installation does not have yet.")
-        return
-    diff_analyses, diff_markdown = api
     others = other_sources(view)
     c1, c2 = st.columns([1, 1])
     labels = [s.run for s in others]
@@ -100,9 +85,8 @@ def render(view: View) -> None:
     st.markdown(f"**base** `{other.path}` run `{base.analysis.profile.source.run}` → **new** (this run) "
                 f"`{view.source.path}` run `{view.analysis.profile.source.run}`")
     _headline(diff.summary)
-    if diff_markdown is not None:
-        with st.expander("report (markdown, as `traceview diff` prints it)"):
-            st.markdown(without_html_blocks(diff_markdown(diff)))
+    with st.expander("report (markdown, as `traceview diff` prints it)"):
+        st.markdown(without_html_blocks(diff_markdown(diff)))
     st.caption("Per op, times per step in microseconds; change = new/base - 1 (low/high: its confidence "
                "interval when per-step times exist); biggest time change first.")
     percent = {c: st.column_config.NumberColumn(c, format="percent") for c in
@@ -118,7 +102,7 @@ def _headline(summary: dict) -> None:
     cols = st.columns(4)
     step = summary.get("step_time")
     if step:
-        cols[0].metric("median step (new)", fmt_time_us((step.get("new_ps") or 0) / 1e6),
+        cols[0].metric("median step (new)", fmt_time_us((step.get("new_ps") or 0) / PS_PER_US),
                        delta=None if step.get("change") is None else fmt_pct(step["change"]),
                        delta_color=delta_colour(step.get("change")))
     mfu = summary.get("mfu") or {}

@@ -20,7 +20,8 @@ import streamlit as st
 
 from traceview.analysis import Analysis, apply_target, build_analysis
 from traceview.errors import UserError
-from traceview.hardware.chips import Chip, get_chip, load_hardware
+from traceview.hardware.chips import Chip
+from traceview.hardware.database import get_chip, load_hardware
 from traceview.load import load_profile
 from traceview.parsers.discover import Run, find_run, is_trace_file, list_runs
 from traceview.render.report import op_records, summary_record

@@ -3,8 +3,6 @@ its label, all from the same records `traceview analyze --format json` prints.""
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 import streamlit as st
 
@@ -21,12 +19,9 @@ from traceview.dashboards.hlo_format import (
 from traceview.errors import UserError
 from traceview.hardware.chips import Chip
 from traceview.render.tables import fmt_pct, fmt_si, fmt_time_us
+from traceview.units import number
 
 PICK = "tv_op_pick"
-
-
-def _num(value) -> float | None:
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
 
 
 def arithmetic(record: dict, chip: Chip) -> pd.DataFrame:
@@ -36,19 +31,19 @@ def arithmetic(record: dict, chip: Chip) -> pd.DataFrame:
     times are the record's own (`t_*_us`), the formulas show the inputs.
     """
     rows = []
-    flops, dtype = _num(record.get("flops")), record.get("dtype")
+    flops, dtype = number(record.get("flops")), record.get("dtype")
     peak, note = chip.peak_flops_rule(dtype) if dtype else (None, None)
     rows.append(("T_compute", f"{fmt_si(flops, 'FLOP')} / {fmt_si(peak, 'FLOP/s')} ({dtype or '?'} peak"
                  + (f"; {note}" if note else "") + ")", record.get("t_compute_us")))
-    bytes_ = _num(record.get("bytes_accessed"))
+    bytes_ = number(record.get("bytes_accessed"))
     rows.append(("T_memory", f"{fmt_si(bytes_, 'B')} / {fmt_si(chip.hbm_bandwidth, 'B/s')} (HBM)",
                  record.get("t_memory_us")))
     kind = record.get("collective_kind")
     if kind:
         link = chip.pcie_bandwidth if kind == "host-transfer" else chip.interconnect_bandwidth
         which = "PCIe" if kind == "host-transfer" else (chip.interconnect.type if chip.interconnect else "link")
-        group = _num(record.get("group_size"))
-        rows.append(("T_comm", f"{kind} of {fmt_si(_num(record.get('collective_bytes')), 'B')}"
+        group = number(record.get("group_size"))
+        rows.append(("T_comm", f"{kind} of {fmt_si(number(record.get('collective_bytes')), 'B')}"
                      + (f" over {int(group)} devices" if group and kind != "host-transfer" else "")
                      + f", {which} {fmt_si(link, 'B/s')} (collective formula, traceview.roofline)",
                      record.get("t_comm_us")))
@@ -60,7 +55,7 @@ def arithmetic(record: dict, chip: Chip) -> pd.DataFrame:
     rows.append(("measured", "judged time (self time; in-flight time for an async start)", judged))
     rows.append(("gap", f"measured - roofline; efficiency = roofline / measured = {fmt_pct(record.get('efficiency'))}",
                  record.get("gap_us")))
-    return pd.DataFrame([{"term": t, "time": fmt_time_us(_num(v)), "formula": f} for t, f, v in rows])
+    return pd.DataFrame([{"term": t, "time": fmt_time_us(number(v)), "formula": f} for t, f, v in rows])
 
 
 def _labels(view: View) -> tuple[list[str], dict[str, tuple[str, str]]]:
@@ -88,7 +83,7 @@ def render(view: View) -> None:
         st.session_state[PICK] = wanted
     label = st.selectbox("op (ordered by gap; or click one in the roofline chart or the op table)", labels,
                          key=PICK, on_change=_picked)
-    module, name = by_label[label]
+    module, name = by_label[label or labels[0]]
     record = view.ops[(view.ops["module"].astype(str) == module) & (view.ops["name"].astype(str) == name)] \
         .iloc[0].to_dict()
     _header(record)
@@ -140,13 +135,13 @@ def _header(record: dict) -> None:
     badge = f" :{BOUND_BADGES.get(bound, 'gray')}-badge[{bound}-bound]" if bound else ""
     st.markdown(f"#### `{record['name']}`{badge}")
     cols = st.columns(4)
-    cols[0].metric("measured", fmt_time_us(_num(record.get("judged_time_us")) or _num(record.get("self_time_us"))))
-    cols[1].metric("roofline", fmt_time_us(_num(record.get("roofline_time_us"))))
+    cols[0].metric("measured", fmt_time_us(number(record.get("judged_time_us")) or number(record.get("self_time_us"))))
+    cols[1].metric("roofline", fmt_time_us(number(record.get("roofline_time_us"))))
     cols[2].metric("efficiency", fmt_pct(record.get("efficiency")))
-    cols[3].metric("gap", fmt_time_us(_num(record.get("gap_us"))))
+    cols[3].metric("gap", fmt_time_us(number(record.get("gap_us"))))
     st.caption(f"{record.get('category') or '-'} · {record.get('opcode') or '-'} · {record.get('occurrences')} "
-               f"occurrences · {fmt_si(_num(record.get('flops')), 'FLOP')} · "
-               f"{fmt_si(_num(record.get('bytes_accessed')), 'B')} · dtype {record.get('dtype') or '-'}")
+               f"occurrences · {fmt_si(number(record.get('flops')), 'FLOP')} · "
+               f"{fmt_si(number(record.get('bytes_accessed')), 'B')} · dtype {record.get('dtype') or '-'}")
 
 
 def _fusion(module, inst) -> None:

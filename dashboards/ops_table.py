@@ -52,7 +52,7 @@ def render(view: View) -> None:
     modules = c3.multiselect("module", _options(ops, "module"), key="filter_module")
     name = c4.text_input("name contains", key="filter_name")
     s1, s2, _ = st.columns([2, 2, 5])
-    sort_by = s1.selectbox("sort by", list(SORTS), key="sort_by")
+    sort_by = s1.selectbox("sort by", list(SORTS), key="sort_by") or "gap"
     descending = s2.toggle("largest first", value=sort_by != "name", key="sort_desc")
 
     shown = sort_ops(filter_ops(ops, bounds, categories, modules, name), sort_by, descending)

@@ -9,8 +9,9 @@ from traceview.dashboards.data import View
 from traceview.hardware.chips import Chip
 from traceview.render.charts import BOUND_COLOURS
 from traceview.render.tables import fmt_pct, fmt_si, fmt_time_us
+from traceview.units import US_PER_MS
+from traceview.vocabulary import BOUNDS_AND_IDLE
 
-SPLIT_ORDER = ("compute", "memory", "communication", "unknown", "idle")
 SPLIT_COLOURS = {**BOUND_COLOURS, "idle": "#d9d9d9"}
 MAX_STEP_BARS = 100    # a bar chart of thousands of steps is a blur, and slow to draw
 _LINK_NAMES = {"ici": "ICI", "nvlink": "NVLink", "infinity_fabric": "Infinity Fabric"}
@@ -26,7 +27,7 @@ def fmt_share(value: float | None) -> str:
 def bound_split(summary: dict) -> pd.DataFrame:
     """The run's time by bound (and idle), in us and as a share: columns bound, time_us, share."""
     by_bound = summary.get("time_by_bound_us") or {}
-    rows = [(b, by_bound.get(b) or 0.0) for b in SPLIT_ORDER if b in by_bound]
+    rows = [(b, by_bound.get(b) or 0.0) for b in BOUNDS_AND_IDLE if b in by_bound]
     frame = pd.DataFrame(rows, columns=["bound", "time_us"])
     total = frame["time_us"].sum()
     frame["share"] = frame["time_us"] / total if total else 0.0
@@ -69,9 +70,9 @@ def steps_frame(summary: dict, limit: int | None = None) -> pd.DataFrame:
     for s in summary.get("steps", [])[:limit]:
         split = s.get("time_by_bound_us")
         if split:
-            rows += [{"step": s["step"], "bound": b, "time_ms": (v or 0.0) / 1e3} for b, v in split.items()]
+            rows += [{"step": s["step"], "bound": b, "time_ms": (v or 0.0) / US_PER_MS} for b, v in split.items()]
         else:
-            rows.append({"step": s["step"], "bound": "unknown", "time_ms": (s["time_us"] or 0.0) / 1e3})
+            rows.append({"step": s["step"], "bound": "unknown", "time_ms": (s["time_us"] or 0.0) / US_PER_MS})
     return pd.DataFrame(rows, columns=["step", "bound", "time_ms"])
 
 
@@ -124,7 +125,7 @@ def render(view: View) -> None:
 def _split_bar(split: pd.DataFrame) -> None:
     import altair as alt
 
-    frame = split.assign(time_ms=split["time_us"] / 1e3, order=range(len(split)))
+    frame = split.assign(time_ms=split["time_us"] / US_PER_MS, order=range(len(split)))
     chart = alt.Chart(frame).mark_bar(height=26).encode(
         x=alt.X("sum(time_ms):Q", stack="normalize", title=None, axis=alt.Axis(format="%")),
         color=alt.Color("bound:N", scale=alt.Scale(domain=list(SPLIT_COLOURS), range=list(SPLIT_COLOURS.values())),

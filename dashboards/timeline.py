@@ -23,9 +23,9 @@ from traceview.dashboards.roofline_view import clicked_op
 from traceview.render.charts import BOUND_COLOURS
 from traceview.render.tables import fmt_time_us
 from traceview.timeline.intervals import union
+from traceview.units import PS_PER_MS, PS_PER_US
 
 IDLE_COLOUR = "#f6c4c4"
-PS_PER_MS = 1e9
 MAX_STEP_CHOICES = 200   # steps offered around the median one (plus the fastest and the slowest)
 
 
@@ -67,7 +67,7 @@ def timeline(view: View, step: int | None = None, limit: int = 2000, max_idle: i
         "lane": [lane_names[c] for c in lanes[rows]], "op": picked["op"].astype(str).to_numpy(),
         "module": picked["module"].astype(str).to_numpy(),
         "start_ms": (starts[rows] - lo) / PS_PER_MS, "end_ms": (ends[rows] - lo) / PS_PER_MS,
-        "duration_us": (ends[rows] - starts[rows]) / 1e6,
+        "duration_us": (ends[rows] - starts[rows]) / PS_PER_US,
     })
     bars["bound"] = _bounds(view, bars)
     idle, share = _idle(devices, starts, ends, mask, lo, hi, max_idle)
@@ -81,7 +81,7 @@ def timeline(view: View, step: int | None = None, limit: int = 2000, max_idle: i
                                   "start_ms": (s["start_ps"].to_numpy() - lo) / PS_PER_MS,
                                   "end_ms": ((s["start_ps"] + s["time_ps"]).to_numpy() - lo) / PS_PER_MS})
     where = f"step {step}" if step is not None and len(step_bars) else "the whole trace"
-    note = (f"{len(bars)} of {in_window} ops in {where} ({fmt_time_us((hi - lo) / 1e6)})"
+    note = (f"{len(bars)} of {in_window} ops in {where} ({fmt_time_us((hi - lo) / PS_PER_US)})"
             + (" (the longest)" if len(bars) < in_window else "")
             + "; idle (no op on the device): "
             + ", ".join(f"{d} {100 * v:.1f}%" for d, v in list(idle_share.items())[:8])
@@ -163,7 +163,7 @@ def _idle(devices: np.ndarray, starts: np.ndarray, ends: np.ndarray, mask: np.nd
     gaps = gaps.assign(length=gaps["end"] - gaps["start"]).nlargest(limit, "length")
     return pd.DataFrame({"lane": gaps["lane"].to_numpy(), "start_ms": (gaps["start"].to_numpy() - lo) / PS_PER_MS,
                          "end_ms": (gaps["end"].to_numpy() - lo) / PS_PER_MS,
-                         "duration_us": gaps["length"].to_numpy() / 1e6}), share
+                         "duration_us": gaps["length"].to_numpy() / PS_PER_US}), share
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -185,7 +185,7 @@ def render(view: View) -> None:
         choices += sorted(set(nearby) | set(extremes))
         default = choices.index(median)
     c1, c2, _ = st.columns([2, 2, 4])
-    times = dict(zip(steps["step"].astype(int), steps["time_ps"] / 1e6)) if not steps.empty else {}
+    times = dict(zip(steps["step"].astype(int), steps["time_ps"] / PS_PER_US)) if not steps.empty else {}
     step = c1.selectbox("window", choices, index=default, key="timeline_step",
                         format_func=lambda s: "whole trace" if s is None else f"step {s} ({fmt_time_us(times[s])})")
     limit = c2.select_slider("ops drawn (longest)", [250, 500, 1000, 2000, 5000], value=1000, key="timeline_limit")

@@ -9,14 +9,15 @@ profiler's ``<name>(<program_id>).hlo_proto.pb`` files are read too.
 
 from __future__ import annotations
 
-import gzip
-import lzma
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from traceview.errors import HloError, UserError
+from traceview.parsers.hlo_files import read_bytes
 from traceview.parsers.hlo_model import HloModule
+from traceview.parsers.hlo_proto import parse_hlo_proto
+from traceview.parsers.hlo_text import parse_hlo_text
 
 __all__ = ["load_hlo_modules", "read_hlo_file", "match_module", "classify_file", "DumpFile", "read_bytes"]
 
@@ -74,27 +75,8 @@ def classify_file(path: Path) -> DumpFile | None:
     return None
 
 
-def read_bytes(path: Path) -> bytes:
-    """A file's bytes, decompressed when it ends in ``.xz`` or ``.gz``."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise HloError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    try:
-        if path.suffix == ".xz":
-            return lzma.decompress(data)
-        if path.suffix == ".gz":
-            return gzip.decompress(data)
-    except (lzma.LZMAError, OSError, EOFError) as exc:
-        raise HloError(f"{path}: corrupt {path.suffix} compressed file ({exc})") from None
-    return data
-
-
 def read_hlo_file(path: str | Path) -> HloModule:
     """Read one HLO file, text or proto (optionally compressed), by its name or content."""
-    from traceview.parsers.hlo_proto import parse_hlo_proto
-    from traceview.parsers.hlo_text import parse_hlo_text
-
     p = Path(path)
     info = classify_file(p)
     data = read_bytes(p)

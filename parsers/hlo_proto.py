@@ -14,12 +14,13 @@ import json
 import math
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from google.protobuf.message import DecodeError
 
 from traceview.errors import HloError
+from traceview.parsers.hlo_files import read_bytes
 from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
 from traceview.parsers.hlo_schema import (
     FFT_TYPES,
@@ -64,8 +65,6 @@ def parse_hlo_proto(data: bytes, file: str | None = None) -> HloModule:
 
 def read_hlo_proto(path: str | Path) -> HloModule:
     """Read an HLO proto file (``*.hlo.pb``, ``*.hlo_proto.pb``, ``*.pb.xz``, ...)."""
-    from traceview.parsers.hlo_dump import read_bytes  # decompression lives with file handling
-
     p = Path(path)
     return parse_hlo_proto(read_bytes(p), str(p))
 
@@ -258,7 +257,7 @@ def _f16(x: float) -> float:
 
 
 # element type -> (rounding to that type, digits10, max_digits10) of C++'s numeric_limits
-_FLOAT_FORMATS = {"bf16": (_bf16, 2, 4), "f16": (_f16, 3, 5), "f32": (_f32, 6, 9), "c64": (_f32, 6, 9),
+_FLOAT_FORMATS: dict[str, tuple[Callable[[float], float], int, int]] = {"bf16": (_bf16, 2, 4), "f16": (_f16, 3, 5), "f32": (_f32, 6, 9), "c64": (_f32, 6, 9),
                   "f64": (float, 15, 17), "c128": (float, 15, 17)}
 
 

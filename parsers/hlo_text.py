@@ -21,6 +21,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from traceview.errors import HloError
+from traceview.parsers.hlo_files import read_bytes
 from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
 
 __all__ = ["apply_stack_frames", "called_from_attributes", "desugar_async", "parse_hlo_text", "parse_metadata",
@@ -327,6 +328,7 @@ class _Reader:
         if not s:
             return
         if s[0] == "}":
+            assert comp is not None  # _body_line runs only inside a computation
             m = _CLOSE_THREAD_RE.search(s)
             if m:
                 comp.execution_thread = m.group(1)
@@ -637,8 +639,6 @@ def parse_hlo_text(text: str, file: str | None = None) -> HloModule:
 
 def read_hlo_text(path: str | Path) -> HloModule:
     """Read an HLO text file (``*.txt``, optionally ``.xz``/``.gz`` compressed)."""
-    from traceview.parsers.hlo_dump import read_bytes  # decompression lives with file handling
-
     p = Path(path)
     data = read_bytes(p)
     try:

@@ -463,11 +463,10 @@ class _Reader:
 
     def read(self) -> TraceData:
         planes = list(self.space.planes)
-        events_per_plane = {p.name: sum(len(l.events) for l in p.lines) for p in planes}
+        events_per_plane = {p.name: sum(len(line.events) for line in p.lines) for p in planes}
         if not any(events_per_plane.values()):
             raise TraceError(f"{self.path}: the trace holds no events (empty profile)")
-        device_planes = [(p, _DEVICE_PLANE.match(p.name)) for p in planes]
-        device_planes = [(p, m) for p, m in device_planes if m]
+        device_planes = [(p, m) for p in planes if (m := _DEVICE_PLANE.match(p.name))]
         for plane, m in sorted(device_planes, key=lambda pm: (pm[1][1], int(pm[1][2]))):
             self._device_plane(plane, m[1], m[2])
         device_has_ops = bool(self.chunks)
@@ -497,7 +496,7 @@ class _Reader:
         view = _Plane(plane)
         dev = _device(view, self.host, kind, ordinal)
         self.devices.append(dev)
-        lines = {l.name: l for l in plane.lines if len(l.events)}
+        lines = {line.name: line for line in plane.lines if len(line.events)}
         if kind == "TPU":
             modules: dict[int, str] = {}
             mod_exec = None

@@ -262,7 +262,7 @@ def decode_events(raw_events, keep_stats: np.ndarray | None = None) -> EventColu
     if not parts:
         parts = [_decode_batch(buf, starts, ends, 0, keep_stats)]
     cols = [np.concatenate(c) for c in zip(*parts)]
-    return EventColumns(*cols, buffer=data)
+    return EventColumns(*cols, buffer=data)  # type: ignore[misc, arg-type]  # nine arrays, then the buffer
 
 
 def _decode_batch(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, first: int,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from traceview.hardware.chips import get_chip, load_hardware
+from traceview.hardware.database import get_chip, load_hardware
 from traceview.render.charts import (
     INTERCONNECT,
     roofline_lines,

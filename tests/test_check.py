@@ -11,15 +11,8 @@ import pytest
 
 from traceview.errors import UserError
 from traceview.regress.baseline import OP_COLUMNS, Snapshot, load_snapshot
-from traceview.regress.check import (
-    Budgets,
-    OpRule,
-    load_config,
-    make_budgets,
-    parse_duration_ps,
-    parse_fraction,
-    run_checks,
-)
+from traceview.regress.budgets import Budgets, OpRule, load_config, make_budgets, parse_duration_ps, parse_fraction
+from traceview.regress.check import run_checks
 from traceview.regress.diff import diff_analyses
 from traceview.regress.report import diff_json, diff_junit, diff_text
 

@@ -14,8 +14,9 @@ import pytest
 from traceview.analysis import build_analysis
 from traceview.load import load_profile
 from traceview.regress.baseline import load_baseline, load_snapshot, snapshot_from_analysis
-from traceview.regress.diff import _mann_whitney_counts, _rank_for_interval, diff_analyses, relative_shift
+from traceview.regress.diff import diff_analyses
 from traceview.regress.report import diff_markdown
+from traceview.regress.stats import _mann_whitney_counts, _rank_for_interval, relative_shift
 from traceview.render.report import analysis_json
 
 # ------------------------------------------------------------------ statistics
@@ -83,7 +84,7 @@ def test_trace_against_itself_is_all_same(mlp):
     assert set(diff.ops["status"]) == {"same"}
     assert len(diff.ops) == len(mlp.ops)
     assert (diff.ops["matched_by"] == "name").all()
-    step = diff.shifts["step_time"]
+    step = diff.step_shift
     assert step.estimate == 0 and step.low <= 0 <= step.high
 
 
@@ -203,7 +204,7 @@ def test_real_tpu_trace_against_itself(shared_traces):
     snap = load_snapshot(path)
     diff = diff_analyses(snap, snap)
     assert set(diff.ops["status"]) == {"same"}
-    step = diff.shifts["step_time"]
+    step = diff.step_shift
     assert step.n_base == len(snap.step_times_ps) > 1 and step.low <= 0 <= step.high
 
 
@@ -233,6 +234,6 @@ def test_baseline_json_with_per_step_op_times_gives_op_intervals(tmp_path, mlp):
     path = tmp_path / "baseline.json"
     path.write_text(json.dumps(data))
     diff = diff_analyses(load_baseline(path), mlp)
-    op_shifts = {k: s for k, s in diff.shifts.items() if k.startswith("op:")}
+    op_shifts = diff.op_shifts
     assert len(op_shifts) == len(mlp.ops)
     assert all(s.estimate == pytest.approx(0.0, abs=1e-9) and s.low <= 0 <= s.high for s in op_shifts.values())

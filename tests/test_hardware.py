@@ -18,9 +18,11 @@ from pathlib import Path
 import pytest
 
 from traceview.errors import UserError
-from traceview.hardware.chips import Chip, dtype_class, format_hardware_table, get_chip, hardware_json, load_hardware
+from traceview.hardware.chips import Chip, dtype_class
+from traceview.hardware.database import get_chip, load_hardware
 from traceview.hardware.detect import detect_chip, detect_target
 from traceview.profile import Device
+from traceview.render.hardware import format_hardware_table, hardware_json
 from traceview.roofline import ridge_point
 
 REQUIRED = ["tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-v7x", "v100", "a100-40gb", "a100-80gb",

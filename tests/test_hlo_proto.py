@@ -53,12 +53,12 @@ def _raw_counts(data: bytes) -> dict[str, list[int]]:
     """Computation name -> instruction ids, read straight off the wire."""
     module = next(v for n, w, v in _fields(data) if n == 1 and w == 2)
     out: dict[str, list[int]] = {}
-    for n, w, comp in _fields(module):
+    for n, _w, comp in _fields(module):
         if n != 3:
             continue
         name = next(v for cn, cw, v in _fields(comp) if cn == 1).decode()
         ids = []
-        for cn, cw, inst in _fields(comp):
+        for cn, _cw, inst in _fields(comp):
             if cn == 2:
                 ids.append(next((v for fn, fw, v in _fields(inst) if fn == 35), 0))
         out[name] = ids

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traceview.hardware.chips import load_hardware
+from traceview.hardware.database import load_hardware
 from traceview.hardware.detect import detect_chip
 from traceview.profile import Device
 from traceview.roofline import ridge_point, roofline, summarize

@@ -16,15 +16,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from traceview.hardware.chips import Chip, get_chip, load_hardware
+from traceview.hardware.chips import Chip
+from traceview.hardware.database import get_chip, load_hardware
 from traceview.hardware.detect import detect_target
 from traceview.join import attach_costs
 from traceview.modules import cost_table, profile_modules
 from traceview.profile import Profile
-from traceview.roofline import BOUNDS, OUTPUT_COLUMNS, roofline, summarize
+from traceview.roofline import OUTPUT_COLUMNS, roofline, summarize
 from traceview.timeline.aggregate import OP_KEY, op_stats, step_times
 from traceview.timeline.async_ops import async_pairs
 from traceview.timeline.timing import idle_time, judged_and_exposed, per_step_self_time
+from traceview.vocabulary import BOUNDS
 
 # The time an op is judged by: its own time (not its children's); for an async
 # start, the time its transfer was in flight (see traceview.timeline.async_ops).

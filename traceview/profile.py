@@ -90,8 +90,9 @@ class Device:
             memory = _scaled(stats.get("memory_size"), 1)
             dev.memory_bytes = int(memory) if memory else None
             major, minor = stats.get("compute_cap_major"), stats.get("compute_cap_minor")
-            if _scaled(major, 1) is not None or major == 0:
-                dev.compute_capability = f"{int(major)}.{int(_scaled(minor, 1) or 0)}"
+            major_number = 0.0 if major == 0 else _scaled(major, 1)
+            if major_number is not None:
+                dev.compute_capability = f"{int(major_number)}.{int(_scaled(minor, 1) or 0)}"
         return dev
 
 

@@ -26,24 +26,12 @@ import pandas as pd
 
 from traceview.hardware.chips import DTYPE_CLASSES, Chip, dtype_class, ridge_point_of
 from traceview.units import PS_PER_S
+from traceview.vocabulary import BOUNDS, COLLECTIVE_PATTERNS, PATTERN_OF
 
-BOUNDS = ("compute", "memory", "communication", "unknown")
-COLLECTIVE_KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "permute", "host-transfer")
 OUTPUT_COLUMNS = ("t_compute_ps", "t_memory_ps", "t_comm_ps", "roofline_time_ps", "bound",
                   "unknown_reason", "achieved_flops", "achieved_bandwidth", "intensity",
                   "efficiency", "gap_ps")
 
-# Names XLA and the cost model use for a collective, normalised to the five
-# communication patterns we model. "-start"/"-done" suffixes are stripped first.
-_KIND_ALIASES = {
-    "all-gather": "all-gather", "allgather": "all-gather",
-    "reduce-scatter": "reduce-scatter", "reducescatter": "reduce-scatter",
-    "all-reduce": "all-reduce", "allreduce": "all-reduce",
-    "all-to-all": "all-to-all", "alltoall": "all-to-all", "ragged-all-to-all": "all-to-all",
-    "collective-permute": "permute", "permute": "permute", "send": "permute", "recv": "permute",
-    "collective-broadcast": "permute", "broadcast": "permute",
-    "host-transfer": "host-transfer", "host-offload": "host-transfer", "host-prefetch": "host-transfer",
-}
 _NO_COLLECTIVE = {"", "none", "nan", "null"}
 
 # A measured time this much below the model counts as "faster than the roofline".
@@ -94,7 +82,7 @@ REASONS = ("", "cost model marks the op unknown", "no FLOPs/bytes for the op",
 
 
 def kind_index(value: object) -> int:
-    """Position of a collective kind in COLLECTIVE_KINDS; -1 for none, -2 for one we do not model."""
+    """Position of a collective kind in COLLECTIVE_PATTERNS; -1 for none, -2 for one we do not model."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return -1
     text = str(value).strip().lower().replace("_", "-")
@@ -103,8 +91,8 @@ def kind_index(value: object) -> int:
             text = text[: -len(suffix)]
     if text in _NO_COLLECTIVE:
         return -1
-    kind = _KIND_ALIASES.get(text)
-    return COLLECTIVE_KINDS.index(kind) if kind else -2
+    kind = PATTERN_OF.get(text)
+    return COLLECTIVE_PATTERNS.index(kind) if kind else -2
 
 
 def collective_time_ps(kind: np.ndarray, payload: np.ndarray, group: np.ndarray,
@@ -168,7 +156,7 @@ def collective_time_ps(kind: np.ndarray, payload: np.ndarray, group: np.ndarray,
             return [ag, ag, 2 * ag, ag, V / E]
 
         if ic is None:
-            local = [np.full(n, np.nan)] * (len(COLLECTIVE_KINDS) - 1)
+            local = [np.full(n, np.nan)] * (len(COLLECTIVE_PATTERNS) - 1)
         elif ic.topology.endswith("torus"):
             W = np.nan if ic.link_bandwidth is None else ic.link_bandwidth
             directions = np.full(n, 2.0) if ring_directions is None else np.where(
@@ -186,13 +174,13 @@ def collective_time_ps(kind: np.ndarray, payload: np.ndarray, group: np.ndarray,
         host = V / (np.nan if chip.pcie_bandwidth is None else chip.pcie_bandwidth)
         local, dcn = list(local) + [host], list(dcn) + [host]
 
-    for index in range(len(COLLECTIVE_KINDS)):
+    for index in range(len(COLLECTIVE_PATTERNS)):
         rows = kind == index
         if rows.any():
             t[rows] = np.where(crosses_dcn, dcn[index], local[index])[rows]
     t *= PS_PER_S
     bad_kind = kind == -2
-    host_kind = kind == COLLECTIVE_KINDS.index("host-transfer")
+    host_kind = kind == COLLECTIVE_PATTERNS.index("host-transfer")
     t[is_coll & (((N <= 1) & ~host_kind) | (V == 0)) & ~bad_kind] = 0.0
     t[bad_kind] = np.nan
 

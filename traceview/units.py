@@ -1,11 +1,39 @@
-"""Units and JSON scalars shared by every report: times are integer picoseconds inside, microseconds out."""
+"""Units and number cleaners shared by every stage and report.
+
+Times are integer picoseconds inside and microseconds in reports; durations a
+user types ("5ms") go through ``PS_PER_UNIT``. Unknown numbers are None,
+never 0: ``number`` and ``finite`` turn whatever a frame or a JSON file holds
+into a float or None, ``json_scalar`` makes a value safe for JSON.
+"""
 
 from __future__ import annotations
 
 import math
 
+PS_PER_NS = 1e3
 PS_PER_US = 1e6
+PS_PER_MS = 1e9
 PS_PER_S = 1e12
+US_PER_MS = 1e3
+# Duration suffixes a user may type, in picoseconds.
+PS_PER_UNIT = {"ps": 1.0, "ns": PS_PER_NS, "us": PS_PER_US, "µs": PS_PER_US, "ms": PS_PER_MS, "s": PS_PER_S}
+
+
+def number(value: object) -> float | None:
+    """A float, or None for None, NaN and what is not a number; infinities are kept."""
+    if value is None:
+        return None
+    try:
+        out = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(out) else out
+
+
+def finite(value: object) -> float | None:
+    """A finite float, or None (None, NaN, infinities, not a number)."""
+    out = number(value)
+    return out if out is not None and math.isfinite(out) else None
 
 
 def json_scalar(value):
@@ -17,3 +45,8 @@ def json_scalar(value):
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return None
     return value
+
+
+def ps_to_us(ps: float | None) -> float | None:
+    """Picoseconds to microseconds, None kept."""
+    return None if ps is None else ps / PS_PER_US

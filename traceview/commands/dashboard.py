@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     # A bad path, hardware file or chip fails here, on the command line, with exit 2.
     find_run(args.path, args.run)
     if args.target or args.hardware_file:
-        from traceview.hardware.chips import get_chip, load_hardware
+        from traceview.hardware.database import get_chip, load_hardware
 
         db = load_hardware(args.hardware_file)
         if args.target:

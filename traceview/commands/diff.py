@@ -13,7 +13,8 @@ import argparse
 from traceview.commands._options import write_output
 from traceview.errors import UserError
 from traceview.regress.baseline import load_snapshot
-from traceview.regress.check import BUDGET_KEYS, Budgets, make_budgets, run_checks
+from traceview.regress.budgets import BUDGET_KEYS, Budgets, make_budgets
+from traceview.regress.check import run_checks
 from traceview.regress.diff import diff_analyses
 from traceview.regress.report import diff_junit, diff_markdown, render
 

@@ -6,7 +6,8 @@ import argparse
 import json
 
 from traceview.commands._options import write_output
-from traceview.hardware.chips import format_hardware_table, hardware_json, load_hardware
+from traceview.hardware.database import load_hardware
+from traceview.render.hardware import format_hardware_table, hardware_json
 
 
 def register(subparsers) -> None:

@@ -11,11 +11,12 @@ import json
 from pathlib import Path
 
 from traceview.commands._options import write_output
-from traceview.hlo_report import hlo_csv, hlo_json, hlo_report, hlo_text
+from traceview.hlo_report import hlo_report
 from traceview.load import load_profile
 from traceview.modules import profile_modules
 from traceview.parsers.discover import is_trace_file
 from traceview.parsers.hlo_dump import load_hlo_modules
+from traceview.render.hlo import hlo_csv, hlo_json, hlo_text
 
 
 def register(subparsers) -> None:

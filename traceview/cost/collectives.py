@@ -31,17 +31,16 @@ from dataclasses import dataclass
 from traceview.cost import attrs as A
 from traceview.cost.shapes import byte_size, leaves
 from traceview.parsers.hlo_model import HloModule, Instruction, Shape
+from traceview.vocabulary import COLLECTIVE_OPCODES
 
 HOST_MEMORY_SPACE = "S(5)"  # XLA's Layout::kHostMemorySpace, as the layout text prints it
-KINDS = ("all-reduce", "all-gather", "reduce-scatter", "ragged-all-to-all", "all-to-all", "collective-permute",
-         "collective-broadcast", "send", "recv")
 
 
 @dataclass
 class CollectiveInfo:
     kind: str                                   # "all-reduce", ... ("" when not a collective)
     payload_bytes: float = 0.0
-    group_size: int = 0                         # devices in one group; 0 when unknown
+    group_size: int | None = None               # devices in one group; None when unknown
     groups: list[list[int]] | None = None       # explicit groups; None when "all devices" or unknown
     crosses_dcn: bool | None = None
     is_done: bool = False
@@ -55,7 +54,7 @@ def collective_kind(opcode: str) -> tuple[str, bool]:
         base, done = base[:-5], True
     elif base.endswith("-start"):
         base = base[:-6]
-    return (base, done) if base in KINDS else ("", False)
+    return (base, done) if base in COLLECTIVE_OPCODES else ("", False)
 
 
 def _array_bytes(shapes: list[Shape]) -> float:
@@ -125,7 +124,7 @@ def _result(inst: Instruction) -> Shape:
     return shape
 
 
-def _groups(inst: Instruction, kind: str, module: HloModule) -> tuple[list[list[int]] | None, int]:
+def _groups(inst: Instruction, kind: str, module: HloModule) -> tuple[list[list[int]] | None, int | None]:
     attrs = inst.attributes
     if kind in ("collective-permute", "send", "recv"):
         pairs = A.source_target_pairs(attrs.get("source_target_pairs"))
@@ -138,12 +137,13 @@ def _groups(inst: Instruction, kind: str, module: HloModule) -> tuple[list[list[
     return None, total
 
 
-def _device_count(module: HloModule) -> int:
+def _device_count(module: HloModule) -> int | None:
+    """Devices of the program (num_partitions x replica_count); None when the module does not say."""
     attrs = getattr(module, "attributes", {}) or {}
     try:
         partitions = int(attrs.get("num_partitions", 1))
         replicas = int(attrs.get("replica_count", 1))
     except ValueError:
-        return 0
+        return None
     n = partitions * replicas
-    return n if n > 1 else 0
+    return n if n > 1 else None

@@ -125,10 +125,10 @@ def instruction_costs(module: HloModule, devices_per_slice: int | None = None) -
         warnings.append(f"{module.name}: unknown element types {', '.join(sorted(odd_types))}; "
                         "their arrays count as zero bytes")
     kind_at, groups_at, size_at = (list(COLUMNS).index(c) for c in ("collective_kind", "groups", "group_size"))
-    unsized = [r for r in rows if r[kind_at] and r[groups_at] is None and r[size_at] == 0]
+    unsized = [r for r in rows if r[kind_at] and r[groups_at] is None and np.isnan(r[size_at])]
     if unsized:
         warnings.append(f"{module.name}: {len(unsized)} collectives run over all devices but the module does not "
-                        "say how many (no num_partitions/replica_count); their group_size is 0")
+                        "say how many (no num_partitions/replica_count); their group_size is unknown")
     df = pd.DataFrame.from_records(rows, columns=list(COLUMNS)) if rows else pd.DataFrame(
         {k: pd.Series(dtype=v) for k, v in COLUMNS.items()})
     df = df.astype({k: v for k, v in COLUMNS.items() if v != "object"})
@@ -167,7 +167,8 @@ def _row(module: HloModule, comp: Computation, inst: Instruction, mult: float, a
     return (module.name, module.program_id, comp.name, inst.name, inst.opcode, cat, shape_text(inst.shape), dtype,
             cost.flops, cost.transcendentals, cost.bytes_read, cost.bytes_written, cost.bytes_accessed, mult,
             cost.flops * mult, cost.bytes_accessed * mult,
-            coll.kind if coll else "", coll.payload_bytes if coll else 0.0, float(coll.group_size) if coll else 0.0,
+            coll.kind if coll else "", coll.payload_bytes if coll else 0.0,
+            np.nan if coll is None or coll.group_size is None else float(coll.group_size),
             coll.groups if coll else None, coll.crosses_dcn if coll else None,
             float(coll.ring_directions) if coll and coll.ring_directions else np.nan, cost.unknown, cost.note,
             md.get("source_file", ""), float(line) if line and line.isdigit() else np.nan, inst.fusion_kind or "",

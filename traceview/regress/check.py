@@ -1,187 +1,22 @@
-"""Budgets and verdicts: does a Diff stay within what CI allows?
+"""Verdicts: does a Diff stay within its budgets (budgets.py)?
 
-Budgets come from defaults, then a TOML config file, then command-line
-flags (each later one wins). A timing check fails only when the slowdown is
-larger than its budget and, where per-step times give an interval, real: the
-interval's lower bound is above zero. Ops below a minimum time per step are
-not judged (their timings are mostly noise). Static checks (FLOPs, bytes,
-collective bytes per module of an HLO dump) have no noise and compare exactly.
-
-Config file::
-
-    [check]
-    max_step_regression = "5%"      # relative, noise-aware
-    max_op_regression = "10%"
-    min_op_time = "1ms"             # per step; ops below are not judged
-    max_flops_increase = "1%"       # static (HLO) checks, per module
-    max_bytes_increase = "1%"
-    max_collective_increase = "1%"
-    confidence = 0.95
-    max_step_time = "20ms"          # absolute: median step time of NEW
-    min_mfu = 0.30                  # absolute: MFU of NEW
-
-    [[check.ops]]                   # first matching rule wins
-    pattern = "jit_train_step/ynn_fusion*"   # glob on "module/op" or on the op name
-    max_regression = "25%"
-    min_time = "0.5ms"
-
-    [[check.ops]]
-    pattern = "*copy*"
-    ignore = true
+A timing check fails only when the slowdown is larger than its budget and,
+where per-step times give an interval, real: the interval's lower bound is
+above zero. Ops below a minimum time per step are not judged (their timings
+are mostly noise). Static checks (FLOPs, bytes, collective bytes per module
+of an HLO dump) have no noise and compare exactly.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import fnmatch
 import math
-import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from traceview.errors import UserError
-from traceview.regress.diff import Diff, Shift
-from traceview.userfiles import read_toml
+from traceview.regress.budgets import Budgets
+from traceview.regress.diff import Diff
+from traceview.regress.stats import Shift
+from traceview.units import finite
 
-PS_PER_UNIT = {"ps": 1.0, "ns": 1e3, "us": 1e6, "µs": 1e6, "ms": 1e9, "s": 1e12}
-
-
-def parse_fraction(value, name: str = "value") -> float:
-    """"5%", "0.05" or 0.05 -> 0.05."""
-    try:
-        if isinstance(value, str):
-            text = value.strip()
-            result = float(text[:-1]) / 100.0 if text.endswith("%") else float(text)
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            result = float(value)
-        else:
-            raise ValueError
-    except ValueError:
-        raise UserError(f"{name}: {value!r} is not a fraction (write e.g. 5% or 0.05)") from None
-    if not math.isfinite(result) or result < 0:
-        raise UserError(f"{name}: {value!r} must be a non-negative fraction")
-    return result
-
-
-def parse_duration_ps(value, name: str = "value") -> float:
-    """"1ms", "250us", "0.5 s" -> picoseconds; a bare number is milliseconds."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        number, unit = float(value), "ms"
-    elif isinstance(value, str):
-        m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*(ps|ns|us|µs|ms|s)?\s*", value)
-        if not m:
-            raise UserError(f"{name}: {value!r} is not a duration (write e.g. 1ms, 250us, 2s)")
-        try:
-            number = float(m.group(1))
-        except ValueError:
-            raise UserError(f"{name}: {value!r} is not a duration (write e.g. 1ms, 250us, 2s)") from None
-        unit = m.group(2) or "ms"
-    else:
-        raise UserError(f"{name}: {value!r} is not a duration (write e.g. 1ms, 250us, 2s)")
-    if not math.isfinite(number) or number < 0:
-        raise UserError(f"{name}: {value!r} must be a non-negative duration")
-    return number * PS_PER_UNIT[unit]
-
-
-@dataclass(frozen=True)
-class OpRule:
-    """A budget for the ops whose "module/op" or op name matches `pattern` (a glob)."""
-
-    pattern: str
-    max_regression: float | None = None
-    min_time_ps: float | None = None
-    ignore: bool = False
-
-    def matches(self, module: str, op: str) -> bool:
-        return fnmatch.fnmatchcase(f"{module}/{op}", self.pattern) or fnmatch.fnmatchcase(op, self.pattern)
-
-
-@dataclass
-class Budgets:
-    max_step_regression: float = 0.05
-    max_op_regression: float = 0.10
-    min_op_time_ps: float = 1e9
-    max_flops_increase: float = 0.01
-    max_bytes_increase: float = 0.01
-    max_collective_increase: float = 0.01
-    confidence: float = 0.95
-    max_step_time_ps: float | None = None
-    min_mfu: float | None = None
-    ops: list[OpRule] = field(default_factory=list)
-
-    def rule_for(self, module: str, op: str) -> OpRule | None:
-        return next((r for r in self.ops if r.matches(module, op)), None)
-
-
-# config key (and `--flag` of diff/check) -> (Budgets field, parser)
-BUDGET_KEYS = {
-    "max_step_regression": ("max_step_regression", parse_fraction),
-    "max_op_regression": ("max_op_regression", parse_fraction),
-    "min_op_time": ("min_op_time_ps", parse_duration_ps),
-    "max_flops_increase": ("max_flops_increase", parse_fraction),
-    "max_bytes_increase": ("max_bytes_increase", parse_fraction),
-    "max_collective_increase": ("max_collective_increase", parse_fraction),
-    "confidence": ("confidence", parse_fraction),
-    "max_step_time": ("max_step_time_ps", parse_duration_ps),
-    "min_mfu": ("min_mfu", parse_fraction),
-}
-_RULE_KEYS = {"pattern", "max_regression", "min_time", "ignore"}
-
-
-def load_config(path: str | Path) -> dict:
-    """A TOML config -> Budgets field values (only those it sets). Unknown keys are errors, not ignored."""
-    p = Path(path)
-    data = read_toml(p, "config file")
-    section = data.get("check", data)
-    if not isinstance(section, dict):
-        raise UserError(f"{p}: [check] must be a table")
-    values: dict = {}
-    for key, value in section.items():
-        if key == "ops":
-            values["ops"] = _rules(value, p)
-        elif key in BUDGET_KEYS:
-            name, parse = BUDGET_KEYS[key]
-            values[name] = parse(value, f"{p}: {key}")
-        else:
-            known = ", ".join(sorted([*BUDGET_KEYS, "ops"]))
-            raise UserError(f"{p}: unknown setting {key!r} (known: {known})")
-    if "confidence" in values and not 0 < values["confidence"] < 1:
-        raise UserError(f"{p}: confidence must be between 0 and 1, e.g. 0.95")
-    return values
-
-
-def _rules(value, path: Path) -> list[OpRule]:
-    if not isinstance(value, list) or not all(isinstance(r, dict) for r in value):
-        raise UserError(f"{path}: 'ops' must be an array of tables ([[check.ops]])")
-    rules = []
-    for i, r in enumerate(value):
-        unknown = set(r) - _RULE_KEYS
-        if unknown:
-            raise UserError(f"{path}: ops rule {i + 1}: unknown key(s) {', '.join(sorted(unknown))} "
-                            f"(known: {', '.join(sorted(_RULE_KEYS))})")
-        if not isinstance(r.get("pattern"), str) or not r["pattern"]:
-            raise UserError(f"{path}: ops rule {i + 1} needs a 'pattern' (a glob on module/op or op)")
-        where = f"{path}: ops rule {r['pattern']!r}"
-        rules.append(OpRule(
-            pattern=r["pattern"],
-            max_regression=parse_fraction(r["max_regression"], f"{where}: max_regression")
-            if "max_regression" in r else None,
-            min_time_ps=parse_duration_ps(r["min_time"], f"{where}: min_time") if "min_time" in r else None,
-            ignore=bool(r.get("ignore", False))))
-    return rules
-
-
-def make_budgets(config: str | Path | None = None, **overrides) -> Budgets:
-    """Defaults, then the config file, then `overrides` (Budgets fields; None means "not given")."""
-    values = load_config(config) if config else {}
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    unknown = set(values) - {f.name for f in dataclasses.fields(Budgets)}
-    if unknown:
-        raise TypeError(f"unknown budget(s): {', '.join(sorted(unknown))}")
-    return Budgets(**values)
-
-
-# ------------------------------------------------------------------ verdicts
 
 @dataclass
 class Check:
@@ -222,13 +57,6 @@ class Verdict:
         return "pass" if self.passed else "fail"
 
 
-def _finite(value) -> float | None:
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
 def _timing_passed(shift: Shift | None, change: float | None, limit: float) -> tuple[bool, str]:
     """Fail only when the change is over the budget and, if an interval exists, significantly above zero."""
     if change is None or change <= limit:
@@ -238,8 +66,13 @@ def _timing_passed(shift: Shift | None, change: float | None, limit: float) -> t
     return False, ""
 
 
+def op_check_name(module: str, op: str) -> str:
+    """The name of an op's timing check in reports: "op:<module>/<op>"."""
+    return f"op:{module}/{op}"
+
+
 def _step_check(diff: Diff, budgets: Budgets) -> list[Check]:
-    shift = diff.shifts.get("step_time")
+    shift = diff.step_shift
     if shift is None or shift.estimate is None:
         return []
     st = diff.summary["step_time"]
@@ -258,22 +91,25 @@ def _op_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]]:
             continue
         min_time = rule.min_time_ps if rule and rule.min_time_ps is not None else budgets.min_op_time_ps
         limit = rule.max_regression if rule and rule.max_regression is not None else budgets.max_op_regression
-        base_t, new_t = _finite(row.base_time_ps), _finite(row.new_time_ps)
+        base_t, new_t = finite(row.base_time_ps), finite(row.new_time_ps)
         if base_t is None or new_t is None:
             continue
         if max(base_t, new_t) < min_time:
             skipped += 1
             continue
-        shift = diff.shifts.get(f"op:{row.module}/{row.op}")
+        shift = diff.op_shifts.get((row.module, row.op))
         # With per-step times, typical (median) values and change, as for the step time; else per-step totals.
+        shown_base: float | None = base_t
+        shown_new: float | None = new_t
+        change: float | None
         if shift is not None and shift.estimate is not None:
-            base_t, new_t, change = shift.base_median, shift.new_median, shift.estimate
+            shown_base, shown_new, change = shift.base_median, shift.new_median, shift.estimate
         else:
-            change = _finite(row.change) if base_t > 0 else None
+            change = finite(row.change) if base_t > 0 else None
         passed, detail = _timing_passed(shift, change, limit)
         if row.matched_by not in ("name", ""):
             detail = (detail + "; " if detail else "") + f"was {row.base_op} (matched by {row.matched_by})"
-        checks.append(Check(f"op:{row.module}/{row.op}", base_t, new_t, change, limit, passed, "ps", "op",
+        checks.append(Check(op_check_name(row.module, row.op), shown_base, shown_new, change, limit, passed, "ps", "op",
                             shift.low if shift else None, shift.high if shift else None,
                             shift.method if shift else "per-step totals", detail))
     notes = [f"{skipped} matched ops under the minimum op time were not judged"] if skipped else []
@@ -292,11 +128,15 @@ def _static_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]
             notes.append(f"module {row['module']} is {row['status']} in {diff.new.label if row['status'] == 'new' else diff.base.label}")
             continue
         for quantity, budget, unit in _STATIC:
-            base, new = _finite(row[f"base_{quantity}"]), _finite(row[f"new_{quantity}"])
+            base, new = finite(row[f"base_{quantity}"]), finite(row[f"new_{quantity}"])
             if base is None or new is None:
                 continue
             limit = getattr(budgets, budget)
-            change = float(_finite(row[f"{quantity}_change"]) if base > 0 else (0.0 if new == 0 else math.inf))
+            if base > 0:
+                relative = finite(row[f"{quantity}_change"])
+                change = new / base - 1.0 if relative is None else relative
+            else:
+                change = 0.0 if new == 0 else math.inf
             passed = change <= limit
             checks.append(Check(f"{quantity}:{row['module']}", base, new, None if math.isinf(change) else change,
                                 limit, passed, unit, "static", method="HLO cost model",
@@ -315,11 +155,11 @@ def _absolute_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[st
             checks.append(Check("max_step_time", None, new, None, budgets.max_step_time_ps,
                                 new <= budgets.max_step_time_ps, "ps", "absolute", method="median step time"))
     if budgets.min_mfu is not None:
-        mfu = _finite(diff.new.mfu)
+        mfu = finite(diff.new.mfu)
         if mfu is None:
             notes.append("min_mfu not checked: the new input has no MFU (no target chip, or no FLOPs)")
         else:
-            checks.append(Check("min_mfu", _finite(diff.base.mfu), mfu, None, budgets.min_mfu,
+            checks.append(Check("min_mfu", finite(diff.base.mfu), mfu, None, budgets.min_mfu,
                                 mfu >= budgets.min_mfu, "fraction", "absolute"))
     return checks, notes
 

@@ -16,169 +16,19 @@ one number against another.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from functools import lru_cache
-from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from traceview.regress.baseline import Snapshot, snapshot_from_analysis
+from traceview.regress.match import match_ops
+from traceview.regress.stats import Shift, relative_shift
+from traceview.vocabulary import BOUNDS_AND_IDLE
 
 STATUSES = ("same", "changed", "new", "vanished")
-BOUND_NAMES = ("compute", "memory", "communication", "unknown", "idle")
-_EXACT_LIMIT = 60  # exact Mann-Whitney distribution up to this many samples per side
 
-
-# ------------------------------------------------------------------ statistics
-
-def _mann_whitney_counts(n: int, m: int) -> np.ndarray:
-    """Number of orderings giving each value u = 0..n*m of the Mann-Whitney U statistic (no ties)."""
-    # counts(i, j)[u] = counts(i-1, j)[u-j] + counts(i, j-1)[u]; rows over j for the current i.
-    prev = [np.ones(1) for _ in range(m + 1)]            # i = 0: U is always 0
-    for i in range(1, n + 1):
-        row = [np.ones(1)]                               # j = 0
-        for j in range(1, m + 1):
-            out = np.zeros(i * j + 1)
-            a = prev[j]
-            out[j:j + len(a)] += a
-            b = row[j - 1]
-            out[:len(b)] += b
-            row.append(out)
-        prev = row
-    return prev[m]
-
-
-@lru_cache(maxsize=256)
-def _rank_for_interval(n: int, m: int, confidence: float) -> int:
-    """k such that [D_(k), D_(nm+1-k)] of the sorted pairwise differences covers `confidence`; 0 if none."""
-    alpha = (1.0 - confidence) / 2.0
-    if max(n, m) <= _EXACT_LIMIT:
-        counts = _mann_whitney_counts(n, m)
-        cdf = np.cumsum(counts) / counts.sum()
-        return int(np.count_nonzero(cdf <= alpha + 1e-12))
-    z = NormalDist().inv_cdf(1.0 - alpha)
-    k = math.floor(n * m / 2.0 - z * math.sqrt(n * m * (n + m + 1) / 12.0))
-    return max(k, 0)
-
-
-@dataclass(frozen=True)
-class Shift:
-    """Relative change new/base - 1: estimate and confidence bounds (None when not computable)."""
-
-    estimate: float | None
-    low: float | None
-    high: float | None
-    method: str
-    n_base: int
-    n_new: int
-    base_median: float | None = None   # of the samples, in their unit
-    new_median: float | None = None
-
-
-def relative_shift(base: np.ndarray, new: np.ndarray, confidence: float = 0.95) -> Shift:
-    """Hodges-Lehmann estimate and Mann-Whitney interval of the ratio of typical values, minus 1.
-
-    Works on log times, so the change is relative and one slow outlier step
-    moves it little. With too few samples for the confidence asked (e.g. 2
-    vs 2 at 95%), the estimate is the ratio of medians and no interval is given.
-    """
-    base = np.asarray(base, dtype="float64")
-    new = np.asarray(new, dtype="float64")
-    base, new = base[base > 0], new[new > 0]
-    n, m = len(base), len(new)
-    if n == 0 or m == 0:
-        return Shift(None, None, None, "no samples", n, m)
-    medians = (float(np.median(base)), float(np.median(new)))
-    if n == 1 or m == 1:
-        return Shift(medians[1] / medians[0] - 1.0, None, None, "ratio of medians", n, m, *medians)
-    diffs = np.sort(np.subtract.outer(np.log(new), np.log(base)).ravel())
-    estimate = float(np.expm1(np.median(diffs)))
-    k = _rank_for_interval(n, m, confidence)
-    if k < 1:
-        return Shift(estimate, None, None, "hodges-lehmann (too few steps for an interval)", n, m, *medians)
-    low, high = float(np.expm1(diffs[k - 1])), float(np.expm1(diffs[len(diffs) - k]))
-    return Shift(estimate, low, high, f"hodges-lehmann, {confidence:.0%} mann-whitney interval", n, m, *medians)
-
-
-# ------------------------------------------------------------------ op matching
-
-def _signature(ops: pd.DataFrame) -> pd.Series:
-    """Cost signature: what an op computes per execution, without its name."""
-    occ = ops["occurrences"].where(ops["occurrences"] > 0)
-    flops = (ops["flops"] / occ).round(0).astype(str)
-    nbytes = (ops["bytes"] / occ).round(0).astype(str)
-    return (ops["opcode"].astype(str) + "|" + ops["shape"].astype(str) + "|" + ops["dtype"].astype(str)
-            + "|" + flops + "|" + nbytes)
-
-
-def _source(ops: pd.DataFrame) -> pd.Series:
-    has = ops["source_file"].fillna("").astype(str) != ""
-    text = (ops["opcode"].astype(str) + "|" + ops["source_file"].fillna("").astype(str) + ":"
-            + ops["source_line"].astype(str))
-    return text.where(has, "")
-
-
-def _unique_pairs(base_keys: pd.Series, new_keys: pd.Series) -> list[tuple[int, int]]:
-    """Index pairs whose key is non-empty and appears exactly once on each side."""
-    b = base_keys[base_keys != ""]
-    n = new_keys[new_keys != ""]
-    b = b[~b.duplicated(keep=False)]
-    n = n[~n.duplicated(keep=False)]
-    joined = pd.Series(b.index, index=b.values).to_frame("base").join(
-        pd.Series(n.index, index=n.values).to_frame("new"), how="inner")
-    return list(zip(joined["base"], joined["new"]))
-
-
-def _fingerprint(frame: pd.DataFrame) -> pd.Series:
-    return frame["fingerprint"].fillna("").astype(str)
-
-
-def _keyed(frame: pd.DataFrame, keyer) -> pd.Series:
-    """module + key, or "" where the key is unknown."""
-    key = keyer(frame)
-    return (frame["module"] + "\0" + key).where(key != "", "")
-
-
-def match_ops(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
-    """Pairs of row labels (base, new) with how they matched; unmatched rows have NaN on the other side.
-
-    A name pair whose fingerprints differ is undone when the fingerprints
-    pair its ops otherwise (XLA swapped two fusions' numbers); the ops it
-    leaves behind go on to the later rules.
-    """
-    base_key = base["module"] + "\0" + base["op"]
-    new_key = new["module"] + "\0" + new["op"]
-    by_name = pd.Series(base.index, index=base_key.values).to_frame("base").join(
-        pd.Series(new.index, index=new_key.values).to_frame("new"), how="inner")
-    named = dict(zip(by_name["base"], by_name["new"]))
-    fb, fn = _fingerprint(base), _fingerprint(new)
-    suspect = [b for b, n in named.items() if fb[b] and fn[n] and fb[b] != fn[n]]
-    left_b = base.index.difference(by_name["base"]).union(pd.Index(suspect, dtype=base.index.dtype))
-    left_n = new.index.difference(by_name["new"]).union(pd.Index([named[b] for b in suspect], dtype=new.index.dtype))
-    pairs: list[tuple] = []
-    for how, keyer in (("fingerprint", _fingerprint), ("signature", _signature), ("source", _source)):
-        if len(left_b) == 0 or len(left_n) == 0:
-            break
-        found = _unique_pairs(_keyed(base.loc[left_b], keyer), _keyed(new.loc[left_n], keyer))
-        if how == "fingerprint":  # keep the suspect name pairs that no fingerprint pair breaks up
-            found = [(b, n) for b, n in found if named.get(b) != n]
-            moved = {b for b, _ in found} | {n for _, n in found}
-            for b in suspect:
-                if b not in moved and named[b] not in moved:
-                    pairs.append((b, named[b], "name"))
-                    left_b, left_n = left_b.drop(b), left_n.drop(named[b])
-            named = {b: n for b, n in named.items() if b not in suspect}
-        pairs += [(b, n, how) for b, n in found]
-        left_b = left_b.difference([b for b, _ in found])
-        left_n = left_n.difference([n for _, n in found])
-    pairs = [(b, n, "name") for b, n in named.items()] + pairs
-    pairs += [(b, np.nan, "") for b in left_b] + [(np.nan, n, "") for n in left_n]
-    return pd.DataFrame(pairs, columns=["base", "new", "matched_by"])
-
-
-# ------------------------------------------------------------------ the diff
 
 @dataclass
 class Diff:
@@ -186,8 +36,10 @@ class Diff:
 
     `ops`: one row per op of either side (see `diff_analyses`); `steps`: the
     per-step times side by side (by position); `modules`: cost-model totals
-    per module (HLO inputs); `summary`: headline numbers; `shifts`: the noise-aware
-    changes keyed "step_time" and "op:<module>/<op>" for ops with per-step times.
+    per module (HLO inputs); `summary`: headline numbers; `step_shift`: the
+    noise-aware change of the step time (None when neither side has a time);
+    `op_shifts`: the same per (module, op) of the new side, for matched ops with
+    per-step times on both sides.
     """
 
     base: Snapshot
@@ -196,7 +48,8 @@ class Diff:
     steps: pd.DataFrame
     modules: pd.DataFrame
     summary: dict
-    shifts: dict[str, Shift] = field(default_factory=dict)
+    step_shift: Shift | None = None
+    op_shifts: dict[tuple[str, str], Shift] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -248,19 +101,21 @@ def _keys(snap: Snapshot, labels: pd.Series) -> np.ndarray:
     return np.where(positions >= 0, names[positions], "")
 
 
-def _op_shifts(base: Snapshot, new: Snapshot, pairs: pd.DataFrame, confidence: float) -> dict[str, Shift]:
+def _op_shifts(base: Snapshot, new: Snapshot, pairs: pd.DataFrame,
+               confidence: float) -> dict[tuple[str, str], Shift]:
     """Per-op per-step shifts, for matched ops whose per-step times both sides know."""
     if base.op_steps is None or new.op_steps is None or base.op_steps.empty or new.op_steps.empty:
         return {}
     samples_b, samples_n = _samples_by_op(base.op_steps), _samples_by_op(new.op_steps)
-    out = {}
+    out: dict[tuple[str, str], Shift] = {}
     for kb, kn in zip(_keys(base, pairs["base"]), _keys(new, pairs["new"])):
         if kb in samples_b and kn in samples_n:
-            out["op:" + kn.replace("\0", "/", 1)] = relative_shift(samples_b[kb], samples_n[kn], confidence)
+            module, op = kn.split("\0", 1)
+            out[(module, op)] = relative_shift(samples_b[kb], samples_n[kn], confidence)
     return out
 
 
-def _op_frame(base: Snapshot, new: Snapshot, pairs: pd.DataFrame, shifts: dict[str, Shift],
+def _op_frame(base: Snapshot, new: Snapshot, pairs: pd.DataFrame, shifts: dict[tuple[str, str], Shift],
               time_tolerance: float, min_time_ps: float) -> pd.DataFrame:
     b, n = _side(base, pairs["base"]), _side(new, pairs["new"])
     in_base, in_new = pairs["base"].notna().to_numpy(), pairs["new"].notna().to_numpy()
@@ -282,7 +137,7 @@ def _op_frame(base: Snapshot, new: Snapshot, pairs: pd.DataFrame, shifts: dict[s
     out["bytes_change"] = _rel(out["base_bytes"].to_numpy(dtype="float64"), out["new_bytes"].to_numpy(dtype="float64"))
     lows, highs = [], []
     for module, op in zip(out["module"], out["op"]):
-        s = shifts.get(f"op:{module}/{op}")
+        s = shifts.get((module, op))
         lows.append(np.nan if s is None or s.low is None else s.low)
         highs.append(np.nan if s is None or s.high is None else s.high)
     out["change_low"], out["change_high"] = lows, highs
@@ -351,8 +206,8 @@ def _per_step(snap: Snapshot, column: str) -> float | None:
     return None if values.isna().all() else float(values.sum()) / snap.n_steps
 
 
-def _summary(base: Snapshot, new: Snapshot, ops: pd.DataFrame, step_shift: Shift | None) -> dict:
-    summary = {"base": {"label": base.label, "kind": base.kind, "target": base.target,
+def _summary(base: Snapshot, new: Snapshot, ops: pd.DataFrame, step_shift: Shift | None) -> dict[str, Any]:
+    summary: dict[str, Any] = {"base": {"label": base.label, "kind": base.kind, "target": base.target,
                         "steps": len(base.step_times_ps)},
                "new": {"label": new.label, "kind": new.kind, "target": new.target, "steps": len(new.step_times_ps)}}
     if step_shift is not None:
@@ -366,7 +221,7 @@ def _summary(base: Snapshot, new: Snapshot, ops: pd.DataFrame, step_shift: Shift
         summary["time_by_bound_ps"] = {
             bound: {"base": base.time_by_bound_ps.get(bound, 0.0) / base.n_steps,
                     "new": new.time_by_bound_ps.get(bound, 0.0) / new.n_steps}
-            for bound in BOUND_NAMES}
+            for bound in BOUNDS_AND_IDLE}
     summary["mfu"] = {"base": base.mfu, "new": new.mfu}
     summary["per_step"] = {q: {"base": _per_step(base, q), "new": _per_step(new, q)}
                            for q in ("flops", "bytes", "collective_bytes")}
@@ -414,16 +269,7 @@ def diff_analyses(base, new, confidence: float = 0.95, time_tolerance: float = 0
     pairs = match_ops(base.ops, new.ops)
     shifts = _op_shifts(base, new, pairs, confidence)
     step_shift = _step_shift(base, new, confidence)
-    if step_shift is not None:
-        shifts["step_time"] = step_shift
     ops = _op_frame(base, new, pairs, shifts, time_tolerance, min_time_ps)
     return Diff(base=base, new=new, ops=ops, steps=_step_frame(base, new), modules=_module_frame(base, new),
-                summary=_summary(base, new, ops, step_shift), shifts=shifts,
+                summary=_summary(base, new, ops, step_shift), step_shift=step_shift, op_shifts=shifts,
                 warnings=_warnings(base, new))
-
-
-def diff_markdown(diff: Diff, verdict=None, top: int = 15) -> str:
-    """The Markdown report of a diff (see traceview.regress.report), here too for the dashboard's convenience."""
-    from traceview.regress.report import diff_markdown as render
-
-    return render(diff, verdict, top=top)

@@ -5,34 +5,26 @@ from __future__ import annotations
 import dataclasses
 import math
 import xml.etree.ElementTree as ET
+from typing import Any
 
 import pandas as pd
 
 from traceview import __version__
 from traceview.regress.check import Check, Verdict, run_checks
-from traceview.regress.diff import BOUND_NAMES, Diff
+from traceview.regress.diff import Diff
 from traceview.render.tables import colour, fmt_pct, fmt_si, fmt_time_us, markdown_table, text_table, use_colour
-from traceview.units import PS_PER_US, json_scalar
+from traceview.units import PS_PER_US, json_scalar, number
+from traceview.vocabulary import BOUNDS_AND_IDLE
 
 # ------------------------------------------------------------------ cells
 
-def _num(value) -> float | None:
-    if value is None:
-        return None
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(value) else value
-
-
 def _time(ps) -> str:
-    ps = _num(ps)
+    ps = number(ps)
     return "-" if ps is None else fmt_time_us(ps / PS_PER_US)
 
 
 def _change(value) -> str:
-    value = _num(value)
+    value = number(value)
     if value is None:
         return "-"
     if math.isinf(value):
@@ -41,7 +33,7 @@ def _change(value) -> str:
 
 
 def _value(value, unit: str) -> str:
-    if _num(value) is None:
+    if number(value) is None:
         return "-"
     if unit == "ps":
         return _time(value)
@@ -70,7 +62,7 @@ def _bound(base, new) -> str:
 
 
 def _eff(base, new) -> str:
-    return f"{fmt_pct(_num(base))} -> {fmt_pct(_num(new))}"
+    return f"{fmt_pct(number(base))} -> {fmt_pct(number(new))}"
 
 
 # ------------------------------------------------------------------ shared pieces
@@ -113,7 +105,7 @@ def _bound_rows(diff: Diff) -> list[list[str]]:
     if not by:
         return []
     rows = []
-    for bound in BOUND_NAMES:
+    for bound in BOUNDS_AND_IDLE:
         b, n = by[bound]["base"], by[bound]["new"]
         if not b and not n:
             continue
@@ -137,9 +129,9 @@ def _op_table(ops: pd.DataFrame, timed: bool) -> tuple[list[str], list[list[str]
                          _change(r["change"]), _change(r["flops_change"]), _change(r["bytes_change"]),
                          _bound(r["base_bound"], r["new_bound"]), _eff(r["base_efficiency"], r["new_efficiency"])])
         else:
-            rows.append([r["module"], name, r["status"], fmt_si(_num(r["base_flops"])), fmt_si(_num(r["new_flops"])),
-                         _change(r["flops_change"]), fmt_si(_num(r["base_bytes"]), "B"),
-                         fmt_si(_num(r["new_bytes"]), "B"), _change(r["bytes_change"])])
+            rows.append([r["module"], name, r["status"], fmt_si(number(r["base_flops"])), fmt_si(number(r["new_flops"])),
+                         _change(r["flops_change"]), fmt_si(number(r["base_bytes"]), "B"),
+                         fmt_si(number(r["new_bytes"]), "B"), _change(r["bytes_change"])])
     return headers, rows, align
 
 
@@ -179,7 +171,7 @@ def _listing(ops: pd.DataFrame, side: str, limit: int) -> str:
     ops = _by_size(ops, side)
     parts = []
     for r in ops.head(limit).to_dict("records"):
-        t = _num(r[f"{side}_time_ps"])
+        t = number(r[f"{side}_time_ps"])
         parts.append(f"{r['module']}/{r['op']} ({_time(t) + '/step' if t is not None else fmt_si(r[f'{side}_flops']) + ' FLOPs'})")
     more = f", and {len(ops) - limit} more" if len(ops) > limit else ""
     return ", ".join(parts) + more
@@ -214,7 +206,7 @@ def _work_line(diff: Diff) -> str | None:
     per = diff.summary["per_step"]
     parts = []
     for key, label, unit in (("flops", "FLOPs", ""), ("bytes", "bytes", "B"), ("collective_bytes", "collective", "B")):
-        b, n = _num(per[key]["base"]), _num(per[key]["new"])
+        b, n = number(per[key]["base"]), number(per[key]["new"])
         if b is None or n is None or (key == "collective_bytes" and not b and not n):
             continue
         parts.append(f"{label} {fmt_si(b, unit)} -> {fmt_si(n, unit)} ({_change(n / b - 1 if b else math.inf)})")
@@ -225,7 +217,7 @@ def _work_line(diff: Diff) -> str | None:
 def _mfu_line(mfu: dict | None) -> str | None:
     if not mfu or (mfu.get("base") is None and mfu.get("new") is None):
         return None
-    return f"MFU {fmt_pct(_num(mfu.get('base')))} -> {fmt_pct(_num(mfu.get('new')))}"
+    return f"MFU {fmt_pct(number(mfu.get('base')))} -> {fmt_pct(number(mfu.get('new')))}"
 
 
 # ------------------------------------------------------------------ text
@@ -326,7 +318,7 @@ def _summary_record(summary: dict) -> dict:
     def convert(obj, key=""):
         if isinstance(obj, dict):
             return {(k[:-3] + "_us" if k.endswith("_ps") else k): convert(v, k) for k, v in obj.items()}
-        if key.endswith("_ps") and _num(obj) is not None:
+        if key.endswith("_ps") and number(obj) is not None:
             return obj / PS_PER_US
         return json_scalar(obj)
 
@@ -356,7 +348,7 @@ def diff_json(diff: Diff, verdict: Verdict | None = None) -> dict:
 
 def _clean_budgets(verdict: Verdict) -> dict:
     b = dataclasses.asdict(verdict.budgets)
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in b.items():
         if key == "ops":
             out["ops"] = [{k[:-3] + "_us" if k.endswith("_ps") else k:

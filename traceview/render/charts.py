@@ -15,6 +15,7 @@ import pandas as pd
 from traceview.errors import UserError
 from traceview.hardware.chips import Chip, dtype_class
 from traceview.render.tables import fmt_si
+from traceview.units import PS_PER_US
 
 BOUND_COLOURS = {"compute": "#2ca02c", "memory": "#1f77b4", "communication": "#9467bd", "unknown": "#7f7f7f"}
 # One colour and one dash pattern per roof, none of them a bound's colour, so no two roofs look alike.
@@ -49,7 +50,7 @@ def roofline_points(ops: pd.DataFrame, labelled: int = LABELLED_POINTS) -> pd.Da
     if not keep.any():
         return pd.DataFrame(columns=_POINT_COLUMNS + ["label"])
     points = ops.loc[keep].copy()
-    points["time_us"] = _time_ps(points) / 1e6
+    points["time_us"] = _time_ps(points) / PS_PER_US
     for column in ("module", "op", "category", "dtype", "bound"):
         if column in points.columns:
             points[column] = points[column].astype(str)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -13,8 +14,8 @@ from traceview.analysis import Analysis
 from traceview.hardware.detect import device_model_name
 from traceview.parsers.xplane import as_uint64
 from traceview.render.tables import colour, fmt_pct, fmt_si, fmt_time_us, markdown_table, text_table, use_colour
-from traceview.roofline import BOUNDS
 from traceview.units import PS_PER_US, json_scalar
+from traceview.vocabulary import BOUNDS
 
 # Op-frame column -> output field, in output order. `*_ps` columns are
 # converted to microseconds. Flops/bytes are totals over the occurrences.
@@ -89,7 +90,7 @@ def _us(ps) -> float | None:
 def _step_records(analysis: Analysis) -> list[dict]:
     records = []
     for row in analysis.steps.to_dict("records"):
-        record = {"step": int(row["step"]), "time_us": _us(row["time_ps"])}
+        record: dict[str, Any] = {"step": int(row["step"]), "time_us": _us(row["time_ps"])}
         if "compute_ps" in row:
             record["time_by_bound_us"] = {b: _us(row[f"{b}_ps"]) for b in BOUNDS}
         records.append(record)
@@ -97,7 +98,7 @@ def _step_records(analysis: Analysis) -> list[dict]:
 
 
 def summary_record(analysis: Analysis) -> dict:
-    summary = {"device_time_us": _us(analysis.device_time_ps), "span_us": _us(analysis.span_ps),
+    summary: dict[str, Any] = {"device_time_us": _us(analysis.device_time_ps), "span_us": _us(analysis.span_ps),
                "idle_us": _us(analysis.idle_ps), "steps": _step_records(analysis)}
     s = analysis.summary
     if s:

@@ -1,0 +1,179 @@
+"""Budgets: what CI allows a Diff to change, from defaults, a TOML config file and flags.
+
+Budgets come from defaults, then a TOML config file, then command-line
+flags (each later one wins). A timing check fails only when the slowdown is
+larger than its budget and, where per-step times give an interval, real: the
+interval's lower bound is above zero. Ops below a minimum time per step are
+not judged (their timings are mostly noise). Static checks (FLOPs, bytes,
+collective bytes per module of an HLO dump) have no noise and compare exactly.
+
+Config file::
+
+    [check]
+    max_step_regression = "5%"      # relative, noise-aware
+    max_op_regression = "10%"
+    min_op_time = "1ms"             # per step; ops below are not judged
+    max_flops_increase = "1%"       # static (HLO) checks, per module
+    max_bytes_increase = "1%"
+    max_collective_increase = "1%"
+    confidence = 0.95
+    max_step_time = "20ms"          # absolute: median step time of NEW
+    min_mfu = 0.30                  # absolute: MFU of NEW
+
+    [[check.ops]]                   # first matching rule wins
+    pattern = "jit_train_step/ynn_fusion*"   # glob on "module/op" or on the op name
+    max_regression = "25%"
+    min_time = "0.5ms"
+
+    [[check.ops]]
+    pattern = "*copy*"
+    ignore = true
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from traceview.errors import UserError
+from traceview.units import PS_PER_UNIT
+from traceview.userfiles import read_toml
+
+
+def parse_fraction(value, name: str = "value") -> float:
+    """"5%", "0.05" or 0.05 -> 0.05."""
+    try:
+        if isinstance(value, str):
+            text = value.strip()
+            result = float(text[:-1]) / 100.0 if text.endswith("%") else float(text)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            result = float(value)
+        else:
+            raise ValueError
+    except ValueError:
+        raise UserError(f"{name}: {value!r} is not a fraction (write e.g. 5% or 0.05)") from None
+    if not math.isfinite(result) or result < 0:
+        raise UserError(f"{name}: {value!r} must be a non-negative fraction")
+    return result
+
+
+def parse_duration_ps(value, name: str = "value") -> float:
+    """"1ms", "250us", "0.5 s" -> picoseconds; a bare number is milliseconds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number, unit = float(value), "ms"
+    elif isinstance(value, str):
+        m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*(ps|ns|us|µs|ms|s)?\s*", value)
+        if not m:
+            raise UserError(f"{name}: {value!r} is not a duration (write e.g. 1ms, 250us, 2s)")
+        try:
+            number = float(m.group(1))
+        except ValueError:
+            raise UserError(f"{name}: {value!r} is not a duration (write e.g. 1ms, 250us, 2s)") from None
+        unit = m.group(2) or "ms"
+    else:
+        raise UserError(f"{name}: {value!r} is not a duration (write e.g. 1ms, 250us, 2s)")
+    if not math.isfinite(number) or number < 0:
+        raise UserError(f"{name}: {value!r} must be a non-negative duration")
+    return number * PS_PER_UNIT[unit]
+
+
+@dataclass(frozen=True)
+class OpRule:
+    """A budget for the ops whose "module/op" or op name matches `pattern` (a glob)."""
+
+    pattern: str
+    max_regression: float | None = None
+    min_time_ps: float | None = None
+    ignore: bool = False
+
+    def matches(self, module: str, op: str) -> bool:
+        return fnmatch.fnmatchcase(f"{module}/{op}", self.pattern) or fnmatch.fnmatchcase(op, self.pattern)
+
+
+@dataclass
+class Budgets:
+    max_step_regression: float = 0.05
+    max_op_regression: float = 0.10
+    min_op_time_ps: float = 1e9
+    max_flops_increase: float = 0.01
+    max_bytes_increase: float = 0.01
+    max_collective_increase: float = 0.01
+    confidence: float = 0.95
+    max_step_time_ps: float | None = None
+    min_mfu: float | None = None
+    ops: list[OpRule] = field(default_factory=list)
+
+    def rule_for(self, module: str, op: str) -> OpRule | None:
+        return next((r for r in self.ops if r.matches(module, op)), None)
+
+
+# config key (and `--flag` of diff/check) -> (Budgets field, parser)
+BUDGET_KEYS = {
+    "max_step_regression": ("max_step_regression", parse_fraction),
+    "max_op_regression": ("max_op_regression", parse_fraction),
+    "min_op_time": ("min_op_time_ps", parse_duration_ps),
+    "max_flops_increase": ("max_flops_increase", parse_fraction),
+    "max_bytes_increase": ("max_bytes_increase", parse_fraction),
+    "max_collective_increase": ("max_collective_increase", parse_fraction),
+    "confidence": ("confidence", parse_fraction),
+    "max_step_time": ("max_step_time_ps", parse_duration_ps),
+    "min_mfu": ("min_mfu", parse_fraction),
+}
+_RULE_KEYS = {"pattern", "max_regression", "min_time", "ignore"}
+
+
+def load_config(path: str | Path) -> dict:
+    """A TOML config -> Budgets field values (only those it sets). Unknown keys are errors, not ignored."""
+    p = Path(path)
+    data = read_toml(p, "config file")
+    section = data.get("check", data)
+    if not isinstance(section, dict):
+        raise UserError(f"{p}: [check] must be a table")
+    values: dict = {}
+    for key, value in section.items():
+        if key == "ops":
+            values["ops"] = _rules(value, p)
+        elif key in BUDGET_KEYS:
+            name, parse = BUDGET_KEYS[key]
+            values[name] = parse(value, f"{p}: {key}")
+        else:
+            known = ", ".join(sorted([*BUDGET_KEYS, "ops"]))
+            raise UserError(f"{p}: unknown setting {key!r} (known: {known})")
+    if "confidence" in values and not 0 < values["confidence"] < 1:
+        raise UserError(f"{p}: confidence must be between 0 and 1, e.g. 0.95")
+    return values
+
+
+def _rules(value, path: Path) -> list[OpRule]:
+    if not isinstance(value, list) or not all(isinstance(r, dict) for r in value):
+        raise UserError(f"{path}: 'ops' must be an array of tables ([[check.ops]])")
+    rules = []
+    for i, r in enumerate(value):
+        unknown = set(r) - _RULE_KEYS
+        if unknown:
+            raise UserError(f"{path}: ops rule {i + 1}: unknown key(s) {', '.join(sorted(unknown))} "
+                            f"(known: {', '.join(sorted(_RULE_KEYS))})")
+        if not isinstance(r.get("pattern"), str) or not r["pattern"]:
+            raise UserError(f"{path}: ops rule {i + 1} needs a 'pattern' (a glob on module/op or op)")
+        where = f"{path}: ops rule {r['pattern']!r}"
+        rules.append(OpRule(
+            pattern=r["pattern"],
+            max_regression=parse_fraction(r["max_regression"], f"{where}: max_regression")
+            if "max_regression" in r else None,
+            min_time_ps=parse_duration_ps(r["min_time"], f"{where}: min_time") if "min_time" in r else None,
+            ignore=bool(r.get("ignore", False))))
+    return rules
+
+
+def make_budgets(config: str | Path | None = None, **overrides) -> Budgets:
+    """Defaults, then the config file, then `overrides` (Budgets fields; None means "not given")."""
+    values = load_config(config) if config else {}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    unknown = set(values) - {f.name for f in dataclasses.fields(Budgets)}
+    if unknown:
+        raise TypeError(f"unknown budget(s): {', '.join(sorted(unknown))}")
+    return Budgets(**values)

@@ -1,0 +1,95 @@
+"""The ``traceview hlo`` report: terminal/Markdown tables, JSON and CSV of costed modules."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+
+from traceview.parsers.hlo_model import HloModule
+from traceview.render.tables import fmt_si, markdown_table, text_table
+from traceview.units import json_scalar
+
+INSTRUCTION_FIELDS = ["module", "computation", "name", "opcode", "category", "shape", "dtype", "flops",
+                      "transcendentals", "bytes_read", "bytes_written", "multiplier", "unknown",
+                      "source_file", "source_line", "fusion_kind"]
+
+
+def _collective(row: dict) -> dict | None:
+    if not row.get("collective_kind"):
+        return None
+    groups = row.get("groups")
+    return {"kind": row["collective_kind"], "payload_bytes": json_scalar(row["payload_bytes"]),
+            "group_size": json_scalar(row["group_size"]),
+            "groups": None if groups is None else [list(map(int, g)) for g in groups],
+            "crosses_dcn": row.get("crosses_dcn")}
+
+
+def module_record(module: HloModule, costs: pd.DataFrame, totals: dict) -> dict:
+    instructions = []
+    for row in costs.to_dict("records"):
+        record = {k: json_scalar(row.get(k)) for k in INSTRUCTION_FIELDS}
+        record["collective"] = _collective(row)
+        instructions.append(record)
+    return {
+        "name": module.name, "file": module.file, "stage": module.stage,
+        "program_id": module.program_id,
+        "flops": totals["flops"], "transcendentals": totals["transcendentals"],
+        "bytes_accessed": totals["bytes_accessed"],
+        "flops_per_step": totals["flops_per_step"], "bytes_accessed_per_step": totals["bytes_accessed_per_step"],
+        "collective_bytes": float(costs["payload_bytes"].sum()) if len(costs) else 0.0,
+        "instructions": instructions,
+    }
+
+
+def hlo_json(report, warnings: list[str]) -> dict:
+    return {"modules": [module_record(m, c, t) for m, c, t in report], "warnings": warnings}
+
+
+def hlo_csv(report) -> str:
+    frames = [c.drop(columns=["groups"], errors="ignore") for _, c, _ in report]
+    buffer = io.StringIO()
+    if frames:
+        pd.concat(frames, ignore_index=True).to_csv(buffer, index=False)
+    return buffer.getvalue()
+
+
+def _module_rows(report) -> list[list[str]]:
+    return [[m.name, m.stage or "-", str(len(c)), fmt_si(t["flops"]), fmt_si(t["transcendentals"]),
+             fmt_si(t["bytes_accessed"], "B"), fmt_si(float(c["payload_bytes"].sum()) if len(c) else 0.0, "B"),
+             fmt_si(t["flops_per_step"])]
+            for m, c, t in report]
+
+
+MODULE_HEADERS = ["module", "stage", "ops", "FLOPs", "transc.", "bytes", "collective", "FLOPs/step"]
+
+
+def _collective_cell(kind: str, group_size: float) -> str:
+    """"all-reduce x4"; "all-reduce x?" when the group size is unknown; "" for no collective."""
+    if not kind:
+        return ""
+    return f"{kind} x{'?' if group_size is None or group_size != group_size else int(group_size)}"
+
+
+def _top_rows(costs: pd.DataFrame, top: int) -> list[list[str]]:
+    ranked = costs.sort_values(["flops", "bytes_accessed"], ascending=False).head(top)
+    return [[r["name"], r["opcode"], r["category"], r["shape"][:40], r["dtype"], fmt_si(r["flops"]),
+             fmt_si(r["bytes_accessed"], "B"),
+             _collective_cell(r["collective_kind"], r["group_size"]),
+             "unknown" if r["unknown"] else ""]
+            for r in ranked.to_dict("records")]
+
+
+TOP_HEADERS = ["instruction", "opcode", "category", "shape", "dtype", "FLOPs", "bytes", "collective", ""]
+
+
+def hlo_text(report, warnings: list[str], top: int = 10, markdown: bool = False) -> str:
+    table = markdown_table if markdown else text_table
+    out = [table(MODULE_HEADERS, _module_rows(report), "llrrrrrr"), ""]
+    for module, costs, _ in report:
+        if costs.empty:
+            continue
+        out += [f"{'### ' if markdown else ''}{module.name}: top {top} instructions by FLOPs, then bytes", ""]
+        out += [table(TOP_HEADERS, _top_rows(costs, top), "lllllrrll"), ""]
+    out += [f"{'- ' if markdown else ''}warning: {w}" for w in warnings]
+    return "\n".join(out).rstrip() + "\n"
