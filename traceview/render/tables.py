@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -53,6 +54,14 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]],
     out = [line(headers), line(["-" * w for w in widths])]
     out.extend(line(row) for row in rows)
     return "\n".join(out)
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~])")
+
+
+def escape_markdown(text: object) -> str:
+    """A name from a trace as literal Markdown text: emphasis, links, tables and HTML characters escaped."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]],
