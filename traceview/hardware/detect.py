@@ -101,10 +101,13 @@ def _detect(device: Device, db: dict[str, Chip]) -> tuple[Chip | None, list[str]
         chip = db.get("cpu")
         if chip is None:
             return None, ["no 'cpu' entry in the hardware table; give --target"]
-        note = ("assumed figures" if chip.assumption else "figures from the hardware file")
-        return chip, [f"host CPU judged against the 'cpu' entry ({note}: "
+        assumed = assumed_figures(chip, ("peak_flops.fp32", "hbm_bandwidth"))
+        if not assumed:   # the user gave real figures: nothing to warn about
+            return chip, []
+        return chip, [f"host CPU judged against the 'cpu' entry (assumed figures: "
                       f"fp32 {fmt_si(chip.peak_flops.get('fp32'), 'FLOP/s')}, memory "
-                      f"{fmt_si(chip.hbm_bandwidth, 'B/s')}); give real figures with --hardware-file"]
+                      f"{fmt_si(chip.hbm_bandwidth, 'B/s')}); give real figures with --hardware-file "
+                      "(format: docs/hardware.md)"]
     return None, [f"device kind {device.kind!r} is not TPU, GPU or CPU; give --target"]
 
 
@@ -206,6 +209,13 @@ def _nearest_memory(chips: list[Chip], memory: float | None, clock: float | None
         d_clk = abs(math.log(clock / clk)) if clock and clk else 0.0
         return d_mem, d_clk
     return min(chips, key=distance)
+
+
+def assumed_figures(chip: Chip, paths: tuple[str, ...]) -> list[str]:
+    """Which of the figures at ``paths`` ("peak_flops.fp32", "hbm_bandwidth") are assumptions, not
+    sourced figures (a figure the user gave in --hardware-file never is)."""
+    return [p for p in paths if "ASSUMPTION" in chip.sources.get(p, "") or
+            (chip.assumption and p not in chip.sources)]
 
 
 def device_model_name(device: Device) -> str:
