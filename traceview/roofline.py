@@ -384,7 +384,9 @@ def summarize(ops_frame: pd.DataFrame, chip: Chip, total_time_ps: float, idle_ps
     by_bound["idle"] = float(idle_ps)
 
     flops = _column(frame, "flops")
-    costed = ~np.isnan(flops) & ~_flag(frame, "unknown")
+    # FLOPs are known only where the cost model costed the op (a kernel costed by its shapes alone,
+    # cost_lower_bound, has bytes but no FLOP count: unknown, not zero)
+    costed = ~np.isnan(flops) & ~_flag(frame, "unknown") & ~_flag(frame, "cost_lower_bound")
     if "has_cost" in frame.columns:
         costed &= _flag(frame, "has_cost")
     total_flops = float(np.sum(flops[costed])) if costed.any() else None
@@ -413,6 +415,7 @@ def summarize(ops_frame: pd.DataFrame, chip: Chip, total_time_ps: float, idle_ps
                             "low; overall efficiency shown as 100%")
             efficiency = 1.0
     nbytes = _column(frame, "bytes_accessed")
+    has_bytes = ~np.isnan(nbytes) & ~_flag(frame, "unknown")
     seconds = total_time_ps / PS_PER_S if total_time_ps and total_time_ps > 0 else None
 
     return {
@@ -423,7 +426,7 @@ def summarize(ops_frame: pd.DataFrame, chip: Chip, total_time_ps: float, idle_ps
         "flops_reason": None if total_flops is not None else "no op has a cost (no HLO instruction matched, or "
                                                                "the cost model could not cost them)",
         "achieved_flops": total_flops / seconds if total_flops is not None and seconds else None,
-        "bytes_accessed": float(np.sum(nbytes[costed])) if costed.any() else None,
+        "bytes_accessed": float(np.sum(nbytes[has_bytes])) if has_bytes.any() else None,
         "mfu": mfu, "mfu_reason": mfu_reason, "mfu_dtype": mfu_dtype, "mfu_peak_dtype": mfu_peak_dtype,
         "mfu_peak_flops": mfu_peak,
         "roofline_time_ps": roof_program,
