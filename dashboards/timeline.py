@@ -83,7 +83,7 @@ def timeline(view: View, step: int | None = None, limit: int = 2000, max_idle: i
     where = f"step {step}" if step is not None and len(step_bars) else "the whole trace"
     note = (f"{len(bars)} of {in_window} ops in {where} ({fmt_time_us((hi - lo) / PS_PER_US)})"
             + (" (the longest)" if len(bars) < in_window else "")
-            + "; idle (no op on the device): "
+            + "; idle gaps per device (no op on the device): "
             + ", ".join(f"{d} {100 * v:.1f}%" for d, v in list(idle_share.items())[:8])
             + (" ..." if len(idle_share) > 8 else ""))
     return Timeline(bars, idle, idle_share, step_bars, in_window, (hi - lo) / PS_PER_MS, note)

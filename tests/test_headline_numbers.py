@@ -243,3 +243,14 @@ def test_check_report_says_check_and_one_op_has_one_figure(sample_traces, tmp_pa
             assert c["baseline"] == pytest.approx(row["base_time_us"]) and c["current"] == pytest.approx(row["new_time_us"])
             compared += 1
     assert compared > 3
+
+
+def test_one_warning_per_op_and_cause_and_active_device_counts(shared_traces, tmp_path):
+    out = tmp_path / "w.json"
+    assert main(["analyze", str(shared_traces / "AMD-AGI-TraceLens" / "jax08_gemm"), "--format", "json",
+                 "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    naming = [w for w in doc["warnings"] if "__amd_rocclr_copyBuffer.kd" in w]
+    assert len(naming) == 1                               # no HLO instruction: said once
+    assert not any("and 7 more devices" in w for w in doc["warnings"])   # 7 of the 8 GPUs ran nothing
+    assert doc["summary"]["active_devices"] == 1 and len(doc["summary"]["inactive_devices"]) == 7

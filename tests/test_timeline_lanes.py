@@ -50,4 +50,4 @@ def test_cpu_sample_idle_is_per_device_and_in_the_legend(sample_traces):
     assert any(lane.startswith("CPU:0 · XLAEigen #") for lane in tl.bars["lane"])
     spec = json.dumps(timeline_chart(tl).to_dict())
     assert '"idle"' in spec and "bound / idle" in spec
-    assert f"CPU:0 {100 * idle / (hi - lo):.1f}%" in tl.note
+    assert f"CPU:0 {100 * idle / (hi - lo):.1f}%" in tl.note and "idle gaps" in tl.note

@@ -95,7 +95,8 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
                         modules=modules, per_device=per_device, idle_ps=int(devices["idle_ps"].sum()),
                         span_ps=int(devices["span_ps"].sum()), device_times=devices, base_warnings=warnings)
     db = load_hardware(hardware_file)
-    chip, detect_warnings = detect_target(profile.devices, db)
+    active = set(devices["device"])    # devices with no op say nothing about the program's chip
+    chip, detect_warnings = detect_target([d for d in profile.devices if d.id in active] or profile.devices, db)
     analysis.capture_chip = chip
     if target:
         return apply_target(analysis, get_chip(target, db), detected=False)

@@ -326,8 +326,15 @@ def _names(out: pd.DataFrame, rows: np.ndarray, limit: int = 3) -> str:
 def _unknown_warnings(out: pd.DataFrame, reason: np.ndarray, time: np.ndarray, klass: np.ndarray,
                       classes: tuple[str, ...], chip: Chip) -> list[str]:
     warnings = []
+    # Ops with no HLO instruction at all were already named, with their share of time, where the
+    # join found no cost for them: one warning per op and cause, so they are not listed again here.
+    no_hlo = ~_flag(out, "has_cost") if "has_cost" in out.columns else np.zeros(len(out), dtype=bool)
     for code in np.unique(reason[reason != _OK]):
         rows = reason == code
+        if code == _NO_COST:
+            rows = rows & ~no_hlo
+            if not rows.any():
+                continue
         detail = REASONS[code].format(chip=chip.name)
         if code == _NO_PEAK:
             detail += " (" + ", ".join(classes[i] for i in np.unique(klass[rows])) + ")"

@@ -56,6 +56,7 @@ OP_FIELDS = {
     "achieved_bandwidth": "achieved_bandwidth",
     "intensity": "intensity",
     "has_cost": "has_cost",
+    "contraction": "contraction",
     "cost_lower_bound": "cost_lower_bound",
     "shape": "shape",
     "source_file": "source_file",
