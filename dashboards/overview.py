@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from traceview.dashboards.data import View
-from traceview.hardware.chips import Chip
+from traceview.hardware.chips import Chip, dtype_class
 from traceview.hardware.detect import device_model_name
 from traceview.render.charts import BOUND_COLOURS
 from traceview.render.tables import escape_markdown, fmt_pct, fmt_si, fmt_time_us
@@ -39,7 +39,11 @@ def bound_split(summary: dict) -> pd.DataFrame:
 def resource_name(bound: str, record: dict, chip: Chip | None) -> str:
     """Which roofline term an op hits: '<dtype> peak', 'HBM', 'ICI' / 'NVLink' / 'PCIe'..."""
     if bound == "compute":
-        return f"{record.get('dtype') or 'compute'} peak"
+        dtype = record.get("dtype")
+        klass = dtype_class(dtype) if dtype else None
+        if chip is not None and klass and klass not in chip.peak_flops and klass in chip.dtype_fallbacks:
+            return f"{chip.dtype_fallbacks[klass][0]} peak"      # the peak the rule used, not the dtype's
+        return f"{klass or dtype or 'compute'} peak"
     if bound == "memory":
         return "HBM" if chip is None or chip.kind != "CPU" else "memory"
     if bound == "communication":
