@@ -9,7 +9,8 @@ from traceview.dashboards.data import View
 from traceview.hardware.chips import Chip, dtype_class
 from traceview.hardware.detect import device_model_name
 from traceview.render.charts import BOUND_COLOURS
-from traceview.render.tables import escape_markdown, fmt_pct, fmt_si, fmt_time_us
+from traceview.render.escape import markdown_text
+from traceview.render.tables import fmt_pct, fmt_si, fmt_time_us
 from traceview.roofline import GAIN_DEFINITION
 from traceview.units import US_PER_MS
 from traceview.vocabulary import BOUNDS_AND_IDLE
@@ -72,9 +73,9 @@ def gap_sentences(view: View, limit: int = 5) -> list[str]:
         exposed = r.get("exposed_time_us")
         if exposed is not None and exposed == exposed and r.get("gap_us") and exposed < r["gap_us"]:
             waited = f"; the device waited {fmt_time_us(exposed)} on it, the rest overlapped other work"
-        sentences.append(f"**{escape_markdown(r['name'])}** ({escape_markdown(r['module'])}): "
+        sentences.append(f"**{markdown_text(r['name'])}** ({markdown_text(r['module'])}): "
                          f"{fmt_time_us(measured)} {'projected' if 'projected_time_us' in r else 'measured'}, "
-                         f"{fmt_time_us(r['roofline_time_us'])} at the {resource} roofline, {r['bound']}-bound "
+                         f"{fmt_time_us(r['roofline_time_us'])} at the {markdown_text(resource)} roofline, {r['bound']}-bound "
                          f"({fmt_time_us(r[rank])} to gain{waited})")
     return sentences
 

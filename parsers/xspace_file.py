@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from datetime import datetime, timezone
 from pathlib import Path
 
 from google.protobuf.message import DecodeError
 
 from traceview.errors import TraceError
+from traceview.parsers.compressed import read_limited
 from traceview.parsers.xspace_schema import XSpaceRaw
 
 TASK_ENV_PLANE = "Task Environment"
@@ -17,25 +16,15 @@ _START_STAT = "profile_start_time"
 
 
 def load_xspace(path: str | Path) -> XSpaceRaw:
-    """Parse a file as an XSpace (events left as raw bytes); gzip is recognised by its magic bytes.
+    """Parse a file as an XSpace (events left as raw bytes); compression is recognised by its magic bytes.
 
     Raises TraceError (one line, naming the file) for an empty, truncated or
     corrupt file, or one that is not an XSpace.
     """
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    data = read_limited(path, error=TraceError, what="trace file")
     if not data:
         raise TraceError(f"{path}: file is empty")
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise TraceError(f"{path}: corrupt or truncated gzip data ({exc})") from exc
-        if not data:
-            raise TraceError(f"{path}: gzip file holds no data")
     space = XSpaceRaw()
     try:
         space.ParseFromString(data)

@@ -24,7 +24,8 @@ from traceview.dashboards.config import DashboardConfig, from_env  # noqa: E402
 from traceview.dashboards.hlo_format import instruction_text  # noqa: E402
 from traceview.dashboards.overview import fmt_share  # noqa: E402
 from traceview.errors import UserError  # noqa: E402
-from traceview.render.tables import escape_markdown, fmt_pct, fmt_time_us  # noqa: E402
+from traceview.render.escape import markdown_text  # noqa: E402
+from traceview.render.tables import fmt_pct, fmt_time_us  # noqa: E402
 
 APP = Path(traceview.dashboards.__file__).resolve().parent / "app.py"
 BOUNDS = ("compute", "memory", "communication", "unknown", "idle")
@@ -80,7 +81,7 @@ def check_against_cli(at: AppTest, cli: dict) -> None:
     first_gap = next(m.value for m in at.markdown if m.value.startswith("1. **"))
     shown, how = ((top["projected_time_us"], "projected") if s.get("projected")
                   else (top["judged_time_us"], "measured"))
-    assert first_gap.startswith(f"1. **{escape_markdown(top['name'])}** ({escape_markdown(top['module'])}): "
+    assert first_gap.startswith(f"1. **{markdown_text(top['name'])}** ({markdown_text(top['module'])}): "
                                 f"{fmt_time_us(shown)} {how}, {fmt_time_us(top['roofline_time_us'])} at the ")
     assert f"({fmt_time_us(top['gain_us'])} to gain" in first_gap.splitlines()[0]
     assert f"{top['bound']}-bound" in first_gap.splitlines()[0]
