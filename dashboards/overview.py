@@ -103,7 +103,8 @@ def render(view: View) -> None:
     s = view.summary
     steps = [x["time_us"] for x in s.get("steps", []) if x.get("time_us") is not None]
     cols = st.columns(5)
-    cols[0].metric("devices", len(view.analysis.profile.devices))
+    active, listed = len(view.analysis.active_devices), len(view.analysis.profile.devices)
+    cols[0].metric("devices", active, help=f"devices with at least one op ({listed} in the trace)")
     cols[1].metric("steps", len(steps))
     cols[2].metric("median step", fmt_time_us(float(pd.Series(steps).median())) if steps else "-")
     cols[3].metric("projected MFU" if s.get("projected") else "MFU", fmt_share(s.get("mfu")),

@@ -254,3 +254,19 @@ def test_one_warning_per_op_and_cause_and_active_device_counts(shared_traces, tm
     assert len(naming) == 1                               # no HLO instruction: said once
     assert not any("and 7 more devices" in w for w in doc["warnings"])   # 7 of the 8 GPUs ran nothing
     assert doc["summary"]["active_devices"] == 1 and len(doc["summary"]["inactive_devices"]) == 7
+
+
+def test_projected_total_scales_busy_time_so_overlapping_ops_are_not_saved_twice():
+    from traceview.projection import projected_total
+
+    # two threads overlapping: self times 60 + 60 in 80 busy + 20 idle; both ops projected to half
+    assert projected_total(80.0, 20.0, np.array([60.0, 60.0]), np.array([30.0, 30.0])) == 20.0 + 80.0 * 0.5
+
+
+def test_cpu_sample_projected_onto_a_tpu_stays_positive(sample_traces, tmp_path):
+    out = tmp_path / "p.json"
+    assert main(["analyze", str(sample_traces / "mlp"), "--target", "tpu-v5e", "--format", "json",
+                 "-o", str(out)]) == 0
+    s = json.loads(out.read_text())["summary"]
+    assert s["projected"] and 0 < s["projected_time_us"] and 0 < s["mfu"] < 1 and 0 < s["efficiency"] <= 1
+    assert all(0 < step["projected_time_us"] <= step["time_us"] * 10 for step in s["steps"])

@@ -53,17 +53,22 @@ def per_device_table(raw: pd.DataFrame) -> pd.DataFrame:
     return device_time(raw)
 
 
-def projected_step_times(steps: pd.DataFrame, ops: pd.DataFrame, ratio: np.ndarray,
-                         active: pd.Series | None = None) -> np.ndarray:
-    """Each step's wall time with every op's self time in it scaled by ``ratio`` (projected/measured),
-    the saving shared by the step's devices: time - sum_i step_self_i x (1 - ratio_i) / devices."""
-    if steps.empty or "step_times_ps" not in ops.columns:
-        return steps["time_ps"].to_numpy(dtype="float64") if not steps.empty else np.zeros(0)
+def projected_step_times(steps: pd.DataFrame, ops: pd.DataFrame, ratio: np.ndarray) -> np.ndarray:
+    """Each step's time with its busy part (per device: time_ps - idle_ps) scaled as the self time of
+    the ops in it scales under ``ratio`` (projected / measured per op); idle kept as measured."""
+    if steps.empty:
+        return np.zeros(0)
+    time = steps["time_ps"].to_numpy(dtype="float64")
+    if "step_times_ps" not in ops.columns:
+        return time
     n_steps = len(steps)
-    saving = np.zeros(n_steps)
+    measured, projected = np.zeros(n_steps), np.zeros(n_steps)
     for lists, r in zip(ops["step_times_ps"], ratio):
-        if isinstance(lists, list) and np.isfinite(r) and r != 1.0:
+        if isinstance(lists, list) and np.isfinite(r):
             values = np.asarray(lists[:n_steps], dtype="float64")
-            saving[: len(values)] += values * (1.0 - r)
-    devices = steps["devices"].to_numpy(dtype="float64") if "devices" in steps.columns else np.ones(n_steps)
-    return steps["time_ps"].to_numpy(dtype="float64") - saving / np.maximum(devices, 1)
+            measured[: len(values)] += values
+            projected[: len(values)] += values * r
+    idle = steps["idle_ps"].to_numpy(dtype="float64") if "idle_ps" in steps.columns else np.zeros(n_steps)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(measured > 0, projected / measured, 1.0)
+    return idle + (time - idle) * scale

@@ -123,8 +123,8 @@ def apply_target(analysis: Analysis, chip: Chip, detected: bool = False,
     ratio = np.ones(len(ops))
     if analysis.projected and capture is not None:
         ops, ratio, roof_warnings = _project(ops, base, capture, chip, roof_warnings)
-        total = projected_total(total, ops["self_time_ps"].to_numpy(dtype="float64"),
-                                ops["self_time_ps"].to_numpy(dtype="float64") * ratio)
+        self_ps = ops["self_time_ps"].to_numpy(dtype="float64")
+        total = projected_total(float(analysis.device_time_ps), float(analysis.idle_ps), self_ps, self_ps * ratio)
     labels = raw_labels(analysis.profile.ops, ops, analysis.per_device)
     by_bound = bound_totals(analysis.profile.ops, labels)
     summary = summarize(ops, chip, total_time_ps=total, idle_ps=analysis.idle_ps, time_column=JUDGED,

@@ -14,7 +14,8 @@ so its efficiency on the target equals its efficiency on the capture chip
 to run at the target's roofline), and a projection never shows an
 efficiency above 100%. Ops the model cannot place (no cost, a zero modelled
 time on either chip, an unknown bound) keep their measured time, and the
-share of time kept that way is reported. Idle time is kept as measured.
+share of time kept that way is reported. Idle time is kept as measured; busy
+time (steps, the whole run) scales as the ops' summed time does.
 """
 
 from __future__ import annotations
@@ -42,10 +43,13 @@ def projected_times(measured: np.ndarray, roof_capture: np.ndarray, roof_target:
     return np.where(modelled, scaled, measured), modelled
 
 
-def projected_total(total: float, measured: np.ndarray, projected: np.ndarray) -> float:
-    """A measured total (a step's time, the devices' span) with every op's measured time replaced by
-    its projected time: total - sum(measured - projected) over ops with both."""
+def projected_total(busy: float, idle: float, measured: np.ndarray, projected: np.ndarray) -> float:
+    """A measured busy + idle time with the busy part scaled as the ops' time scales: idle +
+    busy x sum(projected) / sum(measured) over ops with both. Scaling the busy time rather than
+    subtracting the saving keeps overlapping ops (threads, streams) from being saved twice."""
     measured = np.asarray(measured, dtype="float64")
     projected = np.asarray(projected, dtype="float64")
-    both = np.isfinite(measured) & np.isfinite(projected)
-    return float(total - np.sum(measured[both] - projected[both]))
+    both = np.isfinite(measured) & np.isfinite(projected) & (measured > 0)
+    total = float(np.sum(measured[both]))
+    scale = float(np.sum(projected[both])) / total if total > 0 else 1.0
+    return float(idle + busy * scale)

@@ -265,10 +265,10 @@ def _summary_lines(analysis: Analysis) -> list[str]:
     n_active = len(analysis.device_times)
     total = analysis.span_ps
     idle_share = analysis.idle_ps / total if total else None
-    lines = [f"{n_active} active devices: busy {fmt_time_us(_us(analysis.device_time_ps))} + idle "
+    lines = [f"{n_active} active device{'s' if n_active != 1 else ''}: busy {fmt_time_us(_us(analysis.device_time_ps))} + idle "
              f"{fmt_time_us(_us(analysis.idle_ps))} ({fmt_pct(idle_share)}) = "
              f"{fmt_time_us(_us(total))} (span {fmt_time_us(_us(total / n_active if n_active else None))} "
-             f"x {n_active} devices)"]
+             f"x {n_active})"]
     inactive = analysis.inactive_devices
     if inactive:
         lines.append(f"{len(inactive)} devices ran no op and are left out: " + ", ".join(inactive[:8])
