@@ -61,7 +61,8 @@ class Run:
             named = None
             if m:
                 try:
-                    named = datetime(*map(int, m.groups()), tzinfo=timezone.utc)
+                    year, month, day, hour, minute, second = (int(g) for g in m.groups())
+                    named = datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
                 except ValueError:
                     named = None
             if starts:

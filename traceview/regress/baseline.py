@@ -139,8 +139,9 @@ def _per_device_bounds(analysis) -> dict[str, float] | None:
 def _per_device_bounds_json(summary: dict) -> dict[str, float] | None:
     """:func:`_per_device_bounds` from an `analyze --format json` summary (older files: as stored)."""
     steps = summary.get("steps") or []
-    splits = [s.get("time_by_bound_us") for s in steps if isinstance(s, dict)]
-    if splits and all(isinstance(x, dict) and "idle" in x for x in splits):
+    splits: list[dict] = [s["time_by_bound_us"] for s in steps
+                          if isinstance(s, dict) and isinstance(s.get("time_by_bound_us"), dict)]
+    if splits and len(splits) == len(steps) and all("idle" in x for x in splits):
         return {b: sum(float(x.get(b) or 0.0) for x in splits) * PS_PER_US for b in BOUNDS_AND_IDLE}
     by_bound = summary.get("time_by_bound_us")
     if not isinstance(by_bound, dict):
