@@ -403,8 +403,10 @@ def summarize(ops_frame: pd.DataFrame, chip: Chip, total_time_ps: float, idle_ps
         warnings.append(f"MFU unknown: {mfu_reason}")
     elif mfu_dtype and mfu_peak_dtype and mfu_dtype != mfu_peak_dtype:
         _, note = chip.peak_flops_rule(mfu_dtype)
-        warnings.append(f"MFU uses the {mfu_peak_dtype} peak for {mfu_dtype} FLOPs: {note}" if note else
-                        f"MFU uses the {mfu_peak_dtype} peak of {chip.name}: {mfu_dtype} has no peak")
+        matrix = "contraction" not in frame.columns or bool((_flag(frame, "contraction") & costed).any())
+        warnings.append(f"MFU uses the {mfu_peak_dtype} peak for {mfu_dtype} FLOPs: {note}" if note and matrix else
+                        f"MFU uses the {mfu_peak_dtype} peak of {chip.name} for {mfu_dtype} FLOPs: {chip.name} has "
+                        f"no {mfu_dtype} figure" + ("" if matrix else " (the program has no matrix work)"))
 
     known = (bound != BOUNDS.index("unknown")) & ~np.isnan(measured)
     terms = [float(np.nansum(_column(frame, c)[known])) for c in ("t_compute_ps", "t_memory_ps")]
