@@ -301,6 +301,10 @@ def _summary_lines(analysis: Analysis) -> list[str]:
         else:
             eff = f"roofline efficiency unknown ({s.get('efficiency_reason')})"
         lines.append(f"{mfu}; {eff}")
+    from traceview.parallelism.report import analysis_summary_line
+    line = analysis_summary_line(analysis)
+    if line:
+        lines.append(line)
     return lines
 
 
