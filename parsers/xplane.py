@@ -31,11 +31,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from google.protobuf.message import DecodeError
 
 from traceview.errors import TraceError
-from traceview.parsers.compressed import read_limited
 from traceview.parsers.discover import host_of
+from traceview.parsers.xspace_file import load_xspace
 from traceview.parsers.xspace_schema import (
     STAT_BYTES,
     STAT_DOUBLE,
@@ -43,7 +42,6 @@ from traceview.parsers.xspace_schema import (
     STAT_STR,
     EventColumns,
     WireError,
-    XSpaceRaw,
     decode_events,
 )
 from traceview.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Device, empty_frame
@@ -61,7 +59,6 @@ TASK_ENV_PLANE = "Task Environment"
 _HLO_PROTO_STAT = ("Hlo Proto", "hlo_proto")
 _UINT64 = 1 << 64
 _INT64_MAX = (1 << 63) - 1
-_FAST_MIN_BYTES = 4 << 20  # files this large take the compiled reader when numba is installed
 _FAST_MIN_STRINGS = 100_000  # string stats decoded by hash (numba) from this many on
 _INT32_MAX = (1 << 31) - 1
 
@@ -81,41 +78,6 @@ class TraceData:
 
 
 # --------------------------------------------------------------------------- file
-
-
-def _parse_space(data: bytes, fast: bool | None):
-    """XSpaceRaw (pure path), or xspace_fast's FastSpace for large files when numba is there (`fast`: force)."""
-    if fast is None:
-        fast = len(data) >= _FAST_MIN_BYTES
-    if fast:
-        from traceview.parsers import xspace_fast
-
-        if xspace_fast.enabled():
-            return xspace_fast.parse_space(data)
-    space = XSpaceRaw()
-    space.ParseFromString(data)
-    return space
-
-
-def load_xspace(path: str | Path, fast: bool | None = None) -> XSpaceRaw:
-    """Parse a file as an XSpace (events left as raw bytes); compression is recognised by its magic bytes.
-
-    Raises TraceError (one line, naming the file) for an empty, truncated or
-    corrupt file, or one that is not an XSpace.
-    """
-    path = Path(path)
-    data = read_limited(path, error=TraceError, what="trace file")
-    if not data:
-        raise TraceError(f"{path}: file is empty")
-    try:
-        space = _parse_space(data, fast)
-    except DecodeError as exc:
-        raise TraceError(f"{path}: not a readable XSpace protobuf (truncated or corrupt: {exc})") from exc
-    except WireError as exc:
-        raise TraceError(f"{path}: corrupt line ({exc})") from exc
-    if not space.planes or not any(p.name for p in space.planes):
-        raise TraceError(f"{path}: not a profiler trace (no named XPlane in it)")
-    return space
 
 
 # ---------------------------------------------------------------------- plane helpers

@@ -75,6 +75,7 @@ def compare(args: argparse.Namespace, base_path: str, new_path: str) -> int:
     from traceview.load import read_options
     from traceview.regress.baseline import load_snapshot
     from traceview.regress.check import run_checks
+    from traceview.regress.comparable import not_comparable
     from traceview.regress.diff import diff_analyses
     from traceview.regress.report import diff_junit, diff_markdown, render
 
@@ -90,14 +91,19 @@ def compare(args: argparse.Namespace, base_path: str, new_path: str) -> int:
                         "give two traces or two HLO inputs")
     diff = diff_analyses(base, new, confidence=budgets.confidence, time_tolerance=budgets.max_op_regression,
                          min_time_ps=budgets.min_op_time_ps)
+    if args.command == "check":
+        reason = not_comparable(diff)
+        if reason:
+            raise UserError(f"not comparable: {reason}")
     verdict = run_checks(diff, budgets)
     if not verdict.checks and args.command == "check":  # a report saying PASS would be a lie
         raise UserError(f"{base_path} and {new_path} have nothing in common to check (no step or device "
                         "times, no common ops over the minimum time, no common HLO modules)")
-    write_output(render(diff, verdict, args.format, top=args.top), args.output)
+    command = "check" if args.command == "check" else "diff"
+    write_output(render(diff, verdict, args.format, top=args.top, command=command), args.output)
     if args.markdown_out:
         with open(args.markdown_out, "a", encoding="utf-8") as handle:
-            handle.write(diff_markdown(diff, verdict, top=args.top))
+            handle.write(diff_markdown(diff, verdict, top=args.top, command=command))
     if args.junit_out:
         with open(args.junit_out, "w", encoding="utf-8") as handle:
             handle.write(diff_junit(diff, verdict))
