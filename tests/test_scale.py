@@ -248,3 +248,18 @@ def test_unreachable_dask_scheduler_is_a_user_error(pod, cache_dir, capsys):
     port = _free_port()
     assert main(["analyze", str(pod), "--no-cache", "--dask", f"tcp://127.0.0.1:{port}"]) == 2
     assert "--dask" in capsys.readouterr().err
+
+
+def test_trace_data_with_unknown_fields_is_not_stored(shared_traces, cache_dir):
+    """A field added to TraceData later must not be dropped silently by the cache."""
+    from dataclasses import dataclass
+
+    from traceview.parsers.xplane import TraceData
+
+    @dataclass
+    class Wider(TraceData):
+        memory: int = 0
+
+    f = shared_traces / MI300X
+    assert not tablecache.put(f, Wider(**vars(read_xplane(f)), memory=1))
+    assert tablecache.get(f) is None

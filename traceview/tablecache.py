@@ -35,8 +35,10 @@ _DEFAULT_MAX_MB = 4096
 _TABLES = ("ops", "host_events", "steps")
 # Modules whose code decides what the tables hold.
 _READER_MODULES = ("traceview.parsers.xplane", "traceview.parsers.xspace_schema", "traceview.parsers.xspace_fast",
-                   "traceview.parsers.xspace_kernels", "traceview.parsers.discover", "traceview.profile",
-                   "traceview.tablecache")
+                   "traceview.parsers.xspace_kernels", "traceview.parsers.xspace_file", "traceview.parsers.compressed",
+                   "traceview.parsers.discover", "traceview.profile", "traceview.tablecache")
+# The TraceData fields an entry holds: a TraceData with other fields is not stored (nothing silently lost).
+_FIELDS = {"host", "ops", "host_events", "steps", "devices", "hlo_protos", "environment", "warnings"}
 _fingerprint: str | None = None
 
 
@@ -193,6 +195,10 @@ def _from_json(value):
 
 
 def _pack(data: TraceData) -> dict[str, np.ndarray]:
+    from dataclasses import fields
+
+    if {f.name for f in fields(data)} != _FIELDS:
+        raise _Unstorable("TraceData has fields this cache format does not know")
     arrays: dict[str, np.ndarray] = {}
     tables: dict[str, list] = {}
     for table in _TABLES:
