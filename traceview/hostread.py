@@ -87,8 +87,7 @@ def _read_pool(paths: Sequence[str], jobs: int, progress) -> list[HostResult]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    # fork: the workers start at once with the reader already imported.
-    ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+    ctx = multiprocessing.get_context(_start_method())
     results: list[HostResult | None] = [None] * len(paths)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
         futures = {pool.submit(read_host, p): i for i, p in enumerate(paths)}
@@ -102,6 +101,23 @@ def _read_pool(paths: Sequence[str], jobs: int, progress) -> list[HostResult]:
             if progress is not None:
                 progress(1)
     return [r for r in results if r is not None]
+
+
+def _start_method() -> str:
+    """fork where it is safe enough: the workers start at once with the reader already imported.
+
+    A process running many threads (the dashboard's Streamlit server) forks
+    badly (a lock held by another thread stays held in the child): there, a
+    fork server. The CLI has at most its progress-bar thread, which only writes
+    to stderr.
+    """
+    import multiprocessing
+    import threading
+
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and sys.platform.startswith("linux") and threading.active_count() <= 2:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
 
 
 def _read_dask(paths: Sequence[str], address, progress) -> list[HostResult]:
