@@ -68,8 +68,73 @@ def capture_time(space: XSpaceRaw) -> datetime | None:
 
 
 def file_capture_time(path: str | Path) -> datetime | None:
-    """:func:`capture_time` of a trace file; None when it does not say or cannot be read."""
+    """:func:`capture_time` of a trace file; None when it does not say or cannot be read.
+
+    Only the Task Environment plane is parsed: the walk reads the top-level
+    fields and each plane's fields up to its name, skipping the (large) lines
+    by their length, so picking the newest run does not parse every event of
+    every file.
+    """
+    from types import SimpleNamespace
+
+    from traceview.parsers.xspace_schema import XPlane
+
     try:
-        return capture_time(load_xspace(path))
-    except TraceError:
+        data = read_limited(path, error=TraceError, what="trace file")
+        raw = _find_plane(data, TASK_ENV_PLANE)
+        if raw is None:
+            return None
+        return capture_time(SimpleNamespace(planes=[XPlane.FromString(raw)]))
+    except (TraceError, DecodeError, IndexError, ValueError):
         return None
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    for _ in range(10):
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+    raise ValueError("varint longer than 10 bytes")
+
+
+def _skip(data: bytes, pos: int, wire: int) -> tuple[int, int]:
+    """(start, end) of the value of a field of this wire type at pos."""
+    if wire == 0:
+        return pos, _varint(data, pos)[1]
+    if wire == 1:
+        return pos, pos + 8
+    if wire == 5:
+        return pos, pos + 4
+    if wire == 2:
+        length, start = _varint(data, pos)
+        return start, start + length
+    raise ValueError("unsupported wire type")
+
+
+def _find_plane(data: bytes, name: str) -> bytes | None:
+    """The serialized XPlane called `name` (XSpace field 1), or None; raises ValueError/IndexError on bad bytes."""
+    want = name.encode()
+    pos, n = 0, len(data)
+    while pos < n:
+        tag, pos = _varint(data, pos)
+        start, end = _skip(data, pos, tag & 7)
+        if end > n:
+            raise ValueError("field past the end")
+        if tag == (1 << 3 | 2):  # planes
+            p = start
+            while p < end:
+                ptag, p = _varint(data, p)
+                s, e = _skip(data, p, ptag & 7)
+                if e > end:
+                    raise ValueError("field past the end of its plane")
+                if ptag == (2 << 3 | 2):  # XPlane.name
+                    if data[s:e] == want:
+                        return data[start:end]
+                    break
+                p = e
+        pos = end
+    return None

@@ -284,3 +284,22 @@ def test_many_threads_use_a_fork_server(pod, cache_dir):
         stop.set()
     pd.testing.assert_frame_equal(got.ops, expected.ops)
     assert got.source.hosts == expected.source.hosts
+
+
+def test_capture_time_without_parsing_the_events(shared_traces, sample_traces):
+    """Picking the newest run reads only the Task Environment plane: same time as a full parse."""
+    from traceview.parsers.xspace_file import capture_time, file_capture_time, load_xspace
+
+    files = sorted(shared_traces.rglob("*.xplane.pb")) + sorted(sample_traces.rglob("*.xplane.pb"))
+    times = [(file_capture_time(f), capture_time(load_xspace(f))) for f in files]
+    assert all(light == full for light, full in times)
+    assert any(light is not None for light, _ in times)  # some traces do say when they were taken
+
+
+def test_capture_time_of_broken_files_is_none(tmp_path):
+    from traceview.parsers.xspace_file import file_capture_time
+
+    for k, data in enumerate([b"", b"\x0a\xff\xff\xff\xff\x0f", b"\x0a\x05\x12\x10Task", b"\xff" * 12]):
+        f = tmp_path / f"h{k}.xplane.pb"
+        f.write_bytes(data)
+        assert file_capture_time(f) is None
