@@ -103,6 +103,8 @@ def render(view: View) -> None:
                             f"threshold **{fmt_value(a['threshold'])}** ({md(a['threshold_how'])})")
             else:
                 st.markdown(f"**Rule** {md(a['rule'])}: {md(a['reason'] or '')}")
+            if a.get("measured"):
+                st.markdown(f"**Measured:** {md(a['measured'])}")
             for tip in a["suggestions"]:
                 st.markdown(f"- {md(tip)}")
     with st.expander(f"{len(record['collectives'])} collectives and their axes", expanded=False):

@@ -268,6 +268,10 @@ def test_tensor_parallel_sample(sample_traces):
     assert projected["model"].verdict.verdict == "communication-bound"
     assert projected["model"].verdict.threshold == pytest.approx(2550)
     assert projected["model"].verdict.suggestions
+    # the trace: the TP all-reduce is not overlapped (share >= 5%), the gradient all-reduce mostly is
+    share = axes["model"].exposed_ps / analysis.span_ps
+    assert axes["model"].share == pytest.approx(share)
+    assert ("costing time" in axes["model"].measured) == (share >= 0.05)
 
 
 def test_single_device_sample_has_no_mesh(sample_traces):

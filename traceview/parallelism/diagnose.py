@@ -55,6 +55,7 @@ class AxisReport:
     share: float | None = None          # exposed / device span
     crosses_dcn: bool = False
     parameters: list[str] = field(default_factory=list)   # "params[0] dim 0": parameters split over the axis
+    measured: str = ""                  # what the exposed time says, beside the book's verdict
 
 
 @dataclass
@@ -302,6 +303,26 @@ def _fill_times(axis: AxisReport, slots: list[dict], span_ps: float | None) -> N
     known = [s for s in slots if s["roofline_known"]]
     axis.roofline_ps = float(sum(s["roofline"] for s in known)) if known and len(known) == len(slots) else None
     axis.share = axis.exposed_ps / span_ps if span_ps else None
+    axis.measured = measured_sentence(axis.share, axis.verdict.verdict)
+
+
+EXPOSED_NOTABLE = 0.05   # exposed communication above 5% of device time is worth a look
+
+
+def measured_sentence(share: float | None, verdict: str | None) -> str:
+    """What the trace says about an axis: its exposed communication, and whether it agrees with the rule."""
+    if share is None:
+        return ""
+    text = f"exposed communication {100 * share:.1f}% of device time"
+    if share >= EXPOSED_NOTABLE:
+        text += ": the trace finds this axis's communication costing time"
+        if verdict == "compute-bound":
+            text += " although the rule says compute-bound (overlap is missing, or the link is slower than its figure)"
+    else:
+        text += ": mostly overlapped or small"
+        if verdict == "communication-bound":
+            text += " although the rule says communication-bound (compute hides it at this size)"
+    return text
 
 
 def naming_modules(dump: Path) -> list[HloModule]:

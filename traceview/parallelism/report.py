@@ -38,7 +38,7 @@ def axis_record(axis: AxisReport) -> dict:
                                                 "how": axis.link.how},
         "verdict": v.verdict, "rule": v.rule, "value": json_scalar(v.value), "value_what": v.value_what,
         "threshold": json_scalar(v.threshold), "threshold_how": v.threshold_how,
-        "suggestions": v.suggestions, "reason": v.reason or None,
+        "suggestions": v.suggestions, "reason": v.reason or None, "measured": axis.measured or None,
     }
 
 
@@ -135,6 +135,8 @@ def _details(report: Parallelism, esc) -> list[str]:
         judged = f"{v.value_what} {fmt_value(v.value)} vs {fmt_value(v.threshold)}" if v.value is not None and \
             v.threshold is not None else (v.reason or "")
         out.append(f"  rule {v.rule}: {judged}" + (f" [{v.threshold_how}]" if v.threshold_how else ""))
+        if a.measured:
+            out.append(f"  measured: {a.measured}")
         out.extend(f"  suggestion ({s})" for s in v.suggestions)
     return out
 
