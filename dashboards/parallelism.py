@@ -57,7 +57,7 @@ def time_chart(axes: list[dict]) -> alt.Chart | None:
         y=alt.Y("axis:N", title="mesh axis"),
         color=alt.Color("part:N", scale=alt.Scale(domain=["exposed", "overlapped"], range=["#e45756", "#bab0ac"])),
         tooltip=["axis", "part", alt.Tooltip("time_us:Q", format=",.1f")],
-    ).properties(height=40 + 40 * len(axes))
+    ).properties(height=max(140, 60 + 45 * len(axes)))
 
 
 def _axis_table(axes: list[dict]) -> pd.DataFrame:
