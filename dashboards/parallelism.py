@@ -63,7 +63,7 @@ def time_chart(axes: list[dict]) -> alt.Chart | None:
 def _axis_table(axes: list[dict]) -> pd.DataFrame:
     return pd.DataFrame([{
         "axis": a["name"], "size": a["size"], "role": a["role_name"] or "-", "collectives": a["collectives"],
-        "bytes": fmt_si(a["bytes"] if a["bytes"] is not None else a["bytes_per_execution"], "B"),
+        "bytes": fmt_si(a["bytes"] if a["bytes"] is not None else a["bytes_per_step"], "B"),
         "in flight": fmt_time_us(a["time_us"]), "exposed": fmt_time_us(a["exposed_time_us"]),
         "share of step": fmt_pct(a["share_of_step"]), "link": (a["link"] or {}).get("kind", "-"),
         "efficiency": fmt_pct(a["efficiency"]), "verdict": a["verdict"] or "-",

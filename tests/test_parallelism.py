@@ -248,6 +248,7 @@ def test_fsdp_sample(sample_traces):
     weight_bytes = cfg["d_in"] * cfg["hidden"] * 4
     assert axis.executions == 5 * 5 * 8
     assert axis.bytes == 5 * 8 * (4 * weight_bytes + 4)
+    assert axis.bytes_per_step == 4 * weight_bytes + 4           # the HLO cost model's payloads, per device
     _check_every_collective(analysis, report)
 
 
@@ -329,6 +330,8 @@ def test_maxtext_h100_dump_fsdp_over_4(shared_traces):
     assert report.per_chip_tokens.value == 8 * 2048 / 4
     assert axis.verdict.threshold == pytest.approx(9.89e14 / 4.5e11)
     assert axis.verdict.verdict == "compute-bound"
+    # the layers' collectives run inside while loops: per step they move more than once each
+    assert axis.bytes_per_step > axis.bytes_per_execution
     record = parallelism_json(report)
     assert record["axes"][0]["time_us"] is None      # no trace: no times, not zeros
 

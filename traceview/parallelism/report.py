@@ -31,6 +31,7 @@ def axis_record(axis: AxisReport) -> dict:
         "patterns": axis.role.patterns, "parameters": axis.parameters,
         "collectives": axis.collectives, "executions": axis.executions,
         "bytes": json_scalar(axis.bytes), "bytes_per_execution": json_scalar(axis.bytes_per_execution),
+        "bytes_per_step": json_scalar(axis.bytes_per_step),
         "time_us": _us(axis.time_ps), "exposed_time_us": _us(axis.exposed_ps),
         "share_of_step": json_scalar(axis.share), "roofline_time_us": _us(axis.roofline_ps),
         "efficiency": json_scalar(efficiency(axis)),
@@ -108,7 +109,7 @@ def _rows(report: Parallelism, esc) -> list[list[str]]:
     for a in report.axes:
         v = a.verdict
         rows.append([esc(a.name), str(a.size), ROLE_NAMES.get(a.role.role or "", "-"), str(a.collectives),
-                     fmt_si(a.bytes if a.bytes is not None else a.bytes_per_execution, "B"),
+                     fmt_si(a.bytes if a.bytes is not None else a.bytes_per_step, "B"),
                      fmt_time_us(_us(a.time_ps)), fmt_time_us(_us(a.exposed_ps)), fmt_pct(a.share),
                      a.link.kind if a.link else "-", fmt_pct(efficiency(a)), v.verdict or "-",
                      fmt_value(v.value), fmt_value(v.threshold)])
@@ -146,7 +147,8 @@ def parallelism_text(report: Parallelism) -> str:
     if report.axes:
         out += [text_table(HEADERS, _rows(report, plain), ALIGN), ""]
         if not report.has_trace:
-            out.append("(no trace: bytes are one execution of each collective; no times)")
+            out.append("(no trace: bytes per step and device, from the HLO cost model and loop trip counts; "
+                       "no times)")
     out += _details(report, plain)
     out += [f"warning: {plain(w)}" for w in report.warnings]
     return "\n".join(out) + "\n"
