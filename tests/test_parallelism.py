@@ -293,6 +293,10 @@ def test_cli_json_contract(sample_traces, capsys):
         assert {"name", "size", "role", "collectives", "bytes", "time_us", "exposed_time_us", "verdict", "rule",
                 "value", "threshold"} <= set(axis)
     assert isinstance(out["warnings"], list)
+    jsonschema = pytest.importorskip("jsonschema")
+    from traceview.userfiles import schema
+
+    jsonschema.validate(out, schema("parallelism"))   # the published schema (traceview/schemas/)
 
 
 def test_analyze_summary_has_the_parallelism_line(sample_traces):
@@ -334,6 +338,9 @@ def test_maxtext_h100_dump_fsdp_over_4(shared_traces):
     assert axis.bytes_per_step > axis.bytes_per_execution
     record = parallelism_json(report)
     assert record["axes"][0]["time_us"] is None      # no trace: no times, not zeros
+    from traceview.userfiles import schema
+
+    pytest.importorskip("jsonschema").validate(record, schema("parallelism"))
 
 
 def test_tpu_v6e_all_reduce_over_groups_of_two(shared_traces):
