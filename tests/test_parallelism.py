@@ -299,6 +299,16 @@ def test_cli_json_contract(sample_traces, capsys):
     jsonschema.validate(out, schema("parallelism"))   # the published schema (traceview/schemas/)
 
 
+def test_cli_bad_input_is_a_one_line_error(tmp_path, capsys):
+    from traceview.cli import main
+
+    bad = tmp_path / "bad.txt"
+    bad.write_text("not HLO")
+    assert main(["parallelism", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and len(err.strip().splitlines()) == 1
+
+
 def test_analyze_summary_has_the_parallelism_line(sample_traces):
     from traceview.analysis import build_analysis
     from traceview.load import load_profile
