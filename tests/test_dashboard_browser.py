@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
 REPO = Path(__file__).resolve().parents[1]
-TABS = ("Overview", "Roofline", "Ops", "Timeline", "Op detail", "Memory", "Compare")
+TABS = ("Overview", "Roofline", "Ops", "Timeline", "Op detail", "Memory", "Parallelism", "Compare")
 
 
 def _free_port() -> int:
@@ -298,3 +298,30 @@ def test_memory_tab_and_op_graph_in_chromium(browser, shared_traces, tmp_path, r
     _keep(shots)
     for shot in shots:
         assert _not_blank(shot) > 200, f"{shot.name} looks blank"
+
+
+def test_parallelism_tab_in_chromium(browser, sample_traces, tmp_path):
+    """The Parallelism tab on the sharded sample: the mesh, each axis's role and verdict, the time chart."""
+    from traceview.parallelism.diagnose import from_analysis
+    from traceview.parallelism.report import parallelism_json
+
+    trace = sample_traces / "sharded"
+    expected = parallelism_json(from_analysis(build_analysis(load_profile(trace))))
+    with dashboard_server(trace, tmp_path / "server.log") as url:
+        browser.call("Page.enable")
+        browser.call("Page.navigate", url=url)
+        browser.wait_for("document.body && document.body.innerText.includes('Where the time goes')", 120,
+                         "the overview")
+        _settle(browser, 0, "Overview")
+        _click_tab(browser, "Parallelism")
+        _settle(browser, 1, "Parallelism")
+        panel = browser.js("[...document.querySelectorAll('[role=\"tabpanel\"]')]"
+                           ".filter(p => p.offsetParent !== null).map(p => p.innerText).join('\\n')")
+        shot = browser.screenshot(tmp_path / "dashboard_parallelism.png")
+    assert "over 8 devices" in panel
+    for axis in expected["axes"]:
+        assert f"{axis['name']} ({axis['size']}): {axis['role_name']}" in panel
+        assert axis["verdict"] in panel
+    assert "Traceback" not in panel
+    _keep([shot])
+    assert _not_blank(shot) > 200
