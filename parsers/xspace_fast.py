@@ -131,3 +131,20 @@ def distinct_strings(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> np.
     texts = np.empty(first.size, dtype=object)
     texts[:] = [buffer[s:e].decode("utf-8", "replace") for s, e in zip(starts[first].tolist(), ends[first].tolist())]
     return texts[inverse]
+
+
+def warm_up() -> bool:
+    """Load the compiled kernels in this process (before forking workers: they inherit them
+    instead of each loading numba and its cache again). False when numba is off."""
+    if not enabled():
+        return False
+    event = b"\x08\x01\x22\x04\x08\x02\x2a\x00"  # metadata id 1, one stat (id 2, empty string)
+    line = b"\x12\x01l\x22" + bytes([len(event)]) + event
+    raw = RawLine(line)
+    raw.events.decode(None)
+    raw.events.decode(np.array([2], dtype=np.int64))
+    buf = np.frombuffer(b"ab", dtype=np.uint8)
+    k = _kernels()
+    k.slices_equal(buf, np.zeros(1, np.int64), np.ones(1, np.int64), np.zeros(1, np.int64), np.ones(1, np.int64))
+    k.slice_hashes(buf, np.zeros(1, np.int64), np.ones(1, np.int64))
+    return True

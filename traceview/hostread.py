@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from traceview.errors import UserError
 from traceview.parsers.xplane import TraceData
+from traceview.parsers.xspace_file import _FAST_MIN_BYTES
 
 DASK_ENV = "TRACEVIEW_DASK"
 JOBS_ENV = "TRACEVIEW_JOBS"
@@ -87,7 +88,12 @@ def _read_pool(paths: Sequence[str], jobs: int, progress) -> list[HostResult]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    ctx = multiprocessing.get_context(_start_method())
+    method = _start_method()
+    if method == "fork" and any(_size(p) >= _FAST_MIN_BYTES for p in paths):
+        from traceview.parsers import xspace_fast
+
+        xspace_fast.warm_up()  # the forked workers inherit the compiled reader
+    ctx = multiprocessing.get_context(method)
     results: list[HostResult | None] = [None] * len(paths)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
         futures = {pool.submit(read_host, p): i for i, p in enumerate(paths)}
@@ -101,6 +107,13 @@ def _read_pool(paths: Sequence[str], jobs: int, progress) -> list[HostResult]:
             if progress is not None:
                 progress(1)
     return [r for r in results if r is not None]
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _start_method() -> str:
