@@ -60,9 +60,12 @@ def run(cmd: list[str], env: dict | None = None, out: Path | None = None) -> dic
     t = time.perf_counter()
     stdout = open(out, "wb") if out else subprocess.DEVNULL
     try:
-        proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
+        # /usr/bin/time reports its child's own peak (this process's ru_maxrss would carry over to a
+        # child it forks: the traces built here would set a floor under every figure).
+        proc = subprocess.Popen(["/usr/bin/time", "-f", "TVPEAK %M", *cmd], stdout=stdout, stderr=subprocess.PIPE,
+                                env={**os.environ, **(env or {})})
         err = proc.stderr.read() if proc.stderr else b""
-        _, status, usage = os.wait4(proc.pid, 0)
+        _, status, _usage = os.wait4(proc.pid, 0)
     finally:
         if out:
             stdout.close()
@@ -70,7 +73,8 @@ def run(cmd: list[str], env: dict | None = None, out: Path | None = None) -> dic
     code = os.waitstatus_to_exitcode(status)
     if code:
         print(f"{' '.join(cmd[:3])}...: exit {code}: {err.decode(errors='replace')[-400:]}", file=sys.stderr)
-    return {"seconds": wall, "peak_mb": usage.ru_maxrss / 1024, "rc": code,
+    peaks = [int(line.split()[1]) for line in err.decode(errors="replace").splitlines() if line.startswith("TVPEAK ")]
+    return {"seconds": wall, "peak_mb": (peaks[-1] if peaks else float("nan")) / 1024, "rc": code,
             "error": err.decode(errors="replace").strip().splitlines()[-1:] if code else []}
 
 
@@ -176,7 +180,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tv-bench-") as tmp:
         root = Path(tmp)
         cache_root = root / "cache"
-        results = [bench_trace(k, root, args.events, args.skip_xprof, cache_root) for k in args.kinds.split(",")]
+        results = [bench_trace(k, root, args.events, args.skip_xprof, cache_root) for k in args.kinds.split(",") if k]
         pod = bench_hosts(root, args.host_events, args.hosts, cache_root)
     version = version_time()
     print(f"\n## traceview benchmark, {started}; load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
@@ -196,7 +200,7 @@ def main() -> None:
           f"outputs identical: {'yes' if pod['identical'] else 'NO'}")
     print(f"reading only (load_profile): 1 process {fmt(pod['load1'])}; {pod['cores']} processes "
           f"{fmt(pod['loadN'])}; speed-up {ratio(pod['load1'], pod['loadN'], 'seconds')}")
-    print("\n(peak memory: the largest single process; with --jobs N each worker is its own process)")
+    print("\n(peak memory: peak RSS of the command's own process, by /usr/bin/time; --jobs N workers not included)")
 
 
 if __name__ == "__main__":
