@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+import traceview
 from traceview.dashboards.data import Source, View, load_view, runs_of
 from traceview.errors import UserError
-from traceview.regress.diff import diff_analyses
 from traceview.regress.report import diff_markdown
 from traceview.render.tables import fmt_pct, fmt_time_us
 from traceview.units import PS_PER_US
@@ -60,7 +60,7 @@ def render(view: View) -> None:
     except UserError as exc:
         st.error(str(exc))
         return
-    diff = diff_analyses(base.analysis, view.analysis)
+    diff = traceview.diff(base.result, view.result)
     st.markdown(f"**base** `{other.path}` run `{base.analysis.profile.source.run}` → **new** (this run) "
                 f"`{view.source.path}` run `{view.analysis.profile.source.run}`")
     _headline(diff.summary)

@@ -25,10 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from traceview.analysis import build_analysis
+import traceview
 from traceview.dashboards.overview import fmt_share
-from traceview.load import load_profile
-from traceview.render.report import summary_record
 
 pytestmark = pytest.mark.slow
 
@@ -197,7 +195,7 @@ def _upload(tools: DevTools, path: Path) -> None:
 def _tour(browser: DevTools, url: str, trace: Path, out: Path, prefix: str, overview_charts: int) -> list[Path]:
     """Open the page, check the overview against the CLI's numbers, visit every tab; screenshots."""
     # The numbers the page must show, from the CLI's own path (report.summary_record).
-    expected = summary_record(build_analysis(load_profile(trace)))
+    expected = traceview.load(trace).to_json()["summary"]
     browser.call("Page.enable")
     browser.call("Page.navigate", url=url)
     browser.wait_for("document.body && document.body.innerText.includes('Where the time goes')", 120,

@@ -60,8 +60,8 @@ class Analysis:
 
 def build_analysis(profile: Profile, target: str | None = None, hardware_file: str | Path | None = None,
                    hlo_path: str | Path | None = None, stage: str = "after",
-                   per_device: bool = False) -> Analysis:
-    """Aggregate, cost and (when a chip is known) roofline-judge a profile."""
+                   per_device: bool = False, chip: Chip | None = None) -> Analysis:
+    """Aggregate, cost and (when a chip is known) roofline-judge a profile (``chip`` wins over ``target``)."""
     warnings = list(profile.warnings)
     if profile.ops.empty:
         warnings.append("the trace holds no device op executions: nothing to analyze")
@@ -75,6 +75,8 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
     analysis = Analysis(profile=profile, ops=ops, steps=step_times(profile.steps), costs=costs,
                         modules=modules, per_device=per_device, idle_ps=idle_ps, span_ps=span_ps,
                         base_warnings=warnings)
+    if chip is not None:
+        return apply_target(analysis, chip, detected=False)
     db = load_hardware(hardware_file)
     if target:
         return apply_target(analysis, get_chip(target, db), detected=False)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+import traceview
+
 
 def add_source(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", metavar="PATH",
@@ -34,16 +36,11 @@ def add_hlo(parser: argparse.ArgumentParser) -> None:
                         help="which dumped stage of a module to use (default: after optimizations)")
 
 
-def analysis_from_args(args: argparse.Namespace):
-    """Read the trace PATH names (with a progress bar) and analyze it as the source/target/HLO options say."""
-    from traceview.analysis import build_analysis
-    from traceview.load import load_profile
-    from traceview.progress import progress_bar
-
-    with progress_bar("reading trace") as progress:
-        profile = load_profile(args.path, run=args.run, progress=progress)
-    return build_analysis(profile, target=args.target, hardware_file=args.hardware_file, hlo_path=args.hlo,
-                          stage=args.stage, per_device=getattr(args, "per_device", False))
+def load_from_args(args: argparse.Namespace) -> traceview.Analysis:
+    """`traceview.load` of the trace PATH names (with a progress bar), as the source/target/HLO options say."""
+    return traceview.load(args.path, run=args.run, target=args.target, hlo=args.hlo, stage=args.stage,
+                          hardware_file=args.hardware_file, progress=True,
+                          per_device=getattr(args, "per_device", False))
 
 
 def write_output(text: str, output: str | None) -> None:

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import argparse
 
+import traceview
 from traceview.commands._options import write_output
 from traceview.errors import UserError
-from traceview.regress.baseline import load_snapshot
 from traceview.regress.budgets import BUDGET_KEYS, Budgets, make_budgets
-from traceview.regress.check import run_checks
-from traceview.regress.diff import diff_analyses
-from traceview.regress.report import diff_junit, diff_markdown, render
 
 FORMATS = ("table", "markdown", "json", "junit")
 
@@ -67,18 +64,13 @@ def budgets_from_args(args: argparse.Namespace) -> Budgets:
 
 def compare(args: argparse.Namespace, base_path: str, new_path: str) -> int:
     """Load both sides, diff, check, write the reports; 0 pass, 1 regression."""
+    from traceview.regress.report import diff_junit, diff_markdown, render
+
     budgets = budgets_from_args(args)  # before the slow part: a bad flag fails fast
-    base = load_snapshot(base_path, run=args.base_run, target=args.target, hardware_file=args.hardware_file,
-                         stage=args.stage)
-    new = load_snapshot(new_path, run=args.run, target=args.target, hardware_file=args.hardware_file,
-                        stage=args.stage)
-    if base.kind != new.kind:
-        what = {"trace": "a trace (or its analyze JSON)", "hlo": "HLO (a dump folder, file or hlo JSON)"}
-        raise UserError(f"cannot compare {what[base.kind]} {base_path} with {what[new.kind]} {new_path}: "
-                        "give two traces or two HLO inputs")
-    diff = diff_analyses(base, new, confidence=budgets.confidence, time_tolerance=budgets.max_op_regression,
-                         min_time_ps=budgets.min_op_time_ps)
-    verdict = run_checks(diff, budgets)
+    verdict = traceview.check(new_path, base_path, budgets, run=args.run, base_run=args.base_run,
+                              target=args.target, hardware_file=args.hardware_file, stage=args.stage)
+    diff = verdict.diff
+    assert diff is not None
     if not verdict.checks and args.command == "check":  # a report saying PASS would be a lie
         raise UserError(f"{base_path} and {new_path} have nothing in common to check (no step or device "
                         "times, no common ops over the minimum time, no common HLO modules)")

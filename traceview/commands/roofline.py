@@ -6,12 +6,8 @@ import argparse
 import json
 import sys
 
-from traceview.commands._options import add_hlo, add_source, add_target, analysis_from_args, write_output
+from traceview.commands._options import add_hlo, add_source, add_target, load_from_args, write_output
 from traceview.errors import UserError
-from traceview.render.charts import roofline_points, save_plot
-from traceview.render.report import op_records
-from traceview.render.tables import fmt_si, fmt_time_us, text_table
-from traceview.roofline import ridge_point
 
 
 def register(subparsers) -> None:
@@ -32,11 +28,16 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf", ".html")
 def run(args: argparse.Namespace) -> int:
     if args.plot and not args.plot.lower().endswith(PLOT_SUFFIXES):
         raise UserError(f"{args.plot}: the plot must be .png, .svg, .pdf or .html")
-    analysis = analysis_from_args(args)
+    from traceview.render.charts import roofline_points, save_plot
+    from traceview.render.report import op_records
+    from traceview.render.tables import fmt_si, fmt_time_us, text_table
+    from traceview.roofline import ridge_point
+
+    analysis = load_from_args(args)
     if analysis.target is None:
         raise UserError(f"{args.path}: no chip detected for the roofline; give --target "
                         "(`traceview hardware` lists them)")
-    points = roofline_points(analysis.ops)
+    points = roofline_points(analysis.pipeline.ops)
     if args.plot:
         save_plot(points, analysis.target, args.plot)
         print(f"wrote {args.plot}: {len(points)} ops on the {analysis.target.name} roofline", file=sys.stderr)

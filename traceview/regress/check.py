@@ -40,9 +40,15 @@ class Check:
 
 @dataclass
 class Verdict:
+    """The checks of one Diff against its budgets; ``passed`` when none failed.
+
+    ``notes`` say what was not judged and why; ``diff`` is the comparison judged.
+    """
+
     checks: list[Check]
     budgets: Budgets
     notes: list[str] = field(default_factory=list)
+    diff: Diff | None = None
 
     @property
     def passed(self) -> bool:
@@ -175,4 +181,4 @@ def run_checks(diff: Diff, budgets: Budgets | None = None) -> Verdict:
     notes += static_notes + absolute_notes
     if not checks:
         notes.append("nothing to check: the inputs share no step times, judged ops or HLO modules")
-    return Verdict(checks=checks, budgets=budgets, notes=notes)
+    return Verdict(checks=checks, budgets=budgets, notes=notes, diff=diff)
