@@ -6,6 +6,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -13,6 +14,8 @@ import pytest
 import traceview
 from traceview.cli import main
 from traceview.render.report import OP_FIELDS
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +185,34 @@ def test_diff_and_check_of_two_runs(sample_traces, mlp):
 def test_diff_of_a_trace_and_hlo_is_a_user_error(sample_traces, mlp):
     with pytest.raises(traceview.UserError, match="cannot compare"):
         traceview.diff(mlp, sample_traces / "mlp" / "hlo")
+
+
+
+
+def _ops_table_columns() -> list[str]:
+    """The first cell of each row of docs/api.md's `Analysis.ops` column table."""
+    text = (REPO / "docs" / "api.md").read_text()
+    section = text.split("### `Analysis.ops` columns", 1)[1].split("\n### ", 1)[0]
+    names = []
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            names += [c.strip(" `") for c in line.split("|")[1].split(",")]
+    return names
+
+
+def test_docs_list_every_public_name_and_ops_column(sample_traces):
+    text = (REPO / "docs" / "api.md").read_text()
+    for name in traceview.__all__:
+        assert f"`{name}" in text, name
+    documented = set(_ops_table_columns())
+    per_device = traceview.load(sample_traces / "sharded", per_device=True)
+    assert set(per_device.ops.columns) <= documented, set(per_device.ops.columns) - documented
+
+
+def test_readme_example_runs(sample_traces, monkeypatch):
+    """The README's "Python API" example, run as it is written (from the repository root)."""
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Python API", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(REPO)
+    exec(compile(code, "README.md", "exec"), {})
