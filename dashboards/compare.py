@@ -8,6 +8,7 @@ import streamlit as st
 import traceview
 from traceview.dashboards.data import Source, View, load_view, runs_of
 from traceview.errors import UserError
+from traceview.regress.diff import DiffSummary
 from traceview.regress.report import diff_markdown
 from traceview.render.tables import fmt_pct, fmt_time_us
 from traceview.units import PS_PER_US
@@ -77,16 +78,16 @@ def render(view: View) -> None:
         st.warning(warning)
 
 
-def _headline(summary: dict) -> None:
+def _headline(summary: DiffSummary) -> None:
     cols = st.columns(4)
-    step = summary.get("step_time")
+    step = summary.step_time
     if step:
-        cols[0].metric("median step (new)", fmt_time_us((step.get("new_ps") or 0) / PS_PER_US),
-                       delta=None if step.get("change") is None else fmt_pct(step["change"]), delta_color="inverse")
-    mfu = summary.get("mfu") or {}
-    if mfu.get("new") is not None:
-        delta = None if mfu.get("base") is None else f"{100 * (mfu['new'] - mfu['base']):+.2f} pt"
-        cols[1].metric("MFU (new)", fmt_pct(mfu["new"]), delta=delta)
-    ops = summary.get("ops") or {}
-    cols[2].metric("ops changed", ops.get("changed", 0), help="FLOPs, bytes or bound changed, or time moved")
-    cols[3].metric("ops new / vanished", f"{ops.get('new', 0)} / {ops.get('vanished', 0)}")
+        cols[0].metric("median step (new)", fmt_time_us((step.new_ps or 0) / PS_PER_US),
+                       delta=None if step.change is None else fmt_pct(step.change), delta_color="inverse")
+    mfu = summary.mfu
+    if mfu.new is not None:
+        delta = None if mfu.base is None else f"{100 * (mfu.new - mfu.base):+.2f} pt"
+        cols[1].metric("MFU (new)", fmt_pct(mfu.new), delta=delta)
+    ops = summary.ops
+    cols[2].metric("ops changed", ops.changed, help="FLOPs, bytes or bound changed, or time moved")
+    cols[3].metric("ops new / vanished", f"{ops.new} / {ops.vanished}")

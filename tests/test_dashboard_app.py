@@ -219,13 +219,13 @@ def test_compare_two_runs_of_a_log_dir(sample_traces, monkeypatch):
     at.selectbox(key="compare_run").set_value("mlp").run()
     assert not at.exception and not at.error
     diff = traceview.diff(sample_traces, sample_traces, base_run="mlp", run="mlp_slow")
-    assert metrics(at)["ops changed"] == str(diff.summary["ops"]["changed"])
+    assert metrics(at)["ops changed"] == str(diff.summary.ops.changed)
 
     # Any other trace, by path; a bad one is an error line in the tab, the rest of the page stays.
     at.selectbox(key="compare_run").set_value("(another path)").run()
     at.text_input(key="compare_path").set_value(str(sample_traces / "mlp")).run()
     assert not at.exception and not at.error
-    assert metrics(at)["ops changed"] == str(diff.summary["ops"]["changed"])
+    assert metrics(at)["ops changed"] == str(diff.summary.ops.changed)
     at.text_input(key="compare_path").set_value("/no/such/trace").run()
     assert [e.value for e in at.error] == ["/no/such/trace: no such file or directory"]
     assert "MFU" in metrics(at)

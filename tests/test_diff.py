@@ -94,7 +94,7 @@ def test_dashboard_api_columns(mlp, mlp_slow):
             assert f"{side}_{q}" in diff.ops.columns
     assert {"module", "op", "status", "change"} <= set(diff.ops.columns)
     assert {"base_time_ps", "new_time_ps"} <= set(diff.steps.columns)
-    assert "step_time" in diff.summary and "ops" in diff.summary
+    assert diff.summary.step_time is not None and diff.summary.ops.same + diff.summary.ops.changed > 0
     text = diff_markdown(diff)
     assert text.startswith("### ") and "| check |" in text
 
@@ -104,9 +104,9 @@ def test_per_step_flops_follow_xla_cost_analysis(sample_traces, mlp, mlp_slow):
     xla = {name: json.loads((sample_traces / name / "capture.json").read_text())["xla_cost_analysis"]["flops"]
            for name in ("mlp", "mlp_slow")}
     diff = traceview.diff(mlp, mlp_slow)
-    per_step = diff.summary["per_step"]["flops"]
-    assert per_step["base"] == pytest.approx(xla["mlp"], rel=0.01)
-    assert per_step["new"] == pytest.approx(xla["mlp_slow"], rel=0.01)
+    per_step = diff.summary.per_step["flops"]
+    assert per_step.base == pytest.approx(xla["mlp"], rel=0.01)
+    assert per_step.new == pytest.approx(xla["mlp_slow"], rel=0.01)
 
 
 def test_slow_variant_names_the_ops_that_slowed(mlp, mlp_slow):
@@ -134,8 +134,8 @@ def test_baseline_json_round_trip_compares_as_same(tmp_path, mlp):
     diff = diff_analyses(base, live)
     assert set(diff.ops["status"]) == {"same"}
     assert len(diff.ops) == len(live.ops)
-    assert diff.summary["step_time"]["change"] == pytest.approx(0.0, abs=1e-9)
-    assert diff.summary["mfu"]["base"] == pytest.approx(diff.summary["mfu"]["new"])
+    assert diff.summary.step_time.change == pytest.approx(0.0, abs=1e-9)
+    assert diff.summary.mfu.base == pytest.approx(diff.summary.mfu.new)
 
 
 # ------------------------------------------------------------------ HLO dumps
@@ -159,7 +159,7 @@ def test_renamed_fusion_is_matched_by_fingerprint(tmp_path, sample_traces):
     diff = diff_analyses(load_snapshot(original), load_snapshot(renamed))
     row = diff.ops.set_index("op").loc["ynn_fusion.99"]
     assert row["base_op"] == "ynn_fusion.4" and row["matched_by"] == "fingerprint" and row["status"] == "same"
-    assert diff.summary["ops"]["new"] == diff.summary["ops"]["vanished"] == 0
+    assert diff.summary.ops.new == diff.summary.ops.vanished == 0
 
 
 def test_swapped_fusion_numbers_are_matched_by_content(tmp_path, sample_traces):
@@ -190,7 +190,7 @@ def test_hlo_diff_reports_added_flops_as_xla_counts_them(sample_traces):
     assert row["flops_change"] == pytest.approx(xla["mlp_slow"]["flops"] / xla["mlp"]["flops"] - 1, rel=1e-6)
     assert row["base_bytes_accessed"] == pytest.approx(xla["mlp"]["bytes accessed"], rel=1e-6)
     # Every instruction is matched by name (same program, wider layers); the dots carry the added FLOPs.
-    assert diff.summary["ops"]["new"] == diff.summary["ops"]["vanished"] == 0
+    assert diff.summary.ops.new == diff.summary.ops.vanished == 0
     dots = diff.ops[diff.ops["category"].isin(["matmul", "custom fusion"]) & (diff.ops["base_flops"] > 1e8)]
     assert len(dots) and (dots["flops_change"] > 0.9).all()
 

@@ -81,9 +81,10 @@ def _step_check(diff: Diff, budgets: Budgets) -> list[Check]:
     shift = diff.step_shift
     if shift is None or shift.estimate is None:
         return []
-    st = diff.summary["step_time"]
+    st = diff.summary.step_time
+    assert st is not None  # a step shift comes with its step time
     passed, detail = _timing_passed(shift, shift.estimate, budgets.max_step_regression)
-    return [Check(st["name"], st["base_ps"], st["new_ps"], shift.estimate, budgets.max_step_regression, passed,
+    return [Check(st.name, st.base_ps, st.new_ps, shift.estimate, budgets.max_step_regression, passed,
                   "ps", "step", shift.low, shift.high, shift.method, detail)]
 
 
@@ -153,8 +154,8 @@ def _static_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]
 def _absolute_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]]:
     checks, notes = [], []
     if budgets.max_step_time_ps is not None:
-        st = diff.summary.get("step_time") or {}
-        new = st.get("new_ps") if st.get("name") == "step_time" else None
+        st = diff.summary.step_time
+        new = st.new_ps if st is not None and st.name == "step_time" else None
         if new is None:
             notes.append("max_step_time not checked: the new input has no step times")
         else:
