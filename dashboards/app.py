@@ -17,6 +17,7 @@ from traceview.dashboards import compare, op_detail, ops_table, overview, roofli
 from traceview.dashboards.config import DashboardConfig, from_env
 from traceview.dashboards.data import AS_LOADED, Source, View, hardware, load_view, runs_of, save_upload
 from traceview.errors import UserError
+from traceview.render.escape import markdown_code, markdown_text
 
 ALL_HOSTS = "all hosts"
 
@@ -63,16 +64,16 @@ def _target_box(loaded: View) -> str:
 def _header(view: View) -> None:
     src = view.analysis.profile.source
     chip = view.chip
-    st.markdown(f"### {src.path}" + (f"  ·  run `{src.run}`" if src.run else ""))
+    st.markdown(f"### {markdown_text(src.path)}" + (f"  ·  run {markdown_code(src.run)}" if src.run else ""))
     how = "no target chip" if chip is None else \
         f"target **{chip.name}** ({'detected from the trace' if view.analysis.target_detected else 'chosen'})"
-    hosts = ", ".join(src.hosts)
+    hosts = markdown_text(", ".join(src.hosts))
     st.caption(f"{how} · hosts: {hosts} · {len(view.analysis.profile.ops):,} device op executions")
     if view.analysis.warnings:
         count = len(view.analysis.warnings)
         with st.expander(f"{count} warning{'s' if count > 1 else ''}", expanded=False):
             for warning in view.analysis.warnings:
-                st.markdown(f"- {warning}")
+                st.markdown(f"- {markdown_text(warning)}")
 
 
 def _body(view: View) -> None:
@@ -94,10 +95,10 @@ def main() -> None:
         _header(view)
         _body(view)
     except UserError as exc:
-        st.error(str(exc))
+        st.error(markdown_text(exc))
     except Exception as exc:  # a bug: one line on the page, the traceback on the server's stderr
         traceback.print_exc(file=sys.stderr)
-        st.error(f"traceview failed: {type(exc).__name__}: {exc} (the server log has the details)")
+        st.error(markdown_text(f"traceview failed: {type(exc).__name__}: {exc} (the server log has the details)"))
 
 
 main()

@@ -10,6 +10,7 @@ from traceview.dashboards.data import Source, View, load_view, runs_of
 from traceview.errors import UserError
 from traceview.regress.diff import DiffSummary
 from traceview.regress.report import diff_markdown
+from traceview.render.escape import markdown_code, markdown_text
 from traceview.render.tables import fmt_pct, fmt_time_us
 from traceview.units import PS_PER_US
 
@@ -59,11 +60,11 @@ def render(view: View) -> None:
     try:
         base = load_view(other, view.target_label)   # both judged on the same chip
     except UserError as exc:
-        st.error(str(exc))
+        st.error(markdown_text(exc))
         return
     diff = traceview.diff(base.result, view.result)
-    st.markdown(f"**base** `{other.path}` run `{base.analysis.profile.source.run}` → **new** (this run) "
-                f"`{view.source.path}` run `{view.analysis.profile.source.run}`")
+    st.markdown(f"**base** {markdown_code(other.path)} run {markdown_code(base.analysis.profile.source.run)} → "
+                f"**new** (this run) {markdown_code(view.source.path)} run {markdown_code(view.analysis.profile.source.run)}")
     _headline(diff.summary)
     with st.expander("report (markdown, as `traceview diff` prints it)"):
         st.markdown(diff_markdown(diff))
@@ -75,7 +76,7 @@ def render(view: View) -> None:
         **percent, **{c: st.column_config.NumberColumn(c, format="%.2f")
                       for c in ("base_time_us", "new_time_us", "time_change_us")}})
     for warning in diff.warnings:
-        st.warning(warning)
+        st.warning(markdown_text(warning))
 
 
 def _headline(summary: DiffSummary) -> None:

@@ -18,6 +18,7 @@ from traceview.dashboards.hlo_format import (
 )
 from traceview.errors import UserError
 from traceview.hardware.chips import Chip
+from traceview.render.escape import markdown_code, markdown_text
 from traceview.render.tables import fmt_pct, fmt_si, fmt_time_us
 from traceview.units import number
 
@@ -97,7 +98,7 @@ def render(view: View) -> None:
         else:
             st.table(arithmetic(record, view.chip).set_index("term"))
             if record.get("unknown_reason"):
-                st.caption(f"unknown because: {record['unknown_reason']}")
+                st.caption(f"unknown because: {markdown_text(record['unknown_reason'])}")
     with right:
         st.markdown("**Source**")
         # The cost table resolves stack frames to file:line; the instruction's metadata is the fallback.
@@ -112,10 +113,10 @@ def render(view: View) -> None:
         else:
             st.caption("the HLO metadata names no source line for this op")
         if found and found[2].metadata.get("op_name"):
-            st.caption(f"op_name: {found[2].metadata['op_name']}")
+            st.caption(f"op_name: {markdown_text(found[2].metadata['op_name'])}")
     st.markdown("**HLO instruction**")
     if found is None:
-        st.info(f"{name}: no HLO instruction of that name in the modules found for this trace "
+        st.info(f"{markdown_text(name)}: no HLO instruction of that name in the modules found for this trace "
                 "(is the trace's HLO missing? give a dump folder with `traceview dashboard PATH --hlo DIR`)")
         return
     module_obj, comp, inst = found
@@ -133,15 +134,16 @@ BOUND_BADGES = {"compute": "green", "memory": "blue", "communication": "violet",
 def _header(record: dict) -> None:
     bound = record.get("bound")
     badge = f" :{BOUND_BADGES.get(bound, 'gray')}-badge[{bound}-bound]" if bound else ""
-    st.markdown(f"#### `{record['name']}`{badge}")
+    st.markdown(f"#### {markdown_code(record['name'])}{badge}")
     cols = st.columns(4)
     cols[0].metric("measured", fmt_time_us(number(record.get("judged_time_us")) or number(record.get("self_time_us"))))
     cols[1].metric("roofline", fmt_time_us(number(record.get("roofline_time_us"))))
     cols[2].metric("efficiency", fmt_pct(record.get("efficiency")))
     cols[3].metric("gap", fmt_time_us(number(record.get("gap_us"))))
-    st.caption(f"{record.get('category') or '-'} · {record.get('opcode') or '-'} · {record.get('occurrences')} "
+    st.caption(f"{markdown_text(record.get('category') or '-')} · {markdown_text(record.get('opcode') or '-')} · "
+               f"{record.get('occurrences')} "
                f"occurrences · {fmt_si(number(record.get('flops')), 'FLOP')} · "
-               f"{fmt_si(number(record.get('bytes_accessed')), 'B')} · dtype {record.get('dtype') or '-'}")
+               f"{fmt_si(number(record.get('bytes_accessed')), 'B')} · dtype {markdown_text(record.get('dtype') or '-')}")
 
 
 def _fusion(module, inst) -> None:
@@ -149,11 +151,11 @@ def _fusion(module, inst) -> None:
     try:
         costs = fused_instruction_costs(module, inst.name)
     except UserError as exc:
-        st.warning(str(exc))
+        st.warning(markdown_text(exc))
         return
     costs = costs[costs["opcode"] != "parameter"] if len(costs) > 1 else costs
     st.dataframe(costs.drop(columns=["module", "computation"]), hide_index=True, width="stretch")
     fused = module.computations.get(inst.called_computations[0]) if inst.called_computations else None
     if fused is not None:
-        with st.expander(f"HLO of {fused.name} ({len(fused.instructions)} instructions)"):
+        with st.expander(f"HLO of {markdown_text(fused.name)} ({len(fused.instructions)} instructions)"):
             st.code(computation_text(fused), language=None)

@@ -8,6 +8,7 @@ import streamlit as st
 from traceview.dashboards.data import View
 from traceview.hardware.chips import Chip
 from traceview.render.charts import BOUND_COLOURS
+from traceview.render.escape import markdown_text
 from traceview.render.tables import fmt_pct, fmt_si, fmt_time_us
 from traceview.units import US_PER_MS
 from traceview.vocabulary import BOUNDS_AND_IDLE
@@ -58,8 +59,8 @@ def gap_sentences(view: View, limit: int = 5) -> list[str]:
     sentences = []
     for r in ranked.to_dict("records"):
         resource = resource_name(r["bound"], r, view.chip)
-        sentences.append(f"**{r['name']}** ({r['module']}): {fmt_time_us(r['judged_time_us'])} measured, "
-                         f"{fmt_time_us(r['roofline_time_us'])} at the {resource} roofline, {r['bound']}-bound "
+        sentences.append(f"**{markdown_text(r['name'])}** ({markdown_text(r['module'])}): {fmt_time_us(r['judged_time_us'])} measured, "
+                         f"{fmt_time_us(r['roofline_time_us'])} at the {markdown_text(resource)} roofline, {r['bound']}-bound "
                          f"({fmt_time_us(r['gap_us'])} to gain)")
     return sentences
 

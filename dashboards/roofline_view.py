@@ -7,6 +7,7 @@ import streamlit as st
 from traceview.dashboards import selection
 from traceview.dashboards.data import View
 from traceview.render.charts import altair_chart, roofline_points
+from traceview.render.escape import markdown_text
 from traceview.render.tables import fmt_si
 from traceview.roofline import ridge_point
 
@@ -30,7 +31,7 @@ def render(view: View) -> None:
     points = roofline_points(view.analysis.ops)
     ridge = ridge_point(chip)
     peaks = ", ".join(f"{k} {fmt_si(v, 'FLOP/s')}" for k, v in chip.peak_flops.items())
-    st.caption(f"{chip.name}: {peaks}; HBM {fmt_si(chip.hbm_bandwidth, 'B/s')}"
+    st.caption(f"{markdown_text(chip.name)}: {peaks}; HBM {fmt_si(chip.hbm_bandwidth, 'B/s')}"
                + (f"; ridge point {ridge:.0f} FLOPs/byte" if ridge else "")
                + f". {len(points)} of {len(view.ops)} ops have FLOPs and bytes to plot; point area ~ time. "
                "Click a point to open it in Op detail.")

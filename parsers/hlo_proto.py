@@ -20,6 +20,7 @@ from pathlib import Path
 from google.protobuf.message import DecodeError
 
 from traceview.errors import HloError
+from traceview.parsers.hlo_checks import check_module
 from traceview.parsers.hlo_files import read_bytes
 from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
 from traceview.parsers.hlo_schema import (
@@ -60,7 +61,13 @@ def parse_hlo_proto(data: bytes, file: str | None = None) -> HloModule:
         if not bare.computations:
             raise HloError(f"{where}: no HLO computations in this protobuf (empty or not an HLO proto)")
         module_proto = bare
-    return _convert_module(module_proto, file)
+    try:
+        module = _convert_module(module_proto, file)
+    except (ValueError, KeyError, IndexError, OverflowError, TypeError, RecursionError, struct.error) as exc:
+        # Every field XLA writes is handled; anything else that trips the conversion is a corrupt proto.
+        raise HloError(f"{where}: malformed HLO proto ({type(exc).__name__}: {str(exc)[:120]})") from None
+    check_module(module, where)
+    return module
 
 
 def read_hlo_proto(path: str | Path) -> HloModule:
@@ -85,6 +92,10 @@ def modules_from_trace_protos(protos: Mapping[str, bytes],
             module = parse_hlo_proto(data, f"{where}: HLO proto {key}")
         except HloError as exc:
             warnings.append(f"{exc}; its ops get no HLO costs")
+            continue
+        except Exception as exc:  # noqa: BLE001 - one bad module never costs the rest of the trace
+            warnings.append(f"{where}: HLO proto {key}: unreadable ({type(exc).__name__}: {str(exc)[:120]}); "
+                            "its ops get no HLO costs")
             continue
         module.file = source
         module.stage = "after"
@@ -292,6 +303,7 @@ def _literal_values(lit) -> list | None:
         if raw:
             import numpy as np
 
+            raw = raw[: len(raw) - len(raw) % 2] if dtype != "<u1" and dtype != "<i1" else raw  # whole elements
             if dtype == "bf16":  # the top half of a float32
                 return (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32).tolist()
             return np.frombuffer(raw, dtype).tolist()
@@ -532,7 +544,7 @@ def _convert_module(mp, file: str | None) -> HloModule:
         ids = {ip.id: ip.name for ip in cp.instructions}
         shapes: dict[int, Shape] = {}
         insts: list[Instruction] = []
-        for ip in cp.instructions:
+        for ip in cp.instructions:  # all shapes first: XLA allows operands defined later in the list
             shape_key = ip.shape.SerializeToString()  # few distinct shapes: decode each once
             shape = shape_cache.get(shape_key)
             if shape is None:
@@ -540,6 +552,8 @@ def _convert_module(mp, file: str | None) -> HloModule:
                 if _has_unknown_type(shape):
                     unknown_types.add(ip.name)
             shapes[ip.id] = shape
+        for ip in cp.instructions:
+            shape = shapes[ip.id]
             try:
                 operands = [ids[i] for i in ip.operand_ids]
             except KeyError as exc:

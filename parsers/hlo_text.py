@@ -16,11 +16,13 @@ XLA's syntax sugar (``reduce-scatter-start``) are rewritten into the
 
 from __future__ import annotations
 
+import math
 import re
 from itertools import pairwise
 from pathlib import Path
 
 from traceview.errors import HloError
+from traceview.parsers.hlo_checks import MAX_TUPLE_DEPTH, check_module
 from traceview.parsers.hlo_files import read_bytes
 from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
 
@@ -191,10 +193,12 @@ def parse_shape(text: str) -> Shape:
     return shape
 
 
-def _parse_shape_at(text: str, pos: int) -> tuple[Shape, int]:
+def _parse_shape_at(text: str, pos: int, depth: int = 0) -> tuple[Shape, int]:
     while pos < len(text) and text[pos] == " ":
         pos += 1
     if pos < len(text) and text[pos] == "(":
+        if depth >= MAX_TUPLE_DEPTH:
+            raise ValueError(f"tuple shape nested more than {MAX_TUPLE_DEPTH} deep")
         elems: list[Shape] = []
         pos += 1
         while True:
@@ -211,7 +215,7 @@ def _parse_shape_at(text: str, pos: int) -> tuple[Shape, int]:
                     raise ValueError("unterminated comment in shape")
                 pos = end + 2
                 continue
-            elem, pos = _parse_shape_at(text, pos)
+            elem, pos = _parse_shape_at(text, pos, depth + 1)
             elems.append(elem)
         layout = None
         if text.startswith("{", pos):  # tuples may carry a (memory space) layout
@@ -519,13 +523,19 @@ class _Reader:
         funcs = {k: _unquote(v) for k, v in sec["FunctionNames"].items()}
         locs = {k: parse_metadata(v) for k, v in sec["FileLocations"].items()}
         module.source_files = [files[k] for k in sorted(files)]
+        bad = 0
         for fid, text in sec["StackFrames"].items():
-            loc = locs.get(int(parse_metadata(text).get("file_location_id", 0)))
-            if loc is None:
-                continue
-            module.stack_frames[fid] = (files.get(int(loc.get("file_name_id", 0)), "?"),
-                                        int(loc.get("line", 0)),
-                                        funcs.get(int(loc.get("function_name_id", 0)), "?"))
+            try:
+                loc = locs.get(int(parse_metadata(text).get("file_location_id", 0)))
+                if loc is None:
+                    continue
+                module.stack_frames[fid] = (files.get(int(loc.get("file_name_id", 0)), "?"),
+                                            int(loc.get("line", 0)),
+                                            funcs.get(int(loc.get("function_name_id", 0)), "?"))
+            except ValueError:  # an id that is not an integer
+                bad += 1
+        if bad:
+            self.warnings.append(f"{self.file}: {bad} stack frame(s) with ids that are not integers; skipped")
         apply_stack_frames(module)
 
 
@@ -594,6 +604,7 @@ def called_from_attributes(attrs: dict[str, str]) -> list[str]:
     return out
 
 
+MAX_DEVICES = 1 << 20  # more devices than any machine has: a replica_groups form this large is corrupt
 _IOTA_GROUPS_RE = re.compile(r"^\[(\d+),(\d+)\]<=\[([\d,]*)\](?:T\(([\d,]*)\))?$")
 _MESH_RE = re.compile(r"^mesh\[(.*?)\]\s*\{(.*)\}$")
 _MESH_AXIS_RE = re.compile(r"'([^']*)'=(\d+)")
@@ -624,41 +635,56 @@ def parse_replica_groups(text: str, device_ids: list[int] | None = None) -> list
     if m:
         n_groups, size = int(m.group(1)), int(m.group(2))
         dims = [int(x) for x in m.group(3).split(",") if x]
-        ids = np.arange(int(np.prod(dims))).reshape(dims)
-        if m.group(4):
-            ids = ids.transpose([int(x) for x in m.group(4).split(",")])
+        perm = [int(x) for x in m.group(4).split(",") if x] if m.group(4) else list(range(len(dims)))
+        total = math.prod(dims)
+        # Forms that do not fit (group count x size != device count, a bad transpose) are unreadable.
+        if total != n_groups * size or total > MAX_DEVICES or sorted(perm) != list(range(len(dims))):
+            return None
+        ids = np.arange(total).reshape(dims).transpose(perm)
         return ids.reshape(n_groups, size).tolist()
     m = _MESH_RE.match(t)
     if m:
-        axes = [(name, int(size)) for name, size in _MESH_AXIS_RE.findall(m.group(1))]
-        # split every axis into (pre, size, post) pieces so sub-axes can be picked out
-        pieces: list[tuple[str, int, int]] = []  # (axis, pre_size, size) per reshaped dim
-        wanted = _GROUP_AXIS_RE.findall(m.group(2))
-        splits: dict[str, list[int]] = {}
-        for name, pre, size in wanted:
-            if pre:
-                splits.setdefault(name, []).append(int(pre))
-                splits[name].append(int(pre) * int(size))
-        for name, full in axes:
-            cuts = sorted({1, full, *splits.get(name, [])})
-            for lo, hi in pairwise(cuts):
-                pieces.append((name, lo, hi // lo))
-            if full == 1:
-                pieces.append((name, 1, 1))
-        total = int(np.prod([s for _, s in axes])) if axes else 1
-        ids = np.asarray(device_ids if device_ids is not None else np.arange(total))
-        ids = ids.reshape([p[2] for p in pieces] or [1])
-        group_dims: list[int] = []
-        for name, pre, size in wanted:
-            for i, (pname, ppre, psize) in enumerate(pieces):
-                if pname != name:
-                    continue
-                if not pre or (ppre >= int(pre) and ppre * psize <= int(pre) * int(size)):
-                    group_dims.append(i)
-        other = [i for i in range(len(pieces)) if i not in group_dims]
-        group_size = int(np.prod([pieces[i][2] for i in group_dims])) if group_dims else 1
-        return ids.transpose(other + group_dims).reshape(-1, group_size).tolist()
+        try:
+            return _mesh_groups(m, device_ids)
+        except (ValueError, IndexError, OverflowError, ZeroDivisionError):  # a mesh that does not fit its axes
+            return None
     return None
+
+
+def _mesh_groups(m: re.Match, device_ids: list[int] | None) -> list[list[int]] | None:
+    """Groups of a ``mesh[...] {axes}`` form (see parse_replica_groups)."""
+    import numpy as np
+
+    axes = [(name, int(size)) for name, size in _MESH_AXIS_RE.findall(m.group(1))]
+    # split every axis into (pre, size, post) pieces so sub-axes can be picked out
+    pieces: list[tuple[str, int, int]] = []  # (axis, pre_size, size) per reshaped dim
+    wanted = _GROUP_AXIS_RE.findall(m.group(2))
+    splits: dict[str, list[int]] = {}
+    for name, pre, size in wanted:
+        if pre:
+            splits.setdefault(name, []).append(int(pre))
+            splits[name].append(int(pre) * int(size))
+    for name, full in axes:
+        cuts = sorted({1, full, *splits.get(name, [])})
+        for lo, hi in pairwise(cuts):
+            pieces.append((name, lo, hi // lo))
+        if full == 1:
+            pieces.append((name, 1, 1))
+    total = math.prod(s for _, s in axes) if axes else 1
+    if total > MAX_DEVICES:
+        return None
+    ids = np.asarray(device_ids if device_ids is not None else np.arange(total))
+    ids = ids.reshape([p[2] for p in pieces] or [1])
+    group_dims: list[int] = []
+    for name, pre, size in wanted:
+        for i, (pname, ppre, psize) in enumerate(pieces):
+            if pname != name:
+                continue
+            if not pre or (ppre >= int(pre) and ppre * psize <= int(pre) * int(size)):
+                group_dims.append(i)
+    other = [i for i in range(len(pieces)) if i not in group_dims]
+    group_size = int(np.prod([pieces[i][2] for i in group_dims])) if group_dims else 1
+    return ids.transpose(other + group_dims).reshape(-1, group_size).tolist()
 
 
 def apply_stack_frames(module: HloModule) -> None:
@@ -671,7 +697,10 @@ def apply_stack_frames(module: HloModule) -> None:
             md = inst.metadata
             sid = md.get("stack_frame_id")
             if sid and "source_file" not in md:
-                frame = frames.get(int(sid))
+                try:
+                    frame = frames.get(int(sid))
+                except ValueError:  # not an integer id: no frame
+                    continue
                 if frame is not None:
                     md["source_file"] = frame[0]
                     md["source_line"] = str(frame[1])
@@ -696,7 +725,14 @@ def parse_hlo_text(text: str, file: str | None = None) -> HloModule:
     ``HloModule.warnings``; malformed text raises :class:`HloError` naming the
     file and line.
     """
-    return _Reader(strip_comments(text), file).run()
+    where = file or "<hlo text>"
+    try:
+        module = _Reader(strip_comments(text), file).run()
+    except (ValueError, KeyError, IndexError, OverflowError, TypeError, RecursionError) as exc:
+        # The reader handles every form XLA prints; anything else that trips it is malformed input.
+        raise HloError(f"{where}: malformed HLO text ({type(exc).__name__}: {str(exc)[:120]})") from None
+    check_module(module, where)
+    return module
 
 
 def read_hlo_text(path: str | Path) -> HloModule:

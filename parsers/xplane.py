@@ -24,9 +24,8 @@ Stats are always resolved by name through the plane's stat metadata.
 
 from __future__ import annotations
 
-import gzip
+import dataclasses
 import re
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +34,7 @@ import pandas as pd
 from google.protobuf.message import DecodeError
 
 from traceview.errors import TraceError
+from traceview.parsers.compressed import read_limited
 from traceview.parsers.discover import host_of
 from traceview.parsers.xspace_schema import (
     STAT_BYTES,
@@ -61,6 +61,7 @@ TASK_ENV_PLANE = "Task Environment"
 _HLO_PROTO_STAT = ("Hlo Proto", "hlo_proto")
 _UINT64 = 1 << 64
 _INT64_MAX = (1 << 63) - 1
+_INT32_MAX = (1 << 31) - 1
 
 
 @dataclass
@@ -81,25 +82,15 @@ class TraceData:
 
 
 def load_xspace(path: str | Path) -> XSpaceRaw:
-    """Parse a file as an XSpace (events left as raw bytes); gzip is recognised by its magic bytes.
+    """Parse a file as an XSpace (events left as raw bytes); compression is recognised by its magic bytes.
 
     Raises TraceError (one line, naming the file) for an empty, truncated or
     corrupt file, or one that is not an XSpace.
     """
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    data = read_limited(path, error=TraceError, what="trace file")
     if not data:
         raise TraceError(f"{path}: file is empty")
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise TraceError(f"{path}: corrupt or truncated gzip data ({exc})") from exc
-        if not data:
-            raise TraceError(f"{path}: gzip file holds no data")
     space = XSpaceRaw()
     try:
         space.ParseFromString(data)
@@ -131,9 +122,11 @@ def _to_int(value) -> int | None:
     """Integer stats may be stored as int64, uint64, double or string."""
     if value is None or isinstance(value, (bytes, bytearray)):
         return None
+    if isinstance(value, str) and len(value) > 40:  # no int64 is that long (and int() of 5000 digits is slow)
+        return None
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
@@ -148,9 +141,9 @@ def as_int64(value: int) -> int:
 
 
 def _pid(value) -> int:
-    """A program id stat as the int64 column holds it; -1 when absent."""
+    """A program id stat as the int64 column holds it; -1 when absent or no uint64/int64."""
     v = _to_int(value)
-    return -1 if v is None else as_int64(v)
+    return -1 if v is None or not -(1 << 63) <= v < _UINT64 else as_int64(v)
 
 
 def as_uint64(program_id: int) -> int:
@@ -190,18 +183,52 @@ class _Plane:
 
 
 
-class _Events:
-    """One line's events as columns, with typed access to per-event stats by name."""
+# No time in a trace is this far from the session start (2^62 ps is 53 days): larger ones are corrupt,
+# and keeping every start + duration below it means no sum of two times overflows int64.
+MAX_TIME_PS = 1 << 62
 
-    def __init__(self, view: _Plane, line, path: str, stats: tuple[str, ...] = ()) -> None:
+
+def _valid_events(cols: EventColumns, line_ps: int) -> tuple[EventColumns, int]:
+    """The events whose offset and duration are non-negative and whose end stays within MAX_TIME_PS; how many not."""
+    if not -MAX_TIME_PS <= line_ps <= MAX_TIME_PS:
+        good = np.zeros(len(cols), dtype=bool)
+    else:
+        off, dur = cols.offset_ps, cols.duration_ps
+        good = (off >= 0) & (dur >= 0) & (off <= MAX_TIME_PS) & (dur <= MAX_TIME_PS)
+        good &= off + np.where(good, dur, 0) <= MAX_TIME_PS - max(line_ps, 0)
+    bad = int(good.size - np.count_nonzero(good))
+    if not bad:
+        return cols, 0
+    stat_keep = good[cols.stat_event] if cols.stat_event.size else np.zeros(0, dtype=bool)
+    new_index = np.cumsum(good) - 1
+    return dataclasses.replace(
+        cols, metadata_id=cols.metadata_id[good], offset_ps=cols.offset_ps[good], duration_ps=cols.duration_ps[good],
+        stat_event=new_index[cols.stat_event[stat_keep]], stat_id=cols.stat_id[stat_keep],
+        stat_kind=cols.stat_kind[stat_keep], stat_bits=cols.stat_bits[stat_keep],
+        stat_start=cols.stat_start[stat_keep], stat_end=cols.stat_end[stat_keep]), bad
+
+
+class _Events:
+    """One line's events as columns, with typed access to per-event stats by name.
+
+    Events with negative or overflowing times are dropped here (counted in
+    ``counter["events"]``); the reader warns with the count.
+    """
+
+    def __init__(self, view: _Plane, line, path: str, stats: tuple[str, ...] = (),
+                 counter: dict[str, int] | None = None) -> None:
         keep = np.array([view.stat_ids[n] for n in stats if n in view.stat_ids], dtype=np.int64)
         try:
-            self.cols: EventColumns = decode_events(line.events, keep_stats=keep)
+            cols: EventColumns = decode_events(line.events, keep_stats=keep)
         except WireError as exc:
             raise TraceError(f"{path}: corrupt events on line {line.name!r} ({exc})") from exc
+        line_ps = int(line.timestamp_ns) * 1000
+        self.cols, dropped = _valid_events(cols, line_ps)
+        self.counter = counter if counter is not None else {}
+        self.counter["events"] = self.counter.get("events", 0) + dropped
         self.view = view
         self.mid = self.cols.metadata_id
-        self.start = self.cols.offset_ps + np.int64(line.timestamp_ns) * 1000
+        self.start = self.cols.offset_ps + np.int64(line_ps)
         self.duration = self.cols.duration_ps
 
     def __len__(self) -> int:
@@ -220,10 +247,14 @@ class _Events:
         rows = rows[(c.stat_kind[rows] != STAT_STR) & (c.stat_kind[rows] != STAT_BYTES)]
         values = np.zeros(len(self), dtype=np.int64)
         present = np.zeros(len(self), dtype=bool)
+        dbl = c.stat_kind[rows] == STAT_DOUBLE
+        as_float = c.stat_bits[rows[dbl]].view(np.float64)
+        rows = np.concatenate([rows[~dbl], rows[dbl][np.isfinite(as_float) & (np.abs(as_float) < 2.0**63)]])
         bits = c.stat_bits[rows]
         as_int = bits.view(np.int64).copy()
-        dbl = c.stat_kind[rows] == STAT_DOUBLE
-        as_int[dbl] = bits[dbl].view(np.float64).astype(np.int64)
+        dbl = c.stat_kind[rows] == STAT_DOUBLE  # a double that is no int64 (NaN, inf, 1e300) is absent
+        with np.errstate(invalid="ignore"):
+            as_int[dbl] = bits[dbl].view(np.float64).astype(np.int64)
         values[c.stat_event[rows]] = as_int
         present[c.stat_event[rows]] = True
         return values, present
@@ -338,7 +369,7 @@ def _tpu_modules(view: _Plane, ev: _Events) -> tuple[dict[int, str], tuple]:
     for m in view.md_list:
         match = _MODULE_EVENT.match(m.name)
         names.append(match["name"] if match else m.name)
-        pids.append(as_int64(int(match["pid"])) if match else -1)
+        pids.append(_pid(match["pid"]) if match else -1)
     by_pid = {p: n for p, n in zip(pids, names) if p != -1}
     names_arr = np.array(names + [""], dtype=object)
     pids_arr = np.array(pids + [-1], dtype=np.int64)
@@ -354,6 +385,12 @@ def _tpu_ops(view: _Plane, device: str, ev: _Events, line_name: str, modules: di
     # nesting is then judged on the device clock too.
     dev_dur, has_dur = ev.ints("device_duration_ps")
     dev_off, has_off = ev.ints("device_offset_ps")
+    # Device-clock times that cannot be (negative, overflowing) are dropped: the event's own times count.
+    bad_dur = has_dur & ((dev_dur < 0) | (dev_dur > MAX_TIME_PS))
+    bad_off = has_off & ((dev_off < 0) | (dev_off > MAX_TIME_PS))
+    ev.counter["device_times"] = ev.counter.get("device_times", 0) + int(bad_dur.sum() + bad_off.sum())
+    has_dur &= ~bad_dur
+    has_off &= ~bad_off
     duration = np.where(has_dur, dev_dur, ev.duration)
     nest_start = dev_off if has_off.all() else ev.start
     idx = view.md_index(ev.mid)
@@ -493,6 +530,7 @@ class _Reader:
         self.host_chunks: list[dict] = []
         self.step_rows: list[dict] = []
         self.module_execs: dict[str, tuple] = {}  # device -> (start, end, names, pids) from XLA Modules
+        self.dropped: dict[str, int] = {"events": 0, "device_times": 0}  # impossible times (see _Events)
 
     def read(self) -> TraceData:
         planes = list(self.space.planes)
@@ -510,6 +548,12 @@ class _Reader:
         hlo_protos, environment = self._metadata(planes)
         ops = self._ops_frame()
         ops, steps = self._assign_steps(ops, annotations)
+        if self.dropped["events"]:
+            self.warnings.append(f"{self.path}: dropped {self.dropped['events']} event(s) with negative or "
+                                 "overflowing times (corrupt trace?)")
+        if self.dropped["device_times"]:
+            self.warnings.append(f"{self.path}: ignored {self.dropped['device_times']} negative or overflowing "
+                                 "device-clock time(s); those ops are timed by their event")
         if ops.empty:
             self.warnings.append(f"{self.path}: no device op events in this trace")
         idle = [f"{self.host}/{m[1]}:{m[2]}" for p, m in device_planes if not events_per_plane[p.name]]
@@ -548,12 +592,14 @@ class _Reader:
             names = np.asarray(_spread([m.name for m in view.md_list], view.md_index(ev.mid), ""), dtype=object)
             for k, (name, s, d) in enumerate(zip(names, ev.start.tolist(), ev.duration.tolist())):
                 number = _to_int(name)
-                self.step_rows.append(dict(device=dev.id, step=number if number is not None else k,
+                if number is None or not 0 <= number < _INT32_MAX:  # the step column is int32
+                    number = k
+                self.step_rows.append(dict(device=dev.id, step=number,
                                            start_ps=s, duration_ps=d, source="steps_line"))
 
     def _events(self, view: _Plane, line, stats: tuple[str, ...] = ()) -> _Events:
         """A line's events, decoding only the named per-event stats."""
-        return _Events(view, line, self.path, stats)
+        return _Events(view, line, self.path, stats, self.dropped)
 
     # --- host plane
 
@@ -592,6 +638,7 @@ class _Reader:
                         cpu_devices.add(device)
                     keep_host = ~is_op
             step_num, has_step = ev.ints("step_num")
+            has_step &= (step_num >= 0) & (step_num < _INT32_MAX)  # the step column is int32
             if has_step.any():
                 ann.append((ev.start[has_step], ev.start[has_step] + ev.duration[has_step], step_num[has_step]))
             self.host_chunks.append(dict(

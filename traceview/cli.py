@@ -51,6 +51,26 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         return 130
+    except RecursionError as exc:  # an input nested deeper than any limit caught: still the input's fault
+        return _internal_error(exc, args.debug, "input nested too deeply")
+    except MemoryError as exc:
+        return _internal_error(exc, args.debug, "out of memory")
+    except Exception as exc:  # noqa: BLE001 - any other exception is a bug: one line, exit 3
+        return _internal_error(exc, args.debug)
+
+
+INTERNAL_ERROR = 3
+
+
+def _internal_error(exc: BaseException, debug: bool, what: str | None = None) -> int:
+    """One line saying it is a bug (the traceback only with --debug); CI tells it from a regression (1)."""
+    if debug:
+        traceback.print_exc()
+    detail = what or f"{type(exc).__name__}: {exc}"
+    detail = " ".join(str(detail).split())[:300]  # one line, whatever the exception says
+    print(f"internal error in traceview {__version__}: {detail}; "
+          "run with --debug for the traceback and please report it", file=sys.stderr)
+    return INTERNAL_ERROR
 
 
 if __name__ == "__main__":

@@ -129,7 +129,7 @@ def backend_config(text: str | None) -> dict:
         return {}
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than any real config
         return {}
     return value if isinstance(value, dict) else {}
 
@@ -138,8 +138,11 @@ def known_trip_count(text: str | None) -> int | None:
     """``known_trip_count.n`` from a while loop's backend_config, or None."""
     if not text or "known_trip_count" not in text:
         return None
-    n = backend_config(text).get("known_trip_count", {}).get("n")
+    count = backend_config(text).get("known_trip_count")
+    n = count.get("n") if isinstance(count, dict) else None
     try:
-        return int(n)
+        trips = int(n)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
+    # A count no loop can run (negative, or past what float64 counts exactly) is corrupt: unknown.
+    return trips if 0 <= trips <= 1 << 53 else None

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from traceview.errors import UserError
 from traceview.hardware.chips import DTYPE_CLASSES, KINDS, TOPOLOGIES, Chip, Interconnect, dtype_class
-from traceview.userfiles import read_json, read_toml
+from traceview.userfiles import read_json, read_toml, validate
 
 _FIGURES = ("hbm_bandwidth", "hbm_capacity", "pcie_bandwidth", "dcn_bandwidth")
 
@@ -121,6 +121,9 @@ def _read_user_file(path: Path) -> dict:
         raw = {"chips": [raw]}
     if not isinstance(raw, dict) or not isinstance(raw.get("chips"), list):
         raise UserError(f"{path}: expected a chip object, a list of chips or {{\"chips\": [...]}}")
+    if not all(isinstance(entry, dict) and isinstance(entry.get("name"), str) for entry in raw["chips"]):
+        raise UserError(f"{path}: every chip entry needs a 'name'")
+    validate(raw, "hardware", path, "/oneOf/2")
     return raw
 
 

@@ -25,7 +25,7 @@ from traceview.errors import UserError
 from traceview.modules import NOT_EXECUTED, op_fingerprints
 from traceview.parsers.hlo_model import HloModule
 from traceview.units import PS_PER_US
-from traceview.userfiles import read_json
+from traceview.userfiles import read_json, validate
 
 OP_COLUMNS = ["module", "op", "opcode", "category", "shape", "dtype", "occurrences", "time_ps",
               "judged_time_ps", "roofline_time_ps", "flops", "bytes", "collective_bytes", "bound",
@@ -265,8 +265,10 @@ def load_baseline(path: str | Path) -> Snapshot:
         raise UserError(f"{p}: this is a diff/check report, not a baseline; store the output of "
                         "`traceview analyze --format json` instead")
     if "ops" in data:
+        validate(data, "analyze", p)
         return _snapshot_from_analysis_json(data, p)
     if "modules" in data:
+        validate(data, "hlo", p)
         return _snapshot_from_hlo_json(data, p)
     raise UserError(f"{p}: neither `traceview analyze --format json` (no 'ops') nor "
                     "`traceview hlo --format json` (no 'modules') output")

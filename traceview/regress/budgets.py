@@ -41,7 +41,7 @@ from pathlib import Path
 
 from traceview.errors import UserError
 from traceview.units import PS_PER_UNIT
-from traceview.userfiles import read_toml
+from traceview.userfiles import read_toml, validate
 
 
 def parse_fraction(value, name: str = "value") -> float:
@@ -148,6 +148,7 @@ def load_config(path: str | Path) -> dict:
             raise UserError(f"{p}: unknown setting {key!r} (known: {known})")
     if "confidence" in values and not 0 < values["confidence"] < 1:
         raise UserError(f"{p}: confidence must be between 0 and 1, e.g. 0.95")
+    validate({"check": section}, "check-config", p)  # the types the parsers above do not judge (ignore = "no")
     return values
 
 

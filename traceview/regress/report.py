@@ -12,6 +12,7 @@ import pandas as pd
 from traceview import __version__
 from traceview.regress.check import Check, Verdict, run_checks
 from traceview.regress.diff import Diff, Pair
+from traceview.render.escape import markdown_code, markdown_text, terminal_lines, xml_text
 from traceview.render.tables import colour, fmt_pct, fmt_si, fmt_time_us, markdown_table, text_table, use_colour
 from traceview.units import PS_PER_US, json_scalar, number
 from traceview.vocabulary import BOUNDS_AND_IDLE
@@ -253,7 +254,7 @@ def diff_text(diff: Diff, verdict: Verdict | None = None, top: int = 15, colour_
         out += [colour("Bound changed: ", "bold", on) + "; ".join(s["relabel"])]
     out += [f"note: {n}" for n in verdict.notes]
     out += [colour(f"warning: {w}", "yellow", on) for w in diff.warnings]
-    return "\n".join(out).rstrip() + "\n"
+    return terminal_lines("\n".join(out).rstrip()) + "\n"
 
 
 # ------------------------------------------------------------------ markdown
@@ -264,8 +265,9 @@ def diff_markdown(diff: Diff, verdict: Verdict | None = None, top: int = 15) -> 
     s = _sections(diff, verdict, top)
     mark = ":white_check_mark:" if verdict.passed else ":x:"
     out = [f"### {mark} traceview: {_headline(diff, verdict)}", "",
-           f"`{diff.base.label}` -> `{diff.new.label}`", ""]
-    out += [f"- {line}" for line in (s["step"], _work_line(diff), _mfu_line(s["mfu"]), s["counts"]) if line]
+           f"{markdown_code(diff.base.label)} -> {markdown_code(diff.new.label)}", ""]
+    out += [f"- {markdown_text(line)}" for line in (s["step"], _work_line(diff), _mfu_line(s["mfu"]), s["counts"])
+            if line]
     out.append("")
     if verdict.failed:
         out += ["#### Over budget", "", markdown_table(CHECK_HEADERS, _check_rows(verdict.failed), CHECK_ALIGN), ""]
@@ -282,12 +284,12 @@ def diff_markdown(diff: Diff, verdict: Verdict | None = None, top: int = 15) -> 
         out += [f"#### Changed ops (top {top})", "", markdown_table(*s["ops"]), ""]
     for title, key in (("New ops", "new"), ("Vanished ops", "vanished")):
         if s[key]:
-            out += [f"**{title}:** {s[key]}", ""]
+            out += [f"**{title}:** {markdown_text(s[key])}", ""]
     if s["relabel"]:
-        out += ["**Bound changed:** " + "; ".join(s["relabel"]), ""]
+        out += ["**Bound changed:** " + markdown_text("; ".join(s["relabel"])), ""]
     notes = [f"note: {n}" for n in verdict.notes] + [f"warning: {w}" for w in diff.warnings]
     if notes:
-        out += ["<details><summary>notes and warnings</summary>", ""] + [f"- {n}" for n in notes] + ["", "</details>"]
+        out += ["<details><summary>notes and warnings</summary>", ""] + [f"- {markdown_text(n)}" for n in notes] + ["", "</details>"]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -386,7 +388,8 @@ def diff_junit(diff: Diff, verdict: Verdict | None = None) -> str:
     out.text = "\n".join([line for line in (_step_line(diff),) if line] + [f"note: {n}" for n in verdict.notes]
                          + [f"warning: {w}" for w in diff.warnings])
     ET.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    # Names from traces may hold characters XML forbids (ElementTree writes them as they are).
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + xml_text(ET.tostring(suites, encoding="unicode")) + "\n"
 
 
 def render(diff: Diff, verdict: Verdict, fmt: str, top: int = 15) -> str:

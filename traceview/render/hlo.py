@@ -7,6 +7,7 @@ import io
 import pandas as pd
 
 from traceview.parsers.hlo_model import HloModule
+from traceview.render.escape import markdown_text, terminal_lines
 from traceview.render.tables import fmt_si, markdown_table, text_table
 from traceview.units import json_scalar
 
@@ -90,7 +91,11 @@ def hlo_text(report, warnings: list[str], top: int = 10, markdown: bool = False)
     for module, costs, _ in report:
         if costs.empty:
             continue
-        out += [f"{'### ' if markdown else ''}{module.name}: top {top} instructions by FLOPs, then bytes", ""]
+        name = f"### {markdown_text(module.name)}" if markdown else module.name
+        out += [f"{name}: top {top} instructions by FLOPs, then bytes", ""]
         out += [table(TOP_HEADERS, _top_rows(costs, top), "lllllrrll"), ""]
-    out += [f"{'- ' if markdown else ''}warning: {w}" for w in warnings]
-    return "\n".join(out).rstrip() + "\n"
+    if markdown:
+        out += [f"- warning: {markdown_text(w)}" for w in warnings]
+        return "\n".join(out).rstrip() + "\n"
+    out += [f"warning: {w}" for w in warnings]
+    return terminal_lines("\n".join(out).rstrip()) + "\n"

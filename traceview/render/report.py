@@ -11,6 +11,7 @@ import pandas as pd
 from traceview import __version__
 from traceview.analysis import Analysis
 from traceview.parsers.xplane import as_uint64
+from traceview.render.escape import markdown_code, markdown_text, terminal_lines
 from traceview.render.tables import colour, fmt_pct, fmt_si, fmt_time_us, markdown_table, text_table, use_colour
 from traceview.units import PS_PER_US, json_scalar
 from traceview.vocabulary import BOUNDS
@@ -245,13 +246,13 @@ def analysis_text(analysis: Analysis, top: int = 20, colour_enabled: bool | None
     out.append(text_table(headers, rows, align))
     for warning in analysis.warnings:
         out.append(colour(f"warning: {warning}", "yellow", on))
-    return "\n".join(out) + "\n"
+    return terminal_lines("\n".join(out)) + "\n"
 
 
 def analysis_markdown(analysis: Analysis, top: int = 20) -> str:
     src = analysis.profile.source
-    out = [f"## traceview: `{src.path}`", ""]
-    out += [f"- {line}" for line in _summary_lines(analysis)] + [""]
+    out = [f"## traceview: {markdown_code(src.path)}", ""]
+    out += [f"- {markdown_text(line)}" for line in _summary_lines(analysis)] + [""]
     out += [markdown_table(["device", "kind", "model", "peaks (from trace)"], _device_rows(analysis)), ""]
     if not analysis.steps.empty:
         headers, rows, align = _step_rows(analysis)
@@ -261,5 +262,5 @@ def analysis_markdown(analysis: Analysis, top: int = 20) -> str:
     out.append(markdown_table(headers, rows, align))
     if analysis.warnings:
         out.append("")
-        out.extend(f"- warning: {w}" for w in analysis.warnings)
+        out.extend(f"- warning: {markdown_text(w)}" for w in analysis.warnings)
     return "\n".join(out) + "\n"

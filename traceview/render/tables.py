@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Sequence
+
+from traceview.render.escape import markdown_text, terminal_text
 
 ANSI = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "magenta": "35",
         "cyan": "36", "grey": "90", "bold": "1"}
@@ -22,22 +25,20 @@ def colour(text: str, name: str | None, enabled: bool) -> str:
     return f"\x1b[{ANSI[name]}m{text}\x1b[0m"
 
 
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def _visible_len(text: str) -> int:
-    # Colour codes take no columns.
-    out, i = 0, 0
-    while i < len(text):
-        if text[i] == "\x1b":
-            i = text.index("m", i) + 1
-            continue
-        out += 1
-        i += 1
-    return out
+    """Columns `text` takes: colour codes take none (a stray ESC counts as a character)."""
+    return len(_SGR.sub("", text))
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]],
                align: str | None = None) -> str:
     """Columns padded to width; `align` is one char per column, 'l' or 'r'."""
     align = align or "l" * len(headers)
+    # Names come from traces: no control sequence of theirs reaches the terminal, only our colours.
+    rows = [[terminal_text(cell, keep_colour=True) for cell in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row):
@@ -59,7 +60,7 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]],
                    align: str | None = None) -> str:
     align = align or "l" * len(headers)
     rule = ["---:" if a == "r" else "---" for a in align]
-    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
+    esc = markdown_text  # every cell is literal text: no |, line break, HTML or Markdown syntax of its own
     lines = ["| " + " | ".join(esc(h) for h in headers) + " |", "| " + " | ".join(rule) + " |"]
     lines.extend("| " + " | ".join(esc(c) for c in row) + " |" for row in rows)
     return "\n".join(lines)

@@ -1,0 +1,581 @@
+"""A mutation fuzzer over traceview's readers: real traces, HLO files, baselines and configs, made hostile.
+
+Each case is a seed file mutated (truncated, bytes flipped, a protobuf length or
+varint corrupted, chunks inserted or repeated, text tokens made huge, negative
+or deeply nested, compressed, or replaced by a decompression bomb) and handed to
+one reader, in a worker process that is killed when a case runs too long.
+
+The oracle, per case: the reader returns tables that hold no negative or
+non-finite times, sizes or FLOPs, or it raises a ``UserError`` whose message is
+one line naming the file. Anything else is a finding: ``crash`` (any other
+exception), ``hang`` (over the time limit), ``died`` (the worker process was
+killed, e.g. by memory), ``garbage`` (accepted with impossible numbers) or
+``message`` (an error of more than one line or one that does not name the file).
+
+Used by tests/test_fuzz_mutation.py (a bounded run in the default suite) and
+scripts/fuzz.py (a long run with a printed seed).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import lzma
+import math
+import multiprocessing as mp
+import random
+import re
+import resource
+import signal
+import tempfile
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "traces"
+SAMPLES = REPO / "sample_traces"
+
+# Decompression is bounded at what protobuf can hold (2 GiB); the fuzzer lowers the bound so that its
+# bombs (which expand past it) stay cheap. The bound's logic is the same at any size.
+FUZZ_DECOMPRESS_LIMIT = 48 << 20
+WORKER_MEMORY = 6 << 30  # address-space limit of the worker: a case needing more is a finding
+
+
+@dataclass(frozen=True)
+class Seed:
+    kind: str      # which reader: xplane, hlo_text, hlo_proto, trace_proto, baseline, config, hardware, cli_analyze
+    name: str      # file name the case is written under (suffix matters to readers)
+    data: bytes
+
+
+@dataclass
+class Case:
+    number: int
+    seed: str
+    kind: str
+    mutation: str
+    name: str
+    data: bytes
+
+
+@dataclass
+class Finding:
+    case: Case
+    outcome: str   # crash, hang, died, garbage, message
+    detail: str
+
+    def line(self) -> str:
+        return f"case {self.case.number} [{self.case.kind} {self.case.seed} {self.case.mutation}]: " \
+               f"{self.outcome}: {self.detail}"
+
+
+@dataclass
+class Report:
+    seed: int
+    cases: int = 0
+    outcomes: Counter = field(default_factory=Counter)
+    findings: list[Finding] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        parts = ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items()))
+        return (f"fuzz seed {self.seed}: {self.cases} cases in {self.seconds:.0f} s ({parts}); "
+                f"{len(self.findings)} finding(s)")
+
+
+# ------------------------------------------------------------------------ seeds
+
+def _small(paths: list[Path], limit: int) -> list[Path]:
+    return [p for p in paths if p.is_file() and p.stat().st_size <= limit]
+
+
+def default_seeds(shared: bool = True, max_trace_bytes: int = 400_000) -> list[Seed]:
+    """Seed files: the project's samples, and the real traces of ../shared/traces when present."""
+    seeds: list[Seed] = []
+    traces = sorted(SAMPLES.glob("mlp/plugins/profile/*/*.xplane.pb"))
+    hlo_text = sorted(SAMPLES.glob("mlp/hlo/*after_optimizations.txt")) + \
+        sorted(SAMPLES.glob("sharded/hlo/*after_optimizations.txt"))
+    hlo_proto = sorted(SAMPLES.glob("mlp/hlo/*after_optimizations.hlo.pb")) + \
+        sorted(SAMPLES.glob("sharded/hlo/*after_optimizations.hlo.pb"))
+    if shared and SHARED.is_dir():
+        traces += _small(sorted(SHARED.glob("AMD-AGI-TraceLens/jax08_gemm/*.xplane.pb")), max_trace_bytes)
+        hlo_text += _small(sorted(SHARED.glob("AI-Hypercomputer-maxtext/reference_hlo_qwen3*.txt")), 400_000)
+        hlo_proto += _small(sorted(SHARED.glob("AMD-AGI-TraceLens/jax_conv_minimal_legacy/*.hlo_proto.pb")), 50_000)
+        hlo_proto += _small(sorted(SHARED.glob("NVIDIA-JAX-Toolbox/maxtext_fsdp4_h100/dump/*before*.hlo.pb.xz")),
+                            50_000)
+        tpu = SHARED / "openxla-xprof" / "tpu_inference_2.xplane.pb"
+        if tpu.is_file():  # its embedded HLO protos: the 'flipped byte in the TPU trace' family
+            from traceview.parsers.xplane import read_xplane
+
+            for key, data in list(read_xplane(tpu).hlo_protos.items())[:2]:
+                seeds.append(Seed("trace_proto", f"{key}.hlo_proto", data))
+    seeds += [Seed("xplane", p.name, p.read_bytes()) for p in traces]
+    seeds += [Seed("hlo_text", p.name, p.read_bytes()) for p in hlo_text]
+    seeds += [Seed("hlo_proto", p.name, p.read_bytes()) for p in hlo_proto]
+    seeds += [Seed("baseline", "baseline.json", json.dumps(BASELINE).encode()),
+              Seed("baseline", "hlo-baseline.json", json.dumps(HLO_BASELINE).encode()),
+              Seed("config", "budgets.toml", CONFIG.encode()),
+              Seed("hardware", "chips.json", json.dumps(HARDWARE).encode())]
+    return seeds
+
+
+BASELINE = {
+    "traceview_version": "0.1.0", "source": {"path": "logs", "run": "r", "hosts": ["h"], "files": ["h.xplane.pb"]},
+    "devices": [{"id": "h/TPU:0", "kind": "TPU", "peak_flops": 9.18e14, "hbm_bandwidth": 1.64e12}],
+    "target": {"name": "tpu-v6e", "detected": True, "peak_flops": {"bf16": 9.18e14}, "hbm_bandwidth": 1.64e12},
+    "summary": {"device_time_us": 2000.0, "steps": [{"step": 0, "time_us": 1000.0}, {"step": 1, "time_us": 1010.0}],
+                "time_by_bound_us": {"compute": 1500.0, "memory": 500.0, "communication": 0.0, "unknown": 0.0},
+                "mfu": 0.4},
+    "ops": [{"program_id": 7, "module": "jit_f", "name": "fusion.3", "category": "loop fusion", "occurrences": 2,
+             "total_time_us": 900.0, "self_time_us": 900.0, "flops": 1.0e9, "bytes_accessed": 1.0e6,
+             "collective_bytes": 0.0, "dtype": "bf16", "bound": "compute", "roofline_time_us": 10.0,
+             "efficiency": 0.5, "gap_us": 10.0, "step_times_us": [450.0, 450.0]},
+            {"program_id": 7, "module": "jit_f", "name": "all-reduce.1", "occurrences": 2, "self_time_us": 100.0,
+             "flops": 0.0, "bytes_accessed": 4096, "collective_bytes": 4096, "bound": "communication"}],
+    "warnings": [],
+}
+HLO_BASELINE = {"modules": [{"name": "jit_f", "file": "f.txt", "flops": 1.0e9, "transcendentals": 0.0,
+                             "bytes_accessed": 1.0e6, "collective_bytes": 0.0, "instructions": [
+                                 {"computation": "main", "name": "dot.1", "opcode": "dot", "category": "matmul",
+                                  "shape": "f32[8,8]", "dtype": "f32", "flops": 1024.0, "transcendentals": 0.0,
+                                  "bytes_read": 512.0, "bytes_written": 256.0, "collective": None}]}],
+                "warnings": []}
+CONFIG = """[check]
+max_step_regression = "10%"
+max_op_regression = "50%"
+min_op_time = "1ms"
+max_flops_increase = "1%"
+max_collective_increase = "0%"
+
+[[check.ops]]
+pattern = "*/ynn_fusion*"
+max_regression = "30%"
+
+[[check.ops]]
+pattern = "*copy*"
+ignore = true
+"""
+HARDWARE = {"chips": [{"name": "my-chip", "kind": "GPU", "vendor": "ACME",
+                       "peak_flops": {"bf16": {"value": 1.0e15, "source": "datasheet"}, "fp32": 2.0e14},
+                       "hbm_bandwidth": 3.0e12, "hbm_capacity": 8.0e10,
+                       "interconnect": {"type": "nvlink", "topology": "switch", "device_bandwidth": 4.5e11}}],
+            "sources": {"datasheet": "ACME datasheet"}}
+
+
+# ------------------------------------------------------------------------ mutations
+
+def _varint(n: int) -> bytes:
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _varint_end(data: bytes, pos: int) -> int:
+    end = pos
+    while end < len(data) and end - pos < 10 and data[end] & 0x80:
+        end += 1
+    return min(end + 1, len(data))
+
+
+_BOMB_CACHE: dict[str, bytes] = {}
+
+
+def bomb(kind: str = "gzip", size: int = FUZZ_DECOMPRESS_LIMIT + (8 << 20)) -> bytes:
+    """A small compressed file expanding to `size` zero bytes (more than the fuzz bound)."""
+    key = f"{kind}:{size}"
+    if key not in _BOMB_CACHE:
+        if kind == "gzip":
+            buf = io.BytesIO()
+            with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9) as fh:
+                chunk = bytes(1 << 20)
+                for _ in range(size >> 20):
+                    fh.write(chunk)
+            _BOMB_CACHE[key] = buf.getvalue()
+        else:
+            comp = lzma.LZMACompressor()
+            chunk = bytes(1 << 20)
+            _BOMB_CACHE[key] = b"".join([comp.compress(chunk) for _ in range(size >> 20)] + [comp.flush()])
+    return _BOMB_CACHE[key]
+
+
+def binary_mutations(rng: random.Random, data: bytes) -> tuple[str, bytes]:
+    """One random mutation of protobuf (or any binary) bytes."""
+    n = len(data)
+    choice = rng.randrange(10)
+    if choice == 0:
+        cut = rng.randrange(n) if n else 0
+        return f"truncate@{cut}", data[:cut]
+    if choice == 1:
+        out = bytearray(data)
+        k = rng.choice((1, 1, 2, 8, 64))
+        for _ in range(k):
+            if out:
+                out[rng.randrange(len(out))] ^= 1 << rng.randrange(8)
+        return f"bitflip x{k}", bytes(out)
+    if choice == 2:
+        out = bytearray(data)
+        k = rng.choice((1, 4, 32))
+        for _ in range(k):
+            if out:
+                out[rng.randrange(len(out))] = rng.randrange(256)
+        return f"bytes x{k}", bytes(out)
+    if choice in (3, 4):  # a length-delimited field's length made huge, negative or slightly off
+        candidates = [i for i in rng.sample(range(n), min(n, 4000)) if data[i] & 7 == 2 and 0 < data[i] >> 3 < 16]
+        if not candidates:
+            return "noop", data
+        i = rng.choice(candidates)
+        end = _varint_end(data, i + 1)
+        old = 0
+        for k, b in enumerate(data[i + 1:end]):
+            old |= (b & 0x7F) << (7 * k)
+        new = rng.choice((-1, 1 << 63, (1 << 64) - 2, 1 << 31, old + rng.randint(1, 64), max(old - rng.randint(1, 64), 0),
+                          0x7FFFFFFF))
+        return f"length@{i}={new}", data[:i + 1] + _varint(new) + data[end:]
+    if choice == 5:  # a varint field (time, id, count) made negative or huge
+        candidates = [i for i in rng.sample(range(n), min(n, 4000)) if data[i] & 7 == 0 and 0 < data[i] >> 3 < 16]
+        if not candidates:
+            return "noop", data
+        i = rng.choice(candidates)
+        end = _varint_end(data, i + 1)
+        new = rng.choice((-1, -(1 << 40), (1 << 63) - 1, 1 << 62, (1 << 64) - 1, 0))
+        return f"varint@{i}={new}", data[:i + 1] + _varint(new) + data[end:]
+    if choice == 6:
+        a = rng.randrange(n) if n else 0
+        b = min(n, a + rng.randint(1, 4096))
+        return f"repeat[{a}:{b}]", data[:b] + data[a:b] * rng.randint(1, 8) + data[b:]
+    if choice == 7:
+        a = rng.randrange(n) if n else 0
+        return f"insert@{a}", data[:a] + rng.randbytes(rng.randint(1, 64)) + data[a:]
+    if choice == 8:
+        how = rng.choice(("gzip", "xz", "gzip-truncated", "gzip-bomb", "xz-bomb"))
+        if how == "gzip":
+            return how, gzip.compress(data, compresslevel=1)
+        if how == "xz":
+            return how, lzma.compress(data, preset=0)
+        if how == "gzip-truncated":
+            z = gzip.compress(data, compresslevel=1)
+            return how, z[: rng.randrange(2, max(len(z), 3))]
+        return how, bomb("gzip" if how == "gzip-bomb" else "xz")
+    a = rng.randrange(n) if n else 0
+    b = min(n, a + rng.randint(1, 256))
+    return f"delete[{a}:{b}]", data[:a] + data[b:]
+
+
+_TEXT_TOKENS = [
+    b"(" * 5000, b"{" * 5000, b"[" * 5000, b"9" * 400, b"9" * 5000, b"-1", b"-1024", b"4611686018427387904",
+    b"1e400", b"NaN", b"\xff\xfe", b"\x00", b"\x1b[2J", b"\n", b"|", b"<img src=x>", b"![x](http://e/x.png)",
+    b'"', b"'", b"\\", b"true", b"\"no\"", b"[2,4]<=[3]", b"[3,3]<=[9]T(5,9)", b"[1000000000,1000000000]<=[1000000000000000000]",
+    b"calls=%", b"to_apply=%", b"body=%", b"stack_frame_id=x", b"known_trip_count\":{\"n\":\"" + b"9" * 400,
+    b"f32[-1024,128]", b"f32[4611686018427387904,4]", b"s32[]", b"((((((((((f32[1]))))))))))",
+]
+
+
+def text_mutations(rng: random.Random, data: bytes) -> tuple[str, bytes]:
+    """One random mutation of text (HLO, JSON, TOML): hostile tokens, numbers, nesting, lines moved."""
+    n = len(data)
+    choice = rng.randrange(8)
+    if choice in (0, 1):
+        token = rng.choice(_TEXT_TOKENS)
+        a = rng.randrange(n + 1)
+        return f"insert {token[:12]!r}@{a}", data[:a] + token + data[a:]
+    if choice == 2:  # replace a number with a hostile one
+        numbers = list(re.finditer(rb"-?\d+(\.\d+)?", data[:200_000]))
+        if not numbers:
+            return "noop", data
+        m = rng.choice(numbers)
+        new = rng.choice((b"-1", b"-7", b"0", b"9" * 400, b"4611686018427387903", b"1e308", b"-0.5", b"99999999999"))
+        return f"number@{m.start()}={new[:10]!r}", data[:m.start()] + new + data[m.end():]
+    if choice == 3:
+        lines = data.split(b"\n")
+        i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
+        lines[i], lines[j] = lines[j], lines[i]
+        return f"swap lines {i},{j}", b"\n".join(lines)
+    if choice == 4:
+        lines = data.split(b"\n")
+        i = rng.randrange(len(lines))
+        return f"dup line {i}", b"\n".join(lines[:i + 1] + [lines[i]] + lines[i + 1:])
+    if choice == 5:  # rename: every occurrence of a name made to collide with another one (cycles, duplicates)
+        names = list(set(re.findall(rb"%?[A-Za-z_][\w.\-]{2,40}", data[:100_000])))
+        if len(names) < 2:
+            return "noop", data
+        a, b = rng.sample(names, 2)
+        return f"rename {a[:20]!r}->{b[:20]!r}", data.replace(a, b)
+    if choice == 6:
+        return binary_mutations(rng, data)
+    return f"truncate@{n // 2}", data[: rng.randrange(n + 1)]
+
+
+def make_cases(seeds: list[Seed], count: int, seed: int) -> Iterator[Case]:
+    """`count` cases, deterministic for `seed`: seeds taken in turn, weighted by how cheap their readers are."""
+    rng = random.Random(seed)
+    weights = {"xplane": 3, "hlo_text": 4, "hlo_proto": 4, "trace_proto": 2, "baseline": 2, "config": 2,
+               "hardware": 1, "cli_analyze": 0}
+    pool = [s for s in seeds for _ in range(weights.get(s.kind, 1))]
+    for number in range(count):
+        s = rng.choice(pool)
+        textual = s.kind in ("hlo_text", "baseline", "config", "hardware")
+        mutation, data = (text_mutations if textual else binary_mutations)(rng, s.data)
+        if rng.random() < 0.15:  # a second mutation on top
+            m2, data = (text_mutations if textual else binary_mutations)(rng, data)
+            mutation += " + " + m2
+        yield Case(number, s.name, s.kind, mutation, s.name, data)
+
+
+# ------------------------------------------------------------------------ oracle (runs in the worker)
+
+class Garbage(Exception):
+    """Accepted input that produced impossible numbers."""
+
+
+def _check_frame(frame, columns: tuple[str, ...], what: str) -> None:
+    import numpy as np
+
+    for column in columns:
+        if column not in frame.columns or not len(frame):
+            continue
+        values = frame[column].to_numpy(dtype="float64", na_value=np.nan)
+        finite = values[~np.isnan(values)]
+        if np.isinf(finite).any() or (finite < 0).any():
+            raise Garbage(f"{what}.{column} holds {finite[np.isinf(finite) | (finite < 0)][:3].tolist()}")
+
+
+def _check_json_numbers(obj, path: str = "") -> None:
+    """No negative, NaN or infinite time, size or FLOP count anywhere in a JSON report."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            _check_json_numbers(v, f"{path}.{k}")
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj[:2000]):
+            _check_json_numbers(v, f"{path}[{i}]")
+    elif isinstance(obj, float) and not math.isfinite(obj):
+        raise Garbage(f"{path} = {obj}")
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool) and obj < 0:
+        leaf = path.rsplit(".", 1)[-1]
+        if re.search(r"(_us|_ps|flops|bytes|occurrences|time|efficiency|mfu)(\[\d+\])?$", leaf) \
+                and not leaf.startswith(("gap", "change")):
+            raise Garbage(f"{path} = {obj}")
+
+
+def _run_xplane(path: Path) -> None:
+    from traceview.parsers.xplane import read_xplane
+
+    data = read_xplane(path)
+    _check_frame(data.ops, ("start_ps", "duration_ps", "self_ps"), "ops")
+    _check_frame(data.host_events, ("start_ps", "duration_ps"), "host_events")
+    _check_frame(data.steps, ("duration_ps",), "steps")
+    if len(data.ops) and (data.ops["self_ps"] > data.ops["duration_ps"]).any():
+        raise Garbage("ops.self_ps above duration_ps")
+
+
+def _check_costs(module) -> None:
+    from traceview.cost import instruction_costs, module_totals
+
+    costs = instruction_costs(module)
+    _check_frame(costs, ("flops", "transcendentals", "bytes_read", "bytes_written", "bytes_accessed",
+                         "payload_bytes"), "costs")
+    totals = module_totals(module)
+    _check_json_numbers({k: v for k, v in totals.items() if k != "warnings"}, "totals")
+
+
+def _run_hlo(path: Path) -> None:
+    from traceview.parsers.hlo_dump import read_hlo_file
+
+    _check_costs(read_hlo_file(path))
+
+
+def _run_trace_proto(path: Path) -> None:
+    from traceview.parsers.hlo_proto import modules_from_trace_protos
+
+    modules, _ = modules_from_trace_protos({"jit_f(1)": path.read_bytes()}, source=str(path))
+    for m in modules:  # a bad proto is a warning; a readable one must cost sanely
+        _check_costs(m)
+
+
+def _run_baseline(path: Path) -> None:
+    from traceview.regress.baseline import load_baseline
+
+    snap = load_baseline(path)
+    _check_frame(snap.ops, ("time_ps", "flops", "bytes", "collective_bytes", "occurrences"), "baseline.ops")
+    import numpy as np
+
+    steps = np.asarray(snap.step_times_ps, dtype=float)
+    if steps.size and (~np.isfinite(steps) | (steps < 0)).any():
+        raise Garbage(f"baseline step times {steps[:3].tolist()}")
+
+
+def _run_config(path: Path) -> None:
+    from traceview.regress.budgets import make_budgets
+
+    budgets = make_budgets(path)
+    for rule in budgets.ops:
+        if not isinstance(rule.ignore, bool):
+            raise Garbage(f"rule {rule.pattern!r}: ignore = {rule.ignore!r}")
+
+
+def _run_hardware(path: Path) -> None:
+    from traceview.hardware.database import load_hardware
+
+    for chip in load_hardware(path).values():
+        for value in [*chip.peak_flops.values(), chip.hbm_bandwidth]:
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise Garbage(f"chip {chip.name}: figure {value}")
+
+
+def _run_cli_analyze(path: Path) -> None:
+    import contextlib
+
+    from traceview.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["analyze", str(path), "--format", "json"])
+    if rc == 2:
+        from traceview.errors import UserError
+
+        raise UserError(err.getvalue().strip().removeprefix("traceview: error: "))
+    if rc != 0:
+        raise RuntimeError(f"exit {rc}: {err.getvalue().strip()[:300]}")
+    _check_json_numbers(json.loads(out.getvalue()))
+
+
+RUNNERS: dict[str, Callable[[Path], None]] = {
+    "xplane": _run_xplane, "hlo_text": _run_hlo, "hlo_proto": _run_hlo, "trace_proto": _run_trace_proto,
+    "baseline": _run_baseline, "config": _run_config, "hardware": _run_hardware, "cli_analyze": _run_cli_analyze,
+}
+
+
+def run_one(case: Case, folder: Path) -> tuple[str, str]:
+    """(outcome, detail) of one case, in this process: ok, error (a good UserError), garbage, message or crash."""
+    from traceview.errors import UserError
+
+    path = folder / f"c{case.number}" / case.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(case.data)
+    try:
+        RUNNERS[case.kind](path)
+    except UserError as exc:
+        text = str(exc)
+        if "\n" in text or not text.strip():
+            return "message", f"not one line: {text[:200]!r}"
+        if case.kind != "trace_proto" and path.name not in text:
+            return "message", f"does not name the file: {text[:200]!r}"
+        return "error", ""
+    except Garbage as exc:
+        return "garbage", str(exc)
+    except _Timeout:
+        return "hang", "over the time limit"
+    except BaseException as exc:  # noqa: BLE001 - every other exception is a finding
+        tb = traceback.extract_tb(exc.__traceback__)
+        where = next((f"{Path(f.filename).name}:{f.lineno}" for f in reversed(tb)
+                      if "traceview" in f.filename or "/parsers/" in f.filename), "?")
+        return "crash", f"{type(exc).__name__} at {where}: {str(exc)[:200]}"
+    finally:
+        path.unlink(missing_ok=True)
+        path.parent.rmdir()
+    return "ok", ""
+
+
+# ------------------------------------------------------------------------ worker process
+
+class _Timeout(BaseException):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Timeout()
+
+
+def _worker(conn, timeout_s: float) -> None:
+    import traceview.parsers.compressed as compressed
+
+    compressed.PROTO_LIMIT = compressed.TEXT_LIMIT = FUZZ_DECOMPRESS_LIMIT
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY, WORKER_MEMORY))
+    except (ValueError, OSError):
+        pass
+    signal.signal(signal.SIGALRM, _alarm)
+    with tempfile.TemporaryDirectory(prefix="traceview-fuzz-") as tmp:
+        while True:
+            case = conn.recv()
+            if case is None:
+                return
+            signal.setitimer(signal.ITIMER_REAL, timeout_s)
+            try:
+                result = run_one(case, Path(tmp))
+            except _Timeout:
+                result = ("hang", "over the time limit")
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            conn.send(result)
+
+
+class _Pool:
+    """One worker process; a case that kills it or outlives its time is recorded and the worker replaced."""
+
+    def __init__(self, timeout_s: float):
+        self.timeout_s = timeout_s
+        self.ctx = mp.get_context("fork")
+        self.proc = None
+        self.conn = None
+
+    def _start(self) -> None:
+        parent, child = self.ctx.Pipe()
+        self.proc = self.ctx.Process(target=_worker, args=(child, self.timeout_s), daemon=True)
+        self.proc.start()
+        self.conn = parent
+
+    def run(self, case: Case) -> tuple[str, str]:
+        if self.proc is None or not self.proc.is_alive():
+            self._start()
+        assert self.conn is not None and self.proc is not None
+        self.conn.send(case)
+        if self.conn.poll(self.timeout_s * 2 + 5):
+            try:
+                return self.conn.recv()
+            except EOFError:
+                pass
+        code = self.proc.exitcode
+        self.proc.kill()
+        self.proc.join()
+        self.proc = None
+        if code is None:
+            return "hang", f"no answer within {self.timeout_s * 2 + 5:.0f} s (killed)"
+        return "died", f"worker exit code {code}"
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.is_alive():
+            self.conn.send(None)
+            self.proc.join(5)
+            if self.proc.is_alive():
+                self.proc.kill()
+
+
+def fuzz(count: int, seed: int, seeds: list[Seed] | None = None, timeout_s: float = 20.0,
+         progress: Callable[[int, Report], None] | None = None) -> Report:
+    """Run `count` cases from `seed`; findings are every outcome but ok and error."""
+    report = Report(seed=seed)
+    pool = _Pool(timeout_s)
+    start = time.monotonic()
+    try:
+        for case in make_cases(seeds if seeds is not None else default_seeds(), count, seed):
+            outcome, detail = pool.run(case)
+            report.cases += 1
+            report.outcomes[outcome] += 1
+            if outcome not in ("ok", "error"):
+                report.findings.append(Finding(case, outcome, detail))
+            if progress is not None:
+                progress(case.number, report)
+    finally:
+        pool.close()
+        report.seconds = time.monotonic() - start
+    return report

@@ -1,0 +1,73 @@
+"""Names from traces made safe for each output format (Markdown, XML, terminals).
+
+Op, module, thread and file names come from the profiled program and its
+compiler; they may hold anything: ``|``, newlines, HTML, Markdown link and
+image syntax, terminal escape sequences, characters XML forbids.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 and C1 control characters (tab and newline included: a name never needs them) and DEL.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# The colour codes traceview itself writes (render.tables.colour): kept in terminal output.
+_OWN_SGR = re.compile(r"\x1b\[(?:\d{1,2}|0)m")
+# Characters XML 1.0 forbids anywhere in a document.
+_XML_FORBIDDEN = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# Markdown syntax characters: backslash-escaped so a name renders as its own text.
+# ``_`` only where it could open or close emphasis (GitHub ignores it between letters: ``jit_train_step``).
+_MD_SPECIAL = re.compile(r"([\\`*\[\]|~#!$]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])|^[+=-])")
+_MD_ORDERED = re.compile(r"^(\d+)([.)])")
+_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
+
+
+def _visible(ch: str) -> str:
+    return "\\n" if ch == "\n" else "\\t" if ch == "\t" else f"\\x{ord(ch):02x}"
+
+
+def terminal_text(text: object, keep_colour: bool = False) -> str:
+    """`text` with every control character shown as ``\\xNN`` (so no escape sequence reaches the terminal).
+
+    With `keep_colour`, the plain colour codes traceview writes itself are kept
+    (they only colour text; no cursor movement, title, hyperlink or clearing).
+    """
+    s = str(text)
+    if not keep_colour:
+        return _CONTROL.sub(lambda m: _visible(m.group()), s)
+    out = []
+    pos = 0
+    for m in _OWN_SGR.finditer(s):
+        out.append(_CONTROL.sub(lambda c: _visible(c.group()), s[pos:m.start()]))
+        out.append(m.group())
+        pos = m.end()
+    out.append(_CONTROL.sub(lambda c: _visible(c.group()), s[pos:]))
+    return "".join(out)
+
+
+def terminal_lines(text: str) -> str:
+    """A whole report for a terminal: line breaks kept, every other control character made visible."""
+    return "\n".join(terminal_text(line, keep_colour=True) for line in text.split("\n"))
+
+
+def markdown_text(text: object) -> str:
+    """`text` as literal Markdown (GitHub, Streamlit): one line, no HTML, no link, image or emphasis syntax."""
+    s = str(text)
+    s = _CONTROL.sub(lambda m: " " if m.group() in "\n\r\t" else "", s)
+    s = "".join(_HTML.get(ch, ch) for ch in s)
+    s = _MD_SPECIAL.sub(r"\\\1", s)
+    return _MD_ORDERED.sub(r"\1\\\2", s)
+
+
+def markdown_code(text: object) -> str:
+    """`text` inside an inline code span: backticks and line breaks cannot end it early."""
+    s = _CONTROL.sub(lambda m: " " if m.group() in "\n\r\t" else "", str(text))
+    longest = max((len(run) for run in re.findall(r"`+", s)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") or not s.strip() else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def xml_text(text: object) -> str:
+    """`text` without the characters XML 1.0 forbids (ElementTree escapes ``<>&"`` itself)."""
+    return _XML_FORBIDDEN.sub("", str(text))
