@@ -251,3 +251,22 @@ def _bad_upload(browser: DevTools, tmp_path: Path) -> Path:
     error = browser.js("[...document.querySelectorAll('[data-testid=\"stAlert\"]')].map(e => e.innerText).join('|')")
     assert "corrupt.xplane.pb" in error and "Traceback" not in browser.js("document.body.innerText")
     return browser.screenshot(tmp_path / "dashboard_bad_upload.png")
+
+
+def test_compare_tab_in_chromium(browser, sample_traces, tmp_path):
+    """The Compare tab diffs this run against another of the log dir, through `traceview.diff`."""
+    with dashboard_server(sample_traces, tmp_path / "server.log") as url:
+        browser.call("Page.enable")
+        browser.call("Page.navigate", url=url)
+        browser.wait_for("document.body && document.body.innerText.includes('Where the time goes')", 120,
+                         "the overview")
+        _click_tab(browser, "Compare")
+        _settle(browser, 0, "Compare")
+        browser.wait_for("document.body.innerText.includes('ops changed')", 120, "the comparison")
+        panel = browser.js("[...document.querySelectorAll('[role=\"tabpanel\"]')]"
+                           ".filter(p => p.offsetParent !== null).map(p => p.innerText).join('\\n')")
+        assert "ops new / vanished" in panel and "base" in panel
+        assert browser.js("document.querySelectorAll('[data-testid=\"stException\"]').length") == 0
+        shot = browser.screenshot(tmp_path / "dashboard_compare.png")
+    _keep([shot])
+    assert _not_blank(shot) > 200
