@@ -35,6 +35,9 @@ JUDGED = "judged_time_ps"
 
 @dataclass
 class Analysis:
+    """The pipeline's tables for one trace, in picoseconds with internal column names; the public
+    ``traceview.Analysis`` (api/analysis.py) wraps it and derives every public table from it."""
+
     profile: Profile
     ops: pd.DataFrame                  # aggregate.op_stats + cost (join) + roofline columns
     steps: pd.DataFrame                # aggregate.step_times (+ time_by_bound columns)
