@@ -206,7 +206,7 @@ def roofline(ops: pd.DataFrame, chip: Chip, time_column: str = "time_ps") -> tup
     A collective row whose modelled cost is zero (the ``-done`` half of an
     async pair, which the cost model gives payload 0; a group of one) is
     "communication" with roofline time 0: its measured time is waiting on
-    the network. ``group_size`` 0 means unknown, as the cost model writes it.
+    the network. ``group_size`` NaN (or not positive) means unknown.
 
     Adds (times in ps, rates per second):
     ``t_compute_ps, t_memory_ps, t_comm_ps``; ``roofline_time_ps`` = their max
@@ -233,7 +233,7 @@ def roofline(ops: pd.DataFrame, chip: Chip, time_column: str = "time_ps") -> tup
     t_memory = _term(nbytes, chip.hbm_bandwidth)
     kinds = _per_value(out, "collective_kind", kind_index, "int8")
     group = _column(out, "group_size")
-    group[group <= 0] = np.nan                   # the cost model writes 0 for "unknown"
+    group[group <= 0] = np.nan                   # not positive: unknown, as NaN is
     t_comm, comm_reason = collective_time_ps(kinds, _column(out, "payload_bytes"), group,
                                              _flag(out, "crosses_dcn"), chip, _column(out, "ring_directions"))
 
