@@ -124,8 +124,24 @@ def render(view: View) -> None:
     if inst.backend_config:
         with st.expander("backend config"):
             st.code(inst.backend_config, language="json", wrap_lines=True)
+    _graph(view, module_obj, inst)
     if inst.opcode == "fusion":
         _fusion(module_obj, inst)
+
+
+def _graph(view: View, module, inst) -> None:
+    """The op's HLO neighbourhood, coloured by bound (the graph `traceview graph` draws), rendered in the page."""
+    from traceview.graph.neighbourhood import annotate, op_graph
+    from traceview.graph.render import to_dot
+
+    st.markdown("**Graph** (operands above, users below; colour = bound, thick border = this op)")
+    left, right = st.columns([3, 1])
+    depth = left.slider("graph depth", 1, 4, 1, key="tv_graph_depth")
+    expand = right.checkbox("open the fusion", value=True, key="tv_graph_expand",
+                            disabled=inst.opcode != "fusion", help="draw the fused computation inside the op")
+    graph = op_graph([module], inst.name, depth=depth, expand=expand)
+    annotate(graph, view.ops.to_dict("records"))
+    st.graphviz_chart(to_dot(graph), width="stretch")
 
 
 BOUND_BADGES = {"compute": "green", "memory": "blue", "communication": "violet", "unknown": "gray"}

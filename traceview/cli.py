@@ -12,7 +12,8 @@ from traceview.errors import UserError
 
 # Sub-commands, in the order `traceview --help` lists them. Each module has
 # `register(subparsers)`, which sets `handler=run`, and `run(args) -> int`.
-COMMANDS = ("analyze", "runs", "hlo", "roofline", "hardware", "dashboard", "diff", "check")
+COMMANDS = ("analyze", "runs", "hlo", "memory", "graph", "parallelism", "roofline", "hardware", "dashboard", "diff",
+            "check")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -38,6 +38,9 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
     budgets.add_argument("--max-bytes-increase", metavar="PCT", help="HLO module bytes accessed (default 1%%)")
     budgets.add_argument("--max-collective-increase", metavar="PCT",
                          help="HLO module collective bytes (default 1%%)")
+    budgets.add_argument("--max-peak-memory-increase", metavar="PCT|SIZE",
+                         help="peak memory per device allocator and per HLO module: relative (1%%, the default) "
+                              "or absolute (256MiB, 1GB)")
     budgets.add_argument("--max-step-time", metavar="TIME", help="absolute: NEW's median step time at most this")
     budgets.add_argument("--min-mfu", metavar="PCT", help="absolute: NEW's MFU at least this")
     budgets.add_argument("--confidence", metavar="P", help="confidence of the noise intervals (default 0.95)")

@@ -47,6 +47,7 @@ class Snapshot:
     device_time_ps: float | None = None
     modules: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MODULE_COLUMNS))
     warnings: list[str] = field(default_factory=list)
+    memory: dict[str, int] = field(default_factory=dict)   # peak bytes: "runtime:<allocator>", "static:<module>"
 
     @property
     def n_steps(self) -> int:
@@ -110,6 +111,9 @@ def snapshot_from_analysis(analysis, label: str | None = None) -> Snapshot:
         op_steps = (inside.groupby(["module", "op", "step"], observed=True)["self_ps"].sum()
                     .rename("time_ps").reset_index().astype({"module": str, "op": str}))
     summary = analysis.summary or {}
+    from traceview.memory.peaks import profile_peaks
+
+    memory, memory_warnings = profile_peaks(analysis.profile)
     return Snapshot(
         kind="trace", label=label or analysis.profile.source.path, ops=ops,
         step_times_ps=analysis.steps["time_ps"].to_numpy(dtype="float64") if not analysis.steps.empty
@@ -117,7 +121,8 @@ def snapshot_from_analysis(analysis, label: str | None = None) -> Snapshot:
         op_steps=op_steps,
         time_by_bound_ps=dict(summary["time_by_bound_ps"]) if summary.get("time_by_bound_ps") else None,
         mfu=summary.get("mfu"), target=analysis.target.name if analysis.target is not None else None,
-        device_time_ps=float(analysis.device_time_ps), warnings=list(analysis.warnings))
+        device_time_ps=float(analysis.device_time_ps),
+        warnings=list(dict.fromkeys(list(analysis.warnings) + memory_warnings)), memory=memory)
 
 
 # ------------------------------------------------------------------ from HLO modules
@@ -292,4 +297,10 @@ def load_snapshot(path: str | Path, run: str | None = None, target: str | None =
         analysis = load(p, run=run, target=target, hardware_file=hardware_file, stage=stage)
         return snapshot_from_analysis(analysis.pipeline, label=str(p))
     modules, warnings = load_hlo_modules(p, stage=stage)
-    return snapshot_from_hlo(modules, label=str(p), warnings=warnings)
+    snapshot = snapshot_from_hlo(modules, label=str(p), warnings=warnings)
+    if stage == "after":  # buffer assignments exist only after optimizations
+        from traceview.memory.peaks import dump_peaks
+
+        snapshot.memory, memory_warnings = dump_peaks(p)
+        snapshot.warnings = list(dict.fromkeys(snapshot.warnings + memory_warnings))
+    return snapshot

@@ -217,6 +217,10 @@ def _summary_lines(analysis: Analysis) -> list[str]:
         if s.get("mfu") is not None:
             lines.append(f"MFU {fmt_pct(s['mfu'])} ({s.get('mfu_dtype') or 'bf16'} peak); "
                          f"ops at {fmt_pct(s.get('efficiency'))} of their roofline overall")
+    from traceview.parallelism.report import analysis_summary_line
+    line = analysis_summary_line(analysis)
+    if line:
+        lines.append(line)
     return lines
 
 
