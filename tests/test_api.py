@@ -178,8 +178,20 @@ def test_diff_and_check_of_two_runs(sample_traces, mlp):
     verdict = traceview.check(slow, mlp, {"max_step_regression": 0.05})
     assert isinstance(verdict, traceview.Verdict) and verdict.diff is not None
     assert not verdict.passed and any(c.name == "step_time" and not c.passed for c in verdict.checks)
-    assert traceview.check(diff, budgets={"max_step_regression": 100.0, "max_op_regression": 100.0}).passed
+    generous = {key: "10000%" for key in ("max_step_regression", "max_op_regression", "max_flops_increase",
+                                          "max_bytes_increase", "max_collective_increase", "max_peak_memory_increase")}
+    assert traceview.check(diff, budgets=generous).passed                    # the same diff, judged again
     assert traceview.check(mlp, mlp).passed
+
+
+def test_budgets_as_a_dict_use_the_config_keys(sample_traces):
+    loose = traceview.check(sample_traces / "mlp_slow", sample_traces / "mlp",
+                            {"max_step_regression": "300%", "min_op_time": "1000s"})
+    step = next(c for c in loose.checks if c.name == "step_time")
+    assert step.limit == 3.0 and step.passed                                  # +216% within 300%
+    assert not [c for c in loose.checks if c.kind == "op"]                    # no op takes 1000 s per step
+    with pytest.raises(traceview.UserError, match="max_step_regresion"):
+        traceview.check(sample_traces / "mlp_slow", sample_traces / "mlp", {"max_step_regresion": "5%"})
 
 
 def test_diff_of_a_trace_and_hlo_is_a_user_error(sample_traces, mlp):

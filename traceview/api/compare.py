@@ -13,7 +13,7 @@ from pathlib import Path
 from traceview.api.analysis import Analysis
 from traceview.errors import UserError
 from traceview.regress.baseline import Snapshot, load_snapshot, snapshot_from_analysis
-from traceview.regress.budgets import Budgets, make_budgets
+from traceview.regress.budgets import BUDGET_KEYS, Budgets, make_budgets
 from traceview.regress.check import Verdict, run_checks
 from traceview.regress.diff import Diff, diff_analyses
 
@@ -39,7 +39,13 @@ def _budgets(budgets: Budgets | str | Path | dict | None) -> Budgets:
     if isinstance(budgets, Budgets):
         return budgets
     if isinstance(budgets, dict):
-        return make_budgets(None, **budgets)
+        overrides = {}
+        for key, value in budgets.items():
+            if key not in BUDGET_KEYS:
+                raise UserError(f"unknown budget {key!r}; known: {', '.join(BUDGET_KEYS)}")
+            name, parse = BUDGET_KEYS[key]
+            overrides[name] = parse(value, key)
+        return make_budgets(None, **overrides)
     return make_budgets(budgets)
 
 
@@ -50,8 +56,8 @@ def diff(base: Side, new: Side, *, run: str | None = None, base_run: str | None 
 
     ``run``/``base_run`` pick runs of log dirs; ``target`` judges both sides
     on one chip; ``stage`` picks the HLO dump stage. ``budgets`` (a Budgets,
-    a TOML config path or a dict of overrides such as
-    ``{"max_op_regression": 0.2}``) sets the confidence of the noise
+    a TOML config path or a dict of overrides with the config file's keys
+    and values, e.g. ``{"max_op_regression": "20%", "min_op_time": "0.5ms"}``) sets the confidence of the noise
     intervals, the relative time change that makes an op "changed" and the
     minimum op time per step. UserError when one side is a trace and the
     other HLO.
