@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Literal
+
 import pandas as pd
 import streamlit as st
 
@@ -42,6 +45,24 @@ def ops_frame(diff) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
+_SUMMARY = re.compile(r"<details>\s*<summary>(.*?)</summary>", re.S)
+
+
+def without_html_blocks(markdown: str) -> str:
+    """The report's collapsible <details> blocks (for GitHub) as plain headed sections: Streamlit
+    shows raw HTML tags otherwise, and HTML stays off because names in the report come from traces."""
+    text = _SUMMARY.sub(lambda m: f"**{m.group(1).strip()}**", markdown)
+    return re.sub(r"</?details>", "", text)
+
+
+def delta_colour(change: float | None, inverse: bool = True) -> Literal["off", "inverse", "normal"]:
+    """Streamlit's delta colour for a relative change: grey ("off") when it rounds to 0.0%, so no
+    change is never shown as a red or green arrow."""
+    if change is None or round(100 * change, 1) == 0:
+        return "off"
+    return "inverse" if inverse else "normal"
+
+
 def render(view: View) -> None:
     others = other_sources(view)
     c1, c2 = st.columns([1, 1])
@@ -67,7 +88,7 @@ def render(view: View) -> None:
                 f"**new** (this run) {markdown_code(view.source.path)} run {markdown_code(view.analysis.profile.source.run)}")
     _headline(diff.summary)
     with st.expander("report (markdown, as `traceview diff` prints it)"):
-        st.markdown(diff_markdown(diff))
+        st.markdown(without_html_blocks(diff_markdown(diff)))
     st.caption("Per op, times per step in microseconds; change = new/base - 1 (low/high: its confidence "
                "interval when per-step times exist); biggest time change first.")
     percent = {c: st.column_config.NumberColumn(c, format="percent") for c in
@@ -84,11 +105,14 @@ def _headline(summary: DiffSummary) -> None:
     step = summary.step_time
     if step:
         cols[0].metric("median step (new)", fmt_time_us((step.new_ps or 0) / PS_PER_US),
-                       delta=None if step.change is None else fmt_pct(step.change), delta_color="inverse")
+                       delta=None if step.change is None else fmt_pct(step.change),
+                       delta_color=delta_colour(step.change))
     mfu = summary.mfu
     if mfu.new is not None:
-        delta = None if mfu.base is None else f"{100 * (mfu.new - mfu.base):+.2f} pt"
-        cols[1].metric("MFU (new)", fmt_pct(mfu.new), delta=delta)
+        change = None if mfu.base is None else mfu.new - mfu.base
+        delta = None if change is None else f"{100 * change:+.2f} pt"
+        cols[1].metric("MFU (new)", fmt_pct(mfu.new), delta=delta,
+                       delta_color="off" if change is None or round(100 * change, 2) == 0 else "normal")
     ops = summary.ops
     cols[2].metric("ops changed", ops.changed, help="FLOPs, bytes or bound changed, or time moved")
     cols[3].metric("ops new / vanished", f"{ops.new} / {ops.vanished}")

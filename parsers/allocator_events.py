@@ -68,7 +68,7 @@ def empty_allocator_frame() -> pd.DataFrame:
 
 def read_allocator_events(path: str | Path, host: str | None = None) -> pd.DataFrame:
     """Every allocator event in one ``*.xplane.pb`` file (empty frame when it has none)."""
-    from traceview.parsers.xplane import load_xspace  # file checks and gzip live there
+    from traceview.parsers.xspace_file import load_xspace  # file checks and decompression live there
 
     path = Path(path)
     space = load_xspace(path)

@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv) == ["--version"]:  # fast path: no command module imported
+        print(f"traceview {__version__}")
+        return 0
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

@@ -25,7 +25,7 @@ from traceview.analysis import apply_target, build_analysis
 from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
 from traceview.progress import progress_bar
-from traceview.read import load_profile
+from traceview.read import ReadOptions, load_profile
 from traceview.render.report import OP_FIELDS, analysis_json
 from traceview.units import PS_PER_US
 
@@ -154,7 +154,8 @@ class Analysis:
 
 def load(path: str | Path, *, run: str | None = None, target: str | Chip | None = None,
          hlo: str | Path | None = None, stage: str = "after", hardware_file: str | Path | None = None,
-         progress: bool | Progress = False, per_device: bool = False) -> Analysis:
+         progress: bool | Progress = False, per_device: bool = False,
+         read_options: ReadOptions | None = None) -> Analysis:
     """Read a trace and analyze it.
 
     ``path``: a log dir (``plugins/profile/<run>/`` below it), a run dir or
@@ -167,17 +168,19 @@ def load(path: str | Path, *, run: str | None = None, target: str | Chip | None 
     ``hardware_file``: a JSON/TOML file adding or overriding chips.
     ``progress``: True draws a bar on a terminal's stderr; a callable gets
     ``(done, total)`` files. ``per_device``: one ops row per (device, op).
+    ``read_options``: how host files are read (``traceview.read.ReadOptions``:
+    table cache, parallel jobs, a Dask scheduler; default: the environment).
 
     Raises :class:`traceview.UserError` (or its subclasses) for bad input.
     """
     chip, name = (target, None) if isinstance(target, Chip) else (None, target)
     if progress is True:
         with progress_bar("reading trace") as bar:
-            profile = load_profile(path, run=run, progress=bar)
+            profile = load_profile(path, run=run, progress=bar, options=read_options)
     else:
-        profile = load_profile(path, run=run, progress=progress or None)
+        profile = load_profile(path, run=run, progress=progress or None, options=read_options)
     pipeline = build_analysis(profile, target=name, hardware_file=hardware_file,
-                              hlo_path=hlo, stage=stage, per_device=per_device, chip=chip)
+                              hlo_path=hlo, stage=stage, per_device=per_device, target_chip=chip)
     return Analysis(pipeline, hardware_file)
 
 

@@ -15,6 +15,7 @@ from traceview.errors import UserError
 from traceview.regress.baseline import Snapshot, load_snapshot, snapshot_from_analysis
 from traceview.regress.budgets import BUDGET_KEYS, Budgets, make_budgets
 from traceview.regress.check import Verdict, run_checks
+from traceview.regress.comparable import not_comparable
 from traceview.regress.diff import Diff, diff_analyses
 
 __all__ = ["check", "diff"]
@@ -80,7 +81,9 @@ def check(new: Side | Diff, baseline: Side | None = None, budgets: Budgets | str
     ``new`` may also be a :class:`Diff` already made (``baseline`` is then
     not needed). ``budgets``: a Budgets, a TOML config path, a dict of
     overrides, or None for the defaults. ``Verdict.passed`` is False when a
-    check failed; ``Verdict.diff`` is the comparison it judged.
+    check failed; ``Verdict.diff`` is the comparison it judged. UserError
+    when the two sides are not comparable (they share too few ops or
+    modules: ``traceview.regress.comparable``) or nothing could be checked.
     """
     b = _budgets(budgets)
     if isinstance(new, Diff):
@@ -90,4 +93,11 @@ def check(new: Side | Diff, baseline: Side | None = None, budgets: Budgets | str
     else:
         compared = diff(baseline, new, run=run, base_run=base_run, target=target, hardware_file=hardware_file,
                         stage=stage, budgets=b)
-    return run_checks(compared, b)
+    reason = not_comparable(compared)
+    if reason:
+        raise UserError(f"not comparable: {reason}")
+    verdict = run_checks(compared, b)
+    if not verdict.checks:  # a verdict saying "pass" would be a lie
+        raise UserError(f"{compared.base.label} and {compared.new.label} have nothing in common to check (no step "
+                        "or device times, no common ops over the minimum time, no common HLO modules)")
+    return verdict

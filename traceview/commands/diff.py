@@ -9,11 +9,14 @@ budget, 1 a regression, 2 unusable input.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 import traceview
-from traceview.commands._options import write_output
+from traceview.commands._options import add_read_options, read_options_from_args, write_output
 from traceview.errors import UserError
-from traceview.regress.budgets import BUDGET_KEYS, Budgets, make_budgets
+
+if TYPE_CHECKING:
+    from traceview.regress.budgets import Budgets
 
 FORMATS = ("table", "markdown", "json", "junit")
 
@@ -28,6 +31,7 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
     read.add_argument("--hardware-file", metavar="FILE", help="JSON file adding or overriding chips")
     read.add_argument("--stage", choices=("after", "before"), default="after",
                       help="HLO dump stage to compare (default: after optimizations)")
+    add_read_options(read)
     budgets = parser.add_argument_group("budgets (flags override --config, which overrides the defaults)")
     budgets.add_argument("--config", metavar="FILE", help="TOML file with budgets, per-op rules and absolute limits")
     budgets.add_argument("--max-step-regression", metavar="PCT", help="median step time slowdown (default 5%%)")
@@ -54,6 +58,8 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
 
 
 def budgets_from_args(args: argparse.Namespace) -> Budgets:
+    from traceview.regress.budgets import BUDGET_KEYS, make_budgets
+
     overrides = {}
     for flag, (name, parse) in BUDGET_KEYS.items():
         value = getattr(args, flag, None)
@@ -66,21 +72,27 @@ def budgets_from_args(args: argparse.Namespace) -> Budgets:
 
 
 def compare(args: argparse.Namespace, base_path: str, new_path: str) -> int:
-    """Load both sides, diff, check, write the reports; 0 pass, 1 regression."""
+    """Load both sides (`traceview.diff` / `traceview.check`), write the reports; 0 pass, 1 regression."""
+    from traceview.read import read_options
+    from traceview.regress.check import run_checks
     from traceview.regress.report import diff_junit, diff_markdown, render
 
     budgets = budgets_from_args(args)  # before the slow part: a bad flag fails fast
-    verdict = traceview.check(new_path, base_path, budgets, run=args.run, base_run=args.base_run,
-                              target=args.target, hardware_file=args.hardware_file, stage=args.stage)
-    diff = verdict.diff
-    assert diff is not None
-    if not verdict.checks and args.command == "check":  # a report saying PASS would be a lie
-        raise UserError(f"{base_path} and {new_path} have nothing in common to check (no step or device "
-                        "times, no common ops over the minimum time, no common HLO modules)")
-    write_output(render(diff, verdict, args.format, top=args.top), args.output)
+    sides = {"run": args.run, "base_run": args.base_run, "target": args.target,
+             "hardware_file": args.hardware_file, "stage": args.stage}
+    with read_options(read_options_from_args(args)):
+        if args.command == "check":  # refuses unrelated inputs and a verdict with nothing checked
+            verdict = traceview.check(new_path, base_path, budgets, **sides)
+            diff = verdict.diff
+            assert diff is not None
+        else:
+            diff = traceview.diff(base_path, new_path, budgets=budgets, **sides)
+            verdict = run_checks(diff, budgets)
+    command = "check" if args.command == "check" else "diff"
+    write_output(render(diff, verdict, args.format, top=args.top, command=command), args.output)
     if args.markdown_out:
         with open(args.markdown_out, "a", encoding="utf-8") as handle:
-            handle.write(diff_markdown(diff, verdict, top=args.top))
+            handle.write(diff_markdown(diff, verdict, top=args.top, command=command))
     if args.junit_out:
         with open(args.junit_out, "w", encoding="utf-8") as handle:
             handle.write(diff_junit(diff, verdict))

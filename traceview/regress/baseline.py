@@ -26,6 +26,7 @@ from traceview.modules import NOT_EXECUTED, op_fingerprints
 from traceview.parsers.hlo_model import HloModule
 from traceview.units import PS_PER_US
 from traceview.userfiles import read_json, validate
+from traceview.vocabulary import BOUNDS_AND_IDLE
 
 OP_COLUMNS = ["module", "op", "opcode", "category", "shape", "dtype", "occurrences", "time_ps",
               "judged_time_ps", "roofline_time_ps", "flops", "bytes", "collective_bytes", "bound",
@@ -119,10 +120,39 @@ def snapshot_from_analysis(analysis, label: str | None = None) -> Snapshot:
         step_times_ps=analysis.steps["time_ps"].to_numpy(dtype="float64") if not analysis.steps.empty
         else np.zeros(0),
         op_steps=op_steps,
-        time_by_bound_ps=dict(summary["time_by_bound_ps"]) if summary.get("time_by_bound_ps") else None,
+        time_by_bound_ps=_per_device_bounds(analysis),
         mfu=summary.get("mfu"), target=analysis.target.name if analysis.target is not None else None,
         device_time_ps=float(analysis.device_time_ps),
         warnings=list(dict.fromkeys(list(analysis.warnings) + memory_warnings)), memory=memory)
+
+
+def _per_device_bounds(analysis) -> dict[str, float] | None:
+    """Time by bound and idle per device, summed over the steps (the figures of the step table and
+    chart), so diff's per-step means never exceed a step; without steps, the whole capture's split
+    divided by the active devices."""
+    steps = analysis.steps
+    names = [*BOUNDS_AND_IDLE]
+    if not steps.empty and all(f"{b}_ps" in steps.columns for b in names):
+        return {b: float(steps[f"{b}_ps"].sum()) for b in names}
+    by_bound = (analysis.summary or {}).get("time_by_bound_ps")
+    if not by_bound:
+        return None
+    active = max(len(analysis.device_times), 1)
+    return {k: float(v) / active for k, v in by_bound.items()}
+
+
+def _per_device_bounds_json(summary: dict) -> dict[str, float] | None:
+    """:func:`_per_device_bounds` from an `analyze --format json` summary (older files: as stored)."""
+    steps = summary.get("steps") or []
+    splits: list[dict] = [s["time_by_bound_us"] for s in steps
+                          if isinstance(s, dict) and isinstance(s.get("time_by_bound_us"), dict)]
+    if splits and len(splits) == len(steps) and all("idle" in x for x in splits):
+        return {b: sum(float(x.get(b) or 0.0) for x in splits) * PS_PER_US for b in BOUNDS_AND_IDLE}
+    by_bound = summary.get("time_by_bound_us")
+    if not isinstance(by_bound, dict):
+        return None
+    active = summary.get("active_devices") or 1
+    return {k: float(v or 0.0) * PS_PER_US / active for k, v in by_bound.items()}
 
 
 # ------------------------------------------------------------------ from HLO modules
@@ -216,7 +246,7 @@ def _snapshot_from_analysis_json(data: dict, path: Path) -> Snapshot:
                          dtype="float64")
     except (TypeError, KeyError, ValueError):
         raise UserError(f"{path}: summary.steps must be a list of {{'step', 'time_us'}} objects") from None
-    by_bound = summary.get("time_by_bound_us")
+    by_bound = _per_device_bounds_json(summary)
     target = data.get("target") or {}
     warnings = [w for w in data.get("warnings") or [] if isinstance(w, str)]
     device_time = summary.get("device_time_us")
