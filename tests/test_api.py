@@ -79,8 +79,9 @@ def test_ops_are_the_json_ops(mlp):
     assert set(mlp.ops.columns) <= set(OP_FIELDS.values())
     assert list(mlp.ops["name"]) == [r["name"] for r in records]
     assert list(mlp.ops["self_time_us"]) == pytest.approx([r["self_time_us"] for r in records])
-    gaps = mlp.ops["gap_us"].dropna().to_list()
-    assert gaps == sorted(gaps, reverse=True)
+    gains = mlp.ops["gain_us"].dropna().to_list()
+    assert gains == sorted(gains, reverse=True)                             # the JSON's order: by gain
+    assert mlp.ops["gain_us"].notna().all() or mlp.ops["gain_us"].isna().to_list()[-1]   # unknown gains last
 
 
 def test_op_executions_add_up_to_the_ops(mlp):
@@ -101,15 +102,22 @@ def test_steps_devices_and_summary_follow_the_json(mlp):
     assert list(mlp.steps["time_us"]) == pytest.approx([s["time_us"] for s in doc["summary"]["steps"]])
     assert list(mlp.devices["id"]) == [d["id"] for d in doc["devices"]]
     assert isinstance(mlp.summary, traceview.Summary)
-    expected = {k: v for k, v in doc["summary"].items() if k != "steps"}
-    assert dataclasses.asdict(mlp.summary) == expected
+    record = {k: v for k, v in doc["summary"].items() if k != "steps"}
+    assert {k: v for k, v in dataclasses.asdict(mlp.summary).items() if k in record} == record
+    assert all(v is None for k, v in dataclasses.asdict(mlp.summary).items() if k not in record)
 
 
 def test_summary_fields_cover_the_json_summary(sample_traces):
-    """Every key of the JSON summary (steps aside: `Analysis.steps`) is a Summary field, and no more."""
-    doc = traceview.load(sample_traces / "sharded").to_json()
+    """Every key the JSON summary can hold (steps aside: `Analysis.steps`) is a Summary field, and no more:
+    a trace judged on its own chip, one projected onto another, one with no target."""
     fields = {f.name for f in dataclasses.fields(traceview.Summary)}
-    assert fields == set(doc["summary"]) - {"steps"}
+    seen: set[str] = set()
+    for target in (None, "tpu-v5p"):
+        doc = traceview.load(sample_traces / "sharded", target=target).to_json()
+        keys = set(doc["summary"]) - {"steps"}
+        assert keys <= fields, keys - fields
+        seen |= keys
+    assert seen == fields, fields - seen
 
 
 def test_retarget_equals_loading_for_that_target_without_reading_again(sample_traces, monkeypatch, mlp):
@@ -217,6 +225,7 @@ def test_docs_list_every_public_name_and_ops_column(sample_traces):
     for name in traceview.__all__:
         assert f"`{name}" in text, name
     documented = set(_ops_table_columns())
+    assert set(OP_FIELDS.values()) <= documented, set(OP_FIELDS.values()) - documented   # every column there can be
     per_device = traceview.load(sample_traces / "sharded", per_device=True)
     assert set(per_device.ops.columns) <= documented, set(per_device.ops.columns) - documented
 

@@ -4,7 +4,7 @@ The public API (docs/api.md)::
 
     import traceview
     a = traceview.load("sample_traces/transformer")   # -> Analysis
-    a.ops.head()                                      # one row per (program, op), sorted by gap
+    a.ops.head()                                      # one row per (program, op), by gain (time saved at the roofline)
     v5p = a.retarget("tpu-v5p")                       # same trace, judged on another chip
 
 Names resolve on first use (module ``__getattr__``), so ``import traceview``

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -36,30 +36,45 @@ Progress = Callable[[int, int], None]
 
 @dataclass(frozen=True)
 class Summary:
-    """Headline numbers of one analysis: the ``summary`` object of ``traceview analyze --format json``.
+    """Headline numbers of one analysis: the ``summary`` object of ``traceview analyze --format json``
+    (less its ``steps`` list, which is :attr:`Analysis.steps`). docs/api.md defines every field.
 
-    Times in microseconds; None where unknown (e.g. every roofline field when
-    no target chip is known). ``time_by_bound_us`` maps each bound
-    (compute, memory, communication, unknown, idle) to device time;
-    ``mfu`` is model FLOPs utilization (FLOPs / (span x peak of
-    ``mfu_dtype``)); ``efficiency`` is roofline time / measured time over
-    the judged ops. Per-step numbers are in :attr:`Analysis.steps`.
+    Times in microseconds; None where unknown (the roofline fields when no
+    target chip is known), with ``*_reason`` saying why. ``devices`` lists the
+    active devices' busy/idle/span times; ``time_by_bound_us`` maps each
+    bound (compute, memory, communication, unknown, idle) to device time.
     """
 
     device_time_us: float | None = None
     span_us: float | None = None
     idle_us: float | None = None
+    total_span_us: float | None = None
+    active_devices: int | None = None
+    op_time_us: float | None = None
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    inactive_devices: list[Any] = field(default_factory=list)
     time_by_bound_us: dict[str, float | None] | None = None
     mfu: float | None = None
+    mfu_reason: str | None = None
     mfu_dtype: str | None = None
+    mfu_peak_dtype: str | None = None
+    mfu_peak_flops: float | None = None
     flops: float | None = None
+    flops_reason: str | None = None
+    achieved_flops: float | None = None
     bytes_accessed: float | None = None
-    roofline_time_us: float | None = None
     efficiency: float | None = None
+    efficiency_reason: str | None = None
+    efficiency_definition: str | None = None
+    projected: bool | None = None
+    projection_model: str | None = None
+    roofline_time_us: float | None = None
+    projected_time_us: float | None = None
+    gain_definition: str | None = None
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Summary:
-        """From the JSON ``summary`` object (its ``steps`` list is :attr:`Analysis.steps`)."""
+        """From the JSON ``summary`` object; fields it does not hold stay None."""
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in record.items() if k in known})
 
@@ -98,7 +113,8 @@ class Analysis:
         every column): times ``*_us`` are totals over the op's occurrences in
         microseconds, ``flops``/``bytes_accessed``/``collective_bytes`` totals,
         ``bound`` one of compute/memory/communication/unknown (None without a
-        target). Sorted by ``gap_us``, largest first.
+        target). Sorted by ``gain_us`` (device time saved at the roofline),
+        largest first; ``a.ops.sort_values("gap_us", ascending=False)`` orders by gap.
         """
         columns = [field for column, field in OP_FIELDS.items() if column in self.pipeline.ops.columns]
         return pd.DataFrame.from_records(self._record["ops"], columns=columns)
