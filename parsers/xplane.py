@@ -36,6 +36,7 @@ from google.protobuf.message import DecodeError
 from traceview.errors import TraceError
 from traceview.parsers.compressed import read_limited
 from traceview.parsers.discover import host_of
+from traceview.parsers.xspace_lenient import repair_utf8
 from traceview.parsers.xspace_schema import (
     STAT_BYTES,
     STAT_DOUBLE,
@@ -92,10 +93,20 @@ def load_xspace(path: str | Path) -> XSpaceRaw:
     if not data:
         raise TraceError(f"{path}: file is empty")
     space = XSpaceRaw()
+    fixed = 0
     try:
-        space.ParseFromString(data)
+        try:
+            space.ParseFromString(data)
+        except DecodeError as exc:
+            if "UTF-8" not in str(exc):
+                raise
+            # A name that is not valid UTF-8 (e.g. a thread name cut mid-character) costs that name, not the file.
+            data, fixed = repair_utf8(data, XSpaceRaw)
+            space.ParseFromString(data)
     except DecodeError as exc:
         raise TraceError(f"{path}: not a readable XSpace protobuf (truncated or corrupt: {exc})") from exc
+    if fixed:
+        space.warnings.append(f"{fixed} name(s) or string stat(s) not valid UTF-8; read with replacement characters")
     if not space.planes or not any(p.name for p in space.planes):
         raise TraceError(f"{path}: not a profiler trace (no named XPlane in it)")
     return space
@@ -189,8 +200,9 @@ MAX_TIME_PS = 1 << 62
 
 
 def _valid_events(cols: EventColumns, line_ps: int) -> tuple[EventColumns, int]:
-    """The events whose offset and duration are non-negative and whose end stays within MAX_TIME_PS; how many not."""
-    if not -MAX_TIME_PS <= line_ps <= MAX_TIME_PS:
+    """The events whose line start, offset and duration are non-negative and whose end stays within MAX_TIME_PS;
+    and how many are not."""
+    if not 0 <= line_ps <= MAX_TIME_PS:  # times count from the session start: never before it
         good = np.zeros(len(cols), dtype=bool)
     else:
         off, dur = cols.offset_ps, cols.duration_ps
@@ -228,7 +240,7 @@ class _Events:
         self.counter["events"] = self.counter.get("events", 0) + dropped
         self.view = view
         self.mid = self.cols.metadata_id
-        self.start = self.cols.offset_ps + np.int64(line_ps)
+        self.start = self.cols.offset_ps + np.int64(line_ps if dropped < len(cols) else 0)
         self.duration = self.cols.duration_ps
 
     def __len__(self) -> int:
@@ -677,6 +689,7 @@ class _Reader:
     # --- tables
 
     def _ops_frame(self) -> pd.DataFrame:
+        self.chunks = [c for c in self.chunks if c.start.size]  # lines whose events were all dropped
         if not self.chunks:
             return empty_frame(OP_COLUMNS)
         from pandas.api.types import union_categoricals
