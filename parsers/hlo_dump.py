@@ -17,11 +17,12 @@ from traceview.errors import HloError, UserError
 from traceview.parsers.hlo_files import read_bytes
 from traceview.parsers.hlo_model import HloModule
 from traceview.parsers.hlo_proto import parse_hlo_proto
-from traceview.parsers.hlo_text import parse_hlo_text
+from traceview.parsers.hlo_text import looks_like_hlo_text, parse_hlo_text
 
 __all__ = ["load_hlo_modules", "read_hlo_file", "match_module", "classify_file", "DumpFile", "read_bytes"]
 
 _COMPRESSED = (".xz", ".gz")
+_SNIFF_BYTES = 4096  # enough for a licence or comment block before the module starts
 
 # module_0016.jit_train_step.sm_9.0_gpu_after_optimizations.hlo.pb(.xz)
 _DUMP_RE = re.compile(
@@ -82,10 +83,10 @@ def read_hlo_file(path: str | Path) -> HloModule:
     data = read_bytes(p)
     if info is not None and info.kind == "proto":
         module = parse_hlo_proto(data, str(p))
-    elif data.lstrip()[:9] == b"HloModule":
+    elif (info is not None and info.kind == "text") or looks_like_hlo_text(
+            data[:_SNIFF_BYTES].decode("utf-8", errors="replace")):
+        # XLA's parser takes comments and a module without its HloModule line; so does ours
         module = parse_hlo_text(data.decode("utf-8", errors="replace"), str(p))
-    elif info is not None and info.kind == "text":
-        raise HloError(f"{p}: does not start with 'HloModule': not HLO text")
     else:
         try:
             module = parse_hlo_proto(data, str(p))
@@ -99,6 +100,8 @@ def read_hlo_file(path: str | Path) -> HloModule:
             module.module_id = info.module_id
         if info.from_profiler and info.module_id is not None:
             module.program_id = info.module_id
+        if info.name and module.name == f"module_{module.entry}":  # text without its HloModule line
+            module.name = info.name
     return module
 
 
@@ -145,30 +148,37 @@ def load_hlo_modules(path: str | Path, stage: str = "after") -> tuple[list[HloMo
         try:
             module = read_hlo_file(chosen.path)
         except HloError as exc:
-            # the same module in the other form may still be readable
+            # the same module in the other form may still be readable; else skip the file, never abort
             other = [f for f in files if f.stage == chosen.stage and f.path != chosen.path]
             if not other:
-                raise
+                warnings.append(f"skipped: {exc}")
+                continue
+            try:
+                module = read_hlo_file(other[0].path)
+            except HloError as exc2:
+                warnings.append(f"skipped: {exc}; and {exc2}")
+                continue
             warnings.append(f"{exc}; read {other[0].path.name} instead")
-            module = read_hlo_file(other[0].path)
         warnings.extend(module.warnings)
         modules.append(module)
     if not modules:
+        skipped = [w for w in warnings if w.startswith("skipped: ")]
         raise UserError(f"{p}: no HLO modules found (expected *_optimizations.txt, *.hlo.pb or "
-                        f"*.hlo_proto.pb files, as XLA_FLAGS=--xla_dump_to writes)")
+                        f"*.hlo_proto.pb files, as XLA_FLAGS=--xla_dump_to writes)"
+                        + (f"; {len(skipped)} unreadable, e.g. {skipped[0][9:]}" if skipped else ""))
     modules.sort(key=lambda m: (m.module_id if m.module_id is not None else -1, m.name))
     return modules, warnings
 
 
 def _looks_like_hlo_text(path: Path) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(64)
-    except OSError:
-        return False
     if path.suffix in _COMPRESSED:
         return False  # not worth decompressing a whole unknown file to sniff it
-    return head.lstrip().startswith(b"HloModule")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_SNIFF_BYTES)
+    except OSError:
+        return False
+    return looks_like_hlo_text(head.decode("utf-8", errors="replace"))
 
 
 def _choose(files: list[DumpFile], stage: str) -> DumpFile:

@@ -26,8 +26,9 @@ from traceview.parsers.hlo_checks import MAX_TUPLE_DEPTH, check_module
 from traceview.parsers.hlo_files import read_bytes
 from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
 
-__all__ = ["apply_stack_frames", "called_from_attributes", "desugar_async", "parse_hlo_text", "parse_metadata",
-           "parse_replica_groups", "parse_shape", "read_hlo_text", "split_attributes", "split_top_level"]
+__all__ = ["apply_stack_frames", "called_from_attributes", "desugar_async", "looks_like_hlo_text", "parse_hlo_text",
+           "parse_metadata", "parse_replica_groups", "parse_shape", "read_hlo_text", "split_attributes",
+           "split_top_level", "strip_comments"]
 
 # ---------------------------------------------------------------------------
 # small lexical helpers
@@ -114,6 +115,54 @@ def _unquote(value: str) -> str:
             body = re.sub(r'\\(.)', lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
         return body
     return value
+
+
+_COMMENT_TOKEN_RE = re.compile(_STRING + r"|/\*|//")
+_BARE_FLAG_RE = re.compile(r"^[A-Za-z_][\w.\-]*$")
+
+
+def strip_comments(text: str) -> str:
+    """``text`` without ``// ...`` and ``/* ... */`` comments outside string literals, as XLA's lexer
+    skips them. Lines are kept (a block comment's lines become empty), so line numbers still hold."""
+    if "//" not in text and "/*" not in text:
+        return text
+    lines = text.split("\n")
+    in_block = False
+    for i, line in enumerate(lines):
+        if not in_block and "//" not in line and "/*" not in line:
+            continue
+        out: list[str] = []
+        pos = 0
+        while True:
+            if in_block:
+                end = line.find("*/", pos)
+                if end < 0:
+                    break
+                in_block, pos = False, end + 2
+                continue
+            m = _COMMENT_TOKEN_RE.search(line, pos)
+            while m is not None and m.group()[0] == '"':  # a string literal: comments inside it are text
+                m = _COMMENT_TOKEN_RE.search(line, m.end())
+            if m is None:
+                out.append(line[pos:])
+                break
+            out.append(line[pos:m.start()])
+            if m.group() == "//":
+                break
+            in_block, pos = True, m.end()
+        lines[i] = "".join(out).rstrip() if out else ""
+    return "\n".join(lines)
+
+
+def looks_like_hlo_text(head: str) -> bool:
+    """True when text (its first few kB will do) starts, after comments, like an HLO module:
+    an ``HloModule`` header, or a computation (``ENTRY`` or ``name (params) -> shape {``)."""
+    for line in strip_comments(head).splitlines():
+        s = line.strip()
+        if not s:
+            continue
+        return s.startswith(("HloModule", "ENTRY")) or bool(_COMP_RE.match(s))
+    return False
 
 
 def parse_metadata(text: str) -> dict[str, str]:
@@ -261,10 +310,10 @@ class _Reader:
                     self._dropped_line(number)  # a computation header or table row cut off
         if self.pending is not None:
             self._dropped_line(self.pending_line)
+        if self.module_name is None:
+            self._headerless()
         self._check_operands()
         desugar_async(self.computations, self.warnings)
-        if self.module_name is None:
-            raise self.error(1, "no 'HloModule' header: not HLO text")
         if self.comp is not None:
             self.warnings.append(
                 f"{self.file}: truncated: computation {self.comp.name!r} (line {self.comp_line}) is cut off "
@@ -278,6 +327,16 @@ class _Reader:
                            warnings=self.warnings, attributes=self.module_attrs)
         self._stack_frames(module)
         return module
+
+    def _headerless(self) -> None:
+        """A module printed without its ``HloModule`` line, which XLA's parser accepts: it names the
+        module ``module_<entry>`` and, when no computation says ENTRY, takes the last one."""
+        if not self.computations:
+            raise self.error(1, "no 'HloModule' header and no computation: not HLO text")
+        if self.entry is None and self.comp is None:
+            last = next(reversed(self.computations.values()))
+            last.is_entry, self.entry = True, last.name
+        self.module_name = f"module_{self.entry or next(iter(self.computations))}"
 
     def _top_line(self, s: str, number: int) -> None:
         """A line outside computations: header, stack-frame tables, computation headers."""
@@ -429,6 +488,9 @@ class _Reader:
                 raise self.error(line, f"instruction {name!r}: expected ',' after operands, got {tail[:30]!r}")
             for part in split_attributes(tail[1:].lstrip()):
                 key, eq, value = part.partition("=")
+                if not eq and _BARE_FLAG_RE.match(part):  # a flag XLA may add one day: keep it
+                    attributes[part] = ""
+                    continue
                 if not eq:
                     raise self.error(line, f"instruction {name!r}: attribute without '=': {part[:40]!r}")
                 value = value.strip()
@@ -665,7 +727,7 @@ def parse_hlo_text(text: str, file: str | None = None) -> HloModule:
     """
     where = file or "<hlo text>"
     try:
-        module = _Reader(text, file).run()
+        module = _Reader(strip_comments(text), file).run()
     except (ValueError, KeyError, IndexError, OverflowError, TypeError, RecursionError) as exc:
         # The reader handles every form XLA prints; anything else that trips it is malformed input.
         raise HloError(f"{where}: malformed HLO text ({type(exc).__name__}: {str(exc)[:120]})") from None

@@ -179,11 +179,15 @@ ENTRY %main (p: f32[8,8]) -> f32[8,8] {
 """
 
 
-def test_unknown_custom_call_is_flagged_not_guessed():
+def test_unknown_custom_call_gets_lower_bound_bytes_not_flops():
+    """A kernel nobody describes must at least read its operand and write its result (issue 12):
+    f32[8,8] = 256 B each way. Its FLOPs are not known: 0, marked as a lower bound, named in a warning."""
     module = parse_hlo_text(_UNKNOWN_CALL)
     df = instruction_costs(module)
     row = _row(df, "k")
-    assert row["unknown"] and row["flops"] == 0 and row["bytes_accessed"] == 0
+    assert not row["unknown"] and row["cost_lower_bound"] and row["flops"] == 0
+    assert (row["bytes_read"], row["bytes_written"], row["bytes_accessed"]) == (256, 256, 512)
+    assert any("my_secret_kernel" in w and "lower bound" in w and " k" in w for w in df.attrs["warnings"])
     assert any("my_secret_kernel" in w for w in df.attrs["warnings"])
     assert any("my_secret_kernel" in w for w in module_totals(module)["warnings"])
 

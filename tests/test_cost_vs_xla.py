@@ -53,10 +53,12 @@ def test_module_totals_match_xla(xla_corpus, name):
     module = parse_hlo_text(ref["hlo_text"], f"{name}.after_optimizations.txt")
     totals = module_totals(module)
     if ref["flops"] < 0 or ref["bytes_accessed"] < 0:
-        # XLA reports -1 for a custom call it cannot see into; we must say "unknown", not invent a number.
+        # XLA reports -1 for a custom call it cannot see into; we must not invent a number: such a call is
+        # unknown, or (issue 12) a kernel whose FLOPs are unknown and whose bytes are a marked lower bound.
         df = instruction_costs(module)
-        assert df["unknown"].any(), f"{name}: XLA could not cost a custom call but we flagged nothing unknown"
-        assert any("custom-call" in w for w in totals["warnings"])
+        assert (df["unknown"] | df["cost_lower_bound"]).any(), (
+            f"{name}: XLA could not cost a custom call but we flagged nothing unknown")
+        assert any("custom" in w for w in totals["warnings"])
         return
     assert _rel(totals["flops"], ref["flops"]) <= 0.01, (totals["flops"], ref["flops"])
     assert _rel(totals["transcendentals"], ref["transcendentals"]) <= 0.01, (

@@ -15,7 +15,8 @@ import pandas as pd
 COST_COLUMNS = ["opcode", "shape", "dtype", "flops", "transcendentals", "bytes_read",
                 "bytes_written", "bytes_accessed", "collective_kind", "payload_bytes",
                 "group_size", "groups", "crosses_dcn", "ring_directions", "unknown", "source_file",
-                "source_line", "fusion_kind", "computation", "cost_category", "fingerprint"]
+                "source_line", "fusion_kind", "computation", "cost_category", "fingerprint",
+                "execution_thread", "cost_lower_bound"]
 
 NUMERIC_COST_COLUMNS = {"flops", "transcendentals", "bytes_read", "bytes_written", "bytes_accessed",
                         "payload_bytes", "group_size", "ring_directions", "source_line"}
@@ -37,7 +38,7 @@ def attach_costs(ops: pd.DataFrame, costs: pd.DataFrame) -> tuple[pd.DataFrame, 
     if costs is None or costs.empty:
         out["has_cost"] = False
         for column in COST_COLUMNS:
-            if column == "unknown":
+            if column in ("unknown", "cost_lower_bound"):
                 out[column] = False
             elif column in NUMERIC_COST_COLUMNS:
                 out[column] = np.nan

@@ -13,12 +13,17 @@ Public API (used by the CLI and the roofline stage):
   bytes_read, bytes_written, bytes_accessed`` (as XLA's HloCostAnalysis counts
   them; a fusion's bytes are those crossing its boundary; while/conditional/call
   rows are zero since their bodies are rows of their own), ``multiplier``
-  (product of the known trip counts of enclosing while loops, NaN if one is
+  (product of the trip counts of enclosing while loops, NaN if one is
   unknown), ``flops_per_step, bytes_accessed_per_step`` (x multiplier),
   ``collective_kind, payload_bytes, group_size, groups, crosses_dcn`` (see
   :mod:`traceview.cost.collectives` for the payload definition), ``unknown``
   (no cost rule: figures are zero, not a guess), ``note``, ``source_file,
-  source_line, fusion_kind``. ``df.attrs["warnings"]`` lists what is unknown.
+  source_line, fusion_kind``, ``trip_count`` (while rows: XLA's known_trip_count,
+  else inferred from the loop's counter, see :mod:`traceview.cost.trip_count`;
+  NaN otherwise), ``execution_thread`` ("" for the main thread, e.g.
+  "sparsecore" for an async wrapper offloaded there), ``cost_lower_bound``
+  (a custom kernel with no cost estimate: bytes of its operands and results,
+  FLOPs unknown). ``df.attrs["warnings"]`` lists what is unknown.
 * :func:`module_totals` -> dict with ``flops, transcendentals, bytes_accessed``
   as ``compiled.cost_analysis()`` reports them, ``*_per_step`` and ``warnings``.
 * :func:`fused_instruction_costs` -> the inside of one fusion.

@@ -24,10 +24,11 @@ from dataclasses import dataclass, field, replace
 
 from traceview.cost import attrs as A
 from traceview.cost.flops import conv_flops, dot_flops
-from traceview.cost.library import library_call_cost
+from traceview.cost.library import kernel_outputs, library_call_cost
 from traceview.cost.record import Cost
 from traceview.cost.record import io_cost as _io
 from traceview.cost.shapes import byte_size, elements, elements_recursive, leaf_bytes, minor_to_major
+from traceview.cost.trip_count import TripCount, while_trip_count
 from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
 
 TRANSCENDENTAL = frozenset({
@@ -71,8 +72,9 @@ class ModuleAnalysis:
         self._index: dict[str, _CompIndex] = {}
         self._sums: dict[tuple[str, bool], Cost] = {}
         self._own: dict[tuple[str, str], Cost] = {}
+        self._trips: dict[tuple[str, str], TripCount] = {}
         self.unknown_opcodes: dict[str, set[str]] = {}   # opcode -> instruction names
-        self.unknown_targets: dict[str, set[str]] = {}   # custom-call target -> instruction names
+        self.lower_bound_kernels: dict[str, set[str]] = {}  # custom-call target -> names costed by shapes only
         self.missing_operands: set[str] = set()
         self.malformed: dict[str, str] = {}           # "computation/instruction" -> error
 
@@ -113,11 +115,21 @@ class ModuleAnalysis:
             return self.computation(inst.called_computations[position])
         return None
 
+    def trip_count(self, inst: Instruction, comp: Computation) -> TripCount:
+        """A while loop's trip count: XLA's ``known_trip_count``, else inferred from the loop's structure."""
+        key = (comp.name, inst.name)
+        trips = self._trips.get(key)
+        if trips is None:
+            trips = while_trip_count(inst, comp, self.called(inst, "condition", 0), self.called(inst, "body", 1),
+                                     self.called, lambda c: self.index(c).by_name)
+            self._trips[key] = trips
+        return trips
+
     # -- computations --------------------------------------------------------
     def computation_cost(self, comp: Computation, per_step: bool = False) -> Cost:
         """Sum over a computation's instructions (XLA's properties of a sub-computation).
 
-        With ``per_step``, while bodies are multiplied by their known trip count.
+        With ``per_step``, while bodies are multiplied by their trip count (known or inferred).
         """
         key = (comp.name, per_step)
         total = self._sums.get(key)
@@ -133,7 +145,7 @@ class ModuleAnalysis:
         """XLA's HloCostAnalysis properties of one instruction (control flow included)."""
         op = inst.opcode
         if op == "while":
-            return self._while(inst, per_step)
+            return self._while(inst, comp, per_step)
         if op == "conditional":
             return self._conditional(inst, per_step)
         if op == "call" or op == "async-start":
@@ -180,9 +192,10 @@ class ModuleAnalysis:
             return _io(read, out, 0, n) if op in TRANSCENDENTAL else _io(read, out, n)
         if op == "fusion":
             return self._fusion(inst)
-        if op in ("dot", "ragged-dot"):
+        if op in ("dot", "ragged-dot", "scaled-dot"):
             # A ragged dot does the work of a dense dot of its output (each row meets one group);
-            # XLA's own count for it drops an output dimension, which undercounts.
+            # XLA's own count for it drops an output dimension, which undercounts. A scaled dot
+            # (block-scaled operands) counts as the dot it is, as XLA's HandleScaledDot does.
             f = dot_flops(operands[0].dims, elements(shape), A.int_list(inst.attributes.get("lhs_contracting_dims")))
             return _io(read, out, f)
         if op == "convolution":
@@ -212,10 +225,10 @@ class ModuleAnalysis:
         return Cost(unknown=True, note=f"no cost rule for opcode {inst.opcode!r}")
 
     # -- control flow ----------------------------------------------------------
-    def _while(self, inst: Instruction, per_step: bool) -> Cost:
+    def _while(self, inst: Instruction, comp: Computation, per_step: bool) -> Cost:
         total = Cost()
         body, cond = self.called(inst, "body", 1), self.called(inst, "condition", 0)
-        trips = A.known_trip_count(inst.backend_config) if per_step else None
+        trips = self.trip_count(inst, comp).count if per_step else None
         for sub in (body, cond):
             if sub is not None:
                 total.add(self.computation_cost(sub, per_step), trips if trips is not None else 1)
@@ -363,7 +376,8 @@ class ModuleAnalysis:
                 read += byte_size(sub.shape)
             elif sub.opcode == "parameter":
                 read += self._parameter_read_bytes(sub, fused, idx)
-        return Cost(inner.flops, inner.transcendentals, read, written, read + written, inner.unknown, inner.note)
+        return Cost(inner.flops, inner.transcendentals, read, written, read + written, inner.unknown, inner.note,
+                    inner.lower_bound)
 
     def _fusion_output_bytes(self, inst: Instruction, fused: Computation) -> float:
         by_name = self.index(fused).by_name
@@ -443,9 +457,16 @@ class ModuleAnalysis:
         lib = library_call_cost(inst, operands)
         if lib is not None:
             return lib
+        # A kernel nobody describes (Pallas/Mosaic without cost_estimate, vendor kernels): it must at
+        # least read its operands and write its results, so those bytes are a lower bound on its
+        # traffic and it is judged against the memory roofline; its FLOPs are not known.
         target = inst.custom_call_target or "?"
-        self.unknown_targets.setdefault(target, set()).add(inst.name)
-        return Cost(unknown=True, note=f"unknown custom-call target {target!r}")
+        self.lower_bound_kernels.setdefault(target, set()).add(inst.name)
+        read = float(sum(byte_size(s) for s in operands if not s.is_tuple))
+        written = float(sum(byte_size(s) for s in kernel_outputs(inst)))
+        return Cost(0.0, 0.0, read, written, read + written, False,
+                    f"custom kernel {target!r} without a cost estimate: FLOPs unknown, bytes of its operands "
+                    "and results are a lower bound", lower_bound=True)
 
 
 def _subshapes(shape: Shape):

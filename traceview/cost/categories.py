@@ -12,7 +12,7 @@ _FUSION = {"kLoop": "loop fusion", "kInput": "input fusion", "kOutput": "output 
 _DATA_FORMATTING = frozenset({
     "copy", "copy-start", "copy-done", "transpose", "reshape", "bitcast", "broadcast", "concatenate", "pad",
     "slice", "dynamic-slice", "dynamic-update-slice", "reverse", "iota", "bitcast-convert", "dynamic-reshape"})
-_NAMED = {"convolution": "convolution", "dot": "matmul", "ragged-dot": "matmul", "reduce": "reduction",
+_NAMED = {"convolution": "convolution", "dot": "matmul", "ragged-dot": "matmul", "scaled-dot": "matmul", "reduce": "reduction",
           "reduce-window": "reduction", "select-and-scatter": "reduction", "gather": "gather",
           "scatter": "scatter", "sort": "sort", "fft": "fft", "rng": "rng", "rng-bit-generator": "rng",
           "custom-call": "custom-call", "while": "control flow", "conditional": "control flow",
@@ -42,7 +42,7 @@ def math_dtype(inst: Instruction, operands: list[Shape], dominant: tuple[str, li
     """Input element type for dot/conv/GEMM calls (``dominant`` names the heaviest dot/conv of a fusion),
     else the output's element type."""
     if operands and not operands[0].is_tuple and (
-            inst.opcode in ("dot", "convolution", "ragged-dot")
+            inst.opcode in ("dot", "convolution", "ragged-dot", "scaled-dot")
             or (inst.opcode == "custom-call" and is_library_call(inst.custom_call_target))):
         return operands[0].element_type
     if dominant is not None and dominant[1]:

@@ -13,8 +13,13 @@ Recognised calls, FLOPs from operand shapes and the call's backend_config:
   (``te_fused_attn_forward/backward*``): the two GEMMs of the forward pass
   (Q.K^T and P.V), five for the backward pass (P recomputed, dV, dP, dQ, dK),
   each 2 x B x H x Sq x Skv x D; Transformer Engine's causal masks halve it.
-* Pallas / Mosaic calls whose backend_config carries the author's
-  ``cost_estimate`` (flops, transcendentals, bytes_accessed).
+* Pallas / Mosaic calls (``tpu_custom_call``, Triton / Mosaic GPU kernels)
+  whose backend_config carries the author's ``cost_estimate`` (JAX writes
+  ``{"custom_call_config": {..., "cost_estimate": {"flops", "transcendentals",
+  "bytes_accessed", ...}}}``): FLOPs and bytes as given. XLA itself reports
+  nothing for these calls, so traceview deliberately differs from it here.
+* Block-scaled dots (``__op$block_scaled_dot``, ``__cudnn$blockScaledDot``):
+  2 x output elements x the contracting (last) dimension of lhs.
 * Compiler annotations (``AssumeGatherIndicesInBound``, sharding markers):
   no work.
 
@@ -37,6 +42,8 @@ _GEMM_RE = re.compile(r"^__(cublas|hipblas|rocblas)(lt)?\$", re.I)
 _CONV_RE = re.compile(r"^__(cudnn|miopen)\$conv", re.I)
 _FMHA_RE = re.compile(r"^__cudnn\$fmha", re.I)
 _TE_ATTN_RE = re.compile(r"^te_fused_attn_(forward|backward)", re.I)
+# Block-scaled (MX / NVFP4) dots: XLA's composite target and the cuDNN call it is rewritten into.
+_BLOCK_SCALED_RE = re.compile(r"^__(op\$block_scaled_dot|cudnn\$blockScaledDot)$")
 _MLIR_ATTR_RE = re.compile(r"(\w+)\s*=\s*([^,{}]+)")
 # Transformer Engine mask types (NVTE_Mask_Type) under which the kernel skips the masked half.
 _TE_CAUSAL_MASKS = {2, 3, 4, 5}
@@ -51,7 +58,8 @@ _ANNOTATIONS = frozenset({"AssumeGatherIndicesInBound", "Sharding", "SPMDFullToS
 def is_library_call(target: str | None) -> bool:
     """True for the GEMM, convolution and attention calls whose math type is their input's."""
     t = target or ""
-    return bool(_GEMM_RE.match(t) or _CONV_RE.match(t) or _FMHA_RE.match(t) or _TE_ATTN_RE.match(t))
+    return bool(_GEMM_RE.match(t) or _CONV_RE.match(t) or _FMHA_RE.match(t) or _TE_ATTN_RE.match(t)
+                or _BLOCK_SCALED_RE.match(t))
 
 
 def library_call_cost(inst: Instruction, operands: list[Shape]) -> Cost | None:
@@ -68,13 +76,15 @@ def library_call_cost(inst: Instruction, operands: list[Shape]) -> Cost | None:
         return _fmha(inst, operands, config, target)
     if _TE_ATTN_RE.match(target):
         return _te_attention(inst, operands, target)
-    estimate = _cost_estimate(config)
+    if _BLOCK_SCALED_RE.match(target):
+        return _block_scaled_dot(inst, operands)
+    estimate = _cost_estimate(config, operands, kernel_outputs(inst))
     if estimate is not None:
         return estimate
     return None
 
 
-def _outputs(inst: Instruction) -> list[Shape]:
+def kernel_outputs(inst: Instruction) -> list[Shape]:
     """Result arrays without a trailing scratch workspace (u8/s8 vector at the end of a tuple)."""
     outs = leaves(inst.shape)
     if inst.shape.is_tuple and len(outs) > 1 and outs[-1].element_type in ("u8", "s8") and len(outs[-1].dims) == 1:
@@ -95,7 +105,7 @@ def _dims(dnums: dict[str, Any], key: str) -> list[int]:
 def _gemm(inst: Instruction, operands: list[Shape], config: dict) -> Cost | None:
     gemm = config.get("gemm_backend_config", config)
     dnums = gemm.get("dot_dimension_numbers")
-    outs = _outputs(inst)
+    outs = kernel_outputs(inst)
     if not isinstance(dnums, dict) or not operands or not outs:
         return None
     flops = dot_flops(operands[0].dims, elements(outs[0]), _dims(dnums, "lhs_contracting_dimensions"))
@@ -108,7 +118,7 @@ def _gemm(inst: Instruction, operands: list[Shape], config: dict) -> Cost | None
 
 def _conv(inst: Instruction, operands: list[Shape], target: str) -> Cost | None:
     dims = A.conv_dims(inst.attributes.get("dim_labels"))
-    outs = _outputs(inst)
+    outs = kernel_outputs(inst)
     if dims is None or len(operands) < 2 or not outs:
         return None
     if "BackwardInput" in target:        # result = input gradient; operands: output grad, filter
@@ -127,7 +137,7 @@ def _fmha(inst: Instruction, operands: list[Shape], config: dict, target: str) -
     fmha = config.get("cudnn_fmha_backend_config", config)
     inter = fmha.get("intermediate_tensor_shape", {})
     inter_dims = [int(d) for d in inter.get("dimensions", [])] if isinstance(inter, dict) else []
-    outs = _outputs(inst)
+    outs = kernel_outputs(inst)
     if not inter_dims or len(operands) < 3 or not outs or not operands[0].dims:
         return None
     # One attention GEMM: 2 x (B*H*Sq*Skv) x head dim; the head dim is what Q.K^T contracts
@@ -162,11 +172,27 @@ def _te_attention(inst: Instruction, operands: list[Shape], target: str) -> Cost
     if mask in _TE_CAUSAL_MASKS:
         flops *= 0.5
         note += ", halved for the causal mask"
-    return _io(operands, _outputs(inst), flops, note)
+    return _io(operands, kernel_outputs(inst), flops, note)
 
 
-def _cost_estimate(config: dict) -> Cost | None:
-    """A ``cost_estimate`` the kernel's author attached (Pallas ``pl.CostEstimate``)."""
+def _block_scaled_dot(inst: Instruction, operands: list[Shape]) -> Cost | None:
+    """Operands (lhs, rhs, lhs_scale, rhs_scale[, global_scale]) contracting their last dimension,
+    with batch dimension 0 at rank 3 (XLA's BlockScalingRewriter): 2 x output elements x K, as
+    XLA's HandleScaledDot counts the dot it becomes; the scales are read, not multiplied."""
+    outs = kernel_outputs(inst)
+    if len(operands) < 3 or not outs or not operands[0].dims:
+        return None
+    flops = dot_flops(operands[0].dims, elements(outs[0]), [len(operands[0].dims) - 1])
+    return _io(operands, outs, flops, "block-scaled dot: 2*M*N*K, K the last dimension of lhs")
+
+
+def _cost_estimate(config: dict, operands: list[Shape], outs: list[Shape]) -> Cost | None:
+    """A ``cost_estimate`` the kernel's author attached (Pallas ``pl.CostEstimate``).
+
+    FLOPs, transcendentals and bytes accessed are the author's; the bytes are
+    split into read and written in the ratio of the operand and result sizes,
+    so read + written = accessed as for every other op.
+    """
     for holder in (config, config.get("custom_call_config", {})):
         est = holder.get("cost_estimate") if isinstance(holder, dict) else None
         if isinstance(est, dict) and "flops" in est:
@@ -176,6 +202,11 @@ def _cost_estimate(config: dict) -> Cost | None:
                 nbytes = float(est.get("bytes_accessed", 0))
             except (TypeError, ValueError):
                 return None
-            return Cost(flops, trans, float("nan"), float("nan"), nbytes, False,
+            if not all(math.isfinite(v) and v >= 0 for v in (flops, trans, nbytes)):
+                return None
+            read = float(sum(byte_size(s) for s in operands if not s.is_tuple))
+            written = float(sum(byte_size(s) for s in outs))
+            share = read / (read + written) if read + written > 0 else 0.5
+            return Cost(flops, trans, nbytes * share, nbytes * (1 - share), nbytes, False,
                         "cost_estimate given by the kernel's author")
     return None

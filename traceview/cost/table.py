@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from traceview.cost import attrs as A
 from traceview.cost.analysis import Cost, ModuleAnalysis
+from traceview.cost.async_wrapped import execution_thread, wrapped_op
 from traceview.cost.categories import category, math_dtype
 from traceview.cost.collectives import CollectiveInfo, collective_info
 from traceview.cost.shapes import shape_text, unknown_element_types
@@ -24,6 +24,7 @@ COLUMNS: dict[str, str] = {
     "collective_kind": "object", "payload_bytes": "float64", "group_size": "float64", "groups": "object",
     "crosses_dcn": "object", "ring_directions": "float64", "unknown": "bool", "note": "object", "source_file": "object",
     "source_line": "float64", "fusion_kind": "object",
+    "trip_count": "float64", "execution_thread": "object", "cost_lower_bound": "bool",
 }
 def _roots(module: HloModule) -> list[Computation]:
     """The entry computation; without one, every computation that nothing calls."""
@@ -58,10 +59,11 @@ def _op_computations(module: HloModule, analysis: ModuleAnalysis,
         for inst in comp.instructions:
             op = inst.opcode
             if op == "while":
-                trips = A.known_trip_count(inst.backend_config)
+                trips = analysis.trip_count(inst, comp).count
                 if trips is None:
-                    warnings.append(f"{module.name}: while loop {inst.name!r} has no known trip count; "
-                                    "its body's multiplier is NaN and per-step totals count it once")
+                    warnings.append(f"{module.name}: while loop {inst.name!r} has no known trip count (none in "
+                                    "backend_config, and its condition is not a counter compared with a "
+                                    "constant); its body's multiplier is NaN and per-step totals count it once")
                 inner = mult * trips if trips is not None else math.nan
                 for key, pos in (("condition", 0), ("body", 1)):
                     sub = analysis.called(inst, key, pos)
@@ -76,19 +78,6 @@ def _op_computations(module: HloModule, analysis: ModuleAnalysis,
     return out
 
 
-def _wrapped(inst: Instruction, analysis: ModuleAnalysis, comp: Computation) -> Instruction | None:
-    """The root instruction an async-start (or its -update/-done) runs."""
-    start = inst
-    if inst.opcode in ("async-done", "async-update") and inst.operands:
-        start = analysis.index(comp).by_name.get(inst.operands[0], inst)
-        while start.opcode == "async-update" and start.operands:
-            start = analysis.index(comp).by_name.get(start.operands[0], start)
-    sub = analysis.called(start, "calls")
-    if sub is None:
-        return None
-    return analysis.index(sub).by_name.get(sub.root or "") or (sub.instructions[-1] if sub.instructions else None)
-
-
 def _dominant_contraction(inst: Instruction, analysis: ModuleAnalysis):
     """(opcode, operand shapes) of the heaviest dot/convolution/GEMM call inside a fusion, or None."""
     fused = analysis.called(inst, "calls")
@@ -96,7 +85,7 @@ def _dominant_contraction(inst: Instruction, analysis: ModuleAnalysis):
         return None
     best, best_flops = None, -1.0
     for sub in fused.instructions:
-        if sub.opcode in ("dot", "convolution", "ragged-dot") or (sub.opcode == "custom-call"):
+        if sub.opcode in ("dot", "convolution", "ragged-dot", "scaled-dot") or (sub.opcode == "custom-call"):
             flops = analysis.own_cost(sub, fused).flops
             if flops > best_flops:
                 best, best_flops = (sub.opcode, analysis.operand_shapes(sub, fused)), flops
@@ -140,11 +129,12 @@ def _collective(inst: Instruction, comp: Computation, operands: list, analysis: 
     """The collective an instruction runs (itself, or the op an async pair wraps) and that wrapped op."""
     op = inst.opcode
     if op.startswith("async-"):
-        wrapped = _wrapped(inst, analysis, comp)
-        if wrapped is None:
+        found = wrapped_op(inst, analysis, comp)
+        if found is None:
             return None, None
+        wrapped, wrapped_comp = found
         if op == "async-start":
-            shapes = analysis.operand_shapes(wrapped, analysis.called(inst, "calls") or comp)
+            shapes = analysis.operand_shapes(wrapped, wrapped_comp)
             return collective_info(wrapped, shapes, module, devices_per_slice), wrapped
         return collective_info(wrapped, [], module, devices_per_slice, wrapped.opcode + "-done"), wrapped
     if op.endswith("-done") and inst.operands:  # a -done names its groups only through its -start
@@ -170,7 +160,15 @@ def _row(module: HloModule, comp: Computation, inst: Instruction, mult: float, a
             np.nan if coll is None or coll.group_size is None else float(coll.group_size),
             coll.groups if coll else None, coll.crosses_dcn if coll else None,
             float(coll.ring_directions) if coll and coll.ring_directions else np.nan, cost.unknown, cost.note,
-            md.get("source_file", ""), float(line) if line and line.isdigit() else np.nan, inst.fusion_kind or "")
+            md.get("source_file", ""), float(line) if line and line.isdigit() else np.nan, inst.fusion_kind or "",
+            _trips(inst, comp, analysis), execution_thread(inst, analysis, comp), cost.lower_bound)
+
+
+def _trips(inst: Instruction, comp: Computation, analysis: ModuleAnalysis) -> float:
+    if inst.opcode != "while":
+        return np.nan
+    count = analysis.trip_count(inst, comp).count
+    return float(count) if count is not None else np.nan
 
 
 def _analysis_warnings(module: HloModule, analysis: ModuleAnalysis) -> list[str]:
@@ -178,9 +176,13 @@ def _analysis_warnings(module: HloModule, analysis: ModuleAnalysis) -> list[str]
     if analysis.unknown_opcodes:
         listed = ", ".join(f"{k} (x{len(v)})" for k, v in sorted(analysis.unknown_opcodes.items()))
         out.append(f"{module.name}: no cost rule for opcodes {listed}; counted as zero and marked unknown")
-    if analysis.unknown_targets:
-        listed = ", ".join(f"{k} (x{len(v)})" for k, v in sorted(analysis.unknown_targets.items()))
-        out.append(f"{module.name}: unknown custom-call targets {listed}; counted as zero and marked unknown")
+    if analysis.lower_bound_kernels:
+        names = sorted(n for v in analysis.lower_bound_kernels.values() for n in v)
+        targets = ", ".join(f"{k} (x{len(v)})" for k, v in sorted(analysis.lower_bound_kernels.items()))
+        shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+        out.append(f"{module.name}: {len(names)} custom kernels have no cost estimate ({targets}): FLOPs unknown, "
+                   f"bytes of their operands and results are a lower bound, judged against the memory roofline: "
+                   f"{shown}")
     if analysis.malformed:
         name, err = next(iter(analysis.malformed.items()))
         out.append(f"{module.name}: {len(analysis.malformed)} instructions could not be costed (e.g. {name}: "
@@ -213,7 +215,7 @@ def module_totals(module: HloModule) -> dict:
     return {"module": module.name, "flops": once.flops, "transcendentals": once.transcendentals,
             "bytes_accessed": once.bytes_accessed, "flops_per_step": step.flops,
             "transcendentals_per_step": step.transcendentals, "bytes_accessed_per_step": step.bytes_accessed,
-            "unknown": once.unknown, "warnings": warnings}
+            "unknown": once.unknown, "lower_bound": once.lower_bound, "warnings": warnings}
 
 
 def fused_instruction_costs(module: HloModule, fusion_name: str) -> pd.DataFrame:

@@ -13,7 +13,8 @@ from traceview.units import json_scalar
 
 INSTRUCTION_FIELDS = ["module", "computation", "name", "opcode", "category", "shape", "dtype", "flops",
                       "transcendentals", "bytes_read", "bytes_written", "multiplier", "unknown",
-                      "source_file", "source_line", "fusion_kind"]
+                      "source_file", "source_line", "fusion_kind", "trip_count", "execution_thread",
+                      "cost_lower_bound"]
 
 
 def _collective(row: dict) -> dict | None:

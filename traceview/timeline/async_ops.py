@@ -17,16 +17,20 @@ from traceview.parsers.hlo_model import HloModule
 
 
 def async_pairs(modules: list[HloModule]) -> pd.DataFrame:
-    """One row per (module, start, done) pair found in the HLO: a done names its start as operand 0."""
+    """One row per (module, start, done) pair found in the HLO: a done names its start as operand 0,
+    directly or through ``async-update`` steps."""
     rows = []
     for module in modules:
         for computation in module.computations.values():
-            opcodes = {inst.name: inst.opcode for inst in computation.instructions}
+            by_name = {inst.name: inst for inst in computation.instructions}
             for inst in computation.instructions:
                 if inst.opcode.endswith("-done") and inst.operands:
-                    start = inst.operands[0]
-                    if opcodes.get(start, "").endswith("-start"):
-                        rows.append((module.name, start, inst.name))
+                    start = by_name.get(inst.operands[0])
+                    hops = 0
+                    while start is not None and start.opcode.endswith("-update") and start.operands and hops < 64:
+                        start, hops = by_name.get(start.operands[0]), hops + 1
+                    if start is not None and start.opcode.endswith("-start"):
+                        rows.append((module.name, start.name, inst.name))
     return pd.DataFrame(rows, columns=["module", "start", "done"]).drop_duplicates()
 
 
