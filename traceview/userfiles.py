@@ -150,7 +150,7 @@ def _expected(error) -> str:
     v, arg = error.validator, error.validator_value
     if v == "type":
         types = arg if isinstance(arg, list) else [arg]
-        return " or ".join(_TYPE_WORDS.get(t, t) for t in types)
+        return " or ".join(str(_TYPE_WORDS.get(t, t)) for t in types)
     if v == "oneOf":
         return error.schema.get("description") or "one of the allowed forms"
     if v == "enum":
