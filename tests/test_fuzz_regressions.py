@@ -454,3 +454,12 @@ def test_terminal_table_with_a_stray_escape():
     assert _visible_len("a\x1bb") == 3
     table = text_table(["name"], [["a\x1b"], ["\x1b[31mred\x1b[0m"]])
     assert "\x1b" not in table.replace("\x1b[31m", "").replace("\x1b[0m", "")
+
+
+def test_dashboard_names_render_as_text_never_as_image_link_or_html():
+    """What the dashboard passes to st.markdown (seen in Chromium: no <img>, no link to the name's URL)."""
+    from traceview.render.escape import markdown_text
+
+    shown = markdown_text("![pwn](http://example.com/x.png) www.example.com <img src=x> [a](b)")
+    assert "![" not in shown and "<img" not in shown and "](b)" not in shown.replace("\\](b)", "")
+    assert "http://" not in shown and "www." not in shown  # no bare URL left for autolinking
