@@ -463,3 +463,28 @@ def test_dashboard_names_render_as_text_never_as_image_link_or_html():
     shown = markdown_text("![pwn](http://example.com/x.png) www.example.com <img src=x> [a](b)")
     assert "![" not in shown and "<img" not in shown and "](b)" not in shown.replace("\\](b)", "")
     assert "http://" not in shown and "www." not in shown  # no bare URL left for autolinking
+
+
+@pytest.mark.parametrize("length", [(1 << 64) - 1, 1 << 63, (1 << 31) + 5, 1000])
+def test_event_field_with_a_huge_length_never_hangs(tmp_path, length):
+    """A length-delimited field inside event bytes whose length varint is huge (read as negative): a clean
+    error or the other events, never a hang (run in the fuzzer's worker, which is killed past its time)."""
+    import fuzzing
+
+    from traceview.parsers.xspace_schema import XSpaceRaw
+
+    space = XSpaceRaw()
+    plane = space.planes.add(name="/device:GPU:0")
+    plane.event_metadata[1].id = 1
+    plane.event_metadata[1].name = "op"
+    line = plane.lines.add(name="Stream #1")
+    good = bytes([0x08, 0x01, 0x10, 0x05, 0x18, 0x0A])  # metadata_id 1, offset 5, duration 10
+    line.events.append(good)
+    line.events.append(bytes([0x08, 0x01, 0x22]) + fuzzing._varint(length) + b"\x08\x01")
+    case = fuzzing.Case(0, "huge-length", "xplane", f"length={length}", "host.xplane.pb", space.SerializeToString())
+    pool = fuzzing._Pool(timeout_s=20.0)
+    try:
+        outcome, detail = pool.run(case)
+    finally:
+        pool.close()
+    assert outcome in ("ok", "error"), detail
