@@ -13,7 +13,7 @@ import traceback
 
 import streamlit as st
 
-from traceview.dashboards import compare, op_detail, ops_table, overview, roofline_view, timeline
+from traceview.dashboards import compare, memory, op_detail, ops_table, overview, parallelism, roofline_view, timeline
 from traceview.dashboards.config import DashboardConfig, from_env
 from traceview.dashboards.data import AS_LOADED, Source, View, hardware, load_view, runs_of, save_upload
 from traceview.errors import UserError
@@ -77,8 +77,8 @@ def _header(view: View) -> None:
 
 
 def _body(view: View) -> None:
-    tabs = st.tabs(["Overview", "Roofline", "Ops", "Timeline", "Op detail", "Compare"])
-    sections = (overview, roofline_view, ops_table, timeline, op_detail, compare)
+    tabs = st.tabs(["Overview", "Roofline", "Ops", "Timeline", "Op detail", "Memory", "Parallelism", "Compare"])
+    sections = (overview, roofline_view, ops_table, timeline, op_detail, memory, parallelism, compare)
     for tab, section in zip(tabs, sections):
         with tab:
             section.render(view)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Literal
+
 import pandas as pd
 import streamlit as st
 
@@ -41,6 +44,24 @@ def ops_frame(diff) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
+_SUMMARY = re.compile(r"<details>\s*<summary>(.*?)</summary>", re.S)
+
+
+def without_html_blocks(markdown: str) -> str:
+    """The report's collapsible <details> blocks (for GitHub) as plain headed sections: Streamlit
+    shows raw HTML tags otherwise, and HTML stays off because names in the report come from traces."""
+    text = _SUMMARY.sub(lambda m: f"**{m.group(1).strip()}**", markdown)
+    return re.sub(r"</?details>", "", text)
+
+
+def delta_colour(change: float | None, inverse: bool = True) -> Literal["off", "inverse", "normal"]:
+    """Streamlit's delta colour for a relative change: grey ("off") when it rounds to 0.0%, so no
+    change is never shown as a red or green arrow."""
+    if change is None or round(100 * change, 1) == 0:
+        return "off"
+    return "inverse" if inverse else "normal"
+
+
 def render(view: View) -> None:
     others = other_sources(view)
     c1, c2 = st.columns([1, 1])
@@ -66,7 +87,7 @@ def render(view: View) -> None:
                 f"**new** (this run) {markdown_code(view.source.path)} run {markdown_code(view.analysis.profile.source.run)}")
     _headline(diff.summary)
     with st.expander("report (markdown, as `traceview diff` prints it)"):
-        st.markdown(diff_markdown(diff))
+        st.markdown(without_html_blocks(diff_markdown(diff)))
     st.caption("Per op, times per step in microseconds; change = new/base - 1 (low/high: its confidence "
                "interval when per-step times exist); biggest time change first.")
     percent = {c: st.column_config.NumberColumn(c, format="percent") for c in
@@ -83,11 +104,14 @@ def _headline(summary: dict) -> None:
     step = summary.get("step_time")
     if step:
         cols[0].metric("median step (new)", fmt_time_us((step.get("new_ps") or 0) / PS_PER_US),
-                       delta=None if step.get("change") is None else fmt_pct(step["change"]), delta_color="inverse")
+                       delta=None if step.get("change") is None else fmt_pct(step["change"]),
+                       delta_color=delta_colour(step.get("change")))
     mfu = summary.get("mfu") or {}
     if mfu.get("new") is not None:
-        delta = None if mfu.get("base") is None else f"{100 * (mfu['new'] - mfu['base']):+.2f} pt"
-        cols[1].metric("MFU (new)", fmt_pct(mfu["new"]), delta=delta)
+        change = None if mfu.get("base") is None else mfu["new"] - mfu["base"]
+        delta = None if change is None else f"{100 * change:+.2f} pt"
+        cols[1].metric("MFU (new)", fmt_pct(mfu["new"]), delta=delta,
+                       delta_color="off" if change is None or round(100 * change, 2) == 0 else "normal")
     ops = summary.get("ops") or {}
     cols[2].metric("ops changed", ops.get("changed", 0), help="FLOPs, bytes or bound changed, or time moved")
     cols[3].metric("ops new / vanished", f"{ops.get('new', 0)} / {ops.get('vanished', 0)}")

@@ -17,7 +17,7 @@ from traceview.dashboards.hlo_format import (
     source_snippet,
 )
 from traceview.errors import UserError
-from traceview.hardware.chips import Chip
+from traceview.hardware.chips import Chip, dtype_class
 from traceview.render.escape import markdown_code, markdown_text
 from traceview.render.tables import fmt_pct, fmt_si, fmt_time_us
 from traceview.units import number
@@ -34,8 +34,16 @@ def arithmetic(record: dict, chip: Chip) -> pd.DataFrame:
     rows = []
     flops, dtype = number(record.get("flops")), record.get("dtype")
     peak, note = chip.peak_flops_rule(dtype) if dtype else (None, None)
-    rows.append(("T_compute", f"{fmt_si(flops, 'FLOP')} / {fmt_si(peak, 'FLOP/s')} ({dtype or '?'} peak"
-                 + (f"; {note}" if note else "") + ")", record.get("t_compute_us")))
+    if flops == 0:    # no math: no peak is involved, and no precision rule applies
+        rows.append(("T_compute", "0 FLOP: no compute", record.get("t_compute_us")))
+    else:
+        # the precision note concerns matrix work only (f32 matmuls as bf16 passes on the MXU)
+        applies = note and record.get("contraction") is not False
+        used = dtype_class(dtype) if dtype else None
+        peak_class = used if used in chip.peak_flops else chip.dtype_fallbacks.get(used or "", (used, ""))[0]
+        rows.append(("T_compute", f"{fmt_si(flops, 'FLOP')} / {fmt_si(peak, 'FLOP/s')} ({peak_class or '?'} peak"
+                     + (f" for {dtype}" if peak_class and dtype and peak_class != dtype_class(dtype) else "")
+                     + (f"; {note}" if applies else "") + ")", record.get("t_compute_us")))
     bytes_ = number(record.get("bytes_accessed"))
     rows.append(("T_memory", f"{fmt_si(bytes_, 'B')} / {fmt_si(chip.hbm_bandwidth, 'B/s')} (HBM)",
                  record.get("t_memory_us")))
@@ -54,8 +62,13 @@ def arithmetic(record: dict, chip: Chip) -> pd.DataFrame:
                  record.get("roofline_time_us")))
     judged = record.get("judged_time_us")
     rows.append(("measured", "judged time (self time; in-flight time for an async start)", judged))
+    if record.get("projected_time_us") is not None:
+        rows.append(("projected", "time on the target if the op keeps the fraction of its roofline it reached "
+                     "on the capture chip", record.get("projected_time_us")))
     rows.append(("gap", f"measured - roofline; efficiency = roofline / measured = {fmt_pct(record.get('efficiency'))}",
                  record.get("gap_us")))
+    rows.append(("gain", "device time saved at the roofline: the gap, at most the time the device waited on the "
+                 "op (exposed time) for async or communication work", record.get("gain_us")))
     return pd.DataFrame([{"term": t, "time": fmt_time_us(number(v)), "formula": f} for t, f, v in rows])
 
 
@@ -124,8 +137,24 @@ def render(view: View) -> None:
     if inst.backend_config:
         with st.expander("backend config"):
             st.code(inst.backend_config, language="json", wrap_lines=True)
+    _graph(view, module_obj, inst)
     if inst.opcode == "fusion":
         _fusion(module_obj, inst)
+
+
+def _graph(view: View, module, inst) -> None:
+    """The op's HLO neighbourhood, coloured by bound (the graph `traceview graph` draws), rendered in the page."""
+    from traceview.graph.neighbourhood import annotate, op_graph
+    from traceview.graph.render import to_dot
+
+    st.markdown("**Graph** (operands above, users below; colour = bound, thick border = this op)")
+    left, right = st.columns([3, 1])
+    depth = left.slider("graph depth", 1, 4, 1, key="tv_graph_depth")
+    expand = right.checkbox("open the fusion", value=True, key="tv_graph_expand",
+                            disabled=inst.opcode != "fusion", help="draw the fused computation inside the op")
+    graph = op_graph([module], inst.name, depth=depth, expand=expand)
+    annotate(graph, view.ops.to_dict("records"))
+    st.graphviz_chart(to_dot(graph), width="stretch")
 
 
 BOUND_BADGES = {"compute": "green", "memory": "blue", "communication": "violet", "unknown": "gray"}

@@ -6,10 +6,12 @@ import pandas as pd
 import streamlit as st
 
 from traceview.dashboards.data import View
-from traceview.hardware.chips import Chip
+from traceview.hardware.chips import Chip, dtype_class
+from traceview.hardware.detect import device_model_name
 from traceview.render.charts import BOUND_COLOURS
 from traceview.render.escape import markdown_text
 from traceview.render.tables import fmt_pct, fmt_si, fmt_time_us
+from traceview.roofline import GAIN_DEFINITION
 from traceview.units import US_PER_MS
 from traceview.vocabulary import BOUNDS_AND_IDLE
 
@@ -38,7 +40,11 @@ def bound_split(summary: dict) -> pd.DataFrame:
 def resource_name(bound: str, record: dict, chip: Chip | None) -> str:
     """Which roofline term an op hits: '<dtype> peak', 'HBM', 'ICI' / 'NVLink' / 'PCIe'..."""
     if bound == "compute":
-        return f"{record.get('dtype') or 'compute'} peak"
+        dtype = record.get("dtype")
+        klass = dtype_class(dtype) if dtype else None
+        if chip is not None and klass and klass not in chip.peak_flops and klass in chip.dtype_fallbacks:
+            return f"{chip.dtype_fallbacks[klass][0]} peak"      # the peak the rule used, not the dtype's
+        return f"{klass or dtype or 'compute'} peak"
     if bound == "memory":
         return "HBM" if chip is None or chip.kind != "CPU" else "memory"
     if bound == "communication":
@@ -51,17 +57,26 @@ def resource_name(bound: str, record: dict, chip: Chip | None) -> str:
 
 
 def gap_sentences(view: View, limit: int = 5) -> list[str]:
-    """'all-reduce.3: 121 ms measured, 45 ms at the ICI roofline, communication-bound', biggest gap first."""
+    """'all-reduce.3: 121 ms measured, 45 ms at the ICI roofline, communication-bound (76 ms to gain)',
+    ranked by gain (what the device would save; for async work at most the time it waited)."""
     ops = view.ops
-    if "gap_us" not in ops.columns:
+    rank = "gain_us" if "gain_us" in ops.columns else "gap_us"
+    if rank not in ops.columns:
         return []
-    ranked = ops[ops["gap_us"].fillna(0) > 0].sort_values("gap_us", ascending=False, kind="stable").head(limit)
+    ranked = ops[ops[rank].fillna(0) > 0].sort_values(rank, ascending=False, kind="stable").head(limit)
     sentences = []
     for r in ranked.to_dict("records"):
         resource = resource_name(r["bound"], r, view.chip)
-        sentences.append(f"**{markdown_text(r['name'])}** ({markdown_text(r['module'])}): {fmt_time_us(r['judged_time_us'])} measured, "
+        measured = r.get("projected_time_us") if r.get("projected_time_us") == r.get("projected_time_us") and \
+            r.get("projected_time_us") is not None else r["judged_time_us"]
+        waited = ""
+        exposed = r.get("exposed_time_us")
+        if exposed is not None and exposed == exposed and r.get("gap_us") and exposed < r["gap_us"]:
+            waited = f"; the device waited {fmt_time_us(exposed)} on it, the rest overlapped other work"
+        sentences.append(f"**{markdown_text(r['name'])}** ({markdown_text(r['module'])}): "
+                         f"{fmt_time_us(measured)} {'projected' if 'projected_time_us' in r else 'measured'}, "
                          f"{fmt_time_us(r['roofline_time_us'])} at the {markdown_text(resource)} roofline, {r['bound']}-bound "
-                         f"({fmt_time_us(r['gap_us'])} to gain)")
+                         f"({fmt_time_us(r[rank])} to gain{waited})")
     return sentences
 
 
@@ -78,7 +93,7 @@ def steps_frame(summary: dict, limit: int | None = None) -> pd.DataFrame:
 
 
 def device_frame(view: View) -> pd.DataFrame:
-    rows = [{"device": d.id, "kind": d.kind, "model": d.model or d.vendor or "-",
+    rows = [{"device": d.id, "kind": d.kind, "model": device_model_name(d),
              "peak FLOP/s (trace)": fmt_si(d.peak_flops, "FLOP/s"), "HBM (trace)": fmt_si(d.hbm_bandwidth, "B/s")}
             for d in view.analysis.profile.devices]
     return pd.DataFrame(rows)
@@ -88,13 +103,15 @@ def render(view: View) -> None:
     s = view.summary
     steps = [x["time_us"] for x in s.get("steps", []) if x.get("time_us") is not None]
     cols = st.columns(5)
-    cols[0].metric("devices", len(view.analysis.profile.devices))
+    active, listed = len(view.analysis.active_devices), len(view.analysis.profile.devices)
+    cols[0].metric("devices", active, help=f"devices with at least one op ({listed} in the trace)")
     cols[1].metric("steps", len(steps))
     cols[2].metric("median step", fmt_time_us(float(pd.Series(steps).median())) if steps else "-")
-    cols[3].metric("MFU", fmt_share(s.get("mfu")),
-                   help=f"model FLOPs / (span x {s.get('mfu_dtype') or 'bf16'} peak of the target)")
-    cols[4].metric("roofline efficiency", fmt_pct(s.get("efficiency")),
-                   help="sum of roofline times / sum of measured times, over ops with a known bound")
+    cols[3].metric("projected MFU" if s.get("projected") else "MFU", fmt_share(s.get("mfu")),
+                   help=(f"model FLOPs / (span x active devices x the {s.get('mfu_peak_dtype')} peak of the target)"
+                         if s.get("mfu") is not None else f"unknown: {s.get('mfu_reason')}"))
+    cols[4].metric("roofline efficiency", fmt_share(s.get("efficiency")),
+                   help=s.get("efficiency_definition") or s.get("efficiency_reason") or "")
 
     split = bound_split(s)
     if len(split):
@@ -106,21 +123,23 @@ def render(view: View) -> None:
 
     sentences = gap_sentences(view)
     if sentences:
-        st.markdown("**Biggest gaps** (measured time minus the time at the op's roofline)")
+        st.markdown(f"**Biggest gaps**, ranked by what can be won ({GAIN_DEFINITION})")
         st.markdown("\n".join(f"1. {x}" for x in sentences))
 
     left, right = st.columns([3, 2])
     with left:
         frame = steps_frame(s, MAX_STEP_BARS)
         if len(frame):
-            st.markdown("**Steps** (device time by bound" + (
+            st.markdown("**Steps** (per device: time by bound and idle, the mean over the step's devices" + (
                 f"; the first {MAX_STEP_BARS} of {len(steps)} steps)" if len(steps) > MAX_STEP_BARS else ")"))
             _steps_chart(frame)
     with right:
         st.markdown("**Devices**")
         st.dataframe(device_frame(view), hide_index=True, width="stretch")
-        st.caption(f"device time {fmt_time_us(s.get('device_time_us'))}, idle {fmt_time_us(s.get('idle_us'))} "
-                   f"of a {fmt_time_us(s.get('span_us'))} span (summed over devices)")
+        n = s.get("active_devices") or 0
+        st.caption(f"{n} active devices: busy {fmt_time_us(s.get('device_time_us'))} + idle "
+                   f"{fmt_time_us(s.get('idle_us'))} = span {fmt_time_us(s.get('span_us'))} x {n}"
+                   + (f"; {len(s['inactive_devices'])} devices ran no op" if s.get("inactive_devices") else ""))
 
 
 def _split_bar(split: pd.DataFrame) -> None:

@@ -6,7 +6,7 @@ import streamlit as st
 
 from traceview.dashboards import selection
 from traceview.dashboards.data import View
-from traceview.render.charts import altair_chart, roofline_points
+from traceview.render.charts import altair_chart, roofline_points, unplaceable_ops
 from traceview.render.escape import markdown_text
 from traceview.render.tables import fmt_si
 from traceview.roofline import ridge_point
@@ -37,7 +37,13 @@ def render(view: View) -> None:
                "Click a point to open it in Op detail.")
     if points.empty:
         st.info("No op has both FLOPs and bytes (is the trace's HLO missing?).")
-        return
-    event = st.altair_chart(altair_chart(points, chip), on_select="rerun", key="roofline_chart",
-                            width="stretch")
-    selection.offer("chart", clicked_op(event))
+    else:
+        event = st.altair_chart(altair_chart(points, chip, ops=view.analysis.ops), on_select="rerun",
+                                key="roofline_chart", width="stretch")
+        selection.offer("chart", clicked_op(event))
+    rest = unplaceable_ops(view.analysis.ops)
+    if not rest.empty:
+        st.caption(f"{len(rest)} ops are not on the chart (no FLOPs or no bytes), "
+                   f"{100 * rest['share'].sum():.1f}% of self time:")
+        st.dataframe(rest.assign(share=(100 * rest["share"]).round(1)).rename(columns={"share": "% time"}),
+                     hide_index=True)

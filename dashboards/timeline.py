@@ -1,12 +1,16 @@
 """Timeline: ops over time per device (a Gantt chart), with steps and idle gaps, kept small for big traces.
 
 A browser cannot draw millions of bars, so the chart shows one window (a
-step, or the whole trace) and within it only the `limit` longest ops; idle
-gaps (device time covered by no op) are drawn as their own bars.
+step, or the whole trace) and within it only the `limit` longest ops. Idle
+gaps are per device (time no op of any of its lanes covers, as in the
+summary's idle time): a device with one lane shows them in that lane, a
+device with several (GPU streams, CPU threads) in a lane of its own; they
+are in the colour legend as "idle".
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +32,8 @@ MAX_STEP_CHOICES = 200   # steps offered around the median one (plus the fastest
 @dataclass
 class Timeline:
     bars: pd.DataFrame      # lane, op, module, bound, start_ms, end_ms, duration_us (ms from the window start)
-    idle: pd.DataFrame      # lane, start_ms, end_ms, duration_us
+    idle: pd.DataFrame      # lane, start_ms, end_ms, duration_us, bound ("idle")
+    idle_share: dict        # device -> idle time / window, per device (all its gaps, not only those drawn)
     steps: pd.DataFrame     # step, start_ms, end_ms
     ops_in_window: int
     window_ms: float
@@ -39,8 +44,8 @@ def timeline(view: View, step: int | None = None, limit: int = 2000, max_idle: i
     """The bars for one step (or all steps when `step` is None): the `limit` longest leaf ops per window."""
     raw = view.analysis.profile.ops
     if raw.empty:
-        empty = pd.DataFrame(columns=["lane", "start_ms", "end_ms", "duration_us"])
-        return Timeline(empty, empty, pd.DataFrame(columns=["step", "start_ms", "end_ms"]), 0, 0.0, "no ops")
+        empty = pd.DataFrame(columns=["lane", "start_ms", "end_ms", "duration_us", "bound"])
+        return Timeline(empty, empty, {}, pd.DataFrame(columns=["step", "start_ms", "end_ms"]), 0, 0.0, "no ops")
     starts = raw["start_ps"].to_numpy()
     ends = starts + raw["duration_ps"].to_numpy()
     mask = np.array(raw["self_ps"] == raw["duration_ps"], dtype=bool)   # leaves: a while op would hide its body
@@ -56,7 +61,7 @@ def timeline(view: View, step: int | None = None, limit: int = 2000, max_idle: i
     if len(rows) > limit:
         longest = np.argpartition(-(ends[rows] - starts[rows]), limit - 1)[:limit]
         rows = np.sort(rows[longest])
-    lanes, lane_names = _lanes(raw)
+    lanes, lane_names, devices, idle_lanes = _lanes(raw)
     picked = raw.iloc[rows]
     bars = pd.DataFrame({
         "lane": [lane_names[c] for c in lanes[rows]], "op": picked["op"].astype(str).to_numpy(),
@@ -65,8 +70,10 @@ def timeline(view: View, step: int | None = None, limit: int = 2000, max_idle: i
         "duration_us": (ends[rows] - starts[rows]) / PS_PER_US,
     })
     bars["bound"] = _bounds(view, bars)
-    idle = _idle(lanes, starts, ends, mask, lo, hi, max_idle)
-    idle["lane"] = [lane_names[int(c)] for c in idle["lane"]]
+    idle, share = _idle(devices, starts, ends, mask, lo, hi, max_idle)
+    idle["lane"] = [idle_lanes[int(c)] for c in idle["lane"]]
+    idle["bound"] = "idle"
+    idle_share = {idle_lanes[d].removesuffix(" · idle"): v for d, v in share.items()}
     step_bars = pd.DataFrame(columns=["step", "start_ms", "end_ms"])
     if not steps.empty:
         s = steps[(steps["start_ps"] + steps["time_ps"] > lo) & (steps["start_ps"] < hi)]
@@ -76,13 +83,35 @@ def timeline(view: View, step: int | None = None, limit: int = 2000, max_idle: i
     where = f"step {step}" if step is not None and len(step_bars) else "the whole trace"
     note = (f"{len(bars)} of {in_window} ops in {where} ({fmt_time_us((hi - lo) / PS_PER_US)})"
             + (" (the longest)" if len(bars) < in_window else "")
-            + f"; {len(idle)} idle gaps shown in red")
-    return Timeline(bars, idle, step_bars, in_window, (hi - lo) / PS_PER_MS, note)
+            + "; idle gaps per device (no op on the device): "
+            + ", ".join(f"{d} {100 * v:.1f}%" for d, v in list(idle_share.items())[:8])
+            + (" ..." if len(idle_share) > 8 else ""))
+    return Timeline(bars, idle, idle_share, step_bars, in_window, (hi - lo) / PS_PER_MS, note)
 
 
-def _lanes(raw: pd.DataFrame) -> tuple[np.ndarray, dict[int, str]]:
+_THREAD_ID = re.compile(r"^(?:tf_)?(?P<name>.+?)/-?\d+$")
+
+
+def readable_line_names(lines: list[str]) -> dict[str, str]:
+    """Short lane names for a device's lines: thread lines named "tf_XLAEigen/-742557..." (the
+    profiler's thread name and id) become "XLAEigen #1", "XLAEigen #2" in order; other names stay."""
+    out: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for line in lines:
+        m = _THREAD_ID.match(line)
+        if m is None:
+            out[line] = line
+            continue
+        base = m.group("name")
+        counts[base] = counts.get(base, 0) + 1
+        out[line] = f"{base} #{counts[base]}"
+    return out
+
+
+def _lanes(raw: pd.DataFrame) -> tuple[np.ndarray, dict[int, str], np.ndarray, dict[int, str]]:
     """A lane code per row and the lanes' names: one lane per device, or per device and line when a
-    device has several (GPU streams, CPU threads). Codes, not strings: traces have millions of rows."""
+    device has several (GPU streams, CPU threads). Codes, not strings: traces have millions of rows.
+    Also a device code per row and the name of each device's idle lane (its own lane when it has one)."""
     device = raw["device"].cat if hasattr(raw["device"], "cat") else raw["device"].astype("category").cat
     line = raw["line"].cat if hasattr(raw["line"], "cat") else raw["line"].astype("category").cat
     d_codes, l_codes = device.codes.to_numpy().astype(np.int64), line.codes.to_numpy().astype(np.int64)
@@ -92,11 +121,16 @@ def _lanes(raw: pd.DataFrame) -> tuple[np.ndarray, dict[int, str]]:
     one_host = raw["host"].nunique() == 1
     names_d = [str(d).split("/", 1)[-1] if one_host else str(d) for d in device.categories]
     lines_per_device = pd.Series(pairs // n_lines).value_counts()
+    short = {d: readable_line_names([str(line.categories[int(c) % n_lines]) for c in pairs if c // n_lines == d])
+             for d in np.unique(pairs // n_lines)}
     names = {}
     for code in pairs:
-        d, lane = divmod(int(code), n_lines)
-        names[int(code)] = names_d[d] if lines_per_device[d] == 1 else f"{names_d[d]} · {line.categories[lane]}"
-    return codes, names
+        d, li = divmod(int(code), n_lines)
+        label = short[d][str(line.categories[li])]
+        names[int(code)] = names_d[d] if lines_per_device[d] == 1 else f"{names_d[d]} · {label}"
+    idle_lanes = {int(d): names_d[d] if lines_per_device[d] == 1 else f"{names_d[d]} · idle"
+                  for d in lines_per_device.index}
+    return codes, names, d_codes, idle_lanes
 
 
 def _bounds(view: View, bars: pd.DataFrame) -> list[str]:
@@ -108,23 +142,28 @@ def _bounds(view: View, bars: pd.DataFrame) -> list[str]:
     return merged["bound"].fillna("unknown").tolist()
 
 
-def _idle(lanes: np.ndarray, starts: np.ndarray, ends: np.ndarray, mask: np.ndarray, lo: int, hi: int,
-          limit: int) -> pd.DataFrame:
-    """Per lane, the time in [lo, hi) no op covers (the `limit` longest gaps overall); `lane` holds codes."""
+def _idle(devices: np.ndarray, starts: np.ndarray, ends: np.ndarray, mask: np.ndarray, lo: int, hi: int,
+          limit: int) -> tuple[pd.DataFrame, dict[int, float]]:
+    """Per device, the time in [lo, hi) that no op of any of its lanes covers: the `limit` longest
+    gaps overall (`lane` holds device codes), and each device's idle share of the window."""
     frames = []
-    for lane in np.unique(lanes[mask]):
-        on = mask & (lanes == lane)
+    share: dict[int, float] = {}
+    for dev in np.unique(devices[mask]):
+        on = mask & (devices == dev)
         u_starts, u_ends = union(np.maximum(starts[on], lo), np.minimum(ends[on], hi))
-        frames.append(pd.DataFrame({"lane": lane, "start": np.concatenate(([lo], u_ends)),
-                                    "end": np.concatenate((u_starts, [hi]))}))
+        gap = pd.DataFrame({"lane": dev, "start": np.concatenate(([lo], u_ends)),
+                            "end": np.concatenate((u_starts, [hi]))})
+        gap = gap[gap["end"] > gap["start"]]
+        share[int(dev)] = float((gap["end"] - gap["start"]).sum()) / (hi - lo) if hi > lo else 0.0
+        frames.append(gap)
+    columns = ["lane", "start_ms", "end_ms", "duration_us"]
     if not frames:
-        return pd.DataFrame(columns=["lane", "start_ms", "end_ms", "duration_us"])
+        return pd.DataFrame(columns=columns), share
     gaps = pd.concat(frames, ignore_index=True)
-    gaps = gaps[gaps["end"] > gaps["start"]]
     gaps = gaps.assign(length=gaps["end"] - gaps["start"]).nlargest(limit, "length")
     return pd.DataFrame({"lane": gaps["lane"].to_numpy(), "start_ms": (gaps["start"].to_numpy() - lo) / PS_PER_MS,
                          "end_ms": (gaps["end"].to_numpy() - lo) / PS_PER_MS,
-                         "duration_us": gaps["length"].to_numpy() / PS_PER_US})
+                         "duration_us": gaps["length"].to_numpy() / PS_PER_US}), share
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -153,7 +192,7 @@ def render(view: View) -> None:
     key = (view.source, view.stamp, view.target_label)
     tl = _cached(view, key, step, limit)
     st.caption(tl.note + ". Hover a bar for the op, click it to open it in Op detail; drag or scroll to zoom; "
-               "colour = bound on the target.")
+               "colour = bound on the target; idle = time no op of the device runs.")
     if tl.bars.empty:
         st.info("No device ops to draw in this window.")
         return
@@ -161,26 +200,33 @@ def render(view: View) -> None:
 
 
 def _chart(tl: Timeline) -> None:
+    event = st.altair_chart(timeline_chart(tl), width="stretch", on_select="rerun", selection_mode="op",
+                            key="timeline_chart")
+    selection.offer("timeline", clicked_op(event))
+
+
+def timeline_chart(tl: Timeline):
+    """The Gantt chart: op bars coloured by bound, idle gaps in the same legend, step boundaries."""
     import altair as alt
 
     lanes = sorted(set(tl.bars["lane"]) | set(tl.idle["lane"]))
     domain = alt.Scale(domain=[0, tl.window_ms])
+    colours = alt.Scale(domain=[*BOUND_COLOURS, "idle"], range=[*BOUND_COLOURS.values(), IDLE_COLOUR])
+    colour = alt.Color("bound:N", scale=colours, legend=alt.Legend(orient="bottom", title="bound / idle"))
     y = alt.Y("lane:N", title=None, sort=lanes, axis=alt.Axis(labelLimit=360))
     x = alt.X("start_ms:Q", title="ms from the window start", scale=domain)
     layers = []
     if len(tl.idle):
-        layers.append(alt.Chart(tl.idle).mark_bar(color=IDLE_COLOUR, clip=True).encode(
-            x=x, x2="end_ms:Q", y=y, tooltip=[alt.Tooltip("duration_us:Q", format=",.2f", title="idle us"), "lane"]))
+        layers.append(alt.Chart(tl.idle).mark_bar(clip=True).encode(
+            x=x, x2="end_ms:Q", y=y, color=colour,
+            tooltip=[alt.Tooltip("duration_us:Q", format=",.2f", title="idle us"), "lane"]))
     pick = alt.selection_point(name="op", fields=["module", "op"], on="click")
     layers.append(alt.Chart(tl.bars).mark_bar(clip=True).add_params(pick).encode(
         x=x, x2="end_ms:Q", y=y,
-        color=alt.Color("bound:N", scale=alt.Scale(domain=list(BOUND_COLOURS), range=list(BOUND_COLOURS.values())),
-                        legend=alt.Legend(orient="bottom", title="bound")),
+        color=colour,
         tooltip=["op", "module", "bound", alt.Tooltip("duration_us:Q", format=",.2f", title="us"),
                  alt.Tooltip("start_ms:Q", format=",.4f")]))
     if len(tl.steps):
         layers.append(alt.Chart(tl.steps).mark_rule(color="#444", strokeDash=[3, 3]).encode(
             x=alt.X("start_ms:Q", scale=domain), tooltip=["step"]))
-    chart = alt.layer(*layers).properties(height=alt.Step(36), width="container").interactive(bind_y=False)
-    event = st.altair_chart(chart, width="stretch", on_select="rerun", selection_mode="op", key="timeline_chart")
-    selection.offer("timeline", clicked_op(event))
+    return alt.layer(*layers).properties(height=alt.Step(36), width="container").interactive(bind_y=False)

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from traceview.errors import UserError
+from traceview.parsers.xspace_file import file_capture_time
 
 TRACE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
 HLO_PROTO_SUFFIX = ".hlo_proto.pb"
@@ -30,6 +31,7 @@ class Run:
     path: Path
     files: list[Path]                      # one per host, sorted
     hlo_proto_files: list[Path] = field(default_factory=list)
+    _cached_time: tuple[datetime, str] | None = field(default=None, init=False, repr=False, compare=False)
     skipped: list[Path] = field(default_factory=list)  # named like a trace but no regular file (dir, FIFO, dangling link)
 
     @property
@@ -47,20 +49,42 @@ class Run:
 
     @property
     def time(self) -> datetime:
-        """When the run was taken: its timestamp name, else the newest file's mtime."""
-        m = _RUN_TIMESTAMP.match(self.name)
-        if m:
-            try:
-                year, month, day, hour, minute, second = (int(g) for g in m.groups())
-                return datetime(year, month, day, hour, minute, second)
-            except ValueError:
-                pass
-        return datetime.fromtimestamp(max(f.stat().st_mtime for f in self.files))
+        """When the run was taken (see :attr:`time_source`), in UTC."""
+        return self._time()[0]
+
+    @property
+    def time_source(self) -> str:
+        """Where :attr:`time` comes from: "trace" (the profiler's start time), "run name" or "file time"."""
+        return self._time()[1]
+
+    def _time(self) -> tuple[datetime, str]:
+        """The earliest profiler start time recorded in the run's files; else the run folder's
+        timestamp name (as the profiler writes it); else the newest file's mtime (which a copy or a
+        clone resets, so it only orders runs when nothing better exists)."""
+        if self._cached_time is None:
+            starts = [t for t in (file_capture_time(f) for f in self.files) if t is not None]
+            m = _RUN_TIMESTAMP.match(self.name)
+            named = None
+            if m:
+                try:
+                    year, month, day, hour, minute, second = (int(g) for g in m.groups())
+                    named = datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
+                except ValueError:
+                    named = None
+            if starts:
+                self._cached_time = (min(starts), "trace")
+            elif named is not None:
+                self._cached_time = (named, "run name")
+            else:
+                mtime = max(f.stat().st_mtime for f in self.files)
+                self._cached_time = (datetime.fromtimestamp(mtime, tz=timezone.utc), "file time")
+        return self._cached_time
 
     def summary(self) -> dict:
         """What `traceview runs PATH` shows for the run."""
         return {"name": self.name, "path": str(self.path), "hosts": self.hosts,
-                "files": [str(f) for f in self.files], "total_bytes": self.total_bytes}
+                "files": [str(f) for f in self.files], "total_bytes": self.total_bytes,
+                "captured": self.time.isoformat(), "captured_from": self.time_source}
 
 
 def is_trace_file(path: Path) -> bool:

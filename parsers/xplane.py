@@ -31,12 +31,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from google.protobuf.message import DecodeError
 
 from traceview.errors import TraceError
-from traceview.parsers.compressed import read_limited
 from traceview.parsers.discover import host_of
-from traceview.parsers.xspace_lenient import repair_utf8
+from traceview.parsers.xspace_file import load_xspace
 from traceview.parsers.xspace_schema import (
     STAT_BYTES,
     STAT_DOUBLE,
@@ -44,7 +42,6 @@ from traceview.parsers.xspace_schema import (
     STAT_STR,
     EventColumns,
     WireError,
-    XSpaceRaw,
     decode_events,
 )
 from traceview.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Device, empty_frame
@@ -62,6 +59,7 @@ TASK_ENV_PLANE = "Task Environment"
 _HLO_PROTO_STAT = ("Hlo Proto", "hlo_proto")
 _UINT64 = 1 << 64
 _INT64_MAX = (1 << 63) - 1
+_FAST_MIN_STRINGS = 100_000  # string stats decoded by hash (numba) from this many on
 _INT32_MAX = (1 << 31) - 1
 
 
@@ -80,36 +78,6 @@ class TraceData:
 
 
 # --------------------------------------------------------------------------- file
-
-
-def load_xspace(path: str | Path) -> XSpaceRaw:
-    """Parse a file as an XSpace (events left as raw bytes); compression is recognised by its magic bytes.
-
-    Raises TraceError (one line, naming the file) for an empty, truncated or
-    corrupt file, or one that is not an XSpace.
-    """
-    path = Path(path)
-    data = read_limited(path, error=TraceError, what="trace file")
-    if not data:
-        raise TraceError(f"{path}: file is empty")
-    space = XSpaceRaw()
-    fixed = 0
-    try:
-        try:
-            space.ParseFromString(data)
-        except DecodeError as exc:
-            if "UTF-8" not in str(exc):
-                raise
-            # A name that is not valid UTF-8 (e.g. a thread name cut mid-character) costs that name, not the file.
-            data, fixed = repair_utf8(data, XSpaceRaw)
-            space.ParseFromString(data)
-    except DecodeError as exc:
-        raise TraceError(f"{path}: not a readable XSpace protobuf (truncated or corrupt: {exc})") from exc
-    if fixed:
-        space.warnings.append(f"{fixed} name(s) or string stat(s) not valid UTF-8; read with replacement characters")
-    if not space.planes or not any(p.name for p in space.planes):
-        raise TraceError(f"{path}: not a profiler trace (no named XPlane in it)")
-    return space
 
 
 # ---------------------------------------------------------------------- plane helpers
@@ -284,12 +252,52 @@ class _Events:
             ids, inverse = np.unique(c.stat_bits[ref], return_inverse=True)
             names = np.array([self.view.stat_names.get(int(i), "") for i in ids], dtype=object)
             out[c.stat_event[ref]] = names[inverse]
-        for r in rows[kinds == STAT_STR]:
-            out[c.stat_event[r]] = c.stat_bytes(int(r)).decode("utf-8", "replace")
+        text = rows[kinds == STAT_STR]
+        if text.size:
+            out[c.stat_event[text]] = _decoded(c.buffer, c.stat_start[text], c.stat_end[text])
         other = rows[(kinds != STAT_REF) & (kinds != STAT_STR) & (kinds != STAT_BYTES)]
         for r in other:
             out[c.stat_event[r]] = str(int(c.stat_bits[r].view(np.int64)))
         return out
+
+
+def _decoded(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Object array of the UTF-8 strings at buffer[start:end]; each distinct string decoded once."""
+    if starts.size >= _FAST_MIN_STRINGS:
+        from traceview.parsers import xspace_fast
+
+        fast = xspace_fast.distinct_strings(buffer, starts, ends)
+        if fast is not None:
+            return fast
+    memo: dict[bytes, str] = {}
+    get = memo.get
+
+    def text(b: bytes) -> str:
+        value = get(b)
+        if value is None:
+            value = memo[b] = b.decode("utf-8", "replace")
+        return value
+
+    return np.fromiter((text(buffer[s:e]) for s, e in zip(starts.tolist(), ends.tolist())),
+                       dtype=object, count=starts.size)
+
+
+def categorical(values: np.ndarray) -> pd.Categorical:
+    """pd.Categorical(values) for an object array of str (None: missing), by hash instead of by sort.
+
+    Same categories (sorted), codes and dtypes as pd.Categorical, several
+    times faster when millions of values repeat a few thousand strings.
+    """
+    values = np.asarray(values, dtype=object)
+    codes, keys = pd.factorize(values)  # a C hash table over the objects; None -> -1
+    keys = keys.tolist()
+    if not keys or not all(type(k) is str for k in keys):
+        return pd.Categorical(values)
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    remap = np.empty(len(keys) + 1, dtype=np.int64)
+    remap[order] = np.arange(len(keys))
+    remap[-1] = -1  # codes of -1 (missing) index the last slot
+    return pd.Categorical.from_codes(remap[codes], categories=pd.Index([keys[i] for i in order]))
 
 
 # ----------------------------------------------------------------------- nesting
@@ -316,9 +324,12 @@ def self_times(start: np.ndarray, duration: np.ndarray) -> np.ndarray:
     closed = np.searchsorted(np.sort(e), s, side="right")
     depth = np.arange(s.size) - closed
     children = np.zeros(s.size, dtype=np.int64)
+    # Events grouped by depth once (each group in start order): no pass over all events per level.
+    by_depth = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2))
     for d in range(1, int(depth.max()) + 1):
-        child = np.flatnonzero(depth == d)
-        parents_pool = np.flatnonzero(depth == d - 1)
+        child = by_depth[bounds[d]:bounds[d + 1]]
+        parents_pool = by_depth[bounds[d - 1]:bounds[d]]
         if child.size == 0 or parents_pool.size == 0:
             continue
         k = np.searchsorted(parents_pool, child) - 1
@@ -465,7 +476,7 @@ def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.
     n = start.size
     chunk = _Chunk(
         device=device, line=line_name, start=start, duration=dur, self_ps=self_times(start, dur),
-        op=pd.Categorical(op), module=pd.Categorical(module),
+        op=categorical(op), module=categorical(module),
         category=pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [""]),
         program_id=np.where(has_pid, pid, -1)[sel], flops=np.full(n, np.nan), bytes_=np.full(n, np.nan),
     )
@@ -524,12 +535,11 @@ def _extension_to_end_marker(ev: _Events, op_ends: tuple[np.ndarray, np.ndarray]
 # ------------------------------------------------------------------------- reader
 
 
-def read_xplane(path: str | Path, host: str | None = None) -> TraceData:
+def read_xplane(path: str | Path, host: str | None = None, fast: bool | None = None) -> TraceData:
     """Read one XSpace file into a TraceData (tables for one host)."""
     path = Path(path)
     host = host or host_of(path)
-    space = load_xspace(path)
-    return _Reader(space, host, str(path)).read()
+    return _Reader(load_xspace(path, fast=fast), host, str(path)).read()
 
 
 class _Reader:
@@ -558,6 +568,10 @@ class _Reader:
         if host_plane is not None:
             annotations = self._host_plane(host_plane, cpu_ops=not device_has_ops)
         hlo_protos, environment = self._metadata(planes)
+        # The raw events are no longer needed: drop them before the tables are built (peak memory).
+        device_names = [(p.name, m[1], m[2]) for p, m in device_planes if m]
+        self.space = plane = None
+        del planes, host_plane, device_planes
         ops = self._ops_frame()
         ops, steps = self._assign_steps(ops, annotations)
         if self.dropped["events"]:
@@ -568,10 +582,10 @@ class _Reader:
                                  "device-clock time(s); those ops are timed by their event")
         if ops.empty:
             self.warnings.append(f"{self.path}: no device op events in this trace")
-        idle = [f"{self.host}/{m[1]}:{m[2]}" for p, m in device_planes if not events_per_plane[p.name]]
+        idle = [f"{self.host}/{kind}:{ordinal}" for name, kind, ordinal in device_names if not events_per_plane[name]]
         if idle:
             self.warnings.append(f"{self.path}: no events on {len(idle)} device(s): {', '.join(idle)}")
-        skipped = {p.name for p, _ in device_planes} | {HOST_PLANE, METADATA_PLANE, TASK_ENV_PLANE}
+        skipped = {name for name, _, _ in device_names} | {HOST_PLANE, METADATA_PLANE, TASK_ENV_PLANE}
         unknown_planes = sorted(n for n, count in events_per_plane.items() if count and n not in skipped)
         if unknown_planes:
             self.warnings.append(f"{self.path}: planes not analyzed: {', '.join(unknown_planes)}")

@@ -83,23 +83,30 @@ _MESSAGES: list[tuple[str, list[tuple]]] = [
 _RAW_NAMES = {"XSpace": "XSpaceRaw", "XPlane": "XPlaneRaw", "XLine": "XLineRaw"}
 
 
-def _raw_variant(fields: list[tuple]) -> list[tuple]:
+# And with each plane's lines left as raw bytes, for the compiled line walk (xspace_fast).
+_LINES_NAMES = {"XSpace": "XSpaceLines", "XPlane": "XPlaneLines"}
+
+
+def _raw_variant(fields: list[tuple], names: dict[str, str], raw_type: str) -> list[tuple]:
     out = []
     for name, number, ftype, label, type_name, oneof in fields:
-        if type_name == "XEvent":  # XLine.events: keep the bytes
+        if type_name == raw_type:  # keep these messages' bytes
             ftype, type_name = _BYTES, None
         elif type_name:
             head, _, tail = type_name.partition(".")
-            type_name = _RAW_NAMES.get(head, head) + (f".{tail}" if tail else "")
+            type_name = names.get(head, head) + (f".{tail}" if tail else "")
         out.append((name, number, ftype, label, type_name, oneof))
     return out
 
 
-_MESSAGES += [(_RAW_NAMES[name], _raw_variant(fields)) for name, fields in _MESSAGES if name in _RAW_NAMES]
+_MESSAGES += ([(_RAW_NAMES[name], _raw_variant(fields, _RAW_NAMES, "XEvent"))
+               for name, fields in _MESSAGES if name in _RAW_NAMES]
+              + [(_LINES_NAMES[name], _raw_variant(fields, _LINES_NAMES, "XLine"))
+                 for name, fields in _MESSAGES if name in _LINES_NAMES])
 
 _ONEOFS = {"XEvent": "data", "XStat": "value"}
 _MAP_ENTRIES = {plane: [("EventMetadataEntry", "XEventMetadata"), ("StatMetadataEntry", "XStatMetadata")]
-                for plane in ("XPlane", "XPlaneRaw")}
+                for plane in ("XPlane", "XPlaneRaw", "XPlaneLines")}
 
 
 def _add_field(msg: descriptor_pb2.DescriptorProto, name, number, ftype, label, type_name, oneof) -> None:
@@ -144,9 +151,10 @@ XStat = _CLASSES["XStat"]
 XEventMetadata = _CLASSES["XEventMetadata"]
 XStatMetadata = _CLASSES["XStatMetadata"]
 XSpaceRaw = _CLASSES["XSpaceRaw"]
+XSpaceLines = _CLASSES["XSpaceLines"]
 
 __all__ = ["XSpace", "XPlane", "XLine", "XEvent", "XStat", "XEventMetadata", "XStatMetadata", "XSpaceRaw",
-           "EventColumns", "decode_events", "WireError"]
+           "XSpaceLines", "EventColumns", "decode_events", "WireError"]
 
 
 # ------------------------------------------------------------------ columnar decoding
@@ -217,7 +225,13 @@ def _fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     live = np.flatnonzero(pos < ends)
     while live.size:
         tag, p = _varints(buf, pos[live])
+        if (p > ends[live]).any():
+            raise WireError("field tag runs past the end of its message")
         field, wire = (tag >> np.uint64(3)).astype(np.int64), (tag & np.uint64(7)).astype(np.int64)
+        if not np.isin(wire, (_WT_VARINT, _WT_I64, _WT_LEN, _WT_I32)).all():
+            raise WireError("unsupported wire type")
+        if (field == 0).any():
+            raise WireError("field number 0")
         value = np.zeros(live.size, dtype=np.uint64)
         v_start, v_end = p.copy(), p.copy()
         is_var = wire == _WT_VARINT
@@ -226,6 +240,10 @@ def _fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
         is_len = wire == _WT_LEN
         if is_len.any():
             length, v_start[is_len] = _varints(buf, p[is_len])
+            # Compared unsigned before any arithmetic: a huge length must not wrap around.
+            room = np.maximum(ends[live][is_len] - v_start[is_len], 0).astype(np.uint64)
+            if (length > room).any():
+                raise WireError("length-delimited field runs past the end of its message")
             v_end[is_len] = v_start[is_len] + length.astype(np.int64)
         for wt, size in ((_WT_I64, 8), (_WT_I32, 4)):
             fixed = wire == wt
@@ -233,8 +251,6 @@ def _fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
                 raw = buf[p[fixed][:, None] + np.arange(size)].astype(np.uint64)
                 value[fixed] = np.bitwise_or.reduce(raw << (np.arange(size, dtype=np.uint64) * np.uint64(8)), axis=1)
                 v_end[fixed] = p[fixed] + size
-        if not np.isin(wire, (_WT_VARINT, _WT_I64, _WT_LEN, _WT_I32)).all():
-            raise WireError("unsupported wire type")
         if (v_end > ends[live]).any():
             raise WireError("field runs past the end of its message")
         yield live, field, wire, value, v_start, v_end
@@ -243,6 +259,7 @@ def _fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
 
 
 _BATCH = 1 << 15  # events decoded together: keeps the working set in cache
+_PAD = 16  # > the longest varint (10 bytes)
 
 
 def decode_events(raw_events, keep_stats: np.ndarray | None = None) -> EventColumns:
@@ -251,16 +268,26 @@ def decode_events(raw_events, keep_stats: np.ndarray | None = None) -> EventColu
     `keep_stats`: stat metadata ids to keep (None: all). Stats of other ids
     are dropped as soon as their id is read, which saves time and memory.
     """
+    if hasattr(raw_events, "decode"):  # an xspace_fast.EventRegion: the compiled decoder
+        return raw_events.decode(keep_stats)
+    # One pass over protobuf's repeated field (each access makes a new bytes object).
+    raw_events = list(raw_events)
     n = len(raw_events)
     lengths = np.fromiter(map(len, raw_events), dtype=np.int64, count=n)
     data = b"".join(raw_events)
-    buf = np.frombuffer(data + bytes(16), dtype=np.uint8)
+    del raw_events
+    # Zero padding: a varint begun inside a message always ends inside the
+    # buffer; every read past a message's end is then caught by the checks.
+    buf = np.frombuffer(data + bytes(_PAD), dtype=np.uint8)
     ends = np.cumsum(lengths)
     starts = ends - lengths
-    parts = [_decode_batch(buf, starts[i:i + _BATCH], ends[i:i + _BATCH], i, keep_stats)
-             for i in range(0, n, _BATCH)]
-    if not parts:
-        parts = [_decode_batch(buf, starts, ends, 0, keep_stats)]
+    try:
+        parts = [_decode_batch(buf, starts[i:i + _BATCH], ends[i:i + _BATCH], i, keep_stats)
+                 for i in range(0, n, _BATCH)]
+        if not parts:
+            parts = [_decode_batch(buf, starts, ends, 0, keep_stats)]
+    except (IndexError, OverflowError) as exc:  # a bound the checks above missed: still a corrupt file
+        raise WireError(f"malformed event bytes ({type(exc).__name__})") from exc
     cols = [np.concatenate(c) for c in zip(*parts)]
     return EventColumns(*cols, buffer=data)  # type: ignore[misc, arg-type]  # nine arrays, then the buffer
 

@@ -49,6 +49,12 @@ SAMPLES: dict[str, tuple[str, int, dict[str, Any]]] = {
     "sharded": ("build_sharded", 8,
                 {"mesh": {"data": 4, "model": 2}, "batch": 256, "d_in": 512, "hidden": 1024,
                  "d_out": 512, "lr": 1e-3}),
+    # Parallelism samples (traceview parallelism): one role per mesh axis.
+    "fsdp": ("build_fsdp", 8,
+             {"mesh": {"fsdp": 8}, "batch": 256, "d_in": 256, "hidden": 512, "d_out": 256, "lr": 1e-3}),
+    "tensor_parallel": ("build_tensor_parallel", 8,
+                        {"mesh": {"data": 2, "model": 4}, "batch": 128, "d_in": 256, "hidden": 1024,
+                         "d_out": 256, "lr": 1e-3}),
     # Regression pair for `traceview diff` / `check`: the very same program as
     # mlp, captured again, and the same program with 2x wider hidden layers.
     "mlp_repeat": ("build_mlp", 1, MLP_CONFIG),
@@ -195,25 +201,113 @@ def build_sharded(cfg: dict[str, Any]):
         g2 = jax.lax.psum_scatter(g2, "data", scatter_dimension=1, tiled=True) / nd
         return w1s - lr * g1, w2s - lr * g2, jax.lax.pmean(loss, "data")
 
-    step = jax.shard_map(
-        shard_step, mesh=mesh,
-        in_specs=(w_specs[0], w_specs[1], P("data", None), P("data", None)),
-        out_specs=(w_specs[0], w_specs[1], P()),
-    )
-
-    def train_step(params, batch):
-        w1s, w2s, loss = step(*params, *batch)
-        return (w1s, w2s), loss
-
-    data_sharding = NamedSharding(mesh, P("data", None))
-    batches = [tuple(jax.device_put(a, data_sharding) for a in b)
-               for b in _regression_batches(cfg["batch"], d_in, d_out)]
-    compiled = jax.jit(train_step).lower(params, batches[0]).compile()
+    compiled, batches = _compile_two_layer_step(shard_step, mesh, w_specs, "data", params, cfg)
     desc = (f"MLP {d_in}->{hid}->{d_out} on {nd * nm} CPU devices, mesh data={nd} x model={nm}, "
             "shard_map: weights FSDP-sharded over 'data' (all_gather) and tensor-parallel over "
             "'model' (psum of the row-parallel matmul), gradients psum_scatter over 'data', "
             "loss pmean over 'data'; SGD, f32")
     return desc, compiled, params, batches
+
+
+def build_fsdp(cfg: dict[str, Any]):
+    """A 2-layer MLP, fully sharded data parallel (ZeRO-3) over one mesh axis 'fsdp'.
+
+    The batch and both weights are split over 'fsdp'; each step all-gathers
+    the weights (parameter all-gather), and scatters the weight gradients back
+    with psum_scatter (gradient reduce-scatter): the book's FSDP pattern.
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    n = cfg["mesh"]["fsdp"]
+    mesh = Mesh(_device_grid(jax.devices(), n, 1).reshape(n), ("fsdp",))
+    d_in, hid, d_out, lr = cfg["d_in"], cfg["hidden"], cfg["d_out"], cfg["lr"]
+    k1, k2 = jax.random.split(jax.random.PRNGKey(0))
+    w1 = jax.random.normal(k1, (d_in, hid), jnp.float32) / jnp.sqrt(d_in)
+    w2 = jax.random.normal(k2, (hid, d_out), jnp.float32) / jnp.sqrt(hid)
+    w_spec = P("fsdp", None)
+    params = tuple(jax.device_put(w, NamedSharding(mesh, w_spec)) for w in (w1, w2))
+
+    def local_loss(w1g, w2g, x, y):
+        return jnp.mean((jax.nn.relu(x @ w1g) @ w2g - y) ** 2)
+
+    def shard_step(w1s, w2s, x, y):
+        w1g = jax.lax.all_gather(w1s, "fsdp", axis=0, tiled=True)
+        w2g = jax.lax.all_gather(w2s, "fsdp", axis=0, tiled=True)
+        loss, (g1, g2) = jax.value_and_grad(local_loss, argnums=(0, 1))(w1g, w2g, x, y)
+        g1 = jax.lax.psum_scatter(g1, "fsdp", scatter_dimension=0, tiled=True) / n
+        g2 = jax.lax.psum_scatter(g2, "fsdp", scatter_dimension=0, tiled=True) / n
+        return w1s - lr * g1, w2s - lr * g2, jax.lax.pmean(loss, "fsdp")
+
+    compiled, batches = _compile_two_layer_step(shard_step, mesh, (w_spec, w_spec), "fsdp", params, cfg)
+    desc = (f"MLP {d_in}->{hid}->{d_out} on {n} CPU devices, mesh fsdp={n}, shard_map: batch and "
+            "weights split over 'fsdp', weights all_gather'ed each step, gradients psum_scatter "
+            f"over 'fsdp', loss pmean; per-device batch {cfg['batch'] // n}; SGD, f32")
+    return desc, compiled, params, batches
+
+
+def build_tensor_parallel(cfg: dict[str, Any]):
+    """A Megatron MLP: tensor parallel over 'model', plain data parallel over 'data'.
+
+    w1 is column-parallel and w2 row-parallel over 'model' (the row-parallel
+    output is psum'ed over 'model': an activation all-reduce); the weights are
+    replicated over 'data' and their gradients psum'ed over 'data' (gradient
+    all-reduce): the book's data-parallel pattern on the other axis.
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    nd, nm = cfg["mesh"]["data"], cfg["mesh"]["model"]
+    mesh = Mesh(_device_grid(jax.devices(), nd, nm), ("data", "model"))
+    d_in, hid, d_out, lr = cfg["d_in"], cfg["hidden"], cfg["d_out"], cfg["lr"]
+    k1, k2 = jax.random.split(jax.random.PRNGKey(0))
+    w_specs = (P(None, "model"), P("model", None))
+    w1 = jax.random.normal(k1, (d_in, hid), jnp.float32) / jnp.sqrt(d_in)
+    w2 = jax.random.normal(k2, (hid, d_out), jnp.float32) / jnp.sqrt(hid)
+    params = tuple(jax.device_put(w, NamedSharding(mesh, s)) for w, s in zip((w1, w2), w_specs))
+
+    def local_loss(w1s, w2s, x, y):
+        h = jax.nn.relu(x @ w1s)                          # column-parallel
+        out = jax.lax.psum(h @ w2s, "model")              # row-parallel -> all-reduce
+        return jnp.mean((out - y) ** 2)
+
+    def shard_step(w1s, w2s, x, y):
+        loss, (g1, g2) = jax.value_and_grad(local_loss, argnums=(0, 1))(w1s, w2s, x, y)
+        g1 = jax.lax.pmean(g1, "data")                    # gradient all-reduce
+        g2 = jax.lax.pmean(g2, "data")
+        return w1s - lr * g1, w2s - lr * g2, jax.lax.pmean(loss, "data")
+
+    compiled, batches = _compile_two_layer_step(shard_step, mesh, w_specs, "data", params, cfg)
+    desc = (f"MLP {d_in}->{hid}->{d_out} on {nd * nm} CPU devices, mesh data={nd} x model={nm}, "
+            "shard_map: w1 column-parallel and w2 row-parallel over 'model' (psum of the "
+            f"row-parallel matmul, per-shard width {hid // nm}), weights replicated over 'data' "
+            "with gradients pmean'ed over 'data', loss pmean over 'data'; SGD, f32")
+    return desc, compiled, params, batches
+
+
+def _compile_two_layer_step(shard_step, mesh, w_specs, batch_axis: str, params, cfg: dict[str, Any]):
+    """shard_map a step of two weight matrices over `mesh` (the batch split over `batch_axis`),
+    jit and compile it; returns (compiled, batches placed on the mesh)."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    step = jax.shard_map(shard_step, mesh=mesh,
+                         in_specs=(w_specs[0], w_specs[1], P(batch_axis, None), P(batch_axis, None)),
+                         out_specs=(w_specs[0], w_specs[1], P()))
+
+    def train_step(params, batch):
+        w1s, w2s, loss = step(*params, *batch)
+        return (w1s, w2s), loss
+
+    data_sharding = NamedSharding(mesh, P(batch_axis, None))
+    batches = [tuple(jax.device_put(a, data_sharding) for a in b)
+               for b in _regression_batches(cfg["batch"], cfg["d_in"], cfg["d_out"])]
+    return jax.jit(train_step).lower(params, batches[0]).compile(), batches
 
 
 def _device_grid(devices, nd: int, nm: int):

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,6 +14,12 @@ import pytest
 # never inside it.
 SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# The parsed-table cache (traceview/tablecache.py) of this test session lives
+# in a folder of its own, never in the user's ~/.cache; subprocesses inherit it.
+_TEST_CACHE = tempfile.mkdtemp(prefix="traceview-test-cache-")
+os.environ["TRACEVIEW_CACHE_DIR"] = _TEST_CACHE
+atexit.register(shutil.rmtree, _TEST_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

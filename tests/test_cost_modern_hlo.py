@@ -88,6 +88,37 @@ def test_sparsecore_async_collectives_are_collectives():
     assert _row(df, "t")["execution_thread"] == ""
 
 
+SPARSECORE_SUGAR = """HloModule fsdp_sugar, num_partitions=4
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+ENTRY %main (w: bf16[1024,256], g: f32[4096,256]) -> (bf16[4096,256], f32[1024,256]) {
+  %w = bf16[1024,256]{1,0} parameter(0)
+  %g = f32[4096,256]{1,0} parameter(1)
+  %ags = (bf16[1024,256]{1,0}, bf16[4096,256]{1,0}) all-gather-start(%w), async_execution_thread="sparsecore", channel_id=1, replica_groups=[1,4]<=[4], dimensions={0}, use_global_device_ids=true
+  %agd = bf16[4096,256]{1,0} all-gather-done(%ags)
+  %rss = ((f32[4096,256]{1,0}), f32[1024,256]{1,0}) reduce-scatter-start(%g), async_execution_thread="sparsecore", channel_id=2, replica_groups={{0,1,2,3}}, dimensions={0}, to_apply=%add
+  %rsd = f32[1024,256]{1,0} reduce-scatter-done(%rss)
+  ROOT %t = (bf16[4096,256]{1,0}, f32[1024,256]{1,0}) tuple(%agd, %rsd)
+}
+"""
+
+
+def test_sparsecore_collectives_in_sugar_form():
+    """The same step printed with XLA's async syntax sugar (``all-gather-start`` natively,
+    ``reduce-scatter-start`` as sugar for an async-start wrapping the reduce-scatter)."""
+    df = instruction_costs(parse_hlo_text(SPARSECORE_SUGAR))
+    ag, rs = _row(df, "ags"), _row(df, "rss")
+    assert (ag["collective_kind"], ag["payload_bytes"], ag["group_size"]) == ("all-gather", 4096 * 256 * 2, 4)
+    assert (rs["collective_kind"], rs["payload_bytes"], rs["group_size"]) == ("reduce-scatter", 4096 * 256 * 4, 4)
+    assert ag["execution_thread"] == rs["execution_thread"] == "sparsecore"
+    assert df["payload_bytes"].sum() == 4096 * 256 * 2 + 4096 * 256 * 4
+
+
 def test_async_pairs_through_updates():
     """The timeline judges an async op by its start-to-done time: a done reached through an
     async-update still pairs with its start."""
@@ -181,6 +212,51 @@ def test_counted_loops_need_no_known_trip_count(init, update, step, compare, bou
     totals = module_totals(module)
     # XLA's HloCostAnalysis counts a while body once; per step it runs `trips` times
     assert totals["flops"] == LAYER and totals["flops_per_step"] == trips * LAYER
+
+
+FUSED_CONDITION = """HloModule fused_cond
+
+%cmp (a: s32[], b: s32[]) -> pred[] {
+  %a = s32[] parameter(0)
+  %b = s32[] parameter(1)
+  ROOT %ge = pred[] compare(%a, %b), direction=GE
+}
+
+%body (p: (s32[], f32[8])) -> (s32[], f32[8]) {
+  %p = (s32[], f32[8]{0}) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %x = f32[8]{0} get-tuple-element(%p), index=1
+  %m1 = s32[] constant(-2)
+  %next = s32[] add(%m1, %i)
+  %y = f32[8]{0} exponential(%x)
+  ROOT %r = (s32[], f32[8]{0}) tuple(%next, %y)
+}
+
+%cond (c: (s32[], f32[8])) -> pred[] {
+  %c = (s32[], f32[8]{0}) parameter(0)
+  %j = s32[] get-tuple-element(%c), index=0
+  %lo = s32[] constant(1)
+  ROOT %f = pred[] fusion(%j, %lo), kind=kLoop, calls=%cmp
+}
+
+ENTRY %main (x0: f32[8]) -> f32[8] {
+  %x0 = f32[8]{0} parameter(0)
+  %start = s32[] constant(20)
+  %start.copy = s32[] copy(%start)
+  %t = (s32[], f32[8]{0}) tuple(%start.copy, %x0)
+  %w = (s32[], f32[8]{0}) while(%t), condition=%cond, body=%body
+  ROOT %out = f32[8]{0} get-tuple-element(%w), index=1
+}
+"""
+
+
+def test_trip_count_through_a_fused_condition_and_a_copied_init():
+    """i = 20; i >= 1; i += -2 -> 20, 18, ..., 2: 10 trips, with the compare inside a loop fusion
+    and the counter's start copied (forms XLA's optimized modules have)."""
+    module = parse_hlo_text(FUSED_CONDITION)
+    df = instruction_costs(module)
+    assert _row(df, "w")["trip_count"] == 10
+    assert module_totals(module)["transcendentals_per_step"] == 10 * 8
 
 
 def test_known_trip_count_wins_and_unknown_loops_are_named():
@@ -361,6 +437,9 @@ def test_pallas_kernel_with_cost_estimate(pallas_hlo):
 
 
 def test_pallas_kernel_without_cost_estimate(pallas_hlo):
+    """Deliberate difference from XLA, whose HloCostAnalysis marks a custom call's FLOPs and bytes
+    unknown (-1): traceview counts the bytes the kernel must move at least (its operands and
+    result), leaves its FLOPs at 0, marks the row a lower bound and names it in one warning."""
     module = parse_hlo_text(pallas_hlo["plain"])
     df = instruction_costs(module)
     row = df[df["opcode"] == "custom-call"].iloc[0]
@@ -448,3 +527,27 @@ def test_gpu_dump_custom_fusions(shared_traces):
     # written: the result plus cuBLAS's s8[33554432] workspace, which the fusion's shape holds and
     # XLA's default output-bytes rule counts
     assert row["bytes_written"] == 2 * 16 * 128 * 2048 + 33554432
+
+
+def test_h100_maxtext_layer_loops(shared_traces):
+    """The H100 MaxText FSDP dump. Before optimizations its two decoder scans carry no
+    known_trip_count and compare the counter with 8 (i = 0; i < 8; i += 1): 8 layers. After
+    optimizations XLA double-buffered them (the counter gains 1 twice per trip, starting from folded
+    constants) and annotated 3 and 2 trips; with the annotation removed the structure gives the same."""
+    from traceview.parsers.hlo_dump import read_hlo_file
+
+    dump = next((shared_traces / "NVIDIA-JAX-Toolbox").glob("maxtext*/dump"))
+    before = instruction_costs(read_hlo_file(next(dump.glob("*.before_optimizations.hlo.pb.xz"))))
+    assert sorted(before.loc[before["opcode"] == "while", "trip_count"]) == [8, 8]
+    assert not any("trip count" in w for w in before.attrs["warnings"])
+    after = read_hlo_file(next(dump.glob("*gpu_after_optimizations.hlo.pb.xz")))
+    annotated = {}
+    for comp in after.computations.values():
+        for inst in comp.instructions:
+            if inst.opcode == "while":
+                annotated[inst.name] = int(re.search(r'"known_trip_count":\{"n":"(\d+)"\}', inst.backend_config).group(1))
+                inst.backend_config = re.sub(r'"known_trip_count":\{"n":"\d+"\},?', "", inst.backend_config)
+    assert sorted(annotated.values()) == [2, 3]
+    df = instruction_costs(after)
+    inferred = dict(df.loc[df["opcode"] == "while", ["name", "trip_count"]].to_numpy())
+    assert inferred == annotated

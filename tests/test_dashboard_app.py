@@ -24,6 +24,7 @@ from traceview.dashboards.config import DashboardConfig, from_env  # noqa: E402
 from traceview.dashboards.hlo_format import instruction_text  # noqa: E402
 from traceview.dashboards.overview import fmt_share  # noqa: E402
 from traceview.errors import UserError  # noqa: E402
+from traceview.render.escape import markdown_text  # noqa: E402
 from traceview.render.tables import fmt_pct, fmt_time_us  # noqa: E402
 
 APP = Path(traceview.dashboards.__file__).resolve().parent / "app.py"
@@ -70,15 +71,19 @@ def op_table(at: AppTest):
 def check_against_cli(at: AppTest, cli: dict) -> None:
     """MFU, the bound split and the top gap op on the page are the CLI's."""
     s = cli["summary"]
-    assert metrics(at)["MFU"] == fmt_share(s["mfu"])
+    assert metrics(at)["projected MFU" if s.get("projected") else "MFU"] == fmt_share(s["mfu"])
     text = page_text(at)
     total = sum(s["time_by_bound_us"].values())
     split = ", ".join(f"{b} {fmt_pct(s['time_by_bound_us'][b] / total)}" for b in BOUNDS)
     assert f"**Where the time goes** ({split})" in text
-    top = max((o for o in cli["ops"] if o.get("gap_us") is not None), key=lambda o: o["gap_us"])
+    # ranked by gain: what the device would save (for async work at most the time it waited)
+    top = max((o for o in cli["ops"] if o.get("gain_us") is not None), key=lambda o: o["gain_us"])
     first_gap = next(m.value for m in at.markdown if m.value.startswith("1. **"))
-    assert first_gap.startswith(f"1. **{top['name']}** ({top['module']}): {fmt_time_us(top['judged_time_us'])} "
-                                f"measured, {fmt_time_us(top['roofline_time_us'])} at the ")
+    shown, how = ((top["projected_time_us"], "projected") if s.get("projected")
+                  else (top["judged_time_us"], "measured"))
+    assert first_gap.startswith(f"1. **{markdown_text(top['name'])}** ({markdown_text(top['module'])}): "
+                                f"{fmt_time_us(shown)} {how}, {fmt_time_us(top['roofline_time_us'])} at the ")
+    assert f"({fmt_time_us(top['gain_us'])} to gain" in first_gap.splitlines()[0]
     assert f"{top['bound']}-bound" in first_gap.splitlines()[0]
     assert len(op_table(at)) == len(cli["ops"])
 
@@ -116,7 +121,9 @@ def test_sample_trace_matches_cli(sample_traces, tmp_path, monkeypatch):
                for x in at.markdown)
     assert any(c.value.startswith(f"%{op['name']} = ") and " dot(" in c.value for c in at.code)
     terms = at.table[0].value
-    assert list(terms.index) == ["T_compute", "T_memory", "T_comm", "roofline", "measured", "gap"]
+    assert list(terms.index) == ["T_compute", "T_memory", "T_comm", "roofline", "measured"] + (
+        ["projected"] if op.get("projected_time_us") is not None else []) + ["gap", "gain"]
+    assert terms.loc["gain", "time"] == fmt_time_us(op["gain_us"])
     assert terms.loc["roofline", "time"] == fmt_time_us(op["roofline_time_us"])
     assert terms.loc["T_compute", "time"] == fmt_time_us(op["t_compute_us"])
 

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
 REPO = Path(__file__).resolve().parents[1]
-TABS = ("Overview", "Roofline", "Ops", "Timeline", "Op detail", "Compare")
+TABS = ("Overview", "Roofline", "Ops", "Timeline", "Op detail", "Memory", "Parallelism", "Compare")
 
 
 def _free_port() -> int:
@@ -253,3 +253,75 @@ def _bad_upload(browser: DevTools, tmp_path: Path) -> Path:
     error = browser.js("[...document.querySelectorAll('[data-testid=\"stAlert\"]')].map(e => e.innerText).join('|')")
     assert "corrupt.xplane.pb" in error and "Traceback" not in browser.js("document.body.innerText")
     return browser.screenshot(tmp_path / "dashboard_bad_upload.png")
+
+
+_GRAPHVIZ = "document.querySelectorAll('[data-testid=\"stGraphVizChart\"] svg').length"
+
+
+def _visible_panel(browser: DevTools) -> str:
+    return browser.js("[...document.querySelectorAll('[role=\"tabpanel\"]')]"
+                      ".filter(p => p.offsetParent !== null).map(p => p.innerText).join('\\n')")
+
+
+@pytest.mark.parametrize("rel, memory, chip", [
+    ("AMD-AGI-TraceLens/jax08_gemm/tw003.xplane.pb", "GPU_0_bfc", "mi300x"),
+    ("openxla-xprof/tpu_inference_2.xplane.pb", "0", "tpu-v6e"),
+])
+def test_memory_tab_and_op_graph_in_chromium(browser, shared_traces, tmp_path, rel, memory, chip):
+    """The Memory tab shows XProf's peak and what holds it; Op detail draws the op graph."""
+    from traceview.memory.render import fmt_bytes
+    from traceview.memory.runtime import runtime_peaks
+    from traceview.parsers.allocator_events import read_allocator_events
+
+    trace = shared_traces / rel
+    peak = next(p for p in runtime_peaks(read_allocator_events(trace)) if p.name == memory)
+    shots = []
+    with dashboard_server(trace, tmp_path / "server.log") as url:
+        browser.call("Page.enable")
+        browser.call("Page.navigate", url=url)
+        browser.wait_for("document.body && document.body.innerText.includes('Where the time goes')", 120,
+                         "the overview")
+        _settle(browser, 1, "Overview")
+        _click_tab(browser, "Memory")
+        _settle(browser, 3, "Memory")
+        panel = _visible_panel(browser)
+        assert "Held at the peak" in panel and "Buffers live at the peak" in panel
+        assert fmt_bytes(peak.peak_bytes) in panel and f"headroom on {chip}" in panel
+        shots.append(browser.screenshot(tmp_path / f"dashboard_memory_{chip}.png"))
+        _click_tab(browser, "Op detail")
+        _settle(browser, 0, "Op detail")
+        browser.wait_for(f"{_GRAPHVIZ} >= 1", 60, "the op graph")
+        browser.js("document.querySelector('[data-testid=\"stGraphVizChart\"]').scrollIntoView()")
+        time.sleep(1.0)
+        assert "-bound" in browser.js("document.querySelector('[data-testid=\"stGraphVizChart\"]').innerHTML")
+        shots.append(browser.screenshot(tmp_path / f"dashboard_op_graph_{chip}.png"))
+    _keep(shots)
+    for shot in shots:
+        assert _not_blank(shot) > 200, f"{shot.name} looks blank"
+
+
+def test_parallelism_tab_in_chromium(browser, sample_traces, tmp_path):
+    """The Parallelism tab on the sharded sample: the mesh, each axis's role and verdict, the time chart."""
+    from traceview.parallelism.diagnose import from_analysis
+    from traceview.parallelism.report import parallelism_json
+
+    trace = sample_traces / "sharded"
+    expected = parallelism_json(from_analysis(build_analysis(load_profile(trace))))
+    with dashboard_server(trace, tmp_path / "server.log") as url:
+        browser.call("Page.enable")
+        browser.call("Page.navigate", url=url)
+        browser.wait_for("document.body && document.body.innerText.includes('Where the time goes')", 120,
+                         "the overview")
+        _settle(browser, 0, "Overview")
+        _click_tab(browser, "Parallelism")
+        _settle(browser, 1, "Parallelism")
+        panel = browser.js("[...document.querySelectorAll('[role=\"tabpanel\"]')]"
+                           ".filter(p => p.offsetParent !== null).map(p => p.innerText).join('\\n')")
+        shot = browser.screenshot(tmp_path / "dashboard_parallelism.png")
+    assert "over 8 devices" in panel
+    for axis in expected["axes"]:
+        assert f"{axis['name']} ({axis['size']}): {axis['role_name']}" in panel
+        assert axis["verdict"] in panel
+    assert "Traceback" not in panel
+    _keep([shot])
+    assert _not_blank(shot) > 200

@@ -16,17 +16,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from traceview.accounting import bound_totals, projected_step_times, raw_labels, steps_by_bound
 from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
 from traceview.hardware.detect import detect_target
 from traceview.join import attach_costs
 from traceview.modules import cost_table, profile_modules
 from traceview.profile import Profile
-from traceview.roofline import OUTPUT_COLUMNS, roofline, summarize
-from traceview.timeline.aggregate import OP_KEY, op_stats, step_times
+from traceview.projection import PROJECTION_MODEL, projected_times, projected_total
+from traceview.roofline import OUTPUT_COLUMNS, gain_ps, roofline, summarize
+from traceview.timeline.aggregate import op_stats, step_times
 from traceview.timeline.async_ops import async_pairs
-from traceview.timeline.timing import idle_time, judged_and_exposed, per_step_self_time
-from traceview.vocabulary import BOUNDS
+from traceview.timeline.devices import device_time, inactive_devices
+from traceview.timeline.timing import judged_and_exposed, per_step_self_time
 
 # The time an op is judged by: its own time (not its children's); for an async
 # start, the time its transfer was in flight (see traceview.timeline.async_ops).
@@ -44,8 +46,11 @@ class Analysis:
     target: Chip | None = None
     target_detected: bool = False
     summary: dict = field(default_factory=dict)   # roofline.summarize, times in ps
-    idle_ps: int = 0
-    span_ps: int = 0                   # sum over devices of first-op-start .. last-op-end
+    idle_ps: int = 0                   # sum over active devices of span - busy
+    span_ps: int = 0                   # sum over active devices of first-op-start .. last-op-end
+    device_times: pd.DataFrame = field(default_factory=pd.DataFrame)  # timeline.devices.device_time
+    capture_chip: Chip | None = None   # the chip the trace ran on, when detected
+    projected: bool = False            # the target is not the capture chip: times are projections
     base_warnings: list[str] = field(default_factory=list)    # reading, HLO, costs: whatever the target
     target_warnings: list[str] = field(default_factory=list)  # detection, roofline, MFU: this target's
 
@@ -55,7 +60,21 @@ class Analysis:
 
     @property
     def device_time_ps(self) -> int:
+        """Busy time summed over devices: the union of each device's op intervals."""
+        return int(self.device_times["busy_ps"].sum()) if not self.device_times.empty else 0
+
+    @property
+    def op_time_ps(self) -> int:
+        """Sum of op self times (overlapping ops, e.g. on several streams, count once each)."""
         return int(self.profile.ops["self_ps"].sum()) if not self.profile.ops.empty else 0
+
+    @property
+    def active_devices(self) -> list[str]:
+        return list(self.device_times["device"]) if not self.device_times.empty else []
+
+    @property
+    def inactive_devices(self) -> list[str]:
+        return inactive_devices([d.id for d in self.profile.devices], self.device_times)
 
 
 def build_analysis(profile: Profile, target: str | None = None, hardware_file: str | Path | None = None,
@@ -71,14 +90,16 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
     warnings += _dedupe(module_warnings + cost_warnings + join_warnings)
     ops = judged_and_exposed(profile.ops, ops, async_pairs(modules), per_device)
     ops["step_times_ps"] = per_step_self_time(profile.ops, ops, per_device)
-    idle_ps, span_ps = idle_time(profile.ops)
+    devices = device_time(profile.ops)
     analysis = Analysis(profile=profile, ops=ops, steps=step_times(profile.steps), costs=costs,
-                        modules=modules, per_device=per_device, idle_ps=idle_ps, span_ps=span_ps,
-                        base_warnings=warnings)
+                        modules=modules, per_device=per_device, idle_ps=int(devices["idle_ps"].sum()),
+                        span_ps=int(devices["span_ps"].sum()), device_times=devices, base_warnings=warnings)
     db = load_hardware(hardware_file)
+    active = set(devices["device"])    # devices with no op say nothing about the program's chip
+    chip, detect_warnings = detect_target([d for d in profile.devices if d.id in active] or profile.devices, db)
+    analysis.capture_chip = chip
     if target:
         return apply_target(analysis, get_chip(target, db), detected=False)
-    chip, detect_warnings = detect_target(profile.devices, db)
     if chip is None:
         analysis.target_warnings = detect_warnings + [
             "no target chip: ops are not roofline-judged (give --target; `traceview hardware` lists the chips)"]
@@ -92,17 +113,66 @@ def apply_target(analysis: Analysis, chip: Chip, detected: bool = False,
     and its warnings). The input is left as it was, so a cached analysis can be re-targeted freely.
     """
     analysis = dataclasses.replace(analysis)
-    base = analysis.ops.drop(columns=[c for c in analysis.ops.columns if c in OUTPUT_COLUMNS])
+    base = analysis.ops.drop(columns=[c for c in analysis.ops.columns
+                                      if c in OUTPUT_COLUMNS or c == "projected_time_ps"])
     ops, roof_warnings = roofline(base, chip, time_column=JUDGED)
     ops = _label_dones_like_starts(ops, analysis.per_device)
-    total = analysis.span_ps or analysis.device_time_ps
-    summary = summarize(ops, chip, total_time_ps=total, idle_ps=analysis.idle_ps, time_column=JUDGED)
-    analysis.ops = ops.sort_values("gap_ps", ascending=False, na_position="last", kind="stable") \
+    capture = analysis.capture_chip
+    analysis.projected = capture is not None and capture.name != chip.name
+    total = float(analysis.span_ps or analysis.device_time_ps)
+    ratio = np.ones(len(ops))
+    if analysis.projected and capture is not None:
+        ops, ratio, roof_warnings = _project(ops, base, capture, chip, roof_warnings)
+        self_ps = ops["self_time_ps"].to_numpy(dtype="float64")
+        total = projected_total(float(analysis.device_time_ps), float(analysis.idle_ps), self_ps, self_ps * ratio)
+    labels = raw_labels(analysis.profile.ops, ops, analysis.per_device)
+    by_bound = bound_totals(analysis.profile.ops, labels)
+    summary = summarize(ops, chip, total_time_ps=total, idle_ps=analysis.idle_ps, time_column=JUDGED,
+                        by_bound_ps=None if analysis.projected else by_bound)
+    if analysis.projected:
+        summary["time_by_bound_ps"] = {**by_bound, "idle": float(analysis.idle_ps)}
+    summary["projected"] = analysis.projected
+    if analysis.projected:
+        summary["projected_time_ps"] = total
+        summary["projection_model"] = PROJECTION_MODEL
+    analysis.ops = ops.sort_values("gain_ps", ascending=False, na_position="last", kind="stable") \
         .reset_index(drop=True)
     analysis.target, analysis.target_detected, analysis.summary = chip, detected, summary
-    analysis.steps = _steps_by_bound(analysis)
+    analysis.steps = steps_by_bound(analysis.profile.ops, labels, analysis.steps)
+    if analysis.projected and not analysis.steps.empty:
+        analysis.steps["projected_time_ps"] = projected_step_times(analysis.steps, ops, ratio)
     analysis.target_warnings = _dedupe(list(extra_warnings or []) + roof_warnings + summary.get("warnings", []))
     return analysis
+
+
+def _project(ops: pd.DataFrame, base: pd.DataFrame, capture: Chip, chip: Chip,
+             roof_warnings: list[str]) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
+    """Ops judged on `chip` from times measured on `capture` (traceview.projection): projected time,
+    and efficiency, gap and gain against the target's roofline from it; per op the ratio
+    projected / measured (1 where the model does not apply)."""
+    measured_ops, capture_warnings = roofline(base, capture, time_column=JUDGED)
+    on_capture = measured_ops.set_index(["program_id", "module", "op"] + (["device"] if "device" in base else []))
+    key = ["program_id", "module", "op"] + (["device"] if "device" in ops else [])
+    roof_c = on_capture["roofline_time_ps"].reindex(pd.MultiIndex.from_frame(ops[key])).to_numpy(dtype="float64")
+    measured = ops[JUDGED].to_numpy(dtype="float64")
+    roof_t = ops["roofline_time_ps"].to_numpy(dtype="float64")
+    projected, modelled = projected_times(measured, roof_c, roof_t)
+    out = ops.copy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(modelled, projected / measured, 1.0)
+        exposed = out["exposed_time_ps"].to_numpy(dtype="float64") * ratio if "exposed_time_ps" in out else \
+            np.full(len(out), np.nan)
+        out["projected_time_ps"] = projected
+        out["efficiency"] = np.where(projected > 0, roof_t / projected, np.nan)
+        out["gap_ps"] = projected - roof_t
+    out["gain_ps"] = gain_ps(out["gap_ps"].to_numpy(dtype="float64"), exposed)
+    kept = float(np.nansum(out["self_time_ps"].to_numpy(dtype="float64")[~modelled]))
+    total = float(np.nansum(out["self_time_ps"].to_numpy(dtype="float64"))) or 1.0
+    faster = [w for w in capture_warnings if "ran faster than the roofline" in w]
+    warnings = [w for w in roof_warnings if "ran faster than the roofline" not in w] + faster + [
+        f"projection: the trace was measured on {capture.name}, not {chip.name}; {chip.name} times are "
+        f"projected ({PROJECTION_MODEL}); {100 * kept / total:.1f}% of op self time is kept as measured"]
+    return out, ratio, warnings
 
 
 def _dedupe(items: list[str]) -> list[str]:
@@ -121,25 +191,7 @@ def _label_dones_like_starts(ops: pd.DataFrame, per_device: bool) -> pd.DataFram
     bounds = out["bound"].astype(object).to_numpy(copy=True)
     bounds[is_done] = merged["_start_bound"].astype(object).to_numpy()[is_done]
     out["bound"] = pd.Categorical(bounds, categories=out["bound"].cat.categories)
-    for column in ("roofline_time_ps", "t_compute_ps", "t_memory_ps", "t_comm_ps", "efficiency", "gap_ps"):
+    for column in ("roofline_time_ps", "t_compute_ps", "t_memory_ps", "t_comm_ps", "efficiency", "gap_ps",
+                   "gain_ps"):
         out.loc[is_done, column] = np.nan
     return out
-
-
-def _steps_by_bound(analysis: Analysis) -> pd.DataFrame:
-    """Per step, device self time in ops of each bound (columns `<bound>_ps`)."""
-    steps = analysis.steps.drop(columns=[f"{b}_ps" for b in BOUNDS if f"{b}_ps" in analysis.steps])
-    raw = analysis.profile.ops
-    if raw.empty or steps.empty or "bound" not in analysis.ops.columns:
-        return steps
-    key = (["device"] if analysis.per_device else []) + OP_KEY
-    labels = analysis.ops[key + ["bound"]].astype({"module": str, "op": str})
-    cols = key + ["step", "self_ps"]
-    rows = raw[cols].astype({"module": str, "op": str})
-    if analysis.per_device:
-        rows["device"] = rows["device"].astype(str)
-        labels = labels.astype({"device": str})
-    rows = rows.merge(labels, on=key, how="left")
-    table = rows.pivot_table(index="step", columns="bound", values="self_ps", aggfunc="sum", fill_value=0)
-    table = table.reindex(columns=list(BOUNDS), fill_value=0).add_suffix("_ps").reset_index()
-    return steps.merge(table, on="step", how="left").fillna({f"{b}_ps": 0 for b in BOUNDS})

@@ -12,7 +12,8 @@ from traceview.errors import UserError
 
 # Sub-commands, in the order `traceview --help` lists them. Each module has
 # `register(subparsers)`, which sets `handler=run`, and `run(args) -> int`.
-COMMANDS = ("analyze", "runs", "hlo", "roofline", "hardware", "dashboard", "diff", "check")
+COMMANDS = ("analyze", "runs", "hlo", "memory", "graph", "parallelism", "roofline", "hardware", "dashboard", "diff",
+            "check")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv) == ["--version"]:  # fast path: no command module imported
+        print(f"traceview {__version__}")
+        return 0
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

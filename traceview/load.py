@@ -2,45 +2,106 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from traceview.errors import TraceError, UserError
-from traceview.parsers.discover import find_run
+from traceview.hostread import DASK_ENV, HostResult, read_hosts
+from traceview.parsers.discover import find_run, host_of
 from traceview.parsers.xplane import TraceData, read_xplane
 from traceview.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Profile, Source, empty_frame
 
 
+@dataclass
+class ReadOptions:
+    """How host files are read. None: the environment decides (TRACEVIEW_NO_CACHE, TRACEVIEW_JOBS,
+    TRACEVIEW_DASK), else the defaults (cache on, one process per core, no Dask)."""
+
+    cache: bool | None = None
+    jobs: int | None = None
+    dask: str | None = None
+
+
+_defaults = ReadOptions()
+
+
+@contextmanager
+def read_options(options: ReadOptions):
+    """Within the block, load_profile calls that pass no options use these (the CLI's flags)."""
+    global _defaults
+    saved, _defaults = _defaults, options
+    try:
+        yield
+    finally:
+        _defaults = saved
+
+
 def load_profile(path: str | Path, run: str | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> Profile:
+                 progress: Callable[[int, int], None] | None = None,
+                 options: ReadOptions | None = None) -> Profile:
     """Read the run PATH means (the newest, or the one named `run`) into one Profile.
 
-    Every host file of the run is read; rows keep their host. A broken file
-    among several becomes a warning naming it; if every file is broken the
-    first error is raised (a UserError naming the file). `progress(done,
-    total)` is called after each file.
+    Every host file of the run is read (from the table cache when it holds
+    the file as it is now; else in parallel: see ReadOptions); rows keep
+    their host and the hosts keep the order of the files. Any failure on
+    one host among several (an unreadable file, or an internal error) becomes
+    a warning naming that host and file; if every file fails, the first error
+    is raised (a UserError naming the file). `progress(done, total)` is
+    called after each file.
     """
+    opts = options or _defaults
+    use_cache = opts.cache if opts.cache is not None else not os.environ.get("TRACEVIEW_NO_CACHE")
+    dask = opts.dask if opts.dask is not None else os.environ.get(DASK_ENV) or None
     found = find_run(path, run)
+    files = [str(f) for f in found.files]
+    total = len(files)
+    done = 0
+
+    def advance(k: int) -> None:
+        nonlocal done
+        done += k
+        if progress is not None:
+            progress(done, total)
+
+    results: dict[str, HostResult] = {}
+    if use_cache:
+        from traceview import tablecache
+
+        for f in files:
+            data = tablecache.get(f)
+            if data is not None:
+                results[f] = HostResult(f, data=data)
+                advance(1)
+    missed = [f for f in files if f not in results]
+    for r in read_hosts(missed, jobs=opts.jobs, dask=dask, progress=advance):
+        results[r.path] = r
+        if use_cache and r.data is not None:
+            tablecache.put(r.path, r.data)
     parts: list[TraceData] = []
     warnings: list[str] = []
-    errors: list[TraceError] = []
+    failures: list[HostResult] = []
     ok_files: list[str] = []
-    total = len(found.files)
-    for i, f in enumerate(found.files):
-        try:
-            parts.append(read_xplane(f))
-            ok_files.append(str(f))
-        except TraceError as exc:
-            errors.append(exc)
-            warnings.append(f"skipped unreadable trace file: {exc}")
-        if progress is not None:
-            progress(i + 1, total)
+    for f in files:
+        r = results[f]
+        if r.data is not None:
+            parts.append(r.data)
+            ok_files.append(f)
+        else:
+            failures.append(r)
+            warnings.append(f"skipped host {host_of(Path(f))}: {r.error}")
     if not parts:
-        if len(errors) == 1:
-            raise errors[0]
-        raise UserError(f"{found.path}: none of the {total} trace files could be read (first: {errors[0]})")
+        first = failures[0]
+        if total == 1 and first.internal:
+            # One file and a bug: read it again here so the real traceback shows.
+            read_xplane(first.path)
+        if len(failures) == 1:
+            raise TraceError(first.error or f"{first.path}: unreadable")
+        raise UserError(f"{found.path}: none of the {total} trace files could be read (first: {first.error})")
     for part in parts:
         warnings += part.warnings
     hlo_protos: dict[str, bytes] = {}

@@ -30,7 +30,16 @@ from traceview.vocabulary import BOUNDS, COLLECTIVE_PATTERNS, PATTERN_OF
 
 OUTPUT_COLUMNS = ("t_compute_ps", "t_memory_ps", "t_comm_ps", "roofline_time_ps", "bound",
                   "unknown_reason", "achieved_flops", "achieved_bandwidth", "intensity",
-                  "efficiency", "gap_ps")
+                  "efficiency", "gap_ps", "gain_ps")
+
+GAIN_DEFINITION = ("gain = device time saved if the op ran at its roofline: its time minus its roofline "
+                   "time; for communication and async work, at most the time the device waited on it "
+                   "(its exposed time), so a fully hidden copy gains nothing")
+EFFICIENCY_DEFINITION = ("program-level roofline efficiency, as XProf's roofline tool defines it for the "
+                         "program: the larger of the program's summed compute time (FLOPs / peak) and memory "
+                         "time (bytes / HBM bandwidth), over ops with a known bound, divided by the devices' "
+                         "time (span x active devices); at most 100%. Link time is left out: transfers "
+                         "overlap each other and compute, so their sum bounds nothing")
 
 _NO_COLLECTIVE = {"", "none", "nan", "null"}
 
@@ -267,15 +276,29 @@ def roofline(ops: pd.DataFrame, chip: Chip, time_column: str = "time_ps") -> tup
         out["intensity"] = np.where(nbytes > 0, flops / nbytes, np.nan)
         out["efficiency"] = roof / np.where(time > 0, time, np.nan)
         out["gap_ps"] = time - roof
+        out["gain_ps"] = gain_ps(out["gap_ps"].to_numpy(dtype="float64"), _column(out, "exposed_time_ps"))
 
-    warnings = _fallback_warnings(chip, np.where(flops > 0, klass, -1), classes, time)
+    on_matrix_units = _flag(out, "contraction") if "contraction" in out.columns else np.ones(len(out), bool)
+    warnings = _fallback_warnings(chip, np.where((flops > 0) & on_matrix_units, klass, -1), classes, time)
     warnings += _unknown_warnings(out, reason, time, klass, classes, chip)
     warnings += _faster_warning(out)
     return out, warnings
 
 
+def gain_ps(gap: np.ndarray, exposed: np.ndarray) -> np.ndarray:
+    """Time the device would save if each op ran at its roofline (see GAIN_DEFINITION).
+
+    ``gap`` = time - roofline time (NaN when unknown; negative when the op beat the model, which
+    saves nothing); ``exposed`` = the time the device waited on the op (NaN for synchronous,
+    non-collective work, whose whole gap is on the device's timeline).
+    """
+    gain = np.maximum(gap, 0.0)
+    return np.where(np.isnan(exposed), gain, np.minimum(gain, np.maximum(exposed, 0.0)))
+
+
 def _fallback_warnings(chip: Chip, klass: np.ndarray, classes: tuple[str, ...], time: np.ndarray) -> list[str]:
-    """One warning per dtype class whose FLOPs used another class's peak (klass -1: no FLOPs)."""
+    """One warning per dtype class whose FLOPs used another class's peak (klass -1: no FLOPs, or FLOPs a
+    precision rule does not concern, e.g. f32 elementwise work that never runs on a TPU's MXU)."""
     warnings = []
     for index in np.unique(klass[klass >= 0]):
         name = classes[index]
@@ -303,8 +326,15 @@ def _names(out: pd.DataFrame, rows: np.ndarray, limit: int = 3) -> str:
 def _unknown_warnings(out: pd.DataFrame, reason: np.ndarray, time: np.ndarray, klass: np.ndarray,
                       classes: tuple[str, ...], chip: Chip) -> list[str]:
     warnings = []
+    # Ops with no HLO instruction at all were already named, with their share of time, where the
+    # join found no cost for them: one warning per op and cause, so they are not listed again here.
+    no_hlo = ~_flag(out, "has_cost") if "has_cost" in out.columns else np.zeros(len(out), dtype=bool)
     for code in np.unique(reason[reason != _OK]):
         rows = reason == code
+        if code == _NO_COST:
+            rows = rows & ~no_hlo
+            if not rows.any():
+                continue
         detail = REASONS[code].format(chip=chip.name)
         if code == _NO_PEAK:
             detail += " (" + ", ".join(classes[i] for i in np.unique(klass[rows])) + ")"
@@ -322,23 +352,27 @@ def _faster_warning(out: pd.DataFrame) -> list[str]:
     mask = np.zeros(len(out), dtype=bool)
     mask[np.argsort(-np.nan_to_num(efficiency, nan=0.0))[: min(int(rows.sum()), 3)]] = True
     names = _names(out, mask)
-    return [f"{int(rows.sum())} ops ran faster than the roofline allows (up to {worst:.2f}x the model): "
-            "a peak in the hardware table or the op's FLOPs/bytes is wrong" + (f" (e.g. {names})" if names else "")]
+    return [f"{int(rows.sum())} ops ran faster than the roofline allows on the chip they were measured on "
+            f"(up to {worst:.2f}x the model" + (f"; {names}" if names else "") + "): likely causes are FLOPs or "
+            "bytes the cost model overcounts for the op (an operand read once but counted per use), a peak or "
+            "bandwidth in the hardware table below the chip's real figure, or data served from on-chip memory "
+            "or caches rather than HBM"]
 
 
 def summarize(ops_frame: pd.DataFrame, chip: Chip, total_time_ps: float, idle_ps: float = 0.0,
-              time_column: str = "time_ps") -> dict[str, Any]:
+              time_column: str = "time_ps", by_bound_ps: dict[str, float] | None = None) -> dict[str, Any]:
     """Step or run summary of roofline-labelled ops (runs :func:`roofline` first if needed).
 
-    ``time_by_bound_ps`` sums each op's measured time into its bound; where
-    the ``exposed_time_ps`` column has a value (collectives and async pairs:
-    the time not hidden behind compute) it replaces the measured time. ``idle`` is ``idle_ps``.
+    ``total_time_ps`` is the devices' time (span x active devices). ``by_bound_ps``, when given,
+    is the devices' busy time split by bound (traceview.timeline.devices: the parts add up to the
+    busy time); otherwise each op's measured time goes to its bound (its exposed time where the
+    ``exposed_time_ps`` column has one). ``idle`` is ``idle_ps``.
 
-    MFU = total modelled FLOPs / (total_time_ps x peak), where the peak is that
-    of the dtype class carrying the most FLOPs (bf16 for a bf16 model; the
-    chip's fallback rule applies). When no op has a FLOP count (no HLO) MFU,
-    FLOPs, bytes and roofline time are None, never 0; without a peak MFU is
-    None too. A warning says why.
+    FLOPs count only ops with a cost (an op the cost model could not cost is unknown, not zero).
+    MFU = those FLOPs / (total_time_ps x peak), the peak being the one the chip's rule gives the
+    dtype class carrying the most FLOPs of matrix work (``mfu_dtype``; ``mfu_peak_dtype`` names
+    the class whose figure was used). ``efficiency`` is defined in EFFICIENCY_DEFINITION. When no
+    op behind a figure has a cost, the figure is None and ``<figure>_reason`` says why; never 0.
     """
     warnings: list[str] = []
     frame = ops_frame
@@ -346,53 +380,95 @@ def summarize(ops_frame: pd.DataFrame, chip: Chip, total_time_ps: float, idle_ps
         frame, warnings = roofline(frame, chip, time_column=time_column)
     measured = _column(frame, time_column, 0.0)
     bound = pd.Categorical(frame["bound"], categories=list(BOUNDS)).codes   # index into BOUNDS
-    time = measured
-    if "exposed_time_ps" in frame.columns:
-        exposed = _column(frame, "exposed_time_ps")
-        time = np.where(~np.isnan(exposed), exposed, measured)
-    by_bound = {b: float(np.nansum(time[bound == i])) for i, b in enumerate(BOUNDS)}
+    if by_bound_ps is not None:
+        by_bound = {b: float(by_bound_ps.get(b, 0.0)) for b in BOUNDS}
+    else:
+        time = measured
+        if "exposed_time_ps" in frame.columns:
+            exposed = _column(frame, "exposed_time_ps")
+            time = np.where(~np.isnan(exposed), exposed, measured)
+        by_bound = {b: float(np.nansum(time[bound == i])) for i, b in enumerate(BOUNDS)}
     by_bound["idle"] = float(idle_ps)
 
     flops = _column(frame, "flops")
-    total_flops = float(np.nansum(flops)) if (~np.isnan(flops)).any() else None
-    mfu = mfu_dtype = mfu_peak = None
-    if total_flops is None:
-        warnings.append("MFU unknown: no op has a FLOP count (no HLO instruction matched the trace's ops)")
-    elif total_flops == 0:
-        mfu = 0.0
-    elif total_time_ps and total_time_ps > 0:
-        classes = DTYPE_CLASSES + ("missing",)
-        klass = _per_value(frame, "dtype", lambda v: classes.index(dtype_class(v) or "missing"), "int8")
-        per_class = np.bincount(klass, weights=np.nan_to_num(flops), minlength=len(classes))[:-1]
-        if per_class.max() > 0:
-            mfu_dtype = classes[int(per_class.argmax())]
-            mfu_peak, note = chip.peak_flops_rule(mfu_dtype)
-            if note:
-                warnings.append(f"MFU: {note}")
-        if mfu_peak is None:
-            mfu_dtype = mfu_dtype or "bf16"
-            mfu_peak = chip.peak_flops_for("bf16")
-            if mfu_peak is not None:
-                warnings.append(f"MFU uses the bf16 peak of {chip.name}: the dominant dtype has no peak")
-        if mfu_peak is not None:
-            mfu = total_flops / (total_time_ps / PS_PER_S * mfu_peak)
-        else:
-            warnings.append(f"MFU unknown: {chip.name} has no peak FLOP/s for {mfu_dtype}")
+    # FLOPs are known only where the cost model costed the op (a kernel costed by its shapes alone,
+    # cost_lower_bound, has bytes but no FLOP count: unknown, not zero)
+    costed = ~np.isnan(flops) & ~_flag(frame, "unknown") & ~_flag(frame, "cost_lower_bound")
+    if "has_cost" in frame.columns:
+        costed &= _flag(frame, "has_cost")
+    total_flops = float(np.sum(flops[costed])) if costed.any() else None
+    mfu, mfu_reason, mfu_dtype, mfu_peak_dtype, mfu_peak = _mfu(frame, chip, flops, costed, total_flops,
+                                                                total_time_ps)
+    if mfu_reason:
+        warnings.append(f"MFU unknown: {mfu_reason}")
+    elif mfu_dtype and mfu_peak_dtype and mfu_dtype != mfu_peak_dtype:
+        _, note = chip.peak_flops_rule(mfu_dtype)
+        matrix = "contraction" not in frame.columns or bool((_flag(frame, "contraction") & costed).any())
+        warnings.append(f"MFU uses the {mfu_peak_dtype} peak for {mfu_dtype} FLOPs: {note}" if note and matrix else
+                        f"MFU uses the {mfu_peak_dtype} peak of {chip.name} for {mfu_dtype} FLOPs: {chip.name} has "
+                        f"no {mfu_dtype} figure" + ("" if matrix else " (the program has no matrix work)"))
 
     known = (bound != BOUNDS.index("unknown")) & ~np.isnan(measured)
-    roof = _column(frame, "roofline_time_ps")
-    measured_known = float(np.nansum(measured[known]))
-    roof_known = float(np.nansum(roof[known])) if known.any() else None
+    terms = [float(np.nansum(_column(frame, c)[known])) for c in ("t_compute_ps", "t_memory_ps")]
+    roof_program = max(terms) if known.any() else None
+    efficiency, efficiency_reason = None, None
+    if roof_program is None:
+        efficiency_reason = "no op has a known bound (no cost, or no figure on the chip)"
+    elif not total_time_ps or total_time_ps <= 0:
+        efficiency_reason = "no measured device time"
+    else:
+        efficiency = roof_program / total_time_ps
+        if efficiency > 1:
+            warnings.append(f"the program's roofline time ({roof_program / 1e6:.3f} us) exceeds the devices' time "
+                            f"({total_time_ps / 1e6:.3f} us): the cost model overcounts or a chip figure is too "
+                            "low; overall efficiency shown as 100%")
+            efficiency = 1.0
     nbytes = _column(frame, "bytes_accessed")
+    has_bytes = ~np.isnan(nbytes) & ~_flag(frame, "unknown")
+    seconds = total_time_ps / PS_PER_S if total_time_ps and total_time_ps > 0 else None
 
     return {
         "target": chip.name,
         "device_time_ps": float(total_time_ps),
         "time_by_bound_ps": by_bound,
         "flops": total_flops,
-        "bytes_accessed": float(np.nansum(nbytes)) if (~np.isnan(nbytes)).any() else None,
-        "mfu": mfu, "mfu_dtype": mfu_dtype, "mfu_peak_flops": mfu_peak,
-        "roofline_time_ps": roof_known,
-        "efficiency": roof_known / measured_known if roof_known is not None and measured_known > 0 else None,
+        "flops_reason": None if total_flops is not None else "no op has a cost (no HLO instruction matched, or "
+                                                               "the cost model could not cost them)",
+        "achieved_flops": total_flops / seconds if total_flops is not None and seconds else None,
+        "bytes_accessed": float(np.sum(nbytes[has_bytes])) if has_bytes.any() else None,
+        "mfu": mfu, "mfu_reason": mfu_reason, "mfu_dtype": mfu_dtype, "mfu_peak_dtype": mfu_peak_dtype,
+        "mfu_peak_flops": mfu_peak,
+        "roofline_time_ps": roof_program,
+        "efficiency": efficiency, "efficiency_reason": efficiency_reason,
+        "efficiency_definition": EFFICIENCY_DEFINITION,
         "warnings": warnings,
     }
+
+
+def _mfu(frame: pd.DataFrame, chip: Chip, flops: np.ndarray, costed: np.ndarray, total_flops: float | None,
+         total_time_ps: float) -> tuple[float | None, str | None, str | None, str | None, float | None]:
+    """(mfu, reason when None, dtype class of the FLOPs, class whose peak was used, that peak)."""
+    if total_flops is None:
+        return None, "no op has a FLOP count (no HLO instruction matched the trace's ops, or none could be costed)", \
+            None, None, None
+    if not total_time_ps or total_time_ps <= 0:
+        return None, "no measured device time", None, None, None
+    classes = DTYPE_CLASSES + ("missing",)
+    klass = _per_value(frame, "dtype", lambda v: classes.index(dtype_class(v) or "missing"), "int8")
+    weights = np.where(costed, np.nan_to_num(flops), 0.0)
+    if "contraction" in frame.columns and (weights * _flag(frame, "contraction")).sum() > 0:
+        weights = weights * _flag(frame, "contraction")        # matrix work sets the peak
+    per_class = np.bincount(klass, weights=weights, minlength=len(classes))[:-1]
+    dtype = classes[int(per_class.argmax())] if per_class.max() > 0 else None
+    if total_flops == 0:
+        return 0.0, None, dtype, None, None
+    peak, peak_class = None, None
+    if dtype is not None:
+        peak, _ = chip.peak_flops_rule(dtype)
+        if peak is not None:
+            peak_class = dtype if dtype in chip.peak_flops else chip.dtype_fallbacks.get(dtype, (dtype, ""))[0]
+    if peak is None and chip.peak_flops_for("bf16") is not None:
+        peak, peak_class = chip.peak_flops_for("bf16"), "bf16"
+    if peak is None:
+        return None, f"{chip.name} has no peak FLOP/s for {dtype or 'the FLOPs'} dtype", dtype, None, None
+    return total_flops / (total_time_ps / PS_PER_S * peak), None, dtype, peak_class, peak

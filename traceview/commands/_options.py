@@ -10,6 +10,42 @@ def add_source(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", metavar="PATH",
                         help="a log dir (plugins/profile/<run>/), a run dir, or one .xplane.pb file")
     parser.add_argument("--run", metavar="NAME", help="which run of a log dir (default: the newest)")
+    add_read_options(parser)
+
+
+def add_read_options(parser) -> None:
+    """--no-cache, --jobs, --dask: how the host files are read (docs/scale.md)."""
+    parser.add_argument("--no-cache", action="store_true",
+                        help="read the trace files again instead of the parsed tables cached under "
+                             "$XDG_CACHE_HOME/traceview (also TRACEVIEW_NO_CACHE=1)")
+    parser.add_argument("--jobs", "-j", metavar="N",
+                        help="processes reading host files in parallel (default: the machine's cores)")
+    parser.add_argument("--dask", metavar="ADDRESS",
+                        help="read the host files on this Dask scheduler, e.g. tcp://10.0.0.5:8786 "
+                             "(also TRACEVIEW_DASK); the files must be readable at the same path there")
+
+
+def read_options_from_args(args: argparse.Namespace):
+    """The ReadOptions the --no-cache / --jobs / --dask flags ask for (unset flags: the environment decides)."""
+    from traceview.hostread import parse_jobs
+    from traceview.load import ReadOptions
+
+    jobs = getattr(args, "jobs", None)
+    return ReadOptions(cache=False if getattr(args, "no_cache", False) else None,
+                       jobs=None if jobs is None else parse_jobs(jobs),
+                       dask=getattr(args, "dask", None) or None)
+
+
+def read_options_env(args: argparse.Namespace) -> dict[str, str]:
+    """The same choices as environment variables, for a server process (the dashboard)."""
+    env = {}
+    if getattr(args, "no_cache", False):
+        env["TRACEVIEW_NO_CACHE"] = "1"
+    if getattr(args, "jobs", None) is not None:
+        env["TRACEVIEW_JOBS"] = str(args.jobs)
+    if getattr(args, "dask", None):
+        env["TRACEVIEW_DASK"] = args.dask
+    return env
 
 
 def add_format(parser: argparse.ArgumentParser, formats=("table", "json", "csv", "markdown")) -> None:
@@ -41,7 +77,7 @@ def analysis_from_args(args: argparse.Namespace):
     from traceview.progress import progress_bar
 
     with progress_bar("reading trace") as progress:
-        profile = load_profile(args.path, run=args.run, progress=progress)
+        profile = load_profile(args.path, run=args.run, progress=progress, options=read_options_from_args(args))
     return build_analysis(profile, target=args.target, hardware_file=args.hardware_file, hlo_path=args.hlo,
                           stage=args.stage, per_device=getattr(args, "per_device", False))
 

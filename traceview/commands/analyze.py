@@ -6,7 +6,6 @@ import argparse
 import json
 
 from traceview.commands._options import add_format, add_hlo, add_source, add_target, analysis_from_args, write_output
-from traceview.render.report import analysis_csv, analysis_json, analysis_markdown, analysis_text
 
 
 def register(subparsers) -> None:
@@ -22,6 +21,8 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from traceview.render.report import analysis_csv, analysis_json, analysis_markdown, analysis_text
+
     analysis = analysis_from_args(args)
     if args.format == "json":
         text = json.dumps(analysis_json(analysis), indent=1) + "\n"

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from traceview.commands._options import add_hlo, add_source, add_target
+from traceview.commands._options import add_hlo, add_source, add_target, read_options_env
 from traceview.errors import UserError
 
 INSTALL_HINT = "pip install 'traceview[dashboard]'"
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
             get_chip(args.target, db)
     config = DashboardConfig(path=_absolute(args.path), run=args.run, target=args.target,
                              hardware_file=_absolute(args.hardware_file), hlo=_absolute(args.hlo), stage=args.stage)
-    env = {**os.environ, **config.to_env()}
+    env = {**os.environ, **config.to_env(), **read_options_env(args)}
     print(f"traceview dashboard on {args.path}: http://{args.host}:{args.port}  (Ctrl-C to stop)", flush=True)
     proc = subprocess.Popen(streamlit_command(args), env=env)
     # A `kill` of this process stops the server too (Ctrl-C reaches both through the terminal).

@@ -9,14 +9,13 @@ budget, 1 a regression, 2 unusable input.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from traceview.commands._options import write_output
+from traceview.commands._options import add_read_options, read_options_from_args, write_output
 from traceview.errors import UserError
-from traceview.regress.baseline import load_snapshot
-from traceview.regress.budgets import BUDGET_KEYS, Budgets, make_budgets
-from traceview.regress.check import run_checks
-from traceview.regress.diff import diff_analyses
-from traceview.regress.report import diff_junit, diff_markdown, render
+
+if TYPE_CHECKING:
+    from traceview.regress.budgets import Budgets
 
 FORMATS = ("table", "markdown", "json", "junit")
 
@@ -31,6 +30,7 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
     read.add_argument("--hardware-file", metavar="FILE", help="JSON file adding or overriding chips")
     read.add_argument("--stage", choices=("after", "before"), default="after",
                       help="HLO dump stage to compare (default: after optimizations)")
+    add_read_options(read)
     budgets = parser.add_argument_group("budgets (flags override --config, which overrides the defaults)")
     budgets.add_argument("--config", metavar="FILE", help="TOML file with budgets, per-op rules and absolute limits")
     budgets.add_argument("--max-step-regression", metavar="PCT", help="median step time slowdown (default 5%%)")
@@ -41,6 +41,9 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
     budgets.add_argument("--max-bytes-increase", metavar="PCT", help="HLO module bytes accessed (default 1%%)")
     budgets.add_argument("--max-collective-increase", metavar="PCT",
                          help="HLO module collective bytes (default 1%%)")
+    budgets.add_argument("--max-peak-memory-increase", metavar="PCT|SIZE",
+                         help="peak memory per device allocator and per HLO module: relative (1%%, the default) "
+                              "or absolute (256MiB, 1GB)")
     budgets.add_argument("--max-step-time", metavar="TIME", help="absolute: NEW's median step time at most this")
     budgets.add_argument("--min-mfu", metavar="PCT", help="absolute: NEW's MFU at least this")
     budgets.add_argument("--confidence", metavar="P", help="confidence of the noise intervals (default 0.95)")
@@ -54,6 +57,8 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
 
 
 def budgets_from_args(args: argparse.Namespace) -> Budgets:
+    from traceview.regress.budgets import BUDGET_KEYS, make_budgets
+
     overrides = {}
     for flag, (name, parse) in BUDGET_KEYS.items():
         value = getattr(args, flag, None)
@@ -67,25 +72,38 @@ def budgets_from_args(args: argparse.Namespace) -> Budgets:
 
 def compare(args: argparse.Namespace, base_path: str, new_path: str) -> int:
     """Load both sides, diff, check, write the reports; 0 pass, 1 regression."""
+    from traceview.load import read_options
+    from traceview.regress.baseline import load_snapshot
+    from traceview.regress.check import run_checks
+    from traceview.regress.comparable import not_comparable
+    from traceview.regress.diff import diff_analyses
+    from traceview.regress.report import diff_junit, diff_markdown, render
+
     budgets = budgets_from_args(args)  # before the slow part: a bad flag fails fast
-    base = load_snapshot(base_path, run=args.base_run, target=args.target, hardware_file=args.hardware_file,
-                         stage=args.stage)
-    new = load_snapshot(new_path, run=args.run, target=args.target, hardware_file=args.hardware_file,
-                        stage=args.stage)
+    with read_options(read_options_from_args(args)):
+        base = load_snapshot(base_path, run=args.base_run, target=args.target, hardware_file=args.hardware_file,
+                             stage=args.stage)
+        new = load_snapshot(new_path, run=args.run, target=args.target, hardware_file=args.hardware_file,
+                            stage=args.stage)
     if base.kind != new.kind:
         what = {"trace": "a trace (or its analyze JSON)", "hlo": "HLO (a dump folder, file or hlo JSON)"}
         raise UserError(f"cannot compare {what[base.kind]} {base_path} with {what[new.kind]} {new_path}: "
                         "give two traces or two HLO inputs")
     diff = diff_analyses(base, new, confidence=budgets.confidence, time_tolerance=budgets.max_op_regression,
                          min_time_ps=budgets.min_op_time_ps)
+    if args.command == "check":
+        reason = not_comparable(diff)
+        if reason:
+            raise UserError(f"not comparable: {reason}")
     verdict = run_checks(diff, budgets)
     if not verdict.checks and args.command == "check":  # a report saying PASS would be a lie
         raise UserError(f"{base_path} and {new_path} have nothing in common to check (no step or device "
                         "times, no common ops over the minimum time, no common HLO modules)")
-    write_output(render(diff, verdict, args.format, top=args.top), args.output)
+    command = "check" if args.command == "check" else "diff"
+    write_output(render(diff, verdict, args.format, top=args.top, command=command), args.output)
     if args.markdown_out:
         with open(args.markdown_out, "a", encoding="utf-8") as handle:
-            handle.write(diff_markdown(diff, verdict, top=args.top))
+            handle.write(diff_markdown(diff, verdict, top=args.top, command=command))
     if args.junit_out:
         with open(args.junit_out, "w", encoding="utf-8") as handle:
             handle.write(diff_junit(diff, verdict))

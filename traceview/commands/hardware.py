@@ -6,8 +6,6 @@ import argparse
 import json
 
 from traceview.commands._options import write_output
-from traceview.hardware.database import load_hardware
-from traceview.render.hardware import format_hardware_table, hardware_json
 
 
 def register(subparsers) -> None:
@@ -21,6 +19,9 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from traceview.hardware.database import load_hardware
+    from traceview.render.hardware import format_hardware_table, hardware_json
+
     db = load_hardware(args.hardware_file)
     if args.format == "json":
         text = json.dumps(hardware_json(db), indent=1) + "\n"

@@ -11,12 +11,7 @@ import json
 from pathlib import Path
 
 from traceview.commands._options import write_output
-from traceview.hlo_report import hlo_report
-from traceview.load import load_profile
-from traceview.modules import profile_modules
 from traceview.parsers.discover import is_trace_file
-from traceview.parsers.hlo_dump import load_hlo_modules
-from traceview.render.hlo import hlo_csv, hlo_json, hlo_text
 
 
 def register(subparsers) -> None:
@@ -39,6 +34,12 @@ def _is_trace(path: Path) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
+    from traceview.hlo_report import hlo_report
+    from traceview.load import load_profile
+    from traceview.modules import profile_modules
+    from traceview.parsers.hlo_dump import load_hlo_modules
+    from traceview.render.hlo import hlo_csv, hlo_json, hlo_text
+
     path = Path(args.path)
     if _is_trace(path):
         modules, warnings = profile_modules(load_profile(path, run=args.run), stage=args.stage)

@@ -8,10 +8,7 @@ import sys
 
 from traceview.commands._options import add_hlo, add_source, add_target, analysis_from_args, write_output
 from traceview.errors import UserError
-from traceview.render.charts import roofline_points, save_plot
-from traceview.render.report import op_records
 from traceview.render.tables import fmt_si, fmt_time_us, text_table
-from traceview.roofline import ridge_point
 
 
 def register(subparsers) -> None:
@@ -30,6 +27,10 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf", ".html")
 
 
 def run(args: argparse.Namespace) -> int:
+    from traceview.render.charts import roofline_points, save_plot, unplaceable_note, unplaceable_ops
+    from traceview.render.report import op_records
+    from traceview.roofline import ridge_point
+
     if args.plot and not args.plot.lower().endswith(PLOT_SUFFIXES):
         raise UserError(f"{args.plot}: the plot must be .png, .svg, .pdf or .html")
     analysis = analysis_from_args(args)
@@ -38,17 +39,21 @@ def run(args: argparse.Namespace) -> int:
                         "(`traceview hardware` lists them)")
     points = roofline_points(analysis.ops)
     if args.plot:
-        save_plot(points, analysis.target, args.plot)
-        print(f"wrote {args.plot}: {len(points)} ops on the {analysis.target.name} roofline", file=sys.stderr)
+        save_plot(points, analysis.target, args.plot, ops=analysis.ops)
+        print(f"wrote {args.plot}: {len(points)} of {len(analysis.ops)} ops on the {analysis.target.name} roofline",
+              file=sys.stderr)
+    note = unplaceable_note(analysis.ops)
     if args.format == "json":
         text = json.dumps({"target": analysis.target.name, "ridge_point": ridge_point(analysis.target),
-                           "points": op_records(points)}, indent=1) + "\n"
+                           "points": op_records(points),
+                           "not_placed": op_records(unplaceable_ops(analysis.ops))}, indent=1) + "\n"
     else:
         ridge = ridge_point(analysis.target)
         rows = [[r["module"], r["op"], r["bound"], f"{r['intensity']:.3g}", fmt_si(r["achieved_flops"], "FLOP/s"),
                  fmt_time_us(r["time_us"])] for r in points.sort_values("time_us", ascending=False).head(30)
                 .to_dict("records")]
         text = (f"{analysis.target.name}: ridge point {ridge:.0f} FLOPs/byte (bf16)\n" if ridge else "") + \
-            text_table(["module", "op", "bound", "FLOPs/byte", "achieved", "time"], rows, "lllrrr") + "\n"
+            text_table(["module", "op", "bound", "FLOPs/byte", "achieved", "time"], rows, "lllrrr") + "\n" + \
+            (note + "\n" if note else "")
     write_output(text, args.output)
     return 0

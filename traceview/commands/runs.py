@@ -24,8 +24,11 @@ def run(args: argparse.Namespace) -> int:
         text = json.dumps({"runs": [r.summary() for r in runs]}, indent=1) + "\n"
     else:
         rows = [[r.name, str(len(r.files)), ", ".join(r.hosts), fmt_si(r.total_bytes, "B"),
-                 r.time.strftime("%Y-%m-%d %H:%M:%S")] for r in runs]
-        text = text_table(["run", "hosts", "host names", "size", "taken"], rows, "lrlrl") + "\n"
+                 r.time.strftime("%Y-%m-%d %H:%M:%S UTC"), r.time_source] for r in runs]
+        text = text_table(["run", "hosts", "host names", "size", "taken", "from"], rows, "lrlrll") + "\n"
+        if any(r.time_source == "file time" for r in runs):
+            text += ("'file time' is a file's modification time (a copy or a clone resets it): the trace "
+                     "does not record when it was taken\n")
         if len(runs) > 1:
             text += f"analyze picks the newest ({runs[-1].name}) unless --run NAME is given\n"
     write_output(text, args.output)

@@ -29,6 +29,7 @@ from traceview.cost.record import Cost
 from traceview.cost.record import io_cost as _io
 from traceview.cost.shapes import byte_size, elements, elements_recursive, leaf_bytes, minor_to_major
 from traceview.cost.trip_count import TripCount, while_trip_count
+from traceview.cost.zero_cost import zero_cost_reason
 from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
 
 TRANSCENDENTAL = frozenset({
@@ -182,6 +183,9 @@ class ModuleAnalysis:
             return replace(self.computation_cost(sub)) if sub else self._unknown_opcode(inst)
         if op in FREE or op in ASYNC_DONE:
             return Cost()
+        free = zero_cost_reason(op, inst.custom_call_target)
+        if free:
+            return Cost(note=free)
         operands = self.operand_shapes(inst, comp)
         # XLA's default: operands + output; a tuple result counts its leaves (the tuple
         # instruction itself counts only its index table, see _tuple).

@@ -99,5 +99,5 @@ def execution_thread(inst: Instruction, analysis: ModuleAnalysis, comp: Computat
             wrapped = analysis.called(start, "calls")
             thread = (wrapped.execution_thread or "") if wrapped is not None else ""
         return "" if thread == "main" else thread
-    thread = comp.execution_thread or ""
+    thread = (inst.attributes.get("async_execution_thread") or "").strip().strip('"') or comp.execution_thread or ""
     return "" if thread == "main" else thread

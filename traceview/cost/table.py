@@ -11,6 +11,7 @@ from traceview.cost.analysis import Cost, ModuleAnalysis
 from traceview.cost.async_wrapped import execution_thread, wrapped_op
 from traceview.cost.categories import category, math_dtype
 from traceview.cost.collectives import CollectiveInfo, collective_info
+from traceview.cost.library import is_library_call
 from traceview.cost.shapes import shape_text, unknown_element_types
 from traceview.errors import UserError
 from traceview.parsers.hlo_model import Computation, HloModule, Instruction
@@ -24,7 +25,7 @@ COLUMNS: dict[str, str] = {
     "collective_kind": "object", "payload_bytes": "float64", "group_size": "float64", "groups": "object",
     "crosses_dcn": "object", "ring_directions": "float64", "unknown": "bool", "note": "object", "source_file": "object",
     "source_line": "float64", "fusion_kind": "object",
-    "trip_count": "float64", "execution_thread": "object", "cost_lower_bound": "bool",
+    "trip_count": "float64", "execution_thread": "object", "cost_lower_bound": "bool", "contraction": "bool",
 }
 def _roots(module: HloModule) -> list[Computation]:
     """The entry computation; without one, every computation that nothing calls."""
@@ -161,7 +162,8 @@ def _row(module: HloModule, comp: Computation, inst: Instruction, mult: float, a
             coll.groups if coll else None, coll.crosses_dcn if coll else None,
             float(coll.ring_directions) if coll and coll.ring_directions else np.nan, cost.unknown, cost.note,
             md.get("source_file", ""), float(line) if line and line.isdigit() else np.nan, inst.fusion_kind or "",
-            _trips(inst, comp, analysis), execution_thread(inst, analysis, comp), cost.lower_bound)
+            _trips(inst, comp, analysis), execution_thread(inst, analysis, comp), cost.lower_bound,
+            _is_contraction(wrapped or inst, dominant))
 
 
 def _trips(inst: Instruction, comp: Computation, analysis: ModuleAnalysis) -> float:
@@ -169,6 +171,17 @@ def _trips(inst: Instruction, comp: Computation, analysis: ModuleAnalysis) -> fl
         return np.nan
     count = analysis.trip_count(inst, comp).count
     return float(count) if count is not None else np.nan
+
+
+def _is_contraction(inst: Instruction, dominant) -> bool:
+    """Whether the op's FLOPs are a matrix contraction (dot, convolution, a GEMM library call, or a
+    fusion holding one): the work that runs on a TPU's MXU / a GPU's tensor cores, where a precision
+    rule (f32 as bf16 passes) applies."""
+    if inst.opcode in ("dot", "convolution", "ragged-dot"):
+        return True
+    if inst.opcode == "custom-call":
+        return is_library_call(inst.custom_call_target)
+    return dominant is not None
 
 
 def _analysis_warnings(module: HloModule, analysis: ModuleAnalysis) -> list[str]:

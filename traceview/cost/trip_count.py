@@ -4,15 +4,17 @@ The structural rule is the one XLA's ``while_loop_analysis`` applies: the loop
 carries a scalar integer counter at tuple index k that
 
 * starts at a constant (the while's operand is a ``tuple`` whose element k is a
-  constant, seen through copies and get-tuple-element/tuple chains),
+  constant, or constants added up, seen through copies, fusions and
+  get-tuple-element/tuple chains, as XLA's evaluator folds it),
 * is updated by the body as ``add(counter, constant)`` (either operand order)
-  or ``subtract(counter, constant)``, the body's root being a tuple, and
+  or ``subtract(counter, constant)``, or a chain of them (a double-buffered
+  loop adds 1 twice), the body's root being a tuple, and
 * is compared against a constant by the condition's root,
   ``compare(counter, N)`` or ``compare(N, counter)``, directly or through a
   fusion / call whose parameters map back to the condition's values.
 
-XLA pattern-matches counting up (``LT``/``LE``) and brute-forces the rest; here
-both directions (``LT``, ``LE``, ``GT``, ``GE``, ``NE``) are solved in closed
+XLA pattern-matches counting up (``LT``/``LE``) and brute-forces the rest (with
+its evaluator, which is how it also sees through chained updates); here both directions (``LT``, ``LE``, ``GT``, ``GE``, ``NE``) are solved in closed
 form. A loop that never ends (the counter moves away from the bound) has no
 trip count. Anything else returns None: the caller warns, naming the loop.
 """
@@ -106,30 +108,57 @@ def _constant(inst: Instruction) -> Term | None:
         return None
 
 
+def _linear(term: Term | None, index: int) -> tuple[int, int] | None:
+    """``term`` as ``coef * counter + offset`` when it is a sum of the counter and constants."""
+    if term is None:
+        return None
+    if term == ("iv", index):
+        return 1, 0
+    if term[0] == "const":
+        return 0, term[1]
+    if term[0] in ("add", "sub"):
+        a, b = _linear(term[1], index), _linear(term[2], index)
+        if a is None or b is None:
+            return None
+        sign = 1 if term[0] == "add" else -1
+        return a[0] + sign * b[0], a[1] + sign * b[1]
+    return None
+
+
+def _counter_index(term: Term | None) -> int | None:
+    """The tuple index of the one loop element a term reads, if it reads exactly one."""
+    if term is None:
+        return None
+    if term[0] == "iv":
+        return term[1]
+    found = {i for t in term[1:] if isinstance(t, tuple) for i in [_counter_index(t)] if i is not None}
+    return found.pop() if len(found) == 1 else None
+
+
 def _induction(cond: Term | None) -> tuple[int, str, int] | None:
-    """(tuple index, direction as ``counter DIR bound``, bound) from the condition's term."""
-    if cond is None or cond[0] != "cmp":
+    """(tuple index, direction as ``counter DIR bound``, bound) from the condition's term.
+
+    Either side may add constants to the counter (``i + 1 < N`` reads as ``i < N - 1``)."""
+    if cond is None or cond[0] != "cmp" or cond[1] not in _SWAP:
         return None
     _, direction, a, b = cond
-    if a[0] == "iv" and b[0] == "const":
-        return a[1], direction, b[1]
-    if b[0] == "iv" and a[0] == "const" and direction in _SWAP:
-        return b[1], _SWAP[direction], a[1]
+    index = _counter_index(cond)
+    if index is None:
+        return None
+    left, right = _linear(a, index), _linear(b, index)
+    if left is None or right is None:
+        return None
+    if left[0] == 1 and right[0] == 0:
+        return index, direction, right[1] - left[1]
+    if left[0] == 0 and right[0] == 1:
+        return index, _SWAP[direction], left[1] - right[1]
     return None
 
 
 def _step(update: Term | None, index: int) -> int | None:
-    if update is None:
-        return None
-    counter = ("iv", index)
-    if update[0] == "add":
-        if update[1] == counter and update[2][0] == "const":
-            return update[2][1]
-        if update[2] == counter and update[1][0] == "const":
-            return update[1][1]
-    if update[0] == "sub" and update[1] == counter and update[2][0] == "const":
-        return -update[2][1]
-    return None
+    """The constant the body adds to the counter (``i + 1 + 1`` after double buffering gives 2)."""
+    linear = _linear(update, index)
+    return linear[1] if linear is not None and linear[0] == 1 else None
 
 
 def solve(init: int, step: int, direction: str, bound: int) -> int | None:
@@ -176,8 +205,8 @@ def structural_trip_count(inst: Instruction, parent: Computation, cond: Computat
     init_tuple = r.term(parent, inst.operands[0], {})
     if step is None or init_tuple is None or init_tuple[0] != "tuple" or not 0 <= index < len(init_tuple[1]):
         return None
-    init = r.term(init_tuple[2], init_tuple[1][index], init_tuple[3])
-    if init is None or init[0] != "const":
+    init = _linear(r.term(init_tuple[2], init_tuple[1][index], init_tuple[3]), -1)  # constants only
+    if init is None or init[0] != 0:
         return None
     return solve(init[1], step, direction, bound)
 

@@ -123,8 +123,58 @@ def _read_user_file(path: Path) -> dict:
         raise UserError(f"{path}: expected a chip object, a list of chips or {{\"chips\": [...]}}")
     if not all(isinstance(entry, dict) and isinstance(entry.get("name"), str) for entry in raw["chips"]):
         raise UserError(f"{path}: every chip entry needs a 'name'")
+    _unknown_keys(raw, _TOP_KEYS, f"{path}")
+    for entry in raw["chips"]:
+        if isinstance(entry, dict):
+            _check_chip_keys(entry, f"{path}: chip {entry.get('name')!r}")
     validate(raw, "hardware", path, "/oneOf/2")
     return raw
+
+
+# Every key a hardware file may use (docs/hardware.md); anything else is a typo, refused with one line.
+_TOP_KEYS = frozenset({"chips", "sources", "schema_version", "about"})
+_CHIP_KEYS = frozenset({"name", "kind", "vendor", "aliases", "peak_flops", "hbm_bandwidth", "hbm_capacity",
+                        "pcie_bandwidth", "dcn_bandwidth", "on_chip_memory", "interconnect", "dtype_fallbacks",
+                        "identify", "assumption", "notes"})
+_FIGURE_KEYS = frozenset({"value", "source", "note", "assumption"})
+_ON_CHIP_KEYS = _FIGURE_KEYS | {"scope", "what"}
+_INTERCONNECT_KEYS = frozenset({"type", "topology", "link_bandwidth", "links", "device_bandwidth"})
+_IDENTIFY_KEYS = frozenset({"vendor", "model_strings", "model_patterns", "compute_capability", "core_count",
+                            "memory_bytes", "clock_hz", "source", "note"})
+_FALLBACK_KEYS = frozenset({"to", "reason"})
+
+
+def _unknown_keys(raw: dict, known: frozenset[str], where: str) -> None:
+    unknown = sorted(str(k) for k in raw if k not in known)
+    if unknown:
+        import difflib
+
+        hint = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+        raise UserError(f"{where}: unknown key {unknown[0]!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                        + f"; known keys: {', '.join(sorted(known))} (see docs/hardware.md)")
+
+
+def _check_chip_keys(entry: dict, where: str) -> None:
+    """Refuse misspelt keys in a user's chip entry, at every level (a typo would leave a figure unset)."""
+    _unknown_keys(entry, _CHIP_KEYS, where)
+    for key in (*_FIGURES, "on_chip_memory"):
+        if isinstance(entry.get(key), dict):
+            _unknown_keys(entry[key], _ON_CHIP_KEYS if key == "on_chip_memory" else _FIGURE_KEYS, f"{where}: {key}")
+    for dtype, item in (entry.get("peak_flops") or {}).items() if isinstance(entry.get("peak_flops"), dict) else ():
+        if isinstance(item, dict):
+            _unknown_keys(item, _FIGURE_KEYS, f"{where}: peak_flops.{dtype}")
+    link = entry.get("interconnect")
+    if isinstance(link, dict):
+        _unknown_keys(link, _INTERCONNECT_KEYS, f"{where}: interconnect")
+        for key in ("link_bandwidth", "links", "device_bandwidth"):
+            if isinstance(link.get(key), dict):
+                _unknown_keys(link[key], _FIGURE_KEYS, f"{where}: interconnect.{key}")
+    if isinstance(entry.get("identify"), dict):
+        _unknown_keys(entry["identify"], _IDENTIFY_KEYS, f"{where}: identify")
+    for dtype, item in (entry.get("dtype_fallbacks") or {}).items() \
+            if isinstance(entry.get("dtype_fallbacks"), dict) else ():
+        if isinstance(item, dict):
+            _unknown_keys(item, _FALLBACK_KEYS, f"{where}: dtype_fallbacks.{dtype}")
 
 
 def _merge(base: dict, over: dict) -> dict:

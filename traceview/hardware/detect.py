@@ -101,10 +101,13 @@ def _detect(device: Device, db: dict[str, Chip]) -> tuple[Chip | None, list[str]
         chip = db.get("cpu")
         if chip is None:
             return None, ["no 'cpu' entry in the hardware table; give --target"]
-        note = ("assumed figures" if chip.assumption else "figures from the hardware file")
-        return chip, [f"host CPU judged against the 'cpu' entry ({note}: "
+        assumed = assumed_figures(chip, ("peak_flops.fp32", "hbm_bandwidth"))
+        if not assumed:   # the user gave real figures: nothing to warn about
+            return chip, []
+        return chip, [f"host CPU judged against the 'cpu' entry (assumed figures: "
                       f"fp32 {fmt_si(chip.peak_flops.get('fp32'), 'FLOP/s')}, memory "
-                      f"{fmt_si(chip.hbm_bandwidth, 'B/s')}); give real figures with --hardware-file"]
+                      f"{fmt_si(chip.hbm_bandwidth, 'B/s')}); give real figures with --hardware-file "
+                      "(format: docs/hardware.md)"]
     return None, [f"device kind {device.kind!r} is not TPU, GPU or CPU; give --target"]
 
 
@@ -206,3 +209,38 @@ def _nearest_memory(chips: list[Chip], memory: float | None, clock: float | None
         d_clk = abs(math.log(clock / clk)) if clock and clk else 0.0
         return d_mem, d_clk
     return min(chips, key=distance)
+
+
+def assumed_figures(chip: Chip, paths: tuple[str, ...]) -> list[str]:
+    """Which of the figures at ``paths`` ("peak_flops.fp32", "hbm_bandwidth") are assumptions, not
+    sourced figures (a figure the user gave in --hardware-file never is)."""
+    return [p for p in paths if "ASSUMPTION" in chip.sources.get(p, "") or
+            (chip.assumption and p not in chip.sources)]
+
+
+def device_model_name(device: Device) -> str:
+    """What a device is, in the words its plane gives: the stated model ("TPU v6 Lite",
+    "NVIDIA H100 80GB HBM3"); else the vendor's architecture name built from the stated compute
+    capability (AMD: the gfx target family, e.g. cc 9.4 is gfx94x, the MI300 series; NVIDIA: sm_90),
+    with the core count and memory size; "-" when the plane states nothing."""
+    if device.model:
+        return str(device.model)
+    vendor = str(device.vendor or "").strip()
+    is_amd = vendor.lower().startswith(("amd", "advanced micro devices"))
+    parts = []
+    cc = device.compute_capability
+    if cc:
+        major, _, minor = str(cc).partition(".")
+        if is_amd:
+            # ROCm reports gfx<major><minor><stepping> as major.minor: the stepping is not in the trace.
+            parts.append(f"gfx{major}{int(minor or 0):x}x" if minor.isdigit() else f"cc {cc}")
+        elif vendor.lower().startswith("nvidia") or not vendor:
+            parts.append(f"sm_{major}{minor or 0}")
+    if device.core_count:
+        parts.append(f"{device.core_count} {'CUs' if is_amd else 'SMs' if device.kind == 'GPU' else 'cores'}")
+    if device.memory_bytes:
+        parts.append(fmt_si(float(device.memory_bytes), "B"))
+    if not parts:
+        return vendor or "-"
+    head = f"{vendor} {parts[0]}" if vendor else parts[0]
+    return ", ".join([head] + parts[1:])

@@ -26,6 +26,7 @@ from traceview.modules import NOT_EXECUTED, op_fingerprints
 from traceview.parsers.hlo_model import HloModule
 from traceview.units import PS_PER_US
 from traceview.userfiles import read_json, validate
+from traceview.vocabulary import BOUNDS_AND_IDLE
 
 OP_COLUMNS = ["module", "op", "opcode", "category", "shape", "dtype", "occurrences", "time_ps",
               "judged_time_ps", "roofline_time_ps", "flops", "bytes", "collective_bytes", "bound",
@@ -47,6 +48,7 @@ class Snapshot:
     device_time_ps: float | None = None
     modules: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MODULE_COLUMNS))
     warnings: list[str] = field(default_factory=list)
+    memory: dict[str, int] = field(default_factory=dict)   # peak bytes: "runtime:<allocator>", "static:<module>"
 
     @property
     def n_steps(self) -> int:
@@ -110,14 +112,47 @@ def snapshot_from_analysis(analysis, label: str | None = None) -> Snapshot:
         op_steps = (inside.groupby(["module", "op", "step"], observed=True)["self_ps"].sum()
                     .rename("time_ps").reset_index().astype({"module": str, "op": str}))
     summary = analysis.summary or {}
+    from traceview.memory.peaks import profile_peaks
+
+    memory, memory_warnings = profile_peaks(analysis.profile)
     return Snapshot(
         kind="trace", label=label or analysis.profile.source.path, ops=ops,
         step_times_ps=analysis.steps["time_ps"].to_numpy(dtype="float64") if not analysis.steps.empty
         else np.zeros(0),
         op_steps=op_steps,
-        time_by_bound_ps=dict(summary["time_by_bound_ps"]) if summary.get("time_by_bound_ps") else None,
+        time_by_bound_ps=_per_device_bounds(analysis),
         mfu=summary.get("mfu"), target=analysis.target.name if analysis.target is not None else None,
-        device_time_ps=float(analysis.device_time_ps), warnings=list(analysis.warnings))
+        device_time_ps=float(analysis.device_time_ps),
+        warnings=list(dict.fromkeys(list(analysis.warnings) + memory_warnings)), memory=memory)
+
+
+def _per_device_bounds(analysis) -> dict[str, float] | None:
+    """Time by bound and idle per device, summed over the steps (the figures of the step table and
+    chart), so diff's per-step means never exceed a step; without steps, the whole capture's split
+    divided by the active devices."""
+    steps = analysis.steps
+    names = [*BOUNDS_AND_IDLE]
+    if not steps.empty and all(f"{b}_ps" in steps.columns for b in names):
+        return {b: float(steps[f"{b}_ps"].sum()) for b in names}
+    by_bound = (analysis.summary or {}).get("time_by_bound_ps")
+    if not by_bound:
+        return None
+    active = max(len(analysis.device_times), 1)
+    return {k: float(v) / active for k, v in by_bound.items()}
+
+
+def _per_device_bounds_json(summary: dict) -> dict[str, float] | None:
+    """:func:`_per_device_bounds` from an `analyze --format json` summary (older files: as stored)."""
+    steps = summary.get("steps") or []
+    splits: list[dict] = [s["time_by_bound_us"] for s in steps
+                          if isinstance(s, dict) and isinstance(s.get("time_by_bound_us"), dict)]
+    if splits and len(splits) == len(steps) and all("idle" in x for x in splits):
+        return {b: sum(float(x.get(b) or 0.0) for x in splits) * PS_PER_US for b in BOUNDS_AND_IDLE}
+    by_bound = summary.get("time_by_bound_us")
+    if not isinstance(by_bound, dict):
+        return None
+    active = summary.get("active_devices") or 1
+    return {k: float(v or 0.0) * PS_PER_US / active for k, v in by_bound.items()}
 
 
 # ------------------------------------------------------------------ from HLO modules
@@ -211,7 +246,7 @@ def _snapshot_from_analysis_json(data: dict, path: Path) -> Snapshot:
                          dtype="float64")
     except (TypeError, KeyError, ValueError):
         raise UserError(f"{path}: summary.steps must be a list of {{'step', 'time_us'}} objects") from None
-    by_bound = summary.get("time_by_bound_us")
+    by_bound = _per_device_bounds_json(summary)
     target = data.get("target") or {}
     warnings = [w for w in data.get("warnings") or [] if isinstance(w, str)]
     device_time = summary.get("device_time_us")
@@ -301,4 +336,10 @@ def load_snapshot(path: str | Path, run: str | None = None, target: str | None =
                                   stage=stage)
         return snapshot_from_analysis(analysis, label=str(p))
     modules, warnings = load_hlo_modules(p, stage=stage)
-    return snapshot_from_hlo(modules, label=str(p), warnings=warnings)
+    snapshot = snapshot_from_hlo(modules, label=str(p), warnings=warnings)
+    if stage == "after":  # buffer assignments exist only after optimizations
+        from traceview.memory.peaks import dump_peaks
+
+        snapshot.memory, memory_warnings = dump_peaks(p)
+        snapshot.warnings = list(dict.fromkeys(snapshot.warnings + memory_warnings))
+    return snapshot

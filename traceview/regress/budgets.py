@@ -17,6 +17,8 @@ Config file::
     max_bytes_increase = "1%"
     max_collective_increase = "1%"
     confidence = 0.95
+    max_peak_memory_increase = "1%" # peak memory per device allocator and per HLO module:
+                                    # relative ("1%") or absolute ("256MiB", "1GB")
     max_step_time = "20ms"          # absolute: median step time of NEW
     min_mfu = 0.30                  # absolute: MFU of NEW
 
@@ -81,6 +83,45 @@ def parse_duration_ps(value, name: str = "value") -> float:
     return number * PS_PER_UNIT[unit]
 
 
+_BYTE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """How much a peak may grow: a fraction of the baseline's peak, or a number of bytes."""
+
+    fraction: float | None = None
+    bytes: float | None = None
+
+    def limit_for(self, base: float) -> float:
+        """The budget as the largest relative change allowed over `base`."""
+        if self.bytes is None:
+            return float(self.fraction or 0.0)
+        return self.bytes / base if base > 0 else (math.inf if self.bytes > 0 else 0.0)
+
+    def __str__(self) -> str:
+        return f"+{self.fraction:.1%}" if self.bytes is None else f"+{self.bytes:,.0f} bytes"
+
+
+def parse_memory_budget(value, name: str = "value") -> MemoryBudget:
+    """"1%" or 0.01 (relative), "256MiB", "1 GB", "4096 B" (absolute)."""
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([KMGT]i?B|B)\s*", value, flags=re.IGNORECASE)
+        if m:
+            try:
+                number = float(m.group(1))
+            except ValueError:
+                number = math.nan
+            if not math.isfinite(number) or number < 0:
+                raise UserError(f"{name}: {value!r} must be a non-negative size")
+            return MemoryBudget(bytes=number * _BYTE_UNITS[m.group(2).lower()])
+    try:
+        return MemoryBudget(fraction=parse_fraction(value, name))
+    except UserError:
+        raise UserError(f"{name}: {value!r} is neither a fraction (1%, 0.01) nor a size (256MiB, 1GB)") from None
+
+
 @dataclass(frozen=True)
 class OpRule:
     """A budget for the ops whose "module/op" or op name matches `pattern` (a glob)."""
@@ -103,6 +144,7 @@ class Budgets:
     max_bytes_increase: float = 0.01
     max_collective_increase: float = 0.01
     confidence: float = 0.95
+    max_peak_memory_increase: MemoryBudget = field(default_factory=lambda: MemoryBudget(fraction=0.01))
     max_step_time_ps: float | None = None
     min_mfu: float | None = None
     ops: list[OpRule] = field(default_factory=list)
@@ -120,6 +162,7 @@ BUDGET_KEYS = {
     "max_bytes_increase": ("max_bytes_increase", parse_fraction),
     "max_collective_increase": ("max_collective_increase", parse_fraction),
     "confidence": ("confidence", parse_fraction),
+    "max_peak_memory_increase": ("max_peak_memory_increase", parse_memory_budget),
     "max_step_time": ("max_step_time_ps", parse_duration_ps),
     "min_mfu": ("min_mfu", parse_fraction),
 }

@@ -144,6 +144,27 @@ def _static_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]
     return checks, notes
 
 
+def _memory_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]]:
+    """Peak memory per device allocator (runtime) and per HLO module (static) against its budget."""
+    budget = budgets.max_peak_memory_increase
+    base, new = diff.base.memory, diff.new.memory
+    checks = []
+    for key in sorted(set(base) & set(new)):
+        b, n = float(base[key]), float(new[key])
+        limit = budget.limit_for(b)
+        change = n / b - 1.0 if b > 0 else (0.0 if n == 0 else math.inf)
+        passed = n - b <= budget.bytes if budget.bytes is not None else change <= limit
+        grew = f"{n - b:+,.0f} bytes; budget {budget}"
+        checks.append(Check(f"peak_memory:{key}", b, n, None if math.isinf(change) else change,
+                            None if math.isinf(limit) else limit, passed, "bytes", "memory",
+                            method="allocator events" if key.startswith("runtime:") else "buffer assignment",
+                            detail=grew))
+    only = sorted(set(base) ^ set(new))
+    notes = [f"peak memory of {len(only)} allocator(s)/module(s) found on one side only: {', '.join(only[:5])}"
+             + (" ..." if len(only) > 5 else "")] if only else []
+    return checks, notes
+
+
 def _absolute_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]]:
     checks, notes = [], []
     if budgets.max_step_time_ps is not None:
@@ -170,9 +191,10 @@ def run_checks(diff: Diff, budgets: Budgets | None = None) -> Verdict:
     checks = _step_check(diff, budgets)
     op_checks, notes = _op_checks(diff, budgets)
     static, static_notes = _static_checks(diff, budgets)
+    memory, memory_notes = _memory_checks(diff, budgets)
     absolute, absolute_notes = _absolute_checks(diff, budgets)
-    checks += op_checks + static + absolute
-    notes += static_notes + absolute_notes
+    checks += op_checks + static + memory + absolute
+    notes += static_notes + memory_notes + absolute_notes
     if not checks:
         notes.append("nothing to check: the inputs share no step times, judged ops or HLO modules")
     return Verdict(checks=checks, budgets=budgets, notes=notes)

@@ -130,9 +130,16 @@ def _op_frame(base: Snapshot, new: Snapshot, pairs: pd.DataFrame, shifts: dict[t
         out[f"new_{column}"] = n[column].to_numpy()
     for column in ("opcode", "category", "source_file", "source_line"):
         out[column] = np.where(in_new, n[column], b[column])
+    # One op, one figure: where per-step times give a noise-aware shift, every table (checks, changed
+    # ops, JSON) shows its per-step medians and its change; otherwise per-step totals and their ratio.
+    for i, (module, op) in enumerate(zip(out["module"], out["op"])):
+        s = shifts.get((module, op))
+        if s is not None and s.estimate is not None and s.base_median is not None and s.new_median is not None:
+            out.loc[i, "base_time_ps"], out.loc[i, "new_time_ps"] = s.base_median, s.new_median
     bt, nt = out["base_time_ps"].to_numpy(dtype="float64"), out["new_time_ps"].to_numpy(dtype="float64")
     out["time_change_ps"] = nt - bt
-    out["change"] = _rel(bt, nt)
+    out["change"] = [s.estimate if (s := shifts.get((m, o))) is not None and s.estimate is not None else c
+                     for m, o, c in zip(out["module"], out["op"], _rel(bt, nt))]
     out["flops_change"] = _rel(out["base_flops"].to_numpy(dtype="float64"), out["new_flops"].to_numpy(dtype="float64"))
     out["bytes_change"] = _rel(out["base_bytes"].to_numpy(dtype="float64"), out["new_bytes"].to_numpy(dtype="float64"))
     lows, highs = [], []

@@ -223,13 +223,14 @@ def _mfu_line(mfu: dict | None) -> str | None:
 
 # ------------------------------------------------------------------ text
 
-def diff_text(diff: Diff, verdict: Verdict | None = None, top: int = 15, colour_enabled: bool | None = None) -> str:
-    """The terminal report."""
+def diff_text(diff: Diff, verdict: Verdict | None = None, top: int = 15, colour_enabled: bool | None = None,
+              command: str = "diff") -> str:
+    """The terminal report; `command` ("diff" or "check") names it in the header."""
     on = use_colour() if colour_enabled is None else colour_enabled
     verdict = verdict or run_checks(diff)
     s = _sections(diff, verdict, top)
     head = _headline(diff, verdict)
-    out = [colour(f"traceview {__version__} diff", "bold", on) + f"  {diff.base.label}  ->  {diff.new.label}",
+    out = [colour(f"traceview {__version__} {command}", "bold", on) + f"  {diff.base.label}  ->  {diff.new.label}",
            colour(head, "green" if verdict.passed else "red", on), ""]
     for line in (s["step"], _work_line(diff), _mfu_line(s["mfu"]), s["counts"]):
         if line:
@@ -259,12 +260,12 @@ def diff_text(diff: Diff, verdict: Verdict | None = None, top: int = 15, colour_
 
 # ------------------------------------------------------------------ markdown
 
-def diff_markdown(diff: Diff, verdict: Verdict | None = None, top: int = 15) -> str:
-    """Markdown for a pull-request comment or $GITHUB_STEP_SUMMARY."""
+def diff_markdown(diff: Diff, verdict: Verdict | None = None, top: int = 15, command: str = "diff") -> str:
+    """Markdown for a pull-request comment or $GITHUB_STEP_SUMMARY; `command` names it ("diff", "check")."""
     verdict = verdict or run_checks(diff)
     s = _sections(diff, verdict, top)
     mark = ":white_check_mark:" if verdict.passed else ":x:"
-    out = [f"### {mark} traceview: {_headline(diff, verdict)}", "",
+    out = [f"### {mark} traceview {command}: {_headline(diff, verdict)}", "",
            f"{markdown_code(diff.base.label)} -> {markdown_code(diff.new.label)}", ""]
     out += [f"- {markdown_text(line)}" for line in (s["step"], _work_line(diff), _mfu_line(s["mfu"]), s["counts"])
             if line]
@@ -331,11 +332,12 @@ def _summary_record(summary: dict) -> dict:
     return record
 
 
-def diff_json(diff: Diff, verdict: Verdict | None = None) -> dict:
+def diff_json(diff: Diff, verdict: Verdict | None = None, command: str = "diff") -> dict:
     """`{"verdict", "checks", "ops", ...}` as DESIGN.md specifies; times in microseconds."""
     verdict = verdict or run_checks(diff)
     return {
         "traceview_version": __version__,
+        "command": command,
         "verdict": verdict.label,
         "checks": [_check_record(c) for c in verdict.checks],
         "ops": _frame_records(diff.ops),
@@ -392,15 +394,15 @@ def diff_junit(diff: Diff, verdict: Verdict | None = None) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + xml_text(ET.tostring(suites, encoding="unicode")) + "\n"
 
 
-def render(diff: Diff, verdict: Verdict, fmt: str, top: int = 15) -> str:
-    """The report in format `fmt` (table, markdown, json, junit)."""
+def render(diff: Diff, verdict: Verdict, fmt: str, top: int = 15, command: str = "diff") -> str:
+    """The report in format `fmt` (table, markdown, json, junit), headed by `command` ("diff", "check")."""
     import json
 
     if fmt == "json":
-        return json.dumps(diff_json(diff, verdict), indent=1) + "\n"
+        return json.dumps(diff_json(diff, verdict, command=command), indent=1) + "\n"
     if fmt == "junit":
         return diff_junit(diff, verdict)
     if fmt == "markdown":
-        return diff_markdown(diff, verdict, top=top)
-    return diff_text(diff, verdict, top=top)
+        return diff_markdown(diff, verdict, top=top, command=command)
+    return diff_text(diff, verdict, top=top, command=command)
 

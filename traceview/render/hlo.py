@@ -78,7 +78,7 @@ def _top_rows(costs: pd.DataFrame, top: int) -> list[list[str]]:
     return [[r["name"], r["opcode"], r["category"], r["shape"][:40], r["dtype"], fmt_si(r["flops"]),
              fmt_si(r["bytes_accessed"], "B"),
              _collective_cell(r["collective_kind"], r["group_size"]),
-             "unknown" if r["unknown"] else ""]
+             "unknown" if r["unknown"] else "lower bound" if r.get("cost_lower_bound") else ""]
             for r in ranked.to_dict("records")]
 
 

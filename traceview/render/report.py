@@ -6,13 +6,16 @@ import dataclasses
 import io
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from traceview import __version__
 from traceview.analysis import Analysis
+from traceview.hardware.detect import device_model_name
 from traceview.parsers.xplane import as_uint64
 from traceview.render.escape import markdown_code, markdown_text, terminal_lines
 from traceview.render.tables import colour, fmt_pct, fmt_si, fmt_time_us, markdown_table, text_table, use_colour
+from traceview.roofline import GAIN_DEFINITION
 from traceview.units import PS_PER_US, json_scalar
 from traceview.vocabulary import BOUNDS
 
@@ -47,11 +50,14 @@ OP_FIELDS = {
     "roofline_time_ps": "roofline_time_us",
     "efficiency": "efficiency",
     "gap_ps": "gap_us",
+    "gain_ps": "gain_us",
+    "projected_time_ps": "projected_time_us",
     "exposed_time_ps": "exposed_time_us",
     "achieved_flops": "achieved_flops",
     "achieved_bandwidth": "achieved_bandwidth",
     "intensity": "intensity",
     "has_cost": "has_cost",
+    "contraction": "contraction",
     "cost_lower_bound": "cost_lower_bound",
     "shape": "shape",
     "source_file": "source_file",
@@ -80,8 +86,8 @@ def op_records(ops: pd.DataFrame) -> list[dict]:
 
 
 def _device_records(analysis: Analysis) -> list[dict]:
-    return [{k: json_scalar(v) for k, v in dataclasses.asdict(d).items() if k != "stats"}
-            for d in analysis.profile.devices]
+    return [{**{k: json_scalar(v) for k, v in dataclasses.asdict(d).items() if k != "stats"},
+             "model_name": device_model_name(d)} for d in analysis.profile.devices]
 
 
 def _us(ps) -> float | None:
@@ -91,32 +97,52 @@ def _us(ps) -> float | None:
 def _step_records(analysis: Analysis) -> list[dict]:
     records = []
     for row in analysis.steps.to_dict("records"):
-        record: dict[str, Any] = {"step": int(row["step"]), "time_us": _us(row["time_ps"])}
-        if "compute_ps" in row:
-            record["time_by_bound_us"] = {b: _us(row[f"{b}_ps"]) for b in BOUNDS}
+        record: dict[str, Any] = {"step": int(row["step"]), "time_us": _us(row["time_ps"]),
+                                  "devices": int(row["devices"]) if "devices" in row else None}
+        if "compute_ps" in row:   # per device: the mean over the step's active devices
+            record["time_by_bound_us"] = {b: _us(row[f"{b}_ps"]) for b in (*BOUNDS, "idle") if f"{b}_ps" in row}
+        if "projected_time_ps" in row:
+            record["projected_time_us"] = _us(row["projected_time_ps"])
         records.append(record)
     return records
 
 
 def summary_record(analysis: Analysis) -> dict:
-    summary: dict[str, Any] = {"device_time_us": _us(analysis.device_time_ps), "span_us": _us(analysis.span_ps),
-               "idle_us": _us(analysis.idle_ps), "steps": _step_records(analysis)}
+    active = analysis.device_times
+    n_active = len(active)
+    summary: dict[str, Any] = {
+        # device_time_us + idle_us = span_us x active_devices (span_us: the active devices' mean span)
+        "device_time_us": _us(analysis.device_time_ps),
+        "span_us": _us(analysis.span_ps / n_active) if n_active else None,
+        "idle_us": _us(analysis.idle_ps),
+        "total_span_us": _us(analysis.span_ps),
+        "active_devices": n_active,
+        "op_time_us": _us(analysis.op_time_ps),
+        "devices": [{"id": r.device, "busy_us": _us(r.busy_ps), "idle_us": _us(r.idle_ps), "span_us": _us(r.span_ps)}
+                    for r in active.itertuples()],
+        "inactive_devices": analysis.inactive_devices,
+        "steps": _step_records(analysis)}
     s = analysis.summary
     if s:
         summary["time_by_bound_us"] = {k: _us(v) for k, v in s["time_by_bound_ps"].items()}
-        summary["mfu"] = json_scalar(s.get("mfu"))
-        summary["mfu_dtype"] = s.get("mfu_dtype")
-        summary["flops"] = json_scalar(s.get("flops"))
-        summary["bytes_accessed"] = json_scalar(s.get("bytes_accessed"))
+        for key in ("mfu", "mfu_reason", "mfu_dtype", "mfu_peak_dtype", "mfu_peak_flops", "flops", "flops_reason",
+                    "achieved_flops", "bytes_accessed", "efficiency", "efficiency_reason", "efficiency_definition",
+                    "projected", "projection_model"):
+            if key in s:
+                summary[key] = json_scalar(s.get(key)) if not isinstance(s.get(key), str) else s[key]
         summary["roofline_time_us"] = _us(s.get("roofline_time_ps"))
-        summary["efficiency"] = json_scalar(s.get("efficiency"))
+        if "projected_time_ps" in s:
+            summary["projected_time_us"] = _us(s["projected_time_ps"])
+        summary["gain_definition"] = GAIN_DEFINITION
     return summary
 
 
 def target_record(analysis: Analysis) -> dict | None:
     if analysis.target is None:
         return None
-    return {"detected": analysis.target_detected, **analysis.target.target_fields()}
+    capture = analysis.capture_chip
+    return {"detected": analysis.target_detected, **analysis.target.target_fields(),
+            "projected": analysis.projected, "measured_on": capture.name if capture is not None else None}
 
 
 def analysis_json(analysis: Analysis) -> dict:
@@ -132,10 +158,25 @@ def analysis_json(analysis: Analysis) -> dict:
     }
 
 
+def integral_columns_as_int(frame: pd.DataFrame) -> pd.DataFrame:
+    """Counts stay counts in CSV: a numeric column whose values are all whole numbers (source
+    lines, occurrences, FLOPs, bytes) is written as integers ("90", not "90.0"); blanks stay blank."""
+    out = frame.copy()
+    for column in out.columns:
+        values = pd.to_numeric(out[column], errors="coerce")
+        present = out[column].notna()
+        if not present.any() or values[present].isna().any() or out[column].map(type).eq(bool).any():
+            continue
+        finite = values[present]
+        if np.isfinite(finite).all() and (finite == np.round(finite)).all() and (finite.abs() < 2**63).all():
+            out[column] = values.astype("Int64")
+    return out
+
+
 def analysis_csv(analysis: Analysis) -> str:
     buffer = io.StringIO()
     frame = pd.DataFrame(op_records(analysis.ops)).drop(columns=["step_times_us"], errors="ignore")
-    frame.to_csv(buffer, index=False)
+    integral_columns_as_int(frame).to_csv(buffer, index=False)
     return buffer.getvalue()
 
 
@@ -146,40 +187,48 @@ def _device_rows(analysis: Analysis) -> list[list[str]]:
     for d in analysis.profile.devices:
         peaks = [fmt_si(d.peak_flops, "FLOP/s") if d.peak_flops else "",
                  fmt_si(d.hbm_bandwidth, "B/s") if d.hbm_bandwidth else ""]
-        rows.append([d.id, d.kind, d.model or d.vendor or "-", ", ".join(p for p in peaks if p) or "-"])
+        rows.append([d.id, d.kind, device_model_name(d), ", ".join(p for p in peaks if p) or "-"])
     return rows
 
 
 def _bound_cells(row: dict, total_ps: float) -> list[str]:
-    return [fmt_pct(row.get(f"{b}_ps", 0) / total_ps) if total_ps else "-" for b in BOUNDS]
+    return [fmt_pct(row.get(f"{b}_ps", 0) / total_ps) if total_ps else "-" for b in (*BOUNDS, "idle")]
 
 
 def _step_rows(analysis: Analysis, limit: int = 20) -> tuple[list[str], list[list[str]], str]:
+    """Per step: wall time and, per device, the share of it in each bound and idle (they add up to 100%)."""
     headers, align = ["step", "time", "devices"], "lrr"
     has_bounds = "compute_ps" in analysis.steps.columns
+    projected = "projected_time_ps" in analysis.steps.columns
+    if projected:
+        headers.append("projected")
+        align += "r"
     if has_bounds:
-        headers += list(BOUNDS)
-        align += "r" * len(BOUNDS)
+        headers += [*BOUNDS, "idle"]
+        align += "r" * (len(BOUNDS) + 1)
     rows = []
     for row in analysis.steps.head(limit).to_dict("records"):
         cells = [str(row["step"]), fmt_time_us(row["time_ps"] / PS_PER_US), str(row["devices"])]
+        if projected:
+            cells.append(fmt_time_us(row["projected_time_ps"] / PS_PER_US))
         if has_bounds:
-            busy = sum(row[f"{b}_ps"] for b in BOUNDS)
-            cells += _bound_cells(row, busy)
+            cells += _bound_cells(row, row["time_ps"])
         rows.append(cells)
     return headers, rows, align
 
 
 def _op_table(analysis: Analysis, top: int, on: bool) -> tuple[list[str], list[list[str]], str]:
     ops = analysis.ops.head(top)
-    device_total = analysis.device_time_ps or 1
+    device_total = analysis.op_time_ps or 1
     judged = "bound" in ops.columns
     per_device = analysis.per_device and "device" in ops.columns
     headers = (["device"] if per_device else []) + ["module", "op", "category", "count", "self", "% time"]
     align = ("l" if per_device else "") + "lllrrr"
     if judged:
-        headers += ["bound", "judged", "roofline", "eff.", "gap", "FLOPs", "bytes", "dtype"]
-        align += "lrrrrrrl"
+        projected = "projected_time_ps" in ops.columns
+        headers += ["bound", "judged"] + (["projected"] if projected else []) + [
+            "roofline", "eff.", "gap", "gain", "FLOPs", "bytes", "dtype"]
+        align += "lr" + ("r" if projected else "") + "rrrrrrl"
     # The same module name compiled twice (another shape) is told apart as XProf does: "jit_dot(49)".
     key = (["device"] if per_device else []) + ["module", "op"]
     repeated = analysis.ops.duplicated(key, keep=False).to_numpy()[:len(ops)]
@@ -194,29 +243,68 @@ def _op_table(analysis: Analysis, top: int, on: bool) -> tuple[list[str], list[l
             bound = str(r.get("bound") or "unknown")
             judged_time = r.get("judged_time_ps")
             cells += [colour(bound, BOUND_COLOURS.get(bound), on),
-                      fmt_time_us(_us(judged_time)) if judged_time == judged_time else f"w/ {r.get('paired_start')}",
-                      fmt_time_us(_us(r.get("roofline_time_ps"))), fmt_pct(r.get("efficiency")),
-                      fmt_time_us(_us(r.get("gap_ps"))), fmt_si(r.get("flops")), fmt_si(r.get("bytes_accessed"), "B"),
+                      fmt_time_us(_us(judged_time)) if judged_time == judged_time else f"w/ {r.get('paired_start')}"]
+            if projected:
+                cells.append(fmt_time_us(_us(r.get("projected_time_ps"))))
+            cells += [fmt_time_us(_us(r.get("roofline_time_ps"))), fmt_pct(r.get("efficiency")),
+                      fmt_time_us(_us(r.get("gap_ps"))), fmt_time_us(_us(r.get("gain_ps"))),
+                      fmt_si(r.get("flops")), fmt_si(r.get("bytes_accessed"), "B"),
                       r["dtype"] if isinstance(r.get("dtype"), str) and r["dtype"] else "-"]
         rows.append(cells)
     return headers, rows, align
 
 
+def fmt_share(value: float | None) -> str:
+    """A percentage that stays readable when tiny (an MFU of 5e-6 is not '0.0%')."""
+    if value is not None and value == value and 0 < abs(value) < 0.001:
+        return f"{100 * value:.2g}%"
+    return fmt_pct(value)
+
+
 def _summary_lines(analysis: Analysis) -> list[str]:
-    lines = [f"device time {fmt_time_us(_us(analysis.device_time_ps))} over {len(analysis.profile.devices)} "
-             f"devices; idle {fmt_time_us(_us(analysis.idle_ps))} of a {fmt_time_us(_us(analysis.span_ps))} span"]
+    n_active = len(analysis.device_times)
+    total = analysis.span_ps
+    idle_share = analysis.idle_ps / total if total else None
+    lines = [f"{n_active} active device{'s' if n_active != 1 else ''}: busy {fmt_time_us(_us(analysis.device_time_ps))} + idle "
+             f"{fmt_time_us(_us(analysis.idle_ps))} ({fmt_pct(idle_share)}) = "
+             f"{fmt_time_us(_us(total))} (span {fmt_time_us(_us(total / n_active if n_active else None))} "
+             f"x {n_active})"]
+    inactive = analysis.inactive_devices
+    if inactive:
+        lines.append(f"{len(inactive)} devices ran no op and are left out: " + ", ".join(inactive[:8])
+                     + (" ..." if len(inactive) > 8 else ""))
     chip = analysis.target
     if chip is not None:
         how = "detected from the trace" if analysis.target_detected else "given with --target"
-        lines.append(f"target {chip.name} ({how})")
         s = analysis.summary
+        if analysis.projected and analysis.capture_chip is not None:
+            lines.append(f"target {chip.name} ({how}): PROJECTION from times measured on "
+                         f"{analysis.capture_chip.name}; projected device time "
+                         f"{fmt_time_us(_us(s.get('projected_time_ps')))} vs measured {fmt_time_us(_us(total))}")
+        else:
+            lines.append(f"target {chip.name} ({how})")
         by_bound = s["time_by_bound_ps"]
-        total = sum(by_bound.values()) or 1
-        lines.append("time by bound: " + ", ".join(
-            f"{name} {fmt_pct(value / total)}" for name, value in by_bound.items()))
+        denominator = sum(by_bound.values()) or 1
+        lines.append("time by bound (share of busy + idle, measured): " + ", ".join(
+            f"{name} {fmt_pct(value / denominator)}" for name, value in by_bound.items()))
+        label = "projected MFU" if analysis.projected else "MFU"
         if s.get("mfu") is not None:
-            lines.append(f"MFU {fmt_pct(s['mfu'])} ({s.get('mfu_dtype') or 'bf16'} peak); "
-                         f"ops at {fmt_pct(s.get('efficiency'))} of their roofline overall")
+            peak = s.get("mfu_peak_dtype")
+            used = f"{peak} peak" + (f", used for {s['mfu_dtype']} FLOPs" if s.get("mfu_dtype") and
+                                     s["mfu_dtype"] != peak else "") if peak else "no FLOPs"
+            mfu = f"{label} {fmt_share(s['mfu'])} ({used})"
+        else:
+            mfu = f"{label} unknown ({s.get('mfu_reason') or 'no FLOP count'})"
+        if s.get("efficiency") is not None:
+            eff = f"roofline efficiency {fmt_share(s['efficiency'])} (program level: max(FLOPs/peak, bytes/HBM) " \
+                  "/ busy + idle)"
+        else:
+            eff = f"roofline efficiency unknown ({s.get('efficiency_reason')})"
+        lines.append(f"{mfu}; {eff}")
+    from traceview.parallelism.report import analysis_summary_line
+    line = analysis_summary_line(analysis)
+    if line:
+        lines.append(line)
     return lines
 
 
@@ -237,9 +325,10 @@ def analysis_text(analysis: Analysis, top: int = 20, colour_enabled: bool | None
         if len(analysis.steps) > 20:
             out.append(f"  ... {len(analysis.steps) - 20} more steps")
     out.append("")
-    if "gap_ps" in analysis.ops.columns:
-        out.append(colour(f"Top {top} ops by gap", "bold", on) + "  (gap = judged - roofline time: what an ideal "
-                   "kernel would save; judged = self time, or in-flight time for an async start)")
+    if "gain_ps" in analysis.ops.columns:
+        out.append(colour(f"Top {top} ops by gain", "bold", on) + f"  ({GAIN_DEFINITION}; gap = judged - "
+                   "roofline time, the op's own distance from its roofline; judged = self time, or in-flight "
+                   "time for an async start)")
     else:
         out.append(colour(f"Top {top} ops by self time", "bold", on))
     headers, rows, align = _op_table(analysis, top, on)
@@ -257,7 +346,7 @@ def analysis_markdown(analysis: Analysis, top: int = 20) -> str:
     if not analysis.steps.empty:
         headers, rows, align = _step_rows(analysis)
         out += [markdown_table(headers, rows, align), ""]
-    out += [f"### Top {top} ops", ""]
+    out += [f"### Top {top} ops by gain", "", f"_{GAIN_DEFINITION}; gap = judged - roofline time._", ""]
     headers, rows, align = _op_table(analysis, top, False)
     out.append(markdown_table(headers, rows, align))
     if analysis.warnings:

@@ -1,0 +1,203 @@
+"""traceview against XProf and xprof-rs, cold and warm, one host and 32 (not part of the tests).
+
+Builds, in a temporary folder:
+
+* the 2 M-event GPU trace (MI355X Transformer Engine timeline, repeated) and
+  the 2 M-event TPU trace (v6e timeline, repeated), as bench_load.py does;
+* a 32-host run: one GPU trace of about --host-events events, hard-linked
+  under 32 host names.
+
+Then runs every tool as a user would, in fresh processes, one after another,
+and prints wall time, peak memory (largest process, from wait4) and ratios:
+
+* traceview cold: ``traceview analyze PATH --format json`` with an empty table
+  cache (numba's own on-disk cache warmed beforehand, as after a first use);
+  also with TRACEVIEW_NO_NUMBA=1 (the pure path);
+* traceview warm: the same command again (tables from the cache), and the
+  tables alone (``load_profile``);
+* XProf: ``xprof get_hlo_stats RUN --logdir DIR --bypass_cache=True``;
+* xprof-rs: ``xprof-rs get_hlo_stats RUN --logdir DIR`` (where it reads the file);
+* ``traceview --version``;
+* the 32-host run with ``--jobs 1`` and with all cores.
+
+The JSON outputs of cold, warm, pure-path, one-process and all-cores runs are
+compared byte for byte and the result printed.
+
+    python benchmarks/bench_scale.py [--events 2000000] [--host-events 150000] [--skip-xprof]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bench_load import SOURCES, build_trace  # noqa: E402
+
+BIN = Path(sys.executable).parent
+
+
+def tool(name: str) -> str:
+    for folder in (BIN, Path(sys.prefix) / "bin", Path("/work/main/.venv/bin")):
+        if (folder / name).exists():
+            return str(folder / name)
+    found = shutil.which(name)
+    if not found:
+        raise SystemExit(f"{name}: not found")
+    return found
+
+
+def run(cmd: list[str], env: dict | None = None, out: Path | None = None) -> dict:
+    """Wall time, peak RSS (MB, largest process) and exit status of one command."""
+    t = time.perf_counter()
+    stdout = open(out, "wb") if out else subprocess.DEVNULL
+    try:
+        proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, env={**os.environ, **(env or {})})
+        err = proc.stderr.read() if proc.stderr else b""
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        if out:
+            stdout.close()
+    wall = time.perf_counter() - t
+    code = os.waitstatus_to_exitcode(status)
+    if code:
+        print(f"{' '.join(cmd[:3])}...: exit {code}: {err.decode(errors='replace')[-400:]}", file=sys.stderr)
+    return {"seconds": wall, "peak_mb": usage.ru_maxrss / 1024, "rc": code,
+            "error": err.decode(errors="replace").strip().splitlines()[-1:] if code else []}
+
+
+def _identical(files: list[Path]) -> bool:
+    return all(f.exists() for f in files) and len({f.read_bytes() for f in files}) == 1
+
+
+def logdir(root: Path, name: str) -> Path:
+    run_dir = root / name / "plugins" / "profile" / "run1"
+    run_dir.mkdir(parents=True)
+    return run_dir
+
+
+def fmt(r: dict | None) -> str:
+    if r is None:
+        return "n/a"
+    if r["rc"] != 0:
+        return "cannot read it" if r.get("cannot") else f"failed (rc {r['rc']}: {' '.join(r['error'])[:60]})"
+    return f"{r['seconds']:.2f} s, {r['peak_mb'] / 1024:.2f} GB"
+
+
+def ratio(a: dict | None, b: dict | None, key: str) -> str:
+    if not a or not b or a["rc"] or b["rc"]:
+        return "n/a"
+    return f"{a[key] / b[key]:.2f}x"
+
+
+def bench_trace(kind: str, root: Path, events: int, skip_xprof: bool, cache_root: Path) -> dict:
+    run_dir = logdir(root, kind)
+    trace = run_dir / "host0.xplane.pb"
+    n = build_trace(SOURCES[kind], events, trace)
+    print(f"[{kind}] {n} device events, {trace.stat().st_size / 2**20:.0f} MB", file=sys.stderr, flush=True)
+    tv = tool("traceview")
+    outs = root / f"{kind}-out"
+    outs.mkdir()
+    cache = cache_root / kind
+    env = {"TRACEVIEW_CACHE_DIR": str(cache)}
+    analyze = [tv, "analyze", str(run_dir), "--format", "json", "-o"]
+    # numba's compiled kernels come from its on-disk cache after the first use on a machine: warm it.
+    run([*analyze, str(outs / "warmup.json"), "--no-cache"], env)
+    res: dict = {"kind": kind, "events": n, "mb": trace.stat().st_size / 2**20}
+    shutil.rmtree(cache, ignore_errors=True)
+    res["cold"] = run([*analyze, str(outs / "cold.json")], env)
+    res["warm"] = run([*analyze, str(outs / "warm.json")], env)
+    res["warm_tables"] = run([sys.executable, "-c", "import sys; from traceview.load import load_profile; "
+                              "load_profile(sys.argv[1])", str(run_dir)], env)
+    res["pure"] = run([*analyze, str(outs / "pure.json"), "--no-cache"], {**env, "TRACEVIEW_NO_NUMBA": "1"})
+    names = ["cold", "warm", "pure"]
+    res["identical"] = _identical([outs / f"{n}.json" for n in names])
+    if not skip_xprof:
+        res["xprof"] = run([tool("xprof"), "get_hlo_stats", "run1", f"--logdir={root / kind}",
+                            "--bypass_cache=True"], out=outs / "xprof.json")
+        rs = run([tool("xprof-rs"), "get_hlo_stats", "run1", f"--logdir={root / kind}"], out=outs / "xprof-rs.json")
+        if rs["rc"] == 0 and (outs / "xprof-rs.json").stat().st_size < 10:
+            rs["rc"], rs["cannot"] = 1, True
+        elif rs["rc"] != 0:
+            rs["cannot"] = True
+        res["xprof_rs"] = rs
+    return res
+
+
+def bench_hosts(root: Path, host_events: int, hosts: int, cache_root: Path) -> dict:
+    run_dir = logdir(root, "pod")
+    first = run_dir / "host00.xplane.pb"
+    n = build_trace(SOURCES["gpu"], host_events, first)
+    for k in range(1, hosts):
+        os.link(first, run_dir / f"host{k:02d}.xplane.pb")
+    print(f"[pod] {hosts} hosts x {n} device events", file=sys.stderr, flush=True)
+    tv = tool("traceview")
+    outs = root / "pod-out"
+    outs.mkdir()
+    env = {"TRACEVIEW_CACHE_DIR": str(cache_root / "pod")}
+    cores = len(os.sched_getaffinity(0))
+    base = [tv, "analyze", str(run_dir), "--format", "json", "--no-cache", "-o"]
+    res = {"hosts": hosts, "events_per_host": n, "cores": cores}
+    res["jobs1"] = run([*base, str(outs / "j1.json"), "--jobs", "1"], env)
+    res["jobsN"] = run([*base, str(outs / "jN.json"), "--jobs", str(cores)], env)
+    res["identical"] = _identical([outs / "j1.json", outs / "jN.json"])
+    # The reading alone (what the pool parallelizes), without the analysis of the merged tables.
+    load = ("import sys; from traceview.load import ReadOptions, load_profile; "
+            "load_profile(sys.argv[1], options=ReadOptions(cache=False, jobs=int(sys.argv[2])))")
+    res["load1"] = run([sys.executable, "-c", load, str(run_dir), "1"], env)
+    res["loadN"] = run([sys.executable, "-c", load, str(run_dir), str(cores)], env)
+    return res
+
+
+def version_time() -> dict:
+    tv = tool("traceview")
+    times = [run([tv, "--version"])["seconds"] for _ in range(7)]
+    return {"median": statistics.median(times), "min": min(times)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--events", type=int, default=2_000_000)
+    ap.add_argument("--host-events", type=int, default=150_000)
+    ap.add_argument("--hosts", type=int, default=32)
+    ap.add_argument("--skip-xprof", action="store_true")
+    ap.add_argument("--kinds", default="gpu,tpu")
+    args = ap.parse_args()
+    load = os.getloadavg()
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    with tempfile.TemporaryDirectory(prefix="tv-bench-") as tmp:
+        root = Path(tmp)
+        cache_root = root / "cache"
+        results = [bench_trace(k, root, args.events, args.skip_xprof, cache_root) for k in args.kinds.split(",")]
+        pod = bench_hosts(root, args.host_events, args.hosts, cache_root)
+    version = version_time()
+    print(f"\n## traceview benchmark, {started}; load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+          f"after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {len(os.sched_getaffinity(0))} cores\n")
+    print("| trace | traceview cold | traceview warm | warm, tables only | pure path (no numba) | XProf | xprof-rs "
+          "| cold / XProf (time, memory) | cold / xprof-rs (time) | outputs identical |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['kind'].upper()} {r['events'] / 1e6:.1f} M events ({r['mb']:.0f} MB) | {fmt(r['cold'])} | "
+              f"{fmt(r['warm'])} | {fmt(r['warm_tables'])} | {fmt(r['pure'])} | {fmt(r.get('xprof'))} | "
+              f"{fmt(r.get('xprof_rs'))} | {ratio(r['cold'], r.get('xprof'), 'seconds')}, "
+              f"{ratio(r['cold'], r.get('xprof'), 'peak_mb')} | {ratio(r['cold'], r.get('xprof_rs'), 'seconds')} | "
+              f"{'yes' if r['identical'] else 'NO'} |")
+    print(f"\n`traceview --version`: median {version['median']:.3f} s, best {version['min']:.3f} s (7 runs)\n")
+    print(f"{pod['hosts']} hosts x {pod['events_per_host']} device events: --jobs 1 {fmt(pod['jobs1'])}; "
+          f"--jobs {pod['cores']} {fmt(pod['jobsN'])}; speed-up {ratio(pod['jobs1'], pod['jobsN'], 'seconds')}; "
+          f"outputs identical: {'yes' if pod['identical'] else 'NO'}")
+    print(f"reading only (load_profile): 1 process {fmt(pod['load1'])}; {pod['cores']} processes "
+          f"{fmt(pod['loadN'])}; speed-up {ratio(pod['load1'], pod['loadN'], 'seconds')}")
+    print("\n(peak memory: the largest single process; with --jobs N each worker is its own process)")
+
+
+if __name__ == "__main__":
+    main()

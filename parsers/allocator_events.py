@@ -1,0 +1,167 @@
+"""Runtime allocator events: ``MemoryAllocation`` / ``MemoryDeallocation`` on the ``/host:CPU`` plane.
+
+XLA's BFC allocators (and the TPU runtime) emit one event per allocation and
+deallocation, each carrying the allocator's state just after it: bytes
+reserved (stack), allocated (heap) and available, fragmentation, the lifetime
+peak, plus what was asked for (requested / allocation bytes, address) and,
+where the framework set them, the op, region, dtype and shape. JAX on the CPU
+writes none.
+
+This reader is separate from parsers.xplane on purpose: it decodes only the
+host plane's allocator events, once, into one DataFrame (ALLOCATOR_COLUMNS).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traceview.errors import TraceError
+from traceview.parsers.discover import host_of
+from traceview.parsers.xspace_schema import (
+    STAT_BYTES,
+    STAT_DOUBLE,
+    STAT_REF,
+    STAT_STR,
+    WireError,
+    decode_events,
+)
+
+HOST_PLANE = "/host:CPU"
+ALLOCATION, DEALLOCATION = "MemoryAllocation", "MemoryDeallocation"
+
+# One row per allocator event, in time order per memory.
+ALLOCATOR_COLUMNS: dict[str, str] = {
+    "host": "category",
+    "memory": "category",          # allocator_name ("GPU_0_bfc"), or the TPU's index_on_host / device_ordinal
+    "time_ps": "int64",            # absolute (session clock)
+    "kind": "category",            # "alloc" | "free"
+    "stack_bytes": "int64",        # bytes_reserved after the event
+    "heap_bytes": "int64",         # bytes_allocated after the event
+    "free_bytes": "int64",         # bytes_available after the event
+    "fragmentation": "float64",
+    "peak_bytes_in_use": "int64",  # the allocator's lifetime peak so far
+    "requested_bytes": "int64",
+    "allocation_bytes": "int64",
+    "address": "uint64",
+    "step": "int64",               # group_id; -1 when the event has none
+    "tf_op": "object",             # None where not set
+    "region_type": "object",
+    "data_type": "object",
+    "shape": "object",
+}
+
+_INT_STATS = {"bytes_reserved": "stack_bytes", "bytes_allocated": "heap_bytes", "bytes_available": "free_bytes",
+              "peak_bytes_in_use": "peak_bytes_in_use", "requested_bytes": "requested_bytes",
+              "allocation_bytes": "allocation_bytes", "addr": "address", "group_id": "step"}
+_STR_STATS = {"tf_op": "tf_op", "region_type": "region_type", "tensor_shapes": "shape", "shape": "shape"}
+_ID_STATS = ("allocator_name", "index_on_host", "device_ordinal")
+_WANTED = tuple(_INT_STATS) + tuple(_STR_STATS) + _ID_STATS + ("fragmentation", "data_type")
+
+
+def empty_allocator_frame() -> pd.DataFrame:
+    return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in ALLOCATOR_COLUMNS.items()})
+
+
+def read_allocator_events(path: str | Path, host: str | None = None) -> pd.DataFrame:
+    """Every allocator event in one ``*.xplane.pb`` file (empty frame when it has none)."""
+    from traceview.parsers.xspace_file import load_xspace  # file checks and decompression live there
+
+    path = Path(path)
+    space = load_xspace(path)
+    host = host or host_of(path)
+    plane = next((p for p in space.planes if p.name == HOST_PLANE), None)
+    if plane is None:
+        return empty_allocator_frame()
+    return allocator_events_of_plane(plane, host, str(path))
+
+
+def allocator_events_of_plane(plane, host: str, where: str) -> pd.DataFrame:
+    """The allocator events of one (raw) host plane."""
+    md_names = {k: v.name for k, v in plane.event_metadata.items()}
+    kinds = {k: ("alloc" if n == ALLOCATION else "free") for k, n in md_names.items()
+             if n in (ALLOCATION, DEALLOCATION)}
+    if not kinds:
+        return empty_allocator_frame()
+    stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
+    wanted = np.array([k for k, n in stat_names.items() if n in _WANTED], dtype=np.int64)
+    rows: list[dict] = []
+    for line in plane.lines:
+        if not len(line.events):
+            continue
+        try:
+            cols = decode_events(line.events, keep_stats=wanted)
+        except WireError as exc:
+            raise TraceError(f"{where}: corrupt events on line {line.name!r} ({exc})") from exc
+        mids = cols.metadata_id
+        is_mem = np.isin(mids, np.fromiter(kinds, dtype=np.int64, count=len(kinds)))
+        if not is_mem.any():
+            continue
+        picked = np.flatnonzero(is_mem)
+        index: dict[int, dict] = {int(e): {} for e in picked}
+        for r in np.flatnonzero(np.isin(cols.stat_event, picked)):
+            index[int(cols.stat_event[r])][stat_names.get(int(cols.stat_id[r]), "")] = _value(cols, int(r), stat_names)
+        base = int(line.timestamp_ns) * 1000
+        for e in picked:
+            rows.append(_row(host, kinds[int(mids[e])], base + int(cols.offset_ps[e]), index[int(e)]))
+    if not rows:
+        return empty_allocator_frame()
+    frame = pd.DataFrame(rows, columns=list(ALLOCATOR_COLUMNS))
+    frame = frame.sort_values("time_ps", kind="stable").reset_index(drop=True).astype(ALLOCATOR_COLUMNS)
+    for name, dtype in ALLOCATOR_COLUMNS.items():
+        if dtype == "object":  # absent strings stay None (pandas makes an all-None column NaN)
+            frame[name] = pd.Series([v if isinstance(v, str) else None for v in frame[name]], index=frame.index,
+                                    dtype=object)
+    return frame
+
+
+def _value(cols, r: int, stat_names: dict[int, str]):
+    kind = int(cols.stat_kind[r])
+    bits = cols.stat_bits[r]
+    if kind == STAT_DOUBLE:
+        return float(np.array([bits], dtype=np.uint64).view(np.float64)[0])
+    if kind == STAT_STR:
+        return cols.stat_bytes(r).decode("utf-8", "replace")
+    if kind == STAT_REF:
+        return stat_names.get(int(bits), "")
+    if kind == STAT_BYTES:
+        return None
+    return int(np.array([bits], dtype=np.uint64).view(np.int64)[0])
+
+
+def _int(value, default: int = 0) -> int:
+    if isinstance(value, bool) or value is None:
+        return default
+    if isinstance(value, (int, float)):
+        return int(value)
+    try:
+        return int(str(value))
+    except ValueError:
+        return default
+
+
+def _text(value) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _row(host: str, kind: str, time_ps: int, stats: dict) -> dict:
+    memory = _text(stats.get("allocator_name"))
+    if memory is None:
+        for key in ("index_on_host", "device_ordinal"):
+            if stats.get(key) is not None:
+                memory = str(_int(stats[key]))
+    row: dict[str, Any] = {"host": host, "memory": memory or "unknown", "time_ps": time_ps, "kind": kind,
+           "fragmentation": float(stats["fragmentation"]) if isinstance(stats.get("fragmentation"), (int, float))
+           else 0.0}
+    for stat, column in _INT_STATS.items():
+        row[column] = _int(stats.get(stat), -1 if column == "step" else 0)
+    row["address"] = row["address"] & ((1 << 64) - 1)
+    for stat, column in _STR_STATS.items():
+        if row.get(column) is None:
+            row[column] = _text(stats.get(stat))
+    data_type = stats.get("data_type")
+    row["data_type"] = _text(data_type) if isinstance(data_type, str) else None
+    return row

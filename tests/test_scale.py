@@ -1,0 +1,250 @@
+"""Reading at scale: the parsed-table cache, hosts in parallel, Dask; every way gives the same output."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from traceview import tablecache
+from traceview.cli import main
+from traceview.errors import UserError
+from traceview.load import ReadOptions, load_profile
+from traceview.parsers.xplane import read_xplane
+
+TPU = "openxla-xprof/tpu_inference_2.xplane.pb"
+MI300X = "AMD-AGI-TraceLens/jax08_gemm/tw003.xplane.pb"
+V100 = "tensorflow-profiler/GPU-multi-worker/34.83.195.179_6003.xplane.pb"
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch) -> Path:
+    d = tmp_path / "cache"
+    monkeypatch.setenv("TRACEVIEW_CACHE_DIR", str(d))
+    monkeypatch.delenv("TRACEVIEW_NO_CACHE", raising=False)
+    monkeypatch.delenv("TRACEVIEW_DASK", raising=False)
+    return d
+
+
+@pytest.fixture
+def pod(shared_traces, tmp_path) -> Path:
+    """A run of three hosts (copies of real single-host traces under other host names)."""
+    run = tmp_path / "logs" / "plugins" / "profile" / "2026_01_01_00_00_00"
+    run.mkdir(parents=True)
+    for host, src in (("hostA", MI300X), ("hostB", MI300X), ("hostC", TPU)):
+        shutil.copyfile(shared_traces / src, run / f"{host}.xplane.pb")
+    return run
+
+
+def _same_trace_data(a, b) -> None:
+    for table in ("ops", "host_events", "steps"):
+        pd.testing.assert_frame_equal(getattr(a, table), getattr(b, table), check_exact=True)
+    assert a.devices == b.devices and a.hlo_protos == b.hlo_protos
+    assert a.environment == b.environment and a.warnings == b.warnings and a.host == b.host
+
+
+@pytest.mark.parametrize("trace", [TPU, MI300X, V100])
+def test_cache_round_trip_gives_identical_tables(shared_traces, cache_dir, trace):
+    f = shared_traces / trace
+    read = read_xplane(f)
+    assert tablecache.get(f) is None
+    assert tablecache.put(f, read)
+    _same_trace_data(tablecache.get(f), read)
+
+
+def test_cpu_sample_round_trip(sample_traces, cache_dir):
+    f = next(sample_traces.glob("sharded/plugins/profile/*/*.xplane.pb"))
+    read = read_xplane(f)
+    assert tablecache.put(f, read)
+    _same_trace_data(tablecache.get(f), read)
+
+
+def test_changed_file_is_a_miss(shared_traces, cache_dir, tmp_path):
+    f = tmp_path / "h.xplane.pb"
+    shutil.copyfile(shared_traces / MI300X, f)
+    assert tablecache.put(f, read_xplane(f))
+    assert tablecache.get(f) is not None
+    f.write_bytes(f.read_bytes())  # same content, new mtime
+    import os
+
+    os.utime(f, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))
+    assert tablecache.get(f) is None
+
+
+def _analyze_json(path, *flags) -> str:
+    out = Path(str(path)).parent / f"out{abs(hash(flags))}.json"
+    assert main(["analyze", str(path), "--format", "json", "-o", str(out), *flags]) == 0
+    return out.read_text()
+
+
+def test_output_identical_without_cache_cold_and_warm(shared_traces, cache_dir, tmp_path):
+    f = tmp_path / "h.xplane.pb"
+    shutil.copyfile(shared_traces / TPU, f)
+    plain = _analyze_json(f, "--no-cache")
+    assert not cache_dir.exists() or not list(cache_dir.glob("*.npz"))
+    cold = _analyze_json(f)
+    assert len(list(cache_dir.glob("*.npz"))) == 1
+    warm = _analyze_json(f)
+    assert plain == cold == warm
+
+
+def test_corrupt_or_truncated_entry_is_a_miss(shared_traces, cache_dir, tmp_path):
+    f = tmp_path / "h.xplane.pb"
+    shutil.copyfile(shared_traces / MI300X, f)
+    reference = _analyze_json(f, "--no-cache")
+    _analyze_json(f)
+    (entry,) = cache_dir.glob("*.npz")
+    entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])
+    assert tablecache.get(f) is None
+    assert _analyze_json(f) == reference
+    (entry,) = cache_dir.glob("*.npz")
+    entry.write_bytes(b"not a zip at all")
+    assert _analyze_json(f) == reference
+
+
+def test_unwritable_cache_dir_is_a_miss(shared_traces, monkeypatch, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("the cache dir cannot be created under a file")
+    monkeypatch.setenv("TRACEVIEW_CACHE_DIR", str(blocker / "traceview"))
+    f = tmp_path / "h.xplane.pb"
+    shutil.copyfile(shared_traces / MI300X, f)
+    assert not tablecache.put(f, read_xplane(f))
+    assert _analyze_json(f) == _analyze_json(f, "--no-cache")
+
+
+def test_size_limit_evicts_the_oldest(shared_traces, cache_dir, monkeypatch, tmp_path):
+    files = []
+    for k in range(3):
+        f = tmp_path / f"h{k}.xplane.pb"
+        shutil.copyfile(shared_traces / MI300X, f)
+        files.append(f)
+    data = read_xplane(files[0])
+    assert tablecache.put(files[0], data)
+    one = next(cache_dir.glob("*.npz")).stat().st_size
+    monkeypatch.setenv("TRACEVIEW_CACHE_MAX_MB", str(2.5 * one / 2**20))  # room for two entries
+    for f in files[1:]:
+        time.sleep(0.02)
+        assert tablecache.put(f, data)
+    assert len(list(cache_dir.glob("*.npz"))) == 2
+    assert tablecache.get(files[0]) is None and tablecache.get(files[2]) is not None
+    monkeypatch.setenv("TRACEVIEW_CACHE_MAX_MB", "0")  # nothing fits: nothing kept
+    f = tmp_path / "h9.xplane.pb"
+    shutil.copyfile(shared_traces / MI300X, f)
+    tablecache.put(f, data)
+    assert tablecache.get(f) is None
+
+
+# ------------------------------------------------------------------ hosts in parallel
+
+
+def test_pool_and_serial_give_identical_output(pod, cache_dir):
+    serial = _analyze_json(pod, "--no-cache", "--jobs", "1")
+    pooled = _analyze_json(pod, "--no-cache", "--jobs", "2")
+    cached = _analyze_json(pod, "--jobs", "2")
+    warm = _analyze_json(pod)
+    assert serial == pooled == cached == warm
+    assert sorted(json.loads(serial)["source"]["hosts"]) == ["hostA", "hostB", "hostC"]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_broken_host_is_a_warning_naming_it(pod, cache_dir, jobs):
+    (pod / "hostB.xplane.pb").write_bytes(b"\x0a\x05garbage")
+    profile = load_profile(pod, options=ReadOptions(cache=False, jobs=jobs))
+    assert profile.source.hosts == ["hostA", "hostC"]
+    assert any("hostB" in w and "hostB.xplane.pb" in w for w in profile.warnings)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_an_internal_error_on_one_host_is_a_warning(pod, cache_dir, monkeypatch, jobs):
+    import traceview.parsers.xplane as xplane
+
+    real = xplane.read_xplane
+
+    def flaky(path, host=None):
+        if Path(path).name.startswith("hostA"):
+            raise ZeroDivisionError("a bug")
+        return real(path, host)
+
+    monkeypatch.setattr(xplane, "read_xplane", flaky)  # the pool's forked workers inherit it
+    profile = load_profile(pod, options=ReadOptions(cache=False, jobs=jobs))
+    assert profile.source.hosts == ["hostB", "hostC"]
+    (warning,) = [w for w in profile.warnings if "hostA" in w]
+    assert "internal error" in warning and "ZeroDivisionError" in warning
+
+
+def test_every_host_broken_is_a_user_error(pod, cache_dir):
+    for f in pod.glob("*.xplane.pb"):
+        f.write_bytes(b"")
+    with pytest.raises(UserError, match="none of the 3 trace files"):
+        load_profile(pod, options=ReadOptions(cache=False, jobs=2))
+
+
+def test_bad_jobs_value(pod, cache_dir, capsys):
+    assert main(["analyze", str(pod), "--jobs", "0"]) == 2
+    assert "--jobs" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------- Dask
+
+
+@pytest.mark.slow
+def test_dask_local_cluster_equals_local(pod, cache_dir, monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    (pod / "hostB.xplane.pb").write_bytes(b"")  # a broken host: the same warning either way
+    monkeypatch.chdir(pod.parent)  # a relative path: the workers get absolute ones, the output names it as given
+    local = _analyze_json(pod.name, "--no-cache")
+    assert "hostB" in local
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        assert _analyze_json(pod.name, "--no-cache", "--dask", cluster.scheduler_address) == local
+        monkeypatch.setenv("TRACEVIEW_DASK", cluster.scheduler_address)
+        assert _analyze_json(pod.name, "--no-cache") == local
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_dask_scheduler_and_worker_processes_equal_local(pod, cache_dir, tmp_path):
+    pytest.importorskip("distributed")
+    local = _analyze_json(pod, "--no-cache")
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [subprocess.Popen([sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port",
+                               str(port), "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        for k in range(2):
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "dask", "worker", address, "--nthreads", "1", "--no-dashboard",
+                 "--local-directory", str(tmp_path / f"w{k}")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        from distributed import Client
+
+        with Client(address, timeout="60s") as client:
+            client.wait_for_workers(2, timeout=60)
+        assert _analyze_json(pod, "--no-cache", "--dask", address) == local
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def test_unreachable_dask_scheduler_is_a_user_error(pod, cache_dir, capsys):
+    pytest.importorskip("distributed")
+    port = _free_port()
+    assert main(["analyze", str(pod), "--no-cache", "--dask", f"tcp://127.0.0.1:{port}"]) == 2
+    assert "--dask" in capsys.readouterr().err

@@ -1,0 +1,116 @@
+"""The compiled reader (numba, optional) and the pure numpy reader give identical tables."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from traceview.parsers.xplane import read_xplane
+from traceview.parsers.xspace_schema import WireError, XEvent, XSpaceRaw, decode_events
+
+pytest.importorskip("numba")
+from traceview.parsers import xspace_fast  # noqa: E402
+
+
+def _trace_files(root):
+    return sorted(root.rglob("*.xplane.pb"))
+
+
+def _same(a, b) -> None:
+    for table in ("ops", "host_events", "steps"):
+        pd.testing.assert_frame_equal(getattr(a, table), getattr(b, table), check_exact=True)
+    assert a.devices == b.devices and a.hlo_protos == b.hlo_protos
+    assert a.environment == b.environment and a.warnings == b.warnings
+
+
+def test_every_real_trace_reads_the_same_both_ways(shared_traces, sample_traces):
+    files = _trace_files(shared_traces) + _trace_files(sample_traces)
+    assert files
+    for f in files:
+        _same(read_xplane(f, fast=True), read_xplane(f, fast=False))
+
+
+def test_switched_off_by_environment(monkeypatch):
+    monkeypatch.setenv("TRACEVIEW_NO_NUMBA", "1")
+    assert not xspace_fast.enabled()
+    monkeypatch.delenv("TRACEVIEW_NO_NUMBA")
+    assert xspace_fast.enabled()
+
+
+def _region(events: list[bytes]) -> xspace_fast.EventRegion:
+    space = XSpaceRaw()
+    line = space.planes.add(name="p").lines.add(name="l", timestamp_ns=7)
+    for e in events:
+        line.events.append(e)
+    (fast_line,) = xspace_fast.parse_space(space.SerializeToString()).planes[0].lines
+    assert fast_line.name == "l" and fast_line.timestamp_ns == 7
+    return fast_line.events
+
+
+def _columns_equal(a, b) -> None:
+    for name in ("metadata_id", "offset_ps", "duration_ps", "stat_event", "stat_id", "stat_kind", "stat_bits"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype, name
+        np.testing.assert_array_equal(x, y, err_msg=name)
+    # offsets are into different buffers (the line's bytes, or the events joined): compare lengths
+    np.testing.assert_array_equal(a.stat_end - a.stat_start, b.stat_end - b.stat_start)
+
+
+@pytest.mark.parametrize("keep", [None, [2], [1, 3], []])
+def test_event_columns_equal_on_every_stat_kind(keep):
+    rng = np.random.default_rng(1)
+    events = []
+    for i in range(300):
+        e = XEvent(metadata_id=int(rng.integers(0, 2**40)), offset_ps=i * 1000, duration_ps=int(rng.integers(0, 99)))
+        for sid in rng.integers(1, 4, size=int(rng.integers(0, 4))):
+            s = e.stats.add(metadata_id=int(sid))
+            kind = int(rng.integers(0, 7))
+            if kind == 0:
+                s.double_value = float(rng.normal())
+            elif kind == 1:
+                s.uint64_value = 2**63 + int(rng.integers(0, 99))
+            elif kind == 2:
+                s.int64_value = -int(rng.integers(0, 2**40))
+            elif kind == 3:
+                s.str_value = "op." + "x" * int(rng.integers(0, 200))
+            elif kind == 4:
+                s.bytes_value = bytes(rng.integers(0, 256, size=5, dtype=np.uint8))
+            elif kind == 5:
+                s.ref_value = int(rng.integers(0, 9))
+        events.append(e.SerializeToString())
+    keep_arr = None if keep is None else np.array(keep, dtype=np.int64)
+    fast = decode_events(_region(events), keep_stats=keep_arr)
+    pure = decode_events(events, keep_stats=keep_arr)
+    _columns_equal(fast, pure)
+    assert [fast.stat_bytes(i) for i in range(len(fast.stat_id))] == \
+        [pure.stat_bytes(i) for i in range(len(pure.stat_id))]
+
+
+def test_malformed_events_raise_wire_error_both_ways():
+    from tests.test_wire_bounds import MALFORMED
+
+    good = XEvent(metadata_id=1, offset_ps=10, duration_ps=5).SerializeToString()
+    for case, data in MALFORMED.items():
+        with pytest.raises(WireError):
+            decode_events(_region([good, data]))
+        with pytest.raises(WireError):
+            decode_events([good, data])
+        del case
+
+
+
+def test_distinct_strings_equal_one_by_one_decoding():
+    from traceview.parsers.xplane import _decoded
+
+    words = [b"fusion.1", b"", b"\xc3\xa9t\xc3\xa9", b"bad \xff utf8", b"fusion.1" * 40, b"fusion.2"]
+    rng = np.random.default_rng(3)
+    picks = rng.integers(0, len(words), size=5000)
+    buffer = b"".join(words[i] for i in picks)
+    lengths = np.array([len(words[i]) for i in picks], dtype=np.int64)
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    got = xspace_fast.distinct_strings(buffer, starts, ends)
+    want = np.array([w.decode("utf-8", "replace") for w in (words[i] for i in picks)], dtype=object)
+    assert got is not None and got.dtype == object and got.tolist() == want.tolist()
+    assert _decoded(buffer, starts, ends).tolist() == want.tolist()

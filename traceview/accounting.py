@@ -1,0 +1,74 @@
+"""Time that adds up: the devices' time by bound, per device and per step, and projected totals.
+
+Reads the raw op table and the roofline labels of the aggregated ops; the interval arithmetic is in
+traceview.timeline.devices (busy = union of op intervals; busy + idle = span per device; bound parts
+add up to busy, overlapped time going to the first of compute, memory, communication, unknown).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceview.timeline.aggregate import OP_KEY
+from traceview.timeline.devices import device_busy_by_label, device_time, step_busy_by_label
+from traceview.vocabulary import BOUNDS
+
+
+def raw_labels(raw: pd.DataFrame, ops: pd.DataFrame, per_device: bool) -> np.ndarray:
+    """The bound of every raw op execution as an index into BOUNDS (-1 when its op has none)."""
+    if raw.empty or "bound" not in ops.columns:
+        return np.full(len(raw), -1, dtype=np.int64)
+    key = (["device"] if per_device else []) + OP_KEY
+    text = {"module": str, "op": str} | ({"device": str} if per_device else {})
+    labels = ops[key + ["bound"]].astype(text).drop_duplicates(key)
+    merged = raw[key].astype(text).merge(labels, on=key, how="left")
+    codes = pd.Categorical(merged["bound"].astype(object), categories=list(BOUNDS)).codes
+    return np.asarray(codes, dtype=np.int64)
+
+
+def bound_totals(raw: pd.DataFrame, labels: np.ndarray) -> dict[str, float]:
+    """The devices' busy time by bound, summed over devices (ps); the parts add up to the busy time."""
+    per_device = device_busy_by_label(raw, labels, len(BOUNDS))
+    total = np.sum(list(per_device.values()), axis=0) if per_device else np.zeros(len(BOUNDS))
+    return {b: float(v) for b, v in zip(BOUNDS, total)}
+
+
+def steps_by_bound(raw: pd.DataFrame, labels: np.ndarray, steps: pd.DataFrame) -> pd.DataFrame:
+    """``steps`` plus ``<bound>_ps`` columns: per device (the mean over the step's active devices),
+    so a step's parts never exceed its wall time, and ``idle_ps`` = time_ps - their sum."""
+    steps = steps.drop(columns=[c for c in steps.columns if c.endswith("_ps") and c[:-3] in (*BOUNDS, "idle")])
+    if raw.empty or steps.empty:
+        return steps
+    table = step_busy_by_label(raw, labels, len(BOUNDS), steps)
+    table = table.rename(columns={i: f"{b}_ps" for i, b in enumerate(BOUNDS)})
+    out = steps.merge(table.drop(columns="active_devices"), on="step", how="left")
+    out = out.fillna({f"{b}_ps": 0.0 for b in BOUNDS})
+    out["idle_ps"] = (out["time_ps"] - out[[f"{b}_ps" for b in BOUNDS]].sum(axis=1)).clip(lower=0)
+    return out
+
+
+def per_device_table(raw: pd.DataFrame) -> pd.DataFrame:
+    """See traceview.timeline.devices.device_time."""
+    return device_time(raw)
+
+
+def projected_step_times(steps: pd.DataFrame, ops: pd.DataFrame, ratio: np.ndarray) -> np.ndarray:
+    """Each step's time with its busy part (per device: time_ps - idle_ps) scaled as the self time of
+    the ops in it scales under ``ratio`` (projected / measured per op); idle kept as measured."""
+    if steps.empty:
+        return np.zeros(0)
+    time = steps["time_ps"].to_numpy(dtype="float64")
+    if "step_times_ps" not in ops.columns:
+        return time
+    n_steps = len(steps)
+    measured, projected = np.zeros(n_steps), np.zeros(n_steps)
+    for lists, r in zip(ops["step_times_ps"], ratio):
+        if isinstance(lists, list) and np.isfinite(r):
+            values = np.asarray(lists[:n_steps], dtype="float64")
+            measured[: len(values)] += values
+            projected[: len(values)] += values * r
+    idle = steps["idle_ps"].to_numpy(dtype="float64") if "idle_ps" in steps.columns else np.zeros(n_steps)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(measured > 0, projected / measured, 1.0)
+    return idle + (time - idle) * scale

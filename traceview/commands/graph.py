@@ -1,0 +1,62 @@
+"""`traceview graph PATH --op NAME`: the HLO neighbourhood of one op, coloured by its bound.
+
+Operands and users to --depth hops; a fusion is opened into its fused
+computation. On a trace, each node is coloured by its bound on the target
+and labelled with its time and gain; on an HLO dump the nodes are plain.
+--format dot (Graphviz), svg (needs Graphviz's `dot`) or json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from traceview.commands._options import add_hlo, add_target, write_output
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("graph", help="draw an op's HLO neighbourhood (operands, users, fusion)",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("path", metavar="PATH", help="a trace (log dir, run dir, .xplane.pb), an XLA dump "
+                                                     "folder or an HLO file")
+    parser.add_argument("--op", required=True, metavar="NAME", help="HLO instruction name, e.g. fusion.3")
+    parser.add_argument("--module", metavar="NAME", help="module holding the op, when several have one so named "
+                                                         "(NAME or NAME(program id))")
+    parser.add_argument("--depth", type=int, default=1, metavar="N", help="hops to operands and users (default 1)")
+    parser.add_argument("--no-expand", action="store_true", help="do not open a fusion into its computation")
+    parser.add_argument("--run", metavar="NAME", help="which run of a log dir (default: the newest)")
+    add_target(parser)
+    add_hlo(parser)
+    parser.add_argument("--format", choices=("dot", "svg", "json"), default="dot")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from traceview.graph.neighbourhood import annotate, op_graph
+    from traceview.graph.render import to_dot, to_svg
+    from traceview.memory.report import is_trace_path
+    from traceview.parsers.hlo_dump import load_hlo_modules
+
+    path = Path(args.path)
+    records: list[dict] = []
+    if is_trace_path(path):
+        from traceview.commands._options import analysis_from_args
+        from traceview.render.report import op_records
+
+        analysis = analysis_from_args(args)
+        modules = analysis.modules
+        records = op_records(analysis.ops)
+    else:
+        modules, _ = load_hlo_modules(path, stage=args.stage)
+    graph = op_graph(modules, args.op, depth=args.depth, module=args.module, expand=not args.no_expand)
+    annotate(graph, records)
+    if args.format == "json":
+        text = json.dumps(graph.as_json(), indent=1) + "\n"
+    else:
+        text = to_dot(graph)
+        if args.format == "svg":
+            text = to_svg(text)
+    write_output(text, args.output)
+    return 0

@@ -1,0 +1,41 @@
+"""`traceview memory PATH`: peak memory, what holds it, and whether it fits the target.
+
+PATH is a trace (runtime peaks from its allocator events, static peaks from
+the HLO protos it carries), an XLA dump folder or an HLO proto file (static
+peaks from the buffer assignment: no accelerator needed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from traceview.commands._options import write_output
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("memory", help="peak memory per allocator and per HLO module, headroom",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("path", metavar="PATH", help="a trace (log dir, run dir, .xplane.pb), an XLA dump "
+                                                     "folder or an HLO proto file")
+    parser.add_argument("--run", metavar="NAME", help="which run of a log dir (default: the newest)")
+    parser.add_argument("--target", metavar="CHIP", help="chip whose HBM the peaks must fit "
+                                                         "(default: the chip the trace ran on)")
+    parser.add_argument("--hardware-file", metavar="FILE", help="JSON file adding or overriding chips")
+    parser.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    parser.add_argument("--top", type=int, default=10, metavar="N", help="rows per list (default 10)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from traceview.memory.render import memory_json, memory_text
+    from traceview.memory.report import memory_report
+
+    report = memory_report(args.path, run=args.run, target=args.target, hardware_file=args.hardware_file)
+    if args.format == "json":
+        text = json.dumps(memory_json(report), indent=1) + "\n"
+    else:
+        text = memory_text(report, top=max(args.top, 1), markdown=args.format == "markdown")
+    write_output(text, args.output)
+    return 0

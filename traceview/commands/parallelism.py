@@ -1,0 +1,59 @@
+"""`traceview parallelism PATH`: the device mesh, communication per mesh axis, and the book's verdict per axis.
+
+PATH is a trace (log dir, run dir or .xplane.pb; its HLO, or an hlo/ dump beside it, gives the mesh) or an
+XLA dump folder / HLO file alone (then there are no times; give --target for the verdicts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from traceview.commands._options import add_format, add_hlo, add_source, add_target, analysis_from_args, write_output
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("parallelism", help="mesh axes, communication per axis, the book's verdicts",
+                                   description=__doc__)
+    add_source(parser)
+    add_format(parser, formats=("table", "json", "markdown"))
+    add_target(parser)
+    add_hlo(parser)
+    parser.set_defaults(handler=run)
+
+
+def _is_trace(path: str) -> bool:
+    from traceview.parsers.discover import is_trace_file
+
+    p = Path(path)
+    if p.is_file():
+        return is_trace_file(p)
+    return p.is_dir() and any(is_trace_file(f) for f in p.rglob("*") if f.is_file())
+
+
+def report_from_args(args: argparse.Namespace):
+    from traceview.parallelism.diagnose import from_analysis, from_hlo
+
+    if _is_trace(args.path) or not Path(args.path).exists():
+        return from_analysis(analysis_from_args(args), args.hlo)
+    chip = None
+    if args.target:
+        from traceview.hardware.database import get_chip, load_hardware
+
+        chip = get_chip(args.target, load_hardware(args.hardware_file))
+    return from_hlo(args.path, chip)
+
+
+def run(args: argparse.Namespace) -> int:
+    from traceview.parallelism.report import parallelism_json, parallelism_markdown, parallelism_text
+
+    report = report_from_args(args)
+    if args.format == "json":
+        text = json.dumps(parallelism_json(report), indent=1) + "\n"
+    elif args.format == "markdown":
+        text = parallelism_markdown(report)
+    else:
+        text = parallelism_text(report)
+    write_output(text, args.output)
+    return 0

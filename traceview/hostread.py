@@ -1,0 +1,146 @@
+"""Read a run's host files: one after another, in a local process pool, or on a Dask cluster.
+
+Each host file is read where the work runs and comes back as its TraceData:
+the tables the analysis needs (categorical columns, no raw events), so what
+travels and what the parent holds grows with the ops, not with the files.
+A failure reading one host never stops the others: it comes back as a
+HostResult with the error text, and the caller turns it into a warning.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from traceview.errors import UserError
+from traceview.parsers.xplane import TraceData
+
+DASK_ENV = "TRACEVIEW_DASK"
+JOBS_ENV = "TRACEVIEW_JOBS"
+
+
+@dataclass
+class HostResult:
+    """What reading one host file gave: its tables, or why not."""
+
+    path: str
+    data: TraceData | None = None
+    error: str | None = None        # one line naming the file
+    internal: bool = False          # a bug in traceview, not a bad file
+
+
+def read_host(path: str) -> HostResult:
+    """Read one host file; every failure is caught and described (this runs in workers)."""
+    from traceview.errors import TraceError
+    from traceview.parsers.xplane import read_xplane
+
+    try:
+        return HostResult(path, data=read_xplane(path))
+    except TraceError as exc:
+        return HostResult(path, error=str(exc))
+    except Exception as exc:  # noqa: BLE001 - one host's bug must not lose the other hosts
+        return HostResult(path, error=f"{path}: internal error while reading ({type(exc).__name__}: {exc})",
+                          internal=True)
+
+
+def default_jobs() -> int:
+    env = os.environ.get(JOBS_ENV)
+    if env:
+        return parse_jobs(env, JOBS_ENV)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def parse_jobs(value: str | int, what: str = "--jobs") -> int:
+    try:
+        jobs = int(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{what} {value!r}: not a whole number of processes") from None
+    if jobs < 1:
+        raise UserError(f"{what} {value}: at least 1 process")
+    return jobs
+
+
+def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None = None,
+               progress: Callable[[int], None] | None = None) -> list[HostResult]:
+    """Results in the order of `paths`. `dask`: a scheduler address (or a Client); else `jobs` local processes."""
+    if not paths:
+        return []
+    if dask:
+        return _read_dask(paths, dask, progress)
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs <= 1 or len(paths) == 1:
+        out = []
+        for p in paths:
+            out.append(read_host(p))
+            if progress is not None:
+                progress(1)
+        return out
+    return _read_pool(paths, min(jobs, len(paths)), progress)
+
+
+def _read_pool(paths: Sequence[str], jobs: int, progress) -> list[HostResult]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # fork: the workers start at once with the reader already imported.
+    ctx = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+    results: list[HostResult | None] = [None] * len(paths)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futures = {pool.submit(read_host, p): i for i, p in enumerate(paths)}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            try:
+                results[i] = fut.result()
+            except Exception as exc:  # noqa: BLE001 - a worker that died (memory, signal)
+                results[i] = HostResult(paths[i], error=f"{paths[i]}: the reading process failed "
+                                                        f"({type(exc).__name__}: {exc})", internal=True)
+            if progress is not None:
+                progress(1)
+    return [r for r in results if r is not None]
+
+
+def _read_dask(paths: Sequence[str], address, progress) -> list[HostResult]:
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise UserError("--dask needs dask.distributed: pip install 'traceview[dask]'") from None
+    own = not isinstance(address, Client)
+    try:
+        client = Client(address, timeout="20s") if own else address
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise UserError(f"--dask {address}: cannot reach the scheduler ({exc})") from None
+    try:
+        # Workers may run elsewhere: they get absolute paths (the results keep the caller's spelling).
+        futures = client.map(read_host, [os.path.abspath(p) for p in paths], pure=False)
+        index = {f.key: i for i, f in enumerate(futures)}
+        results: list[HostResult | None] = [None] * len(paths)
+        for fut in as_completed(futures):
+            i = index[fut.key]
+            try:
+                results[i] = _as_given(fut.result(), paths[i])
+            except Exception as exc:  # noqa: BLE001 - the worker died or could not run the task
+                results[i] = HostResult(paths[i], error=f"{paths[i]}: the Dask task failed "
+                                                        f"({type(exc).__name__}: {exc})", internal=True)
+            if progress is not None:
+                progress(1)
+        return [r for r in results if r is not None]
+    finally:
+        if own:
+            client.close()
+
+
+def _as_given(result: HostResult, path: str) -> HostResult:
+    """A result read by absolute path, naming the file as the caller spelled it (output equals a local read)."""
+    absolute = result.path
+    result.path = path
+    if absolute != path:
+        if result.error:
+            result.error = result.error.replace(absolute, path)
+        if result.data is not None:
+            result.data.warnings = [w.replace(absolute, path) for w in result.data.warnings]
+    return result

@@ -1,0 +1,129 @@
+"""Runtime memory per allocator: the peak of what the allocator held, and what held it.
+
+Definitions follow XProf's memory profile (xplane_to_memory_profile):
+
+* usage after an event = bytes reserved (stack) + bytes allocated (heap);
+* the peak is the largest usage in the profiling window; on ties the latest
+  event wins (XProf compares with ``>=``);
+* capacity = stack + heap + free at the peak;
+* an event without a step (group_id) takes the previous step's + 1 (0 at the start).
+
+Allocations at the peak are the allocations made inside the window and not
+yet freed when the peak happened (matched by address). What the heap held
+beyond them was allocated before the profile started: it is one row,
+"allocated before the profile", and the stack is another, so the rows add up
+to the peak. (XProf restricts its table to the peak's step and folds the rest
+into "unused preallocated device memory".)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+MAX_TIMELINE_POINTS = 1000
+
+
+@dataclass
+class RuntimePeak:
+    device: str                   # host/allocator, e.g. "tw003/GPU_0_bfc"
+    name: str                     # the allocator (memory id)
+    host: str
+    capacity_bytes: int | None
+    peak_bytes: int
+    stack_bytes: int
+    heap_bytes: int
+    free_bytes: int
+    fragmentation: float
+    peak_time_ps: int             # absolute
+    step: int
+    lifetime_peak_bytes: int      # the allocator's own peak_bytes_in_use stat (may precede the window)
+    events: int
+    timeline: pd.DataFrame        # time_ps, stack_bytes, heap_bytes, step (downsampled)
+    at_peak: list[dict] = field(default_factory=list)
+
+
+def fill_steps(steps: np.ndarray) -> np.ndarray:
+    """-1 (no group_id) becomes the previous valid step + 1 (0 before any)."""
+    out = steps.copy()
+    last = -1
+    for i, s in enumerate(out.tolist()):
+        if s < 0:
+            out[i] = last + 1
+        else:
+            last = s
+    return out
+
+
+def _downsample(frame: pd.DataFrame, peak_row: int, limit: int) -> pd.DataFrame:
+    """At most `limit` points: in each bucket the point of highest usage, the peak always kept."""
+    if len(frame) <= limit:
+        return frame
+    usage = (frame["stack_bytes"] + frame["heap_bytes"]).to_numpy()
+    bucket = np.arange(len(frame)) * limit // len(frame)
+    order = np.lexsort((-usage, bucket))
+    first = order[np.r_[True, bucket[order][1:] != bucket[order][:-1]]]
+    keep = np.union1d(first, [peak_row])
+    return frame.iloc[keep]
+
+
+def _active_at_peak(events: pd.DataFrame, peak_row: int) -> list[dict]:
+    live: dict[int, int] = {}
+    kinds = events["kind"].to_numpy()
+    addrs = events["address"].to_numpy()
+    for i in range(peak_row + 1):
+        if kinds[i] == "alloc":
+            live[int(addrs[i])] = i
+        else:
+            live.pop(int(addrs[i]), None)
+    cols = {c: events[c].tolist() for c in ("allocation_bytes", "requested_bytes", "shape", "tf_op", "region_type",
+                                             "data_type", "step", "time_ps", "address")}
+
+    def text(column: str, i: int) -> str | None:
+        v = cols[column][i]
+        return v if isinstance(v, str) and v else None
+
+    rows: list[dict] = []
+    for i in live.values():
+        rows.append({"size_bytes": int(cols["allocation_bytes"][i]), "requested_bytes": int(cols["requested_bytes"][i]),
+                     "shape": text("shape", i), "op": text("tf_op", i), "region_type": text("region_type", i),
+                     "data_type": text("data_type", i), "step": int(cols["step"][i]),
+                     "time_ps": int(cols["time_ps"][i]), "address": int(cols["address"][i]), "kind": "allocation"})
+    rows.sort(key=lambda r: (-r["size_bytes"], r["time_ps"]))
+    return rows
+
+
+def runtime_peaks(events: pd.DataFrame, timeline_points: int = MAX_TIMELINE_POINTS) -> list[RuntimePeak]:
+    """One RuntimePeak per (host, allocator) in an allocator event table (parsers.allocator_events)."""
+    out: list[RuntimePeak] = []
+    if events.empty:
+        return out
+    for (host, memory), group in events.groupby(["host", "memory"], observed=True, sort=True):
+        group = group.sort_values("time_ps", kind="stable").reset_index(drop=True)
+        group["step"] = fill_steps(group["step"].to_numpy())
+        usage = (group["stack_bytes"] + group["heap_bytes"]).to_numpy()
+        peak_row = int(len(usage) - 1 - np.argmax(usage[::-1]))  # the latest of equal maxima
+        p = group.iloc[peak_row]
+        stack, heap, free = int(p["stack_bytes"]), int(p["heap_bytes"]), int(p["free_bytes"])
+        capacity = stack + heap + free if free > 0 else None
+        at_peak = _active_at_peak(group, peak_row)
+        attributed = sum(r["size_bytes"] for r in at_peak)
+        if heap - attributed > 0:
+            at_peak.append({"size_bytes": heap - attributed, "requested_bytes": None, "shape": None,
+                            "op": "allocated before the profile", "region_type": None, "data_type": None,
+                            "step": None, "time_ps": None, "address": None, "kind": "before profile"})
+        if stack > 0:
+            at_peak.append({"size_bytes": stack, "requested_bytes": None, "shape": None, "op": "stack",
+                            "region_type": "stack", "data_type": None, "step": None, "time_ps": None,
+                            "address": None, "kind": "stack"})
+        at_peak.sort(key=lambda r: -r["size_bytes"])
+        timeline = _downsample(group[["time_ps", "stack_bytes", "heap_bytes", "step"]], peak_row, timeline_points)
+        out.append(RuntimePeak(
+            device=f"{host}/{memory}", name=str(memory), host=str(host), capacity_bytes=capacity,
+            peak_bytes=int(usage[peak_row]), stack_bytes=stack, heap_bytes=heap, free_bytes=free,
+            fragmentation=float(p["fragmentation"]), peak_time_ps=int(p["time_ps"]), step=int(p["step"]),
+            lifetime_peak_bytes=int(group["peak_bytes_in_use"].max()), events=len(group),
+            timeline=timeline.reset_index(drop=True), at_peak=at_peak))
+    return out

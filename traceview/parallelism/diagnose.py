@@ -1,0 +1,343 @@
+"""Mesh, communication per axis and the book's verdict per axis: one report.
+
+Reads the modules an Analysis found (the optimized HLO that ran, for the
+groups, shapes and dots), the before-optimizations modules of a dump beside
+it (for Shardy's axis names), and the Analysis's per-op times (in-flight and
+exposed time of each collective, as traceview.timeline computes them for
+every report; nothing is re-measured here).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from traceview.errors import UserError
+from traceview.hardware.chips import Chip
+from traceview.parallelism.attribution import Attribution, as_sets, attribute_all, axes_of_groups
+from traceview.parallelism.dots import (
+    Figure,
+    consuming_dot,
+    per_chip_tokens,
+    producing_dot,
+    state_shapes,
+    weight_shapes,
+)
+from traceview.parallelism.groups import CollectiveSite, collective_sites, device_counts
+from traceview.parallelism.mesh import Mesh, infer_mesh, named_mesh
+from traceview.parallelism.roles import AxisRole, Classified, axis_roles, classify, gathered_arrays
+from traceview.parallelism.rules import Link, Verdict, axis_link, judge
+from traceview.parallelism.shardings import ParameterSharding, parameter_shardings
+from traceview.parsers.hlo_model import HloModule
+
+PS_PER_US = 1e6
+
+
+@dataclass
+class AxisReport:
+    name: str
+    size: int
+    role: AxisRole
+    link: Link | None
+    verdict: Verdict
+    collectives: int = 0                # distinct collective instructions over the axis
+    executions: int | None = None       # collective executions in the trace (all devices)
+    bytes: float | None = None          # payload bytes moved, all executions in the trace (all devices)
+    bytes_per_execution: float = 0.0    # the axis's collectives once each (HLO), per device
+    time_ps: float | None = None        # in-flight time, all devices
+    exposed_ps: float | None = None     # not overlapped by compute, all devices
+    roofline_ps: float | None = None
+    share: float | None = None          # exposed / device span
+    crosses_dcn: bool = False
+    parameters: list[str] = field(default_factory=list)   # "params[0] dim 0": parameters split over the axis
+
+
+@dataclass
+class Parallelism:
+    mesh: Mesh | None
+    axes: list[AxisReport]
+    collectives: list[Classified]
+    why_no_mesh: str = ""
+    per_chip_tokens: Figure | None = None
+    target: Chip | None = None
+    has_trace: bool = False
+    warnings: list[str] = field(default_factory=list)
+    parameters: list[ParameterSharding] = field(default_factory=list)
+
+
+def _communicating(modules: list[HloModule]) -> list[tuple[HloModule, list[CollectiveSite]]]:
+    out = []
+    for module in modules:
+        sites = collective_sites(module)
+        if sites:
+            out.append((module, sites))
+    return out
+
+
+def _device_count(modules: list[HloModule]) -> int | None:
+    counts = []
+    for module in modules:
+        replicas, partitions = device_counts(module)
+        if replicas or partitions:
+            counts.append((replicas or 1) * (partitions or 1))
+    return max(counts) if counts else None
+
+
+def diagnose(modules: list[HloModule], before: list[HloModule] | None = None, ops: pd.DataFrame | None = None,
+             span_ps: float | None = None, chip: Chip | None = None, device_count: int | None = None,
+             ran: set[str] | None = None) -> Parallelism:
+    """The parallelism report of the given optimized modules (and the trace's op times, when given).
+
+    ``ran``: names of the modules the trace executed; others are left out when given.
+    """
+    warnings: list[str] = []
+    if ran:
+        modules = [m for m in modules if m.name in ran] or modules
+    communicating = _communicating(modules)
+    sites = [site for _, found in communicating for site in found]
+    notes = Counter(site.note for site in sites if site.note)
+    for note, n in notes.items():
+        noted = next(s for s in sites if s.note == note)
+        warnings.append(f"{noted.module}/{noted.name}" + (f" and {n - 1} more collective(s)" if n > 1 else "")
+                        + f": {note}")
+    named = named_mesh(list(before or []) + modules)
+    count = _device_count([m for m, _ in communicating]) or _device_count(modules)
+    group_sets = [s.groups for s in sites if s.groups]
+    params = [p for m in (before or []) for p in parameter_shardings(m)] or \
+        [p for m in modules for p in parameter_shardings(m)]
+    named_ids = [x for groups in group_sets for g in groups for x in g]
+    named_ids += [x for s in sites for pair in (s.pairs or []) for x in pair]
+    if count is None and named_ids:
+        count = max(named_ids) + 1
+        if device_count and count > device_count:
+            warnings.append(f"the collectives name devices 0..{count - 1}: the program spans {count} devices, "
+                            f"the trace shows {device_count}")
+    count = count or device_count
+    mesh, why = infer_mesh(group_sets + [g for p in params for g in p.dim_groups.values()], count, named)
+    if mesh is not None:
+        warnings += mesh.warnings
+    else:
+        warnings.append(f"mesh not determined: {why}")
+    attributions = attribute_all(sites, mesh, why)
+    unattributed = [a for a in attributions if a.axes is None]
+    if unattributed:
+        first = unattributed[0]
+        warnings.append(f"{len(unattributed)} collective(s) not attributed to a mesh axis "
+                        f"(first: {first.site.module}/{first.site.name}: {first.reason})")
+    by_module = {m.name: m for m in modules}
+    gathered: dict[str, list[tuple[int, ...]]] = {}
+    for att in attributions:
+        if att.site.kind == "all-gather" and att.site.instruction is not None:
+            gathered.setdefault(att.site.module, []).extend(
+                tuple(a.dims) for a in gathered_arrays(att.site.instruction))
+    weights = {m.name: weight_shapes(m, gathered.get(m.name, [])) for m, _ in communicating}
+    rows = classify(attributions, by_module, weights)
+    main = max(communicating, key=lambda ms: len(ms[1]))[0] if communicating else None
+    tokens = per_chip_tokens(main, weights[main.name]) if main is not None else None
+    if main is not None and not state_shapes(main):
+        warnings.append(f"{main.name}: no entry parameter is also a result (not a training step?): weights are "
+                        "only the all-gathered parameters")
+    report = Parallelism(mesh, [], rows, why, tokens, chip, ops is not None and not ops.empty, warnings, params)
+    if mesh is not None:
+        for param in params:
+            param.axes = {dim: axes_of_groups(as_sets(groups), mesh)[0] for dim, groups in param.dim_groups.items()}
+    host = _host_transfers(ops, chip, span_ps) if ops is not None and not ops.empty else None
+    if mesh is None:
+        report.axes += [host] if host else []
+        return report
+    labels = _labels(mesh, attributions)
+    roles = axis_roles(rows, labels)
+    has_tp = any(r.role == "tensor" for r in roles.values())
+    widths = {label: _tp_width(rows, label, by_module, weights) for label in labels}
+    full_width = next((w * s for label, (w, s) in
+                       ((lb, (widths[lb], _label_size(mesh, lb))) for lb in labels)
+                       if roles[label].role == "tensor" and w), None)
+    dtype = _dtype(rows)
+    times = _times(ops, rows) if ops is not None and not ops.empty else {}
+    for label in labels:
+        mine = [r for r in rows if r.attribution.label == label]
+        crosses = any(bool(times.get(_key(r), {}).get("crosses_dcn")) for r in mine)
+        link = axis_link(chip, crosses, 1, _label_size(mesh, label)) if chip is not None else None
+        role = roles[label]
+        verdict = judge(role.role, chip, link, dtype, tokens.value if tokens else None, widths[label],
+                        full_width, has_tp and role.role == "fsdp")
+        axis = AxisReport(label, _label_size(mesh, label), role, link, verdict, collectives=len(mine),
+                          bytes_per_execution=float(sum(r.bytes for r in mine)), crosses_dcn=crosses,
+                          parameters=[f"{p.label} dim {dim}" for p in params for dim, axes in p.axes.items()
+                                      if axes and "+".join(axes) == label])
+        if axis.parameters:
+            shown = ", ".join(axis.parameters[:4]) + (", ..." if len(axis.parameters) > 4 else "")
+            role.evidence.append(f"{len(axis.parameters)} parameter dimension(s) split over it ({shown})")
+        if times:
+            _fill_times(axis, [times[_key(r)] for r in mine if _key(r) in times], span_ps)
+        report.axes.append(axis)
+    report.axes += [host] if host else []
+    return report
+
+
+def _host_transfers(ops: pd.DataFrame, chip: Chip | None, span_ps: float | None) -> AxisReport | None:
+    """Copies between device and host memory (host offload): no mesh axis, but communication all the same."""
+    if "collective_kind" not in ops.columns:
+        return None
+    rows = ops[ops["collective_kind"].astype(str) == "host-transfer"]
+    if rows.empty:
+        return None
+    link = Link("PCIe", chip.pcie_bandwidth if chip else None, "host link") if chip else None
+    verdict = Verdict(None, "host offload: not a mesh axis", reason="transfers to host memory are judged by "
+                      "their exposed time, not by a C/W rule")
+    axis = AxisReport("host", 1, AxisRole("host offload", [f"{len(rows)} host transfer ops (copy-start/done to "
+                                                            "host memory space S(5))"]), link, verdict,
+                      collectives=int((~rows["op"].astype(str).str.startswith("copy-done")).sum()))
+    slots = []
+    for rec in rows.to_dict("records"):
+        t = rec.get("t_comm_ps")
+        known = not (t is None or (isinstance(t, float) and np.isnan(t)))
+        done = str(rec.get("op", "")).startswith("copy-done")
+        slots.append({"executions": 0 if done else int(rec.get("occurrences") or 0),
+                      "bytes": _num(rec.get("payload_bytes")),
+                      "time": _num(rec.get("judged_time_ps")), "exposed": _num(rec.get("exposed_time_ps")),
+                      "roofline": float(t) if known else 0.0, "roofline_known": known or done})
+    _fill_times(axis, slots, span_ps)
+    return axis
+
+
+def _key(row: Classified) -> tuple[str, str]:
+    return row.attribution.site.module, row.attribution.site.name
+
+
+def _labels(mesh: Mesh, attributions: list[Attribution]) -> list[str]:
+    """Every non-trivial mesh axis, then each combination of axes some collective runs over."""
+    labels = [a.name for a in mesh.axes if a.size > 1]
+    for att in attributions:
+        if att.axes and len(att.axes) > 1 and att.label not in labels:
+            labels.append(att.label)
+    return labels
+
+
+def _label_size(mesh: Mesh, label: str) -> int:
+    sizes = {a.name: a.size for a in mesh.axes}
+    return int(math.prod(sizes.get(part, 1) for part in label.split("+")))
+
+
+def _tp_width(rows: list[Classified], label: str, modules: dict[str, HloModule],
+              weights: dict[str, set[tuple[int, ...]]]) -> float | None:
+    """F/Y: the contracting extent of the dot summed (or scattered) over the axis, else the weight's free
+    extent in the dot reading an activation all-gather."""
+    for r in rows:
+        if r.attribution.label != label or not r.pattern.startswith("activation"):
+            continue
+        site, module = r.attribution.site, modules.get(r.attribution.site.module)
+        if module is None or site.instruction is None:
+            continue
+        if site.kind in ("all-reduce", "reduce-scatter"):
+            for operand in site.instruction.operands:
+                dot = producing_dot(module, site.computation, operand)
+                if dot is not None and dot.k > 1:
+                    return float(dot.k)
+        elif site.kind == "all-gather":
+            dot = consuming_dot(module, site.computation, site.name)
+            w = weights.get(module.name, set())
+            if dot is not None:
+                if tuple(sorted(dot.lhs)) in w:
+                    return float(dot.free("lhs"))
+                if tuple(sorted(dot.rhs)) in w:
+                    return float(dot.free("rhs"))
+    return None
+
+
+def _dtype(rows: list[Classified]) -> str:
+    counts = Counter(r.dtype for r in rows if r.pattern in ROLE_PATTERNS and r.dtype)
+    return counts.most_common(1)[0][0] if counts else "bf16"
+
+
+ROLE_PATTERNS = {"parameter all-gather", "gradient reduce-scatter", "gradient all-reduce", "activation all-gather",
+                 "activation reduce-scatter", "activation all-reduce", "all-to-all", "point-to-point"}
+
+
+def _times(ops: pd.DataFrame, rows: list[Classified]) -> dict[tuple[str, str], dict]:
+    """Per collective (module, name): executions, payload bytes, in-flight / exposed / roofline time."""
+    wanted = {_key(r) for r in rows}
+    out: dict[tuple[str, str], dict] = {}
+    if "collective_kind" not in ops.columns:
+        return out
+    frame = ops[ops["collective_kind"].fillna("").astype(str) != ""]
+    for rec in frame.to_dict("records"):
+        key = (str(rec.get("module")), str(rec.get("op")))
+        if key not in wanted:
+            continue
+        slot = out.setdefault(key, {"executions": 0, "bytes": 0.0, "time": 0.0, "exposed": 0.0, "roofline": 0.0,
+                                    "roofline_known": True, "crosses_dcn": False})
+        occurrences = int(rec.get("occurrences") or 0)
+        slot["executions"] += occurrences
+        slot["bytes"] += _num(rec.get("payload_bytes"))      # the op table's figures are totals over executions
+        slot["time"] += _num(rec.get("judged_time_ps"))
+        slot["exposed"] += _num(rec.get("exposed_time_ps"))
+        t = rec.get("t_comm_ps")
+        if t is None or (isinstance(t, float) and np.isnan(t)):
+            slot["roofline_known"] = False
+        else:
+            slot["roofline"] += float(t)
+        slot["crosses_dcn"] = slot["crosses_dcn"] or rec.get("crosses_dcn") is True
+    return out
+
+
+def _num(value) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return 0.0 if np.isnan(value) else value
+
+
+def _fill_times(axis: AxisReport, slots: list[dict], span_ps: float | None) -> None:
+    axis.executions = sum(s["executions"] for s in slots)
+    axis.bytes = float(sum(s["bytes"] for s in slots))
+    axis.time_ps = float(sum(s["time"] for s in slots))
+    axis.exposed_ps = float(sum(s["exposed"] for s in slots))
+    known = [s for s in slots if s["roofline_known"]]
+    axis.roofline_ps = float(sum(s["roofline"] for s in known)) if known and len(known) == len(slots) else None
+    axis.share = axis.exposed_ps / span_ps if span_ps else None
+
+
+def naming_modules(dump: Path) -> list[HloModule]:
+    """The before-optimizations modules of a dump, where mesh names survive. Their text form is read
+    first: its header keeps the module's frontend attributes (Shardy's ``xla.sdy.meshes``)."""
+    from traceview.parsers.hlo_dump import load_hlo_modules, read_hlo_file
+
+    if dump.is_dir():
+        texts = sorted(dump.glob("*before_optimizations.txt"))
+        if texts:
+            return [read_hlo_file(f) for f in texts[:20]]
+    try:
+        return load_hlo_modules(dump, stage="before")[0]
+    except UserError:
+        return []
+
+
+def from_analysis(analysis, hlo_path: str | Path | None = None) -> Parallelism:
+    """The report of a traceview Analysis (its modules and op times), names from a dump's
+    before-optimizations modules when one is beside the trace or given."""
+    from traceview.modules import find_dump_dir
+
+    dump = Path(hlo_path) if hlo_path else find_dump_dir(analysis.profile.source.path)
+    before = naming_modules(dump) if dump is not None else []
+    ops = analysis.ops
+    ran = set(ops["module"].astype(str)) if not ops.empty and "module" in ops else None
+    return diagnose(analysis.modules, before, ops, analysis.span_ps or analysis.device_time_ps, analysis.target,
+                    len(analysis.profile.devices) or None, ran)
+
+
+def from_hlo(path: str | Path, chip: Chip | None = None) -> Parallelism:
+    """The report of an HLO dump or file alone (no trace: no times)."""
+    from traceview.parsers.hlo_dump import load_hlo_modules
+
+    after, warnings = load_hlo_modules(path, stage="after")
+    before = naming_modules(Path(path))
+    report = diagnose(after, before, None, None, chip)
+    report.warnings = warnings + report.warnings + ["no trace: counts and shapes from the HLO only, no times"]
+    return report

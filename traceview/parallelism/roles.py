@@ -1,0 +1,138 @@
+"""What each mesh axis is used for, inferred from the pattern of its collectives.
+
+The book's strategies each leave a signature in the collectives (training
+chapter, "How to Scale Your Model", section "Data parallelism" onwards):
+
+* data parallelism: the gradients are all-reduced (a weight-shaped
+  all-reduce);
+* FSDP (ZeRO-3): the parameters are all-gathered before use and the gradients
+  reduce-scattered back (a weight-shaped all-gather, and a reduce-scatter whose
+  operand has the gathered weight's shape);
+* tensor (model) parallelism: activations are all-gathered / reduce-scattered
+  (or all-reduced) around the matmuls (collectives of non-weight shapes);
+* expert parallelism: tokens are routed with all-to-all;
+* pipeline parallelism: activations pass between stages with
+  collective-permute / send-recv.
+
+Scalars (a loss or metric mean) say nothing about the strategy and are left out.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from traceview.cost.shapes import byte_size, leaves
+from traceview.parallelism.attribution import Attribution
+from traceview.parallelism.dots import shape_map
+from traceview.parsers.hlo_model import HloModule, Shape
+
+SCALAR_BYTES = 1024   # below this a collective moves a loss or a metric, not a model tensor
+
+PATTERN_ROLE = {
+    "parameter all-gather": "fsdp", "gradient reduce-scatter": "fsdp",
+    "gradient all-reduce": "data",
+    "activation all-gather": "tensor", "activation reduce-scatter": "tensor", "activation all-reduce": "tensor",
+    "all-to-all": "expert", "point-to-point": "pipeline",
+}
+ROLE_NAMES = {"data": "data parallel", "fsdp": "FSDP", "tensor": "tensor parallel", "expert": "expert parallel",
+              "pipeline": "pipeline", "host offload": "host offload"}
+
+
+@dataclass
+class Classified:
+    attribution: Attribution
+    pattern: str
+    dims: tuple[int, ...]
+    dtype: str
+    bytes: float                 # the array's bytes (all leaves), per execution
+
+
+@dataclass
+class AxisRole:
+    role: str | None             # data, fsdp, tensor, expert, pipeline; None when no evidence
+    evidence: list[str] = field(default_factory=list)
+    patterns: dict[str, int] = field(default_factory=dict)
+
+
+def gathered_arrays(inst) -> list[Shape]:
+    """The result arrays of an all-gather (of an all-gather-start: the second tuple element)."""
+    shape = inst.shape
+    if inst.opcode.endswith("-start") and shape.is_tuple and len(shape.tuple_shapes) >= 2:
+        shape = shape.tuple_shapes[1]
+    return [a for a in leaves(shape) if a.element_type != "token"]
+
+
+def _arrays(module: HloModule | None, attribution: Attribution) -> list[Shape]:
+    """The arrays a collective moves: an all-gather's result, the others' operands."""
+    site = attribution.site
+    inst = site.instruction
+    if inst is None:
+        return []
+    if site.kind == "all-gather":
+        return gathered_arrays(inst)
+    comp = module.computations.get(site.computation) if module else None
+    shapes = shape_map(comp) if comp else {}
+    reader = site.outer or inst          # an async-start reads the wrapped collective's operands
+    out = [a for name in reader.operands if name in shapes for a in leaves(shapes[name])]
+    return [a for a in out if a.element_type != "token"] or [a for a in leaves(inst.shape)]
+
+
+def classify(attributions: list[Attribution], modules: dict[str, HloModule],
+             weights: dict[str, set[tuple[int, ...]]]) -> list[Classified]:
+    rows: list[Classified] = []
+    pending = []
+    for att in attributions:
+        arrays = _arrays(modules.get(att.site.module), att)
+        dims = tuple(arrays[0].dims) if arrays else ()
+        dtype = arrays[0].element_type if arrays else ""
+        size = float(sum(byte_size(a) for a in arrays))
+        pending.append((att, arrays, dims, dtype, size))
+    # an all-gather and a reduce-scatter over the same axes with the same shape: a parameter and its gradient
+    gathered = {(a.site.module, a.label, tuple(sorted(d))) for a, _, d, _, _ in pending if a.site.kind == "all-gather"}
+    scattered = {(a.site.module, a.label, tuple(sorted(d))) for a, _, d, _, _ in pending
+                 if a.site.kind == "reduce-scatter"}
+    for att, arrays, dims, dtype, size in pending:
+        kind = att.site.kind
+        w = weights.get(att.site.module, set())
+        key = (att.site.module, att.label, tuple(sorted(dims)))
+        weight_like = any(tuple(sorted(a.dims)) in w for a in arrays)
+        if kind in ("all-to-all", "ragged-all-to-all"):
+            pattern = "all-to-all"
+        elif kind in ("collective-permute", "send", "recv", "collective-broadcast"):
+            pattern = "point-to-point"
+        elif size < SCALAR_BYTES:
+            pattern = "scalar"
+        elif kind == "all-gather":
+            pattern = "parameter all-gather" if weight_like or key in scattered else "activation all-gather"
+        elif kind == "reduce-scatter":
+            pattern = "gradient reduce-scatter" if weight_like or key in gathered else "activation reduce-scatter"
+        elif kind == "all-reduce":
+            pattern = "gradient all-reduce" if weight_like else "activation all-reduce"
+        else:
+            pattern = kind
+        rows.append(Classified(att, pattern, dims, dtype, size))
+    return rows
+
+
+def axis_roles(rows: list[Classified], axis_names: list[str]) -> dict[str, AxisRole]:
+    """Per axis (or axes label such as ``data+model``), the role whose patterns move the most bytes, with the evidence."""
+    out: dict[str, AxisRole] = {}
+    for axis in axis_names:
+        mine = [r for r in rows if r.attribution.label == axis]
+        count = Counter(r.pattern for r in mine)
+        by_role: dict[str, float] = defaultdict(float)
+        for r in mine:
+            role = PATTERN_ROLE.get(r.pattern)
+            if role:
+                by_role[role] += max(r.bytes, 1.0)
+        chosen: str | None = max(by_role, key=lambda k: by_role[k]) if by_role else None
+        if by_role.get("fsdp") and count.get("parameter all-gather"):
+            chosen = "fsdp"     # FSDP also all-reduces the gradients of small replicated tensors
+        evidence = []
+        for pattern, n in count.most_common():
+            shapes = sorted({f"{r.dtype}[{','.join(map(str, r.dims))}]" for r in mine if r.pattern == pattern})
+            shown = ", ".join(shapes[:3]) + (", ..." if len(shapes) > 3 else "")
+            evidence.append(f"{n} {pattern}{'s' if n > 1 else ''} ({shown})")
+        out[axis] = AxisRole(chosen, evidence, dict(count))
+    return out
