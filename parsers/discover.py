@@ -16,7 +16,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from traceview.errors import UserError
-from traceview.parsers.xspace_file import file_capture_time
 
 TRACE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
 HLO_PROTO_SUFFIX = ".hlo_proto.pb"
@@ -62,6 +61,8 @@ class Run:
         timestamp name (as the profiler writes it); else the newest file's mtime (which a copy or a
         clone resets, so it only orders runs when nothing better exists)."""
         if self._cached_time is None:
+            from traceview.parsers.xspace_file import file_capture_time  # numpy/protobuf: not for `--help`
+
             starts = [t for t in (file_capture_time(f) for f in self.files) if t is not None]
             m = _RUN_TIMESTAMP.match(self.name)
             named = None
