@@ -119,7 +119,7 @@ def read_toml(path: str | Path, what: str = "file") -> dict:
 
 # ---------------------------------------------------------------------------- schemas
 
-SCHEMAS = ("analyze", "hlo", "check", "check-config", "hardware")
+SCHEMAS = ("analyze", "hlo", "check", "check-config", "hardware", "parallelism")
 
 
 @cache
