@@ -39,6 +39,7 @@ def module_record(module: HloModule, costs: pd.DataFrame, totals: dict) -> dict:
         "flops": totals["flops"], "transcendentals": totals["transcendentals"],
         "bytes_accessed": totals["bytes_accessed"],
         "flops_per_step": totals["flops_per_step"], "bytes_accessed_per_step": totals["bytes_accessed_per_step"],
+        "flops_unknown_ops": totals.get("flops_unknown_ops", []),
         "collective_bytes": float(costs["payload_bytes"].sum()) if len(costs) else 0.0,
         "instructions": instructions,
     }
