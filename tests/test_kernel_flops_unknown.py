@@ -100,7 +100,7 @@ def _analysis(tmp_path, text: str, module: str, ops: list[str]):
 
 
 def test_mfu_null_with_a_reason_when_the_only_op_is_a_kernel_without_flops(tmp_path):
-    from traceview.render.report import analysis_json
+    from traceview.render.report import analysis_json, analysis_text
 
     analysis = _analysis(tmp_path, ONLY_KERNEL, "only_kernel", ["plain_kernel"])
     s = analysis.summary
@@ -112,6 +112,8 @@ def test_mfu_null_with_a_reason_when_the_only_op_is_a_kernel_without_flops(tmp_p
     assert row["roofline_time_ps"] == pytest.approx((READ + WRITTEN) / analysis.target.hbm_bandwidth * 1e12)
     assert np.isnan(row["achieved_flops"]) and np.isnan(row["intensity"])
 
+    text = analysis_text(analysis, colour_enabled=False)
+    assert "MFU unknown (no op has a FLOP count" in text and ">= 0.14 us" in text   # 229,376 B / 1.64 TB/s
     data = json.loads(json.dumps(analysis_json(analysis)))
     (record,) = [r for r in data["ops"] if r["name"] == "plain_kernel"]
     assert record["flops"] is None and record["cost_lower_bound"] is True and record["bound"] == "memory"
@@ -140,3 +142,19 @@ def test_check_says_unknown_module_flops_were_not_checked(tmp_path, capsys):
     assert not any(n.startswith("flops:") for n in names) and any(n.startswith("bytes_accessed:") for n in names)
     assert any("FLOPs of module only_kernel not checked" in n and "baseline and current" in n
                for n in data["notes"])
+
+
+def test_chart_and_op_detail_call_the_kernel_flops_unknown(tmp_path):
+    from traceview.render.charts import unplaceable_ops
+    from traceview.render.report import op_records
+
+    analysis = _analysis(tmp_path, PALLAS, "pallas_kernels", ["plain_kernel", "estimated_kernel"])
+    rest = unplaceable_ops(analysis.ops).set_index("op")
+    assert rest.loc["plain_kernel", "reason"] == "no FLOP figure (kernel without cost estimate)"
+    assert "estimated_kernel" not in rest.index
+    pytest.importorskip("streamlit")
+    from traceview.dashboards.op_detail import arithmetic
+
+    (record,) = [r for r in op_records(analysis.ops) if r["name"] == "plain_kernel"]
+    terms = dict(zip(*arithmetic(record, analysis.target)[["term", "formula"]].T.values))
+    assert terms["T_compute"].startswith("unknown: custom kernel without a cost estimate")
