@@ -158,3 +158,13 @@ def test_chart_and_op_detail_call_the_kernel_flops_unknown(tmp_path):
     (record,) = [r for r in op_records(analysis.ops) if r["name"] == "plain_kernel"]
     terms = dict(zip(*arithmetic(record, analysis.target)[["term", "formula"]].T.values))
     assert terms["T_compute"].startswith("unknown: custom kernel without a cost estimate")
+
+
+def test_hlo_top_list_shows_the_kernel_with_unknown_flops(tmp_path, capsys):
+    path = tmp_path / "pallas.hlo.txt"
+    path.write_text(PALLAS)
+    assert main(["hlo", str(path), "--top", "2"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith(("plain_", "estim"))]
+    # unknown FLOPs ("-") rank first, marked lower bound; then the estimated kernel
+    assert [r[0] for r in rows] == ["plain_kernel", "estimated_kernel"]
+    assert rows[0][5] == "-" and rows[0][-2:] == ["lower", "bound"]

@@ -75,7 +75,8 @@ def _collective_cell(kind: str, group_size: float) -> str:
 
 
 def _top_rows(costs: pd.DataFrame, top: int) -> list[list[str]]:
-    ranked = costs.sort_values(["flops", "bytes_accessed"], ascending=False).head(top)
+    # kernels with no FLOP figure (NaN) first: their math may be the heaviest, and it is unknown
+    ranked = costs.sort_values(["flops", "bytes_accessed"], ascending=False, na_position="first").head(top)
     return [[r["name"], r["opcode"], r["category"], r["shape"][:40], r["dtype"], fmt_si(r["flops"]),
              fmt_si(r["bytes_accessed"], "B"),
              _collective_cell(r["collective_kind"], r["group_size"]),
