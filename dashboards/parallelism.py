@@ -57,13 +57,13 @@ def time_chart(axes: list[dict]) -> alt.Chart | None:
         y=alt.Y("axis:N", title="mesh axis"),
         color=alt.Color("part:N", scale=alt.Scale(domain=["exposed", "overlapped"], range=["#e45756", "#bab0ac"])),
         tooltip=["axis", "part", alt.Tooltip("time_us:Q", format=",.1f")],
-    ).properties(height=40 + 40 * len(axes))
+    ).properties(height=max(140, 60 + 45 * len(axes)))
 
 
 def _axis_table(axes: list[dict]) -> pd.DataFrame:
     return pd.DataFrame([{
         "axis": a["name"], "size": a["size"], "role": a["role_name"] or "-", "collectives": a["collectives"],
-        "bytes": fmt_si(a["bytes"] if a["bytes"] is not None else a["bytes_per_execution"], "B"),
+        "bytes": fmt_si(a["bytes"] if a["bytes"] is not None else a["bytes_per_step"], "B"),
         "in flight": fmt_time_us(a["time_us"]), "exposed": fmt_time_us(a["exposed_time_us"]),
         "share of step": fmt_pct(a["share_of_step"]), "link": (a["link"] or {}).get("kind", "-"),
         "efficiency": fmt_pct(a["efficiency"]), "verdict": a["verdict"] or "-",
@@ -103,6 +103,8 @@ def render(view: View) -> None:
                             f"threshold **{fmt_value(a['threshold'])}** ({md(a['threshold_how'])})")
             else:
                 st.markdown(f"**Rule** {md(a['rule'])}: {md(a['reason'] or '')}")
+            if a.get("measured"):
+                st.markdown(f"**Measured:** {md(a['measured'])}")
             for tip in a["suggestions"]:
                 st.markdown(f"- {md(tip)}")
     with st.expander(f"{len(record['collectives'])} collectives and their axes", expanded=False):

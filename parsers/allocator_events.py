@@ -88,12 +88,16 @@ def allocator_events_of_plane(plane, host: str, where: str) -> pd.DataFrame:
         return empty_allocator_frame()
     stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
     wanted = np.array([k for k, n in stat_names.items() if n in _WANTED], dtype=np.int64)
+    prefixes = tuple(b"\x08" + _varint(k) for k in kinds)
     rows: list[dict] = []
     for line in plane.lines:
-        if not len(line.events):
+        # The profiler writes each event's metadata id first (field 1, tag 0x08): decode only the events
+        # whose id is an allocator event's (varints are prefix-free), and any event written otherwise.
+        raw = [e for e in line.events if e.startswith(prefixes) or not e.startswith(b"\x08")]
+        if not raw:
             continue
         try:
-            cols = decode_events(line.events, keep_stats=wanted)
+            cols = decode_events(raw, keep_stats=wanted)
         except WireError as exc:
             raise TraceError(f"{where}: corrupt events on line {line.name!r} ({exc})") from exc
         mids = cols.metadata_id
@@ -116,6 +120,19 @@ def allocator_events_of_plane(plane, host: str, where: str) -> pd.DataFrame:
             frame[name] = pd.Series([v if isinstance(v, str) else None for v in frame[name]], index=frame.index,
                                     dtype=object)
     return frame
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    value &= (1 << 64) - 1
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
 
 
 def _value(cols, r: int, stat_names: dict[int, str]):

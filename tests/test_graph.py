@@ -81,6 +81,8 @@ def test_trace_colours_and_labels(capsys):
             op = ops[node["name"]]
             judged = op.get("judged_time_us")
             assert node["time_us"] == (judged if judged is not None else op["self_time_us"])
+            if op.get("gap_us") is not None:
+                assert node["gain_us"] is not None and 0 <= node["gain_us"] <= op["gap_us"] + 1e-9
     assert main(["graph", str(MLP), "--op", "broadcast_maximum_fusion"]) == 0
     dot = capsys.readouterr().out
     assert dot.startswith("digraph") and f"{ops['broadcast_maximum_fusion']['bound']}-bound" in dot
@@ -123,3 +125,12 @@ def test_svg_without_graphviz_says_how_to_get_it(monkeypatch):
     monkeypatch.setattr(render.shutil, "which", lambda name: None)
     with pytest.raises(UserError, match="apt-get install graphviz"):
         render.to_svg("digraph { a -> b }")
+
+
+def test_gain_is_the_gap_capped_by_exposed_time():
+    from traceview.graph.neighbourhood import gain_of
+
+    assert gain_of({"gap_us": 5.0}) == 5.0
+    assert gain_of({"gap_us": 5.0, "exposed_time_us": 2.0}) == 2.0     # mostly hidden async work
+    assert gain_of({"gap_us": 5.0, "gain_us": 1.5}) == 1.5             # the analysis' own figure wins
+    assert gain_of({"gap_us": None}) is None

@@ -246,6 +246,7 @@ def test_fsdp_sample(sample_traces):
     weight_bytes = cfg["d_in"] * cfg["hidden"] * 4
     assert axis.executions == 5 * 5 * 8
     assert axis.bytes == 5 * 8 * (4 * weight_bytes + 4)
+    assert axis.bytes_per_step == 4 * weight_bytes + 4           # the HLO cost model's payloads, per device
     _check_every_collective(analysis, report)
 
 
@@ -264,6 +265,10 @@ def test_tensor_parallel_sample(sample_traces):
     assert projected["model"].verdict.verdict == "communication-bound"
     assert projected["model"].verdict.threshold == pytest.approx(2550)
     assert projected["model"].verdict.suggestions
+    # the trace: the TP all-reduce is not overlapped (share >= 5%), the gradient all-reduce mostly is
+    share = axes["model"].exposed_ps / analysis.span_ps
+    assert axes["model"].share == pytest.approx(share)
+    assert ("costing time" in axes["model"].measured) == (share >= 0.05)
 
 
 def test_single_device_sample_has_no_mesh(sample_traces):
@@ -284,6 +289,20 @@ def test_cli_json_contract(sample_traces, capsys):
         assert {"name", "size", "role", "collectives", "bytes", "time_us", "exposed_time_us", "verdict", "rule",
                 "value", "threshold"} <= set(axis)
     assert isinstance(out["warnings"], list)
+    jsonschema = pytest.importorskip("jsonschema")
+    from traceview.userfiles import schema
+
+    jsonschema.validate(out, schema("parallelism"))   # the published schema (traceview/schemas/)
+
+
+def test_cli_bad_input_is_a_one_line_error(tmp_path, capsys):
+    from traceview.cli import main
+
+    bad = tmp_path / "bad.txt"
+    bad.write_text("not HLO")
+    assert main(["parallelism", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and len(err.strip().splitlines()) == 1
 
 
 def test_analyze_summary_has_the_parallelism_line(sample_traces):
@@ -319,8 +338,13 @@ def test_maxtext_h100_dump_fsdp_over_4(shared_traces):
     assert report.per_chip_tokens.value == 8 * 2048 / 4
     assert axis.verdict.threshold == pytest.approx(9.89e14 / 4.5e11)
     assert axis.verdict.verdict == "compute-bound"
+    # the layers' collectives run inside while loops: per step they move more than once each
+    assert axis.bytes_per_step > axis.bytes_per_execution
     record = parallelism_json(report)
     assert record["axes"][0]["time_us"] is None      # no trace: no times, not zeros
+    from traceview.userfiles import schema
+
+    pytest.importorskip("jsonschema").validate(record, schema("parallelism"))
 
 
 def test_tpu_v6e_all_reduce_over_groups_of_two(shared_traces):

@@ -128,6 +128,17 @@ def _expand(graph: OpGraph, module: HloModule, fusion_id: str, computation: str)
                 graph.edges.append((a, b))
 
 
+def gain_of(record: dict) -> float | None:
+    """Device time saved if the op ran at its roofline: the record's gain, else its gap (measured -
+    roofline), at most its exposed time (async work hidden behind compute saves nothing)."""
+    if record.get("gain_us") is not None:
+        return record["gain_us"]
+    gap, exposed = record.get("gap_us"), record.get("exposed_time_us")
+    if gap is None:
+        return None
+    return max(0.0, min(gap, exposed)) if exposed is not None else max(0.0, gap)
+
+
 def annotate(graph: OpGraph, records: list[dict]) -> None:
     """Bound, time and gain of each node from the analysis' op records (the JSON contract's `ops`)."""
     mine = [r for r in records if r.get("module") == graph.module
@@ -141,4 +152,4 @@ def annotate(graph: OpGraph, records: list[dict]) -> None:
         # the time the op is judged by: its self time, or for an async start the time its transfer was in flight
         node.time_us = next((r[k] for k in ("judged_time_us", "self_time_us", "total_time_us")
                              if r.get(k) is not None), None)
-        node.gain_us = r.get("gain_us")
+        node.gain_us = gain_of(r)

@@ -55,6 +55,8 @@ class AxisReport:
     share: float | None = None          # exposed / device span
     crosses_dcn: bool = False
     parameters: list[str] = field(default_factory=list)   # "params[0] dim 0": parameters split over the axis
+    measured: str = ""                  # what the exposed time says, beside the book's verdict
+    bytes_per_step: float | None = None  # per device: the cost model's payload x times run per step (trip counts)
 
 
 @dataclass
@@ -90,7 +92,7 @@ def _device_count(modules: list[HloModule]) -> int | None:
 
 def diagnose(modules: list[HloModule], before: list[HloModule] | None = None, ops: pd.DataFrame | None = None,
              span_ps: float | None = None, chip: Chip | None = None, device_count: int | None = None,
-             ran: set[str] | None = None) -> Parallelism:
+             ran: set[str] | None = None, costs: pd.DataFrame | None = None) -> Parallelism:
     """The parallelism report of the given optimized modules (and the trace's op times, when given).
 
     ``ran``: names of the modules the trace executed; others are left out when given.
@@ -159,6 +161,7 @@ def diagnose(modules: list[HloModule], before: list[HloModule] | None = None, op
                        if roles[label].role == "tensor" and w), None)
     dtype = _dtype(rows)
     times = _times(ops, rows) if ops is not None and not ops.empty else {}
+    per_step = _bytes_per_step(costs)
     for label in labels:
         mine = [r for r in rows if r.attribution.label == label]
         crosses = any(bool(times.get(_key(r), {}).get("crosses_dcn")) for r in mine)
@@ -170,6 +173,8 @@ def diagnose(modules: list[HloModule], before: list[HloModule] | None = None, op
                           bytes_per_execution=float(sum(r.bytes for r in mine)), crosses_dcn=crosses,
                           parameters=[f"{p.label} dim {dim}" for p in params for dim, axes in p.axes.items()
                                       if axes and "+".join(axes) == label])
+        known = [per_step[_key(r)] for r in mine if _key(r) in per_step]
+        axis.bytes_per_step = float(sum(known)) if mine and len(known) == len(mine) else None
         if axis.parameters:
             shown = ", ".join(axis.parameters[:4]) + (", ..." if len(axis.parameters) > 4 else "")
             role.evidence.append(f"{len(axis.parameters)} parameter dimension(s) split over it ({shown})")
@@ -204,6 +209,16 @@ def _host_transfers(ops: pd.DataFrame, chip: Chip | None, span_ps: float | None)
                       "roofline": float(t) if known else 0.0, "roofline_known": known or done})
     _fill_times(axis, slots, span_ps)
     return axis
+
+
+def _bytes_per_step(costs: pd.DataFrame | None) -> dict[tuple[str, str], float]:
+    """(module, instruction) -> payload bytes x executions per step, from the HLO cost table."""
+    if costs is None or costs.empty or "payload_bytes" not in costs.columns:
+        return {}
+    rows = costs[costs["collective_kind"].fillna("").astype(str) != ""]
+    mult = rows["multiplier"] if "multiplier" in rows.columns else 1.0
+    values = (rows["payload_bytes"].astype("float64") * mult).to_numpy()
+    return {(str(m), str(n)): float(v) for m, n, v in zip(rows["module"], rows["name"], values) if v == v}
 
 
 def _key(row: Classified) -> tuple[str, str]:
@@ -302,6 +317,26 @@ def _fill_times(axis: AxisReport, slots: list[dict], span_ps: float | None) -> N
     known = [s for s in slots if s["roofline_known"]]
     axis.roofline_ps = float(sum(s["roofline"] for s in known)) if known and len(known) == len(slots) else None
     axis.share = axis.exposed_ps / span_ps if span_ps else None
+    axis.measured = measured_sentence(axis.share, axis.verdict.verdict)
+
+
+EXPOSED_NOTABLE = 0.05   # exposed communication above 5% of device time is worth a look
+
+
+def measured_sentence(share: float | None, verdict: str | None) -> str:
+    """What the trace says about an axis: its exposed communication, and whether it agrees with the rule."""
+    if share is None:
+        return ""
+    text = f"exposed communication {100 * share:.1f}% of device time"
+    if share >= EXPOSED_NOTABLE:
+        text += ": the trace finds this axis's communication costing time"
+        if verdict == "compute-bound":
+            text += " although the rule says compute-bound (overlap is missing, or the link is slower than its figure)"
+    else:
+        text += ": mostly overlapped or small"
+        if verdict == "communication-bound":
+            text += " although the rule says communication-bound (compute hides it at this size)"
+    return text
 
 
 def naming_modules(dump: Path) -> list[HloModule]:
@@ -329,7 +364,7 @@ def from_analysis(analysis, hlo_path: str | Path | None = None) -> Parallelism:
     ops = analysis.ops
     ran = set(ops["module"].astype(str)) if not ops.empty and "module" in ops else None
     return diagnose(analysis.modules, before, ops, analysis.span_ps or analysis.device_time_ps, analysis.target,
-                    len(analysis.profile.devices) or None, ran)
+                    len(analysis.profile.devices) or None, ran, analysis.costs)
 
 
 def from_hlo(path: str | Path, chip: Chip | None = None) -> Parallelism:
@@ -338,6 +373,8 @@ def from_hlo(path: str | Path, chip: Chip | None = None) -> Parallelism:
 
     after, warnings = load_hlo_modules(path, stage="after")
     before = naming_modules(Path(path))
-    report = diagnose(after, before, None, None, chip)
+    from traceview.modules import cost_table
+
+    report = diagnose(after, before, None, None, chip, costs=cost_table(after)[0])
     report.warnings = warnings + report.warnings + ["no trace: counts and shapes from the HLO only, no times"]
     return report

@@ -31,6 +31,7 @@ def axis_record(axis: AxisReport) -> dict:
         "patterns": axis.role.patterns, "parameters": axis.parameters,
         "collectives": axis.collectives, "executions": axis.executions,
         "bytes": json_scalar(axis.bytes), "bytes_per_execution": json_scalar(axis.bytes_per_execution),
+        "bytes_per_step": json_scalar(axis.bytes_per_step),
         "time_us": _us(axis.time_ps), "exposed_time_us": _us(axis.exposed_ps),
         "share_of_step": json_scalar(axis.share), "roofline_time_us": _us(axis.roofline_ps),
         "efficiency": json_scalar(efficiency(axis)),
@@ -38,7 +39,7 @@ def axis_record(axis: AxisReport) -> dict:
                                                 "how": axis.link.how},
         "verdict": v.verdict, "rule": v.rule, "value": json_scalar(v.value), "value_what": v.value_what,
         "threshold": json_scalar(v.threshold), "threshold_how": v.threshold_how,
-        "suggestions": v.suggestions, "reason": v.reason or None,
+        "suggestions": v.suggestions, "reason": v.reason or None, "measured": axis.measured or None,
     }
 
 
@@ -108,7 +109,7 @@ def _rows(report: Parallelism, esc) -> list[list[str]]:
     for a in report.axes:
         v = a.verdict
         rows.append([esc(a.name), str(a.size), ROLE_NAMES.get(a.role.role or "", "-"), str(a.collectives),
-                     fmt_si(a.bytes if a.bytes is not None else a.bytes_per_execution, "B"),
+                     fmt_si(a.bytes if a.bytes is not None else a.bytes_per_step, "B"),
                      fmt_time_us(_us(a.time_ps)), fmt_time_us(_us(a.exposed_ps)), fmt_pct(a.share),
                      a.link.kind if a.link else "-", fmt_pct(efficiency(a)), v.verdict or "-",
                      fmt_value(v.value), fmt_value(v.threshold)])
@@ -135,6 +136,8 @@ def _details(report: Parallelism, esc) -> list[str]:
         judged = f"{v.value_what} {fmt_value(v.value)} vs {fmt_value(v.threshold)}" if v.value is not None and \
             v.threshold is not None else (v.reason or "")
         out.append(f"  rule {v.rule}: {judged}" + (f" [{v.threshold_how}]" if v.threshold_how else ""))
+        if a.measured:
+            out.append(f"  measured: {a.measured}")
         out.extend(f"  suggestion ({s})" for s in v.suggestions)
     return out
 
@@ -144,7 +147,8 @@ def parallelism_text(report: Parallelism) -> str:
     if report.axes:
         out += [text_table(HEADERS, _rows(report, plain), ALIGN), ""]
         if not report.has_trace:
-            out.append("(no trace: bytes are one execution of each collective; no times)")
+            out.append("(no trace: bytes per step and device, from the HLO cost model and loop trip counts; "
+                       "no times)")
     out += _details(report, plain)
     out += [f"warning: {plain(w)}" for w in report.warnings]
     return "\n".join(out) + "\n"

@@ -137,6 +137,10 @@ def _static_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]
         for quantity, budget, unit in _STATIC:
             base, new = finite(row[f"base_{quantity}"]), finite(row[f"new_{quantity}"])
             if base is None or new is None:
+                if quantity == "flops":   # unknown, never 0: e.g. a module whose only math is custom kernels
+                    sides = " and ".join(label for label, v in (("baseline", base), ("current", new)) if v is None)
+                    notes.append(f"FLOPs of module {row['module']} not checked: unknown in the {sides} (no op "
+                                 "has a FLOP figure, e.g. custom kernels without a cost estimate)")
                 continue
             limit = getattr(budgets, budget)
             if base > 0:
