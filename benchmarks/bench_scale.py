@@ -119,7 +119,7 @@ def bench_trace(kind: str, root: Path, events: int, skip_xprof: bool, cache_root
     shutil.rmtree(cache, ignore_errors=True)
     res["cold"] = run([*analyze, str(outs / "cold.json")], env)
     res["warm"] = run([*analyze, str(outs / "warm.json")], env)
-    res["warm_tables"] = run([sys.executable, "-c", "import sys; from traceview.load import load_profile; "
+    res["warm_tables"] = run([sys.executable, "-c", "import sys; from traceview.read import load_profile; "
                               "load_profile(sys.argv[1])", str(run_dir)], env)
     res["pure"] = run([*analyze, str(outs / "pure.json"), "--no-cache"], {**env, "TRACEVIEW_NO_NUMBA": "1"})
     names = ["cold", "warm", "pure"]
@@ -154,7 +154,7 @@ def bench_hosts(root: Path, host_events: int, hosts: int, cache_root: Path) -> d
     res["jobsN"] = run([*base, str(outs / "jN.json"), "--jobs", str(cores)], env)
     res["identical"] = _identical([outs / "j1.json", outs / "jN.json"])
     # The reading alone (what the pool parallelizes), without the analysis of the merged tables.
-    load = ("import sys; from traceview.load import ReadOptions, load_profile; "
+    load = ("import sys; from traceview.read import ReadOptions, load_profile; "
             "load_profile(sys.argv[1], options=ReadOptions(cache=False, jobs=int(sys.argv[2])))")
     res["load1"] = run([sys.executable, "-c", load, str(run_dir), "1"], env)
     res["loadN"] = run([sys.executable, "-c", load, str(run_dir), str(cores)], env)

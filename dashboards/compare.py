@@ -8,9 +8,10 @@ from typing import Literal
 import pandas as pd
 import streamlit as st
 
+import traceview
 from traceview.dashboards.data import Source, View, load_view, runs_of
 from traceview.errors import UserError
-from traceview.regress.diff import diff_analyses
+from traceview.regress.diff import DiffSummary
 from traceview.regress.report import diff_markdown
 from traceview.render.escape import markdown_code, markdown_text
 from traceview.render.tables import fmt_pct, fmt_time_us
@@ -82,7 +83,7 @@ def render(view: View) -> None:
     except UserError as exc:
         st.error(markdown_text(exc))
         return
-    diff = diff_analyses(base.analysis, view.analysis)
+    diff = traceview.diff(base.result, view.result)
     st.markdown(f"**base** {markdown_code(other.path)} run {markdown_code(base.analysis.profile.source.run)} → "
                 f"**new** (this run) {markdown_code(view.source.path)} run {markdown_code(view.analysis.profile.source.run)}")
     _headline(diff.summary)
@@ -99,19 +100,19 @@ def render(view: View) -> None:
         st.warning(markdown_text(warning))
 
 
-def _headline(summary: dict) -> None:
+def _headline(summary: DiffSummary) -> None:
     cols = st.columns(4)
-    step = summary.get("step_time")
+    step = summary.step_time
     if step:
-        cols[0].metric("median step (new)", fmt_time_us((step.get("new_ps") or 0) / PS_PER_US),
-                       delta=None if step.get("change") is None else fmt_pct(step["change"]),
-                       delta_color=delta_colour(step.get("change")))
-    mfu = summary.get("mfu") or {}
-    if mfu.get("new") is not None:
-        change = None if mfu.get("base") is None else mfu["new"] - mfu["base"]
+        cols[0].metric("median step (new)", fmt_time_us((step.new_ps or 0) / PS_PER_US),
+                       delta=None if step.change is None else fmt_pct(step.change),
+                       delta_color=delta_colour(step.change))
+    mfu = summary.mfu
+    if mfu.new is not None:
+        change = None if mfu.base is None else mfu.new - mfu.base
         delta = None if change is None else f"{100 * change:+.2f} pt"
-        cols[1].metric("MFU (new)", fmt_pct(mfu["new"]), delta=delta,
+        cols[1].metric("MFU (new)", fmt_pct(mfu.new), delta=delta,
                        delta_color="off" if change is None or round(100 * change, 2) == 0 else "normal")
-    ops = summary.get("ops") or {}
-    cols[2].metric("ops changed", ops.get("changed", 0), help="FLOPs, bytes or bound changed, or time moved")
-    cols[3].metric("ops new / vanished", f"{ops.get('new', 0)} / {ops.get('vanished', 0)}")
+    ops = summary.ops
+    cols[2].metric("ops changed", ops.changed, help="FLOPs, bytes or bound changed, or time moved")
+    cols[3].metric("ops new / vanished", f"{ops.new} / {ops.vanished}")

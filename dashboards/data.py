@@ -3,8 +3,8 @@
 Streamlit re-executes the app on every click, so the parsed profile and its
 analysis live in `st.cache_resource`, keyed by the files' paths, sizes and
 modification times (a re-captured trace is read again) plus the run and
-options. A target change goes through `apply_target` on that cached
-analysis, which returns a copy. The numbers shown always come from
+options. A target change goes through `Analysis.retarget` on that cached
+analysis, which returns a new one. The numbers shown always come from
 `traceview.render.report` (the JSON contract), so the page and the CLI agree.
 """
 
@@ -18,13 +18,13 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from traceview.analysis import Analysis, apply_target, build_analysis
+import traceview
+from traceview.analysis import Analysis as PipelineResult
 from traceview.errors import UserError
 from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
-from traceview.load import load_profile
 from traceview.parsers.discover import Run, find_run, is_trace_file, list_runs
-from traceview.render.report import op_records, summary_record
+from traceview.render.report import summary_record
 
 # The choice in the target box that keeps the chip the analysis was built with.
 AS_LOADED = "as loaded"
@@ -49,18 +49,23 @@ class Source:
 
 @dataclass
 class View:
-    """One analysis as the page shows it: the Analysis plus its JSON-contract records."""
+    """One analysis as the page shows it: the traceview.Analysis plus its JSON-contract records."""
 
     source: Source
     stamp: tuple             # Source.stamp() when loaded
-    analysis: Analysis
-    ops: pd.DataFrame        # op_records(analysis.ops) as a frame: the CLI's JSON `ops`, in us
+    result: traceview.Analysis
+    ops: pd.DataFrame        # result.ops: the CLI's JSON `ops`, in us
     summary: dict            # summary_record(analysis): the CLI's JSON `summary`
     target_label: str        # what the target box shows for this view
 
     @property
+    def analysis(self) -> PipelineResult:
+        """The pipeline's own tables (picoseconds), which the charts and op details read."""
+        return self.result.pipeline
+
+    @property
     def chip(self) -> Chip | None:
-        return self.analysis.target
+        return self.result.target
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
@@ -70,26 +75,24 @@ def hardware(hardware_file: str | None) -> dict[str, Chip]:
 
 # A parsed 2-million-event trace holds about 1 GB: keep few of them.
 @st.cache_resource(show_spinner="Reading the trace...", max_entries=3)
-def _base(source: Source, stamp: tuple) -> Analysis:
-    profile = load_profile(source.path, run=source.run)
-    return build_analysis(profile, target=source.target, hardware_file=source.hardware_file,
-                          hlo_path=source.hlo, stage=source.stage or "after")
+def _base(source: Source, stamp: tuple) -> traceview.Analysis:
+    return traceview.load(source.path, run=source.run, target=source.target, hardware_file=source.hardware_file,
+                          hlo=source.hlo, stage=source.stage or "after")
 
 
 @st.cache_resource(show_spinner="Re-targeting...", max_entries=16)
-def _retargeted(source: Source, stamp: tuple, chip_name: str) -> Analysis:
-    chip = get_chip(chip_name, hardware(source.hardware_file))
-    return apply_target(_base(source, stamp), chip, detected=False)
+def _retargeted(source: Source, stamp: tuple, chip_name: str) -> traceview.Analysis:
+    return _base(source, stamp).retarget(get_chip(chip_name, hardware(source.hardware_file)))
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _view(source: Source, stamp: tuple, chip_name: str) -> View:
     if chip_name == AS_LOADED:
-        analysis = _base(source, stamp)
+        result = _base(source, stamp)
     else:
-        analysis = _retargeted(source, stamp, chip_name)
-    return View(source=source, stamp=stamp, analysis=analysis, ops=pd.DataFrame(op_records(analysis.ops)),
-                summary=summary_record(analysis), target_label=chip_name)
+        result = _retargeted(source, stamp, chip_name)
+    return View(source=source, stamp=stamp, result=result, ops=result.ops.copy(),
+                summary=summary_record(result.pipeline), target_label=chip_name)
 
 
 def load_view(source: Source, chip_name: str = AS_LOADED) -> View:

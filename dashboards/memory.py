@@ -12,7 +12,7 @@ from traceview.memory.headroom import Headroom, headroom, is_device_memory
 from traceview.memory.render import fmt_bytes
 from traceview.memory.report import MemoryReport, fill_from_profile
 from traceview.parsers.discover import find_run
-from traceview.units import PS_PER_US
+from traceview.units import PS_PER_MS
 
 KIND_COLOURS = {"parameter": "#1f77b4", "output": "#2ca02c", "temporary": "#ff7f0e", "constant": "#7f7f7f",
                 "thread-local": "#9467bd", "allocation": "#ff7f0e", "before profile": "#1f77b4", "stack": "#7f7f7f"}
@@ -66,7 +66,7 @@ def _held_label(i: int, alloc: dict, origin_ps: int) -> str:
     """What the trace says about an allocation (op, shape), else when it was made; numbered to stay unique."""
     parts = [p for p in (alloc.get("op"), alloc.get("shape")) if p]
     if not parts and alloc.get("time_ps") is not None:
-        parts = [f"allocated at {(alloc['time_ps'] - origin_ps) / PS_PER_US / 1e3:.3f} ms (step {alloc['step']})"]
+        parts = [f"allocated at {(alloc['time_ps'] - origin_ps) / PS_PER_MS:.3f} ms (step {alloc['step']})"]
     return f"#{i + 1} " + "  ".join(parts)
 
 
@@ -87,9 +87,9 @@ def _runtime(report: MemoryReport, view: View) -> None:
     cols[4].metric("stack at peak", fmt_bytes(chosen.stack_bytes))
     cols[5].metric("fragmentation at peak", f"{chosen.fragmentation:.1%}")
     t = chosen.timeline
-    line = pd.DataFrame({"time (ms)": (t["time_ps"] - report.origin_ps) / PS_PER_US / 1e3,
+    line = pd.DataFrame({"time (ms)": (t["time_ps"] - report.origin_ps) / PS_PER_MS,
                          "GiB in use": (t["stack_bytes"] + t["heap_bytes"]) / 2**30, "step": t["step"]})
-    peak = pd.DataFrame({"time (ms)": [(chosen.peak_time_ps - report.origin_ps) / PS_PER_US / 1e3],
+    peak = pd.DataFrame({"time (ms)": [(chosen.peak_time_ps - report.origin_ps) / PS_PER_MS],
                          "GiB in use": [chosen.peak_bytes / 2**30], "label": [f"peak {fmt_bytes(chosen.peak_bytes)}"]})
     area = alt.Chart(line).mark_area(interpolate="step-after", opacity=0.35, line=True).encode(
         x="time (ms):Q", y="GiB in use:Q", tooltip=["time (ms)", "GiB in use", "step"])

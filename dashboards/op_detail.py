@@ -34,7 +34,10 @@ def arithmetic(record: dict, chip: Chip) -> pd.DataFrame:
     rows = []
     flops, dtype = number(record.get("flops")), record.get("dtype")
     peak, note = chip.peak_flops_rule(dtype) if dtype else (None, None)
-    if flops == 0:    # no math: no peak is involved, and no precision rule applies
+    if flops is None and record.get("cost_lower_bound"):   # a kernel with bytes but no FLOP figure
+        rows.append(("T_compute", "unknown: custom kernel without a cost estimate (no FLOP figure); its "
+                     "roofline time is the memory time, a lower bound", record.get("t_compute_us")))
+    elif flops == 0:    # no math: no peak is involved, and no precision rule applies
         rows.append(("T_compute", "0 FLOP: no compute", record.get("t_compute_us")))
     else:
         # the precision note concerns matrix work only (f32 matmuls as bf16 passes on the MXU)

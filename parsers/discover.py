@@ -31,6 +31,12 @@ class Run:
     files: list[Path]                      # one per host, sorted
     hlo_proto_files: list[Path] = field(default_factory=list)
     _cached_time: tuple[datetime, str] | None = field(default=None, init=False, repr=False, compare=False)
+    skipped: list[Path] = field(default_factory=list)  # named like a trace but no regular file (dir, FIFO, dangling link)
+
+    @property
+    def warnings(self) -> list[str]:
+        """One per skipped name: a host whose trace file is not a regular file is missing from the run."""
+        return [f"{f}: named like a trace file but {_kind_of(f)}; skipped" for f in self.skipped]
 
     @property
     def hosts(self) -> list[str]:
@@ -55,7 +61,7 @@ class Run:
         timestamp name (as the profiler writes it); else the newest file's mtime (which a copy or a
         clone resets, so it only orders runs when nothing better exists)."""
         if self._cached_time is None:
-            from traceview.parsers.xspace_file import file_capture_time  # numpy, protobuf: not for --help
+            from traceview.parsers.xspace_file import file_capture_time  # numpy/protobuf: not for `--help`
 
             starts = [t for t in (file_capture_time(f) for f in self.files) if t is not None]
             m = _RUN_TIMESTAMP.match(self.name)
@@ -100,18 +106,23 @@ def list_runs(path: str | Path) -> list[Run]:
     root = Path(path).expanduser()
     if not root.exists():
         raise UserError(f"{root}: no such file or directory")
+    if not root.is_file() and not root.is_dir():
+        raise UserError(f"{root}: {_kind_of(root)}: give a trace file or a folder")
     if root.is_file():
         if not is_trace_file(root):
             raise UserError(f"{root}: not a trace file (expected a *.xplane.pb or *.xplane.pb.gz file)")
         return [Run(name=root.parent.name, path=root.parent, files=[root],
                     hlo_proto_files=_hlo_protos(root.parent))]
     by_dir: dict[Path, list[Path]] = {}
+    odd: dict[Path, list[Path]] = {}
     for f in root.rglob("*"):
-        if f.is_file() and is_trace_file(f):
-            by_dir.setdefault(f.parent, []).append(f)
+        if is_trace_file(f):
+            (by_dir if f.is_file() else odd).setdefault(f.parent, []).append(f)
     if not by_dir:
-        raise UserError(f"{root}: no profiler trace found (no *.xplane.pb file in it or below it)")
-    runs = [Run(name=d.name, path=d, files=sorted(files), hlo_proto_files=_hlo_protos(d))
+        found = f" ({len(sum(odd.values(), []))} named so are not regular files)" if odd else ""
+        raise UserError(f"{root}: no profiler trace found (no *.xplane.pb file in it or below it{found})")
+    runs = [Run(name=d.name, path=d, files=sorted(files), hlo_proto_files=_hlo_protos(d),
+                skipped=sorted(odd.get(d, [])))
             for d, files in by_dir.items()]
     _disambiguate(runs, root)
     return sorted(runs, key=lambda r: (r.time, r.name))
@@ -127,6 +138,21 @@ def find_run(path: str | Path, run: str | None = None) -> Run:
             return r
     names = ", ".join(r.name for r in runs)
     raise UserError(f"{path}: no run named {run!r} (runs: {names})")
+
+
+def _kind_of(path: Path) -> str:
+    """What a path that is not a regular file is, in words."""
+    if path.is_symlink() and not path.exists():
+        return "a dangling symbolic link"
+    if path.is_dir():
+        return "a directory"
+    if path.is_fifo():
+        return "a FIFO"
+    if path.is_socket():
+        return "a socket"
+    if path.is_block_device() or path.is_char_device():
+        return "a device"
+    return "not a regular file"
 
 
 def _hlo_protos(folder: Path) -> list[Path]:

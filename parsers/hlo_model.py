@@ -31,6 +31,8 @@ class Shape:
 
 @dataclass
 class Instruction:
+    """One HLO instruction: name, opcode, shape, operands, attributes and metadata as XLA prints them."""
+
     name: str
     opcode: str                       # "dot", "fusion", "all-reduce-start", "custom-call", ...
     shape: Shape
@@ -47,6 +49,8 @@ class Instruction:
 
 @dataclass
 class Computation:
+    """One HLO computation: its instructions in order and its root."""
+
     name: str
     instructions: list[Instruction]
     root: str | None = None            # name of the ROOT instruction
@@ -59,6 +63,8 @@ class Computation:
 
 @dataclass
 class HloModule:
+    """One HLO module: its computations (the entry among them), attributes, file and dump stage."""
+
     name: str
     computations: dict[str, Computation]   # by name, in file order
     entry: str | None                        # name of the ENTRY computation

@@ -168,8 +168,9 @@ MAX_TIME_PS = 1 << 62
 
 
 def _valid_events(cols: EventColumns, line_ps: int) -> tuple[EventColumns, int]:
-    """The events whose offset and duration are non-negative and whose end stays within MAX_TIME_PS; how many not."""
-    if not -MAX_TIME_PS <= line_ps <= MAX_TIME_PS:
+    """The events whose line start, offset and duration are non-negative and whose end stays within MAX_TIME_PS;
+    and how many are not."""
+    if not 0 <= line_ps <= MAX_TIME_PS:  # times count from the session start: never before it
         good = np.zeros(len(cols), dtype=bool)
     else:
         off, dur = cols.offset_ps, cols.duration_ps
@@ -207,7 +208,7 @@ class _Events:
         self.counter["events"] = self.counter.get("events", 0) + dropped
         self.view = view
         self.mid = self.cols.metadata_id
-        self.start = self.cols.offset_ps + np.int64(line_ps)
+        self.start = self.cols.offset_ps + np.int64(line_ps if dropped < len(cols) else 0)
         self.duration = self.cols.duration_ps
 
     def __len__(self) -> int:
@@ -702,6 +703,7 @@ class _Reader:
     # --- tables
 
     def _ops_frame(self) -> pd.DataFrame:
+        self.chunks = [c for c in self.chunks if c.start.size]  # lines whose events were all dropped
         if not self.chunks:
             return empty_frame(OP_COLUMNS)
         from pandas.api.types import union_categoricals

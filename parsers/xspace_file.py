@@ -9,6 +9,7 @@ from google.protobuf.message import DecodeError
 
 from traceview.errors import TraceError
 from traceview.parsers.compressed import read_limited
+from traceview.parsers.xspace_lenient import repair_utf8
 from traceview.parsers.xspace_schema import WireError, XSpaceRaw
 
 _FAST_MIN_BYTES = 4 << 20  # files this large take the compiled reader when numba is installed
@@ -41,8 +42,19 @@ def load_xspace(path: str | Path, fast: bool | None = None) -> XSpaceRaw:
     data = read_limited(path, error=TraceError, what="trace file")
     if not data:
         raise TraceError(f"{path}: file is empty")
+    fixed = 0
     try:
-        space = _parse_space(data, fast)
+        try:
+            space = _parse_space(data, fast)
+        except DecodeError as exc:
+            if "UTF-8" not in str(exc):
+                raise
+            # A name that is not valid UTF-8 (e.g. a thread name cut mid-character) costs that name, not the file.
+            data, fixed = repair_utf8(data, XSpaceRaw)
+            space = XSpaceRaw()
+            space.ParseFromString(data)
+            space.warnings.append(f"{fixed} name(s) or string stat(s) not valid UTF-8; "
+                                  "read with replacement characters")
     except DecodeError as exc:
         raise TraceError(f"{path}: not a readable XSpace protobuf (truncated or corrupt: {exc})") from exc
     except WireError as exc:

@@ -315,6 +315,225 @@ def text_mutations(rng: random.Random, data: bytes) -> tuple[str, bytes]:
     return f"truncate@{n // 2}", data[: rng.randrange(n + 1)]
 
 
+_HOSTILE_NAMES = ["a|b\nc", "<script>x</script>", "![img](http://example.com/x.png)", "[link](http://e)",
+                  "\x1b[2J\x1b]0;title\x07", "\x01\x0b\x1b", "**bold** _it_", "`tick`", "# head", "-", "", "\u202e",
+                  "x" * 5000]
+_HOSTILE_INTS = [-1, -(1 << 40), (1 << 63) - 1, 1 << 62, 0, 2**31, -(1 << 63)]
+
+
+def xspace_mutations(rng: random.Random, data: bytes) -> tuple[str, bytes]:
+    """A semantic mutation of an XSpace: impossible times, wrong stat types, hostile names, odd ids."""
+    from traceview.parsers.xspace_schema import XSpace
+
+    space = XSpace()
+    space.ParseFromString(data)
+    planes = [p for p in space.planes]
+    lines = [(p, ln) for p in planes for ln in p.lines if len(ln.events)]
+    choice = rng.randrange(9)
+    if choice <= 2 and lines:
+        plane, line = rng.choice(lines)
+        events = list(line.events)
+        k = rng.choice((1, 1, 3, len(events)))
+        field_name = rng.choice(("duration_ps", "offset_ps", "duration_ps"))
+        value = rng.choice(_HOSTILE_INTS)
+        for e in rng.sample(events, min(k, len(events))):
+            setattr(e, field_name, value)
+        mutation = f"{field_name}={value} x{k} on {line.name[:20]!r}"
+    elif choice == 3 and lines:
+        plane, line = rng.choice(lines)
+        line.timestamp_ns = rng.choice(_HOSTILE_INTS)
+        mutation = f"timestamp_ns={line.timestamp_ns}"
+    elif choice == 4 and planes:  # a stat of a surprising type, looked up by name
+        plane = rng.choice(planes)
+        names = {m.name: k for k, m in plane.stat_metadata.items()}
+        wanted = rng.choice(["compute_cap_major", "compute_cap_minor", "peak_teraflops_per_second", "clock_rate",
+                             "core_count", "memory_bandwidth", "program_id", "flops", "bytes_accessed",
+                             "device_duration_ps", "device_offset_ps", "step_num", "hlo_op", "hlo_module",
+                             "device_ordinal", "run_id", "_p", "_c"])
+        sid = names.get(wanted)
+        if sid is None:
+            sid = max(plane.stat_metadata.keys(), default=0) + 1
+            plane.stat_metadata[sid].id = sid
+            plane.stat_metadata[sid].name = wanted
+        kind = rng.choice(("str_value", "double_value", "int64_value", "uint64_value", "bytes_value", "ref_value"))
+        value = {"str_value": rng.choice(["9.5", "abc", "", "9" * 400, "-1", "nan"]),
+                 "double_value": rng.choice([float("nan"), float("inf"), -1.0, 1e300, 9.5]),
+                 "int64_value": rng.choice(_HOSTILE_INTS), "uint64_value": rng.choice([0, (1 << 64) - 1, 1 << 63]),
+                 "bytes_value": b"\xff\x00", "ref_value": rng.choice([0, 999999, sid])}[kind]
+        targets = [plane.stats]
+        md = list(plane.event_metadata.values())
+        if md:
+            targets.append(rng.choice(md).stats)
+        events = [e for ln in plane.lines for e in ln.events]
+        if events:
+            targets += [e.stats for e in rng.sample(events, min(20, len(events)))]
+        for stats in targets:
+            st = stats.add()
+            st.metadata_id = sid
+            setattr(st, kind, value)
+        mutation = f"stat {wanted}.{kind}={value!r:.20}"
+    elif choice == 5 and planes:  # hostile names: ops, threads, planes
+        plane = rng.choice(planes)
+        md = list(plane.event_metadata.values())
+        name = rng.choice(_HOSTILE_NAMES)
+        for m in rng.sample(md, min(len(md), 5)):
+            m.name = name + m.name
+            m.display_name = name
+        for ln in plane.lines:
+            ln.name = name + ln.name
+        mutation = f"names {name[:12]!r}"
+    elif choice == 6 and lines:  # events pointing at metadata that does not exist
+        plane, line = rng.choice(lines)
+        for e in rng.sample(list(line.events), min(5, len(line.events))):
+            e.metadata_id = rng.choice([-1, 0, 1 << 40, 123456789])
+        mutation = "unknown metadata ids"
+    elif choice == 7 and planes:  # an embedded HLO proto made hostile
+        from traceview.parsers.hlo_schema import message_class
+
+        for plane in planes:
+            names = {k: m.name for k, m in plane.stat_metadata.items()}
+            for md in plane.event_metadata.values():
+                for st in md.stats:
+                    if names.get(st.metadata_id) in ("Hlo Proto", "hlo_proto") and st.bytes_value:
+                        proto = message_class("HloProto").FromString(st.bytes_value)
+                        what = _mutate_hlo_module(rng, proto.hlo_module)
+                        st.bytes_value = proto.SerializeToString()
+                        return f"embedded HLO: {what}", space.SerializeToString()
+        mutation = "noop"
+    else:  # planes duplicated (more devices), or dropped
+        if planes and rng.random() < 0.5:
+            space.planes.add().CopyFrom(rng.choice(planes))
+            mutation = "duplicate plane"
+        elif planes:
+            del space.planes[rng.randrange(len(planes))]
+            mutation = "drop plane"
+        else:
+            mutation = "noop"
+    return mutation, space.SerializeToString()
+
+
+def _mutate_hlo_module(rng: random.Random, module) -> str:
+    """A semantic mutation of an HloModuleProto, in place; returns what it did."""
+    comps = list(module.computations)
+    if not comps:
+        return "noop"
+    comp = rng.choice(comps)
+    insts = list(comp.instructions)
+    choice = rng.randrange(9)
+    if choice == 0 and len(insts) > 1:  # XLA allows any order: must still be read
+        reordered = list(reversed(insts))
+        del comp.instructions[:]
+        comp.instructions.extend(reordered)
+        return "instructions reversed"
+    if not insts:
+        return "noop"
+    inst = rng.choice(insts)
+    if choice == 1:
+        shape = inst.shape
+        while shape.tuple_shapes:
+            shape = shape.tuple_shapes[0]
+        value = rng.choice([-1024, -1, 1 << 62, 1 << 40, (1 << 63) - 1])
+        if shape.dimensions:
+            shape.dimensions[rng.randrange(len(shape.dimensions))] = value
+        else:
+            shape.dimensions.append(value)
+        return f"dim={value}"
+    if choice == 2:  # a computation calling itself, or one calling its caller
+        target = comp if rng.random() < 0.5 else rng.choice(comps)
+        inst.called_computation_ids.append(target.id)
+        for other in target.instructions:
+            other.called_computation_ids.append(comp.id)
+            break
+        return "call cycle"
+    if choice == 3:
+        inst.operand_ids.append(rng.choice([-1, 1 << 40, inst.id]))
+        return "odd operand id"
+    if choice == 4:
+        inst.backend_config = rng.choice([b'{"known_trip_count":{"n":"' + b"9" * 400 + b'"}}',
+                                          b'{"known_trip_count":{"n":"-5"}}', b'{"known_trip_count":"x"}',
+                                          b"[" * 3000, b"\xff\xfe"])
+        return "backend_config"
+    if choice == 5:
+        inst.literal.f16s = rng.choice([b"\x00", b"\x00\x3c\x00", b""])
+        inst.literal.bf16s = b"\x01"
+        return "odd literal bytes"
+    if choice == 6:
+        iota = inst.collective_device_list.iota_replica_group_list
+        iota.num_replica_groups, iota.num_devices_per_group = rng.choice([(2, 4), (1 << 30, 1 << 30), (0, 0), (-1, 3)])
+        del iota.iota_reshape_dims[:]
+        iota.iota_reshape_dims.extend(rng.choice([[3], [5, 9], [1 << 28, 1 << 28], []]))
+        del iota.iota_transpose_perm[:]
+        iota.iota_transpose_perm.extend(rng.choice([[], [5, 9], [1, 0], [0]]))
+        inst.opcode = rng.choice(["all-reduce", "all-gather", inst.opcode])
+        return "iota replica groups"
+    if choice == 7:
+        inst.metadata.stack_frame_id = rng.choice([-1, 1 << 40, 0, 7])
+        inst.name = rng.choice(_HOSTILE_NAMES) + inst.name
+        return "metadata/name"
+    shape = inst.shape
+    for _ in range(rng.choice([30, 90])):
+        inner = type(shape)()
+        inner.CopyFrom(shape)
+        shape.Clear()
+        shape.element_type = 13  # TUPLE
+        shape.tuple_shapes.append(inner)
+    return "deep tuple shape"
+
+
+def hlo_proto_mutations(rng: random.Random, data: bytes) -> tuple[str, bytes]:
+    from traceview.parsers.hlo_schema import message_class
+
+    raw = data
+    compressed = raw[:6] == b"\xfd7zXZ\x00"
+    if compressed:
+        raw = lzma.decompress(raw)
+    proto = message_class("HloProto").FromString(raw)
+    module = proto.hlo_module if proto.hlo_module.computations else message_class("HloModuleProto").FromString(raw)
+    what = _mutate_hlo_module(rng, module)
+    out = proto.SerializeToString() if proto.hlo_module.computations else module.SerializeToString()
+    return what, lzma.compress(out, preset=0) if compressed else out
+
+
+def hlo_text_mutations(rng: random.Random, data: bytes) -> tuple[str, bytes]:
+    """Semantic edits of HLO text: impossible dims, calls that cycle, odd trip counts and replica groups."""
+    text = data.decode("utf-8", "replace")
+    choice = rng.randrange(5)
+    if choice == 0:
+        dims = list(re.finditer(r"\[(\d+)(,\d+)*\]", text))
+        if dims:
+            m = rng.choice(dims)
+            new = rng.choice(["[-1024,128]", "[4611686018427387904,4]", "[" + "9" * 40 + "]", "[1,2,-3]"])
+            return f"dims {new}", (text[:m.start()] + new + text[m.end():]).encode()
+    if choice == 1:
+        comps = re.findall(r"^(?:ENTRY )?%?([\w.\-]+) ", text, flags=re.M)
+        calls = list(re.finditer(r"(calls|to_apply|body|condition)=%?([\w.\-]+)", text))
+        if comps and calls:
+            m = rng.choice(calls)
+            # the computation holding the call: the last header before it
+            owner = [c for c in re.finditer(r"^(?:ENTRY )?%?([\w.\-]+) ", text[:m.start()], flags=re.M)]
+            target = owner[-1].group(1) if owner else rng.choice(comps)
+            return f"{m.group(1)}={target} (cycle)", (text[:m.start()] + f"{m.group(1)}=%{target}" +
+                                                       text[m.end():]).encode()
+    if choice == 2:
+        m = re.search(r"replica_groups=(\{[^}]*\}\}|\[[^ ,]*\]<=\[[^\]]*\](T\([^)]*\))?)", text)
+        new = rng.choice(["[2,4]<=[3]", "[3,3]<=[9]T(5,9)", "[1000000000,1000000000]<=[1000000000000000000]",
+                          "[2,2]<=[2,2]T(0,0)", "{{0,1},{" + "9" * 30 + "}}"])
+        if m:
+            return f"replica_groups={new}", (text[:m.start()] + f"replica_groups={new}" + text[m.end():]).encode()
+    if choice == 3:
+        m = re.search(r"ROOT [^\n]*", text)
+        if m:
+            line = m.group()
+            new = line.replace("}", '}, backend_config={"known_trip_count":{"n":"' + "9" * 400 + '"}}', 1) \
+                if "}" in line else line
+            return "trip count", text.replace(line, new, 1).encode()
+    m = re.search(r"= (f32|bf16|s32|f16)\[", text)
+    if m:
+        deep = "(" * 3000 + "f32[1]" + ")" * 3000
+        return "deep tuple", (text[:m.start()] + "= " + deep + text[m.end() - 1 - len(m.group(1)) + len(m.group(1)) + 1 - 1:]).encode()
+    return text_mutations(rng, data)
+
+
 def make_cases(seeds: list[Seed], count: int, seed: int) -> Iterator[Case]:
     """`count` cases, deterministic for `seed`: seeds taken in turn, weighted by how cheap their readers are."""
     rng = random.Random(seed)
@@ -324,9 +543,16 @@ def make_cases(seeds: list[Seed], count: int, seed: int) -> Iterator[Case]:
     for number in range(count):
         s = rng.choice(pool)
         textual = s.kind in ("hlo_text", "baseline", "config", "hardware")
-        mutation, data = (text_mutations if textual else binary_mutations)(rng, s.data)
+        plain = text_mutations if textual else binary_mutations
+        semantic = {"xplane": xspace_mutations, "hlo_proto": hlo_proto_mutations, "trace_proto": hlo_proto_mutations,
+                    "hlo_text": hlo_text_mutations}.get(s.kind)
+        mutate = semantic if semantic is not None and rng.random() < 0.6 else plain
+        try:
+            mutation, data = mutate(rng, s.data)
+        except Exception:  # noqa: BLE001 - a seed the semantic mutator cannot parse: mutate its bytes
+            mutation, data = plain(rng, s.data)
         if rng.random() < 0.15:  # a second mutation on top
-            m2, data = (text_mutations if textual else binary_mutations)(rng, data)
+            m2, data = plain(rng, data)
             mutation += " + " + m2
         yield Case(number, s.name, s.kind, mutation, s.name, data)
 
@@ -496,9 +722,12 @@ def _alarm(signum, frame):
 
 
 def _worker(conn, timeout_s: float) -> None:
-    import traceview.parsers.compressed as compressed
+    try:
+        import traceview.parsers.compressed as compressed
 
-    compressed.PROTO_LIMIT = compressed.TEXT_LIMIT = FUZZ_DECOMPRESS_LIMIT
+        compressed.PROTO_LIMIT = compressed.TEXT_LIMIT = FUZZ_DECOMPRESS_LIMIT
+    except ImportError:  # an older traceview (the fuzzer run against another version)
+        pass
     try:
         resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY, WORKER_MEMORY))
     except (ValueError, OSError):

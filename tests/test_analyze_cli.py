@@ -108,14 +108,16 @@ def test_tpu_v6e_labels(shared_traces, capsys):
     assert ar["ring_directions"] == 1
     per_op_us = 2 * v * (1 / 2) / 9e10 * 1e6
     assert ar["roofline_time_us"] == pytest.approx(per_op_us * ar["occurrences"], rel=1e-6)
-    for name, op in ops.items():
-        if name.startswith("copy-start"):
-            assert op["collective_kind"] == "host-transfer" and op["bound"] == "communication"
-            assert op["roofline_time_us"] == pytest.approx(v / 3.2e10 * 1e6 * op["occurrences"], rel=1e-6)
-        if name.startswith("copy-done"):
-            assert op["bound"] == "communication" and op["paired_start"].startswith("copy-start")
-        if op["category"] == "loop fusion":
-            assert op["bound"] == "memory"
+    starts = [op for name, op in ops.items() if name.startswith("copy-start")]
+    dones = [op for name, op in ops.items() if name.startswith("copy-done")]
+    fusions = [op for op in ops.values() if op["category"] == "loop fusion"]
+    assert starts and dones and fusions, "the v6e trace holds host offload copies and loop fusions"
+    for op in starts:
+        assert op["collective_kind"] == "host-transfer" and op["bound"] == "communication"
+        assert op["roofline_time_us"] == pytest.approx(v / 3.2e10 * 1e6 * op["occurrences"], rel=1e-6)
+    for op in dones:
+        assert op["bound"] == "communication" and op["paired_start"].startswith("copy-start")
+    assert {op["bound"] for op in fusions} == {"memory"}
 
 
 def test_mi300x_gemm_gets_flops_where_xprof_has_none(shared_traces, capsys):
@@ -136,11 +138,40 @@ def test_sharded_sample_shows_its_collectives(sample_traces, capsys):
     assert len(doc["devices"]) == 8
 
 
-@pytest.mark.parametrize("fmt", ["table", "csv", "markdown"])
-def test_other_formats(sample_traces, capsys, fmt):
-    assert main(["analyze", str(sample_traces / "mlp"), "--format", fmt]) == 0
+def _op_rows(text: str, names: list[str], markdown: bool) -> list[str]:
+    """The op names of the rows of the text/Markdown op table, in order (module column first)."""
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")] if markdown else line.split()
+        if len(cells) > 2 and cells[0] == "jit_train_step" and cells[1] in names:
+            rows.append(cells[1])
+    return rows
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown"])
+def test_text_formats_list_the_top_ops_by_gap(sample_traces, capsys, fmt):
+    """--top N lists exactly the first N ops of the JSON (sorted by gap), in that order."""
+    ops = analyze_json(capsys, sample_traces / "mlp")["ops"]
+    names = [o["name"] for o in ops]
+    assert len(names) > 3
+    assert main(["analyze", str(sample_traces / "mlp"), "--format", fmt, "--top", "3"]) == 0
     out = capsys.readouterr().out
-    assert "ynn_fusion" in out or "dot" in out
+    assert _op_rows(out, names, markdown=fmt == "markdown") == names[:3]
+
+
+def test_csv_is_the_json_ops(sample_traces, capsys):
+    """The CSV has one row per JSON op, the JSON op fields as columns (less the per-step lists), same values."""
+    import io
+
+    import pandas as pd
+
+    ops = analyze_json(capsys, sample_traces / "mlp")["ops"]
+    assert main(["analyze", str(sample_traces / "mlp"), "--format", "csv"]) == 0
+    frame = pd.read_csv(io.StringIO(capsys.readouterr().out), keep_default_na=False)
+    assert list(frame.columns) == [k for k in ops[0] if k != "step_times_us"]
+    assert list(frame["name"]) == [o["name"] for o in ops]
+    assert list(frame["self_time_us"]) == pytest.approx([o["self_time_us"] for o in ops])
+    assert list(frame["bound"]) == [o["bound"] for o in ops]
 
 
 def test_roofline_plot(sample_traces, tmp_path, capsys):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from traceview.cli import main
-from traceview.load import load_profile
+from traceview.read import load_profile
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "ci.md"
 

@@ -7,6 +7,7 @@ the operand shapes (2*M*N*K), or, for a convolution, asked of XLA itself.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from traceview.cost import instruction_costs, module_totals
@@ -181,11 +182,14 @@ ENTRY %main (p: f32[8,8]) -> f32[8,8] {
 
 def test_unknown_custom_call_gets_lower_bound_bytes_not_flops():
     """A kernel nobody describes must at least read its operand and write its result (issue 12):
-    f32[8,8] = 256 B each way. Its FLOPs are not known: 0, marked as a lower bound, named in a warning."""
+    f32[8,8] = 256 B each way. Its FLOPs are not known: NaN (never 0), marked as a lower bound, named
+    in a warning; the module, whose only work it is, has no FLOP total (None) and names it."""
     module = parse_hlo_text(_UNKNOWN_CALL)
     df = instruction_costs(module)
     row = _row(df, "k")
-    assert not row["unknown"] and row["cost_lower_bound"] and row["flops"] == 0
+    assert not row["unknown"] and row["cost_lower_bound"] and np.isnan(row["flops"])
+    totals = module_totals(module)
+    assert totals["flops"] is None and totals["flops_per_step"] is None and totals["flops_unknown_ops"] == ["k"]
     assert (row["bytes_read"], row["bytes_written"], row["bytes_accessed"]) == (256, 256, 512)
     assert any("my_secret_kernel" in w and "lower bound" in w and " k" in w for w in df.attrs["warnings"])
     assert any("my_secret_kernel" in w for w in df.attrs["warnings"])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import re
 
+import numpy as np
 import pytest
 
 from traceview.cost import instruction_costs, module_totals
@@ -143,7 +144,7 @@ def test_deepseek3_reference_sparsecore_and_kernels(shared_traces):
     # The splash attention kernel: no cost_estimate in its backend_config, so its operand and result
     # bytes are a lower bound and its FLOPs are unknown. Hand sizes from the text's shapes.
     splash = _row(df, "splash_mha_fwd_segmented_residuals.6")
-    assert splash["cost_lower_bound"] and not splash["unknown"] and splash["flops"] == 0
+    assert splash["cost_lower_bound"] and not splash["unknown"] and np.isnan(splash["flops"])
     result = 3 * 128 * 128 * 4 + 128 * 128 * 128 * 2 + 128 * 128 * 128 * 4   # 3 x f32[128,128], bf16 and f32 cubes
     assert splash["bytes_written"] == result and splash["bytes_read"] > 0
     warning = next(w for w in df.attrs["warnings"] if "no cost estimate" in w)
@@ -439,17 +440,19 @@ def test_pallas_kernel_with_cost_estimate(pallas_hlo):
 def test_pallas_kernel_without_cost_estimate(pallas_hlo):
     """Deliberate difference from XLA, whose HloCostAnalysis marks a custom call's FLOPs and bytes
     unknown (-1): traceview counts the bytes the kernel must move at least (its operands and
-    result), leaves its FLOPs at 0, marks the row a lower bound and names it in one warning."""
+    result), leaves its FLOPs unknown (NaN, never 0), marks the row a lower bound and names it in
+    one warning; the module's FLOP total leaves it out and names it."""
     module = parse_hlo_text(pallas_hlo["plain"])
     df = instruction_costs(module)
     row = df[df["opcode"] == "custom-call"].iloc[0]
     # it must read x (f32[128,64]) and y (f32[64,256]) and write the f32[128,256] result
     assert (row["bytes_read"], row["bytes_written"]) == (4 * (128 * 64 + 64 * 256), 4 * 128 * 256)
-    assert row["flops"] == 0 and row["cost_lower_bound"] and not row["unknown"]
+    assert np.isnan(row["flops"]) and row["cost_lower_bound"] and not row["unknown"]
     assert "lower bound" in row["note"]
     (warning,) = [w for w in df.attrs["warnings"] if "no cost estimate" in w]
     assert row["name"] in warning and "tpu_custom_call" in warning
-    assert module_totals(module)["lower_bound"]
+    totals = module_totals(module)
+    assert totals["lower_bound"] and totals["flops"] is None and totals["flops_unknown_ops"] == [row["name"]]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ pytest.importorskip("altair")
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+import traceview  # noqa: E402
 import traceview.dashboards  # noqa: E402
 from traceview.cli import main  # noqa: E402
 from traceview.dashboards.config import DashboardConfig, from_env  # noqa: E402
@@ -154,10 +155,7 @@ def test_real_tpu_trace_matches_cli(shared_traces, tmp_path, monkeypatch):
 
 def test_hlo_line_is_xlas_own_text(sample_traces):
     """The op-detail HLO line equals XLA's dump text of the same instruction (metadata aside)."""
-    from traceview.analysis import build_analysis
-    from traceview.load import load_profile
-
-    analysis = build_analysis(load_profile(sample_traces / "transformer"))
+    analysis = traceview.load(sample_traces / "transformer").pipeline
     dump = next((sample_traces / "transformer" / "hlo").glob("*after_optimizations.txt")).read_text()
     reference = {}
     for line in dump.splitlines():
@@ -223,23 +221,18 @@ def test_trace_without_hlo_says_so(shared_traces, monkeypatch):
 
 
 def test_compare_two_runs_of_a_log_dir(sample_traces, monkeypatch):
-    from traceview.analysis import build_analysis
-    from traceview.load import load_profile
-    from traceview.regress.diff import diff_analyses
-
     at = open_app(monkeypatch, path=str(sample_traces), run="mlp_slow")
     assert not at.error, [e.value for e in at.error]
     at.selectbox(key="compare_run").set_value("mlp").run()
     assert not at.exception and not at.error
-    diff = diff_analyses(build_analysis(load_profile(sample_traces, run="mlp")),
-                         build_analysis(load_profile(sample_traces, run="mlp_slow")))
-    assert metrics(at)["ops changed"] == str(diff.summary["ops"]["changed"])
+    diff = traceview.diff(sample_traces, sample_traces, base_run="mlp", run="mlp_slow")
+    assert metrics(at)["ops changed"] == str(diff.summary.ops.changed)
 
     # Any other trace, by path; a bad one is an error line in the tab, the rest of the page stays.
     at.selectbox(key="compare_run").set_value("(another path)").run()
     at.text_input(key="compare_path").set_value(str(sample_traces / "mlp")).run()
     assert not at.exception and not at.error
-    assert metrics(at)["ops changed"] == str(diff.summary["ops"]["changed"])
+    assert metrics(at)["ops changed"] == str(diff.summary.ops.changed)
     at.text_input(key="compare_path").set_value("/no/such/trace").run()
     assert [e.value for e in at.error] == ["/no/such/trace: no such file or directory"]
     assert "MFU" in metrics(at)

@@ -25,10 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from traceview.analysis import build_analysis
+import traceview
 from traceview.dashboards.overview import fmt_share
-from traceview.load import load_profile
-from traceview.render.report import summary_record
 
 pytestmark = pytest.mark.slow
 
@@ -197,7 +195,7 @@ def _upload(tools: DevTools, path: Path) -> None:
 def _tour(browser: DevTools, url: str, trace: Path, out: Path, prefix: str, overview_charts: int) -> list[Path]:
     """Open the page, check the overview against the CLI's numbers, visit every tab; screenshots."""
     # The numbers the page must show, from the CLI's own path (report.summary_record).
-    expected = summary_record(build_analysis(load_profile(trace)))
+    expected = traceview.load(trace).to_json()["summary"]
     browser.call("Page.enable")
     browser.call("Page.navigate", url=url)
     browser.wait_for("document.body && document.body.innerText.includes('Where the time goes')", 120,
@@ -306,7 +304,7 @@ def test_parallelism_tab_in_chromium(browser, sample_traces, tmp_path):
     from traceview.parallelism.report import parallelism_json
 
     trace = sample_traces / "sharded"
-    expected = parallelism_json(from_analysis(build_analysis(load_profile(trace))))
+    expected = parallelism_json(from_analysis(traceview.load(trace).pipeline))
     with dashboard_server(trace, tmp_path / "server.log") as url:
         browser.call("Page.enable")
         browser.call("Page.navigate", url=url)
@@ -323,5 +321,24 @@ def test_parallelism_tab_in_chromium(browser, sample_traces, tmp_path):
         assert f"{axis['name']} ({axis['size']}): {axis['role_name']}" in panel
         assert axis["verdict"] in panel
     assert "Traceback" not in panel
+    _keep([shot])
+    assert _not_blank(shot) > 200
+
+
+def test_compare_tab_in_chromium(browser, sample_traces, tmp_path):
+    """The Compare tab diffs this run against another of the log dir, through `traceview.diff`."""
+    with dashboard_server(sample_traces, tmp_path / "server.log") as url:
+        browser.call("Page.enable")
+        browser.call("Page.navigate", url=url)
+        browser.wait_for("document.body && document.body.innerText.includes('Where the time goes')", 120,
+                         "the overview")
+        _click_tab(browser, "Compare")
+        _settle(browser, 0, "Compare")
+        browser.wait_for("document.body.innerText.includes('ops changed')", 120, "the comparison")
+        panel = browser.js("[...document.querySelectorAll('[role=\"tabpanel\"]')]"
+                           ".filter(p => p.offsetParent !== null).map(p => p.innerText).join('\\n')")
+        assert "ops new / vanished" in panel and "base" in panel
+        assert browser.js("document.querySelectorAll('[data-testid=\"stException\"]').length") == 0
+        shot = browser.screenshot(tmp_path / "dashboard_compare.png")
     _keep([shot])
     assert _not_blank(shot) > 200

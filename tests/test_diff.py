@@ -11,13 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traceview.analysis import build_analysis
-from traceview.load import load_profile
+import traceview
+from traceview.read import load_profile
 from traceview.regress.baseline import load_baseline, load_snapshot, snapshot_from_analysis
 from traceview.regress.diff import diff_analyses
 from traceview.regress.report import diff_markdown
 from traceview.regress.stats import _mann_whitney_counts, _rank_for_interval, relative_shift
-from traceview.render.report import analysis_json
 
 # ------------------------------------------------------------------ statistics
 
@@ -71,16 +70,16 @@ def test_hodges_lehmann_estimate_is_median_of_pairwise_ratios():
 
 @pytest.fixture(scope="module")
 def mlp(sample_traces):
-    return build_analysis(load_profile(sample_traces / "mlp"))
+    return traceview.load(sample_traces / "mlp")
 
 
 @pytest.fixture(scope="module")
 def mlp_slow(sample_traces):
-    return build_analysis(load_profile(sample_traces / "mlp_slow"))
+    return traceview.load(sample_traces / "mlp_slow")
 
 
 def test_trace_against_itself_is_all_same(mlp):
-    diff = diff_analyses(mlp, mlp)
+    diff = traceview.diff(mlp, mlp)
     assert set(diff.ops["status"]) == {"same"}
     assert len(diff.ops) == len(mlp.ops)
     assert (diff.ops["matched_by"] == "name").all()
@@ -89,13 +88,13 @@ def test_trace_against_itself_is_all_same(mlp):
 
 
 def test_dashboard_api_columns(mlp, mlp_slow):
-    diff = diff_analyses(mlp, mlp_slow)
+    diff = traceview.diff(mlp, mlp_slow)
     for side in ("base", "new"):
         for q in ("time_ps", "flops", "bytes", "efficiency", "bound"):
             assert f"{side}_{q}" in diff.ops.columns
     assert {"module", "op", "status", "change"} <= set(diff.ops.columns)
     assert {"base_time_ps", "new_time_ps"} <= set(diff.steps.columns)
-    assert "step_time" in diff.summary and "ops" in diff.summary
+    assert diff.summary.step_time is not None and diff.summary.ops.same + diff.summary.ops.changed > 0
     text = diff_markdown(diff)
     assert text.startswith("### ") and "| check |" in text
 
@@ -104,16 +103,16 @@ def test_per_step_flops_follow_xla_cost_analysis(sample_traces, mlp, mlp_slow):
     """The per-step FLOPs of the executed ops are the module's FLOPs as XLA's cost analysis counts them."""
     xla = {name: json.loads((sample_traces / name / "capture.json").read_text())["xla_cost_analysis"]["flops"]
            for name in ("mlp", "mlp_slow")}
-    diff = diff_analyses(mlp, mlp_slow)
-    per_step = diff.summary["per_step"]["flops"]
-    assert per_step["base"] == pytest.approx(xla["mlp"], rel=0.01)
-    assert per_step["new"] == pytest.approx(xla["mlp_slow"], rel=0.01)
+    diff = traceview.diff(mlp, mlp_slow)
+    per_step = diff.summary.per_step["flops"]
+    assert per_step.base == pytest.approx(xla["mlp"], rel=0.01)
+    assert per_step.new == pytest.approx(xla["mlp_slow"], rel=0.01)
 
 
 def test_slow_variant_names_the_ops_that_slowed(mlp, mlp_slow):
     """Changed ops are those whose measured per-step time moved, per the raw op events."""
-    diff = diff_analyses(mlp, mlp_slow)
-    raw_b, raw_n = mlp.profile.ops, mlp_slow.profile.ops
+    diff = traceview.diff(mlp, mlp_slow)
+    raw_b, raw_n = mlp.pipeline.profile.ops, mlp_slow.pipeline.profile.ops
     per_step = lambda raw: raw.groupby("op", observed=True)["self_ps"].sum() / raw["step"].nunique()  # noqa: E731
     ratio = (per_step(raw_n) / per_step(raw_b)).dropna()
     big = per_step(raw_b).combine(per_step(raw_n), max) >= 1e9
@@ -127,16 +126,16 @@ def test_slow_variant_names_the_ops_that_slowed(mlp, mlp_slow):
 def test_baseline_json_round_trip_compares_as_same(tmp_path, mlp):
     """A baseline written as analyze JSON and read back compares as identical with the live analysis."""
     path = tmp_path / "baseline.json"
-    path.write_text(json.dumps(analysis_json(mlp)))
+    path.write_text(json.dumps(mlp.to_json()))
     base = load_baseline(path)
-    live = snapshot_from_analysis(mlp)
+    live = snapshot_from_analysis(mlp.pipeline)
     assert len(base.step_times_ps) == len(mlp.steps)
-    np.testing.assert_allclose(base.step_times_ps, mlp.steps["time_ps"].to_numpy(), rtol=1e-9)
+    np.testing.assert_allclose(base.step_times_ps, mlp.steps["time_us"].to_numpy() * 1e6, rtol=1e-9)
     diff = diff_analyses(base, live)
     assert set(diff.ops["status"]) == {"same"}
     assert len(diff.ops) == len(live.ops)
-    assert diff.summary["step_time"]["change"] == pytest.approx(0.0, abs=1e-9)
-    assert diff.summary["mfu"]["base"] == pytest.approx(diff.summary["mfu"]["new"])
+    assert diff.summary.step_time.change == pytest.approx(0.0, abs=1e-9)
+    assert diff.summary.mfu.base == pytest.approx(diff.summary.mfu.new)
 
 
 # ------------------------------------------------------------------ HLO dumps
@@ -160,7 +159,7 @@ def test_renamed_fusion_is_matched_by_fingerprint(tmp_path, sample_traces):
     diff = diff_analyses(load_snapshot(original), load_snapshot(renamed))
     row = diff.ops.set_index("op").loc["ynn_fusion.99"]
     assert row["base_op"] == "ynn_fusion.4" and row["matched_by"] == "fingerprint" and row["status"] == "same"
-    assert diff.summary["ops"]["new"] == diff.summary["ops"]["vanished"] == 0
+    assert diff.summary.ops.new == diff.summary.ops.vanished == 0
 
 
 def test_swapped_fusion_numbers_are_matched_by_content(tmp_path, sample_traces):
@@ -191,7 +190,7 @@ def test_hlo_diff_reports_added_flops_as_xla_counts_them(sample_traces):
     assert row["flops_change"] == pytest.approx(xla["mlp_slow"]["flops"] / xla["mlp"]["flops"] - 1, rel=1e-6)
     assert row["base_bytes_accessed"] == pytest.approx(xla["mlp"]["bytes accessed"], rel=1e-6)
     # Every instruction is matched by name (same program, wider layers); the dots carry the added FLOPs.
-    assert diff.summary["ops"]["new"] == diff.summary["ops"]["vanished"] == 0
+    assert diff.summary.ops.new == diff.summary.ops.vanished == 0
     dots = diff.ops[diff.ops["category"].isin(["matmul", "custom fusion"]) & (diff.ops["base_flops"] > 1e8)]
     assert len(dots) and (dots["flops_change"] > 0.9).all()
 
@@ -226,14 +225,14 @@ def test_two_mi300x_workloads_report_new_and_vanished_ops(shared_traces):
 
 def test_baseline_json_with_per_step_op_times_gives_op_intervals(tmp_path, mlp):
     """Ops carrying `step_times_us` (per-step self time) make op checks against a JSON baseline noise-aware."""
-    data = analysis_json(mlp)
-    raw = mlp.profile.ops[mlp.profile.ops["step"] >= 0]
+    data = mlp.to_json()
+    raw = mlp.pipeline.profile.ops[mlp.pipeline.profile.ops["step"] >= 0]
     per_step = raw.groupby(["module", "op", "step"], observed=True)["self_ps"].sum() / 1e6
     for op in data["ops"]:
         op["step_times_us"] = per_step.loc[(op["module"], op["name"])].tolist()
     path = tmp_path / "baseline.json"
     path.write_text(json.dumps(data))
-    diff = diff_analyses(load_baseline(path), mlp)
+    diff = traceview.diff(load_baseline(path), mlp)
     op_shifts = diff.op_shifts
     assert len(op_shifts) == len(mlp.ops)
     assert all(s.estimate == pytest.approx(0.0, abs=1e-9) and s.low <= 0 <= s.high for s in op_shifts.values())

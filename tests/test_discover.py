@@ -1,4 +1,4 @@
-"""parsers.discover and traceview.load: which files PATH means, and merging hosts."""
+"""parsers.discover and traceview.read: which files PATH means, and merging hosts."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from traceview.errors import TraceError, UserError
-from traceview.load import load_profile
 from traceview.parsers.discover import find_run, list_runs
 from traceview.profile import OP_COLUMNS
+from traceview.read import load_profile
 
 GEMM = "AMD-AGI-TraceLens/jax08_gemm/tw003.xplane.pb"
 ELEMENTWISE = "AMD-AGI-TraceLens/jax08_elementwise/tw003.xplane.pb"

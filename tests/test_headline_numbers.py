@@ -189,7 +189,7 @@ def _all_inputs():
 
 @pytest.mark.parametrize("path", _all_inputs(), ids=lambda p: p.parent.name + "/" + p.name)
 def test_busy_plus_idle_is_the_span_on_every_trace(path):
-    from traceview.load import load_profile
+    from traceview.read import load_profile
     from traceview.timeline.devices import device_time
 
     profile = load_profile(path)

@@ -4,7 +4,8 @@ Every ``import`` / ``from ... import`` statement of every module (found with
 ``ast``, wherever it sits) is an edge from that module to the module it names;
 ``from pkg import name`` points at ``pkg.name`` when that is a module, else at
 ``pkg``. A cycle among these edges fails the test with the modules on it.
-Package ``__init__`` files are only counted for what they import themselves.
+Package ``__init__`` files are only counted for what they import themselves;
+imports under ``if TYPE_CHECKING:`` never run and are not counted.
 """
 
 from __future__ import annotations
@@ -32,8 +33,13 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The project modules that module `name` imports anywhere in its body."""
     is_package = path.name == "__init__.py"
     here = name if is_package else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    type_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _is_type_checking(block.test)
+                 for stmt in block.body for n in ast.walk(stmt)}
     targets: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
         if isinstance(node, ast.Import):
             targets.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -46,6 +52,11 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
                 full = f"{base}.{alias.name}"
                 targets.add(full if full in modules else base)
     return {t for t in targets if t in modules and t != name}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def import_graph() -> dict[str, set[str]]:

@@ -197,7 +197,7 @@ def test_peaks_match_xprof(rel, tmp_path):
         assert _close(p.stack_bytes, int(stats["stackReservedBytes"])), name
         assert _close(p.heap_bytes, int(stats["heapAllocatedBytes"])), name
         assert p.capacity_bytes == int(ref["profileSummary"]["memoryCapacity"]), name
-    from traceview.load import load_profile
+    from traceview.read import load_profile
 
     peaks, _ = static_peaks_from_protos(load_profile(path).hlo_protos, str(path))
     by_key = {f"{p.name}({p.program_id})": p for p in peaks}

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import traceview
 from traceview.hardware.database import get_chip, load_hardware
 from traceview.parallelism.diagnose import diagnose, from_analysis, from_hlo
 from traceview.parallelism.groups import collective_sites
@@ -182,10 +183,7 @@ def test_hostile_axis_names_are_escaped_in_markdown():
 # --- samples ----------------------------------------------------------------------------------
 
 def _sample(sample_traces: Path, name: str):
-    from traceview.analysis import build_analysis
-    from traceview.load import load_profile
-
-    analysis = build_analysis(load_profile(sample_traces / name))
+    analysis = traceview.load(sample_traces / name).pipeline
     return analysis, from_analysis(analysis), json.loads((sample_traces / name / "capture.json").read_text())
 
 
@@ -262,10 +260,8 @@ def test_tensor_parallel_sample(sample_traces):
     assert report.per_chip_tokens.value == cfg["batch"] / mesh["data"]           # 64 tokens per chip
     _check_every_collective(analysis, report)
     # --target projects the verdicts: on a v5p, C/W = 2,550 > 256 = F/Y: tensor parallelism is comm-bound
-    from traceview.analysis import apply_target
-
     v5p = get_chip("tpu-v5p", load_hardware(None))
-    projected = {a.name: a for a in from_analysis(apply_target(analysis, v5p)).axes}
+    projected = {a.name: a for a in from_analysis(traceview.Analysis(analysis).retarget(v5p).pipeline).axes}
     assert projected["model"].verdict.verdict == "communication-bound"
     assert projected["model"].verdict.threshold == pytest.approx(2550)
     assert projected["model"].verdict.suggestions
@@ -310,11 +306,9 @@ def test_cli_bad_input_is_a_one_line_error(tmp_path, capsys):
 
 
 def test_analyze_summary_has_the_parallelism_line(sample_traces):
-    from traceview.analysis import build_analysis
-    from traceview.load import load_profile
     from traceview.render.report import analysis_text
 
-    text = analysis_text(build_analysis(load_profile(sample_traces / "tensor_parallel")), top=1,
+    text = analysis_text(traceview.load(sample_traces / "tensor_parallel").pipeline, top=1,
                          colour_enabled=False)
     assert "mesh data=2 x model=4" in text
 
@@ -354,10 +348,7 @@ def test_maxtext_h100_dump_fsdp_over_4(shared_traces):
 
 
 def test_tpu_v6e_all_reduce_over_groups_of_two(shared_traces):
-    from traceview.analysis import build_analysis
-    from traceview.load import load_profile
-
-    analysis = build_analysis(load_profile(shared_traces / V6E))
+    analysis = traceview.load(shared_traces / V6E).pipeline
     report = from_analysis(analysis)
     ((name, axes),) = _axes_of(report).items()
     (axis,) = [a for a in report.mesh.axes if a.name == axes[0]]

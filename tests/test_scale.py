@@ -16,8 +16,8 @@ import pytest
 from traceview import tablecache
 from traceview.cli import main
 from traceview.errors import UserError
-from traceview.load import ReadOptions, load_profile
 from traceview.parsers.xplane import read_xplane
+from traceview.read import ReadOptions, load_profile
 
 TPU = "openxla-xprof/tpu_inference_2.xplane.pb"
 MI300X = "AMD-AGI-TraceLens/jax08_gemm/tw003.xplane.pb"

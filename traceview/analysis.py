@@ -37,6 +37,9 @@ JUDGED = "judged_time_ps"
 
 @dataclass
 class Analysis:
+    """The pipeline's tables for one trace, in picoseconds with internal column names; the public
+    ``traceview.Analysis`` (api/analysis.py) wraps it and derives every public table from it."""
+
     profile: Profile
     ops: pd.DataFrame                  # aggregate.op_stats + cost (join) + roofline columns
     steps: pd.DataFrame                # aggregate.step_times (+ time_by_bound columns)
@@ -79,8 +82,8 @@ class Analysis:
 
 def build_analysis(profile: Profile, target: str | None = None, hardware_file: str | Path | None = None,
                    hlo_path: str | Path | None = None, stage: str = "after",
-                   per_device: bool = False) -> Analysis:
-    """Aggregate, cost and (when a chip is known) roofline-judge a profile."""
+                   per_device: bool = False, target_chip: Chip | None = None) -> Analysis:
+    """Aggregate, cost and (when a chip is known) roofline-judge a profile (``target_chip`` wins over ``target``)."""
     warnings = list(profile.warnings)
     if profile.ops.empty:
         warnings.append("the trace holds no device op executions: nothing to analyze")
@@ -98,6 +101,8 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
     active = set(devices["device"])    # devices with no op say nothing about the program's chip
     chip, detect_warnings = detect_target([d for d in profile.devices if d.id in active] or profile.devices, db)
     analysis.capture_chip = chip
+    if target_chip is not None:
+        return apply_target(analysis, target_chip, detected=False)
     if target:
         return apply_target(analysis, get_chip(target, db), detected=False)
     if chip is None:

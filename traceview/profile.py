@@ -113,6 +113,8 @@ def _scaled(value, factor: float) -> float | None:
 
 @dataclass
 class Source:
+    """Where a profile was read from: the PATH given, the run chosen, its hosts and files."""
+
     path: str
     run: str | None
     hosts: list[str]
@@ -121,6 +123,9 @@ class Source:
 
 @dataclass
 class Profile:
+    """One run as read from its files: the op, host-event and step tables (columns above), the
+    devices, the HLO protos the trace carries, the environment it records, and reading warnings."""
+
     source: Source
     ops: pd.DataFrame
     host_events: pd.DataFrame

@@ -215,7 +215,7 @@ def roofline(ops: pd.DataFrame, chip: Chip, time_column: str = "time_ps") -> tup
     A collective row whose modelled cost is zero (the ``-done`` half of an
     async pair, which the cost model gives payload 0; a group of one) is
     "communication" with roofline time 0: its measured time is waiting on
-    the network. ``group_size`` 0 means unknown, as the cost model writes it.
+    the network. ``group_size`` NaN (or not positive) means unknown.
 
     Adds (times in ps, rates per second):
     ``t_compute_ps, t_memory_ps, t_comm_ps``; ``roofline_time_ps`` = their max
@@ -242,15 +242,21 @@ def roofline(ops: pd.DataFrame, chip: Chip, time_column: str = "time_ps") -> tup
     t_memory = _term(nbytes, chip.hbm_bandwidth)
     kinds = _per_value(out, "collective_kind", kind_index, "int8")
     group = _column(out, "group_size")
-    group[group <= 0] = np.nan                   # the cost model writes 0 for "unknown"
+    group[group <= 0] = np.nan                   # not positive: unknown, as NaN is
     t_comm, comm_reason = collective_time_ps(kinds, _column(out, "payload_bytes"), group,
                                              _flag(out, "crosses_dcn"), chip, _column(out, "ring_directions"))
 
+    # A kernel costed by its shapes alone (cost_lower_bound) has bytes but no FLOP figure: its
+    # t_compute stays unknown (NaN) and its roofline time is the memory time, a lower bound.
+    flops_unknown = _flag(out, "cost_lower_bound") & np.isnan(flops) & ~np.isnan(nbytes)
     terms = np.vstack([t_compute, t_memory, t_comm])
+    terms[0, flops_unknown] = -np.inf        # never the max: the bound is memory
     roof = terms.max(axis=0)  # NaN if any term is NaN
-    no_cost = np.isnan(flops) | np.isnan(nbytes)
+    terms[0, flops_unknown] = np.nan
+    no_cost = (np.isnan(flops) & ~flops_unknown) | np.isnan(nbytes)
     reason = np.select(
-        [_flag(out, "unknown"), no_cost, np.isnan(t_compute), np.isnan(t_memory), comm_reason != _OK,
+        [_flag(out, "unknown"), no_cost, np.isnan(t_compute) & ~flops_unknown, np.isnan(t_memory),
+         comm_reason != _OK,
          (roof == 0) & (kinds == -1)],
         [_FLAGGED, _NO_COST, _NO_PEAK, _NO_HBM, comm_reason, _ZERO], default=_OK).astype("int8")
     unknown = reason != _OK
@@ -397,8 +403,19 @@ def summarize(ops_frame: pd.DataFrame, chip: Chip, total_time_ps: float, idle_ps
     if "has_cost" in frame.columns:
         costed &= _flag(frame, "has_cost")
     total_flops = float(np.sum(flops[costed])) if costed.any() else None
+    kernels = _flops_unknown_kernels(frame)
     mfu, mfu_reason, mfu_dtype, mfu_peak_dtype, mfu_peak = _mfu(frame, chip, flops, costed, total_flops,
                                                                 total_time_ps)
+    flops_reason = None if total_flops is not None else "no op has a cost (no HLO instruction matched, or " \
+                                                        "the cost model could not cost them)"
+    if kernels:
+        listed = _some(kernels)
+        if total_flops is None:
+            flops_reason = mfu_reason = (f"no op has a FLOP count: the {len(kernels)} custom kernels behind it "
+                                         f"have no cost estimate ({listed}): bytes but no FLOP figure")
+        else:
+            warnings.append(f"FLOPs, FLOP/s and MFU leave out {len(kernels)} custom kernels with no FLOP figure "
+                            f"(no cost estimate; their FLOPs are unknown, not 0): {listed}")
     if mfu_reason:
         warnings.append(f"MFU unknown: {mfu_reason}")
     elif mfu_dtype and mfu_peak_dtype and mfu_dtype != mfu_peak_dtype:
@@ -432,8 +449,7 @@ def summarize(ops_frame: pd.DataFrame, chip: Chip, total_time_ps: float, idle_ps
         "device_time_ps": float(total_time_ps),
         "time_by_bound_ps": by_bound,
         "flops": total_flops,
-        "flops_reason": None if total_flops is not None else "no op has a cost (no HLO instruction matched, or "
-                                                               "the cost model could not cost them)",
+        "flops_reason": flops_reason,
         "achieved_flops": total_flops / seconds if total_flops is not None and seconds else None,
         "bytes_accessed": float(np.sum(nbytes[has_bytes])) if has_bytes.any() else None,
         "mfu": mfu, "mfu_reason": mfu_reason, "mfu_dtype": mfu_dtype, "mfu_peak_dtype": mfu_peak_dtype,
@@ -443,6 +459,21 @@ def summarize(ops_frame: pd.DataFrame, chip: Chip, total_time_ps: float, idle_ps
         "efficiency_definition": EFFICIENCY_DEFINITION,
         "warnings": warnings,
     }
+
+
+def _flops_unknown_kernels(frame: pd.DataFrame) -> list[str]:
+    """Names of the ops costed by their shapes alone (custom kernels with no cost estimate)."""
+    if "cost_lower_bound" not in frame.columns:
+        return []
+    mask = _flag(frame, "cost_lower_bound")
+    name = "op" if "op" in frame.columns else "name" if "name" in frame.columns else None
+    if name is None:
+        return [f"row {i}" for i in np.flatnonzero(mask)]
+    return list(dict.fromkeys(str(v) for v in frame.loc[mask, name]))
+
+
+def _some(names: list[str], limit: int = 10) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def _mfu(frame: pd.DataFrame, chip: Chip, flops: np.ndarray, costed: np.ndarray, total_flops: float | None,

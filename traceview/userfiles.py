@@ -22,6 +22,7 @@ from traceview.errors import UserError
 MAX_FILE_BYTES = 256 << 20   # a baseline or config is kilobytes to a few megabytes
 MAX_DEPTH = 64               # no traceview file nests deeper than about 6 levels
 MAX_NUMBER_DIGITS = 40       # an int64 has 19 digits; anything longer is not a figure
+MAX_MAGNITUDE = 1e30         # above any time (us), size or FLOP count; keeps every unit conversion finite
 
 
 def _text(path: Path, what: str) -> str:
@@ -56,17 +57,20 @@ class _BadNumber(ValueError):
     pass
 
 
-def _int(text: str) -> int:
+def _int(text: str) -> int | float:
     if len(text.lstrip("-")) > MAX_NUMBER_DIGITS:
         raise _BadNumber(f"a {len(text)}-digit number")
-    return int(text)
+    value = int(text)
+    if abs(value) > MAX_MAGNITUDE:
+        raise _BadNumber(f"{text[:20]} is out of range")
+    return value
 
 
 def _float(text: str) -> float:
     if len(text) > 4 * MAX_NUMBER_DIGITS:
         raise _BadNumber(f"a {len(text)}-character number")
     value = float(text)
-    if not math.isfinite(value):
+    if not math.isfinite(value) or abs(value) > MAX_MAGNITUDE:
         raise _BadNumber(f"{text[:20]} is out of range")
     return value
 
@@ -146,7 +150,7 @@ def _expected(error) -> str:
     v, arg = error.validator, error.validator_value
     if v == "type":
         types = arg if isinstance(arg, list) else [arg]
-        return " or ".join(_TYPE_WORDS.get(t, t) for t in types)
+        return " or ".join(str(_TYPE_WORDS.get(t, t)) for t in types)
     if v == "oneOf":
         return error.schema.get("description") or "one of the allowed forms"
     if v == "enum":

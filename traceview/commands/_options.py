@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+import traceview
+
 
 def add_source(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", metavar="PATH",
@@ -28,7 +30,7 @@ def add_read_options(parser) -> None:
 def read_options_from_args(args: argparse.Namespace):
     """The ReadOptions the --no-cache / --jobs / --dask flags ask for (unset flags: the environment decides)."""
     from traceview.hostread import parse_jobs
-    from traceview.load import ReadOptions
+    from traceview.read import ReadOptions
 
     jobs = getattr(args, "jobs", None)
     return ReadOptions(cache=False if getattr(args, "no_cache", False) else None,
@@ -70,16 +72,11 @@ def add_hlo(parser: argparse.ArgumentParser) -> None:
                         help="which dumped stage of a module to use (default: after optimizations)")
 
 
-def analysis_from_args(args: argparse.Namespace):
-    """Read the trace PATH names (with a progress bar) and analyze it as the source/target/HLO options say."""
-    from traceview.analysis import build_analysis
-    from traceview.load import load_profile
-    from traceview.progress import progress_bar
-
-    with progress_bar("reading trace") as progress:
-        profile = load_profile(args.path, run=args.run, progress=progress, options=read_options_from_args(args))
-    return build_analysis(profile, target=args.target, hardware_file=args.hardware_file, hlo_path=args.hlo,
-                          stage=args.stage, per_device=getattr(args, "per_device", False))
+def load_from_args(args: argparse.Namespace) -> traceview.Analysis:
+    """`traceview.load` of the trace PATH names (with a progress bar), as the source/target/HLO/reading options say."""
+    return traceview.load(args.path, run=args.run, target=args.target, hlo=args.hlo, stage=args.stage,
+                          hardware_file=args.hardware_file, progress=True,
+                          per_device=getattr(args, "per_device", False), read_options=read_options_from_args(args))
 
 
 def write_output(text: str, output: str | None) -> None:

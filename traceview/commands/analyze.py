@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from traceview.commands._options import add_format, add_hlo, add_source, add_target, analysis_from_args, write_output
+from traceview.commands._options import add_format, add_hlo, add_source, add_target, load_from_args, write_output
 
 
 def register(subparsers) -> None:
@@ -21,16 +21,16 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from traceview.render.report import analysis_csv, analysis_json, analysis_markdown, analysis_text
+    from traceview.render.report import analysis_csv, analysis_markdown, analysis_text
 
-    analysis = analysis_from_args(args)
+    analysis = load_from_args(args)
     if args.format == "json":
-        text = json.dumps(analysis_json(analysis), indent=1) + "\n"
+        text = json.dumps(analysis.to_json(), indent=1) + "\n"
     elif args.format == "csv":
-        text = analysis_csv(analysis)
+        text = analysis_csv(analysis.pipeline)
     elif args.format == "markdown":
-        text = analysis_markdown(analysis, top=args.top)
+        text = analysis_markdown(analysis.pipeline, top=args.top)
     else:
-        text = analysis_text(analysis, top=args.top)
+        text = analysis_text(analysis.pipeline, top=args.top)
     write_output(text, args.output)
     return 0

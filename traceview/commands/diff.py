@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+import traceview
 from traceview.commands._options import add_read_options, read_options_from_args, write_output
 from traceview.errors import UserError
 
@@ -71,34 +72,22 @@ def budgets_from_args(args: argparse.Namespace) -> Budgets:
 
 
 def compare(args: argparse.Namespace, base_path: str, new_path: str) -> int:
-    """Load both sides, diff, check, write the reports; 0 pass, 1 regression."""
-    from traceview.load import read_options
-    from traceview.regress.baseline import load_snapshot
+    """Load both sides (`traceview.diff` / `traceview.check`), write the reports; 0 pass, 1 regression."""
+    from traceview.read import read_options
     from traceview.regress.check import run_checks
-    from traceview.regress.comparable import not_comparable
-    from traceview.regress.diff import diff_analyses
     from traceview.regress.report import diff_junit, diff_markdown, render
 
     budgets = budgets_from_args(args)  # before the slow part: a bad flag fails fast
+    sides = {"run": args.run, "base_run": args.base_run, "target": args.target,
+             "hardware_file": args.hardware_file, "stage": args.stage}
     with read_options(read_options_from_args(args)):
-        base = load_snapshot(base_path, run=args.base_run, target=args.target, hardware_file=args.hardware_file,
-                             stage=args.stage)
-        new = load_snapshot(new_path, run=args.run, target=args.target, hardware_file=args.hardware_file,
-                            stage=args.stage)
-    if base.kind != new.kind:
-        what = {"trace": "a trace (or its analyze JSON)", "hlo": "HLO (a dump folder, file or hlo JSON)"}
-        raise UserError(f"cannot compare {what[base.kind]} {base_path} with {what[new.kind]} {new_path}: "
-                        "give two traces or two HLO inputs")
-    diff = diff_analyses(base, new, confidence=budgets.confidence, time_tolerance=budgets.max_op_regression,
-                         min_time_ps=budgets.min_op_time_ps)
-    if args.command == "check":
-        reason = not_comparable(diff)
-        if reason:
-            raise UserError(f"not comparable: {reason}")
-    verdict = run_checks(diff, budgets)
-    if not verdict.checks and args.command == "check":  # a report saying PASS would be a lie
-        raise UserError(f"{base_path} and {new_path} have nothing in common to check (no step or device "
-                        "times, no common ops over the minimum time, no common HLO modules)")
+        if args.command == "check":  # refuses unrelated inputs and a verdict with nothing checked
+            verdict = traceview.check(new_path, base_path, budgets, **sides)
+            diff = verdict.diff
+            assert diff is not None
+        else:
+            diff = traceview.diff(base_path, new_path, budgets=budgets, **sides)
+            verdict = run_checks(diff, budgets)
     command = "check" if args.command == "check" else "diff"
     write_output(render(diff, verdict, args.format, top=args.top, command=command), args.output)
     if args.markdown_out:

@@ -36,16 +36,16 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from traceview.graph.neighbourhood import annotate, op_graph
     from traceview.graph.render import to_dot, to_svg
-    from traceview.memory.report import is_trace_path
     from traceview.parsers.hlo_dump import load_hlo_modules
+    from traceview.read import is_trace_path
 
     path = Path(args.path)
     records: list[dict] = []
     if is_trace_path(path):
-        from traceview.commands._options import analysis_from_args
+        from traceview.commands._options import load_from_args
         from traceview.render.report import op_records
 
-        analysis = analysis_from_args(args)
+        analysis = load_from_args(args).pipeline
         modules = analysis.modules
         records = op_records(analysis.ops)
     else:

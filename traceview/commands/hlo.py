@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
+import traceview
 from traceview.commands._options import write_output
-from traceview.parsers.discover import is_trace_file
 
 
 def register(subparsers) -> None:
@@ -27,33 +26,13 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def _is_trace(path: Path) -> bool:
-    if path.is_file():
-        return is_trace_file(path)
-    return path.is_dir() and any(is_trace_file(p) for p in path.rglob("*.xplane.pb*"))
-
-
 def run(args: argparse.Namespace) -> int:
-    from traceview.hlo_report import hlo_report
-    from traceview.load import load_profile
-    from traceview.modules import profile_modules
-    from traceview.parsers.hlo_dump import load_hlo_modules
-    from traceview.render.hlo import hlo_csv, hlo_json, hlo_text
-
-    path = Path(args.path)
-    if _is_trace(path):
-        modules, warnings = profile_modules(load_profile(path, run=args.run), stage=args.stage)
-        if not modules:
-            warnings.append(f"{path}: the trace carries no HLO and no dump folder was found beside it")
-    else:
-        modules, warnings = load_hlo_modules(path, stage=args.stage)
-    report, cost_warnings = hlo_report(modules)
-    warnings = list(dict.fromkeys(warnings + cost_warnings))
+    report = traceview.hlo(args.path, run=args.run, stage=args.stage)
     if args.format == "json":
-        text = json.dumps(hlo_json(report, warnings), indent=1) + "\n"
+        text = json.dumps(report.to_json(), indent=1) + "\n"
     elif args.format == "csv":
-        text = hlo_csv(report)
+        text = report.to_csv()
     else:
-        text = hlo_text(report, warnings, top=args.top, markdown=args.format == "markdown")
+        text = report.to_text(top=args.top, markdown=args.format == "markdown")
     write_output(text, args.output)
     return 0

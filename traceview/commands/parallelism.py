@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from traceview.commands._options import add_format, add_hlo, add_source, add_target, analysis_from_args, write_output
+from traceview.commands._options import add_format, add_hlo, add_source, add_target, load_from_args, write_output
 
 
 def register(subparsers) -> None:
@@ -23,20 +23,12 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def _is_trace(path: str) -> bool:
-    from traceview.parsers.discover import is_trace_file
-
-    p = Path(path)
-    if p.is_file():
-        return is_trace_file(p)
-    return p.is_dir() and any(is_trace_file(f) for f in p.rglob("*") if f.is_file())
-
-
 def report_from_args(args: argparse.Namespace):
     from traceview.parallelism.diagnose import from_analysis, from_hlo
+    from traceview.read import is_trace_path
 
-    if _is_trace(args.path) or not Path(args.path).exists():
-        return from_analysis(analysis_from_args(args), args.hlo)
+    if is_trace_path(Path(args.path)) or not Path(args.path).exists():
+        return from_analysis(load_from_args(args).pipeline, args.hlo)
     chip = None
     if args.target:
         from traceview.hardware.database import get_chip, load_hardware

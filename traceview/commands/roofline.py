@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from traceview.commands._options import add_hlo, add_source, add_target, analysis_from_args, write_output
+from traceview.commands._options import add_hlo, add_source, add_target, load_from_args, write_output
 from traceview.errors import UserError
 from traceview.render.tables import fmt_si, fmt_time_us, text_table
 
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.plot and not args.plot.lower().endswith(PLOT_SUFFIXES):
         raise UserError(f"{args.plot}: the plot must be .png, .svg, .pdf or .html")
-    analysis = analysis_from_args(args)
+    analysis = load_from_args(args).pipeline
     if analysis.target is None:
         raise UserError(f"{args.path}: no chip detected for the roofline; give --target "
                         "(`traceview hardware` lists them)")

@@ -163,7 +163,10 @@ class ModuleAnalysis:
         if cost is None:
             try:
                 cost = self._own_cost(inst, comp)
-            except (IndexError, KeyError, ValueError, ZeroDivisionError) as exc:
+                if min(cost.flops, cost.transcendentals, cost.bytes_read, cost.bytes_written) < 0:
+                    # Shapes that contradict each other (an output larger than a reduction's input, ...).
+                    raise ValueError("operand and result shapes do not fit: a negative count")
+            except (IndexError, KeyError, ValueError, ZeroDivisionError, OverflowError) as exc:
                 # Malformed or unexpected instruction (missing operand, odd attribute): say so, never crash.
                 self.malformed[f"{comp.name}/{inst.name}"] = f"{type(exc).__name__}: {exc}"
                 cost = Cost(unknown=True, note=f"could not cost this {inst.opcode}: {exc}")

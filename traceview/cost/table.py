@@ -154,9 +154,11 @@ def _row(module: HloModule, comp: Computation, inst: Instruction, mult: float, a
     dtype = math_dtype(wrapped or inst, operands if wrapped is None else [], dominant)
     md = inst.metadata
     line = md.get("source_line")
+    # A kernel costed by its shapes alone has no FLOP figure: unknown (NaN), never 0 (DESIGN.md).
+    flops = np.nan if cost.lower_bound else cost.flops
     return (module.name, module.program_id, comp.name, inst.name, inst.opcode, cat, shape_text(inst.shape), dtype,
-            cost.flops, cost.transcendentals, cost.bytes_read, cost.bytes_written, cost.bytes_accessed, mult,
-            cost.flops * mult, cost.bytes_accessed * mult,
+            flops, cost.transcendentals, cost.bytes_read, cost.bytes_written, cost.bytes_accessed, mult,
+            flops * mult, cost.bytes_accessed * mult,
             coll.kind if coll else "", coll.payload_bytes if coll else 0.0,
             np.nan if coll is None or coll.group_size is None else float(coll.group_size),
             coll.groups if coll else None, coll.crosses_dcn if coll else None,
@@ -193,8 +195,8 @@ def _analysis_warnings(module: HloModule, analysis: ModuleAnalysis) -> list[str]
         names = sorted(n for v in analysis.lower_bound_kernels.values() for n in v)
         targets = ", ".join(f"{k} (x{len(v)})" for k, v in sorted(analysis.lower_bound_kernels.items()))
         shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
-        out.append(f"{module.name}: {len(names)} custom kernels have no cost estimate ({targets}): FLOPs unknown, "
-                   f"bytes of their operands and results are a lower bound, judged against the memory roofline: "
+        out.append(f"{module.name}: {len(names)} custom kernels have no cost estimate ({targets}): FLOPs unknown "
+                   f"(null; FLOP totals leave them out), bytes of their operands and results are a lower bound, judged against the memory roofline: "
                    f"{shown}")
     if analysis.malformed:
         name, err = next(iter(analysis.malformed.items()))
@@ -210,7 +212,11 @@ def _analysis_warnings(module: HloModule, analysis: ModuleAnalysis) -> list[str]
 def module_totals(module: HloModule) -> dict:
     """Module FLOPs, transcendentals and bytes as XLA's HloCostAnalysis defines them for the entry
     computation (what ``compiled.cost_analysis()`` reports: while bodies counted once), plus
-    ``*_per_step`` figures with while bodies multiplied by their known trip counts, and ``warnings``."""
+    ``*_per_step`` figures with while bodies multiplied by their known trip counts, and ``warnings``.
+
+    ``flops`` sums the ops that have a FLOP figure; ``flops_unknown_ops`` names the custom kernels
+    left out because they have none (no cost estimate; a warning says so too). When those kernels
+    are the module's only math (the sum is 0), ``flops`` and ``flops_per_step`` are None."""
     analysis = ModuleAnalysis(module)
     warnings: list[str] = []
     entry = module.entry_computation()
@@ -225,10 +231,16 @@ def module_totals(module: HloModule) -> dict:
             step.add(analysis.computation_cost(comp, per_step=True))
     _op_computations(module, analysis, warnings)  # trip-count warnings
     warnings.extend(_analysis_warnings(module, analysis))
-    return {"module": module.name, "flops": once.flops, "transcendentals": once.transcendentals,
-            "bytes_accessed": once.bytes_accessed, "flops_per_step": step.flops,
+    unknown_ops = sorted(n for v in analysis.lower_bound_kernels.values() for n in v)
+    # Kernels with no FLOP figure are left out of the sums; when nothing else does any math, the
+    # module's FLOPs are unknown (None), not 0.
+    flops = None if unknown_ops and once.flops == 0 else once.flops
+    flops_per_step = None if unknown_ops and step.flops == 0 else step.flops
+    return {"module": module.name, "flops": flops, "transcendentals": once.transcendentals,
+            "bytes_accessed": once.bytes_accessed, "flops_per_step": flops_per_step,
             "transcendentals_per_step": step.transcendentals, "bytes_accessed_per_step": step.bytes_accessed,
-            "unknown": once.unknown, "lower_bound": once.lower_bound, "warnings": warnings}
+            "unknown": once.unknown, "lower_bound": once.lower_bound, "flops_unknown_ops": unknown_ops,
+            "warnings": warnings}
 
 
 def fused_instruction_costs(module: HloModule, fusion_name: str) -> pd.DataFrame:

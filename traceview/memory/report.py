@@ -16,8 +16,8 @@ from traceview.memory.modules import static_peaks_from_dump, static_peaks_from_p
 from traceview.memory.runtime import RuntimePeak, runtime_peaks
 from traceview.memory.static import StaticPeak
 from traceview.parsers.allocator_events import empty_allocator_frame, read_allocator_events
-from traceview.parsers.discover import is_trace_file
 from traceview.profile import Profile
+from traceview.read import is_trace_path
 
 
 @dataclass
@@ -38,12 +38,6 @@ class MemoryReport:
 
     def module_headroom(self, peak: StaticPeak) -> Headroom | None:
         return None if self.target is None else headroom(peak.peak_bytes, self.target)
-
-
-def is_trace_path(path: Path) -> bool:
-    if path.is_file():
-        return is_trace_file(path)
-    return path.is_dir() and any(is_trace_file(p) for p in path.rglob("*.xplane.pb*"))
 
 
 def fill_from_profile(report: MemoryReport, profile: Profile, files: list[Path]) -> None:
@@ -80,8 +74,8 @@ def memory_report(path: str | Path, run: str | None = None, target: str | None =
     report = MemoryReport(source=str(p))
     devices = []
     if is_trace_path(p):
-        from traceview.load import load_profile
         from traceview.parsers.discover import find_run
+        from traceview.read import load_profile
 
         profile = load_profile(p, run=run)
         devices = profile.devices

@@ -311,30 +311,21 @@ def load_baseline(path: str | Path) -> Snapshot:
 
 # ------------------------------------------------------------------ any PATH
 
-def _is_trace(path: Path) -> bool:
-    from traceview.parsers.discover import is_trace_file
-
-    if path.is_file():
-        return is_trace_file(path)
-    return path.is_dir() and any(is_trace_file(p) for p in path.rglob("*.xplane.pb*"))
-
-
 def load_snapshot(path: str | Path, run: str | None = None, target: str | None = None,
                   hardware_file: str | Path | None = None, stage: str = "after") -> Snapshot:
     """Whatever PATH is: a stored JSON baseline, a trace (log dir, run dir, file), or HLO (dump dir, file)."""
-    from traceview.analysis import build_analysis
-    from traceview.load import load_profile
+    from traceview.api.analysis import load
     from traceview.parsers.hlo_dump import load_hlo_modules
+    from traceview.read import is_trace_path
 
     p = Path(path)
     if not p.exists():
         raise UserError(f"{p}: no such file or directory")
     if p.is_file() and p.name.endswith(".json"):
         return load_baseline(p)
-    if _is_trace(p):
-        analysis = build_analysis(load_profile(p, run=run), target=target, hardware_file=hardware_file,
-                                  stage=stage)
-        return snapshot_from_analysis(analysis, label=str(p))
+    if is_trace_path(p):
+        analysis = load(p, run=run, target=target, hardware_file=hardware_file, stage=stage)
+        return snapshot_from_analysis(analysis.pipeline, label=str(p))
     modules, warnings = load_hlo_modules(p, stage=stage)
     snapshot = snapshot_from_hlo(modules, label=str(p), warnings=warnings)
     if stage == "after":  # buffer assignments exist only after optimizations

@@ -137,6 +137,9 @@ class OpRule:
 
 @dataclass
 class Budgets:
+    """What a check allows: relative budgets (fractions, 0.05 = 5%), the minimum op time per step that is
+    judged, the confidence of the noise intervals, optional absolute limits, and per-op rules (first match wins)."""
+
     max_step_regression: float = 0.05
     max_op_regression: float = 0.10
     min_op_time_ps: float = 1e9

@@ -40,9 +40,15 @@ class Check:
 
 @dataclass
 class Verdict:
+    """The checks of one Diff against its budgets; ``passed`` when none failed.
+
+    ``notes`` say what was not judged and why; ``diff`` is the comparison judged.
+    """
+
     checks: list[Check]
     budgets: Budgets
     notes: list[str] = field(default_factory=list)
+    diff: Diff | None = None
 
     @property
     def passed(self) -> bool:
@@ -75,9 +81,10 @@ def _step_check(diff: Diff, budgets: Budgets) -> list[Check]:
     shift = diff.step_shift
     if shift is None or shift.estimate is None:
         return []
-    st = diff.summary["step_time"]
+    st = diff.summary.step_time
+    assert st is not None  # a step shift comes with its step time
     passed, detail = _timing_passed(shift, shift.estimate, budgets.max_step_regression)
-    return [Check(st["name"], st["base_ps"], st["new_ps"], shift.estimate, budgets.max_step_regression, passed,
+    return [Check(st.name, st.base_ps, st.new_ps, shift.estimate, budgets.max_step_regression, passed,
                   "ps", "step", shift.low, shift.high, shift.method, detail)]
 
 
@@ -130,6 +137,10 @@ def _static_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]
         for quantity, budget, unit in _STATIC:
             base, new = finite(row[f"base_{quantity}"]), finite(row[f"new_{quantity}"])
             if base is None or new is None:
+                if quantity == "flops":   # unknown, never 0: e.g. a module whose only math is custom kernels
+                    sides = " and ".join(label for label, v in (("baseline", base), ("current", new)) if v is None)
+                    notes.append(f"FLOPs of module {row['module']} not checked: unknown in the {sides} (no op "
+                                 "has a FLOP figure, e.g. custom kernels without a cost estimate)")
                 continue
             limit = getattr(budgets, budget)
             if base > 0:
@@ -168,8 +179,8 @@ def _memory_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]
 def _absolute_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]]:
     checks, notes = [], []
     if budgets.max_step_time_ps is not None:
-        st = diff.summary.get("step_time") or {}
-        new = st.get("new_ps") if st.get("name") == "step_time" else None
+        st = diff.summary.step_time
+        new = st.new_ps if st is not None and st.name == "step_time" else None
         if new is None:
             notes.append("max_step_time not checked: the new input has no step times")
         else:
@@ -197,4 +208,4 @@ def run_checks(diff: Diff, budgets: Budgets | None = None) -> Verdict:
     notes += static_notes + memory_notes + absolute_notes
     if not checks:
         notes.append("nothing to check: the inputs share no step times, judged ops or HLO modules")
-    return Verdict(checks=checks, budgets=budgets, notes=notes)
+    return Verdict(checks=checks, budgets=budgets, notes=notes, diff=diff)

@@ -16,6 +16,7 @@ one number against another.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,70 @@ from traceview.regress.stats import Shift, relative_shift
 from traceview.vocabulary import BOUNDS_AND_IDLE
 
 STATUSES = ("same", "changed", "new", "vanished")
+
+
+@dataclass(frozen=True)
+class Side:
+    """What one side of a diff is: its label (path), kind ("trace" or "hlo"), target chip and step count."""
+
+    label: str
+    kind: str
+    target: str | None
+    steps: int
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One quantity on both sides (None where a side does not know it)."""
+
+    base: float | None
+    new: float | None
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """The typical step: median step time (``name`` "step_time"), or the whole capture's device time
+    ("device_time") when a side has no steps; ``change`` new/base - 1 with its interval (``low``, ``high``)."""
+
+    name: str
+    base_ps: float | None
+    new_ps: float | None
+    change: float | None
+    low: float | None
+    high: float | None
+    method: str
+
+
+@dataclass(frozen=True)
+class OpCounts:
+    """Ops by status, plus those whose bound changed and those matched under another name."""
+
+    same: int
+    changed: int
+    new: int
+    vanished: int
+    label_changed: int
+    renamed: int
+
+
+@dataclass(frozen=True)
+class DiffSummary:
+    """Headline numbers of a diff. Per step: ``time_by_bound_ps`` (bound -> Pair; None unless both sides
+    are traces judged by bound) and ``per_step`` ("flops", "bytes", "collective_bytes" -> Pair);
+    ``step_time`` None for HLO inputs."""
+
+    base: Side
+    new: Side
+    step_time: StepTime | None
+    time_by_bound_ps: dict[str, Pair] | None
+    mfu: Pair
+    per_step: dict[str, Pair]
+    ops: OpCounts
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dicts, as the JSON report writes them (no ``step_time``/``time_by_bound_ps`` key when None)."""
+        out = dataclasses.asdict(self)
+        return {k: v for k, v in out.items() if not (k in ("step_time", "time_by_bound_ps") and v is None)}
 
 
 @dataclass
@@ -47,7 +112,7 @@ class Diff:
     ops: pd.DataFrame
     steps: pd.DataFrame
     modules: pd.DataFrame
-    summary: dict
+    summary: DiffSummary
     step_shift: Shift | None = None
     op_shifts: dict[tuple[str, str], Shift] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -213,29 +278,25 @@ def _per_step(snap: Snapshot, column: str) -> float | None:
     return None if values.isna().all() else float(values.sum()) / snap.n_steps
 
 
-def _summary(base: Snapshot, new: Snapshot, ops: pd.DataFrame, step_shift: Shift | None) -> dict[str, Any]:
-    summary: dict[str, Any] = {"base": {"label": base.label, "kind": base.kind, "target": base.target,
-                        "steps": len(base.step_times_ps)},
-               "new": {"label": new.label, "kind": new.kind, "target": new.target, "steps": len(new.step_times_ps)}}
+def _summary(base: Snapshot, new: Snapshot, ops: pd.DataFrame, step_shift: Shift | None) -> DiffSummary:
+    step_time = None
     if step_shift is not None:
         stepped = len(base.step_times_ps) and len(new.step_times_ps)
         typical = lambda s: float(np.median(s.step_times_ps)) if stepped else s.device_time_ps  # noqa: E731
-        summary["step_time"] = {"name": "step_time" if stepped else "device_time",
-                                "base_ps": typical(base), "new_ps": typical(new),
-                                "change": step_shift.estimate, "low": step_shift.low, "high": step_shift.high,
-                                "method": step_shift.method}
+        step_time = StepTime("step_time" if stepped else "device_time", typical(base), typical(new),
+                             step_shift.estimate, step_shift.low, step_shift.high, step_shift.method)
+    by_bound = None
     if base.time_by_bound_ps and new.time_by_bound_ps:
-        summary["time_by_bound_ps"] = {
-            bound: {"base": base.time_by_bound_ps.get(bound, 0.0) / base.n_steps,
-                    "new": new.time_by_bound_ps.get(bound, 0.0) / new.n_steps}
-            for bound in BOUNDS_AND_IDLE}
-    summary["mfu"] = {"base": base.mfu, "new": new.mfu}
-    summary["per_step"] = {q: {"base": _per_step(base, q), "new": _per_step(new, q)}
-                           for q in ("flops", "bytes", "collective_bytes")}
-    summary["ops"] = {s: int((ops["status"] == s).sum()) for s in STATUSES}
-    summary["ops"]["label_changed"] = int(ops["label_changed"].sum())
-    summary["ops"]["renamed"] = int(((ops["matched_by"] != "name") & (ops["matched_by"] != "")).sum())
-    return summary
+        by_bound = {bound: Pair(base.time_by_bound_ps.get(bound, 0.0) / base.n_steps,
+                                new.time_by_bound_ps.get(bound, 0.0) / new.n_steps) for bound in BOUNDS_AND_IDLE}
+    counts = {s: int((ops["status"] == s).sum()) for s in STATUSES}
+    return DiffSummary(
+        base=Side(base.label, base.kind, base.target, len(base.step_times_ps)),
+        new=Side(new.label, new.kind, new.target, len(new.step_times_ps)),
+        step_time=step_time, time_by_bound_ps=by_bound, mfu=Pair(base.mfu, new.mfu),
+        per_step={q: Pair(_per_step(base, q), _per_step(new, q)) for q in ("flops", "bytes", "collective_bytes")},
+        ops=OpCounts(**counts, label_changed=int(ops["label_changed"].sum()),
+                     renamed=int(((ops["matched_by"] != "name") & (ops["matched_by"] != "")).sum())))
 
 
 def _warnings(base: Snapshot, new: Snapshot) -> list[str]:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from traceview import __version__
 from traceview.regress.check import Check, Verdict, run_checks
-from traceview.regress.diff import Diff
+from traceview.regress.diff import Diff, Pair
 from traceview.render.escape import markdown_code, markdown_text, terminal_lines, xml_text
 from traceview.render.tables import colour, fmt_pct, fmt_si, fmt_time_us, markdown_table, text_table, use_colour
 from traceview.units import PS_PER_US, json_scalar, number
@@ -77,15 +77,15 @@ def _headline(diff: Diff, verdict: Verdict) -> str:
 
 
 def _step_line(diff: Diff) -> str | None:
-    st = diff.summary.get("step_time")
-    if not st or st.get("change") is None:
+    st = diff.summary.step_time
+    if st is None or st.change is None:
         return None
-    what = "step time (median)" if st["name"] == "step_time" else "device time (whole capture)"
-    text = f"{what} {_time(st['base_ps'])} -> {_time(st['new_ps'])}: {_change(st['change'])}"
-    if st.get("low") is not None:
-        text += f" (interval {st['low']:+.1%} .. {st['high']:+.1%})"
-    steps = (diff.summary["base"]["steps"], diff.summary["new"]["steps"])
-    return text + f"; {st['method']}; {steps[0]} vs {steps[1]} steps"
+    what = "step time (median)" if st.name == "step_time" else "device time (whole capture)"
+    text = f"{what} {_time(st.base_ps)} -> {_time(st.new_ps)}: {_change(st.change)}"
+    if st.low is not None and st.high is not None:
+        text += f" (interval {st.low:+.1%} .. {st.high:+.1%})"
+    steps = (diff.summary.base.steps, diff.summary.new.steps)
+    return text + f"; {st.method}; {steps[0]} vs {steps[1]} steps"
 
 
 def _check_rows(checks: list[Check], on: bool = False) -> list[list[str]]:
@@ -102,12 +102,12 @@ CHECK_ALIGN = "lrrrrrll"
 
 
 def _bound_rows(diff: Diff) -> list[list[str]]:
-    by = diff.summary.get("time_by_bound_ps")
+    by = diff.summary.time_by_bound_ps
     if not by:
         return []
     rows = []
     for bound in BOUNDS_AND_IDLE:
-        b, n = by[bound]["base"], by[bound]["new"]
+        b, n = by[bound].base or 0.0, by[bound].new or 0.0
         if not b and not n:
             continue
         rows.append([bound, _time(b), _time(n), _change(n / b - 1 if b else (math.inf if n else 0.0))])
@@ -183,14 +183,14 @@ def _sections(diff: Diff, verdict: Verdict, top: int) -> dict:
     ops = diff.ops
     new_ops, gone = ops[ops["status"] == "new"], ops[ops["status"] == "vanished"]
     relabel = ops[ops["label_changed"]]
-    counts = diff.summary["ops"]
+    counts = diff.summary.ops
     return {
         "step": _step_line(diff),
-        "counts": (f"ops: {counts['same']} same, {counts['changed']} changed, {counts['new']} new, "
-                   f"{counts['vanished']} vanished, {counts['label_changed']} with a new bound, "
-                   f"{counts['renamed']} matched under a new name"),
+        "counts": (f"ops: {counts.same} same, {counts.changed} changed, {counts.new} new, "
+                   f"{counts.vanished} vanished, {counts.label_changed} with a new bound, "
+                   f"{counts.renamed} matched under a new name"),
         "bounds": _bound_rows(diff),
-        "mfu": diff.summary.get("mfu"),
+        "mfu": diff.summary.mfu,
         "ops": _op_table(_interesting_ops(diff, top), diff.ops["time_change_ps"].notna().any()),
         "new": _listing(new_ops, "new", 10) if len(new_ops) else "",
         "vanished": _listing(gone, "base", 10) if len(gone) else "",
@@ -204,10 +204,10 @@ def _work_line(diff: Diff) -> str | None:
     """FLOPs and bytes per step of the ops that ran: a change here is added work, not noise."""
     if diff.base.kind != "trace" or diff.new.kind != "trace":
         return None
-    per = diff.summary["per_step"]
+    per = diff.summary.per_step
     parts = []
     for key, label, unit in (("flops", "FLOPs", ""), ("bytes", "bytes", "B"), ("collective_bytes", "collective", "B")):
-        b, n = number(per[key]["base"]), number(per[key]["new"])
+        b, n = number(per[key].base), number(per[key].new)
         if b is None or n is None or (key == "collective_bytes" and not b and not n):
             continue
         parts.append(f"{label} {fmt_si(b, unit)} -> {fmt_si(n, unit)} ({_change(n / b - 1 if b else math.inf)})")
@@ -215,10 +215,10 @@ def _work_line(diff: Diff) -> str | None:
     return (("per step: " if stepped else "whole capture: ") + ", ".join(parts)) if parts else None
 
 
-def _mfu_line(mfu: dict | None) -> str | None:
-    if not mfu or (mfu.get("base") is None and mfu.get("new") is None):
+def _mfu_line(mfu: Pair) -> str | None:
+    if mfu.base is None and mfu.new is None:
         return None
-    return f"MFU {fmt_pct(number(mfu.get('base')))} -> {fmt_pct(number(mfu.get('new')))}"
+    return f"MFU {fmt_pct(number(mfu.base))} -> {fmt_pct(number(mfu.new))}"
 
 
 # ------------------------------------------------------------------ text
@@ -343,7 +343,7 @@ def diff_json(diff: Diff, verdict: Verdict | None = None, command: str = "diff")
         "ops": _frame_records(diff.ops),
         "modules": _frame_records(diff.modules),
         "steps": _frame_records(diff.steps),
-        "summary": _summary_record(diff.summary),
+        "summary": _summary_record(diff.summary.to_dict()),
         "budgets": _clean_budgets(verdict),
         "notes": list(verdict.notes),
         "warnings": list(diff.warnings),

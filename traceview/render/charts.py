@@ -74,8 +74,11 @@ def unplaceable_ops(ops: pd.DataFrame) -> pd.DataFrame:
     total = float(self_ps.sum())
     flops = pd.to_numeric(rest.get("flops", pd.Series(np.nan, index=rest.index)), errors="coerce")
     nbytes = pd.to_numeric(rest.get("bytes_accessed", pd.Series(np.nan, index=rest.index)), errors="coerce")
-    reason = np.select([flops.isna() | nbytes.isna(), flops <= 0, nbytes <= 0],
-                       ["no cost", "no FLOPs", "no bytes"], default="no measured time")
+    lower = rest["cost_lower_bound"].fillna(False).astype(bool) if "cost_lower_bound" in rest.columns else \
+        pd.Series(False, index=rest.index)
+    reason = np.select([flops.isna() & lower & nbytes.notna(), flops.isna() | nbytes.isna(), flops <= 0, nbytes <= 0],
+                       ["no FLOP figure (kernel without cost estimate)", "no cost", "no FLOPs", "no bytes"],
+                       default="no measured time")
     time = self_ps.loc[rest.index]
     out = pd.DataFrame({"module": rest.get("module", "").astype(str), "op": rest["op"].astype(str),
                         "reason": reason, "time_us": time / 1e6,

@@ -18,6 +18,8 @@ _XML_FORBIDDEN = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ff
 # Markdown syntax characters: backslash-escaped so a name renders as its own text.
 # ``_`` only where it could open or close emphasis (GitHub ignores it between letters: ``jit_train_step``).
 _MD_SPECIAL = re.compile(r"([\\`*\[\]|~#!$]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])|^[+=-])")
+# Bare URLs GitHub and Streamlit would turn into links: an invisible word joiner breaks the pattern.
+_AUTOLINK = re.compile(r"(?i)[a-z][a-z0-9+.\-]*://|www\.")
 _MD_ORDERED = re.compile(r"^(\d+)([.)])")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
 
@@ -56,6 +58,7 @@ def markdown_text(text: object) -> str:
     s = _CONTROL.sub(lambda m: " " if m.group() in "\n\r\t" else "", s)
     s = "".join(_HTML.get(ch, ch) for ch in s)
     s = _MD_SPECIAL.sub(r"\\\1", s)
+    s = _AUTOLINK.sub(lambda m: m.group()[:-3] + "\u2060://" if m.group().endswith("://") else m.group()[:-1] + "\u2060.", s)
     return _MD_ORDERED.sub(r"\1\\\2", s)
 
 

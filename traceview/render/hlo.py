@@ -39,6 +39,7 @@ def module_record(module: HloModule, costs: pd.DataFrame, totals: dict) -> dict:
         "flops": totals["flops"], "transcendentals": totals["transcendentals"],
         "bytes_accessed": totals["bytes_accessed"],
         "flops_per_step": totals["flops_per_step"], "bytes_accessed_per_step": totals["bytes_accessed_per_step"],
+        "flops_unknown_ops": totals.get("flops_unknown_ops", []),
         "collective_bytes": float(costs["payload_bytes"].sum()) if len(costs) else 0.0,
         "instructions": instructions,
     }
@@ -74,7 +75,8 @@ def _collective_cell(kind: str, group_size: float) -> str:
 
 
 def _top_rows(costs: pd.DataFrame, top: int) -> list[list[str]]:
-    ranked = costs.sort_values(["flops", "bytes_accessed"], ascending=False).head(top)
+    # kernels with no FLOP figure (NaN) first: their math may be the heaviest, and it is unknown
+    ranked = costs.sort_values(["flops", "bytes_accessed"], ascending=False, na_position="first").head(top)
     return [[r["name"], r["opcode"], r["category"], r["shape"][:40], r["dtype"], fmt_si(r["flops"]),
              fmt_si(r["bytes_accessed"], "B"),
              _collective_cell(r["collective_kind"], r["group_size"]),

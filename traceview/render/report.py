@@ -246,7 +246,11 @@ def _op_table(analysis: Analysis, top: int, on: bool) -> tuple[list[str], list[l
                       fmt_time_us(_us(judged_time)) if judged_time == judged_time else f"w/ {r.get('paired_start')}"]
             if projected:
                 cells.append(fmt_time_us(_us(r.get("projected_time_ps"))))
-            cells += [fmt_time_us(_us(r.get("roofline_time_ps"))), fmt_pct(r.get("efficiency")),
+            # a kernel costed by its shapes alone: its roofline is the memory time, a lower bound
+            lower = r.get("cost_lower_bound")
+            floor = ">= " if isinstance(lower, (bool, np.bool_)) and lower and r.get("roofline_time_ps") == r.get(
+                "roofline_time_ps") else ""
+            cells += [floor + fmt_time_us(_us(r.get("roofline_time_ps"))), fmt_pct(r.get("efficiency")),
                       fmt_time_us(_us(r.get("gap_ps"))), fmt_time_us(_us(r.get("gain_ps"))),
                       fmt_si(r.get("flops")), fmt_si(r.get("bytes_accessed"), "B"),
                       r["dtype"] if isinstance(r.get("dtype"), str) and r["dtype"] else "-"]

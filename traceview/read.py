@@ -12,7 +12,7 @@ import pandas as pd
 
 from traceview.errors import TraceError, UserError
 from traceview.hostread import DASK_ENV, HostResult, read_hosts
-from traceview.parsers.discover import find_run, host_of
+from traceview.parsers.discover import find_run, host_of, is_trace_file
 from traceview.parsers.xplane import TraceData, read_xplane
 from traceview.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Profile, Source, empty_frame
 
@@ -144,3 +144,10 @@ def _concat(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.DataFrame
         else:
             out[name] = pd.concat([f[name] for f in frames], ignore_index=True).to_numpy()
     return pd.DataFrame(out).astype(columns)
+
+
+def is_trace_path(path: Path) -> bool:
+    """Whether ``path`` is a trace file or a folder holding one (rather than HLO or a JSON baseline)."""
+    if path.is_file():
+        return is_trace_file(path)
+    return path.is_dir() and any(is_trace_file(p) for p in path.rglob("*.xplane.pb*"))

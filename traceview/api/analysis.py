@@ -1,0 +1,208 @@
+"""``traceview.load(path) -> Analysis``: a trace read, costed and judged against a chip, as DataFrames.
+
+The one place outside the pipeline modules that runs the pipeline
+(``read`` -> ``analysis.build_analysis``); the CLI, the dashboard, the
+regression stage and the tests call :func:`load`. Every public table is
+derived from the JSON contract (``render.report.analysis_json``), so a
+notebook, the CLI's JSON and the dashboard show the same numbers in the
+same units (microseconds, bytes, FLOPs, per second).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from traceview.analysis import Analysis as PipelineResult
+from traceview.analysis import apply_target, build_analysis
+from traceview.hardware.chips import Chip
+from traceview.hardware.database import get_chip, load_hardware
+from traceview.progress import progress_bar
+from traceview.read import ReadOptions, load_profile
+from traceview.render.report import OP_FIELDS, analysis_json
+from traceview.units import PS_PER_US
+
+__all__ = ["Analysis", "Summary", "load"]
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Headline numbers of one analysis: the ``summary`` object of ``traceview analyze --format json``
+    (less its ``steps`` list, which is :attr:`Analysis.steps`). docs/api.md defines every field.
+
+    Times in microseconds; None where unknown (the roofline fields when no
+    target chip is known), with ``*_reason`` saying why. ``devices`` lists the
+    active devices' busy/idle/span times; ``time_by_bound_us`` maps each
+    bound (compute, memory, communication, unknown, idle) to device time.
+    """
+
+    device_time_us: float | None = None
+    span_us: float | None = None
+    idle_us: float | None = None
+    total_span_us: float | None = None
+    active_devices: int | None = None
+    op_time_us: float | None = None
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    inactive_devices: list[Any] = field(default_factory=list)
+    time_by_bound_us: dict[str, float | None] | None = None
+    mfu: float | None = None
+    mfu_reason: str | None = None
+    mfu_dtype: str | None = None
+    mfu_peak_dtype: str | None = None
+    mfu_peak_flops: float | None = None
+    flops: float | None = None
+    flops_reason: str | None = None
+    achieved_flops: float | None = None
+    bytes_accessed: float | None = None
+    efficiency: float | None = None
+    efficiency_reason: str | None = None
+    efficiency_definition: str | None = None
+    projected: bool | None = None
+    projection_model: str | None = None
+    roofline_time_us: float | None = None
+    projected_time_us: float | None = None
+    gain_definition: str | None = None
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Summary:
+        """From the JSON ``summary`` object; fields it does not hold stay None."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in record.items() if k in known})
+
+
+class Analysis:
+    """One analyzed trace: its ops, executions, steps and devices as DataFrames, judged against ``target``.
+
+    Built by :func:`traceview.load`. Tables are computed on first access and
+    kept; :meth:`retarget` judges the same trace against another chip
+    without reading it again. ``pipeline`` holds the pipeline's own tables
+    (picoseconds, internal column names) for the renderers and the dashboard.
+    """
+
+    def __init__(self, pipeline: PipelineResult, hardware_file: str | Path | None = None):
+        self.pipeline = pipeline
+        self.hardware_file = hardware_file
+
+    def __repr__(self) -> str:
+        source = self.pipeline.profile.source
+        target = self.target.name if self.target else None
+        return f"<traceview.Analysis {source.run or source.path!s}: {len(self.pipeline.ops)} ops, target {target}>"
+
+    @cached_property
+    def _record(self) -> dict[str, Any]:
+        return analysis_json(self.pipeline)
+
+    def to_json(self) -> dict[str, Any]:
+        """Exactly what ``traceview analyze PATH --format json`` prints (a fresh copy)."""
+        return copy.deepcopy(self._record)
+
+    @cached_property
+    def ops(self) -> pd.DataFrame:
+        """One row per (program, op) (per device too with ``per_device=True``): the JSON ``ops``.
+
+        Same fields and units as ``analyze --format json`` (docs/api.md lists
+        every column): times ``*_us`` are totals over the op's occurrences in
+        microseconds, ``flops``/``bytes_accessed``/``collective_bytes`` totals,
+        ``bound`` one of compute/memory/communication/unknown (None without a
+        target). Sorted by ``gain_us`` (device time saved at the roofline),
+        largest first; ``a.ops.sort_values("gap_us", ascending=False)`` orders by gap.
+        """
+        columns = [field for column, field in OP_FIELDS.items() if column in self.pipeline.ops.columns]
+        return pd.DataFrame.from_records(self._record["ops"], columns=columns)
+
+    @cached_property
+    def op_executions(self) -> pd.DataFrame:
+        """One row per op execution on a device, as the trace recorded it.
+
+        Columns: host, device, line, module, program_id, name, category,
+        start_us (session clock), duration_us, self_time_us (duration minus
+        nested child ops), step (-1 outside every step), trace_flops and
+        trace_bytes (what a TPU trace reports itself, NaN otherwise).
+        """
+        raw = self.pipeline.profile.ops
+        frame = raw.rename(columns={"op": "name", "self_ps": "self_time_ps"})
+        return _ps_to_us(frame)
+
+    @cached_property
+    def steps(self) -> pd.DataFrame:
+        """One row per step: step, start_us, time_us (first start to last end over devices),
+        device_mean_us, devices, and with a target ``<bound>_us``: device self time per bound."""
+        return _ps_to_us(self.pipeline.steps)
+
+    @cached_property
+    def devices(self) -> pd.DataFrame:
+        """One row per device plane: the JSON ``devices`` (id, kind, name, figures the trace reports)."""
+        return pd.DataFrame.from_records(self._record["devices"])
+
+    @cached_property
+    def summary(self) -> Summary:
+        """Headline numbers (:class:`Summary`)."""
+        return Summary.from_record(self._record["summary"])
+
+    @property
+    def warnings(self) -> list[str]:
+        """What could not be read, costed or judged, one sentence each."""
+        return list(self.pipeline.warnings)
+
+    @property
+    def target(self) -> Chip | None:
+        """The chip the ops are judged against; None when none was given or detected."""
+        return self.pipeline.target
+
+    def retarget(self, chip: str | Chip) -> Analysis:
+        """The same trace judged against ``chip`` (a name or alias from :func:`traceview.chips`, or a Chip).
+
+        Nothing is read again; this analysis is left as it was.
+        """
+        if not isinstance(chip, Chip):
+            chip = get_chip(chip, load_hardware(self.hardware_file))
+        return Analysis(apply_target(self.pipeline, chip, detected=False), self.hardware_file)
+
+
+def load(path: str | Path, *, run: str | None = None, target: str | Chip | None = None,
+         hlo: str | Path | None = None, stage: str = "after", hardware_file: str | Path | None = None,
+         progress: bool | Progress = False, per_device: bool = False,
+         read_options: ReadOptions | None = None) -> Analysis:
+    """Read a trace and analyze it.
+
+    ``path``: a log dir (``plugins/profile/<run>/`` below it), a run dir or
+    one ``.xplane.pb`` file, as the CLI takes it; ``run``: which run of a log
+    dir (default the newest). ``target``: the chip to judge against, a name
+    or alias (``traceview.chips()``) or a :class:`Chip` (default: the chip
+    the trace ran on, when it can be told). ``hlo``: an XLA dump folder or
+    HLO file with the modules (default: the trace's own HLO, or an ``hlo/``
+    folder beside it); ``stage``: "after" or "before" optimizations.
+    ``hardware_file``: a JSON/TOML file adding or overriding chips.
+    ``progress``: True draws a bar on a terminal's stderr; a callable gets
+    ``(done, total)`` files. ``per_device``: one ops row per (device, op).
+    ``read_options``: how host files are read (``traceview.read.ReadOptions``:
+    table cache, parallel jobs, a Dask scheduler; default: the environment).
+
+    Raises :class:`traceview.UserError` (or its subclasses) for bad input.
+    """
+    chip, name = (target, None) if isinstance(target, Chip) else (None, target)
+    if progress is True:
+        with progress_bar("reading trace") as bar:
+            profile = load_profile(path, run=run, progress=bar, options=read_options)
+    else:
+        profile = load_profile(path, run=run, progress=progress or None, options=read_options)
+    pipeline = build_analysis(profile, target=name, hardware_file=hardware_file,
+                              hlo_path=hlo, stage=stage, per_device=per_device, target_chip=chip)
+    return Analysis(pipeline, hardware_file)
+
+
+def _ps_to_us(frame: pd.DataFrame) -> pd.DataFrame:
+    """``*_ps`` columns to ``*_us`` (floats), others as they are."""
+    out = frame.copy()
+    for column in [c for c in out.columns if c.endswith("_ps")]:
+        out[column] = pd.to_numeric(out[column], errors="coerce") / PS_PER_US
+    return out.rename(columns={c: c[:-3] + "_us" for c in out.columns if c.endswith("_ps")})

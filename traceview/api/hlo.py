@@ -1,0 +1,84 @@
+"""``traceview.hlo(path) -> HloReport``: the cost model of HLO modules (a dump, an HLO file or a trace's HLO)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from traceview.cost.table import COLUMNS
+from traceview.hlo_report import hlo_report
+from traceview.modules import profile_modules
+from traceview.parsers.hlo_dump import load_hlo_modules
+from traceview.parsers.hlo_model import HloModule
+from traceview.read import is_trace_path, load_profile
+from traceview.render.hlo import hlo_csv, hlo_json, hlo_text
+
+__all__ = ["HloReport", "hlo"]
+
+
+@dataclass
+class HloReport:
+    """Costed HLO modules: ``modules`` and ``instructions`` as DataFrames, ``warnings``.
+
+    ``hlo_modules`` are the parsed modules (``traceview.parsers.hlo_model``);
+    ``costed`` the (module, instruction costs, totals) triples the renderers take.
+    """
+
+    hlo_modules: list[HloModule]
+    costed: list[tuple[HloModule, pd.DataFrame, dict]]
+    warnings: list[str] = field(default_factory=list)
+
+    @cached_property
+    def modules(self) -> pd.DataFrame:
+        """One row per module: name, file, stage ("after"/"before"/None), program_id, flops,
+        transcendentals, bytes_accessed (as XLA's HloCostAnalysis defines them for the module),
+        flops_per_step, bytes_accessed_per_step (while bodies times their known trip counts),
+        collective_bytes (payload of its collectives), instructions (how many)."""
+        records = [{k: v for k, v in m.items() if k != "instructions"} | {"instructions": len(m["instructions"])}
+                   for m in self.to_json()["modules"]]
+        return pd.DataFrame.from_records(records, columns=[
+            "name", "file", "stage", "program_id", "flops", "transcendentals", "bytes_accessed",
+            "flops_per_step", "bytes_accessed_per_step", "collective_bytes", "instructions"])
+
+    @cached_property
+    def instructions(self) -> pd.DataFrame:
+        """One row per instruction of every module (columns in docs/api.md: module, computation, name,
+        opcode, category, shape, dtype, flops, transcendentals, bytes_read, bytes_written,
+        bytes_accessed, multiplier, flops_per_step, bytes_accessed_per_step, collective_kind,
+        payload_bytes, group_size (NaN when unknown), groups, crosses_dcn, ring_directions, unknown,
+        note, source_file, source_line, fusion_kind)."""
+        frames = [costs for _, costs, _ in self.costed if len(costs)]
+        if not frames:
+            return pd.DataFrame({k: pd.Series(dtype=v) for k, v in COLUMNS.items()})
+        return pd.concat(frames, ignore_index=True)
+
+    def to_json(self) -> dict[str, Any]:
+        """Exactly what ``traceview hlo PATH --format json`` prints."""
+        return hlo_json(self.costed, self.warnings)
+
+    def to_csv(self) -> str:
+        """The instruction table as ``traceview hlo --format csv`` writes it."""
+        return hlo_csv(self.costed)
+
+    def to_text(self, top: int = 10, markdown: bool = False) -> str:
+        """The ``traceview hlo`` tables: modules, then each module's top instructions."""
+        return hlo_text(self.costed, self.warnings, top=top, markdown=markdown)
+
+
+def hlo(path: str | Path, *, run: str | None = None, stage: str = "after") -> HloReport:
+    """Cost the HLO modules at ``path``: an XLA dump folder (``--xla_dump_to``), one HLO file (text or
+    proto, optionally .xz/.gz), or a trace (log dir, run dir, file: its own HLO, or an ``hlo/`` folder
+    beside it). ``run`` picks a run of a log dir; ``stage`` "after" or "before" optimizations."""
+    p = Path(path)
+    if is_trace_path(p):
+        modules, warnings = profile_modules(load_profile(p, run=run), stage=stage)
+        if not modules:
+            warnings.append(f"{p}: the trace carries no HLO and no dump folder was found beside it")
+    else:
+        modules, warnings = load_hlo_modules(p, stage=stage)
+    costed, cost_warnings = hlo_report(modules)
+    return HloReport(modules, costed, list(dict.fromkeys(warnings + cost_warnings)))
