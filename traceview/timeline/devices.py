@@ -83,35 +83,90 @@ def device_busy_by_label(raw: pd.DataFrame, labels: np.ndarray, n_labels: int) -
             for c, name in enumerate(names)}
 
 
+_OFFSET_LIMIT = 2.0 ** 61   # keeps shifted times inside int64
+
+
+def _shifted_busy_by_label(starts: np.ndarray, ends: np.ndarray, labels: np.ndarray, groups: np.ndarray,
+                           width: np.ndarray, n_labels: int) -> np.ndarray:
+    """:func:`busy_by_label` for groups 0..len(width)-1 at once: each group is shifted into its own
+    stretch of the time axis (offset = the widths of the groups before it), so one vectorized union
+    serves them all (no interval reaches into the next stretch); union lengths are summed per group."""
+    n_groups = len(width)
+    offset = np.concatenate(([0], np.cumsum(width + 1)[:-1])).astype(np.int64)
+    shift = offset[groups]
+    ranked = np.where(labels < 0, n_labels, labels)
+    out = np.zeros((n_groups, n_labels + 1), dtype=np.float64)
+    covered = np.zeros(n_groups, dtype=np.float64)
+    for k in range(n_labels + 1):
+        sel = ranked <= k
+        u_starts, u_ends = union(starts[sel] + shift[sel], ends[sel] + shift[sel])
+        owner = np.searchsorted(offset, u_starts, side="right") - 1
+        length = np.bincount(owner, weights=(u_ends - u_starts).astype(np.float64), minlength=n_groups)
+        out[:, k] = length - covered
+        covered = length
+    out[:, n_labels - 1] += out[:, n_labels]      # unlabelled time joins the last label ("unknown")
+    return out[:, :n_labels]
+
+
+def _grouped_busy_by_label(starts: np.ndarray, ends: np.ndarray, labels: np.ndarray, groups: np.ndarray,
+                           n_groups: int, n_labels: int) -> np.ndarray:
+    """:func:`busy_by_label` per group (times >= 0 within each group): an (n_groups, n_labels) array.
+
+    Groups are taken in chunks whose summed widths stay below 2^61, so the shifted times of
+    :func:`_shifted_busy_by_label` never overflow, whatever the steps' lengths.
+    """
+    width = np.zeros(n_groups, dtype=np.int64)
+    np.maximum.at(width, groups, ends)
+    order = np.argsort(groups, kind="stable")
+    groups, starts, ends, labels = groups[order], starts[order], ends[order], labels[order]
+    cum = np.cumsum(width.astype(np.float64) + 1.0)
+    out = np.zeros((n_groups, n_labels), dtype=np.float64)
+    first = 0
+    while first < n_groups:
+        base = cum[first - 1] if first else 0.0
+        last = min(n_groups, max(first + 1, int(np.searchsorted(cum, base + _OFFSET_LIMIT, side="right"))))
+        lo, hi = np.searchsorted(groups, [first, last], side="left")
+        out[first:last] = _shifted_busy_by_label(starts[lo:hi], ends[lo:hi], labels[lo:hi], groups[lo:hi] - first,
+                                                 width[first:last], n_labels)
+        first = last
+    return out
+
+
 def step_busy_by_label(raw: pd.DataFrame, labels: np.ndarray, n_labels: int,
                        steps: pd.DataFrame) -> pd.DataFrame:
     """Per step: busy time by label per device (the mean over the devices with ops in the step), each
     device's ops clipped to the step's wall window, so the parts never exceed the step's time.
 
     Columns: step, active_devices, and one column per label index (0..n_labels-1), in ps.
+    Vectorized over all (step, device) groups: O(n log n) per label, no Python loop per group.
     """
     columns = ["step", "active_devices", *range(n_labels)]
     if raw.empty or steps.empty or "step" not in raw.columns:
         return pd.DataFrame(columns=columns)
-    starts = raw["start_ps"].to_numpy(dtype=np.int64)
-    ends = starts + raw["duration_ps"].to_numpy(dtype=np.int64)
-    step_of = raw["step"].to_numpy()
-    devices = pd.factorize(raw["device"].astype(str))[0]
-    windows = {int(s): (int(a), int(a + t)) for s, a, t in zip(steps["step"], steps["start_ps"], steps["time_ps"])}
-    order = np.lexsort((devices, step_of))
-    keys = np.stack((step_of[order], devices[order]), axis=1)
-    cuts = np.flatnonzero(np.any(keys[1:] != keys[:-1], axis=1)) + 1
-    sums: dict[int, np.ndarray] = {}
-    counts: dict[int, int] = {}
-    for group in np.split(order, cuts):
-        if group.size == 0:
-            continue
-        step = int(step_of[group[0]])
-        if step not in windows:
-            continue
-        lo, hi = windows[step]
-        parts = busy_by_label(np.clip(starts[group], lo, hi), np.clip(ends[group], lo, hi), labels[group], n_labels)
-        sums[step] = sums.get(step, 0) + parts
-        counts[step] = counts.get(step, 0) + 1
-    rows = [[step, counts[step], *(sums[step] / counts[step])] for step in sorted(sums)]
+    step_ids = steps["step"].to_numpy(dtype=np.int64)
+    lo_of = steps["start_ps"].to_numpy(dtype=np.int64)
+    hi_of = lo_of + steps["time_ps"].to_numpy(dtype=np.int64)
+    step_of = pd.to_numeric(raw["step"], errors="coerce").to_numpy(dtype=np.float64)
+    where = pd.Index(step_ids).get_indexer(np.where(np.isfinite(step_of), step_of, -1).astype(np.int64))
+    where[~np.isfinite(step_of)] = -1
+    inside = where >= 0
+    if not inside.any():
+        return pd.DataFrame(columns=columns)
+    where = where[inside]
+    starts = raw["start_ps"].to_numpy(dtype=np.int64)[inside]
+    ends = starts + raw["duration_ps"].to_numpy(dtype=np.int64)[inside]
+    lo, hi = lo_of[where], hi_of[where]
+    starts = np.clip(starts, lo, hi) - lo
+    ends = np.clip(ends, lo, hi) - lo
+    devices = pd.factorize(raw["device"].astype(str))[0][inside]
+    groups, group_keys = pd.factorize(pd.MultiIndex.from_arrays([where, devices]), sort=True)
+    n_groups = len(group_keys)
+    parts = _grouped_busy_by_label(starts, ends, labels[inside], groups, n_groups, n_labels)
+    step_of_group = group_keys.get_level_values(0).to_numpy()
+    counts = np.bincount(step_of_group, minlength=len(step_ids))
+    sums = np.stack([np.bincount(step_of_group, weights=parts[:, k], minlength=len(step_ids))
+                     for k in range(n_labels)], axis=1)
+    present = np.flatnonzero(counts)
+    order = present[np.argsort(step_ids[present], kind="stable")]
+    rows = [[int(step_ids[i]), int(counts[i]), *(sums[i] / counts[i])] for i in order]
     return pd.DataFrame(rows, columns=columns)
