@@ -143,3 +143,19 @@ def test_load_adds_hlo_proto_files_beside(shared_traces):
     prof = load_profile(shared_traces / "AMD-AGI-TraceLens" / "jax_conv_minimal_legacy")
     assert "jit_forward_3d_conv(15)" in prof.hlo_protos
     assert len(prof.hlo_protos) == 8
+
+
+def test_non_regular_trace_name_is_a_warning_in_the_analysis(sample_traces, tmp_path):
+    """A directory named like a host's trace file is reported in the analysis's warnings; the real host is read."""
+    import shutil
+
+    import traceview
+
+    run = tmp_path / "plugins" / "profile" / "r1"
+    run.mkdir(parents=True)
+    for f in (sample_traces / "mlp").rglob("*.xplane.pb"):
+        shutil.copy(f, run / f.name)
+    (run / "ghost.xplane.pb").mkdir()
+    analysis = traceview.load(tmp_path)
+    assert any("ghost.xplane.pb" in w and "directory" in w for w in analysis.warnings)
+    assert analysis.summary.device_time_us and analysis.summary.device_time_us > 0

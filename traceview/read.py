@@ -12,6 +12,7 @@ import pandas as pd
 
 from traceview.errors import TraceError, UserError
 from traceview.hostread import DASK_ENV, HostResult, read_hosts
+from traceview.parsers.compressed import read_limited
 from traceview.parsers.discover import find_run, host_of, is_trace_file
 from traceview.parsers.xplane import TraceData, read_xplane
 from traceview.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Profile, Source, empty_frame
@@ -83,7 +84,7 @@ def load_profile(path: str | Path, run: str | None = None,
         if use_cache and r.data is not None:
             tablecache.put(r.path, r.data)
     parts: list[TraceData] = []
-    warnings: list[str] = []
+    warnings: list[str] = list(found.warnings)   # names like trace files that are not regular files
     failures: list[HostResult] = []
     ok_files: list[str] = []
     for f in files:
@@ -115,7 +116,10 @@ def load_profile(path: str | Path, run: str | None = None,
     for f in found.hlo_proto_files:
         key = f.name[: -len(".hlo_proto.pb")]
         if key not in hlo_protos:
-            hlo_protos[key] = f.read_bytes()
+            try:
+                hlo_protos[key] = read_limited(f, error=TraceError, what="HLO proto file")
+            except UserError as exc:
+                warnings.append(f"skipped {exc}")
     return Profile(
         source=Source(path=str(path), run=found.name, hosts=[p.host for p in parts], files=ok_files),
         ops=_concat([p.ops for p in parts], OP_COLUMNS),
