@@ -101,7 +101,7 @@ def _shifted_busy_by_label(starts: np.ndarray, ends: np.ndarray, labels: np.ndar
         sel = ranked <= k
         u_starts, u_ends = union(starts[sel] + shift[sel], ends[sel] + shift[sel])
         owner = np.searchsorted(offset, u_starts, side="right") - 1
-        length = np.bincount(owner, weights=(u_ends - u_starts).astype(np.float64), minlength=n_groups)
+        length = np.bincount(owner, weights=(u_ends - u_starts).astype(np.float64), minlength=n_groups).astype(np.float64)
         out[:, k] = length - covered
         covered = length
     out[:, n_labels - 1] += out[:, n_labels]      # unlabelled time joins the last label ("unknown")
