@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from traceview.timeline.aggregate import OP_KEY
-from traceview.timeline.devices import device_busy_by_label, device_time, step_busy_by_label
+from traceview.timeline.devices import device_busy_by_label, step_busy_by_label
 from traceview.vocabulary import BOUNDS
 
 
@@ -46,11 +46,6 @@ def steps_by_bound(raw: pd.DataFrame, labels: np.ndarray, steps: pd.DataFrame) -
     out = out.fillna({f"{b}_ps": 0.0 for b in BOUNDS})
     out["idle_ps"] = (out["time_ps"] - out[[f"{b}_ps" for b in BOUNDS]].sum(axis=1)).clip(lower=0)
     return out
-
-
-def per_device_table(raw: pd.DataFrame) -> pd.DataFrame:
-    """See traceview.timeline.devices.device_time."""
-    return device_time(raw)
 
 
 def projected_step_times(steps: pd.DataFrame, ops: pd.DataFrame, ratio: np.ndarray) -> np.ndarray:

@@ -129,12 +129,6 @@ def put(path: str | Path, data: TraceData) -> bool:
     return True
 
 
-def clear() -> None:
-    """Remove every entry (the whole cache directory's entries, nothing else)."""
-    for f in _entries(cache_dir()):
-        _remove(f)
-
-
 def _entries(folder: Path) -> list[Path]:
     try:
         return [f for f in folder.iterdir() if f.suffix == _SUFFIX and f.is_file()]

@@ -45,8 +45,3 @@ def json_scalar(value):
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return None
     return value
-
-
-def ps_to_us(ps: float | None) -> float | None:
-    """Picoseconds to microseconds, None kept."""
-    return None if ps is None else ps / PS_PER_US

@@ -62,10 +62,6 @@ def to_dot(graph: OpGraph) -> str:
     return "\n".join(lines) + "\n"
 
 
-def dot_available() -> bool:
-    return shutil.which("dot") is not None
-
-
 def to_svg(dot_text: str) -> str:
     """Graphviz's rendering of the DOT text; a UserError saying how to get `dot` when it is not installed."""
     exe = shutil.which("dot")

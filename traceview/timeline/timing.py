@@ -50,24 +50,6 @@ def _leaf_rows(raw: pd.DataFrame) -> np.ndarray:
     return (raw["self_ps"] == raw["duration_ps"]).to_numpy()
 
 
-def idle_time(raw: pd.DataFrame) -> tuple[int, int]:
-    """Sum over devices of (span from first op start to last op end) and of its uncovered part."""
-    if raw.empty:
-        return 0, 0
-    idle = span = 0
-    starts = raw["start_ps"].to_numpy()
-    ends = starts + raw["duration_ps"].to_numpy()
-    codes = raw["device"].cat.codes.to_numpy() if hasattr(raw["device"], "cat") else \
-        pd.factorize(raw["device"])[0]
-    for code in np.unique(codes):
-        mask = codes == code
-        u_starts, u_ends = union(starts[mask], ends[mask])
-        device_span = int(ends[mask].max() - starts[mask].min())
-        span += device_span
-        idle += device_span - int((u_ends - u_starts).sum())
-    return idle, span
-
-
 def _exposed_time(raw: pd.DataFrame, ops: pd.DataFrame, per_device: bool) -> pd.Series:
     """Per collective op: its time not overlapped by non-collective ops on the same device.
 
