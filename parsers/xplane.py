@@ -16,7 +16,7 @@ Program ids are uint64 in XLA; the int64 ``program_id`` column holds them bit
 for bit (see :func:`as_int64` / :func:`as_uint64`), -1 when unknown.
 
 Events are decoded line by line straight from the wire bytes into numpy columns
-(xspace_schema.decode_events: no Python object per event);
+(xspace_schema.decode_wide, compiled by xspace_fast when numba is there: no Python object per event);
 names and per-op stats are resolved once per event *metadata* and spread with
 index arrays. Per-event stats are read only on the lines that need them.
 Stats are always resolved by name through the plane's stat metadata.
@@ -40,9 +40,9 @@ from traceview.parsers.xspace_schema import (
     STAT_DOUBLE,
     STAT_REF,
     STAT_STR,
-    EventColumns,
+    WideEvents,
     WireError,
-    decode_events,
+    decode_wide,
 )
 from traceview.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Device, empty_frame
 
@@ -167,7 +167,7 @@ class _Plane:
 MAX_TIME_PS = 1 << 62
 
 
-def _valid_events(cols: EventColumns, line_ps: int) -> tuple[EventColumns, int]:
+def _valid_events(cols: WideEvents, line_ps: int) -> tuple[WideEvents, int]:
     """The events whose line start, offset and duration are non-negative and whose end stays within MAX_TIME_PS;
     and how many are not."""
     if not 0 <= line_ps <= MAX_TIME_PS:  # times count from the session start: never before it
@@ -179,13 +179,9 @@ def _valid_events(cols: EventColumns, line_ps: int) -> tuple[EventColumns, int]:
     bad = int(good.size - np.count_nonzero(good))
     if not bad:
         return cols, 0
-    stat_keep = good[cols.stat_event] if cols.stat_event.size else np.zeros(0, dtype=bool)
-    new_index = np.cumsum(good) - 1
     return dataclasses.replace(
         cols, metadata_id=cols.metadata_id[good], offset_ps=cols.offset_ps[good], duration_ps=cols.duration_ps[good],
-        stat_event=new_index[cols.stat_event[stat_keep]], stat_id=cols.stat_id[stat_keep],
-        stat_kind=cols.stat_kind[stat_keep], stat_bits=cols.stat_bits[stat_keep],
-        stat_start=cols.stat_start[stat_keep], stat_end=cols.stat_end[stat_keep]), bad
+        kind=cols.kind[:, good], bits=cols.bits[:, good], size=cols.size[:, good]), bad
 
 
 class _Events:
@@ -197,9 +193,11 @@ class _Events:
 
     def __init__(self, view: _Plane, line, path: str, stats: tuple[str, ...] = (),
                  counter: dict[str, int] | None = None) -> None:
-        keep = np.array([view.stat_ids[n] for n in stats if n in view.stat_ids], dtype=np.int64)
+        names = [n for n in dict.fromkeys(stats) if n in view.stat_ids]
+        self._column = {n: k for k, n in enumerate(names)}
+        keep = np.array([view.stat_ids[n] for n in names], dtype=np.int64)
         try:
-            cols: EventColumns = decode_events(line.events, keep_stats=keep)
+            cols = decode_wide(line.events, keep)
         except WireError as exc:
             raise TraceError(f"{path}: corrupt events on line {line.name!r} ({exc})") from exc
         line_ps = int(line.timestamp_ns) * 1000
@@ -214,72 +212,128 @@ class _Events:
     def __len__(self) -> int:
         return self.mid.size
 
-    def _rows(self, name: str) -> np.ndarray:
-        sid = self.view.stat_ids.get(name)
-        if sid is None:
-            return np.zeros(0, dtype=np.int64)
-        return np.flatnonzero(self.cols.stat_id == sid)
+    def _stat(self, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        k = self._column.get(name)
+        if k is None:
+            return None
+        return self.cols.kind[k], self.cols.bits[k], self.cols.size[k]
 
     def ints(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """(int64 value, present) per event; uint64 values keep their bits, doubles are truncated."""
-        c = self.cols
-        rows = self._rows(name)
-        rows = rows[(c.stat_kind[rows] != STAT_STR) & (c.stat_kind[rows] != STAT_BYTES)]
-        values = np.zeros(len(self), dtype=np.int64)
-        present = np.zeros(len(self), dtype=bool)
-        dbl = c.stat_kind[rows] == STAT_DOUBLE
-        as_float = c.stat_bits[rows[dbl]].view(np.float64)
-        rows = np.concatenate([rows[~dbl], rows[dbl][np.isfinite(as_float) & (np.abs(as_float) < 2.0**63)]])
-        bits = c.stat_bits[rows]
-        as_int = bits.view(np.int64).copy()
-        dbl = c.stat_kind[rows] == STAT_DOUBLE  # a double that is no int64 (NaN, inf, 1e300) is absent
-        with np.errstate(invalid="ignore"):
-            as_int[dbl] = bits[dbl].view(np.float64).astype(np.int64)
-        values[c.stat_event[rows]] = as_int
-        present[c.stat_event[rows]] = True
+        stat = self._stat(name)
+        if stat is None:
+            return np.zeros(len(self), dtype=np.int64), np.zeros(len(self), dtype=bool)
+        kind, bits, _ = stat
+        present = (kind != 0) & (kind != STAT_STR) & (kind != STAT_BYTES)
+        values = np.where(present, bits.view(np.int64), 0)
+        dbl = np.flatnonzero(kind == STAT_DOUBLE)
+        if dbl.size:  # a double that is no int64 (NaN, inf, 1e300) is absent
+            as_float = bits[dbl].view(np.float64)
+            ok = np.isfinite(as_float) & (np.abs(as_float) < 2.0**63)
+            present[dbl] = ok
+            with np.errstate(invalid="ignore"):
+                values[dbl] = np.where(ok, as_float, 0).astype(np.int64)
         return values, present
 
-    def strings(self, name: str) -> np.ndarray:
-        """Object array of the stat's string per event (ref values resolved to names); None where absent."""
-        c = self.cols
-        out = np.full(len(self), None, dtype=object)
-        rows = self._rows(name)
-        if rows.size == 0:
-            return out
-        kinds = c.stat_kind[rows]
-        ref = rows[kinds == STAT_REF]
+    def text_codes(self, name: str) -> tuple[np.ndarray, list[str]]:
+        """The stat as text per event: (code per event, -1 where absent; distinct strings).
+
+        Ref values name a stat metadata; str values are decoded from UTF-8
+        (each distinct one once); numbers are written in decimal; bytes count as absent.
+        """
+        codes = np.full(len(self), -1, dtype=np.int64)
+        stat = self._stat(name)
+        if stat is None:
+            return codes, []
+        kind, bits, size = stat
+        vocab = _Vocab()
+        ref = np.flatnonzero(kind == STAT_REF)
         if ref.size:
-            ids, inverse = np.unique(c.stat_bits[ref], return_inverse=True)
-            names = np.array([self.view.stat_names.get(int(i), "") for i in ids], dtype=object)
-            out[c.stat_event[ref]] = names[inverse]
-        text = rows[kinds == STAT_STR]
+            inverse, distinct = _distinct_ints(bits[ref])
+            codes[ref] = vocab.take(inverse, [self.view.stat_names.get(int(i), "") for i in distinct])
+        text = np.flatnonzero(kind == STAT_STR)
         if text.size:
-            out[c.stat_event[text]] = _decoded(c.buffer, c.stat_start[text], c.stat_end[text])
-        other = rows[(kinds != STAT_REF) & (kinds != STAT_STR) & (kinds != STAT_BYTES)]
-        for r in other:
-            out[c.stat_event[r]] = str(int(c.stat_bits[r].view(np.int64)))
-        return out
+            starts = bits[text].astype(np.int64)
+            inverse, strings = _distinct_slices(self.cols.buffer, starts, starts + size[text])
+            codes[text] = vocab.take(inverse, strings)
+        other = np.flatnonzero((kind != 0) & (kind != STAT_REF) & (kind != STAT_STR) & (kind != STAT_BYTES))
+        if other.size:
+            inverse, distinct = _distinct_ints(bits[other])
+            codes[other] = vocab.take(inverse, [str(int(v)) for v in distinct.view(np.int64)])
+        return codes, vocab.strings
+
+
+def _distinct_ints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index of each value in the distinct values, the distinct values sorted) of a uint64 array."""
+    top = int(values.max())
+    if top < max(1 << 16, 4 * values.size):  # small ids (stat metadata ids): a lookup table, no sort
+        seen = np.zeros(top + 1, dtype=bool)
+        seen[values] = True
+        distinct = np.flatnonzero(seen)
+        lookup = np.zeros(top + 1, dtype=np.int64)
+        lookup[distinct] = np.arange(distinct.size)
+        return lookup[values], distinct.astype(values.dtype)
+    distinct, inverse = np.unique(values, return_inverse=True)
+    return inverse.reshape(-1), distinct
+
+
+def _distinct_slices(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """(index into the strings of each buffer[start:end], the distinct decoded strings); each decoded once."""
+    if starts.size >= _FAST_MIN_STRINGS:
+        from traceview.parsers import xspace_fast
+
+        fast = xspace_fast.distinct_slices(buffer, starts, ends)
+        if fast is not None:
+            return fast
+    memo: dict[bytes, int] = {}
+    get = memo.get
+    inverse = np.empty(starts.size, dtype=np.int64)
+    for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
+        b = buffer[s:e]
+        code = get(b)
+        if code is None:
+            code = memo[b] = len(memo)
+        inverse[i] = code
+    return inverse, [b.decode("utf-8", "replace") for b in memo]
 
 
 def _decoded(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Object array of the UTF-8 strings at buffer[start:end]; each distinct string decoded once."""
-    if starts.size >= _FAST_MIN_STRINGS:
-        from traceview.parsers import xspace_fast
+    inverse, strings = _distinct_slices(buffer, starts, ends)
+    texts = np.empty(len(strings), dtype=object)
+    texts[:] = strings
+    return texts[inverse]
 
-        fast = xspace_fast.distinct_strings(buffer, starts, ends)
-        if fast is not None:
-            return fast
-    memo: dict[bytes, str] = {}
-    get = memo.get
 
-    def text(b: bytes) -> str:
-        value = get(b)
-        if value is None:
-            value = memo[b] = b.decode("utf-8", "replace")
-        return value
+class _Vocab:
+    """Distinct strings gathered from several sources, each with one code."""
 
-    return np.fromiter((text(buffer[s:e]) for s, e in zip(starts.tolist(), ends.tolist())),
-                       dtype=object, count=starts.size)
+    def __init__(self) -> None:
+        self.strings: list[str] = []
+        self._index: dict[str, int] = {}
+
+    def code(self, text: str) -> int:
+        found = self._index.get(text)
+        if found is None:
+            found = self._index[text] = len(self.strings)
+            self.strings.append(text)
+        return found
+
+    def take(self, codes: np.ndarray, strings: list[str]) -> np.ndarray:
+        """Codes into `strings` (-1: none) as codes into this vocabulary."""
+        remap = np.empty(len(strings) + 1, dtype=np.int64)
+        remap[:-1] = [self.code(t) for t in strings]
+        remap[-1] = -1
+        return remap[codes]
+
+    def categorical(self, codes: np.ndarray) -> pd.Categorical:
+        """pd.Categorical of these codes: only the strings used, sorted (as pd.Categorical(values) has them)."""
+        used = np.flatnonzero(np.bincount(codes + 1, minlength=len(self.strings) + 1)[1:])
+        texts = [self.strings[i] for i in used.tolist()]
+        order = sorted(range(len(texts)), key=texts.__getitem__)
+        remap = np.full(len(self.strings) + 1, -1, dtype=np.int64)
+        remap[used[order]] = np.arange(len(order))
+        return pd.Categorical.from_codes(remap[codes], categories=pd.Index([texts[i] for i in order]))
 
 
 def categorical(values: np.ndarray) -> pd.Categorical:
@@ -460,23 +514,29 @@ def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.
     framework op (the ``level 0`` stat), else by the kernel name.
     """
     sel = slice(None) if keep is None else np.flatnonzero(keep)
-    hlo_op = ev.strings("hlo_op")[sel]
     start, dur = ev.start[sel], ev.duration[sel]
-    if (hlo_op == None).any():  # noqa: E711 - elementwise on an object array
-        framework = ev.strings("level 0")[sel]
-        framework = np.array([f.split("#", 1)[0] if f is not None else None for f in framework], dtype=object)
-        kernel = np.asarray(_spread([m.name for m in view.md_list], view.md_index(ev.mid[sel]), ""), dtype=object)
-        op = np.where(hlo_op != None, hlo_op, np.where(framework != None, framework, kernel))  # noqa: E711
-    else:
-        op = hlo_op
-    module = ev.strings("hlo_module")[sel]
-    module[module == None] = ""  # noqa: E711
+    # Text stats stay codes into distinct strings: no Python object per event.
+    ops = _Vocab()
+    hlo_codes, hlo_strings = ev.text_codes("hlo_op")
+    op = ops.take(hlo_codes[sel], hlo_strings)
+    unnamed = op < 0
+    if unnamed.any():
+        fw_codes, fw_strings = ev.text_codes("level 0")
+        framework = ops.take(fw_codes[sel], [f.split("#", 1)[0] for f in fw_strings])
+        md = view.md_index(ev.mid[sel])
+        kernel_names = [m.name for m in view.md_list] + [""]
+        kernel = ops.take(np.where(md >= 0, md, len(kernel_names) - 1), kernel_names)
+        op = np.where(unnamed, np.where(framework >= 0, framework, kernel), op)
+    modules = _Vocab()
+    mod_codes, mod_strings = ev.text_codes("hlo_module")
+    module = modules.take(mod_codes[sel], mod_strings)
+    module[module < 0] = modules.code("")
     pid, has_pid = ev.ints("program_id")
     run_id, _ = ev.ints("run_id")
     n = start.size
     chunk = _Chunk(
         device=device, line=line_name, start=start, duration=dur, self_ps=self_times(start, dur),
-        op=categorical(op), module=categorical(module),
+        op=ops.categorical(op), module=modules.categorical(module),
         category=pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [""]),
         program_id=np.where(has_pid, pid, -1)[sel], flops=np.full(n, np.nan), bytes_=np.full(n, np.nan),
     )
@@ -646,7 +706,7 @@ class _Reader:
         for line, ev in lines:
             keep_host = np.ones(len(ev), dtype=bool)
             if cpu_ops and "hlo_op" in view.stat_ids:
-                is_op = ev.strings("hlo_op") != None  # noqa: E711
+                is_op = ev.text_codes("hlo_op")[0] >= 0
                 if is_op.any():
                     # With --xla_force_host_platform_device_count each thunk names
                     # the simulated device it ran for: one device per ordinal.

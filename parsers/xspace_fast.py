@@ -20,13 +20,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from traceview.parsers.xspace_schema import EventColumns, WireError
+from traceview.parsers.xspace_schema import EventColumns, WideEvents, WireError
 
 # Files at least this large take the compiled path (small ones: not worth importing numba).
 MIN_BYTES = 4 << 20
 _ERRORS = {1: "field tag runs past the end of its message", 2: "unsupported wire type", 3: "field number 0",
            4: "length-delimited field runs past the end of its message", 5: "field runs past the end of its message",
-           6: "varint longer than 10 bytes", 7: "stat id runs past the end of its stat"}
+           6: "varint longer than 10 bytes", 7: "stat id runs past the end of its stat",
+           8: "more events than the line holds"}
 
 
 def enabled() -> bool:
@@ -46,33 +47,44 @@ def _kernels():
 
 
 class EventRegion:
-    """A line's events as (start, end) offsets into the line's bytes: what decode_events takes in place of a list."""
+    """A line's events, undecoded: what decode_events / decode_wide take in place of a list of messages."""
 
-    def __init__(self, data: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
-        self.data, self.buf, self.starts, self.ends = data, buf, starts, ends
+    def __init__(self, data: bytes, buf: np.ndarray, count: int) -> None:
+        self.data, self.buf, self.count = data, buf, count
 
     def __len__(self) -> int:
-        return int(self.starts.size)
+        return self.count
 
     def decode(self, keep_stats: np.ndarray | None) -> EventColumns:
+        """The long form (one row per kept stat), as xspace_schema.decode_events gives it."""
         k = _kernels()
+        _, starts, ends = k.scan_line(self.buf, self.buf.size)
         keep = np.zeros(0, dtype=np.int64) if keep_stats is None else np.unique(np.asarray(keep_stats, np.int64))
-        counts = k.count_stats(self.buf, self.starts, self.ends, keep, keep_stats is not None)
+        counts = k.count_stats(self.buf, starts, ends, keep, keep_stats is not None)
         err = int(counts[-1])
         if err:
             raise WireError(_ERRORS.get(err, "malformed event bytes"))
-        out = k.decode(self.buf, self.starts, self.ends, keep, keep_stats is not None, int(counts[0]))
+        out = k.decode(self.buf, starts, ends, keep, keep_stats is not None, int(counts[0]))
         if int(out[-1]):
             raise WireError(_ERRORS.get(int(out[-1]), "malformed event bytes"))
         return EventColumns(*out[:-1], buffer=self.data)
+
+    def decode_wide(self, stat_ids: np.ndarray) -> WideEvents:
+        """Per-event columns and one column per wanted stat (xspace_schema.decode_wide), in one compiled pass."""
+        ids = np.ascontiguousarray(stat_ids, dtype=np.int64)
+        *cols, err = _kernels().decode_wide(self.buf, self.buf.size, self.count, ids)
+        if err:
+            raise WireError(_ERRORS.get(int(err), "malformed event bytes"))
+        return WideEvents(*cols[:3], stat_ids=ids, kind=cols[3], bits=cols[4], size=cols[5],
+                          buffer=self.data)
 
 
 class RawLine:
     """An XLine whose events stay undecoded until asked for (the attributes the reader uses)."""
 
     def __init__(self, data: bytes) -> None:
-        buf = np.frombuffer(data, dtype=np.uint8)  # no copy: the kernels read past the end as zeros
-        head, starts, ends = _kernels().scan_line(buf, len(data))
+        buf = np.frombuffer(data, dtype=np.uint8)  # no copy: every kernel read is bounded by its message
+        head = _kernels().line_head(buf, len(data))
         if head[-1]:
             raise WireError(_ERRORS.get(int(head[-1]), "malformed line bytes"))
         self.id, self.timestamp_ns, self.duration_ps, self.display_id = (int(v) for v in head[:4])
@@ -81,7 +93,7 @@ class RawLine:
             self.display_name = data[head[6]:head[7]].decode("utf-8")
         except UnicodeDecodeError as exc:
             raise WireError(f"line name is not UTF-8 ({exc.reason})") from None
-        self.events = EventRegion(data, buf, starts, ends)
+        self.events = EventRegion(data, buf, int(head[8]))
 
 
 class _Plane:
@@ -112,8 +124,8 @@ def parse_space(data: bytes) -> FastSpace:
     return FastSpace(space)
 
 
-def distinct_strings(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray | None:
-    """Object array of the UTF-8 strings at buffer[start:end], each distinct one decoded once.
+def distinct_slices(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, list[str]] | None:
+    """(index of each buffer[start:end] into the distinct strings, the distinct strings decoded from UTF-8).
 
     Slices are grouped by a 64-bit hash (compiled), every slice is checked
     byte for byte against its group's first; None when numba is off or a
@@ -128,9 +140,8 @@ def distinct_strings(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> np.
     inverse = inverse.reshape(-1)
     if not k.slices_equal(buf, starts, ends, starts[first][inverse], ends[first][inverse]):
         return None
-    texts = np.empty(first.size, dtype=object)
-    texts[:] = [buffer[s:e].decode("utf-8", "replace") for s, e in zip(starts[first].tolist(), ends[first].tolist())]
-    return texts[inverse]
+    texts = [buffer[s:e].decode("utf-8", "replace") for s, e in zip(starts[first].tolist(), ends[first].tolist())]
+    return inverse, texts
 
 
 def warm_up() -> bool:
@@ -141,8 +152,7 @@ def warm_up() -> bool:
     event = b"\x08\x01\x22\x04\x08\x02\x2a\x00"  # metadata id 1, one stat (id 2, empty string)
     line = b"\x12\x01l\x22" + bytes([len(event)]) + event
     raw = RawLine(line)
-    raw.events.decode(None)
-    raw.events.decode(np.array([2], dtype=np.int64))
+    raw.events.decode_wide(np.array([2], dtype=np.int64))
     buf = np.frombuffer(b"ab", dtype=np.uint8)
     k = _kernels()
     k.slices_equal(buf, np.zeros(1, np.int64), np.ones(1, np.int64), np.zeros(1, np.int64), np.ones(1, np.int64))

@@ -222,3 +222,241 @@ def slices_equal(buf, starts, ends, ref_starts, ref_ends):
             if buf[starts[i] + k] != buf[ref_starts[i] + k]:
                 return False
     return True
+
+
+# ---------------------------------------------------------------- one-pass wide decoding
+#
+# The reader's hot path: a line's events straight into per-event columns, and
+# for each wanted stat id one column of (kind, bits, size), in one pass over
+# the line's bytes. Every read is bounded by the message that holds it (no
+# padding, no reads past a message); an error code is returned instead of
+# raising (see xspace_fast._ERRORS).
+
+
+# The hot loop below is written with only these two helpers, inlined by numba
+# (calls returning tuples cost several times the decoding itself).
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _vint(buf, p, end):
+    """(value, position after it) of the varint at p; position -1: runs past `end`, -2: longer than 10 bytes."""
+    if p >= end:
+        return np.uint64(0), np.int64(-1)
+    b = buf[p]
+    if b < 0x80:
+        return np.uint64(b), p + 1
+    result = np.uint64(b & 0x7F)
+    shift = np.uint64(7)
+    q = p + 1
+    while True:
+        if q >= end:
+            return np.uint64(0), np.int64(-1)
+        if shift > np.uint64(63):
+            return np.uint64(0), np.int64(-2)
+        b = buf[q]
+        q += 1
+        result |= np.uint64(b & 0x7F) << shift
+        if b < 0x80:
+            return result, q
+        shift += np.uint64(7)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _value(buf, wire, q, end):
+    """(value, value start, value end) of a field whose tag ends at q; a negative end is minus the error code."""
+    zero = np.uint64(0)
+    if wire == 0:
+        v, r = _vint(buf, q, end)
+        if r < 0:
+            return zero, q, np.int64(-5 if r == -1 else -6)
+        return v, q, r
+    if wire == 2:
+        length, s = _vint(buf, q, end)
+        if s < 0:
+            return zero, q, np.int64(-4 if s == -1 else -6)
+        if length > np.uint64(end - s):  # compared unsigned: a huge length cannot wrap around
+            return zero, q, np.int64(-4)
+        return zero, s, s + np.int64(length)
+    if wire == 1 or wire == 5:
+        size = np.int64(8 if wire == 1 else 4)
+        if size > end - q:
+            return zero, q, np.int64(-5)
+        v = zero
+        for i in range(size):
+            v |= np.uint64(buf[q + i]) << np.uint64(8 * i)
+        return v, q, q + size
+    return zero, q, np.int64(-2)
+
+
+@njit(cache=True, nogil=True)
+def line_head(buf, n):
+    """A line's own fields and its event count, every top-level field checked.
+
+    head: id, timestamp_ns, duration_ps, display_id, name start/end, display_name start/end, events, error.
+    """
+    head = np.zeros(10, dtype=np.int64)
+    count = np.int64(0)
+    p = np.int64(0)
+    while p < n:
+        tag, q = _vint(buf, p, n)
+        if q < 0:
+            head[9] = 1 if q == -1 else 6
+            return head
+        number = np.int64(tag >> np.uint64(3))
+        if number == 0:
+            head[9] = 3
+            return head
+        wire = np.int64(tag & np.uint64(7))
+        value, vs, ve = _value(buf, wire, q, n)
+        if ve < 0:
+            head[9] = -ve
+            return head
+        p = ve
+        if wire == 0:
+            v = np.int64(value)
+            if number == 1:
+                head[0] = v
+            elif number == 3:
+                head[1] = v
+            elif number == 9:
+                head[2] = v
+            elif number == 10:
+                head[3] = v
+        elif wire == 2:
+            if number == 4:
+                count += 1
+            elif number == 2:
+                head[4] = vs
+                head[5] = ve
+            elif number == 11:
+                head[6] = vs
+                head[7] = ve
+    head[8] = count
+    return head
+
+
+@njit(cache=True, nogil=True)
+def decode_wide(buf, n, count, wanted):
+    """Every event of a line as columns, in one pass (`count`: the events line_head counted).
+
+    Returns metadata id, offset, duration (int64 per event); for each wanted
+    stat id k: kind[k] (int8: 0 absent, 1 no value, else the XStat value field
+    number), bits[k] (the varint / fixed value, or where a string starts in
+    `buf`), size[k] (uint32 string length); and an error code (see xspace_fast._ERRORS).
+    A stat whose leading metadata id is not wanted is skipped unread; else its
+    last metadata id picks the column (none wanted: not kept); a stat repeated
+    in an event: the last one counts.
+    """
+    n_wanted = wanted.size
+    mid = np.zeros(count, dtype=np.int64)
+    off = np.zeros(count, dtype=np.int64)
+    dur = np.zeros(count, dtype=np.int64)
+    kind = np.zeros((n_wanted, count), dtype=np.int8)
+    bits = np.zeros((n_wanted, count), dtype=np.uint64)
+    size = np.zeros((n_wanted, count), dtype=np.uint32)
+    err = np.int64(0)
+    i = np.int64(0)
+    p = np.int64(0)
+    while p < n and err == 0:
+        tag, q = _vint(buf, p, n)
+        if q < 0:
+            err = np.int64(1 if q == -1 else 6)
+            break
+        wire = np.int64(tag & np.uint64(7))
+        if tag >> np.uint64(3) == np.uint64(0):
+            err = np.int64(3)
+            break
+        value, ev_start, ev_end = _value(buf, wire, q, n)
+        if ev_end < 0:
+            err = -ev_end
+            break
+        p = ev_end
+        if tag != np.uint64(0x22):  # only field 4 (events, length-delimited)
+            continue
+        if i >= count:
+            err = np.int64(8)
+            break
+        # one event: [ev_start, ev_end)
+        r = ev_start
+        while r < ev_end:
+            tag, r2 = _vint(buf, r, ev_end)
+            if r2 < 0:
+                err = np.int64(1 if r2 == -1 else 6)
+                break
+            if tag >> np.uint64(3) == np.uint64(0):
+                err = np.int64(3)
+                break
+            wire = np.int64(tag & np.uint64(7))
+            v, s, e = _value(buf, wire, r2, ev_end)
+            if e < 0:
+                err = -e
+                break
+            r = e
+            if tag == np.uint64(0x08):
+                mid[i] = np.int64(v)
+            elif tag == np.uint64(0x10):
+                off[i] = np.int64(v)
+            elif tag == np.uint64(0x18):
+                dur[i] = np.int64(v)
+            elif tag == np.uint64(0x22):
+                # one stat: [s, e)
+                sid = np.int64(0)
+                t = s
+                if s < e:
+                    lead, after = _vint(buf, s, e)
+                    if after == -2:
+                        err = np.int64(6)
+                        break
+                    if after > 0 and lead == np.uint64(8) and after < e:
+                        first, t = _vint(buf, after, e)
+                        if t < 0:
+                            err = np.int64(7 if t == -1 else 6)
+                            break
+                        sid = np.int64(first)
+                        col = -1
+                        for k in range(n_wanted):
+                            if wanted[k] == sid:
+                                col = k
+                                break
+                        if col < 0:
+                            continue  # not wanted: skipped unread
+                    else:
+                        t = s
+                vkind = np.int8(1)
+                vbits = np.uint64(0)
+                vsize = np.int64(0)
+                while t < e:
+                    stag, t2 = _vint(buf, t, e)
+                    if t2 < 0:
+                        err = np.int64(1 if t2 == -1 else 6)
+                        break
+                    number = np.int64(stag >> np.uint64(3))
+                    if number == 0:
+                        err = np.int64(3)
+                        break
+                    swire = np.int64(stag & np.uint64(7))
+                    sv, ss, se = _value(buf, swire, t2, e)
+                    if se < 0:
+                        err = -se
+                        break
+                    t = se
+                    if number == 1 and swire == 0:
+                        sid = np.int64(sv)
+                    elif number >= 2 and number <= 7:
+                        vkind = np.int8(number)
+                        if number == 5 or number == 6:
+                            vbits = np.uint64(ss)
+                            vsize = se - ss
+                        else:
+                            vbits = sv
+                            vsize = 0
+                if err:
+                    break
+                for k in range(n_wanted):
+                    if wanted[k] == sid:
+                        kind[k, i] = vkind
+                        bits[k, i] = vbits
+                        size[k, i] = np.uint32(vsize)
+                        break
+        i += 1
+    return mid, off, dur, kind, bits, size, err

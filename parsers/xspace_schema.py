@@ -154,7 +154,7 @@ XSpaceRaw = _CLASSES["XSpaceRaw"]
 XSpaceLines = _CLASSES["XSpaceLines"]
 
 __all__ = ["XSpace", "XPlane", "XLine", "XEvent", "XStat", "XEventMetadata", "XStatMetadata", "XSpaceRaw",
-           "XSpaceLines", "EventColumns", "decode_events", "WireError"]
+           "XSpaceLines", "EventColumns", "decode_events", "WideEvents", "decode_wide", "WireError"]
 
 
 # ------------------------------------------------------------------ columnar decoding
@@ -193,6 +193,72 @@ class EventColumns:
 
     def stat_bytes(self, i: int) -> bytes:
         return self.buffer[int(self.stat_start[i]):int(self.stat_end[i])]
+
+
+STAT_NO_VALUE = 1  # WideEvents.kind of a stat that has a metadata id but no value (0: no such stat)
+
+
+@dataclass
+class WideEvents:
+    """A line's events as columns, and one column per wanted stat (the reader's form).
+
+    For wanted stat k (``stat_ids[k]``) and event i: ``kind[k, i]`` is 0 when
+    the event has no such stat, STAT_NO_VALUE when it has no value, else the
+    STAT_* value kind; ``bits[k, i]`` the varint or fixed value (a double's
+    bits), or for STAT_STR / STAT_BYTES the start of the value in ``buffer``,
+    ``size[k, i]`` its length. A stat repeated in one event: the last one counts.
+    """
+
+    metadata_id: np.ndarray      # int64 per event
+    offset_ps: np.ndarray        # int64 per event
+    duration_ps: np.ndarray      # int64 per event
+    stat_ids: np.ndarray         # int64 [K]
+    kind: np.ndarray             # int8 [K, events]
+    bits: np.ndarray             # uint64 [K, events]
+    size: np.ndarray             # uint32 [K, events]
+    buffer: bytes
+
+    def __len__(self) -> int:
+        return self.metadata_id.size
+
+
+def decode_wide(raw_events, stat_ids: np.ndarray) -> WideEvents:
+    """A line's events (XLineRaw.events, or xspace_fast's EventRegion) with the given stats as columns.
+
+    A stat is kept when its leading metadata id (if it starts with one) and
+    its last metadata id are wanted; the compiled decoder follows the same rule.
+    """
+    ids = np.ascontiguousarray(stat_ids, dtype=np.int64)
+    if hasattr(raw_events, "decode_wide"):
+        return raw_events.decode_wide(ids)
+    cols = decode_events(raw_events, keep_stats=ids)
+    n, k_count = len(cols), ids.size
+    kind = np.zeros((k_count, n), dtype=np.int8)
+    bits = np.zeros((k_count, n), dtype=np.uint64)
+    size = np.zeros((k_count, n), dtype=np.uint32)
+    if k_count and cols.stat_id.size:
+        order = np.argsort(ids, kind="stable")
+        pos = np.minimum(np.searchsorted(ids[order], cols.stat_id), k_count - 1)
+        column = order[pos]
+        rows = np.flatnonzero(ids[column] == cols.stat_id)
+        column = column[rows]
+        key = cols.stat_event[rows] * k_count + column
+        # rows are in event order, then stat order: the last row of each (event, column) wins
+        seen = np.zeros(n * k_count, dtype=bool)
+        seen[key] = True
+        last = np.ones(rows.size, dtype=bool)
+        if np.count_nonzero(seen) != rows.size:  # some stat repeated in an event
+            _, first_rev = np.unique(key[::-1], return_index=True)
+            last[:] = False
+            last[rows.size - 1 - first_rev] = True
+        del seen
+        rows, column, event = rows[last], column[last], cols.stat_event[rows[last]]
+        skind = cols.stat_kind[rows]
+        text = (skind == STAT_STR) | (skind == STAT_BYTES)
+        kind[column, event] = np.where(skind == 0, STAT_NO_VALUE, skind).astype(np.int8)
+        bits[column, event] = np.where(text, cols.stat_start[rows].astype(np.uint64), cols.stat_bits[rows])
+        size[column, event] = np.where(text, cols.stat_end[rows] - cols.stat_start[rows], 0).astype(np.uint32)
+    return WideEvents(cols.metadata_id, cols.offset_ps, cols.duration_ps, ids, kind, bits, size, cols.buffer)
 
 
 def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -7,7 +7,15 @@ import pandas as pd
 import pytest
 
 from traceview.parsers.xplane import read_xplane
-from traceview.parsers.xspace_schema import WireError, XEvent, XSpaceRaw, decode_events
+from traceview.parsers.xspace_schema import (
+    STAT_BYTES,
+    STAT_STR,
+    WireError,
+    XEvent,
+    XSpaceRaw,
+    decode_events,
+    decode_wide,
+)
 
 pytest.importorskip("numba")
 from traceview.parsers import xspace_fast  # noqa: E402
@@ -87,6 +95,54 @@ def test_event_columns_equal_on_every_stat_kind(keep):
         [pure.stat_bytes(i) for i in range(len(pure.stat_id))]
 
 
+def _wide_equal(a, b) -> None:
+    for name in ("metadata_id", "offset_ps", "duration_ps", "stat_ids", "kind", "size"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype and x.shape == y.shape, name
+        np.testing.assert_array_equal(x, y, err_msg=name)
+    text = (a.kind == STAT_STR) | (a.kind == STAT_BYTES)
+    np.testing.assert_array_equal(a.bits[~text], b.bits[~text])
+    # string offsets are into different buffers (the line's bytes, or the events joined): compare the bytes
+    for k, i in zip(*np.nonzero(text)):
+        sa, sb, n = int(a.bits[k, i]), int(b.bits[k, i]), int(a.size[k, i])
+        assert a.buffer[sa:sa + n] == b.buffer[sb:sb + n]
+
+
+@pytest.mark.parametrize("wanted", [[2], [1, 3], [3, 1, 2], [], [7]])
+def test_wide_columns_equal_on_every_stat_kind(wanted):
+    """The one-pass compiled decoder and the pure one agree, repeated and id-less stats included."""
+    rng = np.random.default_rng(2)
+    events = []
+    for i in range(400):
+        e = XEvent(metadata_id=int(rng.integers(0, 2**40)), offset_ps=i * 1000, duration_ps=int(rng.integers(0, 99)))
+        for sid in rng.integers(0, 4, size=int(rng.integers(0, 5))):  # 0: a stat without a metadata id
+            s = e.stats.add(metadata_id=int(sid))
+            kind = int(rng.integers(0, 7))
+            if kind == 0:
+                s.double_value = float(rng.normal())
+            elif kind == 1:
+                s.uint64_value = 2**63 + int(rng.integers(0, 99))
+            elif kind == 2:
+                s.int64_value = -int(rng.integers(0, 2**40))
+            elif kind == 3:
+                s.str_value = "op." + "x" * int(rng.integers(0, 200))
+            elif kind == 4:
+                s.bytes_value = bytes(rng.integers(0, 256, size=5, dtype=np.uint8))
+            elif kind == 5:
+                s.ref_value = int(rng.integers(0, 9))
+        raw = e.SerializeToString()
+        if i % 7 == 0:  # a stat whose id comes after its value (still read, by its last id)
+            raw += bytes([0x22, 4, 0x20, 5, 0x08, 2])
+        events.append(raw)
+    ids = np.array(wanted, dtype=np.int64)
+    fast = decode_wide(_region(events), ids)
+    pure = decode_wide(events, ids)
+    _wide_equal(fast, pure)
+    if 2 in wanted:  # every event has a stat 2 in its last position only when i % 7 == 0
+        k = wanted.index(2)
+        assert (fast.kind[k, ::7] == 4).all() and (fast.bits[k, ::7] == 5).all()
+
+
 def test_malformed_events_raise_wire_error_both_ways():
     from tests.test_wire_bounds import MALFORMED
 
@@ -96,6 +152,10 @@ def test_malformed_events_raise_wire_error_both_ways():
             decode_events(_region([good, data]))
         with pytest.raises(WireError):
             decode_events([good, data])
+        with pytest.raises(WireError):
+            decode_wide(_region([good, data]), np.array([1], dtype=np.int64))
+        with pytest.raises(WireError):
+            decode_wide([good, data], np.array([1], dtype=np.int64))
         del case
 
 
@@ -110,7 +170,9 @@ def test_distinct_strings_equal_one_by_one_decoding():
     lengths = np.array([len(words[i]) for i in picks], dtype=np.int64)
     ends = np.cumsum(lengths)
     starts = ends - lengths
-    got = xspace_fast.distinct_strings(buffer, starts, ends)
-    want = np.array([w.decode("utf-8", "replace") for w in (words[i] for i in picks)], dtype=object)
-    assert got is not None and got.dtype == object and got.tolist() == want.tolist()
-    assert _decoded(buffer, starts, ends).tolist() == want.tolist()
+    got = xspace_fast.distinct_slices(buffer, starts, ends)
+    want = [w.decode("utf-8", "replace") for w in (words[i] for i in picks)]
+    assert got is not None
+    inverse, texts = got
+    assert len(texts) == len(set(words)) and [texts[i] for i in inverse] == want
+    assert _decoded(buffer, starts, ends).tolist() == want
