@@ -16,6 +16,8 @@ malformed file raises WireError, as the pure decoder does.
 from __future__ import annotations
 
 import os
+import threading
+from contextlib import contextmanager
 from functools import lru_cache
 
 import numpy as np
@@ -37,13 +39,71 @@ def enabled() -> bool:
     return _kernels() is not None
 
 
+_LOAD_LOCK = threading.Lock()
+
+
 @lru_cache(maxsize=1)
 def _kernels():
+    with _LOAD_LOCK:
+        try:
+            from traceview.parsers import xspace_kernels
+        except ImportError:  # numba absent
+            return None
+        with _cache_loading_without_refresh():
+            _call_each(xspace_kernels)
+        return xspace_kernels
+
+
+@contextmanager
+def _loading():
+    """Around a kernel's first calls: load it from numba's cache the light way."""
+    with _LOAD_LOCK, _cache_loading_without_refresh():
+        yield
+
+
+@contextmanager
+def _cache_loading_without_refresh():
+    """While our kernels load from numba's disk cache, skip numba's full target set-up.
+
+    Loading a cached kernel makes numba "refresh" its CPU target first:
+    import every typing and lowering registry (and scipy.linalg, to probe
+    BLAS), about 0.6-1 s in each process, all of it needed only to *compile*.
+    Loading machine code needs only the runtime (NRT), which is initialized
+    here. A kernel not in the cache is compiled as usual (the compiler
+    refreshes the target itself). The patch is undone before this returns, and
+    anything unexpected in numba's internals leaves numba's own path in place.
+    """
     try:
-        from traceview.parsers import xspace_kernels
-    except ImportError:  # numba absent
-        return None
-    return xspace_kernels
+        from numba.core import caching
+        from numba.core.runtime import rtsys
+
+        cache = caching.Cache
+        original = cache.load_overload
+        guard, load = cache._guard_against_spurious_io_errors, cache._load_overload
+    except (ImportError, AttributeError):
+        yield
+        return
+
+    def load_overload(self, sig, target_context):
+        rtsys.initialize(target_context)
+        with guard(self):
+            return load(self, sig, target_context)
+        return None  # the guard swallowed an I/O error: compile instead
+
+    cache.load_overload = load_overload
+    try:
+        yield
+    finally:
+        cache.load_overload = original
+
+
+def _call_each(k) -> None:
+    """Call every kernel the reader uses once, with the argument types it uses (a buffer of bytes is
+    read-only to numba: another type would be another compiled version)."""
+    line = b"\x12\x01l\x22\x08\x08\x01\x22\x04\x08\x02\x2a\x00"  # one event: metadata id 1, stat 2 = ""
+    buf = np.frombuffer(line, dtype=np.uint8)
+    head = k.line_head(buf, buf.size)
+    k.decode_wide(buf, buf.size, int(head[8]), np.array([2], dtype=np.int64))
 
 
 class EventRegion:
@@ -58,13 +118,14 @@ class EventRegion:
     def decode(self, keep_stats: np.ndarray | None) -> EventColumns:
         """The long form (one row per kept stat), as xspace_schema.decode_events gives it."""
         k = _kernels()
-        _, starts, ends = k.scan_line(self.buf, self.buf.size)
         keep = np.zeros(0, dtype=np.int64) if keep_stats is None else np.unique(np.asarray(keep_stats, np.int64))
-        counts = k.count_stats(self.buf, starts, ends, keep, keep_stats is not None)
-        err = int(counts[-1])
-        if err:
-            raise WireError(_ERRORS.get(err, "malformed event bytes"))
-        out = k.decode(self.buf, starts, ends, keep, keep_stats is not None, int(counts[0]))
+        with _loading():
+            _, starts, ends = k.scan_line(self.buf, self.buf.size)
+            counts = k.count_stats(self.buf, starts, ends, keep, keep_stats is not None)
+            err = int(counts[-1])
+            if err:
+                raise WireError(_ERRORS.get(err, "malformed event bytes"))
+            out = k.decode(self.buf, starts, ends, keep, keep_stats is not None, int(counts[0]))
         if int(out[-1]):
             raise WireError(_ERRORS.get(int(out[-1]), "malformed event bytes"))
         return EventColumns(*out[:-1], buffer=self.data)
@@ -136,9 +197,13 @@ def distinct_slices(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> tupl
     k = _kernels()
     buf = np.frombuffer(buffer, dtype=np.uint8)
     starts, ends = starts.astype(np.int64, copy=False), ends.astype(np.int64, copy=False)
-    _, first, inverse = np.unique(k.slice_hashes(buf, starts, ends), return_index=True, return_inverse=True)
+    with _loading():
+        hashes = k.slice_hashes(buf, starts, ends)
+    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
-    if not k.slices_equal(buf, starts, ends, starts[first][inverse], ends[first][inverse]):
+    with _loading():
+        equal = k.slices_equal(buf, starts, ends, starts[first][inverse], ends[first][inverse])
+    if not equal:
         return None
     texts = [buffer[s:e].decode("utf-8", "replace") for s, e in zip(starts[first].tolist(), ends[first].tolist())]
     return inverse, texts
@@ -147,14 +212,4 @@ def distinct_slices(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> tupl
 def warm_up() -> bool:
     """Load the compiled kernels in this process (before forking workers: they inherit them
     instead of each loading numba and its cache again). False when numba is off."""
-    if not enabled():
-        return False
-    event = b"\x08\x01\x22\x04\x08\x02\x2a\x00"  # metadata id 1, one stat (id 2, empty string)
-    line = b"\x12\x01l\x22" + bytes([len(event)]) + event
-    raw = RawLine(line)
-    raw.events.decode_wide(np.array([2], dtype=np.int64))
-    buf = np.frombuffer(b"ab", dtype=np.uint8)
-    k = _kernels()
-    k.slices_equal(buf, np.zeros(1, np.int64), np.ones(1, np.int64), np.zeros(1, np.int64), np.ones(1, np.int64))
-    k.slice_hashes(buf, np.zeros(1, np.int64), np.ones(1, np.int64))
-    return True
+    return enabled()
