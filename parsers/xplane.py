@@ -371,6 +371,8 @@ def self_times(start: np.ndarray, duration: np.ndarray) -> np.ndarray:
         return self_ps
     s = start[idx]
     e = s + duration[idx]
+    if np.all(s[1:] >= np.maximum.accumulate(e)[:-1]):
+        return self_ps  # in time order already and nothing overlaps: the common case on GPU streams
     order = np.lexsort((-e, s))
     s, e, idx = s[order], e[order], idx[order]
     if np.all(s[1:] >= np.maximum.accumulate(e)[:-1]):
@@ -610,7 +612,7 @@ class _Reader:
         self.chunks: list[_Chunk] = []
         self.devices: list[Device] = []
         self.host_chunks: list[dict] = []
-        self.step_rows: list[dict] = []
+        self.step_rows: list[dict[str, np.ndarray]] = []  # blocks of step rows (see _step_block)
         self.module_execs: dict[str, tuple] = {}  # device -> (start, end, names, pids) from XLA Modules
         self.dropped: dict[str, int] = {"events": 0, "device_times": 0}  # impossible times (see _Events)
 
@@ -675,13 +677,14 @@ class _Reader:
                     self.chunks.append(_stat_rows(view, dev.id, name, self._events(view, line, _OP_STATS)))
         if _STEPS_LINE in lines:
             ev = self._events(view, lines[_STEPS_LINE])
-            names = np.asarray(_spread([m.name for m in view.md_list], view.md_index(ev.mid), ""), dtype=object)
-            for k, (name, s, d) in enumerate(zip(names, ev.start.tolist(), ev.duration.tolist())):
-                number = _to_int(name)
-                if number is None or not 0 <= number < _INT32_MAX:  # the step column is int32
-                    number = k
-                self.step_rows.append(dict(device=dev.id, step=number,
-                                           start_ps=s, duration_ps=d, source="steps_line"))
+            numbers = []  # each metadata name's step number (-1: none), then -1 for unknown metadata
+            for m in view.md_list:
+                number = _to_int(m.name)
+                numbers.append(number if number is not None and 0 <= number < _INT32_MAX else -1)  # int32 column
+            step = np.array(numbers + [-1], dtype=np.int64)[view.md_index(ev.mid)]
+            unnamed = step < 0
+            step[unnamed] = np.flatnonzero(unnamed)  # no number: the event's position on the line
+            self.step_rows.append(_step_block(dev.id, step, ev.start, ev.duration, "steps_line"))
 
     def _events(self, view: _Plane, line, stats: tuple[str, ...] = ()) -> _Events:
         """A line's events, decoding only the named per-event stats."""
@@ -774,16 +777,16 @@ class _Reader:
             "device": _repeat_cat([c.device for c in self.chunks], sizes),
             "line": _repeat_cat([c.line for c in self.chunks], sizes),
             "module": union_categoricals([c.module for c in self.chunks]),
-            "program_id": np.concatenate([c.program_id for c in self.chunks]),
+            "program_id": _joined([c.program_id for c in self.chunks], np.int64),
             "op": union_categoricals([c.op for c in self.chunks]),
             "category": union_categoricals([c.category for c in self.chunks]),
-            "start_ps": np.concatenate([c.start for c in self.chunks]),
-            "duration_ps": np.concatenate([c.duration for c in self.chunks]),
-            "self_ps": np.concatenate([c.self_ps for c in self.chunks]),
+            "start_ps": _joined([c.start for c in self.chunks], np.int64),
+            "duration_ps": _joined([c.duration for c in self.chunks], np.int64),
+            "self_ps": _joined([c.self_ps for c in self.chunks], np.int64),
             "step": np.full(sum(sizes), -1, dtype=np.int32),
-            "trace_flops": np.concatenate([c.flops for c in self.chunks]).astype(np.float64),
-            "trace_bytes": np.concatenate([c.bytes_ for c in self.chunks]).astype(np.float64),
-        })
+            "trace_flops": _joined([c.flops for c in self.chunks], np.float64),
+            "trace_bytes": _joined([c.bytes_ for c in self.chunks], np.float64),
+        }, copy=False)  # columns as they are: no copy into 2-D blocks
         self._run_ids = np.concatenate([c.extra.get("run_id", np.zeros(c.start.size, dtype=np.int64))
                                         for c in self.chunks])
         return frame.astype(OP_COLUMNS)
@@ -799,44 +802,44 @@ class _Reader:
             "host": pd.Categorical.from_codes(np.zeros(sum(sizes), dtype=np.int8), [self.host]),
             "thread": _repeat_cat([c["thread"] for c in chunks], sizes),
             "name": union_categoricals([c["name"] for c in chunks]),
-            "start_ps": np.concatenate([c["start"] for c in chunks]),
-            "duration_ps": np.concatenate([c["duration"] for c in chunks]),
-        })
+            "start_ps": _joined([c["start"] for c in chunks], np.int64),
+            "duration_ps": _joined([c["duration"] for c in chunks], np.int64),
+        }, copy=False)
         return frame.astype(HOST_EVENT_COLUMNS)
 
     def _assign_steps(self, ops: pd.DataFrame, annotations) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Steps: a Steps line, else host StepTraceAnnotations, else executions of the main module."""
-        rows = self.step_rows
+        rows = list(self.step_rows)
         if not rows and annotations is not None and not ops.empty:
             a_start, a_end, a_step = annotations
-            for dev in ops["device"].cat.categories:
-                rows += [dict(device=dev, step=int(n), start_ps=int(s), duration_ps=int(e - s),
-                              source="host_annotation") for s, e, n in zip(a_start, a_end, a_step)]
+            rows = [_step_block(dev, a_step, a_start, a_end - a_start, "host_annotation")
+                    for dev in ops["device"].cat.categories]
         if not rows and not ops.empty:
             rows = self._module_steps(ops)
+        rows = [r for r in rows if r["step"].size]
         if not rows:
             if not ops.empty:
                 self.warnings.append(f"{self.path}: no steps found (no Steps line, step annotation "
                                      "or repeated module execution); ops have step -1")
             return ops, empty_frame(STEP_COLUMNS)
-        steps = pd.DataFrame(rows)
+        steps = pd.DataFrame({name: np.concatenate([r[name] for r in rows]) for name in rows[0]})
         steps = steps.sort_values(["device", "start_ps"], kind="stable").reset_index(drop=True)
         steps = steps.astype(STEP_COLUMNS)
         if not ops.empty:
             ops["step"] = _step_of(ops, steps, windows_to_next=(steps["source"] == "host_annotation").any())
         return ops, steps
 
-    def _module_steps(self, ops: pd.DataFrame) -> list[dict]:
+    def _module_steps(self, ops: pd.DataFrame) -> list[dict[str, np.ndarray]]:
         """Each execution of the module with the most device time is a step."""
         timed = ops[ops["module"] != ""]
         if timed.empty:
             return []
         main = timed.groupby("module", observed=True)["duration_ps"].sum().idxmax()
-        rows: list[dict] = []
+        rows: list[dict[str, np.ndarray]] = []
         for dev, (m_start, m_end, m_names, _pids) in self.module_execs.items():
-            sel = [i for i, n in enumerate(m_names) if n == main]
-            rows += [dict(device=dev, step=k, start_ps=int(m_start[i]), duration_ps=int(m_end[i] - m_start[i]),
-                          source="module") for k, i in enumerate(sel)]
+            sel = np.flatnonzero(np.asarray(m_names, dtype=object) == main)
+            if sel.size:
+                rows.append(_step_block(dev, np.arange(sel.size), m_start[sel], m_end[sel] - m_start[sel], "module"))
         if rows:
             return rows
         # No module execution events (GPU, CPU): an execution is a run_id, else nothing.
@@ -849,8 +852,29 @@ class _Reader:
         runs = sub.groupby(["device", "run"], observed=True).agg(start=("start", "min"), end=("end", "max"))
         runs = runs.reset_index().sort_values(["device", "start"])
         runs["step"] = runs.groupby("device", observed=True).cumcount()
-        return [dict(device=r.device, step=int(r.step), start_ps=int(r.start), duration_ps=int(r.end - r.start),
-                     source="module") for r in runs.itertuples()]
+        start = runs["start"].to_numpy(dtype=np.int64)
+        return [{"device": np.asarray(runs["device"], dtype=object), "step": runs["step"].to_numpy(dtype=np.int64),
+                 "start_ps": start, "duration_ps": runs["end"].to_numpy(dtype=np.int64) - start,
+                 "source": np.full(len(runs), "module", dtype=object)}]
+
+
+def _step_block(device: str, step: np.ndarray, start: np.ndarray, duration: np.ndarray,
+                source: str) -> dict[str, np.ndarray]:
+    """Step rows of one device, as the columns of the steps table (before its dtypes)."""
+    n = len(step)
+    return {"device": np.full(n, device, dtype=object), "step": np.asarray(step, dtype=np.int64),
+            "start_ps": np.asarray(start, dtype=np.int64), "duration_ps": np.asarray(duration, dtype=np.int64),
+            "source": np.full(n, source, dtype=object)}
+
+
+def _joined(arrays: list[np.ndarray], dtype) -> np.ndarray:
+    """The arrays end to end, as `dtype`: an array of its own (no view of another), so a table can hold it
+    without a copy."""
+    if len(arrays) == 1:
+        a = arrays[0]
+        own = a.dtype == dtype and a.flags.owndata and a.flags.c_contiguous and a.flags.writeable
+        return a if own else a.astype(dtype, copy=True)
+    return np.concatenate(arrays).astype(dtype, copy=False)
 
 
 def _repeat_cat(values: list[str], sizes: list[int]) -> pd.Categorical:
