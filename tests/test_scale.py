@@ -81,6 +81,7 @@ def test_changed_file_is_a_miss(shared_traces, cache_dir, tmp_path):
 def _analyze_json(path, *flags) -> str:
     out = Path(str(path)).parent / f"out{abs(hash(flags))}.json"
     assert main(["analyze", str(path), "--format", "json", "-o", str(out), *flags]) == 0
+    tablecache.flush()  # the entry is written in the background
     return out.read_text()
 
 
@@ -88,9 +89,9 @@ def test_output_identical_without_cache_cold_and_warm(shared_traces, cache_dir, 
     f = tmp_path / "h.xplane.pb"
     shutil.copyfile(shared_traces / TPU, f)
     plain = _analyze_json(f, "--no-cache")
-    assert not cache_dir.exists() or not list(cache_dir.glob("*.npz"))
+    assert not cache_dir.exists() or not list(cache_dir.glob("*" + tablecache.SUFFIX))
     cold = _analyze_json(f)
-    assert len(list(cache_dir.glob("*.npz"))) == 1
+    assert len(list(cache_dir.glob("*" + tablecache.SUFFIX))) == 1
     warm = _analyze_json(f)
     assert plain == cold == warm
 
@@ -100,11 +101,11 @@ def test_corrupt_or_truncated_entry_is_a_miss(shared_traces, cache_dir, tmp_path
     shutil.copyfile(shared_traces / MI300X, f)
     reference = _analyze_json(f, "--no-cache")
     _analyze_json(f)
-    (entry,) = cache_dir.glob("*.npz")
+    (entry,) = cache_dir.glob("*" + tablecache.SUFFIX)
     entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])
     assert tablecache.get(f) is None
     assert _analyze_json(f) == reference
-    (entry,) = cache_dir.glob("*.npz")
+    (entry,) = cache_dir.glob("*" + tablecache.SUFFIX)
     entry.write_bytes(b"not a zip at all")
     assert _analyze_json(f) == reference
 
@@ -127,12 +128,12 @@ def test_size_limit_evicts_the_oldest(shared_traces, cache_dir, monkeypatch, tmp
         files.append(f)
     data = read_xplane(files[0])
     assert tablecache.put(files[0], data)
-    one = next(cache_dir.glob("*.npz")).stat().st_size
+    one = next(cache_dir.glob("*" + tablecache.SUFFIX)).stat().st_size
     monkeypatch.setenv("TRACEVIEW_CACHE_MAX_MB", str(2.5 * one / 2**20))  # room for two entries
     for f in files[1:]:
         time.sleep(0.02)
         assert tablecache.put(f, data)
-    assert len(list(cache_dir.glob("*.npz"))) == 2
+    assert len(list(cache_dir.glob("*" + tablecache.SUFFIX))) == 2
     assert tablecache.get(files[0]) is None and tablecache.get(files[2]) is not None
     monkeypatch.setenv("TRACEVIEW_CACHE_MAX_MB", "0")  # nothing fits: nothing kept
     f = tmp_path / "h9.xplane.pb"

@@ -82,7 +82,7 @@ def load_profile(path: str | Path, run: str | None = None,
     for r in read_hosts(missed, jobs=opts.jobs, dask=dask, progress=advance):
         results[r.path] = r
         if use_cache and r.data is not None:
-            tablecache.put(r.path, r.data)
+            tablecache.put(r.path, r.data, background=True)  # written while the analysis goes on
     parts: list[TraceData] = []
     warnings: list[str] = list(found.warnings)   # names like trace files that are not regular files
     failures: list[HostResult] = []

@@ -3,9 +3,15 @@
 An entry is keyed by the file's identity (absolute path, size, modification
 time) plus traceview's version and a fingerprint of the reader's source (so a
 development checkout never reads tables an older reader wrote). It is one
-numpy ``.npz`` file (columns as plain arrays, categoricals as codes plus their
-categories as UTF-8 bytes; no pickle) under ``$XDG_CACHE_HOME/traceview``
-(default ``~/.cache/traceview``; ``TRACEVIEW_CACHE_DIR`` overrides).
+file of plain arrays (columns as they are, categoricals as codes plus their
+categories as UTF-8 bytes; no pickle): a JSON header naming each array's
+dtype, shape, place and checksum, then the arrays' raw bytes, 64-byte
+aligned; a column holding one value throughout is stored as that value.
+Writing is a few large writes (no compression, no zip), and the command's
+own put happens in a writer thread while the analysis goes on; reading is
+one read, the columns are views of it. It lives under
+``$XDG_CACHE_HOME/traceview`` (default ``~/.cache/traceview``;
+``TRACEVIEW_CACHE_DIR`` overrides).
 
 The cache is an accelerator only: a read-only or missing directory, a full
 disk, a corrupt or foreign entry are all a miss, never an error. The oldest
@@ -19,6 +25,8 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
@@ -29,8 +37,13 @@ from traceview import __version__
 from traceview.parsers.xplane import TraceData
 from traceview.profile import Device
 
-FORMAT = 1
-_SUFFIX = ".npz"
+FORMAT = 2
+SUFFIX = ".tables"
+_SUFFIX = SUFFIX
+_MAGIC = b"TVTABLES"
+_ALIGN = 64
+# The dtypes an entry may hold (anything else in a header is a foreign or corrupt entry).
+_DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"}
 _DEFAULT_MAX_MB = 4096
 _TABLES = ("ops", "host_events", "steps")
 # Modules whose code decides what the tables hold.
@@ -91,12 +104,13 @@ def entry_path(path: str | Path) -> Path | None:
 
 def get(path: str | Path) -> TraceData | None:
     """The cached tables of this file, or None (absent, stale, unreadable or corrupt entry)."""
+    if _pending:
+        flush()  # an entry this process is still writing
     entry = entry_path(path)
     if entry is None or not entry.is_file():
         return None
     try:
-        with np.load(entry, allow_pickle=False) as z:
-            data = _unpack({k: z[k] for k in z.files})
+        data = _unpack(_read_arrays(entry))
     except Exception:  # a corrupt or foreign entry is a miss
         _remove(entry)
         return None
@@ -107,26 +121,174 @@ def get(path: str | Path) -> TraceData | None:
     return data
 
 
-def put(path: str | Path, data: TraceData) -> bool:
-    """Store the tables read from this file; False (and nothing stored) when that is not possible."""
+def put(path: str | Path, data: TraceData, background: bool = False) -> bool:
+    """Store the tables read from this file; False (and nothing stored) when that is not possible.
+
+    With `background`, the tables are checked here and written by a writer
+    thread while the caller goes on (True then means "being stored"); the
+    entry is kept only if the arrays still hold what they held when put was
+    called (a table changed in place meanwhile: nothing is stored). The
+    process waits for the writer before it exits; get and flush wait too.
+    """
     entry = entry_path(path)
     if entry is None:
         return False
     try:
-        arrays = _pack(data)
+        plan = _plan(_pack(data))
+    except (_Unstorable, ValueError, TypeError):
+        return False
+    if not background:
+        return _store(entry, plan, verify=False)
+    global _writer
+    with _writer_lock:
+        if _writer is None:
+            _writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="traceview-tablecache")
+        _pending.append(_writer.submit(_store, entry, plan, True))
+    return True
+
+
+def flush() -> None:
+    """Wait until every background put has finished (stored or given up)."""
+    with _writer_lock:
+        pending = list(_pending)
+        _pending.clear()
+    for future in pending:
+        future.result()
+
+
+_writer: ThreadPoolExecutor | None = None
+_writer_lock = threading.Lock()
+_pending: list = []
+
+
+def _store(entry: Path, plan: tuple[bytes, list[tuple[int, np.ndarray]], list], verify: bool) -> bool:
+    """Write an entry atomically (a temporary file renamed into place); never raises."""
+    header, payload, fills = plan
+    tmp = None
+    try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-", suffix=_SUFFIX)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                np.savez(handle, **arrays)  # type: ignore[arg-type]
-            os.replace(tmp, entry)
-        except BaseException:
-            _remove(Path(tmp))
-            raise
-    except (OSError, _Unstorable, ValueError, TypeError):
+        with os.fdopen(fd, "wb") as handle:
+            _write_planned(handle, header, payload)
+        if verify and not _unchanged(header, payload, fills):
+            raise _Unstorable("a table changed while it was written")
+        os.replace(tmp, entry)
+        tmp = None
+    except Exception:  # noqa: BLE001 - the cache is an accelerator: any failure is "not stored"
         return False
-    _evict(entry.parent, keep=entry)
+    finally:
+        if tmp is not None:
+            _remove(Path(tmp))
+    try:
+        _evict(entry.parent, keep=entry)
+    except Exception:  # noqa: BLE001
+        pass
     return True
+
+
+def _checksum(a: np.ndarray) -> int:
+    """A cheap checksum of an array's bytes (wrapping sum of 64-bit words, the tail, the length): catches
+    a truncated, overwritten or bit-flipped entry without the cost of a CRC."""
+    raw = a.reshape(-1).view(np.uint8)
+    cut = raw.size - raw.size % 8
+    with np.errstate(over="ignore"):
+        total = int(raw[:cut].view(np.uint64).sum(dtype=np.uint64)) if cut else 0
+    tail = int.from_bytes(raw[cut:].tobytes(), "little")
+    return (total + tail * 0x9E3779B97F4A7C15 + raw.size) % (1 << 64)
+
+
+def _constant(a: np.ndarray) -> str | None:
+    """The one value every element of `a` has (its bytes, in hex), or None; compared bit for bit (NaN too)."""
+    if a.size < 2:
+        return None
+    bits = a.reshape(-1).view(f"u{a.dtype.itemsize}")
+    if not (bits == bits[0]).all():
+        return None
+    return a.reshape(-1)[:1].tobytes().hex()
+
+
+def _plan(arrays: dict[str, np.ndarray]) -> tuple[bytes, list[tuple[int, np.ndarray]], list]:
+    """The header of an entry (JSON: name, dtype, shape, offset, size, checksum of each array; a repeated
+    value stored once), the arrays to write with their offsets, and the repeated-value arrays."""
+    specs: list[list] = []
+    payload: list[tuple[int, np.ndarray]] = []
+    fills: list[tuple[np.ndarray, str]] = []
+    offset = 0
+    for name, a in arrays.items():
+        a = np.ascontiguousarray(a)
+        if a.dtype.name not in _DTYPES:
+            raise _Unstorable(f"dtype {a.dtype}")
+        fill = _constant(a)
+        if fill is not None:  # one value repeated (a column of -1, NaN, one category): stored once
+            specs.append([name, a.dtype.name, list(a.shape), -1, fill, 0])
+            fills.append((a, fill))
+            continue
+        offset = -(-offset // _ALIGN) * _ALIGN
+        specs.append([name, a.dtype.name, list(a.shape), offset, a.nbytes, _checksum(a)])
+        payload.append((offset, a))
+        offset += a.nbytes
+    return json.dumps(specs).encode(), payload, fills
+
+
+def _write_planned(handle, header: bytes, payload: list[tuple[int, np.ndarray]]) -> None:
+    start = -(-(len(_MAGIC) + 8 + len(header)) // _ALIGN) * _ALIGN
+    handle.write(_MAGIC + len(header).to_bytes(8, "little") + header)
+    handle.write(bytes(start - len(_MAGIC) - 8 - len(header)))
+    at = 0
+    for off, a in payload:
+        handle.write(bytes(off - at))
+        if a.nbytes:
+            handle.write(a.reshape(-1).view(np.uint8).data)
+        at = off + a.nbytes
+
+
+def _unchanged(header: bytes, payload: list[tuple[int, np.ndarray]], fills: list) -> bool:
+    """Whether the arrays still hold what the header says (checked after a background write)."""
+    sums = [spec[5] for spec in json.loads(header) if spec[3] != -1]
+    return (all(_checksum(a) == c for (_, a), c in zip(payload, sums))
+            and all(_constant(a) == fill for a, fill in fills))
+
+
+def _read_arrays(entry: Path) -> dict[str, np.ndarray]:
+    """The arrays of an entry (writable views of one buffer); ValueError when it is not exactly what was written."""
+    with open(entry, "rb", buffering=0) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        data = np.empty(size, dtype=np.uint8)  # not zeroed first: the read fills it
+        view, done = data.data, 0
+        while done < size:
+            got = handle.readinto(view[done:])
+            if not got:
+                raise ValueError("short read")
+            done += got
+    if size < len(_MAGIC) + 8 or data[:len(_MAGIC)].tobytes() != _MAGIC:
+        raise ValueError("not a table cache entry")
+    length = int.from_bytes(data[len(_MAGIC):len(_MAGIC) + 8].tobytes(), "little")
+    head_end = len(_MAGIC) + 8 + length
+    if head_end > size:
+        raise ValueError("truncated header")
+    specs = json.loads(data[len(_MAGIC) + 8:head_end].tobytes())
+    start = -(-head_end // _ALIGN) * _ALIGN
+    out: dict[str, np.ndarray] = {}
+    for name, dtype, shape, offset, nbytes, checksum in specs:
+        if dtype not in _DTYPES or not all(isinstance(n, int) and n >= 0 for n in shape):
+            raise ValueError("bad array spec")
+        itemsize = np.dtype(dtype).itemsize
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if offset == -1 and isinstance(nbytes, str):  # a repeated value, as hex
+            value = np.frombuffer(bytes.fromhex(nbytes), dtype=dtype)
+            if value.size != 1:
+                raise ValueError("bad fill value")
+            out[name] = np.full(shape, value[0], dtype=dtype)
+            continue
+        if not isinstance(offset, int) or not isinstance(nbytes, int) or offset < 0:
+            raise ValueError("bad array spec")
+        if count * itemsize != nbytes or start + offset + nbytes > size:
+            raise ValueError("array past the end")
+        a = data[start + offset:start + offset + nbytes].view(dtype).reshape(shape)
+        if _checksum(a) != checksum:
+            raise ValueError("checksum mismatch")
+        out[name] = a
+    return out
 
 
 def _entries(folder: Path) -> list[Path]:
@@ -137,6 +299,11 @@ def _entries(folder: Path) -> list[Path]:
 
 
 def _evict(folder: Path, keep: Path) -> None:
+    try:  # entries of the first format (numpy .npz) are never read again
+        for old in folder.glob("*.npz"):
+            _remove(old)
+    except OSError:
+        pass
     limit = max_bytes()
     sized = []
     for f in _entries(folder):
@@ -248,7 +415,7 @@ def _unpack(arrays: dict[str, np.ndarray]) -> TraceData:
                                                       categories=pd.Index(cats, dtype=spec[2]), ordered=spec[3])
             else:
                 out[name] = arrays[key].astype(dtype, copy=False)
-        frames[table] = pd.DataFrame(out)
+        frames[table] = pd.DataFrame(out, copy=False)
     hlo = {name: arrays[f"hlo:{i}"].tobytes() for i, name in enumerate(meta["hlo"])}
     devices = [Device(**_from_json(d)) for d in meta["devices"]]
     return TraceData(host=meta["host"], ops=frames["ops"], host_events=frames["host_events"],
