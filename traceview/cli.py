@@ -8,6 +8,7 @@ import sys
 import traceback
 
 from traceview import __version__
+from traceview.commands._cached import run_command
 from traceview.errors import UserError
 
 # Sub-commands, in the order `traceview --help` lists them. Each module has
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args.handler(args) or 0)
+        return run_command(args)
     except UserError as exc:
         if args.debug:
             traceback.print_exc()

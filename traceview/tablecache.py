@@ -26,12 +26,12 @@ import numpy as np
 import pandas as pd
 
 from traceview import __version__
+from traceview.cachedir import cache_dir, max_bytes
 from traceview.parsers.xplane import TraceData
 from traceview.profile import Device
 
 FORMAT = 1
 _SUFFIX = ".npz"
-_DEFAULT_MAX_MB = 4096
 _TABLES = ("ops", "host_events", "steps")
 # Modules whose code decides what the tables hold.
 _READER_MODULES = ("traceview.parsers.xplane", "traceview.parsers.xspace_schema", "traceview.parsers.xspace_fast",
@@ -44,21 +44,6 @@ _fingerprint: str | None = None
 
 class _Unstorable(Exception):
     """Tables this format cannot hold exactly (then nothing is stored)."""
-
-
-def cache_dir() -> Path:
-    explicit = os.environ.get("TRACEVIEW_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "traceview"
-
-
-def max_bytes() -> int:
-    try:
-        return int(float(os.environ.get("TRACEVIEW_CACHE_MAX_MB", _DEFAULT_MAX_MB)) * 2**20)
-    except ValueError:
-        return _DEFAULT_MAX_MB * 2**20
 
 
 def _reader_fingerprint() -> str:

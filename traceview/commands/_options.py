@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 import traceview
 
@@ -79,7 +80,13 @@ def load_from_args(args: argparse.Namespace) -> traceview.Analysis:
                           per_device=getattr(args, "per_device", False), read_options=read_options_from_args(args))
 
 
+# Called with every text write_output writes (the result cache records a command's output through it).
+OUTPUT_HOOKS: list[Callable[[str], None]] = []
+
+
 def write_output(text: str, output: str | None) -> None:
+    for hook in OUTPUT_HOOKS:
+        hook(text)
     if output:
         with open(output, "w", encoding="utf-8") as handle:
             handle.write(text)

@@ -1,0 +1,329 @@
+"""The result cache (traceview/resultcache.py, traceview/commands/_cached.py): a second run of a command on
+unchanged inputs writes the first run's bytes, exit code and stderr without redoing (or importing) anything;
+any change to an input or option is a miss; the cache never turns into an error."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from traceview import resultcache
+from traceview.cli import main
+from traceview.commands import _cached
+from traceview.commands import analyze as analyze_command
+from traceview.commands._options import write_output
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    """A private cache folder with the result cache on (tests/conftest.py turns it off elsewhere)."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("TRACEVIEW_CACHE_DIR", str(folder))
+    monkeypatch.delenv(_cached.NO_RESULT_CACHE_ENV, raising=False)
+    monkeypatch.delenv("TRACEVIEW_NO_CACHE", raising=False)
+    return folder
+
+
+class FakeAnalyze:
+    """Stands in for `analyze`'s run(): counts its calls, writes a warning to stderr and its output."""
+
+    def __init__(self, exit_code: int = 0) -> None:
+        self.calls = 0
+        self.exit_code = exit_code
+
+    def __call__(self, args) -> int:
+        self.calls += 1
+        print(f"warning: call {self.calls}", file=sys.stderr)
+        write_output(f"output of call {self.calls} (top {args.top}, format {args.format})\n", args.output)
+        return self.exit_code
+
+
+@pytest.fixture
+def fake(monkeypatch) -> FakeAnalyze:
+    handler = FakeAnalyze(exit_code=1)
+    monkeypatch.setattr(analyze_command, "run", handler)
+    return handler
+
+
+@pytest.fixture
+def logdir(tmp_path) -> Path:
+    """<log>/plugins/profile/run1/host0.xplane.pb with an HLO dump in <log>/hlo (found beside the trace)."""
+    run = tmp_path / "log" / "plugins" / "profile" / "run1"
+    run.mkdir(parents=True)
+    (run / "host0.xplane.pb").write_bytes(b"trace bytes")
+    dump = tmp_path / "log" / "hlo" / "nested"
+    dump.mkdir(parents=True)
+    (dump / "module_1.after_optimizations.txt").write_text("HloModule m\n")
+    return tmp_path / "log"
+
+
+def _trace(logdir: Path) -> Path:
+    return logdir / "plugins" / "profile" / "run1" / "host0.xplane.pb"
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["analyze", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_hit_replays_output_stderr_and_exit_code(cache, fake, logdir, capsys):
+    first = _run(capsys, str(_trace(logdir)))
+    assert first == (1, "output of call 1 (top 20, format table)\n", "warning: call 1\n")
+    assert _run(capsys, str(_trace(logdir))) == first
+    assert fake.calls == 1
+
+
+def test_hit_to_a_file_writes_the_same_bytes(cache, fake, logdir, tmp_path, capsys):
+    out1, out2 = tmp_path / "a.json", tmp_path / "b.json"
+    first = _run(capsys, str(_trace(logdir)), "--format", "json", "-o", str(out1))
+    second = _run(capsys, str(_trace(logdir)), "--format", "json", "-o", str(out2))
+    assert fake.calls == 1
+    assert first == second == (1, "", "warning: call 1\n")
+    assert out1.read_bytes() == out2.read_bytes() == b"output of call 1 (top 20, format json)\n"
+
+
+@pytest.mark.parametrize("change", ["touch trace", "new host", "option", "dump file", "new dump file",
+                                    "--hlo file", "hardware file"])
+def test_a_changed_input_or_option_is_a_miss(cache, fake, logdir, tmp_path, capsys, change):
+    trace = _trace(logdir)
+    hlo_dir = tmp_path / "other_dump"
+    hlo_dir.mkdir()
+    (hlo_dir / "m.txt").write_text("HloModule a\n")
+    hardware = tmp_path / "chips.json"
+    hardware.write_text('{"name": "x"}')
+    argv = [str(logdir), "--hlo", str(hlo_dir), "--hardware-file", str(hardware)]
+    _run(capsys, *argv)
+    _run(capsys, *argv)
+    assert fake.calls == 1
+    if change == "touch trace":
+        st = trace.stat()
+        os.utime(trace, ns=(st.st_atime_ns, st.st_mtime_ns + 1000))
+    elif change == "new host":
+        (trace.parent / "host1.xplane.pb").write_bytes(b"another host")
+    elif change == "option":
+        argv += ["--top", "5"]
+    elif change == "dump file":
+        (logdir / "hlo" / "nested" / "module_1.after_optimizations.txt").write_text("HloModule changed\n")
+    elif change == "new dump file":
+        (logdir / "hlo" / "module_2.after_optimizations.txt").write_text("HloModule n\n")
+    elif change == "--hlo file":
+        (hlo_dir / "m.txt").write_text("HloModule b, longer\n")
+    else:
+        hardware.write_text('{"name": "y", "kind": "gpu"}')
+    code, out, err = _run(capsys, *argv)
+    assert fake.calls == 2
+    assert out.startswith("output of call 2") and err == "warning: call 2\n"
+
+
+def test_dump_beside_a_trace_file_is_part_of_the_key(cache, fake, logdir, capsys):
+    """PATH the trace file itself: the dump is found above plugins/ (traceview.modules.find_dump_dir)."""
+    _run(capsys, str(_trace(logdir)))
+    (logdir / "hlo" / "nested" / "module_1.after_optimizations.txt").write_text("HloModule changed\n")
+    _run(capsys, str(_trace(logdir)))
+    (_trace(logdir).parent / "m(1).hlo_proto.pb").write_bytes(b"proto")
+    _run(capsys, str(_trace(logdir)))
+    assert fake.calls == 3
+
+
+@pytest.mark.parametrize("how", ["flag", "env", "result env"])
+def test_no_cache_bypasses(cache, fake, logdir, monkeypatch, capsys, how):
+    argv = [str(logdir)] + (["--no-cache"] if how == "flag" else [])
+    if how == "env":
+        monkeypatch.setenv("TRACEVIEW_NO_CACHE", "1")
+    elif how == "result env":
+        monkeypatch.setenv(_cached.NO_RESULT_CACHE_ENV, "1")
+    _run(capsys, *argv)
+    _run(capsys, *argv)
+    assert fake.calls == 2
+    assert not (cache / "results").exists() or not list((cache / "results").iterdir())
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "flipped byte", "other key", "a folder"])
+def test_corrupt_entry_is_a_miss_and_replaced(cache, fake, logdir, capsys, damage):
+    first = _run(capsys, str(logdir))
+    (entry,) = (cache / "results").iterdir()
+    blob = entry.read_bytes()
+    if damage == "garbage":
+        entry.write_bytes(b"\x00not an entry" * 100)
+    elif damage == "truncated":
+        entry.write_bytes(blob[: len(blob) - 7])
+    elif damage == "empty":
+        entry.write_bytes(b"")
+    elif damage == "flipped byte":
+        entry.write_bytes(blob[:-3] + bytes([blob[-3] ^ 1]) + blob[-2:])
+    elif damage == "other key":  # a valid entry of another key, at this key's file name
+        resultcache.put("f" * 64, resultcache.Entry(texts=["foreign\n"], stderr="", exit_code=0))
+        entry.write_bytes(resultcache.entry_path("f" * 64).read_bytes())
+    else:
+        entry.unlink()
+        entry.mkdir()
+    code, out, err = _run(capsys, str(logdir))
+    assert fake.calls == 2 and out.startswith("output of call 2")
+    if damage != "a folder":  # replaced by the new run's entry, which the next run reads
+        assert _run(capsys, str(logdir)) == (code, out, err)
+        assert fake.calls == 2
+    assert first[0] == code
+
+
+def test_unwritable_cache_dir_works(fake, logdir, tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("no folder can be made under a file")
+    monkeypatch.setenv("TRACEVIEW_CACHE_DIR", str(blocker / "traceview"))
+    monkeypatch.delenv(_cached.NO_RESULT_CACHE_ENV, raising=False)
+    assert _run(capsys, str(logdir)) == (1, "output of call 1 (top 20, format table)\n", "warning: call 1\n")
+    assert _run(capsys, str(logdir))[1] == "output of call 2 (top 20, format table)\n"
+
+
+def test_read_only_cache_dir_works(cache, fake, logdir, monkeypatch, capsys):
+    """An entry that exists is served from a folder nothing can be written to; a new one is not stored."""
+    _run(capsys, str(logdir))
+    monkeypatch.setattr(resultcache.tempfile, "mkstemp", _raise_read_only)
+    monkeypatch.setattr(resultcache.os, "utime", _raise_read_only)
+    assert _run(capsys, str(logdir))[1] == "output of call 1 (top 20, format table)\n"
+    assert _run(capsys, str(logdir), "--top", "3")[1] == "output of call 2 (top 3, format table)\n"
+    assert _run(capsys, str(logdir), "--top", "3")[1] == "output of call 3 (top 3, format table)\n"
+
+
+def _raise_read_only(*args, **kwargs):
+    raise OSError(30, "Read-only file system")
+
+
+def test_progress_bar_is_not_stored(cache, logdir, monkeypatch, capsys):
+    from traceview.progress import progress_bar
+
+    class FakeTerminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    def with_bar(args) -> int:
+        with progress_bar("reading trace", delay_s=0, interval_s=0.001) as bar:
+            assert bar is not None
+            bar(1, 1)
+            import time
+            time.sleep(0.05)
+        write_output("result\n", args.output)
+        return 0
+
+    monkeypatch.setattr(analyze_command, "run", with_bar)
+    terminal = FakeTerminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(["analyze", str(logdir)]) == 0
+    assert "reading trace" in terminal.getvalue()  # the bar was drawn
+    (entry,) = (cache / "results").iterdir()
+    assert b"reading trace" not in entry.read_bytes()
+    assert capsys.readouterr().out == "result\n"
+
+
+def test_commands_with_effects_are_not_cached(cache):
+    from argparse import Namespace
+
+    assert _cached.enabled(Namespace(command="roofline", plot=None, no_cache=False))
+    assert not _cached.enabled(Namespace(command="roofline", plot="chart.png", no_cache=False))
+    assert not _cached.enabled(Namespace(command="graph", format="svg", no_cache=False))
+    for command in ("dashboard", "check", "diff", "runs", "hardware"):
+        assert not _cached.enabled(Namespace(command=command, no_cache=False))
+
+
+def test_too_many_files_is_not_cached(cache, fake, logdir, monkeypatch, capsys):
+    monkeypatch.setattr(_cached, "MAX_WALK_ENTRIES", 3)
+    _run(capsys, str(logdir))
+    _run(capsys, str(logdir))
+    assert fake.calls == 2
+
+
+# ------------------------------------------------------------------------------ the store itself
+
+
+def _key(n: int) -> str:
+    return hashlib.sha256(str(n).encode()).hexdigest()
+
+
+def test_store_round_trip_keeps_every_character(cache):
+    entry = resultcache.Entry(texts=["naïve\x1b[31m\n", "", "\udc80 lone surrogate"], stderr="warn ✓\n", exit_code=1)
+    assert resultcache.put(_key(1), entry)
+    assert resultcache.get(_key(1)) == entry
+    assert resultcache.get(_key(2)) is None
+
+
+@pytest.mark.parametrize("header", [b"[" * 60_000, b'{"format": 1}', b"not json", b'{"format": 1, "key": "K", '
+                                    b'"exit_code": 999, "lengths": [0], "sha256": ""}',
+                                    b'{"format": 1, "key": "K", "exit_code": 0, "lengths": [-1, 1], "sha256": ""}'])
+def test_hostile_entries_are_a_miss(cache, header):
+    key = _key(3)
+    header = header.replace(b'"K"', f'"{key}"'.encode())
+    path = resultcache.entry_path(key)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(resultcache.MAGIC + len(header).to_bytes(8, "little") + header)
+    assert resultcache.get(key) is None
+    assert not path.exists()
+    path.write_bytes(resultcache.MAGIC + (2**63).to_bytes(8, "little") + header)
+    assert resultcache.get(key) is None
+
+
+def test_oversized_entries_are_neither_read_nor_stored(cache, monkeypatch):
+    assert resultcache.put(_key(4), resultcache.Entry(texts=["x" * 5000], stderr="", exit_code=0))
+    monkeypatch.setattr(resultcache, "MAX_ENTRY_BYTES", 1000)
+    monkeypatch.setattr(resultcache, "MAX_HEADER_BYTES", 1000)
+    assert resultcache.get(_key(4)) is None
+    assert not resultcache.put(_key(5), resultcache.Entry(texts=["x" * 5000], stderr="", exit_code=0))
+
+
+def test_size_limit_evicts_the_least_recently_used(cache, monkeypatch):
+    monkeypatch.setenv("TRACEVIEW_CACHE_MAX_MB", str(2.5 * 1000 / 2**20))  # room for two 1 kB entries
+    for n in range(3):
+        assert resultcache.put(_key(n), resultcache.Entry(texts=["x" * 900], stderr="", exit_code=0))
+        path = resultcache.entry_path(_key(n))
+        os.utime(path, (1000 + n, 1000 + n))
+    assert resultcache.get(_key(0)) is None
+    assert resultcache.get(_key(1)) is not None and resultcache.get(_key(2)) is not None
+
+
+# ------------------------------------------------------------------ real runs, in fresh processes
+
+_PROBE = """
+import sys
+from traceview.cli import main
+code = main(sys.argv[1:])
+print("pandas" in sys.modules, "numpy" in sys.modules, file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def _fresh(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", _PROBE, *argv], capture_output=True, env=env, timeout=300)
+
+
+def test_real_analyze_warm_is_identical_and_imports_no_pandas(sample_traces, tmp_path):
+    """Cold then warm `traceview analyze` of a sample trace: the same bytes (stdout and -o, JSON and the
+    terminal table), the same exit code and stderr, and the warm run never imports pandas or numpy."""
+    run = tmp_path / "mlp"
+    shutil.copytree(sample_traces / "mlp", run)
+    env = {k: v for k, v in os.environ.items() if k != _cached.NO_RESULT_CACHE_ENV}
+    env["TRACEVIEW_CACHE_DIR"] = str(tmp_path / "cache")
+    outputs = {}
+    for name, argv in {"json": ["--format", "json", "-o", str(tmp_path / "{}.json")], "table": []}.items():
+        reference = _fresh(["analyze", str(run), "--no-cache", *[a.format("ref") for a in argv]], env)
+        cold = _fresh(["analyze", str(run), *[a.format("cold") for a in argv]], env)
+        warm = _fresh(["analyze", str(run), *[a.format("warm") for a in argv]], env)
+        assert reference.returncode == cold.returncode == warm.returncode == 0, cold.stderr
+        assert reference.stdout == cold.stdout == warm.stdout
+        assert cold.stderr == b"True True\n"  # the cold run did the work
+        assert warm.stderr == b"False False\n"
+        outputs[name] = warm.stdout
+        if name == "json":
+            ref, cold_out, warm_out = ((tmp_path / f"{n}.json").read_bytes() for n in ("ref", "cold", "warm"))
+            assert ref == cold_out == warm_out and b'"ops"' in warm_out
+    assert outputs["table"].startswith(b"traceview ")
+    # A change to the trace is seen by a fresh process: the work is done again.
+    trace = next(run.glob("plugins/profile/*/*.xplane.pb"))
+    os.utime(trace, ns=(trace.stat().st_atime_ns, trace.stat().st_mtime_ns + 1))
+    again = _fresh(["analyze", str(run)], env)
+    assert again.stdout == outputs["table"] and again.stderr == b"True True\n"
