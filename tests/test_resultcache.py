@@ -327,3 +327,25 @@ def test_real_analyze_warm_is_identical_and_imports_no_pandas(sample_traces, tmp
     os.utime(trace, ns=(trace.stat().st_atime_ns, trace.stat().st_mtime_ns + 1))
     again = _fresh(["analyze", str(run)], env)
     assert again.stdout == outputs["table"] and again.stderr == b"True True\n"
+
+
+@pytest.mark.parametrize("argv", [["hlo", "{run}", "--format", "json"], ["memory", "{run}/hlo"],
+                                  ["parallelism", "{run}", "--format", "markdown"],
+                                  ["roofline", "{run}", "--format", "json"]])
+def test_other_commands_replay_their_own_output(sample_traces, cache, tmp_path, monkeypatch, capsys, argv):
+    import importlib
+
+    run = tmp_path / "mlp"
+    shutil.copytree(sample_traces / "mlp", run)
+    argv = [a.format(run=run) for a in argv]
+    module = importlib.import_module(f"traceview.commands.{argv[0]}")
+    calls = []
+    real = module.run
+    monkeypatch.setattr(module, "run", lambda args: calls.append(1) or real(args))
+    monkeypatch.setenv(_cached.NO_RESULT_CACHE_ENV, "1")
+    reference = (main(argv), *capsys.readouterr())
+    monkeypatch.delenv(_cached.NO_RESULT_CACHE_ENV)
+    cold = (main(argv), *capsys.readouterr())
+    warm = (main(argv), *capsys.readouterr())
+    assert reference == cold == warm and reference[0] == 0 and len(reference[1]) > 100
+    assert len(calls) == 2  # the warm run did not call the command
