@@ -228,8 +228,12 @@ def test_commands_with_effects_are_not_cached(cache):
     assert _cached.enabled(Namespace(command="roofline", plot=None, no_cache=False))
     assert not _cached.enabled(Namespace(command="roofline", plot="chart.png", no_cache=False))
     assert not _cached.enabled(Namespace(command="graph", format="svg", no_cache=False))
-    for command in ("dashboard", "check", "diff", "runs", "hardware"):
+    for command in ("dashboard", "runs", "hardware"):
         assert not _cached.enabled(Namespace(command=command, no_cache=False))
+    for command in ("diff", "check"):
+        assert _cached.enabled(Namespace(command=command, no_cache=False, markdown_out=None, junit_out=None))
+        assert not _cached.enabled(Namespace(command=command, no_cache=False, markdown_out="s.md", junit_out=None))
+        assert not _cached.enabled(Namespace(command=command, no_cache=False, markdown_out=None, junit_out="j.xml"))
 
 
 def test_too_many_files_is_not_cached(cache, fake, logdir, monkeypatch, capsys):
@@ -329,15 +333,18 @@ def test_real_analyze_warm_is_identical_and_imports_no_pandas(sample_traces, tmp
     assert again.stdout == outputs["table"] and again.stderr == b"True True\n"
 
 
-@pytest.mark.parametrize("argv", [["hlo", "{run}", "--format", "json"], ["memory", "{run}/hlo"],
-                                  ["parallelism", "{run}", "--format", "markdown"],
-                                  ["roofline", "{run}", "--format", "json"]])
-def test_other_commands_replay_their_own_output(sample_traces, cache, tmp_path, monkeypatch, capsys, argv):
+@pytest.mark.parametrize(("argv", "code"), [
+    (["hlo", "{run}", "--format", "json"], 0), (["memory", "{run}/hlo"], 0),
+    (["parallelism", "{run}", "--format", "markdown"], 0), (["roofline", "{run}", "--format", "json"], 0),
+    (["check", "{slow}", "--baseline", "{run}", "--format", "json"], 1)])
+def test_other_commands_replay_their_own_output(sample_traces, cache, tmp_path, monkeypatch, capsys, argv, code):
     import importlib
 
-    run = tmp_path / "mlp"
+    run, slow = tmp_path / "mlp", tmp_path / "mlp_slow"
     shutil.copytree(sample_traces / "mlp", run)
-    argv = [a.format(run=run) for a in argv]
+    if "{slow}" in argv:
+        shutil.copytree(sample_traces / "mlp_slow", slow)
+    argv = [a.format(run=run, slow=slow) for a in argv]
     module = importlib.import_module(f"traceview.commands.{argv[0]}")
     calls = []
     real = module.run
@@ -347,5 +354,5 @@ def test_other_commands_replay_their_own_output(sample_traces, cache, tmp_path, 
     monkeypatch.delenv(_cached.NO_RESULT_CACHE_ENV)
     cold = (main(argv), *capsys.readouterr())
     warm = (main(argv), *capsys.readouterr())
-    assert reference == cold == warm and reference[0] == 0 and len(reference[1]) > 100
+    assert reference == cold == warm and reference[0] == code and len(reference[1]) > 100
     assert len(calls) == 2  # the warm run did not call the command

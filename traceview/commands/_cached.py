@@ -2,7 +2,8 @@
 
 A command whose output is a pure function of its inputs is cached when it
 has no other effect (``roofline --plot`` writes a chart, ``graph --format
-svg`` runs Graphviz: those are not). The key covers everything the output
+svg`` runs Graphviz, ``diff``/``check`` with ``--markdown-out`` or
+``--junit-out`` write more files: those are not). The key covers everything the output
 depends on:
 
 * traceview's version, a fingerprint of its source (every .py and data file
@@ -16,7 +17,7 @@ depends on:
   (so the run a log dir resolves to, its hosts and its HLO are covered); the
   *.hlo_proto.pb files beside a trace file; the HLO dump folder found beside
   the trace (traceview.parsers.discover.find_dump_dir) and --hlo's, walked in
-  full; --hardware-file. A walk stops at MAX_WALK_ENTRIES: then nothing is
+  full; --hardware-file; diff's and check's BASE, NEW and --config alike. A walk stops at MAX_WALK_ENTRIES: then nothing is
   cached.
 
 Computing it reads no file's contents but traceview's own source, and
@@ -51,12 +52,14 @@ CACHED: dict[str, Callable[[argparse.Namespace], bool]] = {
     "parallelism": lambda args: True,
     "roofline": lambda args: not args.plot,
     "graph": lambda args: args.format != "svg",
+    "diff": lambda args: not args.markdown_out and not args.junit_out,
+    "check": lambda args: not args.markdown_out and not args.junit_out,
 }
 # Options that do not change the output: how the inputs are read, where the output goes, tracebacks.
 _NOT_IN_KEY = {"handler", "no_cache", "jobs", "dask", "output", "debug"}
 # Options naming a trace, dump or HLO file (walked), and files read whole.
-_SOURCES = ("path", "hlo")
-_FILES = ("hardware_file",)
+_SOURCES = ("path", "hlo", "base", "new", "baseline")
+_FILES = ("hardware_file", "config")
 # Libraries whose behaviour shapes the output: their installed files' identity stands for their version.
 _LIBRARIES = ("numpy", "pandas", "pyarrow", "google.protobuf")
 _DATA_SUFFIXES = (".py", ".json")
@@ -122,7 +125,7 @@ def cache_key(args: argparse.Namespace) -> str:
     for name in _SOURCES:
         value = options.get(name)
         if isinstance(value, str):
-            inputs.append([name, *_source_inputs(Path(value), budget, trace=name == "path")])
+            inputs.append([name, *_source_inputs(Path(value), budget, trace=name != "hlo")])
     for name in _FILES:
         value = options.get(name)
         if isinstance(value, str):
