@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -185,7 +186,7 @@ def test_unwritable_cache_dir_works(fake, logdir, tmp_path, monkeypatch, capsys)
 def test_read_only_cache_dir_works(cache, fake, logdir, monkeypatch, capsys):
     """An entry that exists is served from a folder nothing can be written to; a new one is not stored."""
     _run(capsys, str(logdir))
-    monkeypatch.setattr(resultcache.tempfile, "mkstemp", _raise_read_only)
+    monkeypatch.setattr(tempfile, "mkstemp", _raise_read_only)
     monkeypatch.setattr(resultcache.os, "utime", _raise_read_only)
     assert _run(capsys, str(logdir))[1] == "output of call 1 (top 20, format table)\n"
     assert _run(capsys, str(logdir), "--top", "3")[1] == "output of call 2 (top 3, format table)\n"

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,6 +126,8 @@ def put(key: str, entry: Entry) -> bool:
     header = json.dumps({"format": FORMAT, "key": key, "exit_code": entry.exit_code,
                          "lengths": [len(p) for p in parts],
                          "sha256": hashlib.sha256(payload).hexdigest()}).encode()
+    import tempfile  # only a miss stores
+
     path = entry_path(key)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
