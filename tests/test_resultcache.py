@@ -357,3 +357,23 @@ def test_other_commands_replay_their_own_output(sample_traces, cache, tmp_path, 
     warm = (main(argv), *capsys.readouterr())
     assert reference == cold == warm and reference[0] == code and len(reference[1]) > 100
     assert len(calls) == 2  # the warm run did not call the command
+
+
+def test_colour_on_a_terminal_is_part_of_the_key(cache, fake, logdir, monkeypatch, capsys):
+    """The terminal table is coloured on a terminal without NO_COLOR (render.tables.use_colour)."""
+
+    class FakeTerminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    main(["analyze", str(logdir)])               # not a terminal: no colour
+    monkeypatch.setattr(sys, "stdout", FakeTerminal())
+    main(["analyze", str(logdir)])               # colour: a miss
+    main(["analyze", str(logdir)])               # a hit
+    assert fake.calls == 2
+    monkeypatch.setenv("NO_COLOR", "1")
+    main(["analyze", str(logdir)])               # a terminal, but no colour: the first run's output
+    assert fake.calls == 2
+    assert sys.stdout.getvalue() == "".join(f"output of call {n} (top 20, format table)\n" for n in (2, 2, 1))

@@ -112,8 +112,6 @@ def _key_or_none(args: argparse.Namespace) -> str | None:
 
 def cache_key(args: argparse.Namespace) -> str:
     """The hex digest naming the output of this command on its inputs as they are now."""
-    from traceview.render.tables import use_colour
-
     options = {k: v for k, v in sorted(vars(args).items()) if k not in _NOT_IN_KEY}
     for k, v in options.items():
         if v is not None and not isinstance(v, (str, int, float, bool)):
@@ -130,9 +128,19 @@ def cache_key(args: argparse.Namespace) -> str:
         value = options.get(name)
         if isinstance(value, str):
             inputs.append([name, _identity(Path(value))])
-    ident = [KEY_FORMAT, __version__, source_fingerprint(), options, use_colour(),
+    ident = [KEY_FORMAT, __version__, source_fingerprint(), options, _colour(),
              os.getcwd() if relative else None, inputs]
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _colour() -> bool:
+    """Whether the terminal renderers colour their output (render.tables.use_colour, imported only when
+    stdout is a terminal: its regular expressions cost a start-up that is otherwise all of a hit's)."""
+    if not sys.stdout.isatty():
+        return False
+    from traceview.render.tables import use_colour
+
+    return use_colour()
 
 
 def _source_inputs(path: Path, budget: list[int], trace: bool) -> list:
