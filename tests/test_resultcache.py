@@ -377,3 +377,23 @@ def test_colour_on_a_terminal_is_part_of_the_key(cache, fake, logdir, monkeypatc
     main(["analyze", str(logdir)])               # a terminal, but no colour: the first run's output
     assert fake.calls == 2
     assert sys.stdout.getvalue() == "".join(f"output of call {n} (top 20, format table)\n" for n in (2, 2, 1))
+
+
+def test_full_disk_stores_nothing_and_leaves_no_temporary_file(cache, fake, logdir, monkeypatch, capsys):
+    class FullDisk(io.BytesIO):
+        def write(self, data) -> int:
+            raise OSError(28, "No space left on device")
+
+    real_fdopen = os.fdopen
+
+    def fdopen(fd, *args, **kwargs):
+        os.close(fd)
+        return FullDisk()
+
+    monkeypatch.setattr(resultcache.os, "fdopen", fdopen)
+    assert _run(capsys, str(logdir))[1] == "output of call 1 (top 20, format table)\n"
+    assert list((cache / "results").iterdir()) == []
+    monkeypatch.setattr(resultcache.os, "fdopen", real_fdopen)
+    _run(capsys, str(logdir))
+    _run(capsys, str(logdir))
+    assert fake.calls == 2

@@ -116,16 +116,21 @@ def put(key: str, entry: Entry) -> bool:
     """Store `entry` under `key`; False (nothing stored) when it is too large or the folder is unusable."""
     if len(entry.texts) > MAX_TEXTS or not 0 <= entry.exit_code <= 255:
         return False
+    texts = [*entry.texts, entry.stderr]
+    limit = min(MAX_ENTRY_BYTES, max_bytes())
+    if sum(len(t) for t in texts) > limit:  # before encoding: a UTF-8 text has at least a byte per character
+        return False
     try:
-        parts = [_encode(t) for t in [*entry.texts, entry.stderr]]
+        parts = [_encode(t) for t in texts]
     except UnicodeEncodeError:
         return False
-    payload = b"".join(parts)
-    if len(payload) > min(MAX_ENTRY_BYTES, max_bytes()):
+    if sum(len(p) for p in parts) > limit:
         return False
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part)
     header = json.dumps({"format": FORMAT, "key": key, "exit_code": entry.exit_code,
-                         "lengths": [len(p) for p in parts],
-                         "sha256": hashlib.sha256(payload).hexdigest()}).encode()
+                         "lengths": [len(p) for p in parts], "sha256": digest.hexdigest()}).encode()
     import tempfile  # only a miss stores
 
     path = entry_path(key)
@@ -135,7 +140,8 @@ def put(key: str, entry: Entry) -> bool:
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(MAGIC + len(header).to_bytes(8, "little") + header)
-                handle.write(payload)
+                for part in parts:
+                    handle.write(part)
             os.replace(tmp, path)
         except BaseException:
             _remove(Path(tmp))
