@@ -187,7 +187,7 @@ def test_read_only_cache_dir_works(cache, fake, logdir, monkeypatch, capsys):
     """An entry that exists is served from a folder nothing can be written to; a new one is not stored."""
     _run(capsys, str(logdir))
     monkeypatch.setattr(tempfile, "mkstemp", _raise_read_only)
-    monkeypatch.setattr(resultcache.os, "utime", _raise_read_only)
+    monkeypatch.setattr(os, "utime", _raise_read_only)
     assert _run(capsys, str(logdir))[1] == "output of call 1 (top 20, format table)\n"
     assert _run(capsys, str(logdir), "--top", "3")[1] == "output of call 2 (top 3, format table)\n"
     assert _run(capsys, str(logdir), "--top", "3")[1] == "output of call 3 (top 3, format table)\n"

@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from traceview.cachedir import cache_dir, max_bytes
+from traceview.cachedir import cache_dir, evict, max_bytes, remove, touch
 
 FORMAT = 1
 MAGIC = b"traceview-out\x00\x01\n"
@@ -68,16 +68,13 @@ def get(key: str) -> Entry | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
-        _remove(path)
+        remove(path)
         return None
     entry = _decode(blob, key)
     if entry is None:  # corrupt, truncated or foreign: a miss, and the next store replaces it
-        _remove(path)
+        remove(path)
         return None
-    try:
-        os.utime(path)  # least recently used goes first
-    except OSError:
-        pass
+    touch(path)
     return entry
 
 
@@ -144,41 +141,9 @@ def put(key: str, entry: Entry) -> bool:
                     handle.write(part)
             os.replace(tmp, path)
         except BaseException:
-            _remove(Path(tmp))
+            remove(Path(tmp))
             raise
     except OSError:  # read-only folder, full disk, a file where the folder should be
         return False
-    _evict(path.parent, keep=path)
+    evict(path.parent, _SUFFIX, keep=path)
     return True
-
-
-def _evict(folder: Path, keep: Path) -> None:
-    """Drop the least recently used entries until the folder is within the size limit."""
-    sized = []
-    try:
-        names = [f for f in folder.iterdir() if f.suffix == _SUFFIX]
-    except OSError:
-        return
-    for f in names:
-        try:
-            st = f.stat()
-        except OSError:
-            continue
-        sized.append((st.st_mtime, st.st_size, f))
-    limit = max_bytes()
-    total = sum(size for _, size, _ in sized)
-    for _, size, f in sorted(sized, key=lambda t: t[0]):
-        if total <= limit:
-            break
-        if f != keep:
-            _remove(f)
-            total -= size
-    if total > limit:
-        _remove(keep)
-
-
-def _remove(path: Path) -> None:
-    try:
-        path.unlink()
-    except OSError:
-        pass
