@@ -237,6 +237,24 @@ def test_commands_with_effects_are_not_cached(cache):
         assert not _cached.enabled(Namespace(command=command, no_cache=False, markdown_out=None, junit_out="j.xml"))
 
 
+def test_a_pipe_as_input_is_not_cached(cache, fake, logdir, tmp_path, capsys):
+    fifo = tmp_path / "chips.fifo"
+    os.mkfifo(fifo)
+    _run(capsys, str(logdir), "--hardware-file", str(fifo))  # the fake never opens it
+    _run(capsys, str(logdir), "--hardware-file", str(fifo))
+    assert fake.calls == 2
+
+
+def test_home_relative_paths_are_expanded(cache, fake, logdir, monkeypatch, capsys):
+    monkeypatch.setenv("HOME", str(logdir))
+    _run(capsys, "~/plugins")
+    _run(capsys, "~/plugins")
+    assert fake.calls == 1
+    (_trace(logdir).parent / "host1.xplane.pb").write_bytes(b"another host")
+    _run(capsys, "~/plugins")
+    assert fake.calls == 2
+
+
 def test_too_many_files_is_not_cached(cache, fake, logdir, monkeypatch, capsys):
     monkeypatch.setattr(_cached, "MAX_WALK_ENTRIES", 3)
     _run(capsys, str(logdir))

@@ -120,17 +120,29 @@ def cache_key(args: argparse.Namespace) -> str:
     relative = any(isinstance(p, str) and not os.path.isabs(p) for p in paths)
     inputs: list = []
     budget = [MAX_WALK_ENTRIES]
-    for name in _SOURCES:
+    for name in (*_SOURCES, *_FILES):
         value = options.get(name)
-        if isinstance(value, str):
-            inputs.append([name, *_source_inputs(Path(value), budget, trace=name != "hlo")])
-    for name in _FILES:
-        value = options.get(name)
-        if isinstance(value, str):
-            inputs.append([name, _identity(Path(value))])
+        if not isinstance(value, str):
+            continue
+        path = Path(value).expanduser()
+        _refuse_streams(path)
+        if name in _FILES:
+            inputs.append([name, _identity(path)])
+        else:
+            inputs.append([name, *_source_inputs(path, budget, trace=name != "hlo")])
     ident = [KEY_FORMAT, __version__, source_fingerprint(), options, _colour(),
              os.getcwd() if relative else None, inputs]
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _refuse_streams(path: Path) -> None:
+    """A pipe or device named as an input (/dev/stdin, a FIFO) reads differently each time: not cached."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # missing: the command fails, and a failure is never stored
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise _Uncacheable(f"{path}: not a regular file or folder")
 
 
 def _colour() -> bool:
