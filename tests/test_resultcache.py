@@ -147,7 +147,8 @@ def test_no_cache_bypasses(cache, fake, logdir, monkeypatch, capsys, how):
     assert not (cache / "results").exists() or not list((cache / "results").iterdir())
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "flipped byte", "other key", "a folder"])
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "empty", "flipped byte", "other key", "a folder",
+                                    "a fifo"])
 def test_corrupt_entry_is_a_miss_and_replaced(cache, fake, logdir, capsys, damage):
     first = _run(capsys, str(logdir))
     (entry,) = (cache / "results").iterdir()
@@ -163,9 +164,12 @@ def test_corrupt_entry_is_a_miss_and_replaced(cache, fake, logdir, capsys, damag
     elif damage == "other key":  # a valid entry of another key, at this key's file name
         resultcache.put("f" * 64, resultcache.Entry(texts=["foreign\n"], stderr="", exit_code=0))
         entry.write_bytes(resultcache.entry_path("f" * 64).read_bytes())
-    else:
+    elif damage == "a folder":
         entry.unlink()
         entry.mkdir()
+    else:  # a FIFO: opening it for reading must not wait for a writer
+        entry.unlink()
+        os.mkfifo(entry)
     code, out, err = _run(capsys, str(logdir))
     assert fake.calls == 2 and out.startswith("output of call 2")
     if damage != "a folder":  # replaced by the new run's entry, which the next run reads

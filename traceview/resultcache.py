@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,11 +61,13 @@ def get(key: str) -> Entry | None:
     """The entry stored under `key` (a hex digest), or None."""
     path = entry_path(key)
     try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size > MAX_ENTRY_BYTES + MAX_HEADER_BYTES:
-                raise ValueError("entry too large")
-            blob = handle.read(size + 1)
+        # Non-blocking: a FIFO put where an entry should be must not hang the command.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb") as handle:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY_BYTES + MAX_HEADER_BYTES:
+                raise ValueError("not an entry")
+            blob = handle.read(st.st_size + 1)
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
