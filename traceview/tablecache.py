@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from traceview import __version__
+from traceview.cachedir import cache_dir, evict, remove, touch
 from traceview.parsers.xplane import TraceData
 from traceview.profile import Device
 
@@ -44,7 +45,6 @@ _MAGIC = b"TVTABLES"
 _ALIGN = 64
 # The dtypes an entry may hold (anything else in a header is a foreign or corrupt entry).
 _DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"}
-_DEFAULT_MAX_MB = 4096
 _TABLES = ("ops", "host_events", "steps")
 # Modules whose code decides what the tables hold.
 _READER_MODULES = ("traceview.parsers.xplane", "traceview.parsers.xspace_schema", "traceview.parsers.xspace_fast",
@@ -57,21 +57,6 @@ _fingerprint: str | None = None
 
 class _Unstorable(Exception):
     """Tables this format cannot hold exactly (then nothing is stored)."""
-
-
-def cache_dir() -> Path:
-    explicit = os.environ.get("TRACEVIEW_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "traceview"
-
-
-def max_bytes() -> int:
-    try:
-        return int(float(os.environ.get("TRACEVIEW_CACHE_MAX_MB", _DEFAULT_MAX_MB)) * 2**20)
-    except ValueError:
-        return _DEFAULT_MAX_MB * 2**20
 
 
 def _reader_fingerprint() -> str:
@@ -112,12 +97,9 @@ def get(path: str | Path) -> TraceData | None:
     try:
         data = _unpack(_read_arrays(entry))
     except Exception:  # a corrupt or foreign entry is a miss
-        _remove(entry)
+        remove(entry)
         return None
-    try:
-        os.utime(entry)  # least recently used goes first
-    except OSError:
-        pass
+    touch(entry)
     return data
 
 
@@ -178,9 +160,11 @@ def _store(entry: Path, plan: tuple[bytes, list[tuple[int, np.ndarray]], list], 
         return False
     finally:
         if tmp is not None:
-            _remove(Path(tmp))
+            remove(Path(tmp))
     try:
-        _evict(entry.parent, keep=entry)
+        for old in entry.parent.glob("*.npz"):  # entries of the first format are never read again
+            remove(old)
+        evict(entry.parent, _SUFFIX, keep=entry)
     except Exception:  # noqa: BLE001
         pass
     return True
@@ -289,45 +273,6 @@ def _read_arrays(entry: Path) -> dict[str, np.ndarray]:
             raise ValueError("checksum mismatch")
         out[name] = a
     return out
-
-
-def _entries(folder: Path) -> list[Path]:
-    try:
-        return [f for f in folder.iterdir() if f.suffix == _SUFFIX and f.is_file()]
-    except OSError:
-        return []
-
-
-def _evict(folder: Path, keep: Path) -> None:
-    try:  # entries of the first format (numpy .npz) are never read again
-        for old in folder.glob("*.npz"):
-            _remove(old)
-    except OSError:
-        pass
-    limit = max_bytes()
-    sized = []
-    for f in _entries(folder):
-        try:
-            st = f.stat()
-        except OSError:
-            continue
-        sized.append((st.st_mtime, st.st_size, f))
-    total = sum(s for _, s, _ in sized)
-    for _, size, f in sorted(sized, key=lambda t: t[0]):
-        if total <= limit:
-            break
-        if f != keep:
-            _remove(f)
-            total -= size
-    if total > limit:  # the new entry alone is over the limit
-        _remove(keep)
-
-
-def _remove(f: Path) -> None:
-    try:
-        f.unlink()
-    except OSError:
-        pass
 
 
 # ----------------------------------------------------------------- encoding
