@@ -266,6 +266,16 @@ def test_self_times_match_brute_force(seed):
     np.testing.assert_array_equal(self_times(start, dur), _self_times_reference(start, dur))
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_self_times_of_events_already_in_time_order(seed):
+    """Lines usually hold their events in (start, longest first) order: that order skips the sort."""
+    rng = np.random.default_rng(100 + seed)
+    start, dur = _random_nested(rng)
+    order = np.lexsort((-(start + dur), start))
+    start, dur = start[order], dur[order]
+    np.testing.assert_array_equal(self_times(start, dur), _self_times_reference(start, dur))
+
+
 def test_self_times_flat_and_zero_length():
     start = np.array([0, 10, 10, 20], dtype=np.int64)
     dur = np.array([10, 0, 10, 5], dtype=np.int64)
