@@ -231,34 +231,66 @@ def decode_wide(raw_events, stat_ids: np.ndarray) -> WideEvents:
     ids = np.ascontiguousarray(stat_ids, dtype=np.int64)
     if hasattr(raw_events, "decode_wide"):
         return raw_events.decode_wide(ids)
-    cols = decode_events(raw_events, keep_stats=ids)
-    n, k_count = len(cols), ids.size
+    data, buf, starts, ends = _joined(raw_events)
+    n, k_count = starts.size, ids.size
+    mid, off, dur = (np.zeros(n, dtype=np.int64) for _ in range(3))
     kind = np.zeros((k_count, n), dtype=np.int8)
     bits = np.zeros((k_count, n), dtype=np.uint64)
     size = np.zeros((k_count, n), dtype=np.uint32)
-    if k_count and cols.stat_id.size:
-        order = np.argsort(ids, kind="stable")
-        pos = np.minimum(np.searchsorted(ids[order], cols.stat_id), k_count - 1)
-        column = order[pos]
-        rows = np.flatnonzero(ids[column] == cols.stat_id)
-        column = column[rows]
-        key = cols.stat_event[rows] * k_count + column
-        # rows are in event order, then stat order: the last row of each (event, column) wins
-        seen = np.zeros(n * k_count, dtype=bool)
-        seen[key] = True
-        last = np.ones(rows.size, dtype=bool)
-        if np.count_nonzero(seen) != rows.size:  # some stat repeated in an event
-            _, first_rev = np.unique(key[::-1], return_index=True)
-            last[:] = False
-            last[rows.size - 1 - first_rev] = True
-        del seen
-        rows, column, event = rows[last], column[last], cols.stat_event[rows[last]]
-        skind = cols.stat_kind[rows]
-        text = (skind == STAT_STR) | (skind == STAT_BYTES)
-        kind[column, event] = np.where(skind == 0, STAT_NO_VALUE, skind).astype(np.int8)
-        bits[column, event] = np.where(text, cols.stat_start[rows].astype(np.uint64), cols.stat_bits[rows])
-        size[column, event] = np.where(text, cols.stat_end[rows] - cols.stat_start[rows], 0).astype(np.uint32)
-    return WideEvents(cols.metadata_id, cols.offset_ps, cols.duration_ps, ids, kind, bits, size, cols.buffer)
+    order = np.argsort(ids, kind="stable")
+    try:
+        for i in range(0, n, _BATCH):  # each batch straight into the columns: no table of every stat
+            part = _decode_batch(buf, starts[i:i + _BATCH], ends[i:i + _BATCH], i, ids)
+            stop = i + part[0].size
+            mid[i:stop], off[i:stop], dur[i:stop] = part[0], part[1], part[2]
+            if k_count:
+                _scatter_stats(part[3:], ids, order, i, stop - i, kind, bits, size)
+    except (IndexError, OverflowError) as exc:  # a bound the checks above missed: still a corrupt file
+        raise WireError(f"malformed event bytes ({type(exc).__name__})") from exc
+    return WideEvents(mid, off, dur, ids, kind, bits, size, data)
+
+
+def _scatter_stats(stats: tuple, ids: np.ndarray, order: np.ndarray, first: int, count: int,
+                   kind: np.ndarray, bits: np.ndarray, size: np.ndarray) -> None:
+    """A batch's kept stats (event, id, kind, bits, start, end: in event order, then stat order) into
+    the wide columns; the last stat of an (event, id) wins."""
+    stat_event, stat_id, stat_kind, stat_bits, stat_start, stat_end = stats
+    if not stat_id.size:
+        return
+    k_count = ids.size
+    pos = np.minimum(np.searchsorted(ids[order], stat_id), k_count - 1)
+    column = order[pos]
+    rows = np.flatnonzero(ids[column] == stat_id)
+    column = column[rows]
+    key = (stat_event[rows] - first) * k_count + column
+    seen = np.zeros(count * k_count, dtype=bool)
+    seen[key] = True
+    if np.count_nonzero(seen) != rows.size:  # some stat repeated in an event
+        _, first_rev = np.unique(key[::-1], return_index=True)
+        last = np.zeros(rows.size, dtype=bool)
+        last[rows.size - 1 - first_rev] = True
+        rows, column = rows[last], column[last]
+    event = stat_event[rows]
+    skind = stat_kind[rows]
+    text = (skind == STAT_STR) | (skind == STAT_BYTES)
+    kind[column, event] = np.where(skind == 0, STAT_NO_VALUE, skind).astype(np.int8)
+    bits[column, event] = np.where(text, stat_start[rows].astype(np.uint64), stat_bits[rows])
+    size[column, event] = np.where(text, stat_end[rows] - stat_start[rows], 0).astype(np.uint32)
+
+
+def _joined(raw_events) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
+    """A line's event messages end to end: (bytes, zero-padded uint8 view, start and end of each)."""
+    # One pass over protobuf's repeated field (each access makes a new bytes object).
+    raw_events = list(raw_events)
+    n = len(raw_events)
+    lengths = np.fromiter(map(len, raw_events), dtype=np.int64, count=n)
+    data = b"".join(raw_events)
+    del raw_events
+    # Zero padding: a varint begun inside a message always ends inside the
+    # buffer; every read past a message's end is then caught by the checks.
+    buf = np.frombuffer(data + bytes(_PAD), dtype=np.uint8)
+    ends = np.cumsum(lengths)
+    return data, buf, ends - lengths, ends
 
 
 def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -336,17 +368,8 @@ def decode_events(raw_events, keep_stats: np.ndarray | None = None) -> EventColu
     """
     if hasattr(raw_events, "decode"):  # an xspace_fast.EventRegion: the compiled decoder
         return raw_events.decode(keep_stats)
-    # One pass over protobuf's repeated field (each access makes a new bytes object).
-    raw_events = list(raw_events)
-    n = len(raw_events)
-    lengths = np.fromiter(map(len, raw_events), dtype=np.int64, count=n)
-    data = b"".join(raw_events)
-    del raw_events
-    # Zero padding: a varint begun inside a message always ends inside the
-    # buffer; every read past a message's end is then caught by the checks.
-    buf = np.frombuffer(data + bytes(_PAD), dtype=np.uint8)
-    ends = np.cumsum(lengths)
-    starts = ends - lengths
+    data, buf, starts, ends = _joined(raw_events)
+    n = starts.size
     try:
         parts = [_decode_batch(buf, starts[i:i + _BATCH], ends[i:i + _BATCH], i, keep_stats)
                  for i in range(0, n, _BATCH)]
