@@ -176,3 +176,24 @@ def test_distinct_strings_equal_one_by_one_decoding():
     inverse, texts = got
     assert len(texts) == len(set(words)) and [texts[i] for i in inverse] == want
     assert _decoded(buffer, starts, ends).tolist() == want
+
+
+def test_fresh_process_loads_kernels_without_numba_target_setup(tmp_path):
+    """A new process loads the cached kernels without numba's registries (nor scipy.linalg), and they decode."""
+    import subprocess
+    import sys
+
+    xspace_fast.warm_up()  # the kernels are in numba's cache from here on
+    code = (
+        "import sys, numpy as np\n"
+        "from traceview.parsers import xspace_fast\n"
+        "assert xspace_fast.enabled()\n"
+        "line = b'\\x12\\x01l\\x22\\x0a\\x08\\x07\\x10\\x05\\x22\\x04\\x08\\x02\\x18\\x09'\n"
+        "ev = xspace_fast.RawLine(line).events.decode_wide(np.array([2], dtype=np.int64))\n"
+        "assert ev.metadata_id.tolist() == [7] and ev.offset_ps.tolist() == [5]\n"
+        "assert ev.kind.tolist() == [[3]] and ev.bits.tolist() == [[9]]\n"
+        "print('numba.np.arraymath' in sys.modules, 'scipy.linalg' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]
