@@ -24,12 +24,15 @@ import numpy as np
 
 from traceview.parsers.xspace_schema import EventColumns, WideEvents, WireError
 
-# Files at least this large take the compiled path (small ones: not worth importing numba).
-MIN_BYTES = 4 << 20
 _ERRORS = {1: "field tag runs past the end of its message", 2: "unsupported wire type", 3: "field number 0",
            4: "length-delimited field runs past the end of its message", 5: "field runs past the end of its message",
            6: "varint longer than 10 bytes", 7: "stat id runs past the end of its stat",
            8: "more events than the line holds"}
+
+
+def loaded() -> bool:
+    """Whether the kernels are already loaded in this process (and not switched off): using them is free."""
+    return not os.environ.get("TRACEVIEW_NO_NUMBA") and _kernels.cache_info().currsize > 0 and _kernels() is not None
 
 
 def enabled() -> bool:

@@ -12,7 +12,13 @@ from traceview.parsers.compressed import read_limited
 from traceview.parsers.xspace_lenient import repair_utf8
 from traceview.parsers.xspace_schema import WireError, XSpaceRaw
 
-_FAST_MIN_BYTES = 4 << 20  # files this large take the compiled reader when numba is installed
+# Files this large take the compiled reader when numba is installed. Measured in fresh processes (2-core
+# machine, GPU traces built by benchmarks/bench_load.py; CPU seconds, numba vs pure): 6 MB 1.55 vs 1.2,
+# 18 MB 1.9 vs 1.8, 59 MB 2.5 vs 3.7: loading numba costs about 0.5 s, so below ~16 MB the pure path wins.
+_FAST_MIN_BYTES = 16 << 20
+# Once the kernels are loaded in this process (an earlier file, or forked from a parent that warmed them
+# up), loading costs nothing more and the compiled reader wins from this size on.
+_FAST_WARM_MIN_BYTES = 256 << 10
 
 TASK_ENV_PLANE = "Task Environment"
 _START_STAT = "profile_start_time"
@@ -22,6 +28,10 @@ def _parse_space(data: bytes, fast: bool | None):
     """XSpaceRaw (pure path), or xspace_fast's FastSpace for large files when numba is there (`fast`: force)."""
     if fast is None:
         fast = len(data) >= _FAST_MIN_BYTES
+        if not fast and len(data) >= _FAST_WARM_MIN_BYTES:
+            from traceview.parsers import xspace_fast
+
+            fast = xspace_fast.loaded()
     if fast:
         from traceview.parsers import xspace_fast
 

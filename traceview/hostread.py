@@ -89,7 +89,7 @@ def _read_pool(paths: Sequence[str], jobs: int, progress) -> list[HostResult]:
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     method = _start_method()
-    if method == "fork" and any(_size(p) >= _FAST_MIN_BYTES for p in paths):
+    if method == "fork" and sum(_size(p) for p in paths) >= _FAST_MIN_BYTES:
         from traceview.parsers import xspace_fast
 
         xspace_fast.warm_up()  # the forked workers inherit the compiled reader
