@@ -336,27 +336,43 @@ def line_head(buf, n):
 
 
 @njit(cache=True, nogil=True)
-def decode_wide(buf, n, count, wanted):
-    """Every event of a line as columns, in one pass (`count`: the events line_head counted).
+def event_position(buf, n, k):
+    """Where the line's k-th event field (its tag) starts; n when it has fewer (the line was checked by line_head)."""
+    seen = np.int64(0)
+    p = np.int64(0)
+    while p < n:
+        tag, q = _vint(buf, p, n)
+        if q < 0:
+            return n
+        if tag == np.uint64(0x22):
+            if seen == k:
+                return p
+            seen += 1
+        value, vs, ve = _value(buf, np.int64(tag & np.uint64(7)), q, n)
+        if ve < 0:
+            return n
+        p = ve
+    return n
 
-    Returns metadata id, offset, duration (int64 per event); for each wanted
+
+@njit(cache=True, nogil=True)
+def decode_wide(buf, p0, n, first_event, wanted, mid, off, dur, kind, bits, size):
+    """The events of a line from byte p0 (a field boundary) to n, as events first_event, first_event + 1, ...
+
+    Fills metadata id, offset, duration (int64 per event) and, for each wanted
     stat id k: kind[k] (int8: 0 absent, 1 no value, else the XStat value field
     number), bits[k] (the varint / fixed value, or where a string starts in
-    `buf`), size[k] (uint32 string length); and an error code (see xspace_fast._ERRORS).
-    A stat whose leading metadata id is not wanted is skipped unread; else its
-    last metadata id picks the column (none wanted: not kept); a stat repeated
-    in an event: the last one counts.
+    `buf`), size[k] (uint32 string length); returns (events read, error code:
+    see xspace_fast._ERRORS). The columns come zeroed. A stat whose leading
+    metadata id is not wanted is skipped unread; else its last metadata id
+    picks the column (none wanted: not kept); a stat repeated in an event: the
+    last one counts. Threads may fill disjoint ranges of the same columns.
     """
     n_wanted = wanted.size
-    mid = np.zeros(count, dtype=np.int64)
-    off = np.zeros(count, dtype=np.int64)
-    dur = np.zeros(count, dtype=np.int64)
-    kind = np.zeros((n_wanted, count), dtype=np.int8)
-    bits = np.zeros((n_wanted, count), dtype=np.uint64)
-    size = np.zeros((n_wanted, count), dtype=np.uint32)
+    count = mid.size
     err = np.int64(0)
-    i = np.int64(0)
-    p = np.int64(0)
+    i = first_event
+    p = p0
     while p < n and err == 0:
         tag, q = _vint(buf, p, n)
         if q < 0:
@@ -459,4 +475,4 @@ def decode_wide(buf, n, count, wanted):
                         size[k, i] = np.uint32(vsize)
                         break
         i += 1
-    return mid, off, dur, kind, bits, size, err
+    return i - first_event, err

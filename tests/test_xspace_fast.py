@@ -108,9 +108,14 @@ def _wide_equal(a, b) -> None:
         assert a.buffer[sa:sa + n] == b.buffer[sb:sb + n]
 
 
+@pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("wanted", [[2], [1, 3], [3, 1, 2], [], [7]])
-def test_wide_columns_equal_on_every_stat_kind(wanted):
-    """The one-pass compiled decoder and the pure one agree, repeated and id-less stats included."""
+def test_wide_columns_equal_on_every_stat_kind(wanted, split, monkeypatch):
+    """The one-pass compiled decoder (whole, or in two halves on two threads) and the pure one agree,
+    repeated and id-less stats included."""
+    if split:
+        monkeypatch.setattr(xspace_fast, "_SPLIT_EVENTS", 10)
+        monkeypatch.setattr(xspace_fast, "_cores", lambda: 2)
     rng = np.random.default_rng(2)
     events = []
     for i in range(400):
