@@ -199,8 +199,11 @@ class _Plane:
     """An XPlaneLines message with its lines parsed lazily into RawLines."""
 
     def __init__(self, plane) -> None:
-        self._plane = plane
         self.lines = [RawLine(bytes(b)) for b in plane.lines]
+        # The rest of the plane (metadata, stats) as a message of its own: protobuf's copy of the
+        # lines goes with the parsed file instead of living as long as the plane.
+        plane.ClearField("lines")
+        self._plane = type(plane).FromString(plane.SerializeToString())
 
     def __getattr__(self, name):
         return getattr(self._plane, name)
@@ -211,7 +214,7 @@ class FastSpace:
 
     def __init__(self, space) -> None:
         self.planes = [_Plane(p) for p in space.planes]
-        self.errors, self.warnings, self.hostnames = space.errors, space.warnings, space.hostnames
+        self.errors, self.warnings, self.hostnames = list(space.errors), list(space.warnings), list(space.hostnames)
 
 
 def parse_space(data: bytes) -> FastSpace:
