@@ -142,7 +142,30 @@ def render(view: View) -> None:
                    + (f"; {len(s['inactive_devices'])} devices ran no op" if s.get("inactive_devices") else ""))
 
 
+def warm(view: View) -> None:
+    """Build what `render` builds (tables, charts and their Vega-Lite specs) without drawing it: the first
+    chart spec of a process loads Altair's schema and validator, about a second."""
+    s = view.summary
+    gap_sentences(view)
+    device_frame(view)
+    split = bound_split(s)
+    if len(split):
+        split_bar_chart(split).to_dict()
+    frame = steps_frame(s, MAX_STEP_BARS)
+    if len(frame):
+        steps_chart(frame).to_dict()
+
+
 def _split_bar(split: pd.DataFrame) -> None:
+    st.altair_chart(split_bar_chart(split), width="stretch")
+
+
+def _steps_chart(frame: pd.DataFrame) -> None:
+    st.altair_chart(steps_chart(frame), width="stretch")
+
+
+def split_bar_chart(split: pd.DataFrame):
+    """One bar, normalised to 100 %: the run's time by bound and idle."""
     import altair as alt
 
     frame = split.assign(time_ms=split["time_us"] / US_PER_MS, order=range(len(split)))
@@ -154,10 +177,11 @@ def _split_bar(split: pd.DataFrame) -> None:
         tooltip=["bound", alt.Tooltip("time_ms:Q", format=",.3f", title="ms"),
                  alt.Tooltip("share:Q", format=".1%")],
     ).properties(height=70)
-    st.altair_chart(chart, width="stretch")
+    return chart
 
 
-def _steps_chart(frame: pd.DataFrame) -> None:
+def steps_chart(frame: pd.DataFrame):
+    """Per step, a bar stacked by bound (steps_frame's long format)."""
     import altair as alt
 
     chart = alt.Chart(frame).mark_bar().encode(
@@ -166,4 +190,4 @@ def _steps_chart(frame: pd.DataFrame) -> None:
                         legend=None),
         tooltip=["step", "bound", alt.Tooltip("time_ms:Q", format=",.3f")],
     ).properties(height=220)
-    st.altair_chart(chart, width="stretch")
+    return chart

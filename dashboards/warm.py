@@ -1,0 +1,75 @@
+"""Warm the dashboard's server process before a browser opens it.
+
+Streamlit imports nothing and reads nothing until the first browser session
+runs the app script; that first run then pays for the imports (pandas,
+altair, the pipeline), the trace's read and analysis, and Altair's schema
+loading. `traceview dashboard` starts the server through
+`traceview.dashboards.serve`, which runs `warm` in a thread beside the
+server: it fills the same `st.cache_resource` entries the page reads (the
+cache is per process, keyed by the function and its arguments) and prints
+READY when the first page needs nothing more. A session that opens before
+then waits on the cache's per-key lock, under the page's spinner, instead of
+reading the trace a second time. The other tabs' modules are imported once
+the first page was shown, so that work does not compete with it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+APP = Path(__file__).resolve().parent / "app.py"
+READY = "first page ready"
+OTHER_TABS = ("roofline_view", "ops_table", "timeline", "op_detail", "memory", "parallelism", "compare")
+
+_shown = threading.Event()
+
+
+def page_shown(seconds: float, tab: str | None) -> None:
+    """The app finished a run that drew a page (in `seconds`): the rest of the warming may start.
+
+    TRACEVIEW_DASHBOARD_TIMING=1 logs every run's time on stderr (benchmarks/bench_dashboard.py reads it).
+    """
+    _shown.set()
+    if os.environ.get("TRACEVIEW_DASHBOARD_TIMING") == "1":
+        print(f"traceview dashboard: script run {seconds:.3f} s (tab {tab}) at {time.time():.3f}", file=sys.stderr,
+              flush=True)
+
+
+def warm_first_page(config) -> float:
+    """Import, read and analyse what the Overview shows; returns the seconds it took.
+
+    Raises what loading raises (the page shows it again, as the one-line error).
+    """
+    t = time.perf_counter()
+    from traceview.dashboards import overview
+    from traceview.dashboards.data import hardware, load_view, opening_source
+
+    source = opening_source(config)
+    view = load_view(source)
+    hardware(source.hardware_file)
+    overview.warm(view)
+    return time.perf_counter() - t
+
+
+def warm_other_tabs() -> None:
+    """Import the other tabs' modules (altair, the diff and memory reports...), for quick tab switches."""
+    for name in OTHER_TABS:
+        importlib.import_module(f"traceview.dashboards.{name}")
+
+
+def warm(config, out=sys.stdout, wait_for_page: bool = True) -> None:
+    """Warm the first page, say READY on `out`, then (once a page was shown) the other tabs."""
+    try:
+        seconds = warm_first_page(config)
+        print(f"traceview dashboard: {config.path} analysed in {seconds:.1f} s, {READY}", file=out, flush=True)
+    except Exception as exc:   # the page shows the error; the server stays up
+        print(f"traceview dashboard: could not pre-load {config.path}: {type(exc).__name__}: {exc}", file=out,
+              flush=True)
+    if wait_for_page:
+        _shown.wait()
+    warm_other_tabs()
