@@ -55,7 +55,7 @@ _RECORDER = """
     split_text: () => (document.body.textContent || '').includes('Where the time goes'),
     chart1: () => charts() >= 1,
     chart2: () => charts() >= 2,
-    table: () => count('[data-testid="stDataFrame"], [data-testid="stTable"]') >= 1,
+    table: () => count('[data-testid="stDataFrame"], [data-testid="stTable"], [data-testid="stMarkdownContainer"] table') >= 1,
   };
   const timer = setInterval(() => {
     if (!document.body) return;

@@ -26,6 +26,10 @@ APP = Path(__file__).resolve().parent / "app.py"
 READY = "first page ready"
 OTHER_TABS = ("roofline_view", "ops_table", "timeline", "op_detail", "memory", "parallelism", "compare")
 
+# After the first page was drawn, the browser still fetches Streamlit's scripts from this process for a
+# moment: the other tabs' imports (about a second of CPU, holding the GIL) wait that long.
+QUIET_S = 3.0
+
 _shown = threading.Event()
 
 
@@ -72,4 +76,5 @@ def warm(config, out=sys.stdout, wait_for_page: bool = True) -> None:
               flush=True)
     if wait_for_page:
         _shown.wait()
+        time.sleep(QUIET_S)
     warm_other_tabs()
