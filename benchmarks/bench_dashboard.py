@@ -12,8 +12,9 @@ first-page TRACE...   the user's view, in real headless Chromium. For each trace
 
 script TRACE          the server side, in a fresh interpreter through Streamlit's AppTest: the
     imports of the app's modules, the trace's load and analysis as `traceview dashboard` warms it,
-    then the first script run (what a browser's first session runs) and a second (cached) run, with
-    a cProfile breakdown of the first run (--profile).
+    then the first script run (what a browser's first session runs) and a second (cached) run.
+    (AppTest's first run pays extra for its bare mode; first-page's script_run_s is the real
+    server's own time for the first session's run, logged with TRACEVIEW_DASHBOARD_TIMING=1.)
 
 reruns [--kind gpu|tpu] [--events N]   builds a trace of about N device events with
     benchmarks/bench_load.py's builder (a real trace's device timeline, repeated) and times each
@@ -149,41 +150,32 @@ def first_page(trace: Path, repeat: int, ready: str, warm_cache: bool, charts: i
 
 
 _SCRIPT = """
-import cProfile, io, os, pstats, sys, time
+import os, sys, time
 t = time.perf_counter()
 from streamlit.testing.v1 import AppTest
 from traceview.dashboards import warm
+from traceview.dashboards.config import from_env
 times = {"import_streamlit_s": time.perf_counter() - t}
 os.environ["TRACEVIEW_DASHBOARD_PATH"] = sys.argv[1]
 t = time.perf_counter()
-warm.warm(warm.config_from_env())
+warm.warm_first_page(from_env())
 times["warm_s"] = time.perf_counter() - t
 at = AppTest.from_file(str(warm.APP), default_timeout=600)
-prof = cProfile.Profile() if sys.argv[2] == "1" else None
 t = time.perf_counter()
-if prof: prof.enable()
 at.run()
-if prof: prof.disable()
 times["first_run_s"] = time.perf_counter() - t
 assert not at.exception, [e.value for e in at.exception]
 t = time.perf_counter()
 at.run()
 times["second_run_s"] = time.perf_counter() - t
-if prof:
-    s = io.StringIO()
-    pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(40)
-    print(s.getvalue()[-12000:], file=sys.stderr)
 print(times)
 """
 
 
-def script(trace: Path, profile: bool) -> dict:
-    res = subprocess.run([sys.executable, "-c", _SCRIPT, str(trace), "1" if profile else "0"], capture_output=True,
-                         text=True)
+def script(trace: Path) -> dict:
+    res = subprocess.run([sys.executable, "-c", _SCRIPT, str(trace)], capture_output=True, text=True)
     if res.returncode != 0:
         sys.exit(res.stderr[-3000:])
-    if profile:
-        print(res.stderr, file=sys.stderr)
     measured = ast.literal_eval(res.stdout.strip().splitlines()[-1])
     return {"trace": str(trace), **{k: round(v, 3) for k, v in measured.items()}}
 
@@ -277,7 +269,6 @@ def main() -> None:
                                              "dashboard before: its cache holds Streamlit's scripts)")
     sc = sub.add_parser("script", help="server-side script run times (AppTest, fresh interpreter)")
     sc.add_argument("trace", type=Path)
-    sc.add_argument("--profile", action="store_true", help="print a cProfile breakdown of the first run")
     rr = sub.add_parser("reruns", help="rerun times on a big built trace (AppTest)")
     rr.add_argument("--kind", choices=("gpu", "tpu"), default="tpu")
     rr.add_argument("--events", type=int, default=2_000_000)
@@ -288,7 +279,7 @@ def main() -> None:
             print(json.dumps(first_page(trace.resolve(), args.repeat, args.ready, args.warm_cache, args.charts,
                                         args.shots, args.port), indent=2), flush=True)
     elif args.what == "script":
-        print(json.dumps(script(args.trace.resolve(), args.profile), indent=2))
+        print(json.dumps(script(args.trace.resolve()), indent=2))
     else:
         print(json.dumps(reruns(args.kind, args.events, args.target), indent=2))
 

@@ -289,6 +289,7 @@ def test_cli_dashboard_command(monkeypatch, capsys, sample_traces):
     parser_args = ["dashboard", str(sample_traces / "transformer"), "--port", "8123"]
     args = __import__("traceview.cli", fromlist=["build_parser"]).build_parser().parse_args(parser_args)
     command = dashboard.streamlit_command(args)
+    assert command[1:3] == ["-m", "traceview.dashboards.serve"]   # Streamlit's CLI, with the trace warmed beside it
     assert command[command.index("--server.address") + 1] == "127.0.0.1"
     assert command[command.index("--server.headless") + 1] == "true"
     assert command[command.index("--browser.gatherUsageStats") + 1] == "false"
@@ -382,3 +383,49 @@ def test_pick_run_and_host_of_a_log_dir(sample_traces, tmp_path, monkeypatch):
     assert not at.exception and not at.error
     assert "run `transformer`" in page_text(at)
     check_against_cli(at, cli_json(sample_traces, tmp_path, "--run", "transformer"))
+
+
+@pytest.mark.parametrize("layout", ["file", "log dir of two runs"])
+def test_warm_up_fills_the_cache_the_first_page_reads(layout, sample_traces, tmp_path, monkeypatch):
+    """`traceview dashboard` reads and analyses the trace before a browser opens the page: the page's first
+    run then reads nothing (a fresh copy of the trace, so no other test's cache entry can serve it)."""
+    import io
+    import shutil
+
+    from traceview.dashboards import warm
+
+    trace = next((sample_traces / "mlp").rglob("*.xplane.pb"))
+    if layout == "file":
+        path = tmp_path / "host.xplane.pb"
+        shutil.copy(trace, path)
+    else:
+        path = tmp_path / "logs"
+        for run in ("2026_01_01_00_00_00", "2026_01_02_00_00_00"):
+            (path / "plugins" / "profile" / run).mkdir(parents=True)
+            shutil.copy(trace, path / "plugins" / "profile" / run / "host.xplane.pb")
+    config = DashboardConfig(path=str(path))
+    out = io.StringIO()
+    warm.warm(config, out=out, wait_for_page=False)
+    assert warm.READY in out.getvalue()
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("the page read the trace again")
+    monkeypatch.setattr(traceview, "load", no_read)
+    at = open_app(monkeypatch, path=str(path))
+    assert not at.error, [e.value for e in at.error]
+    assert "MFU" in metrics(at)
+    if layout != "file":
+        assert "run `2026_01_02_00_00_00`" in page_text(at)     # the newest run, as the sidebar opens it
+
+
+def test_warm_up_of_a_bad_trace_says_so_in_one_line(tmp_path):
+    import io
+
+    from traceview.dashboards import warm
+
+    bad = tmp_path / "host.xplane.pb"
+    bad.write_bytes(b"\x0a\xff\xff\xff\x0fnot an xspace")
+    out = io.StringIO()
+    warm.warm(DashboardConfig(path=str(bad)), out=out, wait_for_page=False)
+    assert "could not pre-load" in out.getvalue() and warm.READY not in out.getvalue()
+    assert len(out.getvalue().strip().splitlines()) == 1 and "Traceback" not in out.getvalue()

@@ -35,6 +35,7 @@ def dashboard_server(trace: Path, log_path: Path):
         yield url
     server_log = log_path.read_text()
     assert "Traceback" not in server_log, server_log[-3000:]
+    assert "first page ready" in server_log, server_log[-3000:]   # the server read the trace before the page
 
 
 @pytest.fixture
