@@ -86,7 +86,9 @@ def _retargeted(source: Source, stamp: tuple, chip_name: str) -> traceview.Analy
     return _base(source, stamp).retarget(get_chip(chip_name, hardware(source.hardware_file)))
 
 
-@st.cache_resource(show_spinner=False, max_entries=16)
+# The outermost cached call shows the spinner (Streamlit hides nested ones): the page says what it waits
+# for, also while `traceview dashboard`'s warm-up holds this entry's lock.
+@st.cache_resource(show_spinner="Reading and analysing the trace...", max_entries=16)
 def _view(source: Source, stamp: tuple, chip_name: str) -> View:
     if chip_name == AS_LOADED:
         result = _base(source, stamp)

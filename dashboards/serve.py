@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -20,7 +19,7 @@ def main(argv: list[str] | None = None) -> None:
 
     config = from_env()
     if config.path and os.environ.get("TRACEVIEW_DASHBOARD_WARM", "1") != "0":
-        threading.Thread(target=warm.warm, args=(config,), name="traceview-warm", daemon=True).start()
+        warm.start(config)
     from streamlit.web import cli
 
     cli.main(args=list(sys.argv[1:] if argv is None else argv), prog_name="streamlit")

@@ -1,7 +1,7 @@
 """The dashboard's tabs: only the open one's content runs.
 
 Streamlit runs every `st.tabs` body on every run, hidden or not; with the
-open tab tracked (`on_change="rerun"`, Streamlit 1.50 and later) a closed
+open tab tracked (`on_change="rerun"`, a Streamlit of 2026 or later) a closed
 tab's body is skipped, and its module is imported when it is first opened.
 So the first page costs the Overview alone, and a click on a tab reruns the
 script with that tab open (the analysis stays in the cache). Widgets inside

@@ -16,6 +16,7 @@ the first page was shown, so that work does not compete with it.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 import threading
@@ -31,6 +32,24 @@ OTHER_TABS = ("roofline_view", "ops_table", "timeline", "op_detail", "memory", "
 QUIET_S = 3.0
 
 _shown = threading.Event()
+
+THREAD = "traceview-warm"
+
+
+class _NoContextWarning(logging.Filter):
+    """The warm-up runs the page's cached functions outside a browser session, so Streamlit's spinner finds
+    no script context and says so: expected here, and not worth a line in the server's log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.threadName != THREAD
+
+
+def start(config) -> threading.Thread:
+    """Run `warm` in a daemon thread of this (the server's) process."""
+    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(_NoContextWarning())
+    thread = threading.Thread(target=warm, args=(config,), name=THREAD, daemon=True)
+    thread.start()
+    return thread
 
 
 def page_shown(seconds: float, tab: str | None) -> None:
