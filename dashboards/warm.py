@@ -22,6 +22,9 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TextIO
+
+from traceview.dashboards.config import DashboardConfig
 
 APP = Path(__file__).resolve().parent / "app.py"
 READY = "first page ready"
@@ -44,7 +47,7 @@ class _NoContextWarning(logging.Filter):
         return record.threadName != THREAD
 
 
-def start(config) -> threading.Thread:
+def start(config: DashboardConfig) -> threading.Thread:
     """Run `warm` in a daemon thread of this (the server's) process."""
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(_NoContextWarning())
     thread = threading.Thread(target=warm, args=(config,), name=THREAD, daemon=True)
@@ -63,7 +66,7 @@ def page_shown(seconds: float, tab: str | None) -> None:
               flush=True)
 
 
-def warm_first_page(config) -> float:
+def warm_first_page(config: DashboardConfig) -> float:
     """Import, read and analyse what the Overview shows; returns the seconds it took.
 
     Raises what loading raises (the page shows it again, as the one-line error).
@@ -85,15 +88,24 @@ def warm_other_tabs() -> None:
         importlib.import_module(f"traceview.dashboards.{name}")
 
 
-def warm(config, out=sys.stdout, wait_for_page: bool = True) -> None:
-    """Warm the first page, say READY on `out`, then (once a page was shown) the other tabs."""
+def warm(config: DashboardConfig, out: TextIO | None = None, wait_for_page: bool = True) -> None:
+    """Warm the first page, say READY on `out` (stdout), then (once a page was shown) the other tabs.
+    A failure is one line on `out`: the page shows the error itself, and the server stays up."""
+    out = out or sys.stdout
     try:
         seconds = warm_first_page(config)
         print(f"traceview dashboard: {config.path} analysed in {seconds:.1f} s, {READY}", file=out, flush=True)
-    except Exception as exc:   # the page shows the error; the server stays up
-        print(f"traceview dashboard: could not pre-load {config.path}: {type(exc).__name__}: {exc}", file=out,
-              flush=True)
+    except Exception as exc:
+        print(f"traceview dashboard: could not pre-load {config.path}: {_one_line(exc)}", file=out, flush=True)
     if wait_for_page:
         _shown.wait()
         time.sleep(QUIET_S)
-    warm_other_tabs()
+    try:
+        warm_other_tabs()
+    except Exception as exc:   # the tab shows it when opened
+        print(f"traceview dashboard: could not import a tab: {_one_line(exc)}", file=out, flush=True)
+
+
+def _one_line(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}"
