@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -267,12 +268,13 @@ def _distinct_ints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(index of each value in the distinct values, the distinct values sorted) of a uint64 array."""
     top = int(values.max())
     if top < max(1 << 16, 4 * values.size):  # small ids (stat metadata ids): a lookup table, no sort
+        values = values.view(np.int64)  # below 2^63 here: the same numbers, and faster to index with
         seen = np.zeros(top + 1, dtype=bool)
         seen[values] = True
         distinct = np.flatnonzero(seen)
         lookup = np.zeros(top + 1, dtype=np.int64)
         lookup[distinct] = np.arange(distinct.size)
-        return lookup[values], distinct.astype(values.dtype)
+        return lookup[values], distinct.astype(np.uint64)
     distinct, inverse = np.unique(values, return_inverse=True)
     return inverse.reshape(-1), distinct
 
@@ -437,10 +439,15 @@ class _Chunk:
 
 def _spread(per_md: list, index: np.ndarray, default) -> pd.Categorical:
     """Categorical of per-metadata values spread over events by metadata index."""
-    cats = list(per_md) + [default]
-    codes_values = pd.Categorical(cats)
-    codes = codes_values.codes[np.where(index >= 0, index, len(cats) - 1)]
-    return pd.Categorical.from_codes(codes, codes_values.categories)
+    codes, dtype = _spread_table(tuple(per_md), default)
+    return pd.Categorical.from_codes(codes[np.where(index >= 0, index, codes.size - 1)], dtype=dtype)
+
+
+@lru_cache(maxsize=64)
+def _spread_table(values: tuple, default) -> tuple[np.ndarray, pd.CategoricalDtype]:
+    """Codes and dtype of pd.Categorical(values + default), made once per list (a plane's lines share it)."""
+    cats = pd.Categorical(list(values) + [default])
+    return cats.codes, cats.dtype
 
 
 def _op_name_from_md(md) -> str:
