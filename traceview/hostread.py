@@ -89,6 +89,9 @@ def _read_pool(paths: Sequence[str], jobs: int, progress) -> list[HostResult]:
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     method = _start_method()
+    cache = sys.modules.get("traceview.tablecache")
+    if method == "fork" and cache is not None:
+        cache.flush()  # no writer thread running while the workers are forked
     if method == "fork" and sum(_size(p) for p in paths) >= _FAST_MIN_BYTES:
         from traceview.parsers import xspace_fast
 

@@ -26,7 +26,6 @@ import json
 import os
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
@@ -121,11 +120,12 @@ def put(path: str | Path, data: TraceData, background: bool = False) -> bool:
         return False
     if not background:
         return _store(entry, plan, verify=False)
-    global _writer
+    # A thread of its own that ends with the write (no idle thread left for a later fork to copy);
+    # not a daemon: the interpreter waits for it before exiting.
+    writer = threading.Thread(target=_store, args=(entry, plan, True), name="traceview-tablecache")
     with _writer_lock:
-        if _writer is None:
-            _writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="traceview-tablecache")
-        _pending.append(_writer.submit(_store, entry, plan, True))
+        _pending.append(writer)
+        writer.start()
     return True
 
 
@@ -134,13 +134,12 @@ def flush() -> None:
     with _writer_lock:
         pending = list(_pending)
         _pending.clear()
-    for future in pending:
-        future.result()
+    for writer in pending:
+        writer.join()
 
 
-_writer: ThreadPoolExecutor | None = None
 _writer_lock = threading.Lock()
-_pending: list = []
+_pending: list[threading.Thread] = []
 
 
 def _store(entry: Path, plan: tuple[bytes, list[tuple[int, np.ndarray]], list], verify: bool) -> bool:
