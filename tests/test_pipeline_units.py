@@ -19,7 +19,7 @@ from traceview.analysis import apply_target
 from traceview.hardware.chips import Chip
 from traceview.join import attach_costs
 from traceview.profile import HOST_EVENT_COLUMNS, STEP_COLUMNS, Profile, Source, empty_frame
-from traceview.timeline.aggregate import op_stats, step_times
+from traceview.timeline.aggregate import aggregate_ops, op_stats, step_times
 from traceview.timeline.timing import judged_and_exposed
 
 
@@ -127,10 +127,10 @@ PAIRS = pd.DataFrame([("m", "all-reduce-start.1", "all-reduce-done.1")], columns
 
 
 def test_async_start_is_judged_by_its_flight_and_exposed_for_its_own_time():
-    ops = op_stats(ASYNC)
+    ops, rows = aggregate_ops(ASYNC)
     kinds = {"all-reduce-start.1": "all-reduce", "all-reduce-done.1": "all-reduce", "all-reduce.2": "all-reduce"}
     ops["collective_kind"] = ops["op"].map(kinds).fillna("")
-    out = judged_and_exposed(ASYNC, ops, PAIRS, per_device=False).set_index("op")
+    out = judged_and_exposed(ASYNC, ops, rows, PAIRS).set_index("op")
     start, done = out.loc["all-reduce-start.1"], out.loc["all-reduce-done.1"]
     assert start["judged_time_ps"] == 100 - 0                   # start's beginning to done's end
     assert start["exposed_time_ps"] == 10 + 10                  # what the step waited: the start and the done
@@ -144,9 +144,9 @@ def test_async_start_is_judged_by_its_flight_and_exposed_for_its_own_time():
 
 def test_a_start_without_its_done_is_judged_by_its_own_time():
     raw = ASYNC[ASYNC["op"] != "all-reduce-done.1"].reset_index(drop=True)
-    ops = op_stats(raw)
+    ops, rows = aggregate_ops(raw)
     ops["collective_kind"] = np.where(ops["op"].str.startswith("all-reduce"), "all-reduce", "")
-    out = judged_and_exposed(raw, ops, PAIRS, per_device=False).set_index("op")
+    out = judged_and_exposed(raw, ops, rows, PAIRS).set_index("op")
     assert out.at["all-reduce-start.1", "judged_time_ps"] == 10
 
 

@@ -103,7 +103,7 @@ class Analysis:
 
     def to_json(self) -> dict[str, Any]:
         """Exactly what ``traceview analyze PATH --format json`` prints (a fresh copy)."""
-        return copy.deepcopy(self._record)
+        return _json_copy(self._record)
 
     @cached_property
     def ops(self) -> pd.DataFrame:
@@ -166,6 +166,21 @@ class Analysis:
         if not isinstance(chip, Chip):
             chip = get_chip(chip, load_hardware(self.hardware_file))
         return Analysis(apply_target(self.pipeline, chip, detected=False), self.hardware_file)
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _json_copy(value: Any) -> Any:
+    """A deep copy of a JSON tree (dicts, lists, tuples of scalars), as ``copy.deepcopy`` makes it but
+    without its memo: a trace's record holds hundreds of thousands of numbers (per-step lists)."""
+    if isinstance(value, dict):
+        return {k: v if v.__class__ in _SCALARS else _json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [v if v.__class__ in _SCALARS else _json_copy(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_json_copy(v) for v in value)
+    return copy.deepcopy(value)
 
 
 def load(path: str | Path, *, run: str | None = None, target: str | Chip | None = None,

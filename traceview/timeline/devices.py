@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from traceview.timeline.intervals import union
+from traceview.timeline.keys import device_codes, device_slices
 
 DEVICE_COLUMNS = ["device", "busy_ps", "idle_ps", "span_ps", "start_ps", "end_ps", "op_time_ps"]
 
@@ -28,17 +29,16 @@ def device_time(raw: pd.DataFrame) -> pd.DataFrame:
     and ``op_time_ps`` (the sum of its ops' self times, which overlaps can push above busy)."""
     if raw.empty:
         return pd.DataFrame(columns=DEVICE_COLUMNS)
-    starts = raw["start_ps"].to_numpy(dtype=np.int64)
-    ends = starts + raw["duration_ps"].to_numpy(dtype=np.int64)
-    self_ps = raw["self_ps"].to_numpy(dtype=np.int64)
-    codes, names = pd.factorize(raw["device"].astype(str), sort=True)
+    order, bounds, names = device_slices(raw)
+    starts = raw["start_ps"].to_numpy(dtype=np.int64)[order]
+    ends = starts + raw["duration_ps"].to_numpy(dtype=np.int64)[order]
+    self_ps = raw["self_ps"].to_numpy(dtype=np.int64)[order]
     rows = []
-    for code, name in enumerate(names):
-        on = codes == code
-        u_starts, u_ends = union(starts[on], ends[on])
+    for name, lo, hi in zip(names, bounds[:-1], bounds[1:]):
+        u_starts, u_ends = union(starts[lo:hi], ends[lo:hi])
         busy = int((u_ends - u_starts).sum())
-        first, last = int(starts[on].min()), int(ends[on].max())
-        rows.append((str(name), busy, last - first - busy, last - first, first, last, int(self_ps[on].sum())))
+        first, last = int(starts[lo:hi].min()), int(ends[lo:hi].max())
+        rows.append((name, busy, last - first - busy, last - first, first, last, int(self_ps[lo:hi].sum())))
     return pd.DataFrame(rows, columns=DEVICE_COLUMNS)
 
 
@@ -76,11 +76,12 @@ def device_busy_by_label(raw: pd.DataFrame, labels: np.ndarray, n_labels: int) -
     """Per device with events: :func:`busy_by_label` over all its ops (the parts sum to its busy time)."""
     if raw.empty:
         return {}
-    starts = raw["start_ps"].to_numpy(dtype=np.int64)
-    ends = starts + raw["duration_ps"].to_numpy(dtype=np.int64)
-    codes, names = pd.factorize(raw["device"].astype(str), sort=True)
-    return {str(name): busy_by_label(starts[codes == c], ends[codes == c], labels[codes == c], n_labels)
-            for c, name in enumerate(names)}
+    order, bounds, names = device_slices(raw)
+    starts = raw["start_ps"].to_numpy(dtype=np.int64)[order]
+    ends = starts + raw["duration_ps"].to_numpy(dtype=np.int64)[order]
+    labels = labels[order]
+    return {name: busy_by_label(starts[lo:hi], ends[lo:hi], labels[lo:hi], n_labels)
+            for name, lo, hi in zip(names, bounds[:-1], bounds[1:])}
 
 
 _OFFSET_LIMIT = 2.0 ** 61   # keeps shifted times inside int64
@@ -115,10 +116,11 @@ def _grouped_busy_by_label(starts: np.ndarray, ends: np.ndarray, labels: np.ndar
     Groups are taken in chunks whose summed widths stay below 2^61, so the shifted times of
     :func:`_shifted_busy_by_label` never overflow, whatever the steps' lengths.
     """
-    width = np.zeros(n_groups, dtype=np.int64)
-    np.maximum.at(width, groups, ends)
     order = np.argsort(groups, kind="stable")
     groups, starts, ends, labels = groups[order], starts[order], ends[order], labels[order]
+    width = np.zeros(n_groups, dtype=np.int64)
+    present = np.flatnonzero(np.diff(groups, prepend=-1))      # each group's first row
+    width[groups[present]] = np.maximum.reduceat(ends, present) if present.size else 0
     cum = np.cumsum(width.astype(np.float64) + 1.0)
     out = np.zeros((n_groups, n_labels), dtype=np.float64)
     first = 0
@@ -149,24 +151,29 @@ def step_busy_by_label(raw: pd.DataFrame, labels: np.ndarray, n_labels: int,
     step_of = pd.to_numeric(raw["step"], errors="coerce").to_numpy(dtype=np.float64)
     where = pd.Index(step_ids).get_indexer(np.where(np.isfinite(step_of), step_of, -1).astype(np.int64))
     where[~np.isfinite(step_of)] = -1
-    inside = where >= 0
+    devices = device_codes(raw)[0]
+    inside = (where >= 0) & (devices >= 0)
     if not inside.any():
         return pd.DataFrame(columns=columns)
-    where = where[inside]
+    where, devices = where[inside], devices[inside]
     starts = raw["start_ps"].to_numpy(dtype=np.int64)[inside]
     ends = starts + raw["duration_ps"].to_numpy(dtype=np.int64)[inside]
     lo, hi = lo_of[where], hi_of[where]
     starts = np.clip(starts, lo, hi) - lo
     ends = np.clip(ends, lo, hi) - lo
-    devices = pd.factorize(raw["device"].astype(str))[0][inside]
-    groups, group_keys = pd.factorize(pd.MultiIndex.from_arrays([where, devices]), sort=True)
+    # Groups numbered device-major, (device, step): rows come grouped by device and in time order,
+    # so the sort by group is nearly free. Each step's parts are summed over its devices below;
+    # they are whole numbers of ps, so the order of that sum does not change it.
+    n_steps = len(step_ids)
+    groups, group_keys = pd.factorize(devices * n_steps + where, sort=True)
     n_groups = len(group_keys)
-    parts = _grouped_busy_by_label(starts, ends, labels[inside], groups, n_groups, n_labels)
-    step_of_group = group_keys.get_level_values(0).to_numpy()
-    counts = np.bincount(step_of_group, minlength=len(step_ids))
-    sums = np.stack([np.bincount(step_of_group, weights=parts[:, k], minlength=len(step_ids))
+    parts = _grouped_busy_by_label(starts, ends, labels[inside], groups.astype(np.int64), n_groups, n_labels)
+    step_of_group = group_keys % n_steps
+    counts = np.bincount(step_of_group, minlength=n_steps)
+    sums = np.stack([np.bincount(step_of_group, weights=parts[:, k], minlength=n_steps)
                      for k in range(n_labels)], axis=1)
     present = np.flatnonzero(counts)
     order = present[np.argsort(step_ids[present], kind="stable")]
-    rows = [[int(step_ids[i]), int(counts[i]), *(sums[i] / counts[i])] for i in order]
-    return pd.DataFrame(rows, columns=columns)
+    table: dict[str | int, np.ndarray] = {"step": step_ids[order], "active_devices": counts[order].astype(np.int64)}
+    table.update({k: sums[order, k] / counts[order] for k in range(n_labels)})
+    return pd.DataFrame(table, columns=columns)
