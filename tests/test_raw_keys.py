@@ -9,7 +9,7 @@ import pytest
 
 from traceview.timeline.aggregate import aggregate_ops, op_row_index, op_stats
 from traceview.timeline.async_ops import _first_at_or_after
-from traceview.timeline.keys import device_codes, device_slices, exact_sums, first_rows, group_ids
+from traceview.timeline.keys import device_codes, device_rows, exact_sums, first_rows, group_ids
 from traceview.timeline.timing import per_step_self_time
 
 
@@ -96,6 +96,11 @@ def test_exact_sums_stay_exact_beyond_float_precision():
     big = 2 ** 60
     assert exact_sums(index, np.array([big, 1, 1, 2]), 2).tolist() == [big + 1, 3]
     assert exact_sums(index, np.array([5, 1, 7, 2]), 3).tolist() == [12, 3, 0]
+    rng = np.random.default_rng(6)
+    values = rng.integers(-(2 ** 62), 2 ** 62, 1000) // 1000     # sums far beyond 2^53, no int64 overflow
+    groups = rng.integers(0, 7, 1000)
+    want = [sum(int(v) for v, g in zip(values, groups) if g == k) for k in range(7)]
+    assert exact_sums(groups, values, 7).tolist() == want
 
 
 def test_device_codes_follow_sorted_names_and_slices_group_each_devices_rows():
@@ -103,8 +108,12 @@ def test_device_codes_follow_sorted_names_and_slices_group_each_devices_rows():
     codes, names = device_codes(raw)
     assert names == ["a", "b", "c"]                       # devices with rows only, sorted by name
     assert codes.tolist() == [1, 2, 1, -1, 0]
-    order, bounds, names = device_slices(raw)
-    assert [sorted(order[lo:hi].tolist()) for lo, hi in zip(bounds[:-1], bounds[1:])] == [[4], [0, 2], [1]]
+    by_device = device_rows(raw)
+    rows = by_device.take(np.arange(5))
+    assert [rows[lo:hi].tolist() for lo, hi in by_device.spans()] == [[4], [0, 2], [1]]
+    assert by_device.take(np.arange(5))[: by_device.bounds[0]].tolist() == [3]      # no device: first, left out
+    grouped = device_rows(pd.DataFrame({"device": pd.Categorical(["a", "a", "b"])}))
+    assert grouped.order is None and grouped.spans() == [(0, 2), (2, 3)]            # already grouped: no copy
     plain = pd.DataFrame({"device": ["b", "a", "b"]})     # not categorical: factorized
     codes, names = device_codes(plain)
     assert codes.tolist() == [1, 0, 1] and names == ["a", "b"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceview.timeline.keys import column_codes, first_rows, group_ids
+from traceview.timeline.keys import column_codes, exact_sums, first_rows, group_ids
 
 OP_KEY = ["program_id", "module", "op"]
 
@@ -36,17 +36,16 @@ def aggregate_ops(ops: pd.DataFrame, per_device: bool = False) -> tuple[pd.DataF
                                            "devices", "trace_flops", "trace_bytes"]), np.zeros(0, dtype=np.int64)
     ids, n_groups = group_ids(ops, key)
     kept = ids >= 0
-    counted, counted_ids = (ops, ids) if kept.all() else (ops[kept], ids[kept])
-    grouped = counted.groupby(counted_ids, sort=True)          # result index: group numbers 0..n-1
-    stats = pd.DataFrame({name: _values_at(ops[name], first_rows(ids, n_groups)) for name in key})
-    stats["category"] = grouped["category"].first()
-    stats["occurrences"] = np.bincount(counted_ids, minlength=n_groups).astype(np.int64)
-    stats["total_time_ps"] = grouped["duration_ps"].sum()
-    stats["self_time_ps"] = grouped["self_ps"].sum()
+    counted = slice(None) if kept.all() else kept           # rows with a key (all of them: no copy)
+    first = first_rows(ids, n_groups)
+    stats = pd.DataFrame({name: _values_at(ops[name], first) for name in key})
+    stats["category"] = _first_present(ops["category"], ids, first, kept)
+    stats["occurrences"] = np.bincount(ids[counted], minlength=n_groups).astype(np.int64)
+    stats["total_time_ps"] = exact_sums(ids[counted], ops["duration_ps"].to_numpy()[counted], n_groups)
+    stats["self_time_ps"] = exact_sums(ids[counted], ops["self_ps"].to_numpy()[counted], n_groups)
     stats["devices"] = _distinct_per_group(ids, column_codes(ops["device"])[0], n_groups)
     for column in ("trace_flops", "trace_bytes"):
-        # A sum over all-NaN is 0: keep "the trace does not say" as NaN.
-        stats[column] = grouped[column].sum().where(grouped[column].count() > 0)
+        stats[column] = _reported_sums(ops[column], ids, kept, n_groups)
     for column in ("module", "op", "category") + (("device",) if per_device else ()):
         stats[column] = stats[column].astype(str)
     order = stats["self_time_ps"].sort_values(ascending=False, kind="stable").index.to_numpy()
@@ -76,6 +75,26 @@ def _values_at(column: pd.Series, rows: np.ndarray) -> pd.Series:
     if isinstance(column.dtype, pd.CategoricalDtype):
         return pd.Series(pd.Categorical.from_codes(column.cat.codes.to_numpy()[rows], dtype=column.dtype))
     return column.iloc[rows].reset_index(drop=True)
+
+
+def _first_present(column: pd.Series, ids: np.ndarray, first: np.ndarray, kept: np.ndarray) -> pd.Series:
+    """Per group, the first non-missing value of ``column`` (as ``groupby(...).first()``); ``first``:
+    each group's first row."""
+    if not column.hasnans:
+        return _values_at(column, first)
+    present = column[kept].groupby(ids[kept], sort=True).first()
+    return present.reindex(range(len(first))).reset_index(drop=True)
+
+
+def _reported_sums(column: pd.Series, ids: np.ndarray, kept: np.ndarray, n_groups: int) -> np.ndarray:
+    """Per group, the sum of a figure the trace may not report (NaN): NaN where no row of the group
+    reports it (a sum over all-NaN would be 0), so "the trace does not say" stays unknown."""
+    values = column.to_numpy(dtype="float64", na_value=np.nan)
+    reported = kept & ~np.isnan(values)
+    if not reported.any():
+        return np.full(n_groups, np.nan)
+    sums = np.bincount(ids[reported], weights=values[reported], minlength=n_groups)
+    return np.where(np.bincount(ids[reported], minlength=n_groups) > 0, sums, np.nan)
 
 
 def _distinct_per_group(ids: np.ndarray, codes: np.ndarray, n_groups: int) -> np.ndarray:

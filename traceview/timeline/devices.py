@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from traceview.timeline.intervals import union
-from traceview.timeline.keys import device_codes, device_slices
+from traceview.timeline.keys import device_codes, device_rows, exact_sums
 
 DEVICE_COLUMNS = ["device", "busy_ps", "idle_ps", "span_ps", "start_ps", "end_ps", "op_time_ps"]
 
@@ -29,12 +29,12 @@ def device_time(raw: pd.DataFrame) -> pd.DataFrame:
     and ``op_time_ps`` (the sum of its ops' self times, which overlaps can push above busy)."""
     if raw.empty:
         return pd.DataFrame(columns=DEVICE_COLUMNS)
-    order, bounds, names = device_slices(raw)
-    starts = raw["start_ps"].to_numpy(dtype=np.int64)[order]
-    ends = starts + raw["duration_ps"].to_numpy(dtype=np.int64)[order]
-    self_ps = raw["self_ps"].to_numpy(dtype=np.int64)[order]
+    by_device = device_rows(raw)
+    starts = by_device.take(raw["start_ps"].to_numpy(dtype=np.int64))
+    ends = starts + by_device.take(raw["duration_ps"].to_numpy(dtype=np.int64))
+    self_ps = by_device.take(raw["self_ps"].to_numpy(dtype=np.int64))
     rows = []
-    for name, lo, hi in zip(names, bounds[:-1], bounds[1:]):
+    for name, (lo, hi) in zip(by_device.names, by_device.spans()):
         u_starts, u_ends = union(starts[lo:hi], ends[lo:hi])
         busy = int((u_ends - u_starts).sum())
         first, last = int(starts[lo:hi].min()), int(ends[lo:hi].max())
@@ -55,33 +55,26 @@ def busy_by_label(starts: np.ndarray, ends: np.ndarray, labels: np.ndarray, n_la
     lowest index (with labels in BOUNDS order, a collective hidden behind a matmul counts as compute,
     and only its exposed part as communication). Label -1 (none) ranks last.
     """
-    out = np.zeros(n_labels + 1, dtype=np.float64)
-    ranked = np.where(labels < 0, n_labels, labels)
-    cov_s = np.empty(0, dtype=np.int64)
-    cov_e = np.empty(0, dtype=np.int64)
-    covered = 0
-    for k in range(n_labels + 1):
-        sel = ranked == k
-        if not sel.any():
-            continue
-        cov_s, cov_e = union(np.concatenate((cov_s, starts[sel])), np.concatenate((cov_e, ends[sel])))
-        length = int((cov_e - cov_s).sum())
-        out[k] = length - covered
-        covered = length
-    out[n_labels - 1] += out[n_labels]      # unlabelled time joins the last label ("unknown")
-    return out[:n_labels]
+    if starts.size == 0:
+        return np.zeros(n_labels, dtype=np.float64)
+    low = starts.min()
+    return _grouped_busy_by_label(starts - low, ends - low, labels, np.zeros(starts.size, dtype=np.int64), 1,
+                                  n_labels)[0]
 
 
 def device_busy_by_label(raw: pd.DataFrame, labels: np.ndarray, n_labels: int) -> dict[str, np.ndarray]:
     """Per device with events: :func:`busy_by_label` over all its ops (the parts sum to its busy time)."""
     if raw.empty:
         return {}
-    order, bounds, names = device_slices(raw)
-    starts = raw["start_ps"].to_numpy(dtype=np.int64)[order]
-    ends = starts + raw["duration_ps"].to_numpy(dtype=np.int64)[order]
-    labels = labels[order]
-    return {name: busy_by_label(starts[lo:hi], ends[lo:hi], labels[lo:hi], n_labels)
-            for name, lo, hi in zip(names, bounds[:-1], bounds[1:])}
+    by_device = device_rows(raw)
+    skip = int(by_device.bounds[0])                             # rows with no device are left out
+    starts = by_device.take(raw["start_ps"].to_numpy(dtype=np.int64))[skip:]
+    ends = starts + by_device.take(raw["duration_ps"].to_numpy(dtype=np.int64))[skip:]
+    devices = np.repeat(np.arange(len(by_device.names)), np.diff(by_device.bounds))
+    low = np.minimum.reduceat(starts, by_device.bounds[:-1] - skip)[devices]   # each device from its first op
+    parts = _grouped_busy_by_label(starts - low, ends - low, by_device.take(labels)[skip:], devices,
+                                   len(by_device.names), n_labels)
+    return dict(zip(by_device.names, parts))
 
 
 _OFFSET_LIMIT = 2.0 ** 61   # keeps shifted times inside int64
@@ -91,18 +84,36 @@ def _shifted_busy_by_label(starts: np.ndarray, ends: np.ndarray, labels: np.ndar
                            width: np.ndarray, n_labels: int) -> np.ndarray:
     """:func:`busy_by_label` for groups 0..len(width)-1 at once: each group is shifted into its own
     stretch of the time axis (offset = the widths of the groups before it), so one vectorized union
-    serves them all (no interval reaches into the next stretch); union lengths are summed per group."""
+    serves them all (no interval reaches into the next stretch); union lengths are summed per group.
+
+    Label by label, the cover so far is united with that label's intervals (each interval takes part
+    in one union); what the cover grows by in a group is that label's time there.
+    """
     n_groups = len(width)
     offset = np.concatenate(([0], np.cumsum(width + 1)[:-1])).astype(np.int64)
-    shift = offset[groups]
-    ranked = np.where(labels < 0, n_labels, labels)
+    if n_groups > 1:
+        shift = offset[groups]
+        starts, ends = starts + shift, ends + shift
+    ranked = labels.astype(np.int8 if n_labels < 127 else np.int64)
+    ranked[ranked < 0] = n_labels
+    counts = np.bincount(ranked, minlength=n_labels + 1)
+    # each label's rows together, in table order (no sort when one label has them all)
+    by_rank = np.argsort(ranked, kind="stable") if np.count_nonzero(counts) > 1 else None
+    bounds = np.concatenate(([0], np.cumsum(counts)))
     out = np.zeros((n_groups, n_labels + 1), dtype=np.float64)
-    covered = np.zeros(n_groups, dtype=np.float64)
-    for k in range(n_labels + 1):
-        sel = ranked <= k
-        u_starts, u_ends = union(starts[sel] + shift[sel], ends[sel] + shift[sel])
-        owner = np.searchsorted(offset, u_starts, side="right") - 1
-        length = np.bincount(owner, weights=(u_ends - u_starts).astype(np.float64), minlength=n_groups).astype(np.float64)
+    covered = np.zeros(n_groups, dtype=np.int64)
+    u_starts = u_ends = np.empty(0, dtype=np.int64)
+    for k in np.flatnonzero(counts):
+        rows = by_rank[bounds[k]:bounds[k + 1]] if by_rank is not None else slice(None)
+        new_starts, new_ends = starts[rows], ends[rows]
+        if u_starts.size:
+            new_starts, new_ends = np.concatenate((u_starts, new_starts)), np.concatenate((u_ends, new_ends))
+        u_starts, u_ends = union(new_starts, new_ends)
+        if n_groups > 1:
+            owner = np.searchsorted(offset, u_starts, side="right") - 1
+            length = exact_sums(owner, u_ends - u_starts, n_groups)     # a device's busy time can pass 2^53 ps
+        else:
+            length = np.array([int((u_ends - u_starts).sum())], dtype=np.int64)
         out[:, k] = length - covered
         covered = length
     out[:, n_labels - 1] += out[:, n_labels]      # unlabelled time joins the last label ("unknown")
@@ -116,8 +127,9 @@ def _grouped_busy_by_label(starts: np.ndarray, ends: np.ndarray, labels: np.ndar
     Groups are taken in chunks whose summed widths stay below 2^61, so the shifted times of
     :func:`_shifted_busy_by_label` never overflow, whatever the steps' lengths.
     """
-    order = np.argsort(groups, kind="stable")
-    groups, starts, ends, labels = groups[order], starts[order], ends[order], labels[order]
+    if not (groups[1:] >= groups[:-1]).all():
+        order = np.argsort(groups, kind="stable")
+        groups, starts, ends, labels = groups[order], starts[order], ends[order], labels[order]
     width = np.zeros(n_groups, dtype=np.int64)
     present = np.flatnonzero(np.diff(groups, prepend=-1))      # each group's first row
     width[groups[present]] = np.maximum.reduceat(ends, present) if present.size else 0
@@ -151,7 +163,7 @@ def step_busy_by_label(raw: pd.DataFrame, labels: np.ndarray, n_labels: int,
     step_of = pd.to_numeric(raw["step"], errors="coerce").to_numpy(dtype=np.float64)
     where = pd.Index(step_ids).get_indexer(np.where(np.isfinite(step_of), step_of, -1).astype(np.int64))
     where[~np.isfinite(step_of)] = -1
-    devices = device_codes(raw)[0]
+    devices = device_codes(raw)[0].astype(np.int64)
     inside = (where >= 0) & (devices >= 0)
     if not inside.any():
         return pd.DataFrame(columns=columns)

@@ -9,11 +9,14 @@ point at its aggregated op row.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
 # A float64 sum is exact while every partial sum stays below this (integers of 53 bits).
 _EXACT_FLOAT = 2.0 ** 53
+_LOW_BITS = 26
 
 
 def column_codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
@@ -63,11 +66,20 @@ def first_rows(ids: np.ndarray, n_groups: int) -> np.ndarray:
 
 
 def exact_sums(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
-    """Integer ``values`` summed per ``index`` (0..size-1) into int64, exactly (a float64
-    ``bincount`` where no sum can leave float64's exact integers, else ``np.add.at``)."""
-    values = np.asarray(values, dtype=np.int64)
+    """``values`` summed per ``index`` (0..size-1): integers into int64, exactly (a float64 ``bincount``
+    where no sum can leave float64's exact integers, else ``np.add.at``); floats as ``bincount`` sums."""
+    values = np.asarray(values)
+    if values.dtype.kind == "f":
+        return np.bincount(index, weights=values, minlength=size)
+    values = values.astype(np.int64, copy=False)
     if float(np.abs(values).sum(dtype=np.float64)) < _EXACT_FLOAT:
         return np.bincount(index, weights=values, minlength=size).astype(np.int64)
+    if values.size < 2 ** (53 - _LOW_BITS):
+        # value = high * 2^k + low with 0 <= low < 2^k: each part's sums stay exact in float64
+        high = values >> _LOW_BITS
+        if float(np.abs(high).sum(dtype=np.float64)) < _EXACT_FLOAT:
+            low = np.bincount(index, weights=values & (2 ** _LOW_BITS - 1), minlength=size).astype(np.int64)
+            return (np.bincount(index, weights=high, minlength=size).astype(np.int64) << _LOW_BITS) + low
     out = np.zeros(size, dtype=np.int64)
     np.add.at(out, index, values)
     return out
@@ -81,21 +93,35 @@ def device_codes(raw: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     names = [str(values[i]) for i in present]
     order = sorted(range(len(names)), key=names.__getitem__)
     if len(present) == len(values) and order == list(range(len(order))):
-        return codes.astype(np.int64), names         # every device has ops, names in order: codes as they are
+        return codes, names                  # every device has ops, names in order: codes as they are
     remap = np.full(len(values) + 1, -1, dtype=np.int64)     # the last entry serves code -1
     remap[present[order]] = np.arange(len(order))
     return remap[codes], [names[i] for i in order]
 
 
-def device_slices(raw: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Rows grouped by device: ``order`` (row numbers, each device's rows together, in table order),
-    ``bounds`` (device i's rows are ``order[bounds[i]:bounds[i + 1]]``) and the sorted device names."""
+@dataclass(frozen=True)
+class DeviceRows:
+    """A table's rows grouped by device, devices in name order: taken in device order (:meth:`take`),
+    device i's rows are positions ``bounds[i]:bounds[i + 1]`` (rows with no device come first)."""
+
+    order: np.ndarray | None         # row numbers in device order; None: the table's order already is
+    bounds: np.ndarray
+    names: list[str]
+
+    def take(self, values: np.ndarray) -> np.ndarray:
+        """A per-row array in device order (the array itself when the table is grouped already)."""
+        return values if self.order is None else values[self.order]
+
+    def spans(self) -> list[tuple[int, int]]:
+        """(first, end) positions of each device's rows in device order."""
+        return list(zip(self.bounds[:-1].tolist(), self.bounds[1:].tolist()))
+
+
+def device_rows(raw: pd.DataFrame) -> DeviceRows:
+    """The rows of ``raw`` grouped by device (the reader's tables are already: then nothing is moved)."""
     codes, names = device_codes(raw)
-    if codes.size and (codes[1:] >= codes[:-1]).all():   # already grouped (the reader's order): no sort
-        order = np.arange(codes.size)
-    else:
-        order = np.argsort(codes, kind="stable")
-    missing = int((codes < 0).sum())            # sorted first: skipped
+    grouped = not codes.size or bool((codes[1:] >= codes[:-1]).all())
+    missing = int((codes < 0).sum())
     counts = np.bincount(codes[codes >= 0] if missing else codes, minlength=len(names))
     bounds = missing + np.concatenate(([0], np.cumsum(counts)))
-    return order, bounds, names
+    return DeviceRows(None if grouped else np.argsort(codes, kind="stable"), bounds, names)

@@ -13,7 +13,7 @@ import pandas as pd
 
 from traceview.timeline.async_ops import pair_times
 from traceview.timeline.intervals import covered_length, union
-from traceview.timeline.keys import device_slices, exact_sums
+from traceview.timeline.keys import device_rows, exact_sums
 
 
 def judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, pairs: pd.DataFrame) -> pd.DataFrame:
@@ -44,11 +44,6 @@ def judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, p
     return out
 
 
-def _leaf_rows(raw: pd.DataFrame) -> np.ndarray:
-    """Rows with no nested child op (a while op's interval would hide its body's ops)."""
-    return raw["self_ps"].to_numpy() == raw["duration_ps"].to_numpy()
-
-
 def _exposed_time(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray) -> pd.Series:
     """Per collective op: its time not overlapped by non-collective ops on the same device.
 
@@ -61,19 +56,20 @@ def _exposed_time(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray) -> pd.
     is_coll = (ops["collective_kind"].fillna("").astype(str) != "").to_numpy()
     if not is_coll.any():
         return out
+    # In device order: each device's rows are one stretch; exposed time is summed per op in any order.
+    by_device = device_rows(raw)
+    rows = by_device.take(rows)
     raw_coll = np.append(is_coll, False)[rows]          # row -1 (no op) is no collective
-    starts = raw["start_ps"].to_numpy()
-    ends = starts + raw["duration_ps"].to_numpy()
-    self_ps = raw["self_ps"].to_numpy()
+    starts = by_device.take(raw["start_ps"].to_numpy())
+    ends = starts + by_device.take(raw["duration_ps"].to_numpy())
+    self_ps = by_device.take(raw["self_ps"].to_numpy())
     exposed = np.zeros(len(raw), dtype=np.int64)
-    compute = ~raw_coll & _leaf_rows(raw)
-    order, bounds, _ = device_slices(raw)
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        on_device = order[lo:hi]
-        coll = on_device[raw_coll[on_device]]
+    compute = ~raw_coll & (self_ps == ends - starts)    # leaf rows: a while op's interval would hide its body's ops
+    for lo, hi in by_device.spans():
+        coll = lo + np.flatnonzero(raw_coll[lo:hi])
         if coll.size == 0:
             continue
-        work = on_device[compute[on_device]]
+        work = lo + np.flatnonzero(compute[lo:hi])
         u_starts, u_ends = union(starts[work], ends[work])
         uncovered = (ends[coll] - starts[coll]) - covered_length(starts[coll], ends[coll], u_starts, u_ends)
         exposed[coll] = np.minimum(uncovered, self_ps[coll])  # nested child ops keep their own time
