@@ -99,8 +99,10 @@ def _reported_sums(column: pd.Series, ids: np.ndarray, kept: np.ndarray, n_group
 
 def _distinct_per_group(ids: np.ndarray, codes: np.ndarray, n_groups: int) -> np.ndarray:
     """Per group, how many distinct non-missing ``codes`` its rows carry."""
-    valid = (ids >= 0) & (codes >= 0)
     width = max(int(codes.max()) + 1, 1) if codes.size else 1
+    if width == 1 and codes.size and codes.min() >= 0:       # one value throughout (one device)
+        return (np.bincount(ids[ids >= 0], minlength=n_groups) > 0).astype(np.int64)
+    valid = (ids >= 0) & (codes >= 0)
     pairs = ids[valid] * width + codes[valid]
     if n_groups * width <= max(len(ids), 1 << 20):      # a table of (group, code) seen fits: count it
         return (np.bincount(pairs, minlength=n_groups * width).reshape(n_groups, width) > 0).sum(axis=1)

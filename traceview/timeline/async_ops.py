@@ -52,30 +52,28 @@ def pair_times(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, pairs: pd
                **{(m, d): (i, 1) for i, (m, _, d) in enumerate(pairs.itertuples(index=False))}}
     # Each op's role is looked up once by name, then spread to its executions by row index.
     op_role = np.array([role_of.get(k, (-1, -1)) for k in zip(ops["module"].astype(str), ops["op"].astype(str))]
-                       + [(-1, -1)], dtype=np.int64).reshape(-1, 2)      # the last entry serves row -1
-    looked_up = op_role[rows]
-    chosen = np.flatnonzero(looked_up[:, 0] >= 0)
+                       + [(-1, -1)], dtype=np.int32)                      # the last entry serves row -1
+    chosen = np.flatnonzero(op_role[:, 0][rows] >= 0)
     if chosen.size == 0:
         return out
-    pair_index, role = looked_up[chosen, 0], looked_up[chosen, 1]
+    pair_index, is_start = op_role[rows[chosen]].T
+    is_start = is_start == 0
     device = column_codes(raw["device"])[0][chosen].astype(np.int64)
     group = device * len(pairs) + pair_index
     start = raw["start_ps"].to_numpy()[chosen]
-    end = start + raw["duration_ps"].to_numpy()[chosen]
-    own = raw["self_ps"].to_numpy()[chosen]
-    is_start = role == 0
 
     # Each start finds the first done of its group that begins at or after it.
     done = np.flatnonzero(~is_start)
     first = np.flatnonzero(is_start)
     at = _first_at_or_after(group[done], start[done], group[first], start[first])
     ok = at >= 0
-    first, matched = first[ok], done[at[ok]]
+    first, matched = chosen[first[ok]], chosen[done[at[ok]]]        # raw rows of each start and its done
     if first.size == 0:
         return out
-    op_of_start = rows[chosen[first]]
+    op_of_start = rows[first]
     paired = np.bincount(op_of_start, minlength=len(ops)) > 0
-    for column, values in (("in_flight_ps", end[matched] - start[first]),
+    start_ps, duration, own = (raw[c].to_numpy() for c in ("start_ps", "duration_ps", "self_ps"))
+    for column, values in (("in_flight_ps", start_ps[matched] + duration[matched] - start_ps[first]),
                            ("pair_exposed_ps", own[first] + own[matched])):
         out.loc[paired, column] = exact_sums(op_of_start, values, len(ops))[paired].astype("float64")
     return out
@@ -88,10 +86,21 @@ def _first_at_or_after(groups: np.ndarray, times: np.ndarray, query_groups: np.n
     if groups.size == 0:
         return np.full(query_groups.size, -1, dtype=np.int64)
     key, query_key = _group_time_keys(groups, times, query_groups, query_times)
-    order = np.argsort(key, kind="stable")
+    order = _key_order(groups, key)
     pos = np.searchsorted(key[order], query_key, side="left")
     at = order[np.minimum(pos, groups.size - 1)]
     return np.where((pos < groups.size) & (groups[at] == query_groups), at, -1)
+
+
+def _key_order(groups: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """The stable order that sorts ``key``. Rows come in time order per device, so a stable sort by
+    group alone (a radix sort when groups are few) usually sorts the key already; else a full sort."""
+    if groups.min() >= 0 and groups.max() < 2 ** 15:
+        order = np.argsort(groups.astype(np.int16), kind="stable")
+        ordered = key[order]
+        if (ordered[1:] >= ordered[:-1]).all():
+            return order
+    return np.argsort(key, kind="stable")
 
 
 def _group_time_keys(groups: np.ndarray, times: np.ndarray, query_groups: np.ndarray,

@@ -55,11 +55,7 @@ def busy_by_label(starts: np.ndarray, ends: np.ndarray, labels: np.ndarray, n_la
     lowest index (with labels in BOUNDS order, a collective hidden behind a matmul counts as compute,
     and only its exposed part as communication). Label -1 (none) ranks last.
     """
-    if starts.size == 0:
-        return np.zeros(n_labels, dtype=np.float64)
-    low = starts.min()
-    return _grouped_busy_by_label(starts - low, ends - low, labels, np.zeros(starts.size, dtype=np.int64), 1,
-                                  n_labels)[0]
+    return _shifted_busy_by_label(starts, ends, labels, None, np.zeros(1, dtype=np.int64), n_labels)[0]
 
 
 def device_busy_by_label(raw: pd.DataFrame, labels: np.ndarray, n_labels: int) -> dict[str, np.ndarray]:
@@ -67,31 +63,29 @@ def device_busy_by_label(raw: pd.DataFrame, labels: np.ndarray, n_labels: int) -
     if raw.empty:
         return {}
     by_device = device_rows(raw)
-    skip = int(by_device.bounds[0])                             # rows with no device are left out
-    starts = by_device.take(raw["start_ps"].to_numpy(dtype=np.int64))[skip:]
-    ends = starts + by_device.take(raw["duration_ps"].to_numpy(dtype=np.int64))[skip:]
-    devices = np.repeat(np.arange(len(by_device.names)), np.diff(by_device.bounds))
-    low = np.minimum.reduceat(starts, by_device.bounds[:-1] - skip)[devices]   # each device from its first op
-    parts = _grouped_busy_by_label(starts - low, ends - low, by_device.take(labels)[skip:], devices,
-                                   len(by_device.names), n_labels)
-    return dict(zip(by_device.names, parts))
+    starts = by_device.take(raw["start_ps"].to_numpy(dtype=np.int64))
+    ends = starts + by_device.take(raw["duration_ps"].to_numpy(dtype=np.int64))
+    labels = by_device.take(labels)
+    return {name: busy_by_label(starts[lo:hi], ends[lo:hi], labels[lo:hi], n_labels)
+            for name, (lo, hi) in zip(by_device.names, by_device.spans())}
 
 
 _OFFSET_LIMIT = 2.0 ** 61   # keeps shifted times inside int64
 
 
-def _shifted_busy_by_label(starts: np.ndarray, ends: np.ndarray, labels: np.ndarray, groups: np.ndarray,
+def _shifted_busy_by_label(starts: np.ndarray, ends: np.ndarray, labels: np.ndarray, groups: np.ndarray | None,
                            width: np.ndarray, n_labels: int) -> np.ndarray:
     """:func:`busy_by_label` for groups 0..len(width)-1 at once: each group is shifted into its own
     stretch of the time axis (offset = the widths of the groups before it), so one vectorized union
     serves them all (no interval reaches into the next stretch); union lengths are summed per group.
+    ``groups`` None: all rows are one group, left where they are.
 
     Label by label, the cover so far is united with that label's intervals (each interval takes part
     in one union); what the cover grows by in a group is that label's time there.
     """
     n_groups = len(width)
     offset = np.concatenate(([0], np.cumsum(width + 1)[:-1])).astype(np.int64)
-    if n_groups > 1:
+    if groups is not None:
         shift = offset[groups]
         starts, ends = starts + shift, ends + shift
     ranked = labels.astype(np.int8 if n_labels < 127 else np.int64)
@@ -109,7 +103,7 @@ def _shifted_busy_by_label(starts: np.ndarray, ends: np.ndarray, labels: np.ndar
         if u_starts.size:
             new_starts, new_ends = np.concatenate((u_starts, new_starts)), np.concatenate((u_ends, new_ends))
         u_starts, u_ends = union(new_starts, new_ends)
-        if n_groups > 1:
+        if groups is not None:
             owner = np.searchsorted(offset, u_starts, side="right") - 1
             length = exact_sums(owner, u_ends - u_starts, n_groups)     # a device's busy time can pass 2^53 ps
         else:

@@ -39,6 +39,8 @@ def group_ids(raw: pd.DataFrame, key: list[str]) -> tuple[np.ndarray, int]:
     n = 1
     for name in key:
         codes, values = column_codes(raw[name])
+        if len(values) == 1 and codes.size and codes.min() >= 0:
+            continue                        # one value throughout (one program, one module): adds nothing
         if codes.size and codes.min() < 0:
             missing |= codes < 0
             codes = np.maximum(codes, 0)
@@ -72,7 +74,8 @@ def exact_sums(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     if values.dtype.kind == "f":
         return np.bincount(index, weights=values, minlength=size)
     values = values.astype(np.int64, copy=False)
-    if float(np.abs(values).sum(dtype=np.float64)) < _EXACT_FLOAT:
+    if values.size == 0 or max(abs(int(values.min())), abs(int(values.max()))) * values.size < _EXACT_FLOAT or \
+            float(np.abs(values).sum(dtype=np.float64)) < _EXACT_FLOAT:
         return np.bincount(index, weights=values, minlength=size).astype(np.int64)
     if values.size < 2 ** (53 - _LOW_BITS):
         # value = high * 2^k + low with 0 <= low < 2^k: each part's sums stay exact in float64
