@@ -133,8 +133,7 @@ def apply_target(analysis: Analysis, chip: Chip, detected: bool = False,
         ops, ratio, roof_warnings = _project(ops, base, capture, chip, roof_warnings)
         self_ps = ops["self_time_ps"].to_numpy(dtype="float64")
         total = projected_total(float(analysis.device_time_ps), float(analysis.idle_ps), self_ps, self_ps * ratio)
-    rows = analysis.op_rows if analysis.op_rows is not None else \
-        op_row_index(analysis.profile.ops, analysis.ops, analysis.per_device)
+    rows = _op_rows(analysis)
     labels = raw_labels(ops, rows)
     by_bound = bound_totals(analysis.profile.ops, labels)
     summary = summarize(ops, chip, total_time_ps=total, idle_ps=analysis.idle_ps, time_column=JUDGED,
@@ -183,6 +182,15 @@ def _project(ops: pd.DataFrame, base: pd.DataFrame, capture: Chip, chip: Chip,
         f"projection: the trace was measured on {capture.name}, not {chip.name}; {chip.name} times are "
         f"projected ({PROJECTION_MODEL}); {100 * kept / total:.1f}% of op self time is kept as measured"]
     return out, ratio, warnings
+
+
+def _op_rows(analysis: Analysis) -> np.ndarray:
+    """Each raw op row's row in ``analysis.ops``: the index kept from the aggregation, or found by name
+    when there is none (an Analysis put together by hand) or it cannot be this table's."""
+    rows = analysis.op_rows
+    if rows is not None and len(rows) == len(analysis.profile.ops) and (not rows.size or rows.max() < len(analysis.ops)):
+        return rows
+    return op_row_index(analysis.profile.ops, analysis.ops, analysis.per_device)
 
 
 def _reordered(rows: np.ndarray, order: np.ndarray) -> np.ndarray:
