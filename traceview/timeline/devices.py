@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceview.timeline.intervals import union
+from traceview.timeline.intervals import tagged_union, union
 from traceview.timeline.keys import device_codes, device_rows, exact_sums
 
 DEVICE_COLUMNS = ["device", "busy_ps", "idle_ps", "span_ps", "start_ps", "end_ps", "op_time_ps"]
@@ -97,15 +97,14 @@ def _shifted_busy_by_label(starts: np.ndarray, ends: np.ndarray, labels: np.ndar
     out = np.zeros((n_groups, n_labels + 1), dtype=np.float64)
     covered = np.zeros(n_groups, dtype=np.int64)
     u_starts = u_ends = np.empty(0, dtype=np.int64)
+    u_groups = None if groups is None else np.empty(0, dtype=groups.dtype)
     for k in np.flatnonzero(counts):
         rows = by_rank[bounds[k]:bounds[k + 1]] if by_rank is not None else slice(None)
-        new_starts, new_ends = starts[rows], ends[rows]
-        if u_starts.size:
-            new_starts, new_ends = np.concatenate((u_starts, new_starts)), np.concatenate((u_ends, new_ends))
-        u_starts, u_ends = union(new_starts, new_ends)
-        if groups is not None:
-            owner = np.searchsorted(offset, u_starts, side="right") - 1
-            length = exact_sums(owner, u_ends - u_starts, n_groups)     # a device's busy time can pass 2^53 ps
+        new_starts, new_ends = np.concatenate((u_starts, starts[rows])), np.concatenate((u_ends, ends[rows]))
+        new_groups = None if groups is None or u_groups is None else np.concatenate((u_groups, groups[rows]))
+        u_starts, u_ends, u_groups = tagged_union(new_starts, new_ends, new_groups)
+        if u_groups is not None:
+            length = exact_sums(u_groups, u_ends - u_starts, n_groups)     # a device's busy time can pass 2^53 ps
         else:
             length = np.array([int((u_ends - u_starts).sum())], dtype=np.int64)
         out[:, k] = length - covered
@@ -125,8 +124,10 @@ def _grouped_busy_by_label(starts: np.ndarray, ends: np.ndarray, labels: np.ndar
         order = np.argsort(groups, kind="stable")
         groups, starts, ends, labels = groups[order], starts[order], ends[order], labels[order]
     width = np.zeros(n_groups, dtype=np.int64)
-    present = np.flatnonzero(np.diff(groups, prepend=-1))      # each group's first row
-    width[groups[present]] = np.maximum.reduceat(ends, present) if present.size else 0
+    if groups.size:
+        present = np.flatnonzero(groups[1:] != groups[:-1]) + 1
+        present = np.concatenate(([0], present))                 # each group's first row
+        width[groups[present]] = np.maximum.reduceat(ends, present)
     cum = np.cumsum(width.astype(np.float64) + 1.0)
     out = np.zeros((n_groups, n_labels), dtype=np.float64)
     first = 0
@@ -154,9 +155,7 @@ def step_busy_by_label(raw: pd.DataFrame, labels: np.ndarray, n_labels: int,
     step_ids = steps["step"].to_numpy(dtype=np.int64)
     lo_of = steps["start_ps"].to_numpy(dtype=np.int64)
     hi_of = lo_of + steps["time_ps"].to_numpy(dtype=np.int64)
-    step_of = pd.to_numeric(raw["step"], errors="coerce").to_numpy(dtype=np.float64)
-    where = pd.Index(step_ids).get_indexer(np.where(np.isfinite(step_of), step_of, -1).astype(np.int64))
-    where[~np.isfinite(step_of)] = -1
+    where = _step_positions(raw["step"], step_ids)
     devices = device_codes(raw)[0].astype(np.int64)
     inside = (where >= 0) & (devices >= 0)
     if not inside.any():
@@ -171,7 +170,7 @@ def step_busy_by_label(raw: pd.DataFrame, labels: np.ndarray, n_labels: int,
     # so the sort by group is nearly free. Each step's parts are summed over its devices below;
     # they are whole numbers of ps, so the order of that sum does not change it.
     n_steps = len(step_ids)
-    groups, group_keys = pd.factorize(devices * n_steps + where, sort=True)
+    groups, group_keys = _sorted_codes(devices * n_steps + where)
     n_groups = len(group_keys)
     parts = _grouped_busy_by_label(starts, ends, labels[inside], groups.astype(np.int64), n_groups, n_labels)
     step_of_group = group_keys % n_steps
@@ -183,3 +182,26 @@ def step_busy_by_label(raw: pd.DataFrame, labels: np.ndarray, n_labels: int,
     table: dict[str | int, np.ndarray] = {"step": step_ids[order], "active_devices": counts[order].astype(np.int64)}
     table.update({k: sums[order, k] / counts[order] for k in range(n_labels)})
     return pd.DataFrame(table, columns=columns)
+
+
+def _step_positions(step: pd.Series, step_ids: np.ndarray) -> np.ndarray:
+    """Per row, the position of its step in ``step_ids`` (-1: outside every step, or not a number)."""
+    if step.dtype.kind in "iu" and np.array_equal(step_ids, np.arange(len(step_ids))):
+        values = step.to_numpy().astype(np.int64)        # steps 0..n-1: the step is its own position
+        return np.where((values >= 0) & (values < len(step_ids)), values, -1)
+    step_of = pd.to_numeric(step, errors="coerce").to_numpy(dtype=np.float64)
+    where = pd.Index(step_ids).get_indexer(np.where(np.isfinite(step_of), step_of, -1).astype(np.int64))
+    where[~np.isfinite(step_of)] = -1
+    return where
+
+
+def _sorted_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(keys, sort=True)``, in one pass when the keys already ascend (rows grouped by
+    device and in time order give ascending (device, step) keys)."""
+    if keys.size and (keys[1:] >= keys[:-1]).all():
+        new = np.empty(keys.size, dtype=bool)
+        new[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=new[1:])
+        return np.cumsum(new) - 1, keys[new]
+    codes, uniques = pd.factorize(keys, sort=True)
+    return codes.astype(np.int64), np.asarray(uniques)
