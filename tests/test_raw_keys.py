@@ -9,6 +9,7 @@ import pytest
 
 from traceview.timeline.aggregate import aggregate_ops, op_row_index, op_stats
 from traceview.timeline.async_ops import _first_at_or_after
+from traceview.timeline.devices import _sorted_codes, _step_positions
 from traceview.timeline.keys import device_codes, device_rows, exact_sums, first_rows, group_ids
 from traceview.timeline.timing import per_step_self_time
 
@@ -131,3 +132,15 @@ def test_first_done_at_or_after_each_start_whatever_the_key_width():
     # times near int64's range: the ranks stand in for the times, same answer
     far = times * (2 ** 57)
     assert _first_at_or_after(groups, far, q_groups, q_times * (2 ** 57)).tolist() == want
+
+
+def test_step_positions_and_sorted_codes_agree_with_pandas():
+    rng = np.random.default_rng(7)
+    step = pd.Series(rng.integers(-1, 8, 300).astype("int32"))
+    for ids in (np.arange(6), np.array([0, 2, 3, 7])):      # steps 0..n-1, and steps with gaps
+        want = pd.Index(ids).get_indexer(step.to_numpy().astype(np.int64))
+        assert _step_positions(step, ids).tolist() == want.tolist()
+    for keys in (np.sort(rng.integers(0, 50, 300)), rng.integers(0, 50, 300)):   # ascending, and not
+        codes, uniques = _sorted_codes(keys)
+        want_codes, want_uniques = pd.factorize(keys, sort=True)
+        assert codes.tolist() == want_codes.tolist() and uniques.tolist() == want_uniques.tolist()
