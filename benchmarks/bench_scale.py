@@ -13,8 +13,9 @@ and prints wall time, peak memory (largest process, from wait4) and ratios:
 * traceview cold: ``traceview analyze PATH --format json`` with an empty table
   cache (numba's own on-disk cache warmed beforehand, as after a first use);
   also with TRACEVIEW_NO_NUMBA=1 (the pure path);
-* traceview warm: the same command again (tables from the cache), and the
-  tables alone (``load_profile``);
+* traceview warm: the same command again (its stored output, from the result
+  cache); with TRACEVIEW_NO_RESULT_CACHE=1 (tables from the table cache, the
+  analysis redone); and the tables alone (``load_profile``);
 * XProf: ``xprof get_hlo_stats RUN --logdir DIR --bypass_cache=True``;
 * xprof-rs: ``xprof-rs get_hlo_stats RUN --logdir DIR`` (where it reads the file);
 * ``traceview --version``;
@@ -119,10 +120,11 @@ def bench_trace(kind: str, root: Path, events: int, skip_xprof: bool, cache_root
     shutil.rmtree(cache, ignore_errors=True)
     res["cold"] = run([*analyze, str(outs / "cold.json")], env)
     res["warm"] = run([*analyze, str(outs / "warm.json")], env)
+    res["warm_redo"] = run([*analyze, str(outs / "warm_redo.json")], {**env, "TRACEVIEW_NO_RESULT_CACHE": "1"})
     res["warm_tables"] = run([sys.executable, "-c", "import sys; from traceview.read import load_profile; "
                               "load_profile(sys.argv[1])", str(run_dir)], env)
     res["pure"] = run([*analyze, str(outs / "pure.json"), "--no-cache"], {**env, "TRACEVIEW_NO_NUMBA": "1"})
-    names = ["cold", "warm", "pure"]
+    names = ["cold", "warm", "warm_redo", "pure"]
     res["identical"] = _identical([outs / f"{n}.json" for n in names])
     if not skip_xprof:
         res["xprof"] = run([tool("xprof"), "get_hlo_stats", "run1", f"--logdir={root / kind}",
@@ -185,12 +187,12 @@ def main() -> None:
     version = version_time()
     print(f"\n## traceview benchmark, {started}; load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
           f"after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {len(os.sched_getaffinity(0))} cores\n")
-    print("| trace | traceview cold | traceview warm | warm, tables only | pure path (no numba) | XProf | xprof-rs "
+    print("| trace | traceview cold | traceview warm | warm, analysis redone | warm, tables only | pure path (no numba) | XProf | xprof-rs "
           "| cold / XProf (time, memory) | cold / xprof-rs (time) | outputs identical |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['kind'].upper()} {r['events'] / 1e6:.1f} M events ({r['mb']:.0f} MB) | {fmt(r['cold'])} | "
-              f"{fmt(r['warm'])} | {fmt(r['warm_tables'])} | {fmt(r['pure'])} | {fmt(r.get('xprof'))} | "
+              f"{fmt(r['warm'])} | {fmt(r['warm_redo'])} | {fmt(r['warm_tables'])} | {fmt(r['pure'])} | {fmt(r.get('xprof'))} | "
               f"{fmt(r.get('xprof_rs'))} | {ratio(r['cold'], r.get('xprof'), 'seconds')}, "
               f"{ratio(r['cold'], r.get('xprof'), 'peak_mb')} | {ratio(r['cold'], r.get('xprof_rs'), 'seconds')} | "
               f"{'yes' if r['identical'] else 'NO'} |")

@@ -170,3 +170,21 @@ def _disambiguate(runs: list[Run], root: Path) -> None:
                 r.name = str(r.path.relative_to(root))
             except ValueError:
                 r.name = str(r.path)
+
+
+DUMP_DIR_NAMES = ("hlo", "xla_dump", "dump", "hlo_dump")
+
+
+def find_dump_dir(trace_path: str | Path) -> Path | None:
+    """An HLO dump folder beside a trace: in PATH itself or in the folder above `plugins/`."""
+    path = Path(trace_path)
+    candidates = [path] if path.is_dir() else []
+    for parent in [path, *path.parents]:
+        if parent.name == "plugins":
+            candidates.append(parent.parent)
+            break
+    for base in candidates:
+        for name in DUMP_DIR_NAMES:
+            if (base / name).is_dir():
+                return base / name
+    return None

@@ -16,7 +16,9 @@ COMMANDS = ("analyze", "runs", "hlo", "memory", "graph", "parallelism", "rooflin
             "check")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with `only`, that one sub-command (what a run of it needs: no other
+    command module is imported)."""
     parser = argparse.ArgumentParser(
         prog="traceview",
         description="Roofline analysis of XLA / JAX profiler traces and HLO dumps.",
@@ -24,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"traceview {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
+    for name in (only,) if only in COMMANDS else COMMANDS:
         try:
             module = importlib.import_module(f"traceview.commands.{name}")
         except ModuleNotFoundError as exc:
@@ -36,16 +38,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if (sys.argv[1:] if argv is None else argv) == ["--version"]:  # fast path: no command module imported
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--version"]:  # fast path: no command module imported
         print(f"traceview {__version__}")
         return 0
-    parser = build_parser()
+    # The sub-command named (the first word that is not an option: the top-level options take no value).
+    named = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(only=named)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args.handler(args) or 0)
+        from traceview.commands._cached import run_command  # after --version's fast path
+
+        return run_command(args)
     except UserError as exc:
         if args.debug:
             traceback.print_exc()

@@ -16,28 +16,12 @@ import pandas as pd
 
 from traceview.cost.shapes import shape_text
 from traceview.cost.table import COLUMNS, costs_frame, instruction_rows
+from traceview.parsers.discover import find_dump_dir
 from traceview.parsers.hlo_dump import load_hlo_modules
 from traceview.parsers.hlo_model import HloModule
 from traceview.parsers.hlo_proto import modules_from_trace_protos
 from traceview.parsers.xplane import as_int64
 from traceview.profile import Profile
-
-DUMP_DIR_NAMES = ("hlo", "xla_dump", "dump", "hlo_dump")
-
-
-def find_dump_dir(trace_path: str | Path) -> Path | None:
-    """An HLO dump folder beside a trace: in PATH itself or in the folder above `plugins/`."""
-    path = Path(trace_path)
-    candidates = [path] if path.is_dir() else []
-    for parent in [path, *path.parents]:
-        if parent.name == "plugins":
-            candidates.append(parent.parent)
-            break
-    for base in candidates:
-        for name in DUMP_DIR_NAMES:
-            if (base / name).is_dir():
-                return base / name
-    return None
 
 
 def profile_modules(profile: Profile, hlo_path: str | Path | None = None,

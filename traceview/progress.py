@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterator
 def progress_bar(label: str, delay_s: float = 0.5, stream=None,
                  interval_s: float = 0.1) -> Iterator[Callable[[int, int], None] | None]:
     """Yields a `(done, total)` callback, or None when `stream` (stderr) is not a terminal."""
-    stream = stream or sys.stderr
+    # Under the result cache's recording (traceview.commands._cached), the bar goes around it.
+    stream = stream or getattr(sys.stderr, "unrecorded", sys.stderr)
     if not (hasattr(stream, "isatty") and stream.isatty()):
         yield None
         return

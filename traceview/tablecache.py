@@ -26,12 +26,12 @@ import numpy as np
 import pandas as pd
 
 from traceview import __version__
+from traceview.cachedir import cache_dir, evict, remove, touch
 from traceview.parsers.xplane import TraceData
 from traceview.profile import Device
 
 FORMAT = 1
 _SUFFIX = ".npz"
-_DEFAULT_MAX_MB = 4096
 _TABLES = ("ops", "host_events", "steps")
 # Modules whose code decides what the tables hold.
 _READER_MODULES = ("traceview.parsers.xplane", "traceview.parsers.xspace_schema", "traceview.parsers.xspace_fast",
@@ -44,21 +44,6 @@ _fingerprint: str | None = None
 
 class _Unstorable(Exception):
     """Tables this format cannot hold exactly (then nothing is stored)."""
-
-
-def cache_dir() -> Path:
-    explicit = os.environ.get("TRACEVIEW_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "traceview"
-
-
-def max_bytes() -> int:
-    try:
-        return int(float(os.environ.get("TRACEVIEW_CACHE_MAX_MB", _DEFAULT_MAX_MB)) * 2**20)
-    except ValueError:
-        return _DEFAULT_MAX_MB * 2**20
 
 
 def _reader_fingerprint() -> str:
@@ -98,12 +83,9 @@ def get(path: str | Path) -> TraceData | None:
         with np.load(entry, allow_pickle=False) as z:
             data = _unpack({k: z[k] for k in z.files})
     except Exception:  # a corrupt or foreign entry is a miss
-        _remove(entry)
+        remove(entry)
         return None
-    try:
-        os.utime(entry)  # least recently used goes first
-    except OSError:
-        pass
+    touch(entry)
     return data
 
 
@@ -121,46 +103,12 @@ def put(path: str | Path, data: TraceData) -> bool:
                 np.savez(handle, **arrays)  # type: ignore[arg-type]
             os.replace(tmp, entry)
         except BaseException:
-            _remove(Path(tmp))
+            remove(Path(tmp))
             raise
     except (OSError, _Unstorable, ValueError, TypeError):
         return False
-    _evict(entry.parent, keep=entry)
+    evict(entry.parent, _SUFFIX, keep=entry)
     return True
-
-
-def _entries(folder: Path) -> list[Path]:
-    try:
-        return [f for f in folder.iterdir() if f.suffix == _SUFFIX and f.is_file()]
-    except OSError:
-        return []
-
-
-def _evict(folder: Path, keep: Path) -> None:
-    limit = max_bytes()
-    sized = []
-    for f in _entries(folder):
-        try:
-            st = f.stat()
-        except OSError:
-            continue
-        sized.append((st.st_mtime, st.st_size, f))
-    total = sum(s for _, s, _ in sized)
-    for _, size, f in sorted(sized, key=lambda t: t[0]):
-        if total <= limit:
-            break
-        if f != keep:
-            _remove(f)
-            total -= size
-    if total > limit:  # the new entry alone is over the limit
-        _remove(keep)
-
-
-def _remove(f: Path) -> None:
-    try:
-        f.unlink()
-    except OSError:
-        pass
 
 
 # ----------------------------------------------------------------- encoding

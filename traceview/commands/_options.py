@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import traceview
 
@@ -18,8 +20,8 @@ def add_source(parser: argparse.ArgumentParser) -> None:
 def add_read_options(parser) -> None:
     """--no-cache, --jobs, --dask: how the host files are read (docs/scale.md)."""
     parser.add_argument("--no-cache", action="store_true",
-                        help="read the trace files again instead of the parsed tables cached under "
-                             "$XDG_CACHE_HOME/traceview (also TRACEVIEW_NO_CACHE=1)")
+                        help="neither use nor fill the caches of parsed tables and finished outputs under "
+                             "$XDG_CACHE_HOME/traceview: read the trace files again (also TRACEVIEW_NO_CACHE=1)")
     parser.add_argument("--jobs", "-j", metavar="N",
                         help="processes reading host files in parallel (default: the machine's cores)")
     parser.add_argument("--dask", metavar="ADDRESS",
@@ -36,6 +38,16 @@ def read_options_from_args(args: argparse.Namespace):
     return ReadOptions(cache=False if getattr(args, "no_cache", False) else None,
                        jobs=None if jobs is None else parse_jobs(jobs),
                        dask=getattr(args, "dask", None) or None)
+
+
+@contextmanager
+def reading(args: argparse.Namespace) -> Iterator[None]:
+    """Within the block, traces are read as --no-cache / --jobs / --dask say (for commands that read
+    them through an API taking no read options)."""
+    from traceview.read import read_options
+
+    with read_options(read_options_from_args(args)):
+        yield
 
 
 def read_options_env(args: argparse.Namespace) -> dict[str, str]:
@@ -79,7 +91,13 @@ def load_from_args(args: argparse.Namespace) -> traceview.Analysis:
                           per_device=getattr(args, "per_device", False), read_options=read_options_from_args(args))
 
 
+# Called with every text write_output writes (the result cache records a command's output through it).
+OUTPUT_HOOKS: list[Callable[[str], None]] = []
+
+
 def write_output(text: str, output: str | None) -> None:
+    for hook in OUTPUT_HOOKS:
+        hook(text)
     if output:
         with open(output, "w", encoding="utf-8") as handle:
             handle.write(text)

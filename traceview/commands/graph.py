@@ -12,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from traceview.commands._options import add_hlo, add_target, write_output
+from traceview.commands._options import add_hlo, add_read_options, add_target, write_output
 
 
 def register(subparsers) -> None:
@@ -30,6 +30,7 @@ def register(subparsers) -> None:
     add_hlo(parser)
     parser.add_argument("--format", choices=("dot", "svg", "json"), default="dot")
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    add_read_options(parser)
     parser.set_defaults(handler=run)
 
 

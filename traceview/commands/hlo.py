@@ -10,7 +10,7 @@ import argparse
 import json
 
 import traceview
-from traceview.commands._options import write_output
+from traceview.commands._options import add_read_options, reading, write_output
 
 
 def register(subparsers) -> None:
@@ -23,11 +23,13 @@ def register(subparsers) -> None:
     parser.add_argument("--format", choices=("table", "json", "csv", "markdown"), default="table")
     parser.add_argument("--top", type=int, default=10, metavar="N", help="instructions per module (default 10)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    add_read_options(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    report = traceview.hlo(args.path, run=args.run, stage=args.stage)
+    with reading(args):
+        report = traceview.hlo(args.path, run=args.run, stage=args.stage)
     if args.format == "json":
         text = json.dumps(report.to_json(), indent=1) + "\n"
     elif args.format == "csv":

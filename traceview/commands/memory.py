@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from traceview.commands._options import write_output
+from traceview.commands._options import add_read_options, reading, write_output
 
 
 def register(subparsers) -> None:
@@ -25,6 +25,7 @@ def register(subparsers) -> None:
     parser.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     parser.add_argument("--top", type=int, default=10, metavar="N", help="rows per list (default 10)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    add_read_options(parser)
     parser.set_defaults(handler=run)
 
 
@@ -32,7 +33,8 @@ def run(args: argparse.Namespace) -> int:
     from traceview.memory.render import memory_json, memory_text
     from traceview.memory.report import memory_report
 
-    report = memory_report(args.path, run=args.run, target=args.target, hardware_file=args.hardware_file)
+    with reading(args):
+        report = memory_report(args.path, run=args.run, target=args.target, hardware_file=args.hardware_file)
     if args.format == "json":
         text = json.dumps(memory_json(report), indent=1) + "\n"
     else:

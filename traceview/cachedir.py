@@ -1,0 +1,72 @@
+"""Where traceview's caches live and how large they may grow (no heavy import: the CLI reads it at start).
+
+``TRACEVIEW_CACHE_DIR`` wins, else ``$XDG_CACHE_HOME/traceview``, else
+``~/.cache/traceview``. ``TRACEVIEW_CACHE_MAX_MB`` (default 4096) bounds each
+kind of entry (parsed tables: tablecache; finished outputs: resultcache).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+DEFAULT_MAX_MB = 4096
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("TRACEVIEW_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "traceview"
+
+
+def max_bytes() -> int:
+    try:
+        return int(float(os.environ.get("TRACEVIEW_CACHE_MAX_MB", DEFAULT_MAX_MB)) * 2**20)
+    except ValueError:
+        return DEFAULT_MAX_MB * 2**20
+
+
+def evict(folder: Path, suffix: str, keep: Path) -> None:
+    """Drop the least recently used entries (files named *suffix in `folder`) until they fit in
+    max_bytes(); `keep` (the entry just stored) goes last, when it alone is over the limit."""
+    sized = []
+    try:
+        entries = [f for f in folder.iterdir() if f.name.endswith(suffix)]
+    except OSError:
+        return
+    for f in entries:
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            sized.append((st.st_mtime, st.st_size, f))
+    limit = max_bytes()
+    total = sum(size for _, size, _ in sized)
+    for _, size, f in sorted(sized, key=lambda t: t[0]):
+        if total <= limit:
+            break
+        if f != keep:
+            remove(f)
+            total -= size
+    if total > limit:
+        remove(keep)
+
+
+def touch(path: Path) -> None:
+    """Mark an entry as just used (eviction drops the least recently used first)."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def remove(path: Path) -> None:
+    """Delete a cache file if possible (a read-only folder keeps it: never an error)."""
+    try:
+        path.unlink()
+    except OSError:
+        pass
