@@ -104,24 +104,23 @@ def _us_column(column: pd.Series) -> list[float | None]:
 
 
 def _step_records(analysis: Analysis) -> list[dict]:
+    """The JSON ``steps``: built column by column (a long run has tens of thousands of steps)."""
     steps = analysis.steps
+    if steps.empty:
+        return []
     n = len(steps)
-    step = steps["step"].to_numpy(dtype=np.int64).tolist() if n else []
-    time_us = _us_column(steps["time_ps"]) if n else []
-    devices = steps["devices"].to_numpy(dtype=np.int64).tolist() if "devices" in steps.columns and n else [None] * n
-    # per device: the mean over the step's active devices
-    bounds = [b for b in (*BOUNDS, "idle") if f"{b}_ps" in steps.columns] if "compute_ps" in steps.columns else []
-    by_bound = list(zip(*[_us_column(steps[f"{b}_ps"]) for b in bounds])) if bounds and n else []
-    projected = _us_column(steps["projected_time_ps"]) if "projected_time_ps" in steps.columns and n else []
-    records = []
-    for i in range(n):
-        record: dict[str, Any] = {"step": step[i], "time_us": time_us[i], "devices": devices[i]}
-        if bounds:
-            record["time_by_bound_us"] = dict(zip(bounds, by_bound[i]))
-        if projected:
-            record["projected_time_us"] = projected[i]
-        records.append(record)
-    return records
+    columns: dict[str, list] = {"step": steps["step"].to_numpy(dtype=np.int64).tolist(),
+                                "time_us": _us_column(steps["time_ps"]),
+                                "devices": steps["devices"].to_numpy(dtype=np.int64).tolist()
+                                if "devices" in steps.columns else [None] * n}
+    if "compute_ps" in steps.columns:   # per device: the mean over the step's active devices
+        bounds = [b for b in (*BOUNDS, "idle") if f"{b}_ps" in steps.columns]
+        parts = zip(*[_us_column(steps[f"{b}_ps"]) for b in bounds])
+        columns["time_by_bound_us"] = [dict(zip(bounds, values)) for values in parts]
+    if "projected_time_ps" in steps.columns:
+        columns["projected_time_us"] = _us_column(steps["projected_time_ps"])
+    names = list(columns)
+    return [dict(zip(names, values)) for values in zip(*columns.values())]
 
 
 def summary_record(analysis: Analysis) -> dict:
