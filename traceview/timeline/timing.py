@@ -26,29 +26,33 @@ def judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, p
     ``rows``: each raw row's row in ``ops``.
     """
     timed = pair_times(raw, ops, rows, pairs)
-    out = ops.assign(judged_time_ps=ops["self_time_ps"].astype("float64"),
-                     exposed_time_ps=_exposed_time(raw, ops, rows))
     paired = timed["in_flight_ps"].notna().to_numpy()
+    paired_with: list[str | None] = [None] * len(ops)
+    if paired.any():
+        started = ops.loc[paired, ["module", "op"]].astype(str).merge(pairs, left_on=["module", "op"],
+                                                                      right_on=["module", "start"])
+        start_of = dict(zip(zip(started["module"], started["done"]), started["start"]))
+        paired_with = [start_of.get((m, o)) for m, o in zip(ops["module"].astype(str), ops["op"].astype(str))]
+    is_done = np.array([p is not None for p in paired_with], dtype=bool)
+    # The exposed time of paired starts and their dones is the pair's: no need to measure it by overlap.
+    out = ops.assign(judged_time_ps=ops["self_time_ps"].astype("float64"),
+                     exposed_time_ps=_exposed_time(raw, ops, rows, skip=paired | is_done))
     if not paired.any():
         return out
     out.loc[paired, "judged_time_ps"] = timed["in_flight_ps"].to_numpy()[paired]
     out.loc[paired, "exposed_time_ps"] = timed["pair_exposed_ps"].to_numpy()[paired]
-    started = ops.loc[paired, ["module", "op"]].astype(str).merge(pairs, left_on=["module", "op"],
-                                                                  right_on=["module", "start"])
-    start_of = dict(zip(zip(started["module"], started["done"]), started["start"]))
-    paired_with = [start_of.get((m, o)) for m, o in zip(out["module"].astype(str), out["op"].astype(str))]
     out["paired_start"] = pd.Series(paired_with, index=out.index, dtype=object)
-    is_done = out["paired_start"].notna().to_numpy()
     out.loc[is_done, "judged_time_ps"] = np.nan
     out.loc[is_done, "exposed_time_ps"] = 0.0
     return out
 
 
-def _exposed_time(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray) -> pd.Series:
+def _exposed_time(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, skip: np.ndarray) -> pd.Series:
     """Per collective op: its time not overlapped by non-collective ops on the same device.
 
     NaN for ops that are not collectives. A synchronous collective is exposed
-    for its whole duration unless other work runs beside it.
+    for its whole duration unless other work runs beside it. Ops in ``skip``
+    (their exposed time comes from elsewhere) get 0 without being measured.
     """
     out = pd.Series(np.nan, index=ops.index, dtype="float64")
     if raw.empty or "collective_kind" not in ops.columns:
@@ -60,20 +64,21 @@ def _exposed_time(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray) -> pd.
     by_device = device_rows(raw)
     rows = by_device.take(rows)
     raw_coll = np.append(is_coll, False)[rows]          # row -1 (no op) is no collective
+    measured = np.append(is_coll & ~skip, False)[rows]
     starts = by_device.take(raw["start_ps"].to_numpy())
     ends = starts + by_device.take(raw["duration_ps"].to_numpy())
     self_ps = by_device.take(raw["self_ps"].to_numpy())
     exposed = np.zeros(len(raw), dtype=np.int64)
     compute = ~raw_coll & (self_ps == ends - starts)    # leaf rows: a while op's interval would hide its body's ops
     for lo, hi in by_device.spans():
-        coll = lo + np.flatnonzero(raw_coll[lo:hi])
+        coll = lo + np.flatnonzero(measured[lo:hi])
         if coll.size == 0:
             continue
         work = lo + np.flatnonzero(compute[lo:hi])
         u_starts, u_ends = union(starts[work], ends[work])
         uncovered = (ends[coll] - starts[coll]) - covered_length(starts[coll], ends[coll], u_starts, u_ends)
         exposed[coll] = np.minimum(uncovered, self_ps[coll])  # nested child ops keep their own time
-    sums = exact_sums(rows[raw_coll], exposed[raw_coll], len(ops))
+    sums = exact_sums(rows[measured], exposed[measured], len(ops))
     return pd.Series(sums.astype("float64"), index=ops.index).where(is_coll)
 
 
