@@ -82,8 +82,10 @@ def test_op_stats_sums_as_a_plain_groupby_does():
     assert stats["self_time_ps"].is_monotonic_decreasing
 
 
-def test_per_step_self_time_equals_a_pivot_of_the_raw_rows():
+@pytest.mark.parametrize("spread", [1, 3])          # steps 0..n-1, and steps with gaps
+def test_per_step_self_time_equals_a_pivot_of_the_raw_rows(spread):
     raw = random_raw(4)
+    raw["step"] = np.where(raw["step"] >= 0, raw["step"] * spread, -1).astype("int32")
     ops, rows = aggregate_ops(raw)
     got = per_step_self_time(raw, ops, rows)
     inside = raw[raw["step"] >= 0].astype({"module": str, "op": str})

@@ -98,9 +98,13 @@ def per_step_self_time(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray) -
     if not in_step.any():
         return out
     steps = np.sort(pd.unique(step[in_step]))[:MAX_STEPS_PER_OP]
-    where = np.minimum(np.searchsorted(steps, step), len(steps) - 1)
-    kept = np.flatnonzero(in_step & (rows >= 0) & (steps[where] == step))
     n_steps = len(steps)
+    if steps[0] == 0 and steps[-1] == n_steps - 1:      # steps 0..n-1: a step is its own position
+        where = step.astype(np.int64)
+        kept = np.flatnonzero(in_step & (rows >= 0) & (step < n_steps))
+    else:
+        where = np.minimum(np.searchsorted(steps, step), n_steps - 1)
+        kept = np.flatnonzero(in_step & (rows >= 0) & (steps[where] == step))
     sums = exact_sums(rows[kept] * n_steps + where[kept], raw["self_ps"].to_numpy()[kept], len(ops) * n_steps)
     sums = sums.reshape(len(ops), n_steps)
     counted = np.bincount(rows[kept], minlength=len(ops)) > 0
