@@ -91,15 +91,13 @@ def _shifted_busy_by_label(starts: np.ndarray, ends: np.ndarray, labels: np.ndar
     ranked = labels.astype(np.int8 if n_labels < 127 else np.int64)
     ranked[ranked < 0] = n_labels
     counts = np.bincount(ranked, minlength=n_labels + 1)
-    # each label's rows together, in table order (no sort when one label has them all)
-    by_rank = np.argsort(ranked, kind="stable") if np.count_nonzero(counts) > 1 else None
-    bounds = np.concatenate(([0], np.cumsum(counts)))
+    alone = np.count_nonzero(counts) == 1                  # one label has every row: no selection
     out = np.zeros((n_groups, n_labels + 1), dtype=np.float64)
     covered = np.zeros(n_groups, dtype=np.int64)
     u_starts = u_ends = np.empty(0, dtype=np.int64)
     u_groups = None if groups is None else np.empty(0, dtype=groups.dtype)
     for k in np.flatnonzero(counts):
-        rows = by_rank[bounds[k]:bounds[k + 1]] if by_rank is not None else slice(None)
+        rows = slice(None) if alone else ranked == k           # the label's rows, in table order
         new_starts, new_ends = np.concatenate((u_starts, starts[rows])), np.concatenate((u_ends, ends[rows]))
         new_groups = None if groups is None or u_groups is None else np.concatenate((u_groups, groups[rows]))
         u_starts, u_ends, u_groups = tagged_union(new_starts, new_ends, new_groups)
