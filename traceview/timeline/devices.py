@@ -154,16 +154,19 @@ def step_busy_by_label(raw: pd.DataFrame, labels: np.ndarray, n_labels: int,
     lo_of = steps["start_ps"].to_numpy(dtype=np.int64)
     hi_of = lo_of + steps["time_ps"].to_numpy(dtype=np.int64)
     where = _step_positions(raw["step"], step_ids)
-    devices = device_codes(raw)[0].astype(np.int64)
+    devices = device_codes(raw)[0]
     inside = (where >= 0) & (devices >= 0)
     if not inside.any():
         return pd.DataFrame(columns=columns)
-    where, devices = where[inside], devices[inside]
+    where, devices = where[inside], devices[inside].astype(np.int64)
     starts = raw["start_ps"].to_numpy(dtype=np.int64)[inside]
-    ends = starts + raw["duration_ps"].to_numpy(dtype=np.int64)[inside]
-    lo, hi = lo_of[where], hi_of[where]
-    starts = np.clip(starts, lo, hi) - lo
-    ends = np.clip(ends, lo, hi) - lo
+    ends = raw["duration_ps"].to_numpy(dtype=np.int64)[inside]
+    ends += starts
+    # each op clipped to its step's window, from the window's start (in place: millions of rows)
+    for times in (starts, ends):
+        lo = lo_of[where]
+        np.clip(times, lo, hi_of[where], out=times)
+        times -= lo
     # Groups numbered device-major, (device, step): rows come grouped by device and in time order,
     # so the sort by group is nearly free. Each step's parts are summed over its devices below;
     # they are whole numbers of ps, so the order of that sum does not change it.
@@ -185,7 +188,7 @@ def step_busy_by_label(raw: pd.DataFrame, labels: np.ndarray, n_labels: int,
 def _step_positions(step: pd.Series, step_ids: np.ndarray) -> np.ndarray:
     """Per row, the position of its step in ``step_ids`` (-1: outside every step, or not a number)."""
     if step.dtype.kind in "iu" and np.array_equal(step_ids, np.arange(len(step_ids))):
-        values = step.to_numpy().astype(np.int64)        # steps 0..n-1: the step is its own position
+        values = step.to_numpy()                         # steps 0..n-1: the step is its own position
         return np.where((values >= 0) & (values < len(step_ids)), values, -1)
     step_of = pd.to_numeric(step, errors="coerce").to_numpy(dtype=np.float64)
     where = pd.Index(step_ids).get_indexer(np.where(np.isfinite(step_of), step_of, -1).astype(np.int64))
