@@ -91,16 +91,21 @@ def _shifted_busy_by_label(starts: np.ndarray, ends: np.ndarray, labels: np.ndar
     ranked = labels.astype(np.int8 if n_labels < 127 else np.int64)
     ranked[ranked < 0] = n_labels
     counts = np.bincount(ranked, minlength=n_labels + 1)
-    alone = np.count_nonzero(counts) == 1                  # one label has every row: no selection
     out = np.zeros((n_groups, n_labels + 1), dtype=np.float64)
     covered = np.zeros(n_groups, dtype=np.int64)
     u_starts = u_ends = np.empty(0, dtype=np.int64)
     u_groups = None if groups is None else np.empty(0, dtype=groups.dtype)
-    for k in np.flatnonzero(counts):
-        rows = slice(None) if alone else ranked == k           # the label's rows, in table order
-        new_starts, new_ends = np.concatenate((u_starts, starts[rows])), np.concatenate((u_ends, ends[rows]))
-        new_groups = None if groups is None or u_groups is None else np.concatenate((u_groups, groups[rows]))
-        u_starts, u_ends, u_groups = tagged_union(new_starts, new_ends, new_groups)
+    present = np.flatnonzero(counts)
+    for k in present:
+        if k == present[-1]:
+            # the cover grown by the last label is the union of all rows: taken whole, in table order
+            # (mostly time order already), with no cover to sort in
+            u_starts, u_ends, u_groups = tagged_union(starts, ends, groups)
+        else:
+            rows = ranked == k                                  # the label's rows, in table order
+            new_starts, new_ends = np.concatenate((u_starts, starts[rows])), np.concatenate((u_ends, ends[rows]))
+            new_groups = None if groups is None or u_groups is None else np.concatenate((u_groups, groups[rows]))
+            u_starts, u_ends, u_groups = tagged_union(new_starts, new_ends, new_groups)
         if u_groups is not None:
             length = exact_sums(u_groups, u_ends - u_starts, n_groups)     # a device's busy time can pass 2^53 ps
         else:
