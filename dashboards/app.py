@@ -4,18 +4,20 @@ The sidebar picks what to look at (a path, a run and host of a log dir, an
 uploaded trace, the target chip); the tabs show one analysis. Every number
 comes from the same Analysis and report records as `traceview analyze`.
 Bad input is shown as the one-line UserError message, never a traceback.
+Only the open tab's content runs (dashboards/tabs.py).
 """
 
 from __future__ import annotations
 
 import sys
+import time
 import traceback
 
 import streamlit as st
 
-from traceview.dashboards import compare, memory, op_detail, ops_table, overview, parallelism, roofline_view, timeline
+from traceview.dashboards import tabs, warm
 from traceview.dashboards.config import DashboardConfig, from_env
-from traceview.dashboards.data import AS_LOADED, Source, View, hardware, load_view, runs_of, save_upload
+from traceview.dashboards.data import AS_LOADED, Source, View, default_run, hardware, load_view, runs_of, save_upload
 from traceview.errors import UserError
 from traceview.render.escape import markdown_code, markdown_text
 
@@ -39,7 +41,7 @@ def _sidebar(config: DashboardConfig) -> Source:
     run = config.run if upload is None else None
     if len(runs) > 1:
         names = [r.name for r in runs]
-        default = names.index(run) if run in names else len(names) - 1
+        default = names.index(default_run(runs, run))
         run = sb.selectbox("run", names, index=default, key="run", help="runs of the log dir, newest last")
     chosen = next((r for r in runs if r.name == run), runs[-1])
     if len(chosen.files) > 1:
@@ -76,15 +78,8 @@ def _header(view: View) -> None:
                 st.markdown(f"- {markdown_text(warning)}")
 
 
-def _body(view: View) -> None:
-    tabs = st.tabs(["Overview", "Roofline", "Ops", "Timeline", "Op detail", "Memory", "Parallelism", "Compare"])
-    sections = (overview, roofline_view, ops_table, timeline, op_detail, memory, parallelism, compare)
-    for tab, section in zip(tabs, sections):
-        with tab:
-            section.render(view)
-
-
 def main() -> None:
+    started = time.perf_counter()
     st.set_page_config(page_title="traceview", layout="wide", initial_sidebar_state="expanded")
     config = from_env()
     try:
@@ -93,7 +88,8 @@ def main() -> None:
         chip = _target_box(loaded)
         view = loaded if chip == AS_LOADED else load_view(source, chip)
         _header(view)
-        _body(view)
+        tabs.render(view)
+        warm.page_shown(time.perf_counter() - started, st.session_state.get(tabs.TAB_KEY))
     except UserError as exc:
         st.error(markdown_text(exc))
     except Exception as exc:  # a bug: one line on the page, the traceback on the server's stderr

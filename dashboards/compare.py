@@ -10,6 +10,7 @@ import streamlit as st
 
 import traceview
 from traceview.dashboards.data import Source, View, load_view, runs_of
+from traceview.dashboards.persist import kept
 from traceview.errors import UserError
 from traceview.regress.diff import DiffSummary
 from traceview.regress.report import diff_markdown
@@ -68,8 +69,8 @@ def render(view: View) -> None:
     c1, c2 = st.columns([1, 1])
     labels = [s.run for s in others]
     pick = c1.selectbox("compare with run", ["(another path)"] + labels, index=1 if labels else 0,
-                        key="compare_run")
-    other_path = c2.text_input("or another trace path", key="compare_path",
+                        key="compare_run", **kept())
+    other_path = c2.text_input("or another trace path", key="compare_path", **kept(),
                                disabled=pick != "(another path)")
     if pick != "(another path)":
         other = others[labels.index(pick)]

@@ -20,6 +20,7 @@ import streamlit as st
 
 import traceview
 from traceview.analysis import Analysis as PipelineResult
+from traceview.dashboards.config import DashboardConfig
 from traceview.errors import UserError
 from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
@@ -85,7 +86,9 @@ def _retargeted(source: Source, stamp: tuple, chip_name: str) -> traceview.Analy
     return _base(source, stamp).retarget(get_chip(chip_name, hardware(source.hardware_file)))
 
 
-@st.cache_resource(show_spinner=False, max_entries=16)
+# The outermost cached call shows the spinner (Streamlit hides nested ones): the page says what it waits
+# for, also while `traceview dashboard`'s warm-up holds this entry's lock.
+@st.cache_resource(show_spinner="Reading and analysing the trace...", max_entries=16)
 def _view(source: Source, stamp: tuple, chip_name: str) -> View:
     if chip_name == AS_LOADED:
         result = _base(source, stamp)
@@ -106,6 +109,22 @@ def load_view(source: Source, chip_name: str = AS_LOADED) -> View:
 def runs_of(path: str) -> list[Run]:
     """The runs of a log dir, oldest first (UserError when there is no trace)."""
     return list_runs(path)
+
+
+def default_run(runs: list[Run], wanted: str | None) -> str | None:
+    """The run the page opens: the one asked for, else the newest (a single run keeps the name asked for)."""
+    names = [r.name for r in runs]
+    if len(names) <= 1:
+        return wanted
+    return wanted if wanted in names else names[-1]
+
+
+def opening_source(config: DashboardConfig) -> Source:
+    """The Source the page shows before any widget is touched: what `traceview dashboard` pre-loads."""
+    if not config.path:
+        raise UserError("no trace path to open")
+    return Source(path=config.path, run=default_run(runs_of(config.path), config.run),
+                  hardware_file=config.hardware_file, hlo=config.hlo, stage=config.stage, target=config.target)
 
 
 def save_upload(name: str, data: bytes) -> Path:

@@ -7,6 +7,7 @@ import streamlit as st
 
 from traceview.dashboards import selection
 from traceview.dashboards.data import View
+from traceview.dashboards.persist import kept
 
 # JSON-contract fields shown, in order (units as in `traceview analyze --format json`).
 COLUMNS = ["module", "name", "category", "bound", "occurrences", "self_time_us", "judged_time_us",
@@ -47,13 +48,13 @@ def render(view: View) -> None:
         st.info("No device ops in this trace.")
         return
     c1, c2, c3, c4 = st.columns([2, 2, 2, 3])
-    bounds = c1.multiselect("bound", _options(ops, "bound"), key="filter_bound")
-    categories = c2.multiselect("category", _options(ops, "category"), key="filter_category")
-    modules = c3.multiselect("module", _options(ops, "module"), key="filter_module")
-    name = c4.text_input("name contains", key="filter_name")
+    bounds = c1.multiselect("bound", _options(ops, "bound"), key="filter_bound", **kept())
+    categories = c2.multiselect("category", _options(ops, "category"), key="filter_category", **kept())
+    modules = c3.multiselect("module", _options(ops, "module"), key="filter_module", **kept())
+    name = c4.text_input("name contains", key="filter_name", **kept())
     s1, s2, _ = st.columns([2, 2, 5])
-    sort_by = s1.selectbox("sort by", list(SORTS), key="sort_by") or "gap"
-    descending = s2.toggle("largest first", value=sort_by != "name", key="sort_desc")
+    sort_by = s1.selectbox("sort by", list(SORTS), key="sort_by", **kept()) or "gap"
+    descending = s2.toggle("largest first", value=sort_by != "name", key="sort_desc", **kept())
 
     shown = sort_ops(filter_ops(ops, bounds, categories, modules, name), sort_by, descending)
     shown = shown[[c for c in COLUMNS if c in shown.columns]].reset_index(drop=True)

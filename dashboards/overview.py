@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 import pandas as pd
 import streamlit as st
 
@@ -10,13 +13,17 @@ from traceview.hardware.chips import Chip, dtype_class
 from traceview.hardware.detect import device_model_name
 from traceview.render.charts import BOUND_COLOURS
 from traceview.render.escape import markdown_text
-from traceview.render.tables import fmt_pct, fmt_si, fmt_time_us
+from traceview.render.tables import fmt_pct, fmt_si, fmt_time_us, markdown_table
 from traceview.roofline import GAIN_DEFINITION
 from traceview.units import US_PER_MS
 from traceview.vocabulary import BOUNDS_AND_IDLE
 
+if TYPE_CHECKING:
+    import altair as alt
+
 SPLIT_COLOURS = {**BOUND_COLOURS, "idle": "#d9d9d9"}
 MAX_STEP_BARS = 100    # a bar chart of thousands of steps is a blur, and slow to draw
+MAX_DEVICE_ROWS = 16   # more devices: a scrollable data grid instead of a Markdown table
 _LINK_NAMES = {"ici": "ICI", "nvlink": "NVLink", "infinity_fabric": "Infinity Fabric"}
 
 
@@ -93,15 +100,47 @@ def steps_frame(summary: dict, limit: int | None = None) -> pd.DataFrame:
 
 
 def device_frame(view: View) -> pd.DataFrame:
-    rows = [{"device": d.id, "kind": d.kind, "model": device_model_name(d),
-             "peak FLOP/s (trace)": fmt_si(d.peak_flops, "FLOP/s"), "HBM (trace)": fmt_si(d.hbm_bandwidth, "B/s")}
+    """One row per device of the trace; with one host, devices are named without it (the header names it)."""
+    one_host = len(view.analysis.profile.source.hosts) == 1
+    rows = [{"device": d.id.split("/", 1)[-1] if one_host else d.id, "kind": d.kind, "model": device_model_name(d),
+             "peak FLOP/s": fmt_si(d.peak_flops, "FLOP/s"), "HBM": fmt_si(d.hbm_bandwidth, "B/s")}
             for d in view.analysis.profile.devices]
     return pd.DataFrame(rows)
 
 
+@dataclass
+class Parts:
+    """What the Overview draws, built once per analysis (every rerun of the page reuses it)."""
+
+    split: pd.DataFrame          # bound_split
+    sentences: list[str]         # gap_sentences
+    steps: list[float]           # each step's time, us
+    steps_frame: pd.DataFrame    # steps_frame, the first MAX_STEP_BARS steps
+    devices: pd.DataFrame        # device_frame
+    split_chart: alt.Chart | None   # the Altair charts (None: nothing to draw)
+    steps_chart: alt.Chart | None
+
+
+def parts(view: View) -> Parts:
+    return _parts(view, (view.source, view.stamp, view.target_label))
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _parts(_view: View, key: tuple) -> Parts:
+    s = _view.summary
+    split = bound_split(s)
+    frame = steps_frame(s, MAX_STEP_BARS)
+    return Parts(split=split, sentences=gap_sentences(_view),
+                 steps=[x["time_us"] for x in s.get("steps", []) if x.get("time_us") is not None],
+                 steps_frame=frame, devices=device_frame(_view),
+                 split_chart=split_bar_chart(split) if len(split) else None,
+                 steps_chart=steps_chart(frame) if len(frame) else None)
+
+
 def render(view: View) -> None:
     s = view.summary
-    steps = [x["time_us"] for x in s.get("steps", []) if x.get("time_us") is not None]
+    p = parts(view)
+    steps = p.steps
     cols = st.columns(5)
     active, listed = len(view.analysis.active_devices), len(view.analysis.profile.devices)
     cols[0].metric("devices", active, help=f"devices with at least one op ({listed} in the trace)")
@@ -113,36 +152,53 @@ def render(view: View) -> None:
     cols[4].metric("roofline efficiency", fmt_share(s.get("efficiency")),
                    help=s.get("efficiency_definition") or s.get("efficiency_reason") or "")
 
-    split = bound_split(s)
-    if len(split):
+    split = p.split
+    if p.split_chart is not None:
         st.markdown("**Where the time goes** ("
                     + ", ".join(f"{b} {fmt_pct(x)}" for b, x in zip(split["bound"], split["share"])) + ")")
-        _split_bar(split)
+        st.altair_chart(p.split_chart, width="stretch")
     else:
         st.info("No target chip: ops are not roofline-judged. Pick a target in the sidebar.")
 
-    sentences = gap_sentences(view)
-    if sentences:
+    if p.sentences:
         st.markdown(f"**Biggest gaps**, ranked by what can be won ({GAIN_DEFINITION})")
-        st.markdown("\n".join(f"1. {x}" for x in sentences))
+        st.markdown("\n".join(f"1. {x}" for x in p.sentences))
 
-    left, right = st.columns([3, 2])
+    left, right = st.columns([1, 1])
     with left:
-        frame = steps_frame(s, MAX_STEP_BARS)
-        if len(frame):
+        if p.steps_chart is not None:
             st.markdown("**Steps** (per device: time by bound and idle, the mean over the step's devices" + (
                 f"; the first {MAX_STEP_BARS} of {len(steps)} steps)" if len(steps) > MAX_STEP_BARS else ")"))
-            _steps_chart(frame)
+            st.altair_chart(p.steps_chart, width="stretch")
     with right:
-        st.markdown("**Devices**")
-        st.dataframe(device_frame(view), hide_index=True, width="stretch")
+        st.markdown("**Devices** (peak FLOP/s and HBM bandwidth as the trace states them)")
+        _devices(p.devices)
         n = s.get("active_devices") or 0
         st.caption(f"{n} active devices: busy {fmt_time_us(s.get('device_time_us'))} + idle "
                    f"{fmt_time_us(s.get('idle_us'))} = span {fmt_time_us(s.get('span_us'))} x {n}"
                    + (f"; {len(s['inactive_devices'])} devices ran no op" if s.get("inactive_devices") else ""))
 
 
-def _split_bar(split: pd.DataFrame) -> None:
+def warm(view: View) -> None:
+    """Build what `render` draws, and the charts' Vega-Lite specs once: the first spec of a process loads
+    Altair's schema and validator (about a second)."""
+    p = parts(view)
+    for chart in (p.split_chart, p.steps_chart):
+        if chart is not None:
+            chart.to_dict()
+
+
+def _devices(frame: pd.DataFrame) -> None:
+    """A few devices as a Markdown table: the page's Markdown code is loaded already, while a data grid
+    fetches and compiles about 1 MB of scripts in the browser first. Many devices: a scrollable grid."""
+    if len(frame) <= MAX_DEVICE_ROWS:
+        st.markdown(markdown_table(list(frame.columns), [[str(x) for x in row] for row in frame.itertuples(index=False)]))
+    else:
+        st.dataframe(frame, hide_index=True, width="stretch")
+
+
+def split_bar_chart(split: pd.DataFrame) -> alt.Chart:
+    """One bar, normalised to 100 %: the run's time by bound and idle."""
     import altair as alt
 
     frame = split.assign(time_ms=split["time_us"] / US_PER_MS, order=range(len(split)))
@@ -154,10 +210,11 @@ def _split_bar(split: pd.DataFrame) -> None:
         tooltip=["bound", alt.Tooltip("time_ms:Q", format=",.3f", title="ms"),
                  alt.Tooltip("share:Q", format=".1%")],
     ).properties(height=70)
-    st.altair_chart(chart, width="stretch")
+    return chart
 
 
-def _steps_chart(frame: pd.DataFrame) -> None:
+def steps_chart(frame: pd.DataFrame) -> alt.Chart:
+    """Per step, a bar stacked by bound (steps_frame's long format)."""
     import altair as alt
 
     chart = alt.Chart(frame).mark_bar().encode(
@@ -166,4 +223,4 @@ def _steps_chart(frame: pd.DataFrame) -> None:
                         legend=None),
         tooltip=["step", "bound", alt.Tooltip("time_ms:Q", format=",.3f")],
     ).properties(height=220)
-    st.altair_chart(chart, width="stretch")
+    return chart

@@ -19,6 +19,7 @@ import streamlit as st
 
 from traceview.dashboards import selection
 from traceview.dashboards.data import View
+from traceview.dashboards.persist import kept
 from traceview.dashboards.roofline_view import clicked_op
 from traceview.render.charts import BOUND_COLOURS
 from traceview.render.tables import fmt_time_us
@@ -186,9 +187,9 @@ def render(view: View) -> None:
         default = choices.index(median)
     c1, c2, _ = st.columns([2, 2, 4])
     times = dict(zip(steps["step"].astype(int), steps["time_ps"] / PS_PER_US)) if not steps.empty else {}
-    step = c1.selectbox("window", choices, index=default, key="timeline_step",
+    step = c1.selectbox("window", choices, index=default, key="timeline_step", **kept(),
                         format_func=lambda s: "whole trace" if s is None else f"step {s} ({fmt_time_us(times[s])})")
-    limit = c2.select_slider("ops drawn (longest)", [250, 500, 1000, 2000, 5000], value=1000, key="timeline_limit")
+    limit = c2.select_slider("ops drawn (longest)", [250, 500, 1000, 2000, 5000], value=1000, key="timeline_limit", **kept())
     key = (view.source, view.stamp, view.target_label)
     tl = _cached(view, key, step, limit)
     st.caption(tl.note + ". Hover a bar for the op, click it to open it in Op detail; drag or scroll to zoom; "

@@ -24,6 +24,7 @@ from traceview.cli import main  # noqa: E402
 from traceview.dashboards.config import DashboardConfig, from_env  # noqa: E402
 from traceview.dashboards.hlo_format import instruction_text  # noqa: E402
 from traceview.dashboards.overview import fmt_share  # noqa: E402
+from traceview.dashboards.tabs import TAB_KEY  # noqa: E402
 from traceview.errors import UserError  # noqa: E402
 from traceview.render.escape import markdown_text  # noqa: E402
 from traceview.render.tables import fmt_pct, fmt_time_us  # noqa: E402
@@ -44,6 +45,14 @@ def open_app(monkeypatch, **config) -> AppTest:
     for key, value in DashboardConfig(**config).to_env().items():
         monkeypatch.setenv(key, value)
     at = AppTest.from_file(str(APP), default_timeout=300)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def show(at: AppTest, tab: str) -> AppTest:
+    """Open a tab, as a click on it does: only the open tab's content runs."""
+    at.session_state[TAB_KEY] = tab
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -70,7 +79,11 @@ def op_table(at: AppTest):
 
 
 def check_against_cli(at: AppTest, cli: dict) -> None:
-    """MFU, the bound split and the top gap op on the page are the CLI's."""
+    """MFU, the bound split and the top gap op on the page are the CLI's; the op table has every op.
+    Leaves the Overview open."""
+    assert len(op_table(show(at, "Ops"))) == len(cli["ops"])
+    show(at, "Overview")
+    assert not at.dataframe or not any("gap_us" in d.value.columns for d in at.dataframe)   # Ops is closed
     s = cli["summary"]
     assert metrics(at)["projected MFU" if s.get("projected") else "MFU"] == fmt_share(s["mfu"])
     text = page_text(at)
@@ -86,7 +99,6 @@ def check_against_cli(at: AppTest, cli: dict) -> None:
                                 f"{fmt_time_us(shown)} {how}, {fmt_time_us(top['roofline_time_us'])} at the ")
     assert f"({fmt_time_us(top['gain_us'])} to gain" in first_gap.splitlines()[0]
     assert f"{top['bound']}-bound" in first_gap.splitlines()[0]
-    assert len(op_table(at)) == len(cli["ops"])
 
 
 def test_sample_trace_matches_cli(sample_traces, tmp_path, monkeypatch):
@@ -104,6 +116,7 @@ def test_sample_trace_matches_cli(sample_traces, tmp_path, monkeypatch):
     assert sorted(shown) == sorted(f"- {w}" for w in cli["warnings"])   # none left from the detected cpu target
 
     # Filter the op table by bound and name.
+    show(at, "Ops")
     at.multiselect(key="filter_bound").set_value(["memory"]).run()
     table = op_table(at)
     assert set(table["bound"]) == {"memory"}
@@ -112,8 +125,13 @@ def test_sample_trace_matches_cli(sample_traces, tmp_path, monkeypatch):
     table = op_table(at)
     assert len(table) == sum(o["bound"] == "memory" and "fusion" in o["name"] for o in cli["ops"])
 
+    # The filters are kept while another tab is open.
+    show(at, "Overview")
+    assert len(op_table(show(at, "Ops"))) == len(table)
+
     # Select an op: the detail panel shows its CLI numbers and its HLO line.
     op = sorted((o for o in cli["ops"] if o["name"].startswith("dot")), key=lambda o: -o["gap_us"])[0]
+    show(at, "Op detail")
     at.selectbox(key="tv_op_pick").set_value(f"{op['name']}  ·  {op['module']}").run()
     assert not at.exception
     m = metrics(at)
@@ -215,6 +233,7 @@ def test_trace_without_hlo_says_so(shared_traces, monkeypatch):
     at = open_app(monkeypatch, path=str(path))
     assert not at.error
     assert any("no HLO modules found" in w for w in shown_warnings(at))
+    show(at, "Op detail")
     at.selectbox(key="tv_op_pick").set_value(at.selectbox(key="tv_op_pick").options[0]).run()
     assert not at.exception
     assert any("no HLO instruction of that name" in i.value for i in at.info)
@@ -223,6 +242,7 @@ def test_trace_without_hlo_says_so(shared_traces, monkeypatch):
 def test_compare_two_runs_of_a_log_dir(sample_traces, monkeypatch):
     at = open_app(monkeypatch, path=str(sample_traces), run="mlp_slow")
     assert not at.error, [e.value for e in at.error]
+    show(at, "Compare")
     at.selectbox(key="compare_run").set_value("mlp").run()
     assert not at.exception and not at.error
     diff = traceview.diff(sample_traces, sample_traces, base_run="mlp", run="mlp_slow")
@@ -235,7 +255,8 @@ def test_compare_two_runs_of_a_log_dir(sample_traces, monkeypatch):
     assert metrics(at)["ops changed"] == str(diff.summary.ops.changed)
     at.text_input(key="compare_path").set_value("/no/such/trace").run()
     assert [e.value for e in at.error] == ["/no/such/trace: no such file or directory"]
-    assert "MFU" in metrics(at)
+    assert "device op executions" in page_text(at)     # the header above the tabs stays
+    assert "MFU" in metrics(show(at, "Overview"))
 
 
 def test_upload_is_saved_and_read_like_a_path(sample_traces, tmp_path, monkeypatch):
@@ -268,6 +289,7 @@ def test_cli_dashboard_command(monkeypatch, capsys, sample_traces):
     parser_args = ["dashboard", str(sample_traces / "transformer"), "--port", "8123"]
     args = __import__("traceview.cli", fromlist=["build_parser"]).build_parser().parse_args(parser_args)
     command = dashboard.streamlit_command(args)
+    assert command[1:3] == ["-m", "traceview.dashboards.serve"]   # Streamlit's CLI, with the trace warmed beside it
     assert command[command.index("--server.address") + 1] == "127.0.0.1"
     assert command[command.index("--server.headless") + 1] == "true"
     assert command[command.index("--browser.gatherUsageStats") + 1] == "false"
@@ -361,3 +383,49 @@ def test_pick_run_and_host_of_a_log_dir(sample_traces, tmp_path, monkeypatch):
     assert not at.exception and not at.error
     assert "run `transformer`" in page_text(at)
     check_against_cli(at, cli_json(sample_traces, tmp_path, "--run", "transformer"))
+
+
+@pytest.mark.parametrize("layout", ["file", "log dir of two runs"])
+def test_warm_up_fills_the_cache_the_first_page_reads(layout, sample_traces, tmp_path, monkeypatch):
+    """`traceview dashboard` reads and analyses the trace before a browser opens the page: the page's first
+    run then reads nothing (a fresh copy of the trace, so no other test's cache entry can serve it)."""
+    import io
+    import shutil
+
+    from traceview.dashboards import warm
+
+    trace = next((sample_traces / "mlp").rglob("*.xplane.pb"))
+    if layout == "file":
+        path = tmp_path / "host.xplane.pb"
+        shutil.copy(trace, path)
+    else:
+        path = tmp_path / "logs"
+        for run in ("2026_01_01_00_00_00", "2026_01_02_00_00_00"):
+            (path / "plugins" / "profile" / run).mkdir(parents=True)
+            shutil.copy(trace, path / "plugins" / "profile" / run / "host.xplane.pb")
+    config = DashboardConfig(path=str(path))
+    out = io.StringIO()
+    warm.warm(config, out=out, wait_for_page=False)
+    assert warm.READY in out.getvalue()
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("the page read the trace again")
+    monkeypatch.setattr(traceview, "load", no_read)
+    at = open_app(monkeypatch, path=str(path))
+    assert not at.error, [e.value for e in at.error]
+    assert "MFU" in metrics(at)
+    if layout != "file":
+        assert "run `2026_01_02_00_00_00`" in page_text(at)     # the newest run, as the sidebar opens it
+
+
+def test_warm_up_of_a_bad_trace_says_so_in_one_line(tmp_path):
+    import io
+
+    from traceview.dashboards import warm
+
+    bad = tmp_path / "host.xplane.pb"
+    bad.write_bytes(b"\x0a\xff\xff\xff\x0fnot an xspace")
+    out = io.StringIO()
+    warm.warm(DashboardConfig(path=str(bad)), out=out, wait_for_page=False)
+    assert "could not pre-load" in out.getvalue() and warm.READY not in out.getvalue()
+    assert len(out.getvalue().strip().splitlines()) == 1 and "Traceback" not in out.getvalue()

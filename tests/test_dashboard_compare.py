@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from traceview.dashboards.compare import delta_colour, without_html_blocks  # noqa: E402
 from traceview.dashboards.config import DashboardConfig, from_env  # noqa: E402
+from traceview.dashboards.tabs import TAB_KEY  # noqa: E402
 
 
 def test_details_blocks_become_bold_headings():
@@ -35,6 +36,8 @@ def test_compare_tab_with_itself_shows_no_tags_and_no_red(sample_traces, monkeyp
         monkeypatch.setenv(key, value)
     app = Path(traceview.dashboards.__file__).resolve().parent / "app.py"
     at = AppTest.from_file(str(app), default_timeout=300)
+    at.run()
+    at.session_state[TAB_KEY] = "Compare"      # as a click on the tab: only the open tab's content runs
     at.run()
     at.text_input(key="compare_path").set_value(str(sample_traces / "mlp")).run()
     assert not at.exception and not at.error

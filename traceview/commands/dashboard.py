@@ -40,7 +40,9 @@ def app_path() -> Path:
 
 
 def streamlit_command(args: argparse.Namespace) -> list[str]:
-    return [sys.executable, "-m", "streamlit", "run", str(app_path()),
+    """Streamlit's `run` command line, through traceview.dashboards.serve: it reads and analyses the trace
+    in the server process while the server starts, so the first page is quick to show."""
+    return [sys.executable, "-m", "traceview.dashboards.serve", "run", str(app_path()),
             "--server.address", args.host, "--server.port", str(args.port),
             "--server.headless", "true", "--browser.gatherUsageStats", "false",
             "--server.fileWatcherType", "none", "--server.maxUploadSize", "2048",

@@ -1,0 +1,35 @@
+"""The dashboard's tabs: only the open one's content runs.
+
+Streamlit runs every `st.tabs` body on every run, hidden or not; with the
+open tab tracked (`on_change="rerun"`, a Streamlit of 2026 or later) a closed
+tab's body is skipped, and its module is imported when it is first opened.
+So the first page costs the Overview alone, and a click on a tab reruns the
+script with that tab open (the analysis stays in the cache). Widgets inside
+tabs keep their values while their tab is closed (dashboards/persist.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import streamlit as st
+
+from traceview.dashboards.data import View
+
+# Tab name -> the module of traceview.dashboards that draws it (its `render(view)`).
+TABS = {"Overview": "overview", "Roofline": "roofline_view", "Ops": "ops_table", "Timeline": "timeline",
+        "Op detail": "op_detail", "Memory": "memory", "Parallelism": "parallelism", "Compare": "compare"}
+TAB_KEY = "tv_tab"        # session-state key of the open tab's name
+
+LAZY = "on_change" in inspect.signature(st.tabs).parameters
+
+
+def render(view: View) -> None:
+    """The tab bar, and the open tab's content (every tab's, on a Streamlit without lazy tabs)."""
+    tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun") if LAZY else st.tabs(list(TABS))
+    for tab, module in zip(tabs, TABS.values()):
+        if getattr(tab, "open", None) is False:   # a closed tab: its body does not run
+            continue
+        with tab:
+            importlib.import_module(f"traceview.dashboards.{module}").render(view)

@@ -1,0 +1,111 @@
+"""Warm the dashboard's server process before a browser opens it.
+
+Streamlit imports nothing and reads nothing until the first browser session
+runs the app script; that first run then pays for the imports (pandas,
+altair, the pipeline), the trace's read and analysis, and Altair's schema
+loading. `traceview dashboard` starts the server through
+`traceview.dashboards.serve`, which runs `warm` in a thread beside the
+server: it fills the same `st.cache_resource` entries the page reads (the
+cache is per process, keyed by the function and its arguments) and prints
+READY when the first page needs nothing more. A session that opens before
+then waits on the cache's per-key lock, under the page's spinner, instead of
+reading the trace a second time. The other tabs' modules are imported once
+the first page was shown, so that work does not compete with it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TextIO
+
+from traceview.dashboards.config import DashboardConfig
+
+APP = Path(__file__).resolve().parent / "app.py"
+READY = "first page ready"
+OTHER_TABS = ("roofline_view", "ops_table", "timeline", "op_detail", "memory", "parallelism", "compare")
+
+# After the first page was drawn, the browser still fetches Streamlit's scripts from this process for a
+# moment: the other tabs' imports (about a second of CPU, holding the GIL) wait that long.
+QUIET_S = 3.0
+
+_shown = threading.Event()
+
+THREAD = "traceview-warm"
+
+
+class _NoContextWarning(logging.Filter):
+    """The warm-up runs the page's cached functions outside a browser session, so Streamlit's spinner finds
+    no script context and says so: expected here, and not worth a line in the server's log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.threadName != THREAD
+
+
+def start(config: DashboardConfig) -> threading.Thread:
+    """Run `warm` in a daemon thread of this (the server's) process."""
+    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(_NoContextWarning())
+    thread = threading.Thread(target=warm, args=(config,), name=THREAD, daemon=True)
+    thread.start()
+    return thread
+
+
+def page_shown(seconds: float, tab: str | None) -> None:
+    """The app finished a run that drew a page (in `seconds`): the rest of the warming may start.
+
+    TRACEVIEW_DASHBOARD_TIMING=1 logs every run's time on stderr (benchmarks/bench_dashboard.py reads it).
+    """
+    _shown.set()
+    if os.environ.get("TRACEVIEW_DASHBOARD_TIMING") == "1":
+        print(f"traceview dashboard: script run {seconds:.3f} s (tab {tab}) at {time.time():.3f}", file=sys.stderr,
+              flush=True)
+
+
+def warm_first_page(config: DashboardConfig) -> float:
+    """Import, read and analyse what the Overview shows; returns the seconds it took.
+
+    Raises what loading raises (the page shows it again, as the one-line error).
+    """
+    t = time.perf_counter()
+    from traceview.dashboards import overview
+    from traceview.dashboards.data import hardware, load_view, opening_source
+
+    source = opening_source(config)
+    view = load_view(source)
+    hardware(source.hardware_file)
+    overview.warm(view)
+    return time.perf_counter() - t
+
+
+def warm_other_tabs() -> None:
+    """Import the other tabs' modules (altair, the diff and memory reports...), for quick tab switches."""
+    for name in OTHER_TABS:
+        importlib.import_module(f"traceview.dashboards.{name}")
+
+
+def warm(config: DashboardConfig, out: TextIO | None = None, wait_for_page: bool = True) -> None:
+    """Warm the first page, say READY on `out` (stdout), then (once a page was shown) the other tabs.
+    A failure is one line on `out`: the page shows the error itself, and the server stays up."""
+    out = out or sys.stdout
+    try:
+        seconds = warm_first_page(config)
+        print(f"traceview dashboard: {config.path} analysed in {seconds:.1f} s, {READY}", file=out, flush=True)
+    except Exception as exc:
+        print(f"traceview dashboard: could not pre-load {config.path}: {_one_line(exc)}", file=out, flush=True)
+    if wait_for_page:
+        _shown.wait()
+        time.sleep(QUIET_S)
+    try:
+        warm_other_tabs()
+    except Exception as exc:   # the tab shows it when opened
+        print(f"traceview dashboard: could not import a tab: {_one_line(exc)}", file=out, flush=True)
+
+
+def _one_line(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}"
