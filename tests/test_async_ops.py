@@ -3,6 +3,7 @@
 import numpy as np
 import pandas as pd
 
+from traceview.timeline.aggregate import aggregate_ops
 from traceview.timeline.async_ops import pair_times
 
 
@@ -22,7 +23,8 @@ def test_pairing_matches_brute_force():
     raw = raw.assign(program_id=7, self_ps=raw["duration_ps"]).astype({"device": "category", "op": "category"})
     pairs = pd.DataFrame([("m", "copy-start", "copy-done"), ("m", "all-gather-start", "all-gather-done")],
                          columns=["module", "start", "done"])
-    got = pair_times(raw, pairs, ["program_id", "module", "op"]).set_index("op")
+    ops, rows = aggregate_ops(raw.assign(category="", trace_flops=np.nan, trace_bytes=np.nan))
+    got = pair_times(raw, ops, rows, pairs).set_index(ops["op"])
 
     want: dict[str, list[int]] = {}
     for device, start_name, done_name in [(d, s, e) for d in ("d0", "d1") for _, s, e in pairs.itertuples(index=False)]:

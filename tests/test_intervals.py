@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from traceview.timeline.intervals import covered_length, total_length, union
+from traceview.timeline.intervals import covered_length, tagged_union, total_length, union
 
 
 def brute_mask(starts, ends, size):
@@ -34,3 +34,22 @@ def test_empty_inputs():
     us, ue = union(np.array([], dtype=np.int64), np.array([], dtype=np.int64))
     assert us.size == 0
     assert covered_length(np.array([0]), np.array([10]), us, ue).tolist() == [0]
+
+
+def test_tagged_union_tags_each_interval_with_its_group_when_groups_lie_apart():
+    rng = np.random.default_rng(1)
+    starts, ends, tags = [], [], []
+    for group, base in enumerate((0, 1000, 2000)):        # three groups on separate stretches of the axis
+        s = base + rng.integers(0, 400, 30)
+        starts += s.tolist()
+        ends += (s + rng.integers(0, 80, 30)).tolist()
+        tags += [group] * 30
+    order = rng.permutation(len(starts))                  # in no particular order
+    starts, ends, tags = np.array(starts)[order], np.array(ends)[order], np.array(tags)[order]
+    us, ue, ut = tagged_union(starts, ends, tags)
+    plain_starts, plain_ends = union(starts, ends)
+    assert np.array_equal(us, plain_starts) and np.array_equal(ue, plain_ends)
+    assert ut.tolist() == (us // 1000).tolist()
+    for group in range(3):                                 # lengths per tag = the group's own union
+        mask = brute_mask(starts[tags == group] - 1000 * group, ends[tags == group] - 1000 * group, 1000)
+        assert (ue - us)[ut == group].sum() == mask.sum()

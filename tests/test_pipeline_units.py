@@ -8,6 +8,7 @@ judgement, re-done for another chip without touching the input).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -19,7 +20,7 @@ from traceview.analysis import apply_target
 from traceview.hardware.chips import Chip
 from traceview.join import attach_costs
 from traceview.profile import HOST_EVENT_COLUMNS, STEP_COLUMNS, Profile, Source, empty_frame
-from traceview.timeline.aggregate import op_stats, step_times
+from traceview.timeline.aggregate import aggregate_ops, op_row_index, op_stats, step_times
 from traceview.timeline.timing import judged_and_exposed
 
 
@@ -127,10 +128,10 @@ PAIRS = pd.DataFrame([("m", "all-reduce-start.1", "all-reduce-done.1")], columns
 
 
 def test_async_start_is_judged_by_its_flight_and_exposed_for_its_own_time():
-    ops = op_stats(ASYNC)
+    ops, rows = aggregate_ops(ASYNC)
     kinds = {"all-reduce-start.1": "all-reduce", "all-reduce-done.1": "all-reduce", "all-reduce.2": "all-reduce"}
     ops["collective_kind"] = ops["op"].map(kinds).fillna("")
-    out = judged_and_exposed(ASYNC, ops, PAIRS, per_device=False).set_index("op")
+    out = judged_and_exposed(ASYNC, ops, rows, PAIRS).set_index("op")
     start, done = out.loc["all-reduce-start.1"], out.loc["all-reduce-done.1"]
     assert start["judged_time_ps"] == 100 - 0                   # start's beginning to done's end
     assert start["exposed_time_ps"] == 10 + 10                  # what the step waited: the start and the done
@@ -144,9 +145,9 @@ def test_async_start_is_judged_by_its_flight_and_exposed_for_its_own_time():
 
 def test_a_start_without_its_done_is_judged_by_its_own_time():
     raw = ASYNC[ASYNC["op"] != "all-reduce-done.1"].reset_index(drop=True)
-    ops = op_stats(raw)
+    ops, rows = aggregate_ops(raw)
     ops["collective_kind"] = np.where(ops["op"].str.startswith("all-reduce"), "all-reduce", "")
-    out = judged_and_exposed(raw, ops, PAIRS, per_device=False).set_index("op")
+    out = judged_and_exposed(raw, ops, rows, PAIRS).set_index("op")
     assert out.at["all-reduce-start.1", "judged_time_ps"] == 10
 
 
@@ -204,3 +205,18 @@ def test_apply_target_leaves_its_input_alone_and_replaces_an_earlier_judgement()
     assert a["roofline_time_ps"] == pytest.approx(1e8)                   # 1e9 FLOPs at 1e13 FLOP/s
     assert list(second.ops.columns) == list(first.ops.columns)          # no columns left over from the first
     assert first.target.name == "slow" and first.ops.set_index("op").at["A", "roofline_time_ps"] == pytest.approx(1e9)
+
+
+def test_apply_target_keeps_the_raw_row_index_pointing_at_the_reordered_ops():
+    base = pipeline_result()                                   # built by hand: no index kept
+    base.ops = base.ops.iloc[::-1].reset_index(drop=True)      # C, A, B: not the order gain will give
+    indexed = dataclasses.replace(base, op_rows=op_row_index(base.profile.ops, base.ops))
+    assert list(base.ops["op"].to_numpy()[indexed.op_rows]) == ["A", "B", "C"]
+    names = base.profile.ops["op"].astype(str).to_numpy()
+    for target in (chip("slow", bf16=1e12, hbm=1e11), chip("fast", bf16=1e13, hbm=1e12)):
+        by_name, by_index = apply_target(base, target), apply_target(indexed, target)
+        assert by_index.summary == by_name.summary
+        pd.testing.assert_frame_equal(by_index.steps, by_name.steps)
+        # the ops are re-sorted by gain (B, A, C): the index follows them
+        assert list(by_index.ops["op"]) == ["B", "A", "C"] and (by_index.ops["op"].to_numpy()[by_index.op_rows] == names).all()
+        indexed = by_index                                     # re-target the re-targeted analysis

@@ -10,21 +10,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceview.timeline.aggregate import OP_KEY
 from traceview.timeline.devices import device_busy_by_label, step_busy_by_label
 from traceview.vocabulary import BOUNDS
 
 
-def raw_labels(raw: pd.DataFrame, ops: pd.DataFrame, per_device: bool) -> np.ndarray:
-    """The bound of every raw op execution as an index into BOUNDS (-1 when its op has none)."""
-    if raw.empty or "bound" not in ops.columns:
-        return np.full(len(raw), -1, dtype=np.int64)
-    key = (["device"] if per_device else []) + OP_KEY
-    text = {"module": str, "op": str} | ({"device": str} if per_device else {})
-    labels = ops[key + ["bound"]].astype(text).drop_duplicates(key)
-    merged = raw[key].astype(text).merge(labels, on=key, how="left")
-    codes = pd.Categorical(merged["bound"].astype(object), categories=list(BOUNDS)).codes
-    return np.asarray(codes, dtype=np.int64)
+def raw_labels(ops: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """The bound of every raw op execution as an index into BOUNDS (-1 when its op has none);
+    ``rows`` gives each execution's row in ``ops`` (-1: none)."""
+    if "bound" not in ops.columns:
+        return np.full(len(rows), -1, dtype=np.int64)
+    codes = pd.Categorical(ops["bound"], categories=list(BOUNDS)).codes.astype(np.int64)
+    return np.append(codes, -1)[rows]
 
 
 def bound_totals(raw: pd.DataFrame, labels: np.ndarray) -> dict[str, float]:

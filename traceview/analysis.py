@@ -25,7 +25,7 @@ from traceview.modules import cost_table, profile_modules
 from traceview.profile import Profile
 from traceview.projection import PROJECTION_MODEL, projected_times, projected_total
 from traceview.roofline import OUTPUT_COLUMNS, gain_ps, roofline, summarize
-from traceview.timeline.aggregate import op_stats, step_times
+from traceview.timeline.aggregate import aggregate_ops, op_row_index, step_times
 from traceview.timeline.async_ops import async_pairs
 from traceview.timeline.devices import device_time, inactive_devices
 from traceview.timeline.timing import judged_and_exposed, per_step_self_time
@@ -53,6 +53,7 @@ class Analysis:
     span_ps: int = 0                   # sum over active devices of first-op-start .. last-op-end
     device_times: pd.DataFrame = field(default_factory=pd.DataFrame)  # timeline.devices.device_time
     capture_chip: Chip | None = None   # the chip the trace ran on, when detected
+    op_rows: np.ndarray | None = None  # per profile.ops row, its row in ops (-1: none); None: not known
     projected: bool = False            # the target is not the capture chip: times are projections
     base_warnings: list[str] = field(default_factory=list)    # reading, HLO, costs: whatever the target
     target_warnings: list[str] = field(default_factory=list)  # detection, roofline, MFU: this target's
@@ -89,14 +90,16 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
         warnings.append("the trace holds no device op executions: nothing to analyze")
     modules, module_warnings = profile_modules(profile, hlo_path, stage)
     costs, cost_warnings = cost_table(modules)
-    ops, join_warnings = attach_costs(op_stats(profile.ops, per_device=per_device), costs)
+    stats, rows = aggregate_ops(profile.ops, per_device=per_device)
+    ops, join_warnings = attach_costs(stats, costs)      # keeps the rows' order: `rows` still points at them
     warnings += _dedupe(module_warnings + cost_warnings + join_warnings)
-    ops = judged_and_exposed(profile.ops, ops, async_pairs(modules), per_device)
-    ops["step_times_ps"] = per_step_self_time(profile.ops, ops, per_device)
+    ops = judged_and_exposed(profile.ops, ops, rows, async_pairs(modules))
+    ops["step_times_ps"] = per_step_self_time(profile.ops, ops, rows)
     devices = device_time(profile.ops)
     analysis = Analysis(profile=profile, ops=ops, steps=step_times(profile.steps), costs=costs,
                         modules=modules, per_device=per_device, idle_ps=int(devices["idle_ps"].sum()),
-                        span_ps=int(devices["span_ps"].sum()), device_times=devices, base_warnings=warnings)
+                        span_ps=int(devices["span_ps"].sum()), device_times=devices, base_warnings=warnings,
+                        op_rows=rows)
     db = load_hardware(hardware_file)
     active = set(devices["device"])    # devices with no op say nothing about the program's chip
     chip, detect_warnings = detect_target([d for d in profile.devices if d.id in active] or profile.devices, db)
@@ -130,7 +133,8 @@ def apply_target(analysis: Analysis, chip: Chip, detected: bool = False,
         ops, ratio, roof_warnings = _project(ops, base, capture, chip, roof_warnings)
         self_ps = ops["self_time_ps"].to_numpy(dtype="float64")
         total = projected_total(float(analysis.device_time_ps), float(analysis.idle_ps), self_ps, self_ps * ratio)
-    labels = raw_labels(analysis.profile.ops, ops, analysis.per_device)
+    rows = _op_rows(analysis)
+    labels = raw_labels(ops, rows)
     by_bound = bound_totals(analysis.profile.ops, labels)
     summary = summarize(ops, chip, total_time_ps=total, idle_ps=analysis.idle_ps, time_column=JUDGED,
                         by_bound_ps=None if analysis.projected else by_bound)
@@ -140,8 +144,8 @@ def apply_target(analysis: Analysis, chip: Chip, detected: bool = False,
     if analysis.projected:
         summary["projected_time_ps"] = total
         summary["projection_model"] = PROJECTION_MODEL
-    analysis.ops = ops.sort_values("gain_ps", ascending=False, na_position="last", kind="stable") \
-        .reset_index(drop=True)
+    ranked = ops.reset_index(drop=True).sort_values("gain_ps", ascending=False, na_position="last", kind="stable")
+    analysis.ops, analysis.op_rows = ranked.reset_index(drop=True), _reordered(rows, ranked.index.to_numpy())
     analysis.target, analysis.target_detected, analysis.summary = chip, detected, summary
     analysis.steps = steps_by_bound(analysis.profile.ops, labels, analysis.steps)
     if analysis.projected and not analysis.steps.empty:
@@ -178,6 +182,23 @@ def _project(ops: pd.DataFrame, base: pd.DataFrame, capture: Chip, chip: Chip,
         f"projection: the trace was measured on {capture.name}, not {chip.name}; {chip.name} times are "
         f"projected ({PROJECTION_MODEL}); {100 * kept / total:.1f}% of op self time is kept as measured"]
     return out, ratio, warnings
+
+
+def _op_rows(analysis: Analysis) -> np.ndarray:
+    """Each raw op row's row in ``analysis.ops``: the index kept from the aggregation, or found by name
+    when there is none (an Analysis put together by hand) or it cannot be this table's."""
+    rows = analysis.op_rows
+    if rows is not None and len(rows) == len(analysis.profile.ops) and (not rows.size or rows.max() < len(analysis.ops)):
+        return rows
+    return op_row_index(analysis.profile.ops, analysis.ops, analysis.per_device)
+
+
+def _reordered(rows: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Row pointers into a table after it was reordered so that new row i is old row ``order[i]``."""
+    position = np.empty(len(order) + 1, dtype=np.int64)
+    position[order] = np.arange(len(order))
+    position[len(order)] = -1                 # -1 (no row) stays -1
+    return position[rows]
 
 
 def _dedupe(items: list[str]) -> list[str]:

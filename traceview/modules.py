@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from traceview.cost import instruction_costs
 from traceview.cost.shapes import shape_text
+from traceview.cost.table import COLUMNS, costs_frame, instruction_rows
 from traceview.parsers.discover import find_dump_dir
 from traceview.parsers.hlo_dump import load_hlo_modules
 from traceview.parsers.hlo_model import HloModule
@@ -52,18 +52,18 @@ def cost_table(modules: list[HloModule]) -> tuple[pd.DataFrame, list[str]]:
     Program ids are uint64 in XLA; like the op table, the column holds them
     bit for bit in int64 (see parsers.xplane.as_int64).
     """
-    frames, warnings = [], []
+    rows, warnings = [], []
+    program_at, name_at = list(COLUMNS).index("program_id"), list(COLUMNS).index("name")
     for module in modules:
-        costs = instruction_costs(module)
-        warnings += costs.attrs.get("warnings", [])
-        costs.attrs = {}
+        module_rows, module_warnings = instruction_rows(module)
+        warnings += module_warnings
         program_id = -1 if module.program_id is None else as_int64(module.program_id)
         prints = op_fingerprints([module])
-        frames.append(costs.assign(program_id=program_id,
-                                   fingerprint=[prints.get((module.name, n), "") for n in costs["name"]]))
-    if not frames:
+        rows += [(*r[:program_at], program_id, *r[program_at + 1:], prints.get((module.name, r[name_at]), ""))
+                 for r in module_rows]
+    if not modules:
         return pd.DataFrame(), warnings
-    table = pd.concat(frames, ignore_index=True)
+    table = costs_frame(rows, extra=("fingerprint",))     # one frame for all modules: no frame per module
     table["program_id"] = table["program_id"].astype("int64")
     return table, warnings
 

@@ -101,6 +101,15 @@ def instruction_costs(module: HloModule, devices_per_slice: int | None = None) -
     Warnings (unknown opcodes or targets, unknown trip counts) are in
     ``df.attrs["warnings"]``.
     """
+    rows, warnings = instruction_rows(module, devices_per_slice)
+    df = costs_frame(rows)
+    df.attrs["warnings"] = warnings
+    return df
+
+
+def instruction_rows(module: HloModule, devices_per_slice: int | None = None) -> tuple[list[tuple], list[str]]:
+    """:func:`instruction_costs` as row tuples in :data:`COLUMNS` order, and its warnings (several
+    modules' rows make one frame at once with :func:`costs_frame`)."""
     analysis = ModuleAnalysis(module)
     warnings: list[str] = []
     rows: list[tuple] = []
@@ -118,11 +127,15 @@ def instruction_costs(module: HloModule, devices_per_slice: int | None = None) -
     if unsized:
         warnings.append(f"{module.name}: {len(unsized)} collectives run over all devices but the module does not "
                         "say how many (no num_partitions/replica_count); their group_size is unknown")
-    df = pd.DataFrame.from_records(rows, columns=list(COLUMNS)) if rows else pd.DataFrame(
-        {k: pd.Series(dtype=v) for k, v in COLUMNS.items()})
-    df = df.astype({k: v for k, v in COLUMNS.items() if v != "object"})
-    df.attrs["warnings"] = warnings
-    return df
+    return rows, warnings
+
+
+def costs_frame(rows: list[tuple], extra: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The :data:`COLUMNS` frame (typed) of row tuples; ``extra`` names columns the tuples carry after them."""
+    columns = list(COLUMNS) + list(extra)
+    df = pd.DataFrame.from_records(rows, columns=columns) if rows else pd.DataFrame(
+        {k: pd.Series(dtype=COLUMNS.get(k, "object")) for k in columns})
+    return df.astype({k: v for k, v in COLUMNS.items() if v != "object"})
 
 
 def _collective(inst: Instruction, comp: Computation, operands: list, analysis: ModuleAnalysis, module: HloModule,

@@ -94,17 +94,33 @@ def _us(ps) -> float | None:
     return None if ps is None else json_scalar(ps / PS_PER_US)
 
 
+def _us_column(column: pd.Series) -> list[float | None]:
+    """A column of ps as :func:`_us` turns each value: microseconds, None where not finite (columnar)."""
+    values = column.to_numpy(dtype="float64", na_value=np.nan) / PS_PER_US
+    out: list[float | None] = values.tolist()
+    for i in np.flatnonzero(~np.isfinite(values)):
+        out[i] = None
+    return out
+
+
 def _step_records(analysis: Analysis) -> list[dict]:
-    records = []
-    for row in analysis.steps.to_dict("records"):
-        record: dict[str, Any] = {"step": int(row["step"]), "time_us": _us(row["time_ps"]),
-                                  "devices": int(row["devices"]) if "devices" in row else None}
-        if "compute_ps" in row:   # per device: the mean over the step's active devices
-            record["time_by_bound_us"] = {b: _us(row[f"{b}_ps"]) for b in (*BOUNDS, "idle") if f"{b}_ps" in row}
-        if "projected_time_ps" in row:
-            record["projected_time_us"] = _us(row["projected_time_ps"])
-        records.append(record)
-    return records
+    """The JSON ``steps``: built column by column (a long run has tens of thousands of steps)."""
+    steps = analysis.steps
+    if steps.empty:
+        return []
+    n = len(steps)
+    columns: dict[str, list] = {"step": steps["step"].to_numpy(dtype=np.int64).tolist(),
+                                "time_us": _us_column(steps["time_ps"]),
+                                "devices": steps["devices"].to_numpy(dtype=np.int64).tolist()
+                                if "devices" in steps.columns else [None] * n}
+    if "compute_ps" in steps.columns:   # per device: the mean over the step's active devices
+        bounds = [b for b in (*BOUNDS, "idle") if f"{b}_ps" in steps.columns]
+        parts = zip(*[_us_column(steps[f"{b}_ps"]) for b in bounds])
+        columns["time_by_bound_us"] = [dict(zip(bounds, values)) for values in parts]
+    if "projected_time_ps" in steps.columns:
+        columns["projected_time_us"] = _us_column(steps["projected_time_ps"])
+    names = list(columns)
+    return [dict(zip(names, values)) for values in zip(*columns.values())]
 
 
 def summary_record(analysis: Analysis) -> dict:

@@ -6,7 +6,10 @@ stats do; ``per_device=True`` keeps the device as part of the key.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
+
+from traceview.timeline.keys import column_codes, exact_sums, first_rows, group_ids
 
 OP_KEY = ["program_id", "module", "op"]
 
@@ -18,29 +21,92 @@ def op_stats(ops: pd.DataFrame, per_device: bool = False) -> pd.DataFrame:
     total_time_ps, self_time_ps, devices, trace_flops, trace_bytes.
     Sorted by self time, largest first.
     """
+    return aggregate_ops(ops, per_device)[0]
+
+
+def aggregate_ops(ops: pd.DataFrame, per_device: bool = False) -> tuple[pd.DataFrame, np.ndarray]:
+    """:func:`op_stats`, and per raw row the row of that table it was counted in (-1: a key is missing).
+
+    The row index lets every later per-execution step (labels, exposed time, per-step times) reach
+    its op by integer indexing instead of joining millions of rows on string keys.
+    """
     key = (["device"] if per_device else []) + OP_KEY
     if ops.empty:
-        return pd.DataFrame(columns=key + ["category", "occurrences", "total_time_ps",
-                                           "self_time_ps", "devices", "trace_flops", "trace_bytes"])
-    grouped = ops.groupby(key, observed=True, sort=False)
-    stats = grouped.agg(
-        category=("category", "first"),
-        occurrences=("duration_ps", "size"),
-        total_time_ps=("duration_ps", "sum"),
-        self_time_ps=("self_ps", "sum"),
-        devices=("device", "nunique"),
-        trace_flops=("trace_flops", "sum"),
-        trace_bytes=("trace_bytes", "sum"),
-    )
-    # A sum over all-NaN is 0: keep "the trace does not say" as NaN.
-    has_flops = grouped["trace_flops"].count() > 0
-    has_bytes = grouped["trace_bytes"].count() > 0
-    stats["trace_flops"] = stats["trace_flops"].where(has_flops)
-    stats["trace_bytes"] = stats["trace_bytes"].where(has_bytes)
-    stats = stats.reset_index()
+        return pd.DataFrame(columns=key + ["category", "occurrences", "total_time_ps", "self_time_ps",
+                                           "devices", "trace_flops", "trace_bytes"]), np.zeros(0, dtype=np.int64)
+    ids, n_groups = group_ids(ops, key)
+    kept = ids >= 0
+    counted = slice(None) if kept.all() else kept           # rows with a key (all of them: no copy)
+    first = first_rows(ids, n_groups)
+    stats = pd.DataFrame({name: _values_at(ops[name], first) for name in key})
+    stats["category"] = _first_present(ops["category"], ids, first, kept)
+    stats["occurrences"] = np.bincount(ids[counted], minlength=n_groups).astype(np.int64)
+    stats["total_time_ps"] = exact_sums(ids[counted], ops["duration_ps"].to_numpy()[counted], n_groups)
+    stats["self_time_ps"] = exact_sums(ids[counted], ops["self_ps"].to_numpy()[counted], n_groups)
+    stats["devices"] = _distinct_per_group(ids, column_codes(ops["device"])[0], n_groups)
+    for column in ("trace_flops", "trace_bytes"):
+        stats[column] = _reported_sums(ops[column], ids, kept, n_groups)
     for column in ("module", "op", "category") + (("device",) if per_device else ()):
         stats[column] = stats[column].astype(str)
-    return stats.sort_values("self_time_ps", ascending=False, kind="stable").reset_index(drop=True)
+    order = stats["self_time_ps"].sort_values(ascending=False, kind="stable").index.to_numpy()
+    rank = np.empty(n_groups + 1, dtype=np.int64)
+    rank[order] = np.arange(n_groups)
+    rank[n_groups] = -1                     # id -1 (a missing key) stays -1
+    return stats.iloc[order].reset_index(drop=True), rank[ids]
+
+
+def op_row_index(raw: pd.DataFrame, ops: pd.DataFrame, per_device: bool = False) -> np.ndarray:
+    """Per raw row, the row of ``ops`` (any op table keyed as :func:`op_stats` keys it, in any order)
+    with its key; -1 where there is none. For tables that did not come with :func:`aggregate_ops`'s
+    index: the raw rows are grouped by their codes and only the distinct keys are matched by name."""
+    key = (["device"] if per_device else []) + OP_KEY
+    if raw.empty or ops.empty:
+        return np.full(len(raw), -1, dtype=np.int64)
+    ids, n_groups = group_ids(raw, key)
+    text = {"module": str, "op": str} | ({"device": str} if per_device else {})
+    distinct = pd.DataFrame({name: _values_at(raw[name], first_rows(ids, n_groups)) for name in key}).astype(text)
+    rows = ops[key].astype(text).assign(_row=np.arange(len(ops))).drop_duplicates(key)
+    found = distinct.merge(rows, on=key, how="left")["_row"].fillna(-1).to_numpy(dtype=np.int64)
+    return np.append(found, -1)[ids]
+
+
+def _values_at(column: pd.Series, rows: np.ndarray) -> pd.Series:
+    """``column``'s values at ``rows``, read through a categorical's codes (no conversion of the column)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return pd.Series(pd.Categorical.from_codes(column.cat.codes.to_numpy()[rows], dtype=column.dtype))
+    return column.iloc[rows].reset_index(drop=True)
+
+
+def _first_present(column: pd.Series, ids: np.ndarray, first: np.ndarray, kept: np.ndarray) -> pd.Series:
+    """Per group, the first non-missing value of ``column`` (as ``groupby(...).first()``); ``first``:
+    each group's first row."""
+    if not column.hasnans:
+        return _values_at(column, first)
+    present = column[kept].groupby(ids[kept], sort=True).first()
+    return present.reindex(range(len(first))).reset_index(drop=True)
+
+
+def _reported_sums(column: pd.Series, ids: np.ndarray, kept: np.ndarray, n_groups: int) -> np.ndarray:
+    """Per group, the sum of a figure the trace may not report (NaN): NaN where no row of the group
+    reports it (a sum over all-NaN would be 0), so "the trace does not say" stays unknown."""
+    values = column.to_numpy(dtype="float64", na_value=np.nan)
+    reported = kept & ~np.isnan(values)
+    if not reported.any():
+        return np.full(n_groups, np.nan)
+    sums = np.bincount(ids[reported], weights=values[reported], minlength=n_groups)
+    return np.where(np.bincount(ids[reported], minlength=n_groups) > 0, sums, np.nan)
+
+
+def _distinct_per_group(ids: np.ndarray, codes: np.ndarray, n_groups: int) -> np.ndarray:
+    """Per group, how many distinct non-missing ``codes`` its rows carry."""
+    width = max(int(codes.max()) + 1, 1) if codes.size else 1
+    if width == 1 and codes.size and codes.min() >= 0:       # one value throughout (one device)
+        return (np.bincount(ids[ids >= 0], minlength=n_groups) > 0).astype(np.int64)
+    valid = (ids >= 0) & (codes >= 0)
+    pairs = ids[valid] * width + codes[valid]
+    if n_groups * width <= max(len(ids), 1 << 20):      # a table of (group, code) seen fits: count it
+        return (np.bincount(pairs, minlength=n_groups * width).reshape(n_groups, width) > 0).sum(axis=1)
+    return np.bincount(pd.unique(pairs) // width, minlength=n_groups).astype(np.int64)
 
 
 def step_times(steps: pd.DataFrame) -> pd.DataFrame:

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from traceview.parsers.hlo_model import HloModule
+from traceview.timeline.keys import column_codes, exact_sums
 
 
 def async_pairs(modules: list[HloModule]) -> pd.DataFrame:
@@ -34,66 +35,84 @@ def async_pairs(modules: list[HloModule]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["module", "start", "done"]).drop_duplicates()
 
 
-def pair_times(raw: pd.DataFrame, pairs: pd.DataFrame, key: list[str]) -> pd.DataFrame:
-    """Per start op (grouped by `key`, which ends with module and op): summed in-flight and exposed ps.
+def pair_times(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per row of ``ops``: the summed in-flight and exposed ps of its executions as an async start.
 
+    ``rows`` gives each raw row's op row (:func:`traceview.timeline.aggregate.aggregate_ops`).
     Executions pair up per device in time order: each start with the first
     done of its pair that begins at or after it. Starts with no done are left
-    out. Columnar: one sort and one search over all pairs and devices at once.
+    out; ops with no paired start get NaN. Columnar: one sort and one search
+    over all pairs and devices at once.
     """
-    columns = key + ["in_flight_ps", "pair_exposed_ps"]
-    if raw.empty or pairs.empty:
-        return pd.DataFrame(columns=columns)
+    out = pd.DataFrame({"in_flight_ps": np.nan, "pair_exposed_ps": np.nan}, index=ops.index)
+    if raw.empty or pairs.empty or ops.empty:
+        return out
     pairs = pairs.reset_index(drop=True)
     role_of = {**{(m, s): (i, 0) for i, (m, s, _) in enumerate(pairs.itertuples(index=False))},
                **{(m, d): (i, 1) for i, (m, _, d) in enumerate(pairs.itertuples(index=False))}}
-    # Only rows whose op name is a start or a done matter: pick them by category code, not by string.
-    op_codes, op_names = pd.factorize(raw["op"])
-    wanted = np.isin(np.asarray(op_names, dtype=object), list({op for _, op in role_of}))
-    rows = np.flatnonzero(wanted[op_codes])
-    module_codes, module_names = pd.factorize(raw["module"])
-    # Look up each distinct (module, op) once, then spread to rows by code.
-    combined = module_codes[rows].astype(np.int64) * len(op_names) + op_codes[rows]
-    distinct, inverse = np.unique(combined, return_inverse=True)
-    looked_up = np.array([role_of.get((str(module_names[c // len(op_names)]), str(op_names[c % len(op_names)])),
-                                      (-1, -1)) for c in distinct], dtype=np.int64).reshape(-1, 2)[inverse]
-    keep = looked_up[:, 0] >= 0
-    rows, pair_index, role = rows[keep], looked_up[keep, 0], looked_up[keep, 1]
-    if rows.size == 0:
-        return pd.DataFrame(columns=columns)
-    device = pd.factorize(raw["device"].to_numpy()[rows])[0].astype(np.int64)
+    # Each op's role is looked up once by name, then spread to its executions by row index.
+    op_role = np.array([role_of.get(k, (-1, -1)) for k in zip(ops["module"].astype(str), ops["op"].astype(str))]
+                       + [(-1, -1)], dtype=np.int32)                      # the last entry serves row -1
+    chosen = np.flatnonzero(op_role[:, 0][rows] >= 0)
+    if chosen.size == 0:
+        return out
+    pair_index, is_start = op_role[rows[chosen]].T
+    is_start = is_start == 0
+    device = column_codes(raw["device"])[0][chosen].astype(np.int64)
     group = device * len(pairs) + pair_index
-    start = raw["start_ps"].to_numpy()[rows]
-    end = start + raw["duration_ps"].to_numpy()[rows]
-    own = raw["self_ps"].to_numpy()[rows]
-    is_start = role == 0
+    start = raw["start_ps"].to_numpy()[chosen]
 
-    # Dones sorted by (group, start); each start finds the first done of its group at or after it.
+    # Each start finds the first done of its group that begins at or after it.
     done = np.flatnonzero(~is_start)
-    done = done[np.lexsort((start[done], group[done]))]
     first = np.flatnonzero(is_start)
-    at = _search_in_groups(group[done], start[done], group[first], start[first])
+    at = _first_at_or_after(group[done], start[done], group[first], start[first])
     ok = at >= 0
-    first, matched = first[ok], done[at[ok]]
+    first, matched = chosen[first[ok]], chosen[done[at[ok]]]        # raw rows of each start and its done
     if first.size == 0:
-        return pd.DataFrame(columns=columns)
-    table = raw.iloc[rows[first]][key].astype({"module": str, "op": str})
-    table = table.assign(in_flight_ps=end[matched] - start[first], pair_exposed_ps=own[first] + own[matched])
-    return table.groupby(key, sort=False, observed=True)[["in_flight_ps", "pair_exposed_ps"]].sum().reset_index()
+        return out
+    op_of_start = rows[first]
+    paired = np.bincount(op_of_start, minlength=len(ops)) > 0
+    start_ps, duration, own = (raw[c].to_numpy() for c in ("start_ps", "duration_ps", "self_ps"))
+    for column, values in (("in_flight_ps", start_ps[matched] + duration[matched] - start_ps[first]),
+                           ("pair_exposed_ps", own[first] + own[matched])):
+        out.loc[paired, column] = exact_sums(op_of_start, values, len(ops))[paired].astype("float64")
+    return out
 
 
-def _search_in_groups(groups: np.ndarray, times: np.ndarray, query_groups: np.ndarray,
-                      query_times: np.ndarray) -> np.ndarray:
-    """Index into (groups, times) (sorted by group, then time) of the first entry of the query's group
-    with time >= the query's time; -1 where there is none."""
+def _first_at_or_after(groups: np.ndarray, times: np.ndarray, query_groups: np.ndarray,
+                       query_times: np.ndarray) -> np.ndarray:
+    """Per query, the index into (groups, times) of the entry of the query's group with the smallest
+    time >= the query's time (ties: the first in input order); -1 where there is none."""
     if groups.size == 0:
         return np.full(query_groups.size, -1, dtype=np.int64)
-    # Dense ranks of all times make (group, time) one exact int64 key.
-    all_times, ranks = np.unique(np.concatenate([times, query_times]), return_inverse=True)
-    width = np.int64(all_times.size + 1)
-    key = groups * width + ranks[: times.size]
-    query_key = query_groups * width + ranks[times.size:]
-    pos = np.searchsorted(key, query_key, side="left")
-    pos_clipped = np.minimum(pos, groups.size - 1)
-    valid = (pos < groups.size) & (groups[pos_clipped] == query_groups)
-    return np.where(valid, pos_clipped, -1)
+    key, query_key = _group_time_keys(groups, times, query_groups, query_times)
+    order = _key_order(groups, key)
+    pos = np.searchsorted(key[order], query_key, side="left")
+    at = order[np.minimum(pos, groups.size - 1)]
+    return np.where((pos < groups.size) & (groups[at] == query_groups), at, -1)
+
+
+def _key_order(groups: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """The stable order that sorts ``key``. Rows come in time order per device, so a stable sort by
+    group alone (a radix sort when groups are few) usually sorts the key already; else a full sort."""
+    if groups.min() >= 0 and groups.max() < 2 ** 15:
+        order = np.argsort(groups.astype(np.int16), kind="stable")
+        ordered = key[order]
+        if (ordered[1:] >= ordered[:-1]).all():
+            return order
+    return np.argsort(key, kind="stable")
+
+
+def _group_time_keys(groups: np.ndarray, times: np.ndarray, query_groups: np.ndarray,
+                     query_times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One exact int64 key per (group, time), ordered as the pairs are: each group gets its own
+    stretch of the time axis where that fits in int64, else times are replaced by their dense ranks."""
+    all_groups = np.concatenate([groups, query_groups])
+    all_times = np.concatenate([times, query_times])
+    g_low, t_low = int(all_groups.min()), int(all_times.min())
+    width = int(all_times.max()) - t_low + 1
+    if (int(all_groups.max()) - g_low + 1) * width >= 2 ** 62:
+        _, ranks = np.unique(all_times, return_inverse=True)
+        all_times, t_low, width = ranks.astype(np.int64), 0, int(ranks.max()) + 1
+    key = (all_groups - g_low) * width + (all_times - t_low)
+    return key[: groups.size], key[groups.size:]

@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceview.timeline.intervals import union
+from traceview.timeline.intervals import tagged_union, union
+from traceview.timeline.keys import device_codes, device_rows, exact_sums
 
 DEVICE_COLUMNS = ["device", "busy_ps", "idle_ps", "span_ps", "start_ps", "end_ps", "op_time_ps"]
 
@@ -28,17 +29,16 @@ def device_time(raw: pd.DataFrame) -> pd.DataFrame:
     and ``op_time_ps`` (the sum of its ops' self times, which overlaps can push above busy)."""
     if raw.empty:
         return pd.DataFrame(columns=DEVICE_COLUMNS)
-    starts = raw["start_ps"].to_numpy(dtype=np.int64)
-    ends = starts + raw["duration_ps"].to_numpy(dtype=np.int64)
-    self_ps = raw["self_ps"].to_numpy(dtype=np.int64)
-    codes, names = pd.factorize(raw["device"].astype(str), sort=True)
+    by_device = device_rows(raw)
+    starts = by_device.take(raw["start_ps"].to_numpy(dtype=np.int64))
+    ends = starts + by_device.take(raw["duration_ps"].to_numpy(dtype=np.int64))
+    self_ps = by_device.take(raw["self_ps"].to_numpy(dtype=np.int64))
     rows = []
-    for code, name in enumerate(names):
-        on = codes == code
-        u_starts, u_ends = union(starts[on], ends[on])
+    for name, (lo, hi) in zip(by_device.names, by_device.spans()):
+        u_starts, u_ends = union(starts[lo:hi], ends[lo:hi])
         busy = int((u_ends - u_starts).sum())
-        first, last = int(starts[on].min()), int(ends[on].max())
-        rows.append((str(name), busy, last - first - busy, last - first, first, last, int(self_ps[on].sum())))
+        first, last = int(starts[lo:hi].min()), int(ends[lo:hi].max())
+        rows.append((name, busy, last - first - busy, last - first, first, last, int(self_ps[lo:hi].sum())))
     return pd.DataFrame(rows, columns=DEVICE_COLUMNS)
 
 
@@ -55,53 +55,61 @@ def busy_by_label(starts: np.ndarray, ends: np.ndarray, labels: np.ndarray, n_la
     lowest index (with labels in BOUNDS order, a collective hidden behind a matmul counts as compute,
     and only its exposed part as communication). Label -1 (none) ranks last.
     """
-    out = np.zeros(n_labels + 1, dtype=np.float64)
-    ranked = np.where(labels < 0, n_labels, labels)
-    cov_s = np.empty(0, dtype=np.int64)
-    cov_e = np.empty(0, dtype=np.int64)
-    covered = 0
-    for k in range(n_labels + 1):
-        sel = ranked == k
-        if not sel.any():
-            continue
-        cov_s, cov_e = union(np.concatenate((cov_s, starts[sel])), np.concatenate((cov_e, ends[sel])))
-        length = int((cov_e - cov_s).sum())
-        out[k] = length - covered
-        covered = length
-    out[n_labels - 1] += out[n_labels]      # unlabelled time joins the last label ("unknown")
-    return out[:n_labels]
+    return _shifted_busy_by_label(starts, ends, labels, None, np.zeros(1, dtype=np.int64), n_labels)[0]
 
 
 def device_busy_by_label(raw: pd.DataFrame, labels: np.ndarray, n_labels: int) -> dict[str, np.ndarray]:
     """Per device with events: :func:`busy_by_label` over all its ops (the parts sum to its busy time)."""
     if raw.empty:
         return {}
-    starts = raw["start_ps"].to_numpy(dtype=np.int64)
-    ends = starts + raw["duration_ps"].to_numpy(dtype=np.int64)
-    codes, names = pd.factorize(raw["device"].astype(str), sort=True)
-    return {str(name): busy_by_label(starts[codes == c], ends[codes == c], labels[codes == c], n_labels)
-            for c, name in enumerate(names)}
+    by_device = device_rows(raw)
+    starts = by_device.take(raw["start_ps"].to_numpy(dtype=np.int64))
+    ends = starts + by_device.take(raw["duration_ps"].to_numpy(dtype=np.int64))
+    labels = by_device.take(labels)
+    return {name: busy_by_label(starts[lo:hi], ends[lo:hi], labels[lo:hi], n_labels)
+            for name, (lo, hi) in zip(by_device.names, by_device.spans())}
 
 
 _OFFSET_LIMIT = 2.0 ** 61   # keeps shifted times inside int64
 
 
-def _shifted_busy_by_label(starts: np.ndarray, ends: np.ndarray, labels: np.ndarray, groups: np.ndarray,
+def _shifted_busy_by_label(starts: np.ndarray, ends: np.ndarray, labels: np.ndarray, groups: np.ndarray | None,
                            width: np.ndarray, n_labels: int) -> np.ndarray:
     """:func:`busy_by_label` for groups 0..len(width)-1 at once: each group is shifted into its own
     stretch of the time axis (offset = the widths of the groups before it), so one vectorized union
-    serves them all (no interval reaches into the next stretch); union lengths are summed per group."""
+    serves them all (no interval reaches into the next stretch); union lengths are summed per group.
+    ``groups`` None: all rows are one group, left where they are.
+
+    Label by label, the cover so far is united with that label's intervals (each interval takes part
+    in one union); what the cover grows by in a group is that label's time there.
+    """
     n_groups = len(width)
     offset = np.concatenate(([0], np.cumsum(width + 1)[:-1])).astype(np.int64)
-    shift = offset[groups]
-    ranked = np.where(labels < 0, n_labels, labels)
+    if groups is not None:
+        shift = offset[groups]
+        starts, ends = starts + shift, ends + shift
+    ranked = labels.astype(np.int8 if n_labels < 127 else np.int64)
+    ranked[ranked < 0] = n_labels
+    counts = np.bincount(ranked, minlength=n_labels + 1)
     out = np.zeros((n_groups, n_labels + 1), dtype=np.float64)
-    covered = np.zeros(n_groups, dtype=np.float64)
-    for k in range(n_labels + 1):
-        sel = ranked <= k
-        u_starts, u_ends = union(starts[sel] + shift[sel], ends[sel] + shift[sel])
-        owner = np.searchsorted(offset, u_starts, side="right") - 1
-        length = np.bincount(owner, weights=(u_ends - u_starts).astype(np.float64), minlength=n_groups).astype(np.float64)
+    covered = np.zeros(n_groups, dtype=np.int64)
+    u_starts = u_ends = np.empty(0, dtype=np.int64)
+    u_groups = None if groups is None else np.empty(0, dtype=groups.dtype)
+    present = np.flatnonzero(counts)
+    for k in present:
+        if k == present[-1]:
+            # the cover grown by the last label is the union of all rows: taken whole, in table order
+            # (mostly time order already), with no cover to sort in
+            u_starts, u_ends, u_groups = tagged_union(starts, ends, groups)
+        else:
+            rows = ranked == k                                  # the label's rows, in table order
+            new_starts, new_ends = np.concatenate((u_starts, starts[rows])), np.concatenate((u_ends, ends[rows]))
+            new_groups = None if groups is None or u_groups is None else np.concatenate((u_groups, groups[rows]))
+            u_starts, u_ends, u_groups = tagged_union(new_starts, new_ends, new_groups)
+        if u_groups is not None:
+            length = exact_sums(u_groups, u_ends - u_starts, n_groups)     # a device's busy time can pass 2^53 ps
+        else:
+            length = np.array([int((u_ends - u_starts).sum())], dtype=np.int64)
         out[:, k] = length - covered
         covered = length
     out[:, n_labels - 1] += out[:, n_labels]      # unlabelled time joins the last label ("unknown")
@@ -115,10 +123,14 @@ def _grouped_busy_by_label(starts: np.ndarray, ends: np.ndarray, labels: np.ndar
     Groups are taken in chunks whose summed widths stay below 2^61, so the shifted times of
     :func:`_shifted_busy_by_label` never overflow, whatever the steps' lengths.
     """
+    if not (groups[1:] >= groups[:-1]).all():
+        order = np.argsort(groups, kind="stable")
+        groups, starts, ends, labels = groups[order], starts[order], ends[order], labels[order]
     width = np.zeros(n_groups, dtype=np.int64)
-    np.maximum.at(width, groups, ends)
-    order = np.argsort(groups, kind="stable")
-    groups, starts, ends, labels = groups[order], starts[order], ends[order], labels[order]
+    if groups.size:
+        present = np.flatnonzero(groups[1:] != groups[:-1]) + 1
+        present = np.concatenate(([0], present))                 # each group's first row
+        width[groups[present]] = np.maximum.reduceat(ends, present)
     cum = np.cumsum(width.astype(np.float64) + 1.0)
     out = np.zeros((n_groups, n_labels), dtype=np.float64)
     first = 0
@@ -146,27 +158,56 @@ def step_busy_by_label(raw: pd.DataFrame, labels: np.ndarray, n_labels: int,
     step_ids = steps["step"].to_numpy(dtype=np.int64)
     lo_of = steps["start_ps"].to_numpy(dtype=np.int64)
     hi_of = lo_of + steps["time_ps"].to_numpy(dtype=np.int64)
-    step_of = pd.to_numeric(raw["step"], errors="coerce").to_numpy(dtype=np.float64)
-    where = pd.Index(step_ids).get_indexer(np.where(np.isfinite(step_of), step_of, -1).astype(np.int64))
-    where[~np.isfinite(step_of)] = -1
-    inside = where >= 0
+    where = _step_positions(raw["step"], step_ids)
+    devices = device_codes(raw)[0]
+    inside = (where >= 0) & (devices >= 0)
     if not inside.any():
         return pd.DataFrame(columns=columns)
-    where = where[inside]
+    where, devices = where[inside], devices[inside].astype(np.int64)
     starts = raw["start_ps"].to_numpy(dtype=np.int64)[inside]
-    ends = starts + raw["duration_ps"].to_numpy(dtype=np.int64)[inside]
-    lo, hi = lo_of[where], hi_of[where]
-    starts = np.clip(starts, lo, hi) - lo
-    ends = np.clip(ends, lo, hi) - lo
-    devices = pd.factorize(raw["device"].astype(str))[0][inside]
-    groups, group_keys = pd.factorize(pd.MultiIndex.from_arrays([where, devices]), sort=True)
+    ends = raw["duration_ps"].to_numpy(dtype=np.int64)[inside]
+    ends += starts
+    # each op clipped to its step's window, from the window's start (in place: millions of rows)
+    for times in (starts, ends):
+        lo = lo_of[where]
+        np.clip(times, lo, hi_of[where], out=times)
+        times -= lo
+    # Groups numbered device-major, (device, step): rows come grouped by device and in time order,
+    # so the sort by group is nearly free. Each step's parts are summed over its devices below;
+    # they are whole numbers of ps, so the order of that sum does not change it.
+    n_steps = len(step_ids)
+    groups, group_keys = _sorted_codes(devices * n_steps + where)
     n_groups = len(group_keys)
-    parts = _grouped_busy_by_label(starts, ends, labels[inside], groups, n_groups, n_labels)
-    step_of_group = group_keys.get_level_values(0).to_numpy()
-    counts = np.bincount(step_of_group, minlength=len(step_ids))
-    sums = np.stack([np.bincount(step_of_group, weights=parts[:, k], minlength=len(step_ids))
+    parts = _grouped_busy_by_label(starts, ends, labels[inside], groups.astype(np.int64), n_groups, n_labels)
+    step_of_group = group_keys % n_steps
+    counts = np.bincount(step_of_group, minlength=n_steps)
+    sums = np.stack([np.bincount(step_of_group, weights=parts[:, k], minlength=n_steps)
                      for k in range(n_labels)], axis=1)
     present = np.flatnonzero(counts)
     order = present[np.argsort(step_ids[present], kind="stable")]
-    rows = [[int(step_ids[i]), int(counts[i]), *(sums[i] / counts[i])] for i in order]
-    return pd.DataFrame(rows, columns=columns)
+    table: dict[str | int, np.ndarray] = {"step": step_ids[order], "active_devices": counts[order].astype(np.int64)}
+    table.update({k: sums[order, k] / counts[order] for k in range(n_labels)})
+    return pd.DataFrame(table, columns=columns)
+
+
+def _step_positions(step: pd.Series, step_ids: np.ndarray) -> np.ndarray:
+    """Per row, the position of its step in ``step_ids`` (-1: outside every step, or not a number)."""
+    if step.dtype.kind in "iu" and np.array_equal(step_ids, np.arange(len(step_ids))):
+        values = step.to_numpy()                         # steps 0..n-1: the step is its own position
+        return np.where((values >= 0) & (values < len(step_ids)), values, -1)
+    step_of = pd.to_numeric(step, errors="coerce").to_numpy(dtype=np.float64)
+    where = pd.Index(step_ids).get_indexer(np.where(np.isfinite(step_of), step_of, -1).astype(np.int64))
+    where[~np.isfinite(step_of)] = -1
+    return where
+
+
+def _sorted_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(keys, sort=True)``, in one pass when the keys already ascend (rows grouped by
+    device and in time order give ascending (device, step) keys)."""
+    if keys.size and (keys[1:] >= keys[:-1]).all():
+        new = np.empty(keys.size, dtype=bool)
+        new[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=new[1:])
+        return np.cumsum(new) - 1, keys[new]
+    codes, uniques = pd.factorize(keys, sort=True)
+    return codes.astype(np.int64), np.asarray(uniques)

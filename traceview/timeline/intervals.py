@@ -12,24 +12,35 @@ import numpy as np
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Disjoint, sorted intervals covering exactly the union of [starts, ends)."""
+    u_starts, u_ends, _ = tagged_union(starts, ends, None)
+    return u_starts, u_ends
+
+
+def tagged_union(starts: np.ndarray, ends: np.ndarray,
+                 tags: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """:func:`union`, and per disjoint interval the tag of the first interval it grew from (e.g. the
+    group of intervals kept apart on the time axis, so no union interval spans two tags)."""
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
     keep = ends > starts
-    starts, ends = starts[keep], ends[keep]
+    if not keep.all():
+        starts, ends = starts[keep], ends[keep]
+        tags = None if tags is None else tags[keep]
     if starts.size == 0:
-        return starts, ends
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
+        return starts, ends, tags
+    if not (starts[1:] >= starts[:-1]).all():     # the reader's rows are mostly in time order already
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+        tags = None if tags is None else tags[order]
     reach = np.maximum.accumulate(ends)
-    # A new block starts where an interval begins after everything before it ended.
+    # A new block starts where an interval begins after everything before it ended; a block ends
+    # where the running maximum of ends stands just before the next block (or the last interval).
     new_block = np.empty(starts.size, dtype=bool)
     new_block[0] = True
-    new_block[1:] = starts[1:] > reach[:-1]
-    block_ids = np.cumsum(new_block) - 1
-    u_starts = starts[new_block]
-    u_ends = np.zeros(u_starts.size, dtype=np.int64)
-    np.maximum.at(u_ends, block_ids, ends)
-    return u_starts, u_ends
+    np.greater(starts[1:], reach[:-1], out=new_block[1:])
+    first = np.flatnonzero(new_block)
+    last = np.append(first[1:] - 1, starts.size - 1)
+    return starts[first], reach[last], None if tags is None else tags[first]
 
 
 def covered_length(starts: np.ndarray, ends: np.ndarray,

@@ -1,7 +1,9 @@
 """What the devices did with their time: idle gaps, exposed communication, time per step.
 
 Columnar interval arithmetic over the raw op table (traceview.timeline.intervals);
-the results are per-op columns the roofline and the reports read.
+the results are per-op columns the roofline and the reports read. Raw rows reach
+their op row through the index :func:`traceview.timeline.aggregate.aggregate_ops`
+returns (``rows``), never through a join on names.
 """
 
 from __future__ import annotations
@@ -9,100 +11,102 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceview.timeline.aggregate import OP_KEY
 from traceview.timeline.async_ops import pair_times
 from traceview.timeline.intervals import covered_length, union
+from traceview.timeline.keys import device_rows, exact_sums
 
 
-def judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, pairs: pd.DataFrame,
-                        per_device: bool) -> pd.DataFrame:
+def judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, pairs: pd.DataFrame) -> pd.DataFrame:
     """Add `judged_time_ps` (what the roofline compares with) and `exposed_time_ps`.
 
     Async starts whose done is in the trace are judged by their in-flight
     time and exposed for the start's and done's own time; their dones are
     then neither judged nor counted again (NaN judged time, 0 exposed).
     Other collectives are exposed for the time no other op overlaps them.
+    ``rows``: each raw row's row in ``ops``.
     """
-    key = (["device"] if per_device else []) + OP_KEY
-    timed = pair_times(raw, pairs, key)
+    timed = pair_times(raw, ops, rows, pairs)
+    paired = timed["in_flight_ps"].notna().to_numpy()
+    paired_with: list[str | None] = [None] * len(ops)
+    if paired.any():
+        started = ops.loc[paired, ["module", "op"]].astype(str).merge(pairs, left_on=["module", "op"],
+                                                                      right_on=["module", "start"])
+        start_of = dict(zip(zip(started["module"], started["done"]), started["start"]))
+        paired_with = [start_of.get((m, o)) for m, o in zip(ops["module"].astype(str), ops["op"].astype(str))]
+    is_done = np.array([p is not None for p in paired_with], dtype=bool)
+    # The exposed time of paired starts and their dones is the pair's: no need to measure it by overlap.
     out = ops.assign(judged_time_ps=ops["self_time_ps"].astype("float64"),
-                     exposed_time_ps=_exposed_time(raw, ops, per_device))
-    if timed.empty:
+                     exposed_time_ps=_exposed_time(raw, ops, rows, skip=paired | is_done))
+    if not paired.any():
         return out
-    text_key = {"module": str, "op": str} | ({"device": str} if per_device else {})
-    merged = out[key].astype(text_key).merge(timed.astype(text_key), on=key, how="left")
-    in_flight = merged["in_flight_ps"].to_numpy(dtype="float64")
-    paired = ~np.isnan(in_flight)
-    out.loc[paired, "judged_time_ps"] = in_flight[paired]
-    out.loc[paired, "exposed_time_ps"] = merged["pair_exposed_ps"].to_numpy(dtype="float64")[paired]
-    started = timed[["module", "op"]].merge(pairs, left_on=["module", "op"], right_on=["module", "start"])
-    start_of = dict(zip(zip(started["module"], started["done"]), started["start"]))
-    paired_with = [start_of.get((m, o)) for m, o in zip(out["module"].astype(str), out["op"].astype(str))]
+    out.loc[paired, "judged_time_ps"] = timed["in_flight_ps"].to_numpy()[paired]
+    out.loc[paired, "exposed_time_ps"] = timed["pair_exposed_ps"].to_numpy()[paired]
     out["paired_start"] = pd.Series(paired_with, index=out.index, dtype=object)
-    is_done = out["paired_start"].notna().to_numpy()
     out.loc[is_done, "judged_time_ps"] = np.nan
     out.loc[is_done, "exposed_time_ps"] = 0.0
     return out
 
 
-def _leaf_rows(raw: pd.DataFrame) -> np.ndarray:
-    """Rows with no nested child op (a while op's interval would hide its body's ops)."""
-    return (raw["self_ps"] == raw["duration_ps"]).to_numpy()
-
-
-def _exposed_time(raw: pd.DataFrame, ops: pd.DataFrame, per_device: bool) -> pd.Series:
+def _exposed_time(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, skip: np.ndarray) -> pd.Series:
     """Per collective op: its time not overlapped by non-collective ops on the same device.
 
     NaN for ops that are not collectives. A synchronous collective is exposed
-    for its whole duration unless other work runs beside it.
+    for its whole duration unless other work runs beside it. Ops in ``skip``
+    (their exposed time comes from elsewhere) get 0 without being measured.
     """
     out = pd.Series(np.nan, index=ops.index, dtype="float64")
     if raw.empty or "collective_kind" not in ops.columns:
         return out
-    is_coll = ops["collective_kind"].fillna("").astype(str) != ""
+    is_coll = (ops["collective_kind"].fillna("").astype(str) != "").to_numpy()
     if not is_coll.any():
         return out
-    coll_keys = ops.loc[is_coll, OP_KEY].drop_duplicates().assign(_coll=True)  # per-device rows repeat keys
-    raw_keys = raw[OP_KEY].astype({"module": str, "op": str})
-    raw_coll = raw_keys.merge(coll_keys.astype({"module": str, "op": str}), on=OP_KEY, how="left")["_coll"] \
-        .fillna(False).to_numpy(dtype=bool)
-    starts = raw["start_ps"].to_numpy()
-    ends = starts + raw["duration_ps"].to_numpy()
-    devices = pd.factorize(raw["device"])[0]
-    self_ps = raw["self_ps"].to_numpy()
+    # In device order: each device's rows are one stretch; exposed time is summed per op in any order.
+    by_device = device_rows(raw)
+    rows = by_device.take(rows)
+    raw_coll = np.append(is_coll, False)[rows]          # row -1 (no op) is no collective
+    measured = np.append(is_coll & ~skip, False)[rows]
+    starts = by_device.take(raw["start_ps"].to_numpy())
+    ends = starts + by_device.take(raw["duration_ps"].to_numpy())
+    self_ps = by_device.take(raw["self_ps"].to_numpy())
     exposed = np.zeros(len(raw), dtype=np.int64)
-    compute = ~raw_coll & _leaf_rows(raw)
-    for code in np.unique(devices[raw_coll]):
-        on_device = devices == code
-        u_starts, u_ends = union(starts[on_device & compute], ends[on_device & compute])
-        rows = np.flatnonzero(on_device & raw_coll)
-        uncovered = (ends[rows] - starts[rows]) - covered_length(starts[rows], ends[rows], u_starts, u_ends)
-        exposed[rows] = np.minimum(uncovered, self_ps[rows])  # nested child ops keep their own time
-    key = (["device"] if per_device else []) + OP_KEY
-    frame = raw_keys.assign(exposed=exposed)
-    if per_device:
-        frame["device"] = raw["device"].astype(str).to_numpy()
-    sums = frame[raw_coll].groupby(key, observed=True)["exposed"].sum().rename("exposed_sum").reset_index()
-    merged = ops[key].astype({"module": str, "op": str}).merge(sums, on=key, how="left")
-    return pd.Series(merged["exposed_sum"].to_numpy(dtype="float64"), index=ops.index).where(is_coll)
+    compute = ~raw_coll & (self_ps == ends - starts)    # leaf rows: a while op's interval would hide its body's ops
+    for lo, hi in by_device.spans():
+        coll = lo + np.flatnonzero(measured[lo:hi])
+        if coll.size == 0:
+            continue
+        work = lo + np.flatnonzero(compute[lo:hi])
+        u_starts, u_ends = union(starts[work], ends[work])
+        uncovered = (ends[coll] - starts[coll]) - covered_length(starts[coll], ends[coll], u_starts, u_ends)
+        exposed[coll] = np.minimum(uncovered, self_ps[coll])  # nested child ops keep their own time
+    sums = exact_sums(rows[measured], exposed[measured], len(ops))
+    return pd.Series(sums.astype("float64"), index=ops.index).where(is_coll)
 
 
 MAX_STEPS_PER_OP = 1000
 
 
-def per_step_self_time(raw: pd.DataFrame, ops: pd.DataFrame, per_device: bool) -> pd.Series:
+def per_step_self_time(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray) -> pd.Series:
     """Per op, its self time in each step (a list in step order), so regressions can be judged
-    against per-step distributions even from a stored JSON baseline. None without steps."""
+    against per-step distributions even from a stored JSON baseline. None without steps (or when
+    none of the op's executions falls in the first MAX_STEPS_PER_OP steps). ``rows``: each raw
+    row's row in ``ops``."""
     out = pd.Series([None] * len(ops), index=ops.index, dtype=object)
-    if raw.empty or not (raw["step"] >= 0).any():
+    if raw.empty:
         return out
-    steps = np.sort(raw.loc[raw["step"] >= 0, "step"].unique())[:MAX_STEPS_PER_OP]
-    key = (["device"] if per_device else []) + OP_KEY
-    text_key = {"module": str, "op": str} | ({"device": str} if per_device else {})
-    rows = raw.loc[raw["step"].isin(steps), key + ["step", "self_ps"]].astype(text_key)
-    table = rows.pivot_table(index=key, columns="step", values="self_ps", aggfunc="sum", fill_value=0,
-                             observed=True)
-    table = table.reindex(columns=steps, fill_value=0)
-    lists = pd.Series([list(map(int, r)) for r in table.to_numpy()], index=table.index, name="_steps")
-    merged = ops[key].astype(text_key).merge(lists.reset_index(), on=key, how="left")
-    return pd.Series(merged["_steps"].to_numpy(), index=ops.index, dtype=object)
+    step = raw["step"].to_numpy()
+    in_step = step >= 0
+    if not in_step.any():
+        return out
+    steps = np.sort(pd.unique(step[in_step]))[:MAX_STEPS_PER_OP]
+    n_steps = len(steps)
+    if steps[0] == 0 and steps[-1] == n_steps - 1:      # steps 0..n-1: a step is its own position
+        where = step.astype(np.int64)
+        kept = np.flatnonzero(in_step & (rows >= 0) & (step < n_steps))
+    else:
+        where = np.minimum(np.searchsorted(steps, step), n_steps - 1)
+        kept = np.flatnonzero(in_step & (rows >= 0) & (steps[where] == step))
+    sums = exact_sums(rows[kept] * n_steps + where[kept], raw["self_ps"].to_numpy()[kept], len(ops) * n_steps)
+    sums = sums.reshape(len(ops), n_steps)
+    counted = np.bincount(rows[kept], minlength=len(ops)) > 0
+    lists = [sums[i].tolist() if counted[i] else None for i in range(len(ops))]
+    return pd.Series(lists, index=ops.index, dtype=object)
