@@ -71,7 +71,9 @@ def read_allocator_events(path: str | Path, host: str | None = None) -> pd.DataF
     from traceview.parsers.xspace_file import load_xspace  # file checks and decompression live there
 
     path = Path(path)
-    space = load_xspace(path)
+    # The plain protobuf path: allocator events are picked by their raw bytes (the compiled reader's lines
+    # keep no per-event bytes), and only the host plane's few matching events are decoded.
+    space = load_xspace(path, fast=False)
     host = host or host_of(path)
     plane = next((p for p in space.planes if p.name == HOST_PLANE), None)
     if plane is None:

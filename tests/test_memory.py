@@ -365,3 +365,18 @@ def test_text_buffer_assignment_agrees_with_the_proto(jax_hlo_dump, tmp_path):
         assert t.peak_bytes == t.total_allocation_bytes >= p.peak_bytes
         upper_bounds += not t.exact
     assert upper_bounds > 0   # the fixture's programs have temporaries
+
+
+def test_allocator_events_of_a_file_the_compiled_reader_would_take(monkeypatch):
+    """Large traces go to the compiled reader, whose lines keep no per-event bytes: the allocator events
+    must still be read (the same rows as for a small file), never a TypeError."""
+    pytest.importorskip("numba")
+    from traceview.parsers import xspace_file
+
+    path = SHARED / "openxla-xprof" / "tpu_inference_2.xplane.pb"
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    expected = read_allocator_events(path)
+    assert len(expected) > 0
+    monkeypatch.setattr(xspace_file, "_FAST_MIN_BYTES", 0)  # every file counts as large
+    pd.testing.assert_frame_equal(read_allocator_events(path), expected)
