@@ -75,6 +75,7 @@ def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None =
         return _read_dask(paths, dask, progress)
     jobs = default_jobs() if jobs is None else jobs
     if jobs <= 1 or len(paths) == 1:
+        _warm_reader_for(paths)
         out = []
         for p in paths:
             out.append(read_host(p))
@@ -92,10 +93,8 @@ def _read_pool(paths: Sequence[str], jobs: int, progress) -> list[HostResult]:
     cache = sys.modules.get("traceview.tablecache")
     if method == "fork" and cache is not None:
         cache.flush()  # no writer thread running while the workers are forked
-    if method == "fork" and sum(_size(p) for p in paths) >= _FAST_MIN_BYTES:
-        from traceview.parsers import xspace_fast
-
-        xspace_fast.warm_up()  # the forked workers inherit the compiled reader
+    if method == "fork":
+        _warm_reader_for(paths)  # the forked workers inherit the compiled reader
     ctx = multiprocessing.get_context(method)
     results: list[HostResult | None] = [None] * len(paths)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
@@ -110,6 +109,15 @@ def _read_pool(paths: Sequence[str], jobs: int, progress) -> list[HostResult]:
             if progress is not None:
                 progress(1)
     return [r for r in results if r is not None]
+
+
+def _warm_reader_for(paths: Sequence[str]) -> None:
+    """Load the compiled reader when the run's files together are large enough to repay it (several
+    hosts of a few MB each: once loaded, it reads them all, one after another or in forked workers)."""
+    if len(paths) > 1 and sum(_size(p) for p in paths) >= _FAST_MIN_BYTES:
+        from traceview.parsers import xspace_fast
+
+        xspace_fast.warm_up()
 
 
 def _size(path: str) -> int:

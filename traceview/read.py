@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from traceview.errors import TraceError, UserError
@@ -146,8 +147,8 @@ def _concat(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.DataFrame
         if dtype == "category":
             out[name] = union_categoricals([f[name] for f in frames])
         else:
-            out[name] = pd.concat([f[name] for f in frames], ignore_index=True).to_numpy()
-    return pd.DataFrame(out).astype(columns)
+            out[name] = np.concatenate([f[name].to_numpy() for f in frames]).astype(dtype, copy=False)
+    return pd.DataFrame(out, copy=False)  # columns as they are: no copy into 2-D blocks
 
 
 def is_trace_path(path: Path) -> bool:
