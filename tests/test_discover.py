@@ -159,3 +159,18 @@ def test_non_regular_trace_name_is_a_warning_in_the_analysis(sample_traces, tmp_
     analysis = traceview.load(tmp_path)
     assert any("ghost.xplane.pb" in w and "directory" in w for w in analysis.warnings)
     assert analysis.summary.device_time_us and analysis.summary.device_time_us > 0
+
+
+def test_a_single_run_is_found_without_reading_capture_times(logdir, monkeypatch):
+    """Ordering runs reads each host file's start time; with one run there is nothing to order (a pod's
+    run of hundreds of host files must not be opened once more just to be picked)."""
+    from traceview.parsers import xspace_file
+
+    calls: list[Path] = []
+    real = xspace_file.file_capture_time
+    monkeypatch.setattr(xspace_file, "file_capture_time", lambda f: calls.append(f) or real(f))
+    run = find_run(logdir / "plugins" / "profile" / "2024_02_01_09_30_00")
+    assert run.name == "2024_02_01_09_30_00" and len(run.files) == 2
+    assert calls == []
+    assert [r.name for r in list_runs(logdir)] == ["2024_01_31_12_00_00", "2024_02_01_09_30_00"]
+    assert calls  # several runs: ordered by their capture times
