@@ -2,9 +2,8 @@
 
 With ``numba`` installed (``pip install 'traceview[fast]'``), a large file's
 XLines are kept as raw bytes by protobuf (XSpaceLines) and each is walked by a
-compiled loop: its event boundaries, then every event and kept stat, straight
-into the same EventColumns the pure numpy decoder (xspace_schema.decode_events)
-gives. The compiled code is cached on disk (numba's ``cache=True``), so only
+compiled loop: every event and wanted stat in one pass, straight into the
+same WideEvents the pure numpy decoder (xspace_schema.decode_wide) gives. The compiled code is cached on disk (numba's ``cache=True``), so only
 the first use on a machine pays the compile. Without numba, or with
 ``TRACEVIEW_NO_NUMBA=1``, nothing here is used and the pure path reads the file;
 tests/test_xspace_fast.py checks that both give identical tables.
@@ -22,7 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from traceview.parsers.xspace_schema import EventColumns, WideEvents, WireError
+from traceview.parsers.xspace_schema import WideEvents, WireError
 
 _ERRORS = {1: "field tag runs past the end of its message", 2: "unsupported wire type", 3: "field number 0",
            4: "length-delimited field runs past the end of its message", 5: "field runs past the end of its message",
@@ -122,28 +121,13 @@ def _call_each(k) -> None:
 
 
 class EventRegion:
-    """A line's events, undecoded: what decode_events / decode_wide take in place of a list of messages."""
+    """A line's events, undecoded: what decode_wide takes in place of a list of messages."""
 
     def __init__(self, data: bytes, buf: np.ndarray, count: int) -> None:
         self.data, self.buf, self.count = data, buf, count
 
     def __len__(self) -> int:
         return self.count
-
-    def decode(self, keep_stats: np.ndarray | None) -> EventColumns:
-        """The long form (one row per kept stat), as xspace_schema.decode_events gives it."""
-        k = _kernels()
-        keep = np.zeros(0, dtype=np.int64) if keep_stats is None else np.unique(np.asarray(keep_stats, np.int64))
-        with _loading():
-            _, starts, ends = k.scan_line(self.buf, self.buf.size)
-            counts = k.count_stats(self.buf, starts, ends, keep, keep_stats is not None)
-            err = int(counts[-1])
-            if err:
-                raise WireError(_ERRORS.get(err, "malformed event bytes"))
-            out = k.decode(self.buf, starts, ends, keep, keep_stats is not None, int(counts[0]))
-        if int(out[-1]):
-            raise WireError(_ERRORS.get(int(out[-1]), "malformed event bytes"))
-        return EventColumns(*out[:-1], buffer=self.data)
 
     def decode_wide(self, stat_ids: np.ndarray) -> WideEvents:
         """Per-event columns and one column per wanted stat (xspace_schema.decode_wide), in one compiled pass;

@@ -78,7 +78,7 @@ _MESSAGES: list[tuple[str, list[tuple]]] = [
 ]
 
 # The same wire format with each line's events left as raw bytes: the reader
-# decodes them as numpy columns (decode_events below) instead of
+# decodes them as numpy columns (decode_wide, decode_events below) instead of
 # creating one Python message per event. Derived from the messages above.
 _RAW_NAMES = {"XSpace": "XSpaceRaw", "XPlane": "XPlaneRaw", "XLine": "XLineRaw"}
 
@@ -366,8 +366,6 @@ def decode_events(raw_events, keep_stats: np.ndarray | None = None) -> EventColu
     `keep_stats`: stat metadata ids to keep (None: all). Stats of other ids
     are dropped as soon as their id is read, which saves time and memory.
     """
-    if hasattr(raw_events, "decode"):  # an xspace_fast.EventRegion: the compiled decoder
-        return raw_events.decode(keep_stats)
     data, buf, starts, ends = _joined(raw_events)
     n = starts.size
     try:

@@ -593,9 +593,33 @@ def _check_json_numbers(obj, path: str = "") -> None:
 
 
 def _run_xplane(path: Path) -> None:
+    """Both readers: the compiled one (numba, for large files) must end as cleanly as the pure one, and
+    where both read the file, give the same tables."""
+    from traceview.errors import UserError
+    from traceview.parsers import xspace_fast
     from traceview.parsers.xplane import read_xplane
 
-    data = read_xplane(path)
+    compiled = None
+    if xspace_fast.enabled():
+        try:
+            compiled = read_xplane(path, fast=True)
+        except UserError:
+            pass
+        else:
+            _check_trace_data(compiled)
+    data = read_xplane(path, fast=False)
+    _check_trace_data(data)
+    if compiled is not None:
+        import pandas as pd
+
+        for table in ("ops", "host_events", "steps"):
+            try:
+                pd.testing.assert_frame_equal(getattr(compiled, table), getattr(data, table), check_exact=True)
+            except AssertionError as exc:
+                raise Garbage(f"the compiled and pure readers disagree on {table}: {str(exc)[:200]}") from None
+
+
+def _check_trace_data(data) -> None:
     _check_frame(data.ops, ("start_ps", "duration_ps", "self_ps"), "ops")
     _check_frame(data.host_events, ("start_ps", "duration_ps"), "host_events")
     _check_frame(data.steps, ("duration_ps",), "steps")
