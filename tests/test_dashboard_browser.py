@@ -99,14 +99,19 @@ def _upload(tools: DevTools, path: Path) -> None:
     tools.call("DOM.setFileInputFiles", files=[str(path)], nodeId=node)
 
 
-def _tour(browser: DevTools, url: str, trace: Path, out: Path, prefix: str, overview_charts: int) -> list[Path]:
-    """Open the page, check the overview against the CLI's numbers, visit every tab; screenshots."""
-    # The numbers the page must show, from the CLI's own path (report.summary_record).
-    expected = traceview.load(trace).to_json()["summary"]
+def _open_overview(browser: DevTools, url: str) -> None:
+    """Open the page and wait until the Overview's first content is there."""
     browser.call("Page.enable")
     browser.call("Page.navigate", url=url)
     browser.wait_for("document.body && document.body.innerText.includes('Where the time goes')", 120,
                      "the overview")
+
+
+def _tour(browser: DevTools, url: str, trace: Path, out: Path, prefix: str, overview_charts: int) -> list[Path]:
+    """Open the page, check the overview against the CLI's numbers, visit every tab; screenshots."""
+    # The numbers the page must show, from the CLI's own path (report.summary_record).
+    expected = traceview.load(trace).to_json()["summary"]
+    _open_overview(browser, url)
     _settle(browser, overview_charts, "Overview")
     shots = [browser.screenshot(out / f"{prefix}_overview.png")]
     text = browser.js("document.body.innerText")
@@ -185,10 +190,7 @@ def test_memory_tab_and_op_graph_in_chromium(browser, shared_traces, tmp_path, r
     peak = next(p for p in runtime_peaks(read_allocator_events(trace)) if p.name == memory)
     shots = []
     with dashboard_server(trace, tmp_path / "server.log") as url:
-        browser.call("Page.enable")
-        browser.call("Page.navigate", url=url)
-        browser.wait_for("document.body && document.body.innerText.includes('Where the time goes')", 120,
-                         "the overview")
+        _open_overview(browser, url)
         _settle(browser, 1, "Overview")
         _click_tab(browser, "Memory", "Held at the peak")
         _settle(browser, 3, "Memory")
@@ -216,10 +218,7 @@ def test_parallelism_tab_in_chromium(browser, sample_traces, tmp_path):
     trace = sample_traces / "sharded"
     expected = parallelism_json(from_analysis(traceview.load(trace).pipeline))
     with dashboard_server(trace, tmp_path / "server.log") as url:
-        browser.call("Page.enable")
-        browser.call("Page.navigate", url=url)
-        browser.wait_for("document.body && document.body.innerText.includes('Where the time goes')", 120,
-                         "the overview")
+        _open_overview(browser, url)
         _settle(browser, 0, "Overview")
         _click_tab(browser, "Parallelism", "Mesh")
         _settle(browser, 1, "Parallelism")
@@ -237,10 +236,7 @@ def test_parallelism_tab_in_chromium(browser, sample_traces, tmp_path):
 def test_compare_tab_in_chromium(browser, sample_traces, tmp_path):
     """The Compare tab diffs this run against another of the log dir, through `traceview.diff`."""
     with dashboard_server(sample_traces, tmp_path / "server.log") as url:
-        browser.call("Page.enable")
-        browser.call("Page.navigate", url=url)
-        browser.wait_for("document.body && document.body.innerText.includes('Where the time goes')", 120,
-                         "the overview")
+        _open_overview(browser, url)
         _click_tab(browser, "Compare", "ops changed")
         _settle(browser, 0, "Compare")
         browser.wait_for("document.body.innerText.includes('ops changed')", 120, "the comparison")
