@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 DEFAULT_MAX_MB = 4096
 
@@ -27,6 +29,29 @@ def max_bytes() -> int:
         return int(float(os.environ.get("TRACEVIEW_CACHE_MAX_MB", DEFAULT_MAX_MB)) * 2**20)
     except ValueError:
         return DEFAULT_MAX_MB * 2**20
+
+
+def store(entry: Path, suffix: str, write: Callable[[BinaryIO], None]) -> bool:
+    """Write an entry atomically (`write` fills a temporary file in the same folder, then it is renamed
+    into place) and evict what no longer fits. Any failure (read-only folder, full disk, `write`
+    raising to give up) stores nothing, leaves no temporary file and returns False: never an error."""
+    import tempfile  # only a cache miss stores: not for the CLI's start
+
+    tmp = None
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-", suffix=suffix)
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+        os.replace(tmp, entry)
+        tmp = None
+    except Exception:  # noqa: BLE001 - a cache is an accelerator: any failure is "not stored"
+        return False
+    finally:
+        if tmp is not None:
+            remove(Path(tmp))
+    evict(entry.parent, suffix, keep=entry)
+    return True
 
 
 def evict(folder: Path, suffix: str, keep: Path) -> None:

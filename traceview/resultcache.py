@@ -26,7 +26,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from traceview.cachedir import cache_dir, evict, max_bytes, remove, touch
+from traceview.cachedir import cache_dir, max_bytes, remove, store, touch
 
 FORMAT = 1
 MAGIC = b"traceview-out\x00\x01\n"
@@ -131,22 +131,9 @@ def put(key: str, entry: Entry) -> bool:
         digest.update(part)
     header = json.dumps({"format": FORMAT, "key": key, "exit_code": entry.exit_code,
                          "lengths": [len(p) for p in parts], "sha256": digest.hexdigest()}).encode()
-    import tempfile  # only a miss stores
+    def write(handle) -> None:
+        handle.write(MAGIC + len(header).to_bytes(8, "little") + header)
+        for part in parts:
+            handle.write(part)
 
-    path = entry_path(key)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=_SUFFIX)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(MAGIC + len(header).to_bytes(8, "little") + header)
-                for part in parts:
-                    handle.write(part)
-            os.replace(tmp, path)
-        except BaseException:
-            remove(Path(tmp))
-            raise
-    except OSError:  # read-only folder, full disk, a file where the folder should be
-        return False
-    evict(path.parent, _SUFFIX, keep=path)
-    return True
+    return store(entry_path(key), _SUFFIX, write)

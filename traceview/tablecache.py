@@ -24,7 +24,6 @@ import base64
 import hashlib
 import json
 import os
-import tempfile
 import threading
 from dataclasses import asdict
 from pathlib import Path
@@ -33,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from traceview import __version__
-from traceview.cachedir import cache_dir, evict, remove, touch
+from traceview.cachedir import cache_dir, remove, store, touch
 from traceview.parsers.xplane import TraceData
 from traceview.profile import Device
 
@@ -143,28 +142,20 @@ _pending: list[threading.Thread] = []
 
 
 def _store(entry: Path, plan: tuple[bytes, list[tuple[int, np.ndarray]], list], verify: bool) -> bool:
-    """Write an entry atomically (a temporary file renamed into place); never raises."""
+    """Write an entry atomically (traceview.cachedir.store); never raises."""
     header, payload, fills = plan
-    tmp = None
-    try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-", suffix=_SUFFIX)
-        with os.fdopen(fd, "wb") as handle:
-            _write_planned(handle, header, payload)
+
+    def write(handle) -> None:
+        _write_planned(handle, header, payload)
         if verify and not _unchanged(header, payload, fills):
             raise _Unstorable("a table changed while it was written")
-        os.replace(tmp, entry)
-        tmp = None
-    except Exception:  # noqa: BLE001 - the cache is an accelerator: any failure is "not stored"
+
+    if not store(entry, _SUFFIX, write):
         return False
-    finally:
-        if tmp is not None:
-            remove(Path(tmp))
     try:
         for old in entry.parent.glob("*.npz"):  # entries of the first format are never read again
             remove(old)
-        evict(entry.parent, _SUFFIX, keep=entry)
-    except Exception:  # noqa: BLE001
+    except OSError:
         pass
     return True
 
