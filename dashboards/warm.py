@@ -28,7 +28,6 @@ from traceview.dashboards.config import DashboardConfig
 
 APP = Path(__file__).resolve().parent / "app.py"
 READY = "first page ready"
-OTHER_TABS = ("roofline_view", "ops_table", "timeline", "op_detail", "memory", "parallelism", "compare")
 
 # After the first page was drawn, the browser still fetches Streamlit's scripts from this process for a
 # moment: the other tabs' imports (about a second of CPU, holding the GIL) wait that long.
@@ -84,7 +83,9 @@ def warm_first_page(config: DashboardConfig) -> float:
 
 def warm_other_tabs() -> None:
     """Import the other tabs' modules (altair, the diff and memory reports...), for quick tab switches."""
-    for name in OTHER_TABS:
+    from traceview.dashboards.tabs import TABS
+
+    for name in list(TABS.values())[1:]:   # the first tab (the Overview) is warm already
         importlib.import_module(f"traceview.dashboards.{name}")
 
 
