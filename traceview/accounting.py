@@ -25,7 +25,11 @@ def raw_labels(ops: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
 
 def bound_totals(raw: pd.DataFrame, labels: np.ndarray) -> dict[str, float]:
     """The devices' busy time by bound, summed over devices (ps); the parts add up to the busy time."""
-    per_device = device_busy_by_label(raw, labels, len(BOUNDS))
+    return totals_by_bound(device_busy_by_label(raw, labels, len(BOUNDS)))
+
+
+def totals_by_bound(per_device: dict[str, np.ndarray]) -> dict[str, float]:
+    """Per-device busy time by bound (devices in name order) summed over devices."""
     total = np.sum(list(per_device.values()), axis=0) if per_device else np.zeros(len(BOUNDS))
     return {b: float(v) for b, v in zip(BOUNDS, total)}
 
@@ -36,7 +40,11 @@ def steps_by_bound(raw: pd.DataFrame, labels: np.ndarray, steps: pd.DataFrame) -
     steps = steps.drop(columns=[c for c in steps.columns if c.endswith("_ps") and c[:-3] in (*BOUNDS, "idle")])
     if raw.empty or steps.empty:
         return steps
-    table = step_busy_by_label(raw, labels, len(BOUNDS), steps)
+    return with_step_bounds(steps, step_busy_by_label(raw, labels, len(BOUNDS), steps))
+
+
+def with_step_bounds(steps: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """``steps`` (without bound columns) plus the per-step busy split of timeline.devices.step_busy_by_label."""
     table = table.rename(columns={i: f"{b}_ps" for i, b in enumerate(BOUNDS)})
     out = steps.merge(table.drop(columns="active_devices"), on="step", how="left")
     out = out.fillna({f"{b}_ps": 0.0 for b in BOUNDS})

@@ -16,7 +16,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from traceview.accounting import bound_totals, projected_step_times, raw_labels, steps_by_bound
+from traceview.accounting import (
+    bound_totals,
+    projected_step_times,
+    raw_labels,
+    steps_by_bound,
+    totals_by_bound,
+    with_step_bounds,
+)
 from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
 from traceview.hardware.detect import detect_target
@@ -25,10 +32,12 @@ from traceview.modules import cost_table, profile_modules
 from traceview.profile import Profile
 from traceview.projection import PROJECTION_MODEL, projected_times, projected_total
 from traceview.roofline import OUTPUT_COLUMNS, gain_ps, roofline, summarize
-from traceview.timeline.aggregate import aggregate_ops, op_row_index, step_times
+from traceview.timeline.aggregate import op_row_index, step_times
 from traceview.timeline.async_ops import async_pairs
-from traceview.timeline.devices import device_time, inactive_devices
-from traceview.timeline.timing import judged_and_exposed, per_step_self_time
+from traceview.timeline.devices import inactive_devices
+from traceview.timeline.merged import NeedRows, RunOps, merge_parts, per_step_self_time
+from traceview.timeline.partial import reduce_ops
+from traceview.vocabulary import BOUNDS
 
 # The time an op is judged by: its own time (not its children's); for an async
 # start, the time its transfer was in flight (see traceview.timeline.async_ops).
@@ -54,6 +63,8 @@ class Analysis:
     device_times: pd.DataFrame = field(default_factory=pd.DataFrame)  # timeline.devices.device_time
     capture_chip: Chip | None = None   # the chip the trace ran on, when detected
     op_rows: np.ndarray | None = None  # per profile.ops row, its row in ops (-1: none); None: not known
+    run_ops: RunOps | None = None      # the hosts' merged op partials the tables were built from
+    op_index: np.ndarray | None = None  # per op of run_ops.stats, its row in ops
     projected: bool = False            # the target is not the capture chip: times are projections
     base_warnings: list[str] = field(default_factory=list)    # reading, HLO, costs: whatever the target
     target_warnings: list[str] = field(default_factory=list)  # detection, roofline, MFU: this target's
@@ -70,6 +81,8 @@ class Analysis:
     @property
     def op_time_ps(self) -> int:
         """Sum of op self times (overlapping ops, e.g. on several streams, count once each)."""
+        if self.run_ops is not None:
+            return self.run_ops.op_time_ps
         return int(self.profile.ops["self_ps"].sum()) if not self.profile.ops.empty else 0
 
     @property
@@ -86,20 +99,21 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
                    per_device: bool = False, target_chip: Chip | None = None) -> Analysis:
     """Aggregate, cost and (when a chip is known) roofline-judge a profile (``target_chip`` wins over ``target``)."""
     warnings = list(profile.warnings)
-    if profile.ops.empty:
-        warnings.append("the trace holds no device op executions: nothing to analyze")
     modules, module_warnings = profile_modules(profile, hlo_path, stage)
     costs, cost_warnings = cost_table(modules)
-    stats, rows = aggregate_ops(profile.ops, per_device=per_device)
-    ops, join_warnings = attach_costs(stats, costs)      # keeps the rows' order: `rows` still points at them
+    pairs = async_pairs(modules)
+    run = run_ops(profile, per_device, pairs)
+    if run.n_rows == 0:
+        warnings.insert(len(profile.warnings), "the trace holds no device op executions: nothing to analyze")
+    ops, join_warnings = attach_costs(run.stats, costs)      # keeps the rows' order
     warnings += _dedupe(module_warnings + cost_warnings + join_warnings)
-    ops = judged_and_exposed(profile.ops, ops, rows, async_pairs(modules))
-    ops["step_times_ps"] = per_step_self_time(profile.ops, ops, rows)
-    devices = device_time(profile.ops)
+    ops = run.judged_and_exposed(ops, pairs)
+    ops["step_times_ps"] = per_step_self_time(run, len(ops), ops.index)
+    devices = run.device_time()
     analysis = Analysis(profile=profile, ops=ops, steps=step_times(profile.steps), costs=costs,
                         modules=modules, per_device=per_device, idle_ps=int(devices["idle_ps"].sum()),
                         span_ps=int(devices["span_ps"].sum()), device_times=devices, base_warnings=warnings,
-                        op_rows=rows)
+                        run_ops=run, op_index=np.arange(len(ops), dtype=np.int64))
     db = load_hardware(hardware_file)
     active = set(devices["device"])    # devices with no op say nothing about the program's chip
     chip, detect_warnings = detect_target([d for d in profile.devices if d.id in active] or profile.devices, db)
@@ -133,9 +147,14 @@ def apply_target(analysis: Analysis, chip: Chip, detected: bool = False,
         ops, ratio, roof_warnings = _project(ops, base, capture, chip, roof_warnings)
         self_ps = ops["self_time_ps"].to_numpy(dtype="float64")
         total = projected_total(float(analysis.device_time_ps), float(analysis.idle_ps), self_ps, self_ps * ratio)
-    rows = _op_rows(analysis)
-    labels = raw_labels(ops, rows)
-    by_bound = bound_totals(analysis.profile.ops, labels)
+    run = analysis.run_ops
+    if run is not None:
+        op_labels = _bound_codes(ops)
+        by_bound = totals_by_bound(run.busy_by_label(op_labels, len(BOUNDS), analysis.op_index))
+    else:
+        rows = _op_rows(analysis)
+        labels = raw_labels(ops, rows)
+        by_bound = bound_totals(analysis.profile.ops, labels)
     summary = summarize(ops, chip, total_time_ps=total, idle_ps=analysis.idle_ps, time_column=JUDGED,
                         by_bound_ps=None if analysis.projected else by_bound)
     if analysis.projected:
@@ -145,9 +164,15 @@ def apply_target(analysis: Analysis, chip: Chip, detected: bool = False,
         summary["projected_time_ps"] = total
         summary["projection_model"] = PROJECTION_MODEL
     ranked = ops.reset_index(drop=True).sort_values("gain_ps", ascending=False, na_position="last", kind="stable")
-    analysis.ops, analysis.op_rows = ranked.reset_index(drop=True), _reordered(rows, ranked.index.to_numpy())
+    order = ranked.index.to_numpy()
+    analysis.ops = ranked.reset_index(drop=True)
     analysis.target, analysis.target_detected, analysis.summary = chip, detected, summary
-    analysis.steps = steps_by_bound(analysis.profile.ops, labels, analysis.steps)
+    if run is not None:
+        analysis.steps = _run_steps_by_bound(run, op_labels, analysis.op_index, analysis.steps)
+        analysis.op_index = _reordered(analysis.op_index, order)
+    else:
+        analysis.op_rows = _reordered(rows, order)
+        analysis.steps = steps_by_bound(analysis.profile.ops, labels, analysis.steps)
     if analysis.projected and not analysis.steps.empty:
         analysis.steps["projected_time_ps"] = projected_step_times(analysis.steps, ops, ratio)
     analysis.target_warnings = _dedupe(list(extra_warnings or []) + roof_warnings + summary.get("warnings", []))
@@ -182,6 +207,55 @@ def _project(ops: pd.DataFrame, base: pd.DataFrame, capture: Chip, chip: Chip,
         f"projection: the trace was measured on {capture.name}, not {chip.name}; {chip.name} times are "
         f"projected ({PROJECTION_MODEL}); {100 * kept / total:.1f}% of op self time is kept as measured"]
     return out, ratio, warnings
+
+
+def run_ops(profile: Profile, per_device: bool, pairs: pd.DataFrame) -> RunOps:
+    """The profile's per-host op partials merged (its op table reduced here when it came without them).
+    A merge that lacks rows (a device in several hosts' files, an async op whose name does not say
+    so) has those hosts reduced again keeping them: from the op table when the profile holds it,
+    else by reading the files again."""
+    parts = list(profile.op_parts) if profile.op_parts is not None else [reduce_ops(profile.ops)]
+    for _ in range(3):
+        run = merge_parts(parts, per_device)
+        try:
+            need = run.shared_devices()
+            if need:
+                raise NeedRows(need)
+            run.check_pairs(pairs)
+            return run
+        except NeedRows as exc:
+            parts = _reduced_again(profile, parts, exc)
+    return run
+
+
+def _reduced_again(profile: Profile, parts: list, need: NeedRows) -> list:
+    parts = list(parts)
+    if profile.op_parts is None or len(profile.ops) == sum(p.n_rows for p in parts):
+        bounds = np.concatenate(([0], np.cumsum([p.n_rows for p in parts])))
+        for i, keep in need.keep.items():
+            parts[i] = reduce_ops(profile.ops.iloc[bounds[i]:bounds[i + 1]], keep)
+        return parts
+    if profile.reduce_again is None:
+        raise RuntimeError("the profile's op partials lack rows and it cannot be read again")
+    for i, part in profile.reduce_again(need.keep).items():
+        parts[i] = part
+    return parts
+
+
+def _bound_codes(ops: pd.DataFrame) -> np.ndarray:
+    """Per op row, its bound as an index into BOUNDS (-1: none)."""
+    if "bound" not in ops.columns:
+        return np.full(len(ops), -1, dtype=np.int64)
+    return pd.Categorical(ops["bound"], categories=list(BOUNDS)).codes.astype(np.int64)
+
+
+def _run_steps_by_bound(run: RunOps, op_labels: np.ndarray, op_index: np.ndarray | None,
+                        steps: pd.DataFrame) -> pd.DataFrame:
+    """accounting.steps_by_bound over the run's rows, from its merged partials."""
+    steps = steps.drop(columns=[c for c in steps.columns if c.endswith("_ps") and c[:-3] in (*BOUNDS, "idle")])
+    if run.n_rows == 0 or steps.empty:
+        return steps
+    return with_step_bounds(steps, run.step_busy_by_label(op_labels, len(BOUNDS), steps, op_index))
 
 
 def _op_rows(analysis: Analysis) -> np.ndarray:

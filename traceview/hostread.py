@@ -9,14 +9,19 @@ HostResult with the error text, and the caller turns it into a warning.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from traceview.errors import UserError
 from traceview.parsers.xplane import TraceData
 from traceview.parsers.xspace_file import _FAST_MIN_BYTES
+
+if TYPE_CHECKING:
+    from traceview.timeline.partial import OpsPart
 
 DASK_ENV = "TRACEVIEW_DASK"
 JOBS_ENV = "TRACEVIEW_JOBS"
@@ -27,23 +32,43 @@ class HostResult:
     """What reading one host file gave: its tables, or why not."""
 
     path: str
-    data: TraceData | None = None
+    data: TraceData | None = None   # its tables (``ops`` empty unless kept: the part has what the analysis reads)
     error: str | None = None        # one line naming the file
     internal: bool = False          # a bug in traceview, not a bad file
+    part: OpsPart | None = None     # its op table reduced (timeline.partial)
 
 
-def read_host(path: str) -> HostResult:
-    """Read one host file; every failure is caught and described (this runs in workers)."""
+def read_host(path: str, keep_ops: bool = True, store: bool = False, background: bool = False) -> HostResult:
+    """Read one host file and reduce its op table; every failure is caught and described (this runs in
+    workers). ``store``: put the tables in the table cache (``background``: by a writer thread);
+    ``keep_ops``: send the op table back too (else only its reduction travels)."""
     from traceview.errors import TraceError
     from traceview.parsers.xplane import read_xplane
 
     try:
-        return HostResult(path, data=read_xplane(path))
+        data = read_xplane(path)
+        if store:
+            from traceview import tablecache
+
+            tablecache.put(path, data, background=background)
+        return reduced(HostResult(path, data=data), keep_ops)
     except TraceError as exc:
         return HostResult(path, error=str(exc))
     except Exception as exc:  # noqa: BLE001 - one host's bug must not lose the other hosts
         return HostResult(path, error=f"{path}: internal error while reading ({type(exc).__name__}: {exc})",
                           internal=True)
+
+
+def reduced(result: HostResult, keep_ops: bool) -> HostResult:
+    """The result with its op table reduced (the one reduction every way of reading runs), and the
+    table itself dropped unless ``keep_ops``."""
+    if result.data is not None and result.part is None:
+        from traceview.timeline.partial import reduce_ops
+
+        result.part = reduce_ops(result.data.ops)
+    if result.data is not None and not keep_ops and len(result.data.ops):
+        result.data = dataclasses.replace(result.data, ops=result.data.ops.iloc[:0])
+    return result
 
 
 def default_jobs() -> int:
@@ -67,25 +92,35 @@ def parse_jobs(value: str | int, what: str = "--jobs") -> int:
 
 
 def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None = None,
-               progress: Callable[[int], None] | None = None) -> list[HostResult]:
-    """Results in the order of `paths`. `dask`: a scheduler address (or a Client); else `jobs` local processes."""
+               progress: Callable[[int], None] | None = None, keep_ops: bool = True,
+               store: bool = False) -> list[HostResult]:
+    """Results in the order of `paths`, each with its op table reduced (and kept too with `keep_ops`);
+    `store`: put the tables read in the table cache. `dask`: a scheduler address (or a Client);
+    else `jobs` local processes."""
     if not paths:
         return []
     if dask:
-        return _read_dask(paths, dask, progress)
+        results = _read_dask(paths, dask, progress, keep_ops=keep_ops or store)
+        if store:
+            from traceview import tablecache
+
+            for r in results:
+                if r.data is not None:
+                    tablecache.put(r.path, r.data, background=True)
+        return [reduced(r, keep_ops) for r in results]
     jobs = default_jobs() if jobs is None else jobs
     if jobs <= 1 or len(paths) == 1:
         _warm_reader_for(paths)
         out = []
         for p in paths:
-            out.append(read_host(p))
+            out.append(read_host(p, keep_ops, store, background=True))
             if progress is not None:
                 progress(1)
         return out
-    return _read_pool(paths, min(jobs, len(paths)), progress)
+    return _read_pool(paths, min(jobs, len(paths)), progress, keep_ops, store)
 
 
-def _read_pool(paths: Sequence[str], jobs: int, progress) -> list[HostResult]:
+def _read_pool(paths: Sequence[str], jobs: int, progress, keep_ops: bool, store: bool) -> list[HostResult]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -98,7 +133,7 @@ def _read_pool(paths: Sequence[str], jobs: int, progress) -> list[HostResult]:
     ctx = multiprocessing.get_context(method)
     results: list[HostResult | None] = [None] * len(paths)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = {pool.submit(read_host, p): i for i, p in enumerate(paths)}
+        futures = {pool.submit(read_host, p, keep_ops, store): i for i, p in enumerate(paths)}
         for fut in as_completed(futures):
             i = futures[fut]
             try:
@@ -144,7 +179,7 @@ def _start_method() -> str:
     return "forkserver" if "forkserver" in methods else "spawn"
 
 
-def _read_dask(paths: Sequence[str], address, progress) -> list[HostResult]:
+def _read_dask(paths: Sequence[str], address, progress, keep_ops: bool) -> list[HostResult]:
     try:
         from distributed import Client, as_completed
     except ImportError:
@@ -156,7 +191,7 @@ def _read_dask(paths: Sequence[str], address, progress) -> list[HostResult]:
         raise UserError(f"--dask {address}: cannot reach the scheduler ({exc})") from None
     try:
         # Workers may run elsewhere: they get absolute paths (the results keep the caller's spelling).
-        futures = client.map(read_host, [os.path.abspath(p) for p in paths], pure=False)
+        futures = client.map(read_host, [os.path.abspath(p) for p in paths], keep_ops=keep_ops, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         results: list[HostResult | None] = [None] * len(paths)
         for fut in as_completed(futures):

@@ -8,6 +8,7 @@ microseconds only at the report boundary.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -134,3 +135,8 @@ class Profile:
     hlo_protos: dict[str, bytes] = field(default_factory=dict)  # module name -> HloProto bytes
     environment: dict[str, str] = field(default_factory=dict)    # jax_version, ...
     warnings: list[str] = field(default_factory=list)
+    # Per host, its op table reduced (timeline.partial.OpsPart), as the analysis reads it; None: reduce
+    # ``ops`` when needed. ``ops`` may then be empty (a reader that did not keep the executions).
+    op_parts: list | None = None
+    # Reads hosts again keeping more rows ({host index: KeepRows} -> {host index: OpsPart}).
+    reduce_again: Callable | None = None

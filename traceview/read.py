@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from traceview.errors import TraceError, UserError
-from traceview.hostread import DASK_ENV, HostResult, read_hosts
+from traceview.hostread import DASK_ENV, HostResult, read_hosts, reduced
 from traceview.parsers.compressed import read_limited
 from traceview.parsers.discover import find_run, host_of, is_trace_file
 from traceview.parsers.xplane import TraceData, read_xplane
@@ -27,6 +27,7 @@ class ReadOptions:
     cache: bool | None = None
     jobs: int | None = None
     dask: str | None = None
+    keep_ops: bool = True       # False: Profile.ops stays empty, the analysis reads the hosts' reductions
 
 
 _defaults = ReadOptions()
@@ -77,14 +78,16 @@ def load_profile(path: str | Path, run: str | None = None,
         for f in files:
             data = tablecache.get(f)
             if data is not None:
-                results[f] = HostResult(f, data=data)
+                results[f] = reduced(HostResult(f, data=data), opts.keep_ops)
                 advance(1)
     missed = [f for f in files if f not in results]
-    for r in read_hosts(missed, jobs=opts.jobs, dask=dask, progress=advance):
+    # The tables read are stored in the cache where they are read (a pool's workers), or by a writer
+    # thread while the analysis goes on.
+    for r in read_hosts(missed, jobs=opts.jobs, dask=dask, progress=advance, keep_ops=opts.keep_ops,
+                        store=use_cache):
         results[r.path] = r
-        if use_cache and r.data is not None:
-            tablecache.put(r.path, r.data, background=True)  # written while the analysis goes on
     parts: list[TraceData] = []
+    op_parts: list = []
     warnings: list[str] = list(found.warnings)   # names like trace files that are not regular files
     failures: list[HostResult] = []
     ok_files: list[str] = []
@@ -92,6 +95,7 @@ def load_profile(path: str | Path, run: str | None = None,
         r = results[f]
         if r.data is not None:
             parts.append(r.data)
+            op_parts.append(r.part)
             ok_files.append(f)
         else:
             failures.append(r)
@@ -130,7 +134,16 @@ def load_profile(path: str | Path, run: str | None = None,
         hlo_protos=hlo_protos,
         environment=environment,
         warnings=warnings,
+        op_parts=op_parts,
+        reduce_again=lambda keep: _reduce_again(ok_files, keep),
     )
+
+
+def _reduce_again(files: list[str], keep: dict) -> dict:
+    """{host index: KeepRows} -> {host index: OpsPart}: those host files read again, keeping those rows."""
+    from traceview.timeline.partial import reduce_ops
+
+    return {i: reduce_ops(read_xplane(files[i]).ops, k) for i, k in keep.items()}
 
 
 def _concat(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.DataFrame:

@@ -84,11 +84,16 @@ def add_hlo(parser: argparse.ArgumentParser) -> None:
                         help="which dumped stage of a module to use (default: after optimizations)")
 
 
-def load_from_args(args: argparse.Namespace) -> traceview.Analysis:
-    """`traceview.load` of the trace PATH names (with a progress bar), as the source/target/HLO/reading options say."""
+def load_from_args(args: argparse.Namespace, keep_ops: bool = True) -> traceview.Analysis:
+    """`traceview.load` of the trace PATH names (with a progress bar), as the source/target/HLO/reading options say.
+    ``keep_ops=False``: the op executions themselves are not kept (``op_executions`` is then empty), for a
+    command that prints only what the analysis derives from them."""
+    import dataclasses
+
+    options = dataclasses.replace(read_options_from_args(args), keep_ops=keep_ops)
     return traceview.load(args.path, run=args.run, target=args.target, hlo=args.hlo, stage=args.stage,
                           hardware_file=args.hardware_file, progress=True,
-                          per_device=getattr(args, "per_device", False), read_options=read_options_from_args(args))
+                          per_device=getattr(args, "per_device", False), read_options=options)
 
 
 # Called with every text write_output writes (the result cache records a command's output through it).

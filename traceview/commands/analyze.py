@@ -23,7 +23,7 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from traceview.render.report import analysis_csv, analysis_markdown, analysis_text
 
-    analysis = load_from_args(args)
+    analysis = load_from_args(args, keep_ops=False)   # every format prints what the analysis derives
     if args.format == "json":
         text = json.dumps(analysis.to_json(), indent=1) + "\n"
     elif args.format == "csv":

@@ -16,16 +16,20 @@ from traceview.timeline.intervals import covered_length, union
 from traceview.timeline.keys import device_rows, exact_sums
 
 
-def judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, pairs: pd.DataFrame) -> pd.DataFrame:
+def judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, pairs: pd.DataFrame,
+                       timed: pd.DataFrame | None = None, exposed_alone: np.ndarray | None = None) -> pd.DataFrame:
     """Add `judged_time_ps` (what the roofline compares with) and `exposed_time_ps`.
 
     Async starts whose done is in the trace are judged by their in-flight
     time and exposed for the start's and done's own time; their dones are
     then neither judged nor counted again (NaN judged time, 0 exposed).
     Other collectives are exposed for the time no other op overlaps them.
-    ``rows``: each raw row's row in ``ops``.
+    ``rows``: each raw row's row in ``ops``. From a run's merged host parts (timeline.merged):
+    ``raw`` holds the rows of devices whose ops overlap, ``timed`` the pairs' times measured on
+    the rows the parts kept, ``exposed_alone`` per op the exposed time of its rows on the other
+    devices (where nothing overlaps them).
     """
-    timed = pair_times(raw, ops, rows, pairs)
+    timed = pair_times(raw, ops, rows, pairs) if timed is None else timed
     paired = timed["in_flight_ps"].notna().to_numpy()
     paired_with: list[str | None] = [None] * len(ops)
     if paired.any():
@@ -36,7 +40,7 @@ def judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, p
     is_done = np.array([p is not None for p in paired_with], dtype=bool)
     # The exposed time of paired starts and their dones is the pair's: no need to measure it by overlap.
     out = ops.assign(judged_time_ps=ops["self_time_ps"].astype("float64"),
-                     exposed_time_ps=_exposed_time(raw, ops, rows, skip=paired | is_done))
+                     exposed_time_ps=_exposed_time(raw, ops, rows, skip=paired | is_done, alone=exposed_alone))
     if not paired.any():
         return out
     out.loc[paired, "judged_time_ps"] = timed["in_flight_ps"].to_numpy()[paired]
@@ -47,19 +51,24 @@ def judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, p
     return out
 
 
-def _exposed_time(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, skip: np.ndarray) -> pd.Series:
+def _exposed_time(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, skip: np.ndarray,
+                  alone: np.ndarray | None = None) -> pd.Series:
     """Per collective op: its time not overlapped by non-collective ops on the same device.
 
     NaN for ops that are not collectives. A synchronous collective is exposed
     for its whole duration unless other work runs beside it. Ops in ``skip``
-    (their exposed time comes from elsewhere) get 0 without being measured.
+    (their exposed time comes from elsewhere) get 0 without being measured. ``alone``: per op,
+    exposed time measured elsewhere (rows no other op overlaps), added for the measured ops.
     """
     out = pd.Series(np.nan, index=ops.index, dtype="float64")
-    if raw.empty or "collective_kind" not in ops.columns:
+    if (raw.empty and alone is None) or "collective_kind" not in ops.columns:
         return out
     is_coll = (ops["collective_kind"].fillna("").astype(str) != "").to_numpy()
     if not is_coll.any():
         return out
+    extra = np.where(is_coll & ~skip, alone, 0) if alone is not None else np.zeros(len(ops), dtype=np.int64)
+    if raw.empty:
+        return pd.Series(extra.astype("float64"), index=ops.index).where(is_coll)
     # In device order: each device's rows are one stretch; exposed time is summed per op in any order.
     by_device = device_rows(raw)
     rows = by_device.take(rows)
@@ -78,7 +87,7 @@ def _exposed_time(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, skip: 
         u_starts, u_ends = union(starts[work], ends[work])
         uncovered = (ends[coll] - starts[coll]) - covered_length(starts[coll], ends[coll], u_starts, u_ends)
         exposed[coll] = np.minimum(uncovered, self_ps[coll])  # nested child ops keep their own time
-    sums = exact_sums(rows[measured], exposed[measured], len(ops))
+    sums = exact_sums(rows[measured], exposed[measured], len(ops)) + extra
     return pd.Series(sums.astype("float64"), index=ops.index).where(is_coll)
 
 
