@@ -148,9 +148,10 @@ def apply_target(analysis: Analysis, chip: Chip, detected: bool = False,
         self_ps = ops["self_time_ps"].to_numpy(dtype="float64")
         total = projected_total(float(analysis.device_time_ps), float(analysis.idle_ps), self_ps, self_ps * ratio)
     run = analysis.run_ops
+    op_index = analysis.op_index if analysis.op_index is not None else np.arange(len(ops), dtype=np.int64)
     if run is not None:
         op_labels = _bound_codes(ops)
-        by_bound = totals_by_bound(run.busy_by_label(op_labels, len(BOUNDS), analysis.op_index))
+        by_bound = totals_by_bound(run.busy_by_label(op_labels, len(BOUNDS), op_index))
     else:
         rows = _op_rows(analysis)
         labels = raw_labels(ops, rows)
@@ -168,8 +169,8 @@ def apply_target(analysis: Analysis, chip: Chip, detected: bool = False,
     analysis.ops = ranked.reset_index(drop=True)
     analysis.target, analysis.target_detected, analysis.summary = chip, detected, summary
     if run is not None:
-        analysis.steps = _run_steps_by_bound(run, op_labels, analysis.op_index, analysis.steps)
-        analysis.op_index = _reordered(analysis.op_index, order)
+        analysis.steps = _run_steps_by_bound(run, op_labels, op_index, analysis.steps)
+        analysis.op_index = _reordered(op_index, order)
     else:
         analysis.op_rows = _reordered(rows, order)
         analysis.steps = steps_by_bound(analysis.profile.ops, labels, analysis.steps)
