@@ -8,7 +8,7 @@ pairs) is computed by the same functions over the rows the parts kept, in the ru
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -40,6 +40,7 @@ class RunOps:
     group_rows: list[np.ndarray]         # per part: each group's row in ``stats`` (-1: none)
     devices: list[str]                   # devices with rows, sorted
     part_devices: list[np.ndarray]       # per part: its device codes -> codes into ``devices``
+    _kept: dict = field(default_factory=dict, repr=False)   # kept_rows' tables, built once
 
     @property
     def n_rows(self) -> int:
@@ -55,6 +56,15 @@ class RunOps:
         """The rows the parts kept, in run order, as a raw op table (device, start_ps, duration_ps,
         self_ps, step), and each one's op row (through ``op_index``: op id -> current row). ``full_only``:
         only the rows of devices kept whole (not the async-looking rows of simple devices)."""
+        cached = self._kept.get(full_only)
+        if cached is None:
+            cached = self._kept[full_only] = self._kept_rows(full_only)
+        raw, op_rows = cached
+        if op_index is not None:
+            op_rows = np.append(op_index, -1)[op_rows]
+        return raw, op_rows
+
+    def _kept_rows(self, full_only: bool) -> tuple[pd.DataFrame, np.ndarray]:
         frames, rows = [], []
         for p, gr, dmap in zip(self.parts, self.group_rows, self.part_devices):
             take = ~p.kept_alone if full_only else slice(None)
@@ -67,10 +77,7 @@ class RunOps:
             "device": pd.Categorical.from_codes(cols[0].astype(np.int64), categories=pd.Index(self.devices)),
             "start_ps": cols[1].astype(np.int64), "duration_ps": cols[2].astype(np.int64),
             "self_ps": cols[3].astype(np.int64), "step": cols[4].astype(np.int32)}, copy=False)
-        op_rows = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-        if op_index is not None:
-            op_rows = np.append(op_index, -1)[op_rows]
-        return raw, op_rows
+        return raw, np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
 
     def check_pairs(self, pairs: pd.DataFrame) -> None:
         """Raise NeedRows when an op of an async pair ran on a simple device but its rows were not kept
@@ -92,8 +99,12 @@ class RunOps:
 
     def judged_and_exposed(self, ops: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
         """timeline.timing.judged_and_exposed over all rows (``ops``: the stats rows, same order)."""
-        kept, kept_rows = self.kept_rows(full_only=False)
-        timed = pair_times(kept, ops, kept_rows, pairs)
+        timed = None
+        if pairs.empty:                 # nothing to pair: pair_times' all-NaN answer without the rows
+            timed = pd.DataFrame({"in_flight_ps": np.nan, "pair_exposed_ps": np.nan}, index=ops.index)
+        else:
+            kept, kept_rows = self.kept_rows(full_only=False)
+            timed = pair_times(kept, ops, kept_rows, pairs)
         full, full_rows = self.kept_rows(full_only=True)
         return judged_and_exposed(full, ops, full_rows, pairs, timed=timed,
                                   exposed_alone=self._exposed_alone(len(ops)) if self.n_rows else None)

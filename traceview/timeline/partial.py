@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from traceview.timeline.keys import column_codes, exact_sums, first_rows, group_ids
+from traceview.timeline.keys import column_codes, exact_sums, first_rows
 
 OP_KEY = ["program_id", "module", "op"]
 
@@ -117,13 +117,8 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
     devices = [dev_names[i] for i in order]
     dev = remap[dev_codes] if n else dev_codes                      # codes in sorted name order, -1 kept
 
-    key_ids, n_keys = group_ids(ops, OP_KEY) if n else (np.zeros(0, dtype=np.int64), 0)
-    has_key = key_ids >= 0
-    combined = np.where(has_key, key_ids * (len(devices) + 1) + dev + 1, -1)
-    gid = np.full(n, -1, dtype=np.int64)
-    if has_key.any():
-        codes, _ = pd.factorize(combined[has_key])
-        gid[has_key] = codes
+    gid = _group_numbers(ops, dev, len(devices))
+    has_key = gid >= 0
     n_groups = int(gid.max()) + 1 if n else 0
     first = first_rows(gid, n_groups)
     counted = np.flatnonzero(has_key)
@@ -207,6 +202,39 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
         kept_alone=alone[rows],
         kept_names=keep.names, kept_devices=keep.devices,
     )
+
+
+def _group_numbers(ops: pd.DataFrame, dev: np.ndarray, n_devices: int) -> np.ndarray:
+    """Per row, its (device, program_id, module, op) group, numbered in order of first appearance;
+    -1 where program_id, module or op is missing (a missing device is a value of its own)."""
+    n = len(ops)
+    gid = np.full(n, -1, dtype=np.int64)
+    if not n:
+        return gid
+    combined = dev + 1
+    width = n_devices + 1
+    missing = np.zeros(n, dtype=bool)
+    for name in OP_KEY:
+        column = ops[name]
+        if not isinstance(column.dtype, pd.CategoricalDtype):
+            values = column.to_numpy()
+            if values.dtype.kind in "iu" and values.size and values.min() == values.max():
+                continue                                  # one program throughout: adds nothing
+        codes, values = column_codes(column)
+        if codes.size and codes.min() < 0:
+            missing |= codes < 0
+            codes = np.maximum(codes, 0)
+        size = max(len(values), 1)
+        if width * size >= 2 ** 62:                      # renumber before the combined key could overflow
+            combined, uniques = pd.factorize(combined)
+            width = len(uniques)
+        combined = combined * size + codes
+        width *= size
+    keyed = ~missing
+    if keyed.all():
+        return pd.factorize(combined)[0].astype(np.int64)
+    gid[keyed] = pd.factorize(combined[keyed])[0]
+    return gid
 
 
 def _codes_at(codes: np.ndarray, rows: np.ndarray) -> np.ndarray:
