@@ -18,6 +18,7 @@ from traceview.timeline.devices import DEVICE_COLUMNS, device_busy_by_label, dev
 from traceview.timeline.keys import exact_sums
 from traceview.timeline.partial import KeepRows, OpsPart, looks_async
 from traceview.timeline.timing import judged_and_exposed
+from traceview.timeline.timing import per_step_self_time as raw_per_step_self_time
 
 OP_KEY = ["program_id", "module", "op"]
 
@@ -67,17 +68,18 @@ class RunOps:
     def _kept_rows(self, full_only: bool) -> tuple[pd.DataFrame, np.ndarray]:
         frames, rows = [], []
         for p, gr, dmap in zip(self.parts, self.group_rows, self.part_devices):
-            take = ~p.kept_alone if full_only else slice(None)
+            take = ~p.kept_alone if full_only and p.kept_alone.any() else slice(None)
             dev = p.kept_device[take]
             frames.append((np.where(dev >= 0, np.append(dmap, -1)[dev], -1), p.kept_start[take],
                            p.kept_duration[take], p.kept_self[take], p.kept_step[take]))
             rows.append(np.append(gr, -1)[p.kept_group[take]])
-        cols = [np.concatenate([f[i] for f in frames]) if frames else np.zeros(0, dtype=np.int64) for i in range(5)]
+        cols = [_joined([f[i] for f in frames]) for i in range(5)]
         raw = pd.DataFrame({
-            "device": pd.Categorical.from_codes(cols[0].astype(np.int64), categories=pd.Index(self.devices)),
-            "start_ps": cols[1].astype(np.int64), "duration_ps": cols[2].astype(np.int64),
-            "self_ps": cols[3].astype(np.int64), "step": cols[4].astype(np.int32)}, copy=False)
-        return raw, np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+            "device": pd.Categorical.from_codes(cols[0], categories=pd.Index(self.devices)),
+            "start_ps": cols[1].astype(np.int64, copy=False), "duration_ps": cols[2].astype(np.int64, copy=False),
+            "self_ps": cols[3].astype(np.int64, copy=False), "step": cols[4].astype(np.int32, copy=False)},
+            copy=False)
+        return raw, _joined(rows)
 
     def check_pairs(self, pairs: pd.DataFrame) -> None:
         """Raise NeedRows when an op of an async pair ran on a simple device but its rows were not kept
@@ -187,6 +189,13 @@ class RunOps:
         """timeline.devices.step_busy_by_label over all rows (only devices kept whole have rows in steps)."""
         raw, op_rows = self.kept_rows(full_only=True, op_index=op_index)
         return step_busy_by_label(raw, np.append(op_labels, -1)[op_rows], n_labels, steps)
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    """The arrays one after another (the array itself when there is one: no copy)."""
+    if not arrays:
+        return np.zeros(0, dtype=np.int64)
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 def merge_parts(parts: list[OpsPart], per_device: bool = False) -> RunOps:
@@ -304,22 +313,8 @@ def _distinct_devices(ids: np.ndarray, dev: np.ndarray, n_ops: int, n_devices: i
     return np.bincount(pairs // (n_devices + 1), minlength=n_ops).astype(np.int64)
 
 
-MAX_STEPS_PER_OP = 1000   # as timeline.timing.MAX_STEPS_PER_OP
-
-
 def per_step_self_time(run: RunOps, n_ops: int, index: pd.Index) -> pd.Series:
-    """timeline.timing.per_step_self_time over all rows: per op row, its self time per step (a list)."""
-    out = pd.Series([None] * n_ops, index=index, dtype=object)
-    entries = [(np.append(gr, -1)[p.step_group], p.step, p.step_self_ps) for p, gr in zip(run.parts, run.group_rows)]
-    if not entries or not any(e[1].size for e in entries):
-        return out
-    rows = np.concatenate([e[0] for e in entries])
-    step = np.concatenate([e[1] for e in entries])
-    sums = np.concatenate([e[2] for e in entries])
-    steps = np.unique(step)[:MAX_STEPS_PER_OP]
-    n_steps = len(steps)
-    where = np.minimum(np.searchsorted(steps, step), n_steps - 1)
-    kept = np.flatnonzero((rows >= 0) & (steps[where] == step))
-    table = exact_sums(rows[kept] * n_steps + where[kept], sums[kept], n_ops * n_steps).reshape(n_ops, n_steps)
-    counted = np.bincount(rows[kept], minlength=n_ops) > 0
-    return pd.Series([table[i].tolist() if counted[i] else None for i in range(n_ops)], index=index, dtype=object)
+    """timeline.timing.per_step_self_time over all rows: every row in a step is a kept row."""
+    raw, rows = run.kept_rows(full_only=True)
+    ops = pd.DataFrame(index=index)
+    return raw_per_step_self_time(raw, ops, rows)

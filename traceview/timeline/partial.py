@@ -17,8 +17,10 @@ collectives, async start/done pairs) is known only after the merge. Two cases:
   time by label is the sum of each group's interval lengths under that group's
   label, and a collective on it is exposed for min(duration, self time) (no
   other op covers it);
-* every other device keeps its rows (start, end, self time, step, group), as
-  do the rows of ops that may be async starts or dones (their names say
+* every other row is kept (start, end, self time, step, group): rows that
+  overlap another, rows in a step (each is clipped to its step's window, known
+  only once all hosts' steps are merged), and the rows of ops that may be
+  async starts or dones (their names say
   ``start``/``done``; the merge checks that against the HLO's pairs and asks
   for the rows again when a pair member was not kept).
 
@@ -83,10 +85,6 @@ class OpsPart:
     last_ps: np.ndarray                   # int64 last end
     dev_op_time_ps: np.ndarray            # int64 sum of self_ps
     has_rows: np.ndarray                  # bool
-    # ---- per (group, step): self time sums of rows in a step (step >= 0)
-    step_group: np.ndarray                # int64
-    step: np.ndarray                      # int64
-    step_self_ps: np.ndarray              # int64
     # ---- kept rows: every row of a non-simple device, async-looking rows of simple ones
     kept_group: np.ndarray                # int64 (-1: a key is missing)
     kept_device: np.ndarray               # int32 code into ``devices`` (-1: none)
@@ -140,8 +138,6 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
     nbytes, nbytes_n = _reported(ops["trace_bytes"], g, counted, n_groups)
 
 
-    in_step = np.flatnonzero(step >= 0)           # rows with no key too: their steps are steps of the run
-    step_group, step_of, step_self = _step_sums(gid[in_step], step[in_step], self_ps[in_step])
 
     # ---- per device
     n_dev = len(devices)
@@ -196,7 +192,6 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
         length_ps=length, exposed_alone_ps=exposed_alone,
         devices=devices, modules=module_names, op_names=op_names,
         busy_ps=busy, first_ps=first_ps, last_ps=last_ps, dev_op_time_ps=dev_time, has_rows=has_rows,
-        step_group=step_group, step=step_of, step_self_ps=step_self,
         kept_group=gid[rows], kept_device=dev[rows].astype(np.int32), kept_start=start[rows],
         kept_duration=duration[rows], kept_self=self_ps[rows], kept_step=step[rows].astype(np.int32),
         kept_alone=alone[rows],
@@ -288,21 +283,11 @@ def _first_present(column: pd.Series, ids: np.ndarray, first: np.ndarray, kept: 
 
 def _reported(column: pd.Series, groups: np.ndarray, rows: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
     """Per group, the sum of a figure the trace may not report (NaN), and how many rows reported it."""
-    values = column.to_numpy(dtype="float64", na_value=np.nan)[rows]
+    values = column.to_numpy(dtype="float64", na_value=np.nan)
+    if rows.size != values.size:
+        values = values[rows]
     reported = ~np.isnan(values)
     if not reported.any():
         return np.zeros(n_groups), np.zeros(n_groups, dtype=np.int64)
     return (np.bincount(groups[reported], weights=values[reported], minlength=n_groups),
             np.bincount(groups[reported], minlength=n_groups).astype(np.int64))
-
-
-def _step_sums(groups: np.ndarray, steps: np.ndarray, self_ps: np.ndarray):
-    """Sparse (group, step) -> summed self time."""
-    if groups.size == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty
-    keys = pd.MultiIndex.from_arrays([groups, steps])
-    codes, uniques = pd.factorize(keys)
-    sums = exact_sums(codes, self_ps, len(uniques))
-    return (np.asarray(uniques.get_level_values(0), dtype=np.int64),
-            np.asarray(uniques.get_level_values(1), dtype=np.int64), sums)
