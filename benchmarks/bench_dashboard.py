@@ -48,7 +48,9 @@ _RECORDER = """
 (() => {
   const marks = window.__tv_marks = {};
   const count = (sel) => document.querySelectorAll(sel).length;
-  const charts = () => count('[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg.marks');
+  // a chart: a drawn Vega chart, or one drawn as HTML (dashboards/bars.py: st.html, role="img")
+  const charts = () => count('[data-testid="stVegaLiteChart"] canvas, [data-testid="stVegaLiteChart"] svg.marks, '
+                             + '[data-testid="stHtml"] [role="img"]');
   const checks = {
     app: () => count('[data-testid="stApp"]') > 0,
     tabs: () => count('[role="tab"]') > 0,
