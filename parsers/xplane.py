@@ -381,15 +381,15 @@ def self_times(start: np.ndarray, duration: np.ndarray) -> np.ndarray:
     idx = np.flatnonzero(duration > 0)
     if idx.size < 2:
         return self_ps
-    s = start[idx]
-    e = s + duration[idx]
+    s = start[idx] if idx.size < start.size else start
+    e = s + (duration[idx] if idx.size < start.size else duration)
     if np.all(s[1:] >= np.maximum.accumulate(e)[:-1]):
         return self_ps  # in time order already and nothing overlaps: the common case on GPU streams
     if not _in_order(s, e):
         order = np.lexsort((-e, s))
         s, e, idx = s[order], e[order], idx[order]
-    if np.all(s[1:] >= np.maximum.accumulate(e)[:-1]):
-        return self_ps  # nothing overlaps: the common case on GPU streams
+        if np.all(s[1:] >= np.maximum.accumulate(e)[:-1]):
+            return self_ps  # nothing overlaps once in order
     from traceview.parsers import xspace_fast
 
     children = xspace_fast.nested_children(s, e) if xspace_fast.loaded() else _nested_children(s, e)
