@@ -21,10 +21,20 @@ and prints wall time, peak memory (largest process, from wait4) and ratios:
 * ``traceview --version``;
 * the 32-host run with ``--jobs 1`` and with all cores.
 
+Each timed command runs --repeat times (default 3; the cold ones with the cache
+emptied before each) and the median is shown with the range: on a shared
+2-core machine one run can be off by a second. The 32-host pairs alternate
+(--jobs 1, then all cores) so a busy moment hits both alike.
+
+traceview's own modules are byte-compiled first (``compileall``), as an
+installed package is: an environment with PYTHONDONTWRITEBYTECODE=1 (this
+sandbox's) would otherwise compile them from source in every run, about
+0.5-1 s that no user pays, while XProf's modules were compiled by pip.
+
 The JSON outputs of cold, warm, pure-path, one-process and all-cores runs are
 compared byte for byte and the result printed.
 
-    python benchmarks/bench_scale.py [--events 2000000] [--host-events 150000] [--skip-xprof]
+    python benchmarks/bench_scale.py [--events 2000000] [--host-events 150000] [--repeat 3] [--skip-xprof]
 """
 
 from __future__ import annotations
@@ -68,7 +78,7 @@ def run(cmd: list[str], env: dict | None = None, out: Path | None = None) -> dic
         err = proc.stderr.read() if proc.stderr else b""
         _, status, _usage = os.wait4(proc.pid, 0)
     finally:
-        if out:
+        if not isinstance(stdout, int):
             stdout.close()
     wall = time.perf_counter() - t
     code = os.waitstatus_to_exitcode(status)
@@ -77,6 +87,35 @@ def run(cmd: list[str], env: dict | None = None, out: Path | None = None) -> dic
     peaks = [int(line.split()[1]) for line in err.decode(errors="replace").splitlines() if line.startswith("TVPEAK ")]
     return {"seconds": wall, "peak_mb": (peaks[-1] if peaks else float("nan")) / 1024, "rc": code,
             "error": err.decode(errors="replace").strip().splitlines()[-1:] if code else []}
+
+
+def repeated(times: int, measure, before=None) -> dict:
+    """``measure()`` run ``times`` times (``before()`` ahead of each): the median run, with every time."""
+    runs = []
+    for _ in range(max(1, times)):
+        if before is not None:
+            before()
+        runs.append(measure())
+    return median_run(runs)
+
+
+def median_run(runs: list[dict]) -> dict:
+    """The run of median time among those that succeeded, with every run's time."""
+    ok = [r for r in runs if r["rc"] == 0] or runs
+    best = sorted(ok, key=lambda r: r["seconds"])[(len(ok) - 1) // 2]
+    return {**best, "all_seconds": [r["seconds"] for r in runs]}
+
+
+def byte_compile() -> None:
+    """Write traceview's .pyc files, as installing a package does (see the module docstring)."""
+    import compileall
+    import importlib.util
+
+    for package in ("traceview", "traceview.parsers", "traceview.dashboards"):
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.submodule_search_locations:
+            for folder in spec.submodule_search_locations:
+                compileall.compile_dir(folder, quiet=1)
 
 
 def _identical(files: list[Path]) -> bool:
@@ -94,7 +133,9 @@ def fmt(r: dict | None) -> str:
         return "n/a"
     if r["rc"] != 0:
         return "cannot read it" if r.get("cannot") else f"failed (rc {r['rc']}: {' '.join(r['error'])[:60]})"
-    return f"{r['seconds']:.2f} s, {r['peak_mb'] / 1024:.2f} GB"
+    spread = r.get("all_seconds") or []
+    extra = f" ({min(spread):.2f}-{max(spread):.2f})" if len(spread) > 1 else ""
+    return f"{r['seconds']:.2f} s{extra}, {r['peak_mb'] / 1024:.2f} GB"
 
 
 def ratio(a: dict | None, b: dict | None, key: str) -> str:
@@ -103,7 +144,7 @@ def ratio(a: dict | None, b: dict | None, key: str) -> str:
     return f"{a[key] / b[key]:.2f}x"
 
 
-def bench_trace(kind: str, root: Path, events: int, skip_xprof: bool, cache_root: Path) -> dict:
+def bench_trace(kind: str, root: Path, events: int, skip_xprof: bool, cache_root: Path, repeat: int) -> dict:
     run_dir = logdir(root, kind)
     trace = run_dir / "host0.xplane.pb"
     n = build_trace(SOURCES[kind], events, trace)
@@ -117,8 +158,8 @@ def bench_trace(kind: str, root: Path, events: int, skip_xprof: bool, cache_root
     # numba's compiled kernels come from its on-disk cache after the first use on a machine: warm it.
     run([*analyze, str(outs / "warmup.json"), "--no-cache"], env)
     res: dict = {"kind": kind, "events": n, "mb": trace.stat().st_size / 2**20}
-    shutil.rmtree(cache, ignore_errors=True)
-    res["cold"] = run([*analyze, str(outs / "cold.json")], env)
+    res["cold"] = repeated(repeat, lambda: run([*analyze, str(outs / "cold.json")], env),
+                           before=lambda: shutil.rmtree(cache, ignore_errors=True))
     res["warm"] = run([*analyze, str(outs / "warm.json")], env)
     res["warm_redo"] = run([*analyze, str(outs / "warm_redo.json")], {**env, "TRACEVIEW_NO_RESULT_CACHE": "1"})
     res["warm_tables"] = run([sys.executable, "-c", "import sys; from traceview.read import load_profile; "
@@ -127,9 +168,10 @@ def bench_trace(kind: str, root: Path, events: int, skip_xprof: bool, cache_root
     names = ["cold", "warm", "warm_redo", "pure"]
     res["identical"] = _identical([outs / f"{n}.json" for n in names])
     if not skip_xprof:
-        res["xprof"] = run([tool("xprof"), "get_hlo_stats", "run1", f"--logdir={root / kind}",
-                            "--bypass_cache=True"], out=outs / "xprof.json")
-        rs = run([tool("xprof-rs"), "get_hlo_stats", "run1", f"--logdir={root / kind}"], out=outs / "xprof-rs.json")
+        res["xprof"] = repeated(repeat, lambda: run([tool("xprof"), "get_hlo_stats", "run1", f"--logdir={root / kind}",
+                                                      "--bypass_cache=True"], out=outs / "xprof.json"))
+        rs = repeated(repeat, lambda: run([tool("xprof-rs"), "get_hlo_stats", "run1", f"--logdir={root / kind}"],
+                                          out=outs / "xprof-rs.json"))
         if rs["rc"] == 0 and (outs / "xprof-rs.json").stat().st_size < 10:
             rs["rc"], rs["cannot"] = 1, True
         elif rs["rc"] != 0:
@@ -138,7 +180,7 @@ def bench_trace(kind: str, root: Path, events: int, skip_xprof: bool, cache_root
     return res
 
 
-def bench_hosts(root: Path, host_events: int, hosts: int, cache_root: Path) -> dict:
+def bench_hosts(root: Path, host_events: int, hosts: int, cache_root: Path, repeat: int) -> dict:
     run_dir = logdir(root, "pod")
     first = run_dir / "host00.xplane.pb"
     n = build_trace(SOURCES["gpu"], host_events, first)
@@ -152,8 +194,9 @@ def bench_hosts(root: Path, host_events: int, hosts: int, cache_root: Path) -> d
     cores = len(os.sched_getaffinity(0))
     base = [tv, "analyze", str(run_dir), "--format", "json", "--no-cache", "-o"]
     res = {"hosts": hosts, "events_per_host": n, "cores": cores}
-    res["jobs1"] = run([*base, str(outs / "j1.json"), "--jobs", "1"], env)
-    res["jobsN"] = run([*base, str(outs / "jN.json"), "--jobs", str(cores)], env)
+    pairs = [(run([*base, str(outs / "j1.json"), "--jobs", "1"], env),
+              run([*base, str(outs / "jN.json"), "--jobs", str(cores)], env)) for _ in range(max(1, repeat))]
+    res["jobs1"], res["jobsN"] = median_run([p[0] for p in pairs]), median_run([p[1] for p in pairs])
     res["identical"] = _identical([outs / "j1.json", outs / "jN.json"])
     # The reading alone (what the pool parallelizes), without the analysis of the merged tables.
     load = ("import sys; from traceview.read import ReadOptions, load_profile; "
@@ -174,16 +217,18 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=2_000_000)
     ap.add_argument("--host-events", type=int, default=150_000)
     ap.add_argument("--hosts", type=int, default=32)
+    ap.add_argument("--repeat", type=int, default=3, help="runs per timed command (the median is shown)")
     ap.add_argument("--skip-xprof", action="store_true")
     ap.add_argument("--kinds", default="gpu,tpu")
     args = ap.parse_args()
     load = os.getloadavg()
+    byte_compile()
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     with tempfile.TemporaryDirectory(prefix="tv-bench-") as tmp:
         root = Path(tmp)
         cache_root = root / "cache"
-        results = [bench_trace(k, root, args.events, args.skip_xprof, cache_root) for k in args.kinds.split(",") if k]
-        pod = bench_hosts(root, args.host_events, args.hosts, cache_root)
+        results = [bench_trace(k, root, args.events, args.skip_xprof, cache_root, args.repeat) for k in args.kinds.split(",") if k]
+        pod = bench_hosts(root, args.host_events, args.hosts, cache_root, args.repeat)
     version = version_time()
     print(f"\n## traceview benchmark, {started}; load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
           f"after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {len(os.sched_getaffinity(0))} cores\n")
@@ -202,7 +247,7 @@ def main() -> None:
           f"outputs identical: {'yes' if pod['identical'] else 'NO'}")
     print(f"reading only (load_profile): 1 process {fmt(pod['load1'])}; {pod['cores']} processes "
           f"{fmt(pod['loadN'])}; speed-up {ratio(pod['load1'], pod['loadN'], 'seconds')}")
-    print("\n(peak memory: peak RSS of the command's own process, by /usr/bin/time; --jobs N workers not included)")
+    print(f"\n(times: median of {args.repeat} runs, range in brackets; peak memory: peak RSS of the command's own process, by /usr/bin/time; --jobs N workers not included)")
 
 
 if __name__ == "__main__":

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pandas as pd
 import streamlit as st
 
+from traceview.dashboards.bars import share_bar_html, stacked_columns_html
 from traceview.dashboards.data import View
 from traceview.hardware.chips import Chip, dtype_class
 from traceview.hardware.detect import device_model_name
@@ -17,9 +17,6 @@ from traceview.render.tables import fmt_pct, fmt_si, fmt_time_us, markdown_table
 from traceview.roofline import GAIN_DEFINITION
 from traceview.units import US_PER_MS
 from traceview.vocabulary import BOUNDS_AND_IDLE
-
-if TYPE_CHECKING:
-    import altair as alt
 
 SPLIT_COLOURS = {**BOUND_COLOURS, "idle": "#d9d9d9"}
 MAX_STEP_BARS = 100    # a bar chart of thousands of steps is a blur, and slow to draw
@@ -117,8 +114,8 @@ class Parts:
     steps: list[float]           # each step's time, us
     steps_frame: pd.DataFrame    # steps_frame, the first MAX_STEP_BARS steps
     devices: pd.DataFrame        # device_frame
-    split_chart: alt.Chart | None   # the Altair charts (None: nothing to draw)
-    steps_chart: alt.Chart | None
+    split_chart: str | None      # the charts, as HTML (None: nothing to draw)
+    steps_chart: str | None
 
 
 def parts(view: View) -> Parts:
@@ -156,7 +153,7 @@ def render(view: View) -> None:
     if p.split_chart is not None:
         st.markdown("**Where the time goes** ("
                     + ", ".join(f"{b} {fmt_pct(x)}" for b, x in zip(split["bound"], split["share"])) + ")")
-        st.altair_chart(p.split_chart, width="stretch")
+        st.html(p.split_chart)
     else:
         st.info("No target chip: ops are not roofline-judged. Pick a target in the sidebar.")
 
@@ -169,7 +166,7 @@ def render(view: View) -> None:
         if p.steps_chart is not None:
             st.markdown("**Steps** (per device: time by bound and idle, the mean over the step's devices" + (
                 f"; the first {MAX_STEP_BARS} of {len(steps)} steps)" if len(steps) > MAX_STEP_BARS else ")"))
-            st.altair_chart(p.steps_chart, width="stretch")
+            st.html(p.steps_chart)
     with right:
         st.markdown("**Devices** (peak FLOP/s and HBM bandwidth as the trace states them)")
         _devices(p.devices)
@@ -180,12 +177,8 @@ def render(view: View) -> None:
 
 
 def warm(view: View) -> None:
-    """Build what `render` draws, and the charts' Vega-Lite specs once: the first spec of a process loads
-    Altair's schema and validator (about a second)."""
-    p = parts(view)
-    for chart in (p.split_chart, p.steps_chart):
-        if chart is not None:
-            chart.to_dict()
+    """Build what `render` draws."""
+    parts(view)
 
 
 def _devices(frame: pd.DataFrame) -> None:
@@ -197,30 +190,11 @@ def _devices(frame: pd.DataFrame) -> None:
         st.dataframe(frame, hide_index=True, width="stretch")
 
 
-def split_bar_chart(split: pd.DataFrame) -> alt.Chart:
-    """One bar, normalised to 100 %: the run's time by bound and idle."""
-    import altair as alt
-
-    frame = split.assign(time_ms=split["time_us"] / US_PER_MS, order=range(len(split)))
-    chart = alt.Chart(frame).mark_bar(height=26).encode(
-        x=alt.X("sum(time_ms):Q", stack="normalize", title=None, axis=alt.Axis(format="%")),
-        color=alt.Color("bound:N", scale=alt.Scale(domain=list(SPLIT_COLOURS), range=list(SPLIT_COLOURS.values())),
-                        legend=alt.Legend(orient="bottom", title=None)),
-        order="order:Q",
-        tooltip=["bound", alt.Tooltip("time_ms:Q", format=",.3f", title="ms"),
-                 alt.Tooltip("share:Q", format=".1%")],
-    ).properties(height=70)
-    return chart
+def split_bar_chart(split: pd.DataFrame) -> str:
+    """One bar, normalised to 100 %: the run's time by bound and idle (HTML: no Vega on the first page)."""
+    return share_bar_html(split, SPLIT_COLOURS)
 
 
-def steps_chart(frame: pd.DataFrame) -> alt.Chart:
-    """Per step, a bar stacked by bound (steps_frame's long format)."""
-    import altair as alt
-
-    chart = alt.Chart(frame).mark_bar().encode(
-        x=alt.X("step:O", axis=alt.Axis(labelAngle=0)), y=alt.Y("sum(time_ms):Q", title="ms"),
-        color=alt.Color("bound:N", scale=alt.Scale(domain=list(SPLIT_COLOURS), range=list(SPLIT_COLOURS.values())),
-                        legend=None),
-        tooltip=["step", "bound", alt.Tooltip("time_ms:Q", format=",.3f")],
-    ).properties(height=220)
-    return chart
+def steps_chart(frame: pd.DataFrame) -> str:
+    """Per step, a column stacked by bound, idle on top (steps_frame's long format; HTML)."""
+    return stacked_columns_html(frame, SPLIT_COLOURS, list(BOUNDS_AND_IDLE))

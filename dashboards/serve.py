@@ -4,7 +4,8 @@
 --server.port ...`: the arguments go to Streamlit's CLI unchanged, and a
 thread (traceview.dashboards.warm) reads and analyses the configured trace in
 the same process meanwhile, so the first browser session finds it in the
-cache. TRACEVIEW_DASHBOARD_WARM=0 turns the warming off.
+cache. TRACEVIEW_DASHBOARD_WARM=0 turns the warming off. The server's
+sockets send without Nagle's delay (dashboards/nodelay.py).
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> None:
-    from traceview.dashboards import warm
+    from traceview.dashboards import nodelay, warm
     from traceview.dashboards.config import from_env
 
     config = from_env()
     if config.path and os.environ.get("TRACEVIEW_DASHBOARD_WARM", "1") != "0":
         warm.start(config)
+    nodelay.install()
     from streamlit.web import cli
 
     cli.main(args=list(sys.argv[1:] if argv is None else argv), prog_name="streamlit")

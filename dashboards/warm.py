@@ -1,16 +1,16 @@
 """Warm the dashboard's server process before a browser opens it.
 
 Streamlit imports nothing and reads nothing until the first browser session
-runs the app script; that first run then pays for the imports (pandas,
-altair, the pipeline), the trace's read and analysis, and Altair's schema
-loading. `traceview dashboard` starts the server through
-`traceview.dashboards.serve`, which runs `warm` in a thread beside the
-server: it fills the same `st.cache_resource` entries the page reads (the
+runs the app script; that first run then pays for the imports (pandas, the
+pipeline), the trace's read and analysis. `traceview dashboard` starts the
+server through `traceview.dashboards.serve`, which runs `warm` in a thread
+beside the server: it fills the same `st.cache_resource` entries the page reads (the
 cache is per process, keyed by the function and its arguments) and prints
 READY when the first page needs nothing more. A session that opens before
 then waits on the cache's per-key lock, under the page's spinner, instead of
 reading the trace a second time. The other tabs' modules are imported once
-the first page was shown, so that work does not compete with it.
+the first page was shown (and Altair's schema loaded: only they draw Vega
+charts), so that work does not compete with it.
 """
 
 from __future__ import annotations
@@ -82,11 +82,22 @@ def warm_first_page(config: DashboardConfig) -> float:
 
 
 def warm_other_tabs() -> None:
-    """Import the other tabs' modules (altair, the diff and memory reports...), for quick tab switches."""
+    """Import the other tabs' modules (altair, the diff and memory reports...), and load Altair's schema, for
+    quick tab switches."""
     from traceview.dashboards.tabs import TABS
 
     for name in list(TABS.values())[1:]:   # the first tab (the Overview) is warm already
         importlib.import_module(f"traceview.dashboards.{name}")
+    _warm_altair()
+
+
+def _warm_altair() -> None:
+    """The first chart a process turns into Vega-Lite loads Altair's schema and validator (about a second).
+    The other tabs draw Altair charts; the Overview draws HTML (dashboards/bars.py), so load it here."""
+    import altair as alt
+    import pandas as pd
+
+    alt.Chart(pd.DataFrame({"x": [0.0]})).mark_point().encode(x="x:Q").to_dict()
 
 
 def warm(config: DashboardConfig, out: TextIO | None = None, wait_for_page: bool = True) -> None:

@@ -371,24 +371,34 @@ def _in_order(s: np.ndarray, e: np.ndarray) -> bool:
 def self_times(start: np.ndarray, duration: np.ndarray) -> np.ndarray:
     """Duration minus the time covered by directly nested events of the same line.
 
-    Vectorized: events sorted by (start, longest first); an event's depth is
-    the number of earlier events still open at its start, and its parent is
-    the last event one level up. Partial overlaps count only the overlapping
-    part; zero-length events neither have nor are children.
+    Events sorted by (start, longest first); an event's depth is the number
+    of earlier events still open at its start, and its parent is the last
+    event one level up. Partial overlaps count only the overlapping part;
+    zero-length events neither have nor are children. One compiled walk when
+    the reader's kernels are loaded, else one vectorized pass per level.
     """
     self_ps = duration.astype(np.int64, copy=True)
     idx = np.flatnonzero(duration > 0)
     if idx.size < 2:
         return self_ps
-    s = start[idx]
-    e = s + duration[idx]
+    s = start[idx] if idx.size < start.size else start
+    e = s + (duration[idx] if idx.size < start.size else duration)
     if np.all(s[1:] >= np.maximum.accumulate(e)[:-1]):
         return self_ps  # in time order already and nothing overlaps: the common case on GPU streams
     if not _in_order(s, e):
         order = np.lexsort((-e, s))
         s, e, idx = s[order], e[order], idx[order]
-    if np.all(s[1:] >= np.maximum.accumulate(e)[:-1]):
-        return self_ps  # nothing overlaps: the common case on GPU streams
+        if np.all(s[1:] >= np.maximum.accumulate(e)[:-1]):
+            return self_ps  # nothing overlaps once in order
+    from traceview.parsers import xspace_fast
+
+    children = xspace_fast.nested_children(s, e) if xspace_fast.loaded() else _nested_children(s, e)
+    self_ps[idx] = np.maximum(duration[idx] - children, 0)
+    return self_ps
+
+
+def _nested_children(s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """xspace_kernels.nested_children without numba: one vectorized pass per nesting level."""
     closed = np.searchsorted(np.sort(e), s, side="right")
     depth = np.arange(s.size) - closed
     children = np.zeros(s.size, dtype=np.int64)
@@ -405,8 +415,7 @@ def self_times(start: np.ndarray, duration: np.ndarray) -> np.ndarray:
         child, parent = child[ok], parents_pool[k[ok]]
         covered = np.minimum(e[child], e[parent]) - s[child]
         np.add.at(children, parent, np.maximum(covered, 0))
-    self_ps[idx] = np.maximum(duration[idx] - children, 0)
-    return self_ps
+    return children
 
 
 # ------------------------------------------------------------------------ devices

@@ -118,6 +118,13 @@ def _call_each(k) -> None:
     k.event_position(buf, buf.size, count)
     k.decode_wide(buf, 0, buf.size, 0, np.array([2], dtype=np.int64), *(np.zeros(count, np.int64) for _ in range(3)),
                   np.zeros((1, count), np.int8), np.zeros((1, count), np.uint64), np.zeros((1, count), np.uint32))
+    k.nested_children(np.array([0, 1], dtype=np.int64), np.array([3, 2], dtype=np.int64), np.array([2, 3], dtype=np.int64))
+
+
+def nested_children(s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """xspace_kernels.nested_children of events in (start, longest first) order (numpy sorts the ends faster)."""
+    s, e = np.ascontiguousarray(s, dtype=np.int64), np.ascontiguousarray(e, dtype=np.int64)
+    return _kernels().nested_children(s, e, np.sort(e))
 
 
 class EventRegion:

@@ -90,6 +90,11 @@ def check_against_cli(at: AppTest, cli: dict) -> None:
     total = sum(s["time_by_bound_us"].values())
     split = ", ".join(f"{b} {fmt_pct(s['time_by_bound_us'][b] / total)}" for b in BOUNDS)
     assert f"**Where the time goes** ({split})" in text
+    # the bar under it (HTML, dashboards/bars.py): a box per bound with time, its tooltip the CLI's figures
+    bar = next(h.proto.body for h in at.get("html") if 'aria-label="time by bound' in h.proto.body)
+    for b in BOUNDS:
+        box = f'title="{b}: {s["time_by_bound_us"][b] / 1000:,.3f} ms ({fmt_pct(s["time_by_bound_us"][b] / total)})"'
+        assert (box in bar) == (s["time_by_bound_us"][b] > 0), (b, box)
     # ranked by gain: what the device would save (for async work at most the time it waited)
     top = max((o for o in cli["ops"] if o.get("gain_us") is not None), key=lambda o: o["gain_us"])
     first_gap = next(m.value for m in at.markdown if m.value.startswith("1. **"))

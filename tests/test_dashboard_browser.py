@@ -67,15 +67,16 @@ def _keep(paths: list[Path]) -> None:
 
 
 _RUNNING = "!!document.querySelector('[data-testid=\"stStatusWidget\"]')"
-_VEGA = "document.querySelectorAll('[data-testid=\"stVegaLiteChart\"] canvas, " \
-        "[data-testid=\"stVegaLiteChart\"] svg.marks').length"
+# Charts drawn: Vega's, and the Overview's bars drawn as HTML (dashboards/bars.py, role="img").
+_CHARTS = "document.querySelectorAll('[data-testid=\"stVegaLiteChart\"] canvas, " \
+          "[data-testid=\"stVegaLiteChart\"] svg.marks, [data-testid=\"stHtml\"] [role=\"img\"]').length"
 
 
 def _settle(tools: DevTools, charts: int, what: str) -> None:
-    """Wait until the script finished its run and `charts` Vega charts are drawn in the visible tab."""
+    """Wait until the script finished its run and `charts` charts are drawn in the visible tab."""
     tools.wait_for(f"!{_RUNNING}", 90, "the app finishing its run")
     if charts:
-        tools.wait_for(f"{_VEGA} >= {charts}", 60, f"{charts} charts in {what}")
+        tools.wait_for(f"{_CHARTS} >= {charts}", 60, f"{charts} charts in {what}")
     time.sleep(1.0)   # let the charts' transitions end
 
 

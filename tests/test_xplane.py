@@ -259,15 +259,26 @@ def _random_nested(rng, n_roots=6, depth=3):
     return np.array(starts, dtype=np.int64)[perm], np.array(durs, dtype=np.int64)[perm]
 
 
+@pytest.fixture(params=["numpy", "compiled"])
+def nesting_path(request, monkeypatch):
+    """self_times through each of its two implementations (the compiled one where numba is installed)."""
+    from traceview.parsers import xspace_fast
+
+    if request.param == "compiled" and not xspace_fast.enabled():
+        pytest.skip("numba is not installed")
+    monkeypatch.setattr(xspace_fast, "loaded", lambda: request.param == "compiled")
+    return request.param
+
+
 @pytest.mark.parametrize("seed", range(8))
-def test_self_times_match_brute_force(seed):
+def test_self_times_match_brute_force(seed, nesting_path):
     rng = np.random.default_rng(seed)
     start, dur = _random_nested(rng)
     np.testing.assert_array_equal(self_times(start, dur), _self_times_reference(start, dur))
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_self_times_of_events_already_in_time_order(seed):
+def test_self_times_of_events_already_in_time_order(seed, nesting_path):
     """Lines usually hold their events in (start, longest first) order: that order skips the sort."""
     rng = np.random.default_rng(100 + seed)
     start, dur = _random_nested(rng)
@@ -276,7 +287,7 @@ def test_self_times_of_events_already_in_time_order(seed):
     np.testing.assert_array_equal(self_times(start, dur), _self_times_reference(start, dur))
 
 
-def test_self_times_flat_and_zero_length():
+def test_self_times_flat_and_zero_length(nesting_path):
     start = np.array([0, 10, 10, 20], dtype=np.int64)
     dur = np.array([10, 0, 10, 5], dtype=np.int64)
     np.testing.assert_array_equal(self_times(start, dur), dur)
@@ -284,6 +295,32 @@ def test_self_times_flat_and_zero_length():
     start = np.array([0, 1, 5, 3], dtype=np.int64)
     dur = np.array([10, 2, 3, 0], dtype=np.int64)
     np.testing.assert_array_equal(self_times(start, dur), [5, 2, 3, 0])
+
+
+def test_self_times_with_partial_overlaps():
+    """Partial overlaps (threads, async work) have no brute-force definition: the compiled walk must give
+    exactly what the vectorized passes give, including an event that outlives its parent."""
+    from traceview.parsers import xspace_fast
+
+    if not xspace_fast.enabled():
+        pytest.skip("numba is not installed")
+    from traceview.parsers.xplane import _nested_children
+
+    # A [0,10) holds B [2,6): 4 of A's time. C [5,15) starts with A and B open: depth 2, parent B, and
+    # 1 of it lies inside B. D [12,14) starts when only C is open: depth 1, so its parent is the last
+    # depth-0 event, A, which ended before D began: nothing.
+    s = np.array([0, 2, 5, 12], dtype=np.int64)
+    e = np.array([10, 6, 15, 14], dtype=np.int64)
+    assert _nested_children(s, e).tolist() == [4, 1, 0, 0]
+    assert xspace_fast.nested_children(s, e).tolist() == [4, 1, 0, 0]
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        n = int(rng.integers(2, 400))
+        s = np.sort(rng.integers(0, 1000, n))
+        e = s + rng.integers(1, 200, n)
+        order = np.lexsort((-e, s))
+        s, e = s[order], e[order]
+        np.testing.assert_array_equal(xspace_fast.nested_children(s, e), _nested_children(s, e))
 
 
 def test_copy_of_trace_keeps_host_name(shared_traces, tmp_path):

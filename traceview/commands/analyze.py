@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from traceview.commands._options import add_format, add_hlo, add_source, add_target, load_from_args, write_output
+from traceview.render import jsontext
 
 
 def register(subparsers) -> None:
@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
 
     analysis = load_from_args(args, keep_ops=False)   # every format prints what the analysis derives
     if args.format == "json":
-        text = json.dumps(analysis.to_json(), indent=1) + "\n"
+        text = jsontext.dumps(analysis.to_json()) + "\n"
     elif args.format == "csv":
         text = analysis_csv(analysis.pipeline)
     elif args.format == "markdown":

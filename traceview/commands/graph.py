@@ -9,10 +9,10 @@ and labelled with its time and gain; on an HLO dump the nodes are plain.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from traceview.commands._options import add_hlo, add_read_options, add_target, write_output
+from traceview.render import jsontext
 
 
 def register(subparsers) -> None:
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     graph = op_graph(modules, args.op, depth=args.depth, module=args.module, expand=not args.no_expand)
     annotate(graph, records)
     if args.format == "json":
-        text = json.dumps(graph.as_json(), indent=1) + "\n"
+        text = jsontext.dumps(graph.as_json()) + "\n"
     else:
         text = to_dot(graph)
         if args.format == "svg":

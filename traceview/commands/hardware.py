@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from traceview.commands._options import write_output
+from traceview.render import jsontext
 
 
 def register(subparsers) -> None:
@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
 
     db = load_hardware(args.hardware_file)
     if args.format == "json":
-        text = json.dumps(hardware_json(db), indent=1) + "\n"
+        text = jsontext.dumps(hardware_json(db)) + "\n"
     else:
         text = format_hardware_table(db) + "\n"
     write_output(text, args.output)

@@ -7,10 +7,10 @@ trace (whose own HLO, or an hlo/ folder beside it, is read).
 from __future__ import annotations
 
 import argparse
-import json
 
 import traceview
 from traceview.commands._options import add_read_options, reading, write_output
+from traceview.render import jsontext
 
 
 def register(subparsers) -> None:
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     with reading(args):
         report = traceview.hlo(args.path, run=args.run, stage=args.stage)
     if args.format == "json":
-        text = json.dumps(report.to_json(), indent=1) + "\n"
+        text = jsontext.dumps(report.to_json()) + "\n"
     elif args.format == "csv":
         text = report.to_csv()
     else:

@@ -8,9 +8,9 @@ peaks from the buffer assignment: no accelerator needed).
 from __future__ import annotations
 
 import argparse
-import json
 
 from traceview.commands._options import add_read_options, reading, write_output
+from traceview.render import jsontext
 
 
 def register(subparsers) -> None:
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     with reading(args):
         report = memory_report(args.path, run=args.run, target=args.target, hardware_file=args.hardware_file)
     if args.format == "json":
-        text = json.dumps(memory_json(report), indent=1) + "\n"
+        text = jsontext.dumps(memory_json(report)) + "\n"
     else:
         text = memory_text(report, top=max(args.top, 1), markdown=args.format == "markdown")
     write_output(text, args.output)

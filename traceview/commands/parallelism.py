@@ -7,10 +7,10 @@ XLA dump folder / HLO file alone (then there are no times; give --target for the
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from traceview.commands._options import add_format, add_hlo, add_source, add_target, load_from_args, write_output
+from traceview.render import jsontext
 
 
 def register(subparsers) -> None:
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     report = report_from_args(args)
     if args.format == "json":
-        text = json.dumps(parallelism_json(report), indent=1) + "\n"
+        text = jsontext.dumps(parallelism_json(report)) + "\n"
     elif args.format == "markdown":
         text = parallelism_markdown(report)
     else:

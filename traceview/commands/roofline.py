@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from traceview.commands._options import add_hlo, add_source, add_target, load_from_args, write_output
 from traceview.errors import UserError
+from traceview.render import jsontext
 from traceview.render.tables import fmt_si, fmt_time_us, text_table
 
 
@@ -44,9 +44,9 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
     note = unplaceable_note(analysis.ops)
     if args.format == "json":
-        text = json.dumps({"target": analysis.target.name, "ridge_point": ridge_point(analysis.target),
+        text = jsontext.dumps({"target": analysis.target.name, "ridge_point": ridge_point(analysis.target),
                            "points": op_records(points),
-                           "not_placed": op_records(unplaceable_ops(analysis.ops))}, indent=1) + "\n"
+                           "not_placed": op_records(unplaceable_ops(analysis.ops))}) + "\n"
     else:
         ridge = ridge_point(analysis.target)
         rows = [[r["module"], r["op"], r["bound"], f"{r['intensity']:.3g}", fmt_si(r["achieved_flops"], "FLOP/s"),

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from traceview.commands._options import write_output
 from traceview.parsers.discover import list_runs
+from traceview.render import jsontext
 from traceview.render.tables import fmt_si, text_table
 
 
@@ -21,7 +21,7 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     runs = list_runs(args.path)
     if args.format == "json":
-        text = json.dumps({"runs": [r.summary() for r in runs]}, indent=1) + "\n"
+        text = jsontext.dumps({"runs": [r.summary() for r in runs]}) + "\n"
     else:
         rows = [[r.name, str(len(r.files)), ", ".join(r.hosts), fmt_si(r.total_bytes, "B"),
                  r.time.strftime("%Y-%m-%d %H:%M:%S UTC"), r.time_source] for r in runs]

@@ -396,10 +396,10 @@ def diff_junit(diff: Diff, verdict: Verdict | None = None) -> str:
 
 def render(diff: Diff, verdict: Verdict, fmt: str, top: int = 15, command: str = "diff") -> str:
     """The report in format `fmt` (table, markdown, json, junit), headed by `command` ("diff", "check")."""
-    import json
+    from traceview.render import jsontext
 
     if fmt == "json":
-        return json.dumps(diff_json(diff, verdict, command=command), indent=1) + "\n"
+        return jsontext.dumps(diff_json(diff, verdict, command=command)) + "\n"
     if fmt == "junit":
         return diff_junit(diff, verdict)
     if fmt == "markdown":

@@ -1,0 +1,138 @@
+"""JSON text as ``json.dumps(obj, indent=1)`` writes it, byte for byte, in about a third of the time.
+
+The standard library's C encoder only serves compact output; with an indent
+every value goes through its pure-Python generator (0.8 s for the 8 MB report
+of a 2 M-event TPU trace, against 0.2 s compact; 0.28 s here). Each container
+is one join over its items; a table (a list of dicts with one key order, as
+the reports' ops and steps are) is written column by column, a column of
+numbers by the C encoder at once, each row one %-format. Strings, floats and
+integers are written by the functions the standard library uses
+(``encode_basestring_ascii``, ``float.__repr__``, ``int.__repr__``), so the
+text is the same: tests/test_jsontext.py compares the two on generated documents.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from json.encoder import encode_basestring_ascii as _string
+from typing import Any
+
+_INFINITY = float("inf")
+
+
+def dumps(obj: object) -> str:
+    """``json.dumps(obj, indent=1)``: dicts, lists and tuples of str, int, float, bool and None.
+
+    Raises TypeError for anything else (as json.dumps does), and ValueError for a
+    container nested more deeply than Python's recursion allows.
+    """
+    try:
+        return _value(obj, "\n")
+    except RecursionError:
+        raise ValueError("JSON document nested too deeply") from None
+
+
+def _scalar(o: object) -> str | None:
+    """The text of a scalar, None for a container."""
+    if isinstance(o, str):
+        return _string(o)
+    if o is None:
+        return "null"
+    if o is True:
+        return "true"
+    if o is False:
+        return "false"
+    if isinstance(o, int):
+        return int.__repr__(o)
+    if isinstance(o, float):
+        return _float(o)
+    if isinstance(o, (list, tuple, dict)):
+        return None
+    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+
+def _float(o: float) -> str:
+    if o != o:
+        return "NaN"
+    if o == _INFINITY:
+        return "Infinity"
+    if o == -_INFINITY:
+        return "-Infinity"
+    return float.__repr__(o)
+
+
+def _key(k: object) -> str:
+    if isinstance(k, str):
+        return _string(k)
+    if k is True:
+        return '"true"'
+    if k is False:
+        return '"false"'
+    if k is None:
+        return '"null"'
+    if isinstance(k, int):
+        return _string(int.__repr__(k))
+    if isinstance(k, float):
+        return _string(_float(k))
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(k).__name__}")
+
+
+# Writers by exact type: one dictionary lookup per value (subclasses take the isinstance path).
+_WRITE: dict[type, Callable[[Any], str]] = {
+    str: _string, float: _float, int: int.__repr__, bool: lambda o: "true" if o else "false", type(None): lambda o: "null"}
+# Scalars the C encoder writes as the indented path does, none of them with a comma in its text.
+_PLAIN = {float, int, bool, type(None)}
+_ROWS_FROM = 8          # lists this long of dicts with one key order are written column by column
+
+
+def _value(o: object, newline: str) -> str:
+    """The text of ``o`` whose first line is already indented; ``newline`` is a newline and the indent of o's line."""
+    text = _scalar(o)
+    if text is not None:
+        return text
+    inner = newline + " "
+    write = _WRITE.get
+    if isinstance(o, dict):
+        if not o:
+            return "{}"
+        items = [(_string(k) if type(k) is str else _key(k)) + ": " +
+                 ((w := write(type(v))) and w(v) or _value(v, inner)) for k, v in o.items()]
+        return "{" + inner + ("," + inner).join(items) + newline + "}"
+    assert isinstance(o, (list, tuple))
+    if not o:
+        return "[]"
+    items = (len(o) >= _ROWS_FROM and _rows(o, inner)) or [(w := write(type(v))) and w(v) or _value(v, inner)
+                                                             for v in o]
+    return "[" + inner + ("," + inner).join(items) + newline + "]"
+
+
+def _rows(rows: list | tuple, newline: str) -> list[str] | None:
+    """Each row's text when every row is a dict with the same keys in the same order (a table: the reports'
+    ops and steps), else None. Column by column: a column of numbers is written by the C encoder at once,
+    and each row is one %-format of its column texts."""
+    first = rows[0]
+    if type(first) is not dict or not first:
+        return None
+    keys = list(first)
+    if any(type(r) is not dict or list(r) != keys for r in rows):
+        return None
+    inner = newline + " "
+    columns = [_column(c, inner) for c in zip(*(r.values() for r in rows))]
+    template = "{" + inner + ("," + inner).join(_key(k).replace("%", "%%") + ": %s" for k in keys) + newline + "}"
+    return [template % values for values in zip(*columns)]
+
+
+def _column(values: tuple, newline: str) -> list[str]:
+    """The texts of one column's values, each to sit on a line indented as ``newline`` says."""
+    kinds = set(map(type, values))
+    if kinds <= _PLAIN:
+        return json.dumps(values, separators=(",", ":"))[1:-1].split(",")
+    if kinds == {str}:
+        return list(map(_string, values))
+    if kinds == {dict}:
+        texts = _rows(values, newline)
+        if texts is not None:
+            return texts
+    write = _WRITE.get
+    return [(w := write(type(v))) and w(v) or _value(v, newline) for v in values]
