@@ -107,19 +107,21 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
     keep = keep or KeepRows()
     n = len(ops)
     dev_codes, dev_values = column_codes(ops["device"])
-    dev_codes = dev_codes.astype(np.int64)
     dev_names = [str(v) for v in dev_values]
     order = sorted(range(len(dev_names)), key=dev_names.__getitem__)
-    remap = np.full(len(dev_names) + 1, -1, dtype=np.int64)
-    remap[order] = np.arange(len(order))
     devices = [dev_names[i] for i in order]
-    dev = remap[dev_codes] if n else dev_codes                      # codes in sorted name order, -1 kept
+    if order == list(range(len(order))):
+        dev = dev_codes.astype(np.int64)                             # names in order already
+    else:
+        remap = np.full(len(dev_names) + 1, -1, dtype=np.int64)
+        remap[order] = np.arange(len(order))
+        dev = remap[dev_codes]                                       # codes in sorted name order, -1 kept
 
     gid = _group_numbers(ops, dev, len(devices))
     has_key = gid >= 0
     n_groups = int(gid.max()) + 1 if n else 0
     first = first_rows(gid, n_groups)
-    counted = np.flatnonzero(has_key)
+    counted = slice(None) if has_key.all() else np.flatnonzero(has_key)   # all rows: no copies
     g = gid[counted]
 
     start = ops["start_ps"].to_numpy(dtype=np.int64)
@@ -151,19 +153,20 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
         lo, hi = int(bounds[i]), int(bounds[i + 1])
         if hi == lo:
             continue
-        rows = np.arange(lo, hi) if by_device is None else by_device[lo:hi]
+        rows: slice | np.ndarray = slice(lo, hi) if by_device is None else by_device[lo:hi]
         s, e = start[rows], end[rows]
         has_rows[i] = True
         first_ps[i], last_ps[i] = int(s.min()), int(e.max())
         dev_time[i] = int(self_ps[rows].sum())
         if not (s[1:] >= s[:-1]).all():
             o = np.argsort(s, kind="stable")
-            rows, s, e = rows[o], s[o], e[o]
-        positive = e > s
-        busy[i] = _union_length(s[positive], e[positive])
+            rows = (np.arange(lo, hi) if by_device is None else by_device[lo:hi])[o]
+            s, e = s[o], e[o]
+        reach = np.maximum.accumulate(e)
+        busy[i] = _union_length(s, e, reach)
         if devices[i] in keep.devices or (e < s).any():
             continue
-        alone[rows] = _alone(s, e)
+        alone[rows] = _alone(s, e, reach)
     alone &= has_key & (step < 0)
 
     # async-looking ops (and the names asked for) keep their rows on simple devices too
@@ -176,9 +179,9 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
         wanted |= np.array([(module_names[m] if m >= 0 else None, op_names[o] if o >= 0 else None) in keep.names
                             for m, o in zip(group_module, group_op)], dtype=bool)
     kept = ~alone | (np.append(wanted, False)[gid] if wanted.any() else False)
-    solo = np.flatnonzero(alone)
-    length = exact_sums(gid[solo], np.maximum(duration[solo], 0), n_groups)
-    exposed_alone = exact_sums(gid[solo], np.minimum(duration[solo], self_ps[solo]), n_groups)
+    solo_gid = np.where(alone, gid, n_groups)        # other rows into an extra group, dropped
+    length = exact_sums(solo_gid, np.maximum(duration, 0), n_groups + 1)[:n_groups]
+    exposed_alone = exact_sums(solo_gid, np.minimum(duration, self_ps), n_groups + 1)[:n_groups]
     rows = np.flatnonzero(kept)
     return OpsPart(
         n_rows=n, op_time_ps=int(self_ps.sum()) if n else 0,
@@ -236,12 +239,12 @@ def _codes_at(codes: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return codes[rows].astype(np.int64) if rows.size else np.zeros(0, dtype=np.int64)
 
 
-def _alone(s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Per interval (sorted by start), whether no other interval of the list overlaps it by any length."""
+def _alone(s: np.ndarray, e: np.ndarray, reach: np.ndarray) -> np.ndarray:
+    """Per interval (sorted by start; ``reach``: the running maximum of the ends), whether no other
+    interval of the list overlaps it by any length."""
     n = s.size
     if n == 1:
         return np.ones(1, dtype=bool)
-    reach = np.maximum.accumulate(e)
     after = np.ones(n, dtype=bool)                # nothing before it reaches into it
     after[1:] = s[1:] >= reach[:-1]
     before = np.ones(n, dtype=bool)               # nothing after it starts inside it
@@ -249,17 +252,19 @@ def _alone(s: np.ndarray, e: np.ndarray) -> np.ndarray:
     return after & before
 
 
-def _union_length(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Length of the union of intervals sorted by start (all of positive length)."""
+def _union_length(starts: np.ndarray, ends: np.ndarray, reach: np.ndarray) -> int:
+    """Length of the union of intervals sorted by start (``reach``: the running maximum of the ends);
+    intervals of no length add nothing, as in intervals.union."""
     if starts.size == 0:
         return 0
-    reach = np.maximum.accumulate(ends)
+    # A block starts where an interval begins after everything before it ended; its length is the
+    # reach at its end minus its start. Empty intervals only lengthen nothing: reach never drops.
     new_block = np.empty(starts.size, dtype=bool)
     new_block[0] = True
     np.greater(starts[1:], reach[:-1], out=new_block[1:])
     first = np.flatnonzero(new_block)
     last = np.append(first[1:] - 1, starts.size - 1)
-    return int((reach[last] - starts[first]).sum())
+    return int(np.maximum(reach[last] - starts[first], 0).sum())
 
 
 def _first_present(column: pd.Series, ids: np.ndarray, first: np.ndarray, kept: np.ndarray) -> tuple[list, np.ndarray]:
@@ -281,11 +286,10 @@ def _first_present(column: pd.Series, ids: np.ndarray, first: np.ndarray, kept: 
     return [names[codes[r]] if r >= 0 else None for r in firsts], firsts
 
 
-def _reported(column: pd.Series, groups: np.ndarray, rows: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+def _reported(column: pd.Series, groups: np.ndarray, rows: np.ndarray | slice,
+              n_groups: int) -> tuple[np.ndarray, np.ndarray]:
     """Per group, the sum of a figure the trace may not report (NaN), and how many rows reported it."""
-    values = column.to_numpy(dtype="float64", na_value=np.nan)
-    if rows.size != values.size:
-        values = values[rows]
+    values = column.to_numpy(dtype="float64", na_value=np.nan)[rows]
     reported = ~np.isnan(values)
     if not reported.any():
         return np.zeros(n_groups), np.zeros(n_groups, dtype=np.int64)
