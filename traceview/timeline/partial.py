@@ -179,9 +179,15 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
         wanted |= np.array([(module_names[m] if m >= 0 else None, op_names[o] if o >= 0 else None) in keep.names
                             for m, o in zip(group_module, group_op)], dtype=bool)
     kept = ~alone | (np.append(wanted, False)[gid] if wanted.any() else False)
-    solo_gid = np.where(alone, gid, n_groups)        # other rows into an extra group, dropped
-    length = exact_sums(solo_gid, np.maximum(duration, 0), n_groups + 1)[:n_groups]
-    exposed_alone = exact_sums(solo_gid, np.minimum(duration, self_ps), n_groups + 1)[:n_groups]
+    n_alone = int(alone.sum())
+    if n_alone < n // 4:                              # few alone rows: take them
+        solo = np.flatnonzero(alone)
+        length = exact_sums(gid[solo], np.maximum(duration[solo], 0), n_groups)
+        exposed_alone = exact_sums(gid[solo], np.minimum(duration[solo], self_ps[solo]), n_groups)
+    else:                                             # most: the others go to an extra group, dropped
+        solo_gid = np.where(alone, gid, n_groups)
+        length = exact_sums(solo_gid, np.maximum(duration, 0), n_groups + 1)[:n_groups]
+        exposed_alone = exact_sums(solo_gid, np.minimum(duration, self_ps), n_groups + 1)[:n_groups]
     rows = np.flatnonzero(kept)
     return OpsPart(
         n_rows=n, op_time_ps=int(self_ps.sum()) if n else 0,
