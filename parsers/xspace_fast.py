@@ -118,6 +118,7 @@ def _call_each(k) -> None:
     k.event_position(buf, buf.size, count)
     k.decode_wide(buf, 0, buf.size, 0, np.array([2], dtype=np.int64), *(np.zeros(count, np.int64) for _ in range(3)),
                   np.zeros((1, count), np.int8), np.zeros((1, count), np.uint64), np.zeros((1, count), np.uint32))
+    k.space_outline(buf, buf.size, np.zeros((0, 5), dtype=np.int64))
     k.nested_children(np.array([0, 1], dtype=np.int64), np.array([3, 2], dtype=np.int64), np.array([2, 3], dtype=np.int64))
 
 
@@ -187,34 +188,81 @@ class RawLine:
 
 
 class _Plane:
-    """An XPlaneLines message with its lines parsed lazily into RawLines."""
+    """A plane: its lines as RawLines (decoded lazily), everything else an XPlaneLines message."""
 
-    def __init__(self, plane) -> None:
-        self.lines = [RawLine(bytes(b)) for b in plane.lines]
-        # The rest of the plane (metadata, stats) as a message of its own: protobuf's copy of the
-        # lines goes with the parsed file instead of living as long as the plane.
-        plane.ClearField("lines")
-        self._plane = type(plane).FromString(plane.SerializeToString())
+    def __init__(self, lines: list[RawLine], plane) -> None:
+        self.lines, self._plane = lines, plane
 
     def __getattr__(self, name):
         return getattr(self._plane, name)
 
 
 class FastSpace:
-    """An XSpace read through XSpaceLines: planes, errors and warnings as the reader expects them."""
+    """An XSpace read through its outline: planes, errors and warnings as the reader expects them."""
 
-    def __init__(self, space) -> None:
-        self.planes = [_Plane(p) for p in space.planes]
+    def __init__(self, planes: list[_Plane], space) -> None:
+        self.planes = planes
         self.errors, self.warnings, self.hostnames = list(space.errors), list(space.warnings), list(space.hostnames)
 
 
 def parse_space(data: bytes) -> FastSpace:
-    """Parse a whole file (raises DecodeError from protobuf, WireError from the line walk)."""
+    """Parse a whole file (raises DecodeError from protobuf, WireError from the line walk).
+
+    The compiled outline finds each plane's fields and lines in the file's bytes:
+    protobuf parses only what is not a line (metadata, stats, the XSpace's own
+    fields), and each line is one slice of the file, never copied by protobuf.
+    A file whose outline is not the plain one is parsed whole by protobuf, as it
+    always was (its errors are protobuf's).
+    """
     from traceview.parsers.xspace_schema import XSpaceLines
 
-    space = XSpaceLines()
-    space.ParseFromString(data)
-    return FastSpace(space)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    outline = _outline(buf)
+    if outline is None:
+        space = XSpaceLines()
+        space.ParseFromString(data)
+        return _from_message(space)
+    plane_of, number, tag_at, value_at, end_at = (outline[:, k].tolist() for k in range(5))
+    own: list[bytes] = []                              # the XSpace's fields but its planes
+    rest: list[list[bytes]] = []                       # per plane, its fields but its lines
+    lines: list[list[RawLine]] = []
+    for plane, field, tag, start, end in zip(plane_of, number, tag_at, value_at, end_at):
+        if plane < 0:
+            if field == 1:
+                rest.append([])
+                lines.append([])
+            else:
+                own.append(data[tag:end])
+        elif field == 3:
+            lines[plane].append(RawLine(data[start:end]))
+        else:
+            rest[plane].append(data[tag:end])
+    plane_type = type(XSpaceLines().planes.add())
+    planes = [_Plane(ls, plane_type.FromString(b"".join(r))) for ls, r in zip(lines, rest)]
+    return FastSpace(planes, XSpaceLines.FromString(b"".join(own)))
+
+
+def _outline(buf: np.ndarray) -> np.ndarray | None:
+    """xspace_kernels.space_outline's rows (counted, then filled), or None where protobuf must parse."""
+    k = _kernels()
+    rows, odd = k.space_outline(buf, buf.size, np.zeros((0, 5), dtype=np.int64))
+    if odd:
+        return None
+    out = np.zeros((int(rows), 5), dtype=np.int64)
+    filled, odd = k.space_outline(buf, buf.size, out)
+    return None if odd or filled != rows else out
+
+
+def _from_message(space) -> FastSpace:
+    """A FastSpace from an XSpaceLines protobuf parsed whole."""
+    planes = []
+    for plane in space.planes:
+        lines = [RawLine(bytes(b)) for b in plane.lines]
+        # The rest of the plane as a message of its own: protobuf's copy of the lines goes with the
+        # parsed file instead of living as long as the plane.
+        plane.ClearField("lines")
+        planes.append(_Plane(lines, type(plane).FromString(plane.SerializeToString())))
+    return FastSpace(planes, space)
 
 
 def distinct_slices(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, list[str]] | None:

@@ -318,3 +318,67 @@ def nested_children(s, e, ends):
                     children[parent] += covered
         last[depth] = i
     return children
+
+
+# ---------------------------------------------------------------- the file's outline (xspace_fast.parse_space)
+
+
+@njit(cache=True, nogil=True)
+def space_outline(buf, n, out):
+    """The fields of an XSpace and of each of its planes, without reading any plane's lines.
+
+    Rows of ``out`` (int64, 5 columns): plane (-1: a field of the XSpace itself, the plane's own
+    number for a field inside it), field number, where the field's tag starts, where its value
+    starts and ends. A plane (XSpace field 1) gives its own row, then one row per field inside it.
+    With ``out`` too small, only counts. Returns (rows, 0), or (0, 1) for anything but the plain
+    layout (a malformed field, a plane or line that is not length-delimited, a group): the caller
+    then lets protobuf parse the file as before, so errors and odd files are handled as they were.
+    """
+    rows = np.int64(0)
+    cap = out.shape[0]
+    planes = np.int64(0)
+    p = np.int64(0)
+    while p < n:
+        tag, q = _vint(buf, p, n)
+        if q < 0:
+            return np.int64(0), np.int64(1)
+        number = np.int64(tag >> np.uint64(3))
+        wire = np.int64(tag & np.uint64(7))
+        if number == 0:
+            return np.int64(0), np.int64(1)
+        value, vs, ve = _value(buf, wire, q, n)
+        if ve < 0:
+            return np.int64(0), np.int64(1)
+        if number == 1 and wire != 2:
+            return np.int64(0), np.int64(1)
+        if rows < cap:
+            out[rows, 0] = -1
+            out[rows, 1] = number
+            out[rows, 2] = p
+            out[rows, 3] = vs
+            out[rows, 4] = ve
+        rows += 1
+        if number == 1:
+            r = vs
+            while r < ve:
+                tag, r2 = _vint(buf, r, ve)
+                if r2 < 0:
+                    return np.int64(0), np.int64(1)
+                inner = np.int64(tag >> np.uint64(3))
+                inner_wire = np.int64(tag & np.uint64(7))
+                if inner == 0 or (inner == 3 and inner_wire != 2):
+                    return np.int64(0), np.int64(1)
+                v, s, e = _value(buf, inner_wire, r2, ve)
+                if e < 0:
+                    return np.int64(0), np.int64(1)
+                if rows < cap:
+                    out[rows, 0] = planes
+                    out[rows, 1] = inner
+                    out[rows, 2] = r
+                    out[rows, 3] = s
+                    out[rows, 4] = e
+                rows += 1
+                r = e
+            planes += 1
+        p = ve
+    return rows, np.int64(0)

@@ -161,3 +161,51 @@ def test_fresh_process_loads_kernels_without_numba_target_setup(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "False"]
+
+
+def _parsed_whole(data: bytes) -> xspace_fast.FastSpace:
+    from traceview.parsers.xspace_schema import XSpaceLines
+
+    space = XSpaceLines()
+    space.ParseFromString(data)
+    return xspace_fast._from_message(space)
+
+
+def _same_space(a: xspace_fast.FastSpace, b: xspace_fast.FastSpace) -> None:
+    assert len(a.planes) == len(b.planes)
+    for pa, pb in zip(a.planes, b.planes):
+        assert pa._plane == pb._plane
+        assert [line.events.data for line in pa.lines] == [line.events.data for line in pb.lines]
+    assert (a.errors, a.warnings, a.hostnames) == (b.errors, b.warnings, b.hostnames)
+
+
+def test_outline_gives_what_protobuf_parsing_gives(shared_traces, sample_traces):
+    """The compiled outline (lines sliced from the file, the rest parsed by protobuf) against protobuf
+    parsing the whole file, on every real trace."""
+    files = _trace_files(shared_traces) + _trace_files(sample_traces)
+    for f in files:
+        data = f.read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            continue
+        assert xspace_fast._outline(np.frombuffer(data, dtype=np.uint8)) is not None, f
+        _same_space(xspace_fast.parse_space(data), _parsed_whole(data))
+
+
+def test_outline_leaves_odd_layouts_to_protobuf():
+    """A plane or line field that is not length-delimited, or a group, is not the plain layout: protobuf
+    parses the file as it always did (here it keeps them as unknown fields)."""
+    space = XSpaceRaw()
+    plane = space.planes.add(name="p", id=3)
+    plane.lines.add(name="l").events.append(XEvent(metadata_id=1, offset_ps=5).SerializeToString())
+    space.hostnames.append("h")
+    plain = space.SerializeToString()
+    buf = np.frombuffer(plain, dtype=np.uint8)
+    outline = xspace_fast._outline(buf)
+    assert outline is not None
+    assert [(int(r[0]), int(r[1])) for r in outline] == [(-1, 1), (0, 1), (0, 2), (0, 3), (-1, 4)]
+    _same_space(xspace_fast.parse_space(plain), _parsed_whole(plain))
+    for odd in (plain + b"\x08\x05",          # XSpace field 1 (planes) as a varint
+                plain + b"\x0b\x0c",          # an empty group, field 1
+                plain + b"\x0a\x02\x18\x01"):  # a plane whose field 3 (lines) is a varint
+        assert xspace_fast._outline(np.frombuffer(odd, dtype=np.uint8)) is None
+        _same_space(xspace_fast.parse_space(odd), _parsed_whole(odd))
