@@ -67,7 +67,9 @@ def reduced(result: HostResult, keep_ops: bool) -> HostResult:
 
         result.part = reduce_ops(result.data.ops)
     if result.data is not None and not keep_ops and len(result.data.ops):
-        result.data = dataclasses.replace(result.data, ops=result.data.ops.iloc[:0])
+        from traceview.profile import OP_COLUMNS, empty_frame
+
+        result.data = dataclasses.replace(result.data, ops=empty_frame(OP_COLUMNS))  # no view keeps the rows alive
     return result
 
 
