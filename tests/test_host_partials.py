@@ -155,3 +155,27 @@ def test_keep_rows_of_a_device_keeps_all_its_rows():
     on_device = (hosts[1]["device"].astype(str) == "h1/TPU:0").to_numpy()
     assert (np.asarray(part.devices)[part.kept_device[~part.kept_alone]] == "h1/TPU:0").all()
     assert (~part.kept_alone).sum() == on_device.sum()
+
+
+@pytest.mark.parametrize("ops_kept", [True, False])
+def test_run_ops_reduces_hosts_again_when_a_pair_member_was_not_kept(ops_kept):
+    from traceview.analysis import run_ops
+
+    hosts, raw = run_tables(10, steps=False, overlap=0.0)
+    asked = []
+
+    def reduce_again(keep):                     # what load_profile gives: the files read again
+        asked.append(sorted(keep))
+        return {i: reduce_ops(hosts[i], k) for i, k in keep.items()}
+
+    profile = profile_of(raw, [reduce_ops(h) for h in hosts])
+    if ops_kept:
+        profile.ops = raw
+    else:
+        profile.reduce_again = reduce_again
+    run = run_ops(profile, False, PAIRS)
+    stats, rows = aggregate_ops(raw)
+    ops = stats.assign(collective_kind=[("all-reduce" if o in COLLECTIVES else None) for o in stats["op"]])
+    pd.testing.assert_frame_equal(run.judged_and_exposed(ops, PAIRS), judged_and_exposed(raw, ops, rows, PAIRS))
+    assert asked == ([] if ops_kept else [[0, 1, 2]])
+    assert all(("m", "ars") in p.kept_names for p in profile.op_parts)   # kept for the next analysis

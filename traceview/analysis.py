@@ -226,6 +226,8 @@ def run_ops(profile: Profile, per_device: bool, pairs: pd.DataFrame) -> RunOps:
             return run
         except NeedRows as exc:
             parts = _reduced_again(profile, parts, exc)
+            if profile.op_parts is not None:
+                profile.op_parts = parts        # kept for the next analysis of this profile
     return run
 
 

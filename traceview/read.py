@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -135,7 +136,7 @@ def load_profile(path: str | Path, run: str | None = None,
         environment=environment,
         warnings=warnings,
         op_parts=op_parts,
-        reduce_again=lambda keep: _reduce_again(ok_files, keep),
+        reduce_again=functools.partial(_reduce_again, ok_files),
     )
 
 
