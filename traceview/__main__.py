@@ -1,5 +1,3 @@
-import sys
+from traceview.cli import console
 
-from traceview.cli import main
-
-sys.exit(main())
+console()

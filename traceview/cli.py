@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import traceback
+from typing import NoReturn
 
 from traceview import __version__
 from traceview.errors import UserError
@@ -73,6 +75,27 @@ def main(argv: list[str] | None = None) -> int:
 INTERNAL_ERROR = 3
 
 
+def console() -> NoReturn:
+    """The ``traceview`` program: run the command, then leave at once with its exit status.
+
+    An interpreter's ordinary exit tears down every object and module one by
+    one: 0.2-0.5 s after a large trace's analysis (its tables, numba's and
+    LLVM's state), all of it after the output is complete. Here the output
+    streams and the table cache's writer are flushed first, then the process
+    ends (``os._exit``). In-process callers use :func:`main`, which returns.
+    """
+    code = main()
+    cache = sys.modules.get("traceview.tablecache")
+    if cache is not None:
+        cache.flush()                     # a background write of the tables read
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):     # a closed pipe (`| head`), a closed stream: nothing more to say
+            pass
+    os._exit(code)
+
+
 def _internal_error(exc: BaseException, debug: bool, what: str | None = None) -> int:
     """One line saying it is a bug (the traceback only with --debug); CI tells it from a regression (1)."""
     if debug:
@@ -85,4 +108,4 @@ def _internal_error(exc: BaseException, debug: bool, what: str | None = None) ->
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console()
