@@ -197,10 +197,11 @@ def bench_hosts(root: Path, host_events: int, hosts: int, cache_root: Path, repe
     pairs = [(run([*base, str(outs / "j1.json"), "--jobs", "1"], env),
               run([*base, str(outs / "jN.json"), "--jobs", str(cores)], env)) for _ in range(max(1, repeat))]
     res["jobs1"], res["jobsN"] = median_run([p[0] for p in pairs]), median_run([p[1] for p in pairs])
+    res["pair_ratios"] = [a["seconds"] / b["seconds"] for a, b in pairs if not a["rc"] and not b["rc"]]
     res["identical"] = _identical([outs / "j1.json", outs / "jN.json"])
-    # The reading alone (what the pool parallelizes), without the analysis of the merged tables.
+    # The reading alone as analyze reads (each host reduced where it is read), without the analysis.
     load = ("import sys; from traceview.read import ReadOptions, load_profile; "
-            "load_profile(sys.argv[1], options=ReadOptions(cache=False, jobs=int(sys.argv[2])))")
+            "load_profile(sys.argv[1], options=ReadOptions(cache=False, jobs=int(sys.argv[2]), keep_ops=False))")
     res["load1"] = run([sys.executable, "-c", load, str(run_dir), "1"], env)
     res["loadN"] = run([sys.executable, "-c", load, str(run_dir), str(cores)], env)
     return res
@@ -244,7 +245,8 @@ def main() -> None:
     print(f"\n`traceview --version`: median {version['median']:.3f} s, best {version['min']:.3f} s (7 runs)\n")
     print(f"{pod['hosts']} hosts x {pod['events_per_host']} device events: --jobs 1 {fmt(pod['jobs1'])}; "
           f"--jobs {pod['cores']} {fmt(pod['jobsN'])}; speed-up {ratio(pod['jobs1'], pod['jobsN'], 'seconds')}; "
-          f"outputs identical: {'yes' if pod['identical'] else 'NO'}")
+          f"outputs identical: {'yes' if pod['identical'] else 'NO'}; speed-up of each pair: "
+          f"{', '.join(f'{r:.2f}x' for r in pod['pair_ratios'])}")
     print(f"reading only (load_profile): 1 process {fmt(pod['load1'])}; {pod['cores']} processes "
           f"{fmt(pod['loadN'])}; speed-up {ratio(pod['load1'], pod['loadN'], 'seconds')}")
     print(f"\n(times: median of {args.repeat} runs, range in brackets; peak memory: peak RSS of the command's own process, by /usr/bin/time; --jobs N workers not included)")
