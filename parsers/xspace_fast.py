@@ -214,7 +214,7 @@ def parse_space(data: bytes) -> FastSpace:
     A file whose outline is not the plain one is parsed whole by protobuf, as it
     always was (its errors are protobuf's).
     """
-    from traceview.parsers.xspace_schema import XSpaceLines
+    from traceview.parsers.xspace_schema import XPlaneLines, XSpaceLines
 
     buf = np.frombuffer(data, dtype=np.uint8)
     outline = _outline(buf)
@@ -237,8 +237,7 @@ def parse_space(data: bytes) -> FastSpace:
             lines[plane].append(RawLine(data[start:end]))
         else:
             rest[plane].append(data[tag:end])
-    plane_type = type(XSpaceLines().planes.add())
-    planes = [_Plane(ls, plane_type.FromString(b"".join(r))) for ls, r in zip(lines, rest)]
+    planes = [_Plane(ls, XPlaneLines.FromString(b"".join(r))) for ls, r in zip(lines, rest)]
     return FastSpace(planes, XSpaceLines.FromString(b"".join(own)))
 
 

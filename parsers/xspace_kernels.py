@@ -323,6 +323,17 @@ def nested_children(s, e, ends):
 # ---------------------------------------------------------------- the file's outline (xspace_fast.parse_space)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _outline_row(out, row, plane, number, tag_at, start, end):
+    """Row ``row`` of the outline, when ``out`` has room for it (a counting pass passes none)."""
+    if row < out.shape[0]:
+        out[row, 0] = plane
+        out[row, 1] = number
+        out[row, 2] = tag_at
+        out[row, 3] = start
+        out[row, 4] = end
+
+
 @njit(cache=True, nogil=True)
 def space_outline(buf, n, out):
     """The fields of an XSpace and of each of its planes, without reading any plane's lines.
@@ -335,7 +346,6 @@ def space_outline(buf, n, out):
     then lets protobuf parse the file as before, so errors and odd files are handled as they were.
     """
     rows = np.int64(0)
-    cap = out.shape[0]
     planes = np.int64(0)
     p = np.int64(0)
     while p < n:
@@ -351,12 +361,7 @@ def space_outline(buf, n, out):
             return np.int64(0), np.int64(1)
         if number == 1 and wire != 2:
             return np.int64(0), np.int64(1)
-        if rows < cap:
-            out[rows, 0] = -1
-            out[rows, 1] = number
-            out[rows, 2] = p
-            out[rows, 3] = vs
-            out[rows, 4] = ve
+        _outline_row(out, rows, -1, number, p, vs, ve)
         rows += 1
         if number == 1:
             r = vs
@@ -371,12 +376,7 @@ def space_outline(buf, n, out):
                 v, s, e = _value(buf, inner_wire, r2, ve)
                 if e < 0:
                     return np.int64(0), np.int64(1)
-                if rows < cap:
-                    out[rows, 0] = planes
-                    out[rows, 1] = inner
-                    out[rows, 2] = r
-                    out[rows, 3] = s
-                    out[rows, 4] = e
+                _outline_row(out, rows, planes, inner, r, s, e)
                 rows += 1
                 r = e
             planes += 1

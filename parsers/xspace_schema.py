@@ -152,9 +152,10 @@ XEventMetadata = _CLASSES["XEventMetadata"]
 XStatMetadata = _CLASSES["XStatMetadata"]
 XSpaceRaw = _CLASSES["XSpaceRaw"]
 XSpaceLines = _CLASSES["XSpaceLines"]
+XPlaneLines = _CLASSES["XPlaneLines"]
 
 __all__ = ["XSpace", "XPlane", "XLine", "XEvent", "XStat", "XEventMetadata", "XStatMetadata", "XSpaceRaw",
-           "XSpaceLines", "EventColumns", "decode_events", "WideEvents", "decode_wide", "WireError"]
+           "XSpaceLines", "XPlaneLines", "EventColumns", "decode_events", "WideEvents", "decode_wide", "WireError"]
 
 
 # ------------------------------------------------------------------ columnar decoding

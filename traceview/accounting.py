@@ -14,13 +14,17 @@ from traceview.timeline.devices import device_busy_by_label, step_busy_by_label
 from traceview.vocabulary import BOUNDS
 
 
+def bound_codes(ops: pd.DataFrame) -> np.ndarray:
+    """Per row of ``ops``, its bound as an index into BOUNDS (-1: none)."""
+    if "bound" not in ops.columns:
+        return np.full(len(ops), -1, dtype=np.int64)
+    return pd.Categorical(ops["bound"], categories=list(BOUNDS)).codes.astype(np.int64)
+
+
 def raw_labels(ops: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """The bound of every raw op execution as an index into BOUNDS (-1 when its op has none);
     ``rows`` gives each execution's row in ``ops`` (-1: none)."""
-    if "bound" not in ops.columns:
-        return np.full(len(rows), -1, dtype=np.int64)
-    codes = pd.Categorical(ops["bound"], categories=list(BOUNDS)).codes.astype(np.int64)
-    return np.append(codes, -1)[rows]
+    return np.append(bound_codes(ops), -1)[rows]
 
 
 def bound_totals(raw: pd.DataFrame, labels: np.ndarray) -> dict[str, float]:
@@ -37,10 +41,15 @@ def totals_by_bound(per_device: dict[str, np.ndarray]) -> dict[str, float]:
 def steps_by_bound(raw: pd.DataFrame, labels: np.ndarray, steps: pd.DataFrame) -> pd.DataFrame:
     """``steps`` plus ``<bound>_ps`` columns: per device (the mean over the step's active devices),
     so a step's parts never exceed its wall time, and ``idle_ps`` = time_ps - their sum."""
-    steps = steps.drop(columns=[c for c in steps.columns if c.endswith("_ps") and c[:-3] in (*BOUNDS, "idle")])
+    steps = without_step_bounds(steps)
     if raw.empty or steps.empty:
         return steps
     return with_step_bounds(steps, step_busy_by_label(raw, labels, len(BOUNDS), steps))
+
+
+def without_step_bounds(steps: pd.DataFrame) -> pd.DataFrame:
+    """``steps`` without the bound and idle columns an earlier target added."""
+    return steps.drop(columns=[c for c in steps.columns if c.endswith("_ps") and c[:-3] in (*BOUNDS, "idle")])
 
 
 def with_step_bounds(steps: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:

@@ -17,12 +17,14 @@ import numpy as np
 import pandas as pd
 
 from traceview.accounting import (
+    bound_codes,
     bound_totals,
     projected_step_times,
     raw_labels,
     steps_by_bound,
     totals_by_bound,
     with_step_bounds,
+    without_step_bounds,
 )
 from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
@@ -150,7 +152,7 @@ def apply_target(analysis: Analysis, chip: Chip, detected: bool = False,
     run = analysis.run_ops
     op_index = analysis.op_index if analysis.op_index is not None else np.arange(len(ops), dtype=np.int64)
     if run is not None:
-        op_labels = _bound_codes(ops)
+        op_labels = bound_codes(ops)
         by_bound = totals_by_bound(run.busy_by_label(op_labels, len(BOUNDS), op_index))
     else:
         rows = _op_rows(analysis)
@@ -245,17 +247,10 @@ def _reduced_again(profile: Profile, parts: list, need: NeedRows) -> list:
     return parts
 
 
-def _bound_codes(ops: pd.DataFrame) -> np.ndarray:
-    """Per op row, its bound as an index into BOUNDS (-1: none)."""
-    if "bound" not in ops.columns:
-        return np.full(len(ops), -1, dtype=np.int64)
-    return pd.Categorical(ops["bound"], categories=list(BOUNDS)).codes.astype(np.int64)
-
-
 def _run_steps_by_bound(run: RunOps, op_labels: np.ndarray, op_index: np.ndarray | None,
                         steps: pd.DataFrame) -> pd.DataFrame:
     """accounting.steps_by_bound over the run's rows, from its merged partials."""
-    steps = steps.drop(columns=[c for c in steps.columns if c.endswith("_ps") and c[:-3] in (*BOUNDS, "idle")])
+    steps = without_step_bounds(steps)
     if run.n_rows == 0 or steps.empty:
         return steps
     return with_step_bounds(steps, run.step_busy_by_label(op_labels, len(BOUNDS), steps, op_index))

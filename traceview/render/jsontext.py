@@ -63,18 +63,11 @@ def _float(o: float) -> str:
 
 
 def _key(k: object) -> str:
+    """A key's text: a string as it is, a number, bool or None as the quoted text of that scalar."""
     if isinstance(k, str):
         return _string(k)
-    if k is True:
-        return '"true"'
-    if k is False:
-        return '"false"'
-    if k is None:
-        return '"null"'
-    if isinstance(k, int):
-        return _string(int.__repr__(k))
-    if isinstance(k, float):
-        return _string(_float(k))
+    if k is None or isinstance(k, (int, float)):
+        return _string(_scalar(k) or "")
     raise TypeError(f"keys must be str, int, float, bool or None, not {type(k).__name__}")
 
 
