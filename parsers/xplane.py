@@ -279,7 +279,7 @@ def _distinct_ints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return inverse.reshape(-1), distinct
 
 
-def _distinct_slices(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, list[str]]:
+def _distinct_slices(buffer: bytes | memoryview, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """(index into the strings of each buffer[start:end], the distinct decoded strings); each decoded once."""
     if starts.size >= _FAST_MIN_STRINGS:
         from traceview.parsers import xspace_fast
@@ -291,7 +291,7 @@ def _distinct_slices(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> tup
     get = memo.get
     inverse = np.empty(starts.size, dtype=np.int64)
     for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
-        b = buffer[s:e]
+        b = bytes(buffer[s:e])
         code = get(b)
         if code is None:
             code = memo[b] = len(memo)
@@ -299,7 +299,7 @@ def _distinct_slices(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> tup
     return inverse, [b.decode("utf-8", "replace") for b in memo]
 
 
-def _decoded(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+def _decoded(buffer: bytes | memoryview, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Object array of the UTF-8 strings at buffer[start:end]; each distinct string decoded once."""
     inverse, strings = _distinct_slices(buffer, starts, ends)
     texts = np.empty(len(strings), dtype=object)

@@ -100,6 +100,20 @@ def _cache_loading_without_refresh():
         cache.load_overload = original
 
 
+_threads: int | None = None  # set by share_cores() in a process that is one of several reading at once
+
+
+def share_cores(processes: int) -> None:
+    """This process is one of `processes` reading at once: it splits lines over its share of the cores
+    only (a pool worker splitting a line over every core would make the pool's workers fight for them)."""
+    global _threads
+    _threads = max(1, _cores() // max(1, processes))
+
+
+def _split_threads() -> int:
+    return _cores() if _threads is None else _threads
+
+
 @lru_cache(maxsize=1)
 def _cores() -> int:
     try:
@@ -131,7 +145,7 @@ def nested_children(s: np.ndarray, e: np.ndarray) -> np.ndarray:
 class EventRegion:
     """A line's events, undecoded: what decode_wide takes in place of a list of messages."""
 
-    def __init__(self, data: bytes, buf: np.ndarray, count: int) -> None:
+    def __init__(self, data: bytes | memoryview, buf: np.ndarray, count: int) -> None:
         self.data, self.buf, self.count = data, buf, count
 
     def __len__(self) -> int:
@@ -149,7 +163,7 @@ class EventRegion:
         size = np.zeros((ids.size, count), dtype=np.uint32)
         columns: tuple[np.ndarray, ...] = (ids, mid, off, dur, kind, bits, size)
         parts = [(0, n, 0, count)]
-        if count >= _SPLIT_EVENTS and _cores() >= 2:
+        if count >= _SPLIT_EVENTS and _split_threads() >= 2:
             half = count // 2
             middle = int(k.event_position(self.buf, n, half))
             parts = [(0, middle, 0, half), (middle, n, half, count - half)]
@@ -173,15 +187,15 @@ class EventRegion:
 class RawLine:
     """An XLine whose events stay undecoded until asked for (the attributes the reader uses)."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes | memoryview) -> None:
         buf = np.frombuffer(data, dtype=np.uint8)  # no copy: every kernel read is bounded by its message
         head = _kernels().line_head(buf, len(data))
         if head[-1]:
             raise WireError(_ERRORS.get(int(head[-1]), "malformed line bytes"))
         self.id, self.timestamp_ns, self.duration_ps, self.display_id = (int(v) for v in head[:4])
         try:
-            self.name = data[head[4]:head[5]].decode("utf-8")
-            self.display_name = data[head[6]:head[7]].decode("utf-8")
+            self.name = str(data[head[4]:head[5]], "utf-8")
+            self.display_name = str(data[head[6]:head[7]], "utf-8")
         except UnicodeDecodeError as exc:
             raise WireError(f"line name is not UTF-8 ({exc.reason})") from None
         self.events = EventRegion(data, buf, int(head[8]))
@@ -222,6 +236,7 @@ def parse_space(data: bytes) -> FastSpace:
         space = XSpaceLines()
         space.ParseFromString(data)
         return _from_message(space)
+    view = memoryview(data)  # each line a view of the file's bytes: a slice of bytes would copy it
     plane_of, number, tag_at, value_at, end_at = (outline[:, k].tolist() for k in range(5))
     own: list[bytes] = []                              # the XSpace's fields but its planes
     rest: list[list[bytes]] = []                       # per plane, its fields but its lines
@@ -234,7 +249,7 @@ def parse_space(data: bytes) -> FastSpace:
             else:
                 own.append(data[tag:end])
         elif field == 3:
-            lines[plane].append(RawLine(data[start:end]))
+            lines[plane].append(RawLine(view[start:end]))
         else:
             rest[plane].append(data[tag:end])
     planes = [_Plane(ls, XPlaneLines.FromString(b"".join(r))) for ls, r in zip(lines, rest)]
@@ -264,7 +279,7 @@ def _from_message(space) -> FastSpace:
     return FastSpace(planes, space)
 
 
-def distinct_slices(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, list[str]] | None:
+def distinct_slices(buffer: bytes | memoryview, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, list[str]] | None:
     """(index of each buffer[start:end] into the distinct strings, the distinct strings decoded from UTF-8).
 
     Slices are grouped by a 64-bit hash (compiled), every slice is checked
@@ -284,7 +299,7 @@ def distinct_slices(buffer: bytes, starts: np.ndarray, ends: np.ndarray) -> tupl
         equal = k.slices_equal(buf, starts, ends, starts[first][inverse], ends[first][inverse])
     if not equal:
         return None
-    texts = [buffer[s:e].decode("utf-8", "replace") for s, e in zip(starts[first].tolist(), ends[first].tolist())]
+    texts = [str(buffer[s:e], "utf-8", "replace") for s, e in zip(starts[first].tolist(), ends[first].tolist())]
     return inverse, texts
 
 

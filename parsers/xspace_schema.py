@@ -187,13 +187,13 @@ class EventColumns:
     stat_bits: np.ndarray        # uint64: varint value, or the double's bits
     stat_start: np.ndarray       # str/bytes value: slice of `buffer`
     stat_end: np.ndarray
-    buffer: bytes
+    buffer: bytes | memoryview  # a file's bytes, or a view of them (the compiled reader)
 
     def __len__(self) -> int:
         return self.metadata_id.size
 
     def stat_bytes(self, i: int) -> bytes:
-        return self.buffer[int(self.stat_start[i]):int(self.stat_end[i])]
+        return bytes(self.buffer[int(self.stat_start[i]):int(self.stat_end[i])])
 
 
 STAT_NO_VALUE = 1  # WideEvents.kind of a stat that has a metadata id but no value (0: no such stat)
@@ -217,7 +217,7 @@ class WideEvents:
     kind: np.ndarray             # int8 [K, events]
     bits: np.ndarray             # uint64 [K, events]
     size: np.ndarray             # uint32 [K, events]
-    buffer: bytes
+    buffer: bytes | memoryview
 
     def __len__(self) -> int:
         return self.metadata_id.size

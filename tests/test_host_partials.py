@@ -179,3 +179,21 @@ def test_run_ops_reduces_hosts_again_when_a_pair_member_was_not_kept(ops_kept):
     pd.testing.assert_frame_equal(run.judged_and_exposed(ops, PAIRS), judged_and_exposed(raw, ops, rows, PAIRS))
     assert asked == ([] if ops_kept else [[0, 1, 2]])
     assert all(("m", "ars") in p.kept_names for p in profile.op_parts)   # kept for the next analysis
+
+
+def test_run_ops_fails_loudly_when_reading_again_never_keeps_the_rows():
+    """A re-read that does not keep what was asked must end in an error (exit 3), not a partial answer."""
+    from traceview.analysis import run_ops
+
+    hosts, raw = run_tables(10, steps=False, overlap=0.0)
+    profile = profile_of(raw, [reduce_ops(h) for h in hosts])
+    calls = []
+
+    def reduce_again(keep):                     # a broken re-read: gives back what was there
+        calls.append(1)
+        return {i: reduce_ops(hosts[i]) for i in keep}
+
+    profile.reduce_again = reduce_again
+    with pytest.raises(RuntimeError, match="still lack rows"):
+        run_ops(profile, False, PAIRS)
+    assert len(calls) >= 2

@@ -209,3 +209,29 @@ def test_outline_leaves_odd_layouts_to_protobuf():
                 plain + b"\x0a\x02\x18\x01"):  # a plane whose field 3 (lines) is a varint
         assert xspace_fast._outline(np.frombuffer(odd, dtype=np.uint8)) is None
         _same_space(xspace_fast.parse_space(odd), _parsed_whole(odd))
+
+
+def test_lines_are_views_of_the_file_not_copies():
+    """Each line's events point into the file's own bytes: a 100 MB host is not held twice while read."""
+    space = XSpaceRaw()
+    plane = space.planes.add(name="p")
+    for k in range(3):
+        plane.lines.add(name=f"l{k}").events.append(XEvent(metadata_id=1, offset_ps=k).SerializeToString())
+    data = space.SerializeToString()
+    lines = xspace_fast.parse_space(data).planes[0].lines
+    assert [line.name for line in lines] == ["l0", "l1", "l2"]
+    assert all(isinstance(line.events.data, memoryview) and line.events.data.obj is data for line in lines)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_pool_workers_split_lines_over_their_share_of_the_cores(monkeypatch):
+    """With --jobs N each worker splits a large line over cores/N threads: N workers each splitting over
+    every core would fight for them."""
+    from traceview.hostread import process_pool
+
+    monkeypatch.setattr(xspace_fast, "_cores", lambda: 8)
+    with process_pool(2, "fork") as pool:
+        assert pool.submit(xspace_fast._split_threads).result() == 4
+    with process_pool(16, "fork") as pool:
+        assert pool.submit(xspace_fast._split_threads).result() == 1
+    assert xspace_fast._split_threads() == 8            # the reading process itself: every core

@@ -218,7 +218,9 @@ def run_ops(profile: Profile, per_device: bool, pairs: pd.DataFrame) -> RunOps:
     so) has those hosts reduced again keeping them: from the op table when the profile holds it,
     else by reading the files again."""
     parts = list(profile.op_parts) if profile.op_parts is not None else [reduce_ops(profile.ops)]
-    for _ in range(3):
+    # Each request keeps strictly more rows than the parts held: the devices shared by hosts, then the
+    # pairs' members; a merge still short after that is a bug, never a silently partial answer.
+    for _ in range(_MERGE_TRIES):
         run = merge_parts(parts, per_device)
         try:
             need = run.shared_devices()
@@ -230,7 +232,10 @@ def run_ops(profile: Profile, per_device: bool, pairs: pd.DataFrame) -> RunOps:
             parts = _reduced_again(profile, parts, exc)
             if profile.op_parts is not None:
                 profile.op_parts = parts        # kept for the next analysis of this profile
-    return run
+    raise RuntimeError(f"the hosts' op partials still lack rows after {_MERGE_TRIES} merges")
+
+
+_MERGE_TRIES = 4
 
 
 def _reduced_again(profile: Profile, parts: list, need: NeedRows) -> list:

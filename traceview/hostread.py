@@ -21,6 +21,8 @@ from traceview.parsers.xplane import TraceData
 from traceview.parsers.xspace_file import _FAST_MIN_BYTES
 
 if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
     from traceview.timeline.partial import OpsPart
 
 DASK_ENV = "TRACEVIEW_DASK"
@@ -123,8 +125,7 @@ def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None =
 
 
 def _read_pool(paths: Sequence[str], jobs: int, progress, keep_ops: bool, store: bool) -> list[HostResult]:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import as_completed
 
     method = _start_method()
     cache = sys.modules.get("traceview.tablecache")
@@ -132,9 +133,8 @@ def _read_pool(paths: Sequence[str], jobs: int, progress, keep_ops: bool, store:
         cache.flush()  # no writer thread running while the workers are forked
     if method == "fork":
         _warm_reader_for(paths)  # the forked workers inherit the compiled reader
-    ctx = multiprocessing.get_context(method)
     results: list[HostResult | None] = [None] * len(paths)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+    with process_pool(jobs, method) as pool:
         futures = {pool.submit(read_host, p, keep_ops, store): i for i, p in enumerate(paths)}
         for fut in as_completed(futures):
             i = futures[fut]
@@ -146,6 +146,23 @@ def _read_pool(paths: Sequence[str], jobs: int, progress, keep_ops: bool, store:
             if progress is not None:
                 progress(1)
     return [r for r in results if r is not None]
+
+
+def process_pool(jobs: int, method: str) -> ProcessPoolExecutor:
+    """A pool of `jobs` reading processes started by `method`, each splitting lines over its share of
+    the cores only."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method),
+                               initializer=_share_cores, initargs=(jobs,))
+
+
+def _share_cores(jobs: int) -> None:
+    """Pool worker start: one of `jobs` processes, so its reader uses only its share of the cores."""
+    from traceview.parsers import xspace_fast
+
+    xspace_fast.share_cores(jobs)
 
 
 def _warm_reader_for(paths: Sequence[str]) -> None:
