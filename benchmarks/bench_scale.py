@@ -76,7 +76,7 @@ def run(cmd: list[str], env: dict | None = None, out: Path | None = None) -> dic
         proc = subprocess.Popen(["/usr/bin/time", "-f", "TVPEAK %M", *cmd], stdout=stdout, stderr=subprocess.PIPE,
                                 env={**os.environ, **(env or {})})
         err = proc.stderr.read() if proc.stderr else b""
-        _, status, _usage = os.wait4(proc.pid, 0)
+        _, status, usage = os.wait4(proc.pid, 0)
     finally:
         if not isinstance(stdout, int):
             stdout.close()
@@ -85,7 +85,10 @@ def run(cmd: list[str], env: dict | None = None, out: Path | None = None) -> dic
     if code:
         print(f"{' '.join(cmd[:3])}...: exit {code}: {err.decode(errors='replace')[-400:]}", file=sys.stderr)
     peaks = [int(line.split()[1]) for line in err.decode(errors="replace").splitlines() if line.startswith("TVPEAK ")]
+    # CPU of the command and every process it waited for (pool workers included): the work done,
+    # which on a shared virtual machine varies less than the wall time.
     return {"seconds": wall, "peak_mb": (peaks[-1] if peaks else float("nan")) / 1024, "rc": code,
+            "cpu": usage.ru_utime + usage.ru_stime, "sys": usage.ru_stime,
             "error": err.decode(errors="replace").strip().splitlines()[-1:] if code else []}
 
 
@@ -207,6 +210,22 @@ def bench_hosts(root: Path, host_events: int, hosts: int, cache_root: Path, repe
     return res
 
 
+def cpu_jiffies() -> tuple[int, int] | None:
+    """(steal, total) jiffies of all CPUs since boot, from /proc/stat (None elsewhere): time the hypervisor
+    gave this machine's virtual CPUs to others."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
+def steal_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> str:
+    if before is None or after is None or after[1] <= before[1]:
+        return "n/a"
+    return f"{100 * (after[0] - before[0]) / (after[1] - before[1]):.1f}%"
+
+
 def version_time() -> dict:
     tv = tool("traceview")
     times = [run([tv, "--version"])["seconds"] for _ in range(7)]
@@ -223,6 +242,7 @@ def main() -> None:
     ap.add_argument("--kinds", default="gpu,tpu")
     args = ap.parse_args()
     load = os.getloadavg()
+    steal_before = cpu_jiffies()
     byte_compile()
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     with tempfile.TemporaryDirectory(prefix="tv-bench-") as tmp:
@@ -232,7 +252,8 @@ def main() -> None:
         pod = bench_hosts(root, args.host_events, args.hosts, cache_root, args.repeat)
     version = version_time()
     print(f"\n## traceview benchmark, {started}; load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
-          f"after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {len(os.sched_getaffinity(0))} cores\n")
+          f"after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {len(os.sched_getaffinity(0))} cores; "
+          f"CPU time stolen by the hypervisor during the run: {steal_share(steal_before, cpu_jiffies())}\n")
     print("| trace | traceview cold | traceview warm | warm, analysis redone | warm, tables only | pure path (no numba) | XProf | xprof-rs "
           "| cold / XProf (time, memory) | cold / xprof-rs (time) | outputs identical |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -247,6 +268,9 @@ def main() -> None:
           f"--jobs {pod['cores']} {fmt(pod['jobsN'])}; speed-up {ratio(pod['jobs1'], pod['jobsN'], 'seconds')}; "
           f"outputs identical: {'yes' if pod['identical'] else 'NO'}; speed-up of each pair: "
           f"{', '.join(f'{r:.2f}x' for r in pod['pair_ratios'])}")
+    print(f"CPU (user + system, workers included) of the median runs: --jobs 1 {pod['jobs1']['cpu']:.2f} s "
+          f"(system {pod['jobs1']['sys']:.2f} s); --jobs {pod['cores']} {pod['jobsN']['cpu']:.2f} s "
+          f"(system {pod['jobsN']['sys']:.2f} s)")
     print(f"reading only (load_profile): 1 process {fmt(pod['load1'])}; {pod['cores']} processes "
           f"{fmt(pod['loadN'])}; speed-up {ratio(pod['load1'], pod['loadN'], 'seconds')}")
     print(f"\n(times: median of {args.repeat} runs, range in brackets; peak memory: peak RSS of the command's own process, by /usr/bin/time; --jobs N workers not included)")
