@@ -27,7 +27,7 @@ _ERRORS = {1: "field tag runs past the end of its message", 2: "unsupported wire
            4: "length-delimited field runs past the end of its message", 5: "field runs past the end of its message",
            6: "varint longer than 10 bytes", 7: "stat id runs past the end of its stat",
            8: "more events than the line holds"}
-_SPLIT_EVENTS = 200_000  # lines with this many events are decoded in two halves at once (two cores)
+_SPLIT_EVENTS = 200_000  # lines with this many events are decoded in parts at once, one per core (each >= half this)
 
 
 def loaded() -> bool:
@@ -153,7 +153,7 @@ class EventRegion:
 
     def decode_wide(self, stat_ids: np.ndarray) -> WideEvents:
         """Per-event columns and one column per wanted stat (xspace_schema.decode_wide), in one compiled pass;
-        a large line in two halves on two threads when the machine has two cores."""
+        a large line in parts on as many threads as the process has cores (share_cores)."""
         k = _kernels()
         ids = np.ascontiguousarray(stat_ids, dtype=np.int64)
         n, count = self.buf.size, self.count
@@ -162,17 +162,13 @@ class EventRegion:
         bits = np.zeros((ids.size, count), dtype=np.uint64)
         size = np.zeros((ids.size, count), dtype=np.uint32)
         columns: tuple[np.ndarray, ...] = (ids, mid, off, dur, kind, bits, size)
-        parts = [(0, n, 0, count)]
-        if count >= _SPLIT_EVENTS and _split_threads() >= 2:
-            half = count // 2
-            middle = int(k.event_position(self.buf, n, half))
-            parts = [(0, middle, 0, half), (middle, n, half, count - half)]
+        parts = self._parts(k, min(_split_threads(), count // (_SPLIT_EVENTS // 2)))
         if len(parts) == 1:
             results = [k.decode_wide(self.buf, 0, n, 0, *columns)]
-        else:  # the kernel releases the GIL: both halves run at once
+        else:  # the kernel releases the GIL: the parts run at once, each filling its own events' columns
             from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(max_workers=2) as pool:
+            with ThreadPoolExecutor(max_workers=len(parts)) as pool:
                 futures = [pool.submit(k.decode_wide, self.buf, p0, p1, first, *columns)
                            for p0, p1, first, _ in parts]
                 results = [f.result() for f in futures]
@@ -182,6 +178,21 @@ class EventRegion:
             if read != want:
                 raise WireError(_ERRORS[8])
         return WideEvents(mid, off, dur, stat_ids=ids, kind=kind, bits=bits, size=size, buffer=self.data)
+
+
+    def _parts(self, kernels, ways: int) -> list[tuple[int, int, int, int]]:
+        """(first byte, end byte, first event, events) of each of `ways` equal runs of the line's events
+        (one run when the line is under _SPLIT_EVENTS events); each boundary is found by walking on from
+        the previous one."""
+        n, count = self.buf.size, self.count
+        if count < _SPLIT_EVENTS or ways < 2:
+            return [(0, n, 0, count)]
+        firsts = [count * i // ways for i in range(ways + 1)]
+        at = [0]
+        for previous, target in zip(firsts[:-2], firsts[1:-1]):
+            at.append(at[-1] + int(kernels.event_position(self.buf[at[-1]:], n - at[-1], target - previous)))
+        at.append(n)
+        return [(at[i], at[i + 1], firsts[i], firsts[i + 1] - firsts[i]) for i in range(ways)]
 
 
 class RawLine:

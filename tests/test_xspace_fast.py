@@ -69,14 +69,13 @@ def _wide_equal(a, b) -> None:
         assert a.buffer[sa:sa + n] == b.buffer[sb:sb + n]
 
 
-@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
 @pytest.mark.parametrize("wanted", [[2], [1, 3], [3, 1, 2], [], [7]])
-def test_wide_columns_equal_on_every_stat_kind(wanted, split, monkeypatch):
-    """The one-pass compiled decoder (whole, or in two halves on two threads) and the pure one agree,
+def test_wide_columns_equal_on_every_stat_kind(wanted, threads, monkeypatch):
+    """The one-pass compiled decoder (whole, or in parts on several threads) and the pure one agree,
     repeated and id-less stats included."""
-    if split:
-        monkeypatch.setattr(xspace_fast, "_SPLIT_EVENTS", 10)
-        monkeypatch.setattr(xspace_fast, "_cores", lambda: 2)
+    monkeypatch.setattr(xspace_fast, "_SPLIT_EVENTS", 10 if threads > 1 else 10**9)
+    monkeypatch.setattr(xspace_fast, "_cores", lambda: threads)
     rng = np.random.default_rng(2)
     events = []
     for i in range(400):
@@ -107,6 +106,21 @@ def test_wide_columns_equal_on_every_stat_kind(wanted, split, monkeypatch):
     if 2 in wanted:  # every event has a stat 2 in its last position only when i % 7 == 0
         k = wanted.index(2)
         assert (fast.kind[k, ::7] == 4).all() and (fast.bits[k, ::7] == 5).all()
+
+
+@pytest.mark.parametrize("ways", [2, 3, 7])
+def test_a_line_splits_into_equal_runs_at_event_boundaries(ways, monkeypatch):
+    monkeypatch.setattr(xspace_fast, "_SPLIT_EVENTS", 10)
+    events = [XEvent(metadata_id=i + 1, offset_ps=i, duration_ps=1).SerializeToString() for i in range(100)]
+    region = _region(events)
+    parts = region._parts(xspace_fast._kernels(), ways)
+    assert [p[3] for p in parts] == [100 * (i + 1) // ways - 100 * i // ways for i in range(ways)]
+    assert [p[2] for p in parts] == [100 * i // ways for i in range(ways)]
+    assert parts[0][0] == 0 and parts[-1][1] == region.buf.size
+    assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))      # contiguous byte ranges
+    for start, _, first, _ in parts[1:]:                              # each starts on its first event's tag
+        assert region.buf[start] == 0x22
+        assert bytes(region.buf[start + 2:start + 2 + len(events[first])]) == events[first]
 
 
 def test_malformed_events_raise_wire_error_both_ways():
