@@ -279,7 +279,8 @@ def _distinct_ints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return inverse.reshape(-1), distinct
 
 
-def _distinct_slices(buffer: bytes | memoryview, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, list[str]]:
+def _distinct_slices(buffer: bytes | memoryview, starts: np.ndarray,
+                     ends: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """(index into the strings of each buffer[start:end], the distinct decoded strings); each decoded once."""
     if starts.size >= _FAST_MIN_STRINGS:
         from traceview.parsers import xspace_fast

@@ -179,7 +179,6 @@ class EventRegion:
                 raise WireError(_ERRORS[8])
         return WideEvents(mid, off, dur, stat_ids=ids, kind=kind, bits=bits, size=size, buffer=self.data)
 
-
     def _parts(self, kernels, ways: int) -> list[tuple[int, int, int, int]]:
         """(first byte, end byte, first event, events) of each of `ways` equal runs of the line's events
         (one run when the line is under _SPLIT_EVENTS events); each boundary is found by walking on from
@@ -290,7 +289,8 @@ def _from_message(space) -> FastSpace:
     return FastSpace(planes, space)
 
 
-def distinct_slices(buffer: bytes | memoryview, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, list[str]] | None:
+def distinct_slices(buffer: bytes | memoryview, starts: np.ndarray,
+                    ends: np.ndarray) -> tuple[np.ndarray, list[str]] | None:
     """(index of each buffer[start:end] into the distinct strings, the distinct strings decoded from UTF-8).
 
     Slices are grouped by a 64-bit hash (compiled), every slice is checked

@@ -212,6 +212,9 @@ def _project(ops: pd.DataFrame, base: pd.DataFrame, capture: Chip, chip: Chip,
     return out, ratio, warnings
 
 
+_MERGE_TRIES = 4   # a merge, then at most: shared devices kept, pair members kept, and one to spare
+
+
 def run_ops(profile: Profile, per_device: bool, pairs: pd.DataFrame) -> RunOps:
     """The profile's per-host op partials merged (its op table reduced here when it came without them).
     A merge that lacks rows (a device in several hosts' files, an async op whose name does not say
@@ -233,9 +236,6 @@ def run_ops(profile: Profile, per_device: bool, pairs: pd.DataFrame) -> RunOps:
             if profile.op_parts is not None:
                 profile.op_parts = parts        # kept for the next analysis of this profile
     raise RuntimeError(f"the hosts' op partials still lack rows after {_MERGE_TRIES} merges")
-
-
-_MERGE_TRIES = 4
 
 
 def _reduced_again(profile: Profile, parts: list, need: NeedRows) -> list:
