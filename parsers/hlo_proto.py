@@ -10,11 +10,11 @@ the source. Inputs: the bytes of a trace's ``/host:metadata`` HLO protos,
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import struct
 from collections.abc import Callable, Mapping
+from json.encoder import encode_basestring
 from pathlib import Path
 
 from google.protobuf.message import DecodeError
@@ -168,7 +168,7 @@ def _ints(values) -> str:
 
 
 def _quote(s: str) -> str:
-    return json.dumps(s, ensure_ascii=False)
+    return encode_basestring(s)  # what json.dumps(s, ensure_ascii=False) returns, without building an encoder
 
 
 def _window(w) -> str:
