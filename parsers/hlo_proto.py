@@ -76,18 +76,28 @@ def read_hlo_proto(path: str | Path) -> HloModule:
     return parse_hlo_proto(read_bytes(p), str(p))
 
 
-def modules_from_trace_protos(protos: Mapping[str, bytes],
-                              source: str | None = None) -> tuple[list[HloModule], list[str]]:
+def proto_key(key: str) -> tuple[str, int | None]:
+    """(module name, program id) of a trace's HloProto key ``"<module>(<program id>)"``; no id: None."""
+    m = _KEY_RE.match(key)
+    return (m.group("name"), int(m.group("id"))) if m else (key, None)
+
+
+def modules_from_trace_protos(protos: Mapping[str, bytes], source: str | None = None,
+                              keep: Callable[[str, int | None], bool] | None = None
+                              ) -> tuple[list[HloModule], list[str]]:
     """Modules from a trace's HloProtos, keyed ``"<module>(<program id>)"`` as XProf keys them.
 
     ``program_id`` comes from the key (on TPU it is a 64-bit fingerprint, not
     the module's id). A proto that cannot be decoded becomes a warning: the
-    rest of the trace stays usable.
+    rest of the trace stays usable. ``keep(name, program_id)``: convert only
+    the protos it accepts (the others are not decoded at all).
     """
     modules: list[HloModule] = []
     warnings: list[str] = []
     where = source or "trace"
     for key, data in protos.items():
+        if keep is not None and not keep(*proto_key(key)):
+            continue
         try:
             module = parse_hlo_proto(data, f"{where}: HLO proto {key}")
         except HloError as exc:
@@ -99,9 +109,9 @@ def modules_from_trace_protos(protos: Mapping[str, bytes],
             continue
         module.file = source
         module.stage = "after"
-        m = _KEY_RE.match(key)
-        if m:
-            module.program_id = int(m.group("id"))
+        program_id = proto_key(key)[1]
+        if program_id is not None:
+            module.program_id = program_id
         modules.append(module)
         warnings.extend(module.warnings)
     return modules, warnings

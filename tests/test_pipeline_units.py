@@ -175,7 +175,7 @@ def pipeline_result() -> PipelineResult:
     ops["flops"] = ops["op"].map(lambda o: costs[o][0])
     ops["bytes_accessed"] = ops["op"].map(lambda o: costs[o][1])
     ops["dtype"] = "bf16"
-    return PipelineResult(profile=profile, ops=ops, steps=step_times(profile.steps), costs=pd.DataFrame(),
+    return PipelineResult(profile=profile, ops=ops, steps=step_times(profile.steps), ran_costs=pd.DataFrame(),
                           span_ps=22_001_000_000)
 
 

@@ -30,7 +30,7 @@ from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
 from traceview.hardware.detect import detect_target
 from traceview.join import attach_costs
-from traceview.modules import cost_table, profile_modules
+from traceview.modules import cost_table, executed_modules, profile_modules
 from traceview.profile import Profile
 from traceview.projection import PROJECTION_MODEL, projected_times, projected_total
 from traceview.roofline import OUTPUT_COLUMNS, gain_ps, roofline, summarize
@@ -54,8 +54,8 @@ class Analysis:
     profile: Profile
     ops: pd.DataFrame                  # aggregate.op_stats + cost (join) + roofline columns
     steps: pd.DataFrame                # aggregate.step_times (+ time_by_bound columns)
-    costs: pd.DataFrame                # per-instruction HLO costs of every module found
-    modules: list = field(default_factory=list)
+    ran_costs: pd.DataFrame            # per-instruction HLO costs of the modules the ops ran in
+    ran_modules: list = field(default_factory=list)   # those modules; every module found: `modules`
     per_device: bool = False
     target: Chip | None = None
     target_detected: bool = False
@@ -70,6 +70,28 @@ class Analysis:
     projected: bool = False            # the target is not the capture chip: times are projections
     base_warnings: list[str] = field(default_factory=list)    # reading, HLO, costs: whatever the target
     target_warnings: list[str] = field(default_factory=list)  # detection, roofline, MFU: this target's
+    # (--hlo, stage) to find every module again when the ran ones are not all of them; None: they are
+    hlo_source: tuple[str | Path | None, str] | None = None
+    _every_module: dict = field(default_factory=dict, repr=False, compare=False)  # shared by re-targeted copies
+
+    @property
+    def modules(self) -> list:
+        """Every HLO module found for the trace; those its ops never ran in are converted on first use
+        (a trace carries every module the program compiled, most of them never profiled)."""
+        return self._every()[0]
+
+    @property
+    def costs(self) -> pd.DataFrame:
+        """Per-instruction HLO costs of every module found (see `modules`)."""
+        return self._every()[1]
+
+    def _every(self) -> tuple[list, pd.DataFrame]:
+        if self.hlo_source is None:
+            return self.ran_modules, self.ran_costs
+        if not self._every_module:
+            modules, _ = profile_modules(self.profile, *self.hlo_source)
+            self._every_module.update(modules=modules, costs=cost_table(modules)[0])
+        return self._every_module["modules"], self._every_module["costs"]
 
     @property
     def warnings(self) -> list[str]:
@@ -101,7 +123,11 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
                    per_device: bool = False, target_chip: Chip | None = None) -> Analysis:
     """Aggregate, cost and (when a chip is known) roofline-judge a profile (``target_chip`` wins over ``target``)."""
     warnings = list(profile.warnings)
-    modules, module_warnings = profile_modules(profile, hlo_path, stage)
+    ran = executed_modules(profile)
+    modules, module_warnings = profile_modules(profile, hlo_path, stage, ran)
+    if ran is not None and not modules:     # no module matches the ops: every module, as without the filter
+        ran = None
+        modules, module_warnings = profile_modules(profile, hlo_path, stage)
     costs, cost_warnings = cost_table(modules)
     pairs = async_pairs(modules)
     run = run_ops(profile, per_device, pairs)
@@ -112,8 +138,9 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
     ops = run.judged_and_exposed(ops, pairs)
     ops["step_times_ps"] = per_step_self_time(run, len(ops), ops.index)
     devices = run.device_time()
-    analysis = Analysis(profile=profile, ops=ops, steps=step_times(profile.steps), costs=costs,
-                        modules=modules, per_device=per_device, idle_ps=int(devices["idle_ps"].sum()),
+    analysis = Analysis(profile=profile, ops=ops, steps=step_times(profile.steps), ran_costs=costs,
+                        ran_modules=modules, hlo_source=None if ran is None else (hlo_path, stage),
+                        per_device=per_device, idle_ps=int(devices["idle_ps"].sum()),
                         span_ps=int(devices["span_ps"].sum()), device_times=devices, base_warnings=warnings,
                         run_ops=run, op_index=np.arange(len(ops), dtype=np.int64))
     db = load_hardware(hardware_file)

@@ -10,8 +10,10 @@ those to ``Profile.hlo_protos``).
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from traceview.cost.shapes import shape_text
@@ -24,15 +26,44 @@ from traceview.parsers.xplane import as_int64
 from traceview.profile import Profile
 
 
-def profile_modules(profile: Profile, hlo_path: str | Path | None = None,
-                    stage: str = "after") -> tuple[list[HloModule], list[str]]:
-    """Every module we can find for the profile.
+@dataclass(frozen=True)
+class Executed:
+    """The modules a trace's ops ran in, as the cost join finds them: by program id (int64 bits, as
+    the op table holds it) or by name."""
+
+    program_ids: frozenset[int]
+    names: frozenset[str]
+
+    def holds(self, name: str, program_id: int | None) -> bool:
+        return name in self.names or (program_id is not None and as_int64(program_id) in self.program_ids)
+
+
+def executed_modules(profile: Profile) -> Executed | None:
+    """The modules the profile's op executions ran in (None when it has none to go by)."""
+    if profile.op_parts is not None:
+        ids = {int(i) for p in profile.op_parts for i in np.unique(p.program_id)}
+        names = {p.modules[m] for p in profile.op_parts for m in np.unique(p.module) if m >= 0}
+    elif not profile.ops.empty:
+        ids = {int(i) for i in pd.unique(profile.ops["program_id"].to_numpy(dtype=np.int64))}
+        names = {str(n) for n in pd.unique(profile.ops["module"].dropna())}
+    else:
+        return None
+    ids.discard(-1)
+    names.discard("")
+    return Executed(frozenset(ids), frozenset(names)) if ids or names else None
+
+
+def profile_modules(profile: Profile, hlo_path: str | Path | None = None, stage: str = "after",
+                    ran: Executed | None = None) -> tuple[list[HloModule], list[str]]:
+    """Every module we can find for the profile (with `ran`: only those its ops ran in, the trace's
+    other HloProtos left undecoded).
 
     The trace's own HLO (the optimized modules that ran) wins over a dump found
     beside it; a dump the user names with ``--hlo``, or asks for with
     ``--stage before``, wins over the trace's.
     """
-    modules, warnings = modules_from_trace_protos(profile.hlo_protos, profile.source.path)
+    keep = ran.holds if ran is not None else None
+    modules, warnings = modules_from_trace_protos(profile.hlo_protos, profile.source.path, keep=keep)
     dump = Path(hlo_path) if hlo_path else find_dump_dir(profile.source.path)
     if dump is None:
         if stage == "before":
@@ -43,7 +74,8 @@ def profile_modules(profile: Profile, hlo_path: str | Path | None = None,
     warnings += dump_warnings
     first, second = (dumped, modules) if (hlo_path or stage == "before") else (modules, dumped)
     have = {m.name for m in first}
-    return first + [m for m in second if m.name not in have], warnings
+    found = first + [m for m in second if m.name not in have]
+    return (found if ran is None else [m for m in found if ran.holds(m.name, m.program_id)]), warnings
 
 
 def cost_table(modules: list[HloModule]) -> tuple[pd.DataFrame, list[str]]:
