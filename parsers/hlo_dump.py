@@ -10,6 +10,7 @@ profiler's ``<name>(<program_id>).hlo_proto.pb`` files are read too.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from traceview.errors import HloError, UserError
 from traceview.parsers.hlo_files import read_bytes
 from traceview.parsers.hlo_model import HloModule
 from traceview.parsers.hlo_proto import parse_hlo_proto
-from traceview.parsers.hlo_text import looks_like_hlo_text, parse_hlo_text
+from traceview.parsers.hlo_text import header_module_name, looks_like_hlo_text, parse_hlo_text
 
 __all__ = ["load_hlo_modules", "read_hlo_file", "match_module", "classify_file", "DumpFile", "read_bytes"]
 
@@ -105,14 +106,18 @@ def read_hlo_file(path: str | Path) -> HloModule:
     return module
 
 
-def load_hlo_modules(path: str | Path, stage: str = "after") -> tuple[list[HloModule], list[str]]:
+def load_hlo_modules(path: str | Path, stage: str = "after",
+                     wanted: Callable[[str], bool] | None = None) -> tuple[list[HloModule], list[str]]:
     """Every HLO module under ``path`` (a dump folder, a text file or a proto file).
 
     Where a module was dumped both before and after optimizations, ``stage``
     ("after" or "before") picks one; where both text and proto forms exist,
     the proto is read. Files that are not HLO modules (buffer assignments,
     LLVM IR, PTX, autotune results, ...) are left alone. Returns the modules,
-    sorted by module id then name, and warnings.
+    sorted by module id then name, and warnings. ``wanted(name)``: a module of
+    a folder whose text form names it (its ``HloModule`` header) is read only
+    when this accepts the name (a full dump holds every module the program
+    compiled).
     """
     if stage not in ("after", "before"):
         raise UserError(f"stage must be 'after' or 'before', not {stage!r}")
@@ -140,8 +145,14 @@ def load_hlo_modules(path: str | Path, stage: str = "after") -> tuple[list[HloMo
         shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
         warnings.append(f"{p}: skipped {len(unknown)} file(s) that are not HLO modules: {shown}")
     modules: list[HloModule] = []
+    passed_over = 0
     for files in candidates.values():
         chosen = _choose(files, stage)
+        if wanted is not None:
+            name = _header_name(files, chosen.stage)
+            if name is not None and not wanted(name):
+                passed_over += 1
+                continue
         if chosen.stage not in (None, stage):
             warnings.append(f"{chosen.path}: module {chosen.name} has no {stage}-optimizations dump; "
                             f"read its {chosen.stage}-optimizations one")
@@ -161,13 +172,25 @@ def load_hlo_modules(path: str | Path, stage: str = "after") -> tuple[list[HloMo
             warnings.append(f"{exc}; read {other[0].path.name} instead")
         warnings.extend(module.warnings)
         modules.append(module)
-    if not modules:
+    if not modules and not passed_over:
         skipped = [w for w in warnings if w.startswith("skipped: ")]
         raise UserError(f"{p}: no HLO modules found (expected *_optimizations.txt, *.hlo.pb or "
                         f"*.hlo_proto.pb files, as XLA_FLAGS=--xla_dump_to writes)"
                         + (f"; {len(skipped)} unreadable, e.g. {skipped[0][9:]}" if skipped else ""))
     modules.sort(key=lambda m: (m.module_id if m.module_id is not None else -1, m.name))
     return modules, warnings
+
+
+def _header_name(files: list[DumpFile], stage: str | None) -> str | None:
+    """The module name in the header of the uncompressed text form, in `stage`, of one module's files."""
+    for f in files:
+        if f.kind == "text" and f.stage == stage and not f.path.name.endswith(_COMPRESSED):
+            try:
+                with open(f.path, "rb") as fh:
+                    return header_module_name(fh.read(_SNIFF_BYTES).decode("utf-8", errors="replace"))
+            except OSError:
+                return None
+    return None
 
 
 def _looks_like_hlo_text(path: Path) -> bool:

@@ -26,7 +26,8 @@ from traceview.parsers.hlo_checks import MAX_TUPLE_DEPTH, check_module
 from traceview.parsers.hlo_files import read_bytes
 from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
 
-__all__ = ["apply_stack_frames", "called_from_attributes", "desugar_async", "looks_like_hlo_text", "parse_hlo_text",
+__all__ = ["apply_stack_frames", "called_from_attributes", "desugar_async", "header_module_name",
+           "looks_like_hlo_text", "parse_hlo_text",
            "parse_metadata", "parse_replica_groups", "parse_shape", "read_hlo_text", "split_attributes",
            "split_top_level", "strip_comments"]
 
@@ -254,6 +255,20 @@ def _parse_shape_at(text: str, pos: int, depth: int = 0) -> tuple[Shape, int]:
 # lines
 
 _HEADER_RE = re.compile(r"^HloModule\s+([^\s,]+)\s*(?:,\s*(.*))?$")
+_HEADER_NAME_RE = re.compile(r"HloModule\s+([^\s,]+)[\s,]")
+
+
+def header_module_name(head: str) -> str | None:
+    """The module name an HLO text's ``HloModule`` header gives, from the text's first bytes (the parser
+    takes the same name); None when the first line that is not blank or a ``//`` comment is not a whole
+    header name."""
+    for line in head.splitlines(keepends=True):
+        s = line.lstrip()
+        if not s.strip() or s.startswith("//"):
+            continue
+        m = _HEADER_NAME_RE.match(s)
+        return m.group(1) if m else None
+    return None
 _COMP_RE = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*(\(.*\))?\s*(?:->\s*(.*?))?\s*\{\s*$")
 _INST_RE = re.compile(r"^\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*(.*)$")
 _CUT_TOP_RE = re.compile(r"^(?:ENTRY\b|%|\d)")  # what a truncated top-level line can start with

@@ -124,3 +124,35 @@ def test_errors(tmp_path):
         load_hlo_modules(tmp_path, stage="middle")
     with pytest.raises(HloError, match="notes.md: neither HLO text"):
         load_hlo_modules(tmp_path / "notes.md")
+
+
+def test_a_dump_reads_only_the_modules_wanted(jax_hlo_dump, monkeypatch):
+    """A module whose text header names one not wanted is neither parsed in text nor in proto form."""
+    from traceview.parsers import hlo_dump
+
+    dump = jax_hlo_dump / "dump"
+    every, _ = load_hlo_modules(dump)
+    assert len(every) > 2 and "jit_ops" in {m.name for m in every}
+    read = []
+    real = hlo_dump.read_hlo_file
+    monkeypatch.setattr(hlo_dump, "read_hlo_file", lambda p: read.append(p) or real(p))
+    some, warnings = load_hlo_modules(dump, wanted=lambda name: name in ("jit_ops", "jit_gspmd"))
+    assert warnings == []
+    assert sorted(m.name for m in some) == ["jit_gspmd", "jit_ops"]
+    assert len(read) == 2
+    by_name = {m.name: m for m in every}
+    for m in some:   # the same modules as the full read gives
+        assert m.module_id == by_name[m.name].module_id
+        assert [i.name for c in m.computations.values() for i in c.instructions] == \
+            [i.name for c in by_name[m.name].computations.values() for i in c.instructions]
+    assert load_hlo_modules(dump, wanted=lambda name: False) == ([], [])    # none wanted: no error
+
+
+def test_header_module_name():
+    from traceview.parsers.hlo_text import header_module_name
+
+    assert header_module_name("HloModule jit_f, entry_computation_layout={()->f32[]}\n") == "jit_f"
+    assert header_module_name("// a comment\n\n  HloModule m.1\nENTRY e {") == "m.1"
+    assert header_module_name("ENTRY main {\n") is None                  # no header: the parser names it
+    assert header_module_name("HloModule jit_cut_in_the_midd") is None   # cut inside the name
+    assert header_module_name("") is None

@@ -8,6 +8,8 @@ every module (parallelism, graph, the dashboard's op detail), converted on first
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -78,3 +80,18 @@ def test_a_module_is_kept_by_program_id_when_its_name_differs():
     assert ran.holds("renamed", 2**64 - 2)         # uint64 program id, held as int64 bits
     assert not ran.holds("renamed", 7)
     assert not ran.holds("other", None)
+
+
+def test_a_dumped_module_the_trace_carries_is_not_read(transformer, monkeypatch):
+    """The transformer sample's hlo/ dump holds jit_train_step, which the trace carries (and wins)."""
+    from traceview.parsers import hlo_dump
+
+    dumped = [f.name for f in (Path(transformer.source.path) / "hlo").iterdir()]
+    assert any("jit_train_step" in name for name in dumped)
+    read = []
+    real = hlo_dump.read_hlo_file
+    monkeypatch.setattr(hlo_dump, "read_hlo_file", lambda p: read.append(p) or real(p))
+    analysis = build_analysis(transformer)
+    assert analysis.ops["has_cost"].any()
+    assert [m.name for m in analysis.modules].count("jit_train_step") == 1
+    assert read == []

@@ -70,9 +70,14 @@ def profile_modules(profile: Profile, hlo_path: str | Path | None = None, stage:
             warnings.append("--stage before needs an XLA dump (--hlo DIR): a trace carries only the "
                             "optimized modules, which are used")
         return modules, warnings
-    dumped, dump_warnings = load_hlo_modules(dump, stage=stage)
+    dump_first = bool(hlo_path) or stage == "before"
+    wanted = None
+    if not dump_first:  # a dumped module the trace carries, or one that never ran, would be dropped below
+        own = {m.name for m in modules}
+        wanted = (lambda name: name not in own and (ran is None or ran.holds(name, None)))
+    dumped, dump_warnings = load_hlo_modules(dump, stage=stage, wanted=wanted)
     warnings += dump_warnings
-    first, second = (dumped, modules) if (hlo_path or stage == "before") else (modules, dumped)
+    first, second = (dumped, modules) if dump_first else (modules, dumped)
     have = {m.name for m in first}
     found = first + [m for m in second if m.name not in have]
     return (found if ran is None else [m for m in found if ran.holds(m.name, m.program_id)]), warnings
