@@ -96,7 +96,8 @@ def modules_from_trace_protos(protos: Mapping[str, bytes], source: str | None = 
     warnings: list[str] = []
     where = source or "trace"
     for key, data in protos.items():
-        if keep is not None and not keep(*proto_key(key)):
+        name, program_id = proto_key(key)
+        if keep is not None and not keep(name, program_id):
             continue
         try:
             module = parse_hlo_proto(data, f"{where}: HLO proto {key}")
@@ -109,7 +110,6 @@ def modules_from_trace_protos(protos: Mapping[str, bytes], source: str | None = 
             continue
         module.file = source
         module.stage = "after"
-        program_id = proto_key(key)[1]
         if program_id is not None:
             module.program_id = program_id
         modules.append(module)

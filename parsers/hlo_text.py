@@ -255,7 +255,16 @@ def _parse_shape_at(text: str, pos: int, depth: int = 0) -> tuple[Shape, int]:
 # lines
 
 _HEADER_RE = re.compile(r"^HloModule\s+([^\s,]+)\s*(?:,\s*(.*))?$")
-_HEADER_NAME_RE = re.compile(r"HloModule\s+([^\s,]+)[\s,]")
+_HEADER_NAME_RE = re.compile(r"HloModule\s+([^\s,]+)[\s,]")  # the name and what ends it (a cut-off name: no match)
+_COMP_RE = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*(\(.*\))?\s*(?:->\s*(.*?))?\s*\{\s*$")
+_INST_RE = re.compile(r"^\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*(.*)$")
+_CUT_TOP_RE = re.compile(r"^(?:ENTRY\b|%|\d)")  # what a truncated top-level line can start with
+_INST_START_RE = re.compile(r"^(?:ROOT\s+)?%?[^\s=(){}]+\s*=\s*[a-z(]")
+_OPCODE_RE = re.compile(r"\s*([a-z][\w\-]*)\(")
+_OPERAND_NAME_RE = re.compile(r"%?([^\s%]+)\s*$")
+_SECTION_ENTRY_RE = re.compile(r'^(\d+)\s+(.*)$')
+_CLOSE_THREAD_RE = re.compile(r'execution_thread="([^"]*)"')
+_COMP_REF_RE = re.compile(r"%?([^\s{},%]+)")
 
 
 def header_module_name(head: str) -> str | None:
@@ -269,15 +278,7 @@ def header_module_name(head: str) -> str | None:
         m = _HEADER_NAME_RE.match(s)
         return m.group(1) if m else None
     return None
-_COMP_RE = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s*(\(.*\))?\s*(?:->\s*(.*?))?\s*\{\s*$")
-_INST_RE = re.compile(r"^\s*(ROOT\s+)?%?([^\s=]+)\s*=\s*(.*)$")
-_CUT_TOP_RE = re.compile(r"^(?:ENTRY\b|%|\d)")  # what a truncated top-level line can start with
-_INST_START_RE = re.compile(r"^(?:ROOT\s+)?%?[^\s=(){}]+\s*=\s*[a-z(]")
-_OPCODE_RE = re.compile(r"\s*([a-z][\w\-]*)\(")
-_OPERAND_NAME_RE = re.compile(r"%?([^\s%]+)\s*$")
-_SECTION_ENTRY_RE = re.compile(r'^(\d+)\s+(.*)$')
-_CLOSE_THREAD_RE = re.compile(r'execution_thread="([^"]*)"')
-_COMP_REF_RE = re.compile(r"%?([^\s{},%]+)")
+
 
 # attributes naming called computations, in the order XLA prints them
 _CALL_KEYS = ("calls", "to_apply", "condition", "body", "true_computation", "false_computation",

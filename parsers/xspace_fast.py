@@ -162,7 +162,7 @@ class EventRegion:
         bits = np.zeros((ids.size, count), dtype=np.uint64)
         size = np.zeros((ids.size, count), dtype=np.uint32)
         columns: tuple[np.ndarray, ...] = (ids, mid, off, dur, kind, bits, size)
-        parts = self._parts(k, min(_split_threads(), count // (_SPLIT_EVENTS // 2)))
+        parts = self._parts(k)
         if len(parts) == 1:
             results = [k.decode_wide(self.buf, 0, n, 0, *columns)]
         else:  # the kernel releases the GIL: the parts run at once, each filling its own events' columns
@@ -179,11 +179,12 @@ class EventRegion:
                 raise WireError(_ERRORS[8])
         return WideEvents(mid, off, dur, stat_ids=ids, kind=kind, bits=bits, size=size, buffer=self.data)
 
-    def _parts(self, kernels, ways: int) -> list[tuple[int, int, int, int]]:
-        """(first byte, end byte, first event, events) of each of `ways` equal runs of the line's events
-        (one run when the line is under _SPLIT_EVENTS events); each boundary is found by walking on from
-        the previous one."""
+    def _parts(self, kernels) -> list[tuple[int, int, int, int]]:
+        """(first byte, end byte, first event, events) of each equal run of the line's events, one per
+        thread this process may use and at least _SPLIT_EVENTS / 2 events each (one run when the line is
+        under _SPLIT_EVENTS events); each boundary is found by walking on from the previous one."""
         n, count = self.buf.size, self.count
+        ways = min(_split_threads(), count // (_SPLIT_EVENTS // 2))
         if count < _SPLIT_EVENTS or ways < 2:
             return [(0, n, 0, count)]
         firsts = [count * i // ways for i in range(ways + 1)]
@@ -234,7 +235,7 @@ def parse_space(data: bytes) -> FastSpace:
 
     The compiled outline finds each plane's fields and lines in the file's bytes:
     protobuf parses only what is not a line (metadata, stats, the XSpace's own
-    fields), and each line is one slice of the file, never copied by protobuf.
+    fields), and each line is a view of the file's bytes, never copied.
     A file whose outline is not the plain one is parsed whole by protobuf, as it
     always was (its errors are protobuf's).
     """

@@ -42,7 +42,7 @@ def slices_equal(buf, starts, ends, ref_starts, ref_ends):
 # raising (see xspace_fast._ERRORS).
 
 
-# The hot loop below is written with only these two helpers, inlined by numba
+# The hot loop below is written with only these three helpers, inlined by numba
 # (calls returning tuples cost several times the decoding itself).
 
 
@@ -97,6 +97,22 @@ def _value(buf, wire, q, end):
     return zero, q, np.int64(-2)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _field(buf, p, end):
+    """(field number, wire type, value, value start, value end) of the field whose tag starts at p; a
+    negative end is minus the error code: 1 the tag runs past `end`, 6 a varint too long, 3 field number
+    0, else _value's."""
+    tag, q = _vint(buf, p, end)
+    if q < 0:
+        return np.int64(0), np.int64(0), np.uint64(0), p, np.int64(-1 if q == -1 else -6)
+    number = np.int64(tag >> np.uint64(3))
+    if number == 0:
+        return number, np.int64(0), np.uint64(0), p, np.int64(-3)
+    wire = np.int64(tag & np.uint64(7))
+    value, vs, ve = _value(buf, wire, q, end)
+    return number, wire, value, vs, ve
+
+
 @njit(cache=True, nogil=True)
 def line_head(buf, n):
     """A line's own fields and its event count, every top-level field checked.
@@ -107,16 +123,7 @@ def line_head(buf, n):
     count = np.int64(0)
     p = np.int64(0)
     while p < n:
-        tag, q = _vint(buf, p, n)
-        if q < 0:
-            head[9] = 1 if q == -1 else 6
-            return head
-        number = np.int64(tag >> np.uint64(3))
-        if number == 0:
-            head[9] = 3
-            return head
-        wire = np.int64(tag & np.uint64(7))
-        value, vs, ve = _value(buf, wire, q, n)
+        number, wire, value, vs, ve = _field(buf, p, n)
         if ve < 0:
             head[9] = -ve
             return head
@@ -183,20 +190,12 @@ def decode_wide(buf, p0, n, first_event, wanted, mid, off, dur, kind, bits, size
     i = first_event
     p = p0
     while p < n and err == 0:
-        tag, q = _vint(buf, p, n)
-        if q < 0:
-            err = np.int64(1 if q == -1 else 6)
-            break
-        wire = np.int64(tag & np.uint64(7))
-        if tag >> np.uint64(3) == np.uint64(0):
-            err = np.int64(3)
-            break
-        value, ev_start, ev_end = _value(buf, wire, q, n)
+        number, wire, value, ev_start, ev_end = _field(buf, p, n)
         if ev_end < 0:
             err = -ev_end
             break
         p = ev_end
-        if tag != np.uint64(0x22):  # only field 4 (events, length-delimited)
+        if number != 4 or wire != 2:  # only field 4 (events, length-delimited)
             continue
         if i >= count:
             err = np.int64(8)
@@ -204,26 +203,18 @@ def decode_wide(buf, p0, n, first_event, wanted, mid, off, dur, kind, bits, size
         # one event: [ev_start, ev_end)
         r = ev_start
         while r < ev_end:
-            tag, r2 = _vint(buf, r, ev_end)
-            if r2 < 0:
-                err = np.int64(1 if r2 == -1 else 6)
-                break
-            if tag >> np.uint64(3) == np.uint64(0):
-                err = np.int64(3)
-                break
-            wire = np.int64(tag & np.uint64(7))
-            v, s, e = _value(buf, wire, r2, ev_end)
+            efield, ewire, v, s, e = _field(buf, r, ev_end)
             if e < 0:
                 err = -e
                 break
             r = e
-            if tag == np.uint64(0x08):
+            if efield == 1 and ewire == 0:
                 mid[i] = np.int64(v)
-            elif tag == np.uint64(0x10):
+            elif efield == 2 and ewire == 0:
                 off[i] = np.int64(v)
-            elif tag == np.uint64(0x18):
+            elif efield == 3 and ewire == 0:
                 dur[i] = np.int64(v)
-            elif tag == np.uint64(0x22):
+            elif efield == 4 and ewire == 2:
                 # one stat: [s, e)
                 sid = np.int64(0)
                 t = s
@@ -251,25 +242,16 @@ def decode_wide(buf, p0, n, first_event, wanted, mid, off, dur, kind, bits, size
                 vbits = np.uint64(0)
                 vsize = np.int64(0)
                 while t < e:
-                    stag, t2 = _vint(buf, t, e)
-                    if t2 < 0:
-                        err = np.int64(1 if t2 == -1 else 6)
-                        break
-                    number = np.int64(stag >> np.uint64(3))
-                    if number == 0:
-                        err = np.int64(3)
-                        break
-                    swire = np.int64(stag & np.uint64(7))
-                    sv, ss, se = _value(buf, swire, t2, e)
+                    sfield, swire, sv, ss, se = _field(buf, t, e)
                     if se < 0:
                         err = -se
                         break
                     t = se
-                    if number == 1 and swire == 0:
+                    if sfield == 1 and swire == 0:
                         sid = np.int64(sv)
-                    elif number >= 2 and number <= 7:
-                        vkind = np.int8(number)
-                        if number == 5 or number == 6:
+                    elif sfield >= 2 and sfield <= 7:
+                        vkind = np.int8(sfield)
+                        if sfield == 5 or sfield == 6:
                             vbits = np.uint64(ss)
                             vsize = se - ss
                         else:
@@ -349,32 +331,16 @@ def space_outline(buf, n, out):
     planes = np.int64(0)
     p = np.int64(0)
     while p < n:
-        tag, q = _vint(buf, p, n)
-        if q < 0:
-            return np.int64(0), np.int64(1)
-        number = np.int64(tag >> np.uint64(3))
-        wire = np.int64(tag & np.uint64(7))
-        if number == 0:
-            return np.int64(0), np.int64(1)
-        value, vs, ve = _value(buf, wire, q, n)
-        if ve < 0:
-            return np.int64(0), np.int64(1)
-        if number == 1 and wire != 2:
+        number, wire, value, vs, ve = _field(buf, p, n)
+        if ve < 0 or (number == 1 and wire != 2):
             return np.int64(0), np.int64(1)
         _outline_row(out, rows, -1, number, p, vs, ve)
         rows += 1
         if number == 1:
             r = vs
             while r < ve:
-                tag, r2 = _vint(buf, r, ve)
-                if r2 < 0:
-                    return np.int64(0), np.int64(1)
-                inner = np.int64(tag >> np.uint64(3))
-                inner_wire = np.int64(tag & np.uint64(7))
-                if inner == 0 or (inner == 3 and inner_wire != 2):
-                    return np.int64(0), np.int64(1)
-                v, s, e = _value(buf, inner_wire, r2, ve)
-                if e < 0:
+                inner, inner_wire, v, s, e = _field(buf, r, ve)
+                if e < 0 or (inner == 3 and inner_wire != 2):
                     return np.int64(0), np.int64(1)
                 _outline_row(out, rows, planes, inner, r, s, e)
                 rows += 1

@@ -111,9 +111,10 @@ def test_wide_columns_equal_on_every_stat_kind(wanted, threads, monkeypatch):
 @pytest.mark.parametrize("ways", [2, 3, 7])
 def test_a_line_splits_into_equal_runs_at_event_boundaries(ways, monkeypatch):
     monkeypatch.setattr(xspace_fast, "_SPLIT_EVENTS", 10)
+    monkeypatch.setattr(xspace_fast, "_cores", lambda: ways)
     events = [XEvent(metadata_id=i + 1, offset_ps=i, duration_ps=1).SerializeToString() for i in range(100)]
     region = _region(events)
-    parts = region._parts(xspace_fast._kernels(), ways)
+    parts = region._parts(xspace_fast._kernels())
     assert [p[3] for p in parts] == [100 * (i + 1) // ways - 100 * i // ways for i in range(ways)]
     assert [p[2] for p in parts] == [100 * i // ways for i in range(ways)]
     assert parts[0][0] == 0 and parts[-1][1] == region.buf.size
