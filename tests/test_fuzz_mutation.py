@@ -42,3 +42,26 @@ def test_oracle_catches_garbage_and_crashes(tmp_path):
     assert fuzzing.run_one(case, tmp_path) == ("error", "")
     case = fuzzing.Case(1, "x", "config", "none", "c.toml", b'[check]\nmax_step_regression = "5%"\n')
     assert fuzzing.run_one(case, tmp_path)[0] == "ok"
+
+
+def test_the_compiled_reader_loads_before_any_case_is_timed():
+    """A fresh clone compiles numba's kernels on first use (15-40 s): that must happen in the parent,
+    before the forked workers' per-case alarm runs, or the first xplane case is reported as a hang."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("numba")
+    script = (
+        "import fuzzing\n"
+        "from traceview.parsers import xspace_fast\n"
+        "assert not xspace_fast.loaded()\n"
+        "seeds = [s for s in fuzzing.default_seeds(shared=False) if s.kind == 'config'][:1]\n"
+        "report = fuzzing.fuzz(1, 1, seeds=seeds, timeout_s=30.0)\n"
+        "assert report.cases == 1\n"
+        "print(xspace_fast.loaded())\n"
+    )
+    tests = Path(__file__).parent
+    done = subprocess.run([sys.executable, "-c", script], cwd=tests, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True"
