@@ -772,6 +772,16 @@ def _worker(conn, timeout_s: float) -> None:
             conn.send(result)
 
 
+def load_compiled_reader() -> bool:
+    """Load (on a fresh clone: compile, 15-40 s) the compiled reader's kernels here, before any case's
+    clock starts. Compiling is set-up, not a hang; the forked workers inherit the loaded kernels."""
+    try:
+        from traceview.parsers import xspace_fast
+    except ImportError:  # an older traceview (the fuzzer run against another version)
+        return False
+    return xspace_fast.enabled()
+
+
 class _Pool:
     """One worker process; a case that kills it or outlives its time is recorded and the worker replaced."""
 
@@ -782,6 +792,7 @@ class _Pool:
         self.conn = None
 
     def _start(self) -> None:
+        load_compiled_reader()  # in this process, before the fork: the worker's alarm times cases, not set-up
         parent, child = self.ctx.Pipe()
         self.proc = self.ctx.Process(target=_worker, args=(child, self.timeout_s), daemon=True)
         self.proc.start()
@@ -813,20 +824,9 @@ class _Pool:
                 self.proc.kill()
 
 
-def load_compiled_reader() -> bool:
-    """Load (on a fresh clone: compile, 15-40 s) the compiled reader's kernels here, before any case's
-    clock starts. Compiling is set-up, not a hang; the forked workers inherit the loaded kernels."""
-    try:
-        from traceview.parsers import xspace_fast
-    except ImportError:  # an older traceview (the fuzzer run against another version)
-        return False
-    return xspace_fast.enabled()
-
-
 def fuzz(count: int, seed: int, seeds: list[Seed] | None = None, timeout_s: float = 20.0,
          progress: Callable[[int, Report], None] | None = None) -> Report:
     """Run `count` cases from `seed`; findings are every outcome but ok and error."""
-    load_compiled_reader()
     report = Report(seed=seed)
     pool = _Pool(timeout_s)
     start = time.monotonic()
