@@ -92,6 +92,36 @@ def decompress(data: bytes, path: object, limit: int | None = None, error: type[
     return out
 
 
+_HEAD_INPUT = 1 << 16  # compressed bytes read for a head: far more than a few KB of text needs
+
+
+def read_head(path: str | Path, size: int) -> bytes:
+    """At most `size` bytes from the start of the file's content, decompressed when compressed; b""
+    when it cannot be read. Bounded both ways: at most 64 KiB are read, at most `size` come out."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(_HEAD_INPUT)
+    except OSError:
+        return b""
+    kind = compression_of(raw)
+    if kind is None:
+        return raw[:size]
+    if kind == "zstd":
+        try:
+            import zstandard
+        except ImportError:
+            return b""
+        try:
+            with zstandard.ZstdDecompressor().stream_reader(raw) as reader:
+                return reader.read(size)
+        except zstandard.ZstdError:
+            return b""
+    try:
+        return _decompressor(kind).decompress(raw, max_length=size)
+    except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError):
+        return b""
+
+
 class _TooLarge(Exception):
     pass
 

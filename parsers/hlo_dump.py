@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from traceview.errors import HloError, UserError
+from traceview.parsers.compressed import read_head
 from traceview.parsers.hlo_files import read_bytes
 from traceview.parsers.hlo_model import HloModule
-from traceview.parsers.hlo_proto import parse_hlo_proto
+from traceview.parsers.hlo_proto import parse_hlo_proto, proto_module_name
 from traceview.parsers.hlo_text import header_module_name, looks_like_hlo_text, parse_hlo_text
 
 __all__ = ["load_hlo_modules", "read_hlo_file", "match_module", "classify_file", "DumpFile", "read_bytes"]
@@ -77,11 +78,13 @@ def classify_file(path: Path) -> DumpFile | None:
     return None
 
 
-def read_hlo_file(path: str | Path) -> HloModule:
-    """Read one HLO file, text or proto (optionally compressed), by its name or content."""
+def read_hlo_file(path: str | Path, data: bytes | None = None) -> HloModule:
+    """Read one HLO file, text or proto (optionally compressed), by its name or content; ``data``: its
+    content, already read and decompressed."""
     p = Path(path)
     info = classify_file(p)
-    data = read_bytes(p)
+    if data is None:
+        data = read_bytes(p)
     if info is not None and info.kind == "proto":
         module = parse_hlo_proto(data, str(p))
     elif (info is not None and info.kind == "text") or looks_like_hlo_text(
@@ -115,9 +118,9 @@ def load_hlo_modules(path: str | Path, stage: str = "after",
     the proto is read. Files that are not HLO modules (buffer assignments,
     LLVM IR, PTX, autotune results, ...) are left alone. Returns the modules,
     sorted by module id then name, and warnings. ``wanted(name)``: a module of
-    a folder whose text form names it (its ``HloModule`` header) is read only
-    when this accepts the name (a full dump holds every module the program
-    compiled).
+    a folder is read only when this accepts its name (a full dump holds every
+    module the program compiled); the name comes from the text form's
+    ``HloModule`` header, else from the proto form, decoded but not converted.
     """
     if stage not in ("after", "before"):
         raise UserError(f"stage must be 'after' or 'before', not {stage!r}")
@@ -148,8 +151,9 @@ def load_hlo_modules(path: str | Path, stage: str = "after",
     passed_over = 0
     for files in candidates.values():
         chosen = _choose(files, stage)
+        content = None
         if wanted is not None:
-            name = _header_name(files, chosen.stage)
+            name, content = _module_name(files, chosen)
             if name is not None and not wanted(name):
                 passed_over += 1
                 continue
@@ -157,7 +161,7 @@ def load_hlo_modules(path: str | Path, stage: str = "after",
             warnings.append(f"{chosen.path}: module {chosen.name} has no {stage}-optimizations dump; "
                             f"read its {chosen.stage}-optimizations one")
         try:
-            module = read_hlo_file(chosen.path)
+            module = read_hlo_file(chosen.path, content)
         except HloError as exc:
             # the same module in the other form may still be readable; else skip the file, never abort
             other = [f for f in files if f.stage == chosen.stage and f.path != chosen.path]
@@ -181,16 +185,22 @@ def load_hlo_modules(path: str | Path, stage: str = "after",
     return modules, warnings
 
 
-def _header_name(files: list[DumpFile], stage: str | None) -> str | None:
-    """The module name in the header of the uncompressed text form, in `stage`, of one module's files."""
-    for f in files:
-        if f.kind == "text" and f.stage == stage and not f.path.name.endswith(_COMPRESSED):
-            try:
-                with open(f.path, "rb") as fh:
-                    return header_module_name(fh.read(_SNIFF_BYTES).decode("utf-8", errors="replace"))
-            except OSError:
-                return None
-    return None
+def _module_name(files: list[DumpFile], chosen: DumpFile) -> tuple[str | None, bytes | None]:
+    """The name one module's files give it in the chosen file's stage, read the cheapest way first: a
+    text form's ``HloModule`` header (its first 4 KB, decompressed if need be), else the chosen proto
+    decoded by protobuf (its bytes come back too, so it is not read twice). None: no name found."""
+    texts = [f for f in files if f.kind == "text" and f.stage == chosen.stage]
+    for f in sorted(texts, key=lambda f: f.path.name.endswith(_COMPRESSED)):
+        name = header_module_name(read_head(f.path, _SNIFF_BYTES).decode("utf-8", errors="replace"))
+        if name is not None:
+            return name, None
+    if chosen.kind == "proto":
+        try:
+            data = read_bytes(chosen.path)
+        except HloError:
+            return None, None
+        return proto_module_name(data), data
+    return None, None
 
 
 def _looks_like_hlo_text(path: Path) -> bool:

@@ -46,21 +46,7 @@ def parse_hlo_proto(data: bytes, file: str | None = None) -> HloModule:
     ``file`` names the source in errors and warnings.
     """
     where = file or "<hlo proto>"
-    module_proto = None
-    try:
-        hlo = message_class("HloProto").FromString(data)
-        if hlo.hlo_module.computations:
-            module_proto = hlo.hlo_module
-    except DecodeError:
-        pass
-    if module_proto is None:
-        try:
-            bare = message_class("HloModuleProto").FromString(data)
-        except DecodeError as exc:
-            raise HloError(f"{where}: not an HloProto or HloModuleProto ({exc})") from None
-        if not bare.computations:
-            raise HloError(f"{where}: no HLO computations in this protobuf (empty or not an HLO proto)")
-        module_proto = bare
+    module_proto = _module_proto(data, where)
     try:
         module = _convert_module(module_proto, file)
     except (ValueError, KeyError, IndexError, OverflowError, TypeError, RecursionError, struct.error) as exc:
@@ -68,6 +54,32 @@ def parse_hlo_proto(data: bytes, file: str | None = None) -> HloModule:
         raise HloError(f"{where}: malformed HLO proto ({type(exc).__name__}: {str(exc)[:120]})") from None
     check_module(module, where)
     return module
+
+
+def _module_proto(data: bytes, where: str):
+    """The HloModuleProto the bytes hold: an HloProto's module, else the bytes as a bare module."""
+    try:
+        hlo = message_class("HloProto").FromString(data)
+        if hlo.hlo_module.computations:
+            return hlo.hlo_module
+    except DecodeError:
+        pass
+    try:
+        bare = message_class("HloModuleProto").FromString(data)
+    except DecodeError as exc:
+        raise HloError(f"{where}: not an HloProto or HloModuleProto ({exc})") from None
+    if not bare.computations:
+        raise HloError(f"{where}: no HLO computations in this protobuf (empty or not an HLO proto)")
+    return bare
+
+
+def proto_module_name(data: bytes) -> str | None:
+    """The name of the module HLO proto bytes hold (protobuf's decode only, none of the conversion
+    parse_hlo_proto does); None when the bytes are not an HLO module or name none."""
+    try:
+        return _module_proto(data, "").name or None
+    except HloError:
+        return None
 
 
 def read_hlo_proto(path: str | Path) -> HloModule:

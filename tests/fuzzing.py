@@ -638,9 +638,25 @@ def _check_costs(module) -> None:
 
 
 def _run_hlo(path: Path) -> None:
+    """The full read, and the cheap name readers a dump folder uses to skip modules: these never raise,
+    and where they find a name it is the name the full read gives (else a wanted module is skipped)."""
+    from traceview.errors import UserError
+    from traceview.parsers.compressed import read_head
     from traceview.parsers.hlo_dump import read_hlo_file
+    from traceview.parsers.hlo_files import read_bytes
+    from traceview.parsers.hlo_proto import proto_module_name
+    from traceview.parsers.hlo_text import header_module_name
 
-    _check_costs(read_hlo_file(path))
+    names = {"header": header_module_name(read_head(path, 4096).decode("utf-8", errors="replace"))}
+    try:
+        names["proto"] = proto_module_name(read_bytes(path))
+    except UserError:
+        pass
+    module = read_hlo_file(path)
+    _check_costs(module)
+    kind = "proto" if ".pb" in path.name else "header"
+    if names.get(kind) is not None and names[kind] != module.name:
+        raise Garbage(f"the {kind} names the module {names[kind]!r}, the full read {module.name!r}")
 
 
 def _run_trace_proto(path: Path) -> None:

@@ -135,7 +135,7 @@ def test_a_dump_reads_only_the_modules_wanted(jax_hlo_dump, monkeypatch):
     assert len(every) > 2 and "jit_ops" in {m.name for m in every}
     read = []
     real = hlo_dump.read_hlo_file
-    monkeypatch.setattr(hlo_dump, "read_hlo_file", lambda p: read.append(p) or real(p))
+    monkeypatch.setattr(hlo_dump, "read_hlo_file", lambda p, *data: read.append(p) or real(p, *data))
     some, warnings = load_hlo_modules(dump, wanted=lambda name: name in ("jit_ops", "jit_gspmd"))
     assert warnings == []
     assert sorted(m.name for m in some) == ["jit_gspmd", "jit_ops"]
@@ -146,6 +146,69 @@ def test_a_dump_reads_only_the_modules_wanted(jax_hlo_dump, monkeypatch):
         assert [i.name for c in m.computations.values() for i in c.instructions] == \
             [i.name for c in by_name[m.name].computations.values() for i in c.instructions]
     assert load_hlo_modules(dump, wanted=lambda name: False) == ([], [])    # none wanted: no error
+
+
+@pytest.mark.parametrize("form", ["proto only", "text compressed", "proto and text compressed"])
+def test_a_dump_without_plain_text_reads_only_the_modules_wanted(jax_hlo_dump, tmp_path, monkeypatch, form):
+    """Modules dumped only as protos, or as compressed text, are named without being converted: the
+    proto decoded by protobuf (and read once), the text's first 4 KB decompressed."""
+    import gzip
+    import lzma
+    import shutil
+
+    from traceview.parsers import hlo_dump, hlo_proto
+
+    dump = tmp_path / "dump"
+    shutil.copytree(jax_hlo_dump / "dump", dump)
+    for i, f in enumerate(sorted(dump.glob("*_optimizations.txt"))):
+        if form != "proto only":  # gzip and xz in turn
+            suffix, pack = (".gz", gzip.compress) if i % 2 else (".xz", lzma.compress)
+            f.with_name(f.name + suffix).write_bytes(pack(f.read_bytes()))
+        f.unlink()
+    if form == "text compressed":
+        for f in dump.glob("*.hlo.pb"):
+            f.unlink()
+    every, _ = load_hlo_modules(dump)
+    assert len(every) > 2 and {"jit_ops", "jit_gspmd"} <= {m.name for m in every}
+    read, converted = [], []
+    real_read, real_convert = hlo_dump.read_hlo_file, hlo_proto._convert_module
+    monkeypatch.setattr(hlo_dump, "read_hlo_file", lambda p, *data: read.append(p) or real_read(p, *data))
+    monkeypatch.setattr(hlo_proto, "_convert_module", lambda mp, f: converted.append(f) or real_convert(mp, f))
+    some, warnings = load_hlo_modules(dump, wanted=lambda name: name in ("jit_ops", "jit_gspmd"))
+    assert warnings == []
+    assert sorted(m.name for m in some) == ["jit_gspmd", "jit_ops"]
+    assert len(read) == 2
+    assert len(converted) == (0 if form == "text compressed" else 2)
+    by_name = {m.name: m for m in every}
+    for m in some:
+        assert m.module_id == by_name[m.name].module_id
+        assert [i.name for c in m.computations.values() for i in c.instructions] == \
+            [i.name for c in by_name[m.name].computations.values() for i in c.instructions]
+
+
+def test_read_head_is_bounded_and_never_raises(tmp_path):
+    import gzip
+    import lzma
+
+    from traceview.parsers.compressed import read_head
+
+    text = b"HloModule m\n" + b"x" * 100_000
+    for name, data in (("a.txt", text), ("a.txt.gz", gzip.compress(text)), ("a.txt.xz", lzma.compress(text))):
+        (tmp_path / name).write_bytes(data)
+        assert read_head(tmp_path / name, 4096) == text[:4096]
+    (tmp_path / "bad.gz").write_bytes(b"\x1f\x8b" + b"\xff" * 50)   # gzip magic, garbage after
+    assert read_head(tmp_path / "bad.gz", 4096) == b""
+    assert read_head(tmp_path / "missing.txt", 4096) == b""
+    bomb = gzip.compress(b"\0" * (50 << 20))                          # 50 MB of zeros in ~50 KB
+    (tmp_path / "bomb.gz").write_bytes(bomb)
+    assert len(read_head(tmp_path / "bomb.gz", 4096)) == 4096
+
+
+def test_proto_module_name():
+    from traceview.parsers.hlo_proto import proto_module_name
+
+    assert proto_module_name(b"") is None
+    assert proto_module_name(b"\xff\xff\xff") is None
 
 
 def test_header_module_name():
