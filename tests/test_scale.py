@@ -209,6 +209,41 @@ def test_dask_local_cluster_equals_local(pod, cache_dir, monkeypatch):
         assert _analyze_json(pod.name, "--no-cache") == local
 
 
+def _pretend_eight_cores() -> None:
+    from traceview.parsers import xspace_fast
+
+    xspace_fast._cores = lambda: 8
+
+
+def _split_threads() -> int:
+    from traceview.parsers import xspace_fast
+
+    return xspace_fast._split_threads()
+
+
+@pytest.mark.slow
+def test_dask_workers_split_lines_over_their_share_of_the_machine(pod, cache_dir):
+    """Two workers of two threads on one (8-core) machine: four hosts may be read at once there, so
+    each reading process splits a large line over 8 / 4 = 2 threads, not over all 8."""
+    distributed = pytest.importorskip("distributed")
+    from traceview import hostread
+
+    paths = sorted(str(p) for p in pod.glob("*.xplane.pb"))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        client.wait_for_workers(2, timeout=60)
+        assert hostread._readers_by_machine(client) == {"127.0.0.1": 4}
+        client.run(_pretend_eight_cores)
+        assert set(client.run(_split_threads).values()) == {8}   # before any reading: every core
+        readers = hostread._readers_by_machine(client)
+        futures = [client.submit(hostread._read_on_dask_worker, path, False, readers, workers=[address], pure=False)
+                   for path, address in zip(paths, client.scheduler_info()["workers"])]  # one task on each worker
+        assert [f.result().error for f in futures] == [None, None]
+        assert set(client.run(_split_threads).values()) == {2}
+        results = hostread.read_hosts(paths, dask=client, keep_ops=False)   # the whole way, every host
+        assert [r.error for r in results] == [None] * len(paths)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

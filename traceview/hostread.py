@@ -210,7 +210,8 @@ def _read_dask(paths: Sequence[str], address, progress, keep_ops: bool) -> list[
         raise UserError(f"--dask {address}: cannot reach the scheduler ({exc})") from None
     try:
         # Workers may run elsewhere: they get absolute paths (the results keep the caller's spelling).
-        futures = client.map(read_host, [os.path.abspath(p) for p in paths], keep_ops=keep_ops, pure=False)
+        futures = client.map(_read_on_dask_worker, [os.path.abspath(p) for p in paths], keep_ops=keep_ops,
+                             readers=_readers_by_machine(client), pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         results: list[HostResult | None] = [None] * len(paths)
         for fut in as_completed(futures):
@@ -226,6 +227,35 @@ def _read_dask(paths: Sequence[str], address, progress, keep_ops: bool) -> list[
     finally:
         if own:
             client.close()
+
+
+def _readers_by_machine(client) -> dict[str, int]:
+    """How many host files each machine of the cluster may read at once: its workers' threads, summed."""
+    readers: dict[str, int] = {}
+    try:
+        for worker in client.scheduler_info().get("workers", {}).values():
+            readers[worker["host"]] = readers.get(worker["host"], 0) + int(worker["nthreads"])
+    except (KeyError, TypeError, ValueError):
+        return {}
+    return readers
+
+
+def _read_on_dask_worker(path: str, keep_ops: bool, readers: dict[str, int]) -> HostResult:
+    """read_host in a Dask worker thread, splitting lines over its share of the machine's cores only:
+    every thread of every worker on that machine may be reading a host at once (a worker that joined
+    later counts its own threads)."""
+    from distributed import get_worker
+    from distributed.comm import get_address_host
+
+    from traceview.parsers import xspace_fast
+
+    worker = get_worker()
+    try:
+        machine = get_address_host(worker.address)
+    except ValueError:  # an address form without a host
+        machine = None
+    xspace_fast.share_cores(readers.get(machine or "") or getattr(worker.state, "nthreads", 1))
+    return read_host(path, keep_ops)
 
 
 def _as_given(result: HostResult, path: str) -> HostResult:
