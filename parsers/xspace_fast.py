@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from contextlib import contextmanager
 from functools import lru_cache
 
@@ -43,6 +44,11 @@ def enabled() -> bool:
 
 
 _LOAD_LOCK = threading.Lock()
+
+# Called (from the loading thread) with True when a kernel is about to be compiled, not loaded from
+# numba's cache (the first use on a machine: tens of seconds), and with False once the loading is over.
+# The CLI's progress bar sets it to say so.
+on_compile: Callable[[bool], None] | None = None
 
 
 @lru_cache(maxsize=1)
@@ -87,17 +93,25 @@ def _cache_loading_without_refresh():
         yield
         return
 
+    announced = []
+
     def load_overload(self, sig, target_context):
         rtsys.initialize(target_context)
+        loaded = None
         with guard(self):
-            return load(self, sig, target_context)
-        return None  # the guard swallowed an I/O error: compile instead
+            loaded = load(self, sig, target_context)
+        if loaded is None and on_compile is not None:  # not cached (or unreadable): numba compiles it now
+            announced.append(on_compile)
+            on_compile(True)
+        return loaded
 
     cache.load_overload = load_overload
     try:
         yield
     finally:
         cache.load_overload = original
+        if announced:
+            announced[-1](False)
 
 
 _threads: int | None = None  # set by share_cores() in a process that is one of several reading at once

@@ -33,3 +33,22 @@ def test_bar_for_a_slow_read_then_cleared():
     text = stream.getvalue()
     assert "reading [" in text and "1/3 files" in text
     assert text.endswith("\r")  # the line is wiped before the report is printed
+
+
+def test_bar_says_when_the_fast_reader_is_being_compiled():
+    """A first use on a machine compiles the reader (tens of seconds): the bar says so, and only then."""
+    from traceview.parsers import xspace_fast
+
+    stream = FakeTerminal()
+    with progress_bar("reading", delay_s=0.05, interval_s=0.02, stream=stream) as update:
+        update(0, 1)
+        time.sleep(0.15)
+        assert "compiling" not in stream.getvalue()
+        xspace_fast.on_compile(True)  # what the kernel loader calls on a cache miss
+        time.sleep(0.15)
+        assert "compiling the fast reader: first use here" in stream.getvalue()
+        xspace_fast.on_compile(False)  # ... and once the kernels are loaded
+        seen = len(stream.getvalue())
+        time.sleep(0.15)
+        assert "compiling" not in stream.getvalue()[seen:]
+    assert xspace_fast.on_compile is None  # the hook goes with the bar

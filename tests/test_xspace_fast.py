@@ -250,3 +250,30 @@ def test_pool_workers_split_lines_over_their_share_of_the_cores(monkeypatch):
     with process_pool(16, "fork") as pool:
         assert pool.submit(xspace_fast._split_threads).result() == 1
     assert xspace_fast._split_threads() == 8            # the reading process itself: every core
+
+
+def test_a_kernel_not_in_numbas_cache_is_announced_before_it_compiles(tmp_path):
+    """The loader calls xspace_fast.on_compile(True) when numba is about to compile (its cache lacks the
+    kernel) and on_compile(False) once loaded; nothing when the kernel comes from the cache: a fresh
+    cache folder, then the same again."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("numba")
+    (tmp_path / "tiny_kernel.py").write_text(
+        "from numba import njit\n\n@njit(cache=True)\ndef twice(x):\n    return 2 * x\n")
+    code = (
+        "from traceview.parsers import xspace_fast\n"
+        "import tiny_kernel\n"
+        "calls = []\n"
+        "xspace_fast.on_compile = calls.append\n"
+        "with xspace_fast._loading():\n"
+        "    assert tiny_kernel.twice(21) == 42\n"
+        "print(calls)\n"
+    )
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"), PYTHONPATH=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                           cwd=tmp_path, env=env) for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr[-2000:] + runs[1].stderr[-2000:]
+    assert [r.stdout.strip() for r in runs] == ["[True, False]", "[]"]
