@@ -109,8 +109,8 @@ def read_hlo_file(path: str | Path, data: bytes | None = None) -> HloModule:
     return module
 
 
-def load_hlo_modules(path: str | Path, stage: str = "after",
-                     wanted: Callable[[str], bool] | None = None) -> tuple[list[HloModule], list[str]]:
+def load_hlo_modules(path: str | Path, stage: str = "after", wanted: Callable[[str], bool] | None = None,
+                     converted: dict | None = None) -> tuple[list[HloModule], list[str]]:
     """Every HLO module under ``path`` (a dump folder, a text file or a proto file).
 
     Where a module was dumped both before and after optimizations, ``stage``
@@ -121,6 +121,7 @@ def load_hlo_modules(path: str | Path, stage: str = "after",
     a folder is read only when this accepts its name (a full dump holds every
     module the program compiled); the name comes from the text form's
     ``HloModule`` header, else from the proto form, decoded but not converted.
+    ``converted``: modules an earlier call read, by file; reused, and this call's reads added.
     """
     if stage not in ("after", "before"):
         raise UserError(f"stage must be 'after' or 'before', not {stage!r}")
@@ -160,20 +161,13 @@ def load_hlo_modules(path: str | Path, stage: str = "after",
         if chosen.stage not in (None, stage):
             warnings.append(f"{chosen.path}: module {chosen.name} has no {stage}-optimizations dump; "
                             f"read its {chosen.stage}-optimizations one")
-        try:
-            module = read_hlo_file(chosen.path, content)
-        except HloError as exc:
-            # the same module in the other form may still be readable; else skip the file, never abort
-            other = [f for f in files if f.stage == chosen.stage and f.path != chosen.path]
-            if not other:
-                warnings.append(f"skipped: {exc}")
+        module = converted.get(("file", str(chosen.path))) if converted is not None else None
+        if module is None:
+            module = _read_module(chosen, files, content, warnings)
+            if module is None:
                 continue
-            try:
-                module = read_hlo_file(other[0].path)
-            except HloError as exc2:
-                warnings.append(f"skipped: {exc}; and {exc2}")
-                continue
-            warnings.append(f"{exc}; read {other[0].path.name} instead")
+            if converted is not None:
+                converted["file", str(chosen.path)] = module
         warnings.extend(module.warnings)
         modules.append(module)
     if not modules and not passed_over:
@@ -183,6 +177,26 @@ def load_hlo_modules(path: str | Path, stage: str = "after",
                         + (f"; {len(skipped)} unreadable, e.g. {skipped[0][9:]}" if skipped else ""))
     modules.sort(key=lambda m: (m.module_id if m.module_id is not None else -1, m.name))
     return modules, warnings
+
+
+def _read_module(chosen: DumpFile, files: list[DumpFile], content: bytes | None,
+                 warnings: list[str]) -> HloModule | None:
+    """The chosen file's module (from `content` when already read), else the same module's other form;
+    None, with a warning, when neither reads: one bad file never aborts the dump."""
+    try:
+        return read_hlo_file(chosen.path, content)
+    except HloError as exc:
+        other = [f for f in files if f.stage == chosen.stage and f.path != chosen.path]
+        if not other:
+            warnings.append(f"skipped: {exc}")
+            return None
+        try:
+            module = read_hlo_file(other[0].path)
+        except HloError as exc2:
+            warnings.append(f"skipped: {exc}; and {exc2}")
+            return None
+        warnings.append(f"{exc}; read {other[0].path.name} instead")
+        return module
 
 
 def _module_name(files: list[DumpFile], chosen: DumpFile) -> tuple[str | None, bytes | None]:

@@ -95,38 +95,52 @@ def proto_key(key: str) -> tuple[str, int | None]:
 
 
 def modules_from_trace_protos(protos: Mapping[str, bytes], source: str | None = None,
-                              keep: Callable[[str, int | None], bool] | None = None
-                              ) -> tuple[list[HloModule], list[str]]:
+                              keep: Callable[[str, int | None], bool] | None = None,
+                              converted: dict | None = None) -> tuple[list[HloModule], list[str]]:
     """Modules from a trace's HloProtos, keyed ``"<module>(<program id>)"`` as XProf keys them.
 
     ``program_id`` comes from the key (on TPU it is a 64-bit fingerprint, not
     the module's id). A proto that cannot be decoded becomes a warning: the
     rest of the trace stays usable. ``keep(name, program_id)``: convert only
-    the protos it accepts (the others are not decoded at all).
+    the protos it accepts (the others are not decoded at all). ``converted``: modules converted by an
+    earlier call on the same protos, by key; reused, and this call's conversions added.
     """
     modules: list[HloModule] = []
     warnings: list[str] = []
-    where = source or "trace"
     for key, data in protos.items():
         name, program_id = proto_key(key)
         if keep is not None and not keep(name, program_id):
             continue
-        try:
-            module = parse_hlo_proto(data, f"{where}: HLO proto {key}")
-        except HloError as exc:
-            warnings.append(f"{exc}; its ops get no HLO costs")
-            continue
-        except Exception as exc:  # noqa: BLE001 - one bad module never costs the rest of the trace
-            warnings.append(f"{where}: HLO proto {key}: unreadable ({type(exc).__name__}: {str(exc)[:120]}); "
-                            "its ops get no HLO costs")
-            continue
-        module.file = source
-        module.stage = "after"
-        if program_id is not None:
-            module.program_id = program_id
+        module = converted.get(("proto", key)) if converted is not None else None
+        if module is None:
+            module = _trace_module(key, data, source, program_id, warnings)
+            if module is None:
+                continue
+            if converted is not None:
+                converted["proto", key] = module
         modules.append(module)
         warnings.extend(module.warnings)
     return modules, warnings
+
+
+def _trace_module(key: str, data: bytes, source: str | None, program_id: int | None,
+                  warnings: list[str]) -> HloModule | None:
+    """One trace HloProto converted; None, with a warning, when it cannot be."""
+    where = source or "trace"
+    try:
+        module = parse_hlo_proto(data, f"{where}: HLO proto {key}")
+    except HloError as exc:
+        warnings.append(f"{exc}; its ops get no HLO costs")
+        return None
+    except Exception as exc:  # noqa: BLE001 - one bad module never costs the rest of the trace
+        warnings.append(f"{where}: HLO proto {key}: unreadable ({type(exc).__name__}: {str(exc)[:120]}); "
+                        "its ops get no HLO costs")
+        return None
+    module.file = source
+    module.stage = "after"
+    if program_id is not None:
+        module.program_id = program_id
+    return module
 
 
 # ---------------------------------------------------------------------------

@@ -148,6 +148,25 @@ def test_a_dump_reads_only_the_modules_wanted(jax_hlo_dump, monkeypatch):
     assert load_hlo_modules(dump, wanted=lambda name: False) == ([], [])    # none wanted: no error
 
 
+def test_a_dump_read_again_reuses_the_modules_converted(jax_hlo_dump, monkeypatch):
+    """What a filtered read converted, a later read of the whole dump reuses: the same list, in the same
+    order, each module read once (Analysis.modules after the analysis read the modules that ran)."""
+    from traceview.parsers import hlo_dump
+
+    dump = jax_hlo_dump / "dump"
+    every, every_warnings = load_hlo_modules(dump)
+    read = []
+    real = hlo_dump.read_hlo_file
+    monkeypatch.setattr(hlo_dump, "read_hlo_file", lambda p, *data: read.append(p) or real(p, *data))
+    converted: dict = {}
+    some, _ = load_hlo_modules(dump, wanted=lambda name: name in ("jit_ops", "jit_gspmd"), converted=converted)
+    again, again_warnings = load_hlo_modules(dump, converted=converted)
+    assert len(read) == len(every)                                     # the two wanted ones once, not twice
+    assert [m.name for m in again] == [m.name for m in every] and again_warnings == every_warnings
+    assert all(any(m is s for m in again) for s in some)
+    assert [len(m.computations) for m in again] == [len(m.computations) for m in every]
+
+
 @pytest.mark.parametrize("form", ["proto only", "text compressed", "proto and text compressed"])
 def test_a_dump_without_plain_text_reads_only_the_modules_wanted(jax_hlo_dump, tmp_path, monkeypatch, form):
     """Modules dumped only as protos, or as compressed text, are named without being converted: the

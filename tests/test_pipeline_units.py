@@ -220,3 +220,17 @@ def test_apply_target_keeps_the_raw_row_index_pointing_at_the_reordered_ops():
         # the ops are re-sorted by gain (B, A, C): the index follows them
         assert list(by_index.ops["op"]) == ["B", "A", "C"] and (by_index.ops["op"].to_numpy()[by_index.op_rows] == names).all()
         indexed = by_index                                     # re-target the re-targeted analysis
+
+
+def test_empty_frames_are_fresh_copies_of_the_declared_columns():
+    from traceview.profile import OP_COLUMNS
+
+    first = empty_frame(OP_COLUMNS)
+    assert list(first.columns) == list(OP_COLUMNS) and first.empty
+    assert {c: str(t) for c, t in first.dtypes.items()} == OP_COLUMNS
+    first["extra"] = 1                                   # a caller adding a column (or rows) to its frame ...
+    first.loc[0, "op"] = np.nan
+    again = empty_frame(OP_COLUMNS)                      # ... leaves the next caller's frame as declared
+    assert again is not first and list(again.columns) == list(OP_COLUMNS) and again.empty
+    built = pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in OP_COLUMNS.items()})
+    pd.testing.assert_frame_equal(again, built)

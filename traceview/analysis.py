@@ -72,7 +72,9 @@ class Analysis:
     target_warnings: list[str] = field(default_factory=list)  # detection, roofline, MFU: this target's
     # (--hlo, stage) to find every module again when the ran ones are not all of them; None: they are
     hlo_source: tuple[str | Path | None, str] | None = None
-    _every_module: dict = field(default_factory=dict, repr=False, compare=False)  # shared by re-targeted copies
+    # shared by re-targeted copies: every module and its costs once found, and ("converted") the modules
+    # converted so far, by source, so finding every module converts none twice
+    _every_module: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def modules(self) -> list:
@@ -88,8 +90,8 @@ class Analysis:
     def _every(self) -> tuple[list, pd.DataFrame]:
         if self.hlo_source is None:
             return self.ran_modules, self.ran_costs
-        if not self._every_module:
-            modules, _ = profile_modules(self.profile, *self.hlo_source)
+        if "modules" not in self._every_module:
+            modules, _ = profile_modules(self.profile, *self.hlo_source, converted=self._every_module.get("converted"))
             self._every_module.update(modules=modules, costs=cost_table(modules)[0])
         return self._every_module["modules"], self._every_module["costs"]
 
@@ -124,10 +126,11 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
     """Aggregate, cost and (when a chip is known) roofline-judge a profile (``target_chip`` wins over ``target``)."""
     warnings = list(profile.warnings)
     ran = executed_modules(profile)
-    modules, module_warnings = profile_modules(profile, hlo_path, stage, ran)
+    converted: dict = {}
+    modules, module_warnings = profile_modules(profile, hlo_path, stage, ran, converted)
     if ran is not None and not modules:     # no module matches the ops: every module, as without the filter
         ran = None
-        modules, module_warnings = profile_modules(profile, hlo_path, stage)
+        modules, module_warnings = profile_modules(profile, hlo_path, stage, converted=converted)
     costs, cost_warnings = cost_table(modules)
     pairs = async_pairs(modules)
     run = run_ops(profile, per_device, pairs)
@@ -142,7 +145,8 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
                         ran_modules=modules, hlo_source=None if ran is None else (hlo_path, stage),
                         per_device=per_device, idle_ps=int(devices["idle_ps"].sum()),
                         span_ps=int(devices["span_ps"].sum()), device_times=devices, base_warnings=warnings,
-                        run_ops=run, op_index=np.arange(len(ops), dtype=np.int64))
+                        run_ops=run, op_index=np.arange(len(ops), dtype=np.int64),
+                        _every_module={"converted": converted} if ran is not None else {})
     db = load_hardware(hardware_file)
     active = set(devices["device"])    # devices with no op say nothing about the program's chip
     chip, detect_warnings = detect_target([d for d in profile.devices if d.id in active] or profile.devices, db)

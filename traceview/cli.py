@@ -82,8 +82,13 @@ def console() -> NoReturn:
     one: 0.2-0.5 s after a large trace's analysis (its tables, numba's and
     LLVM's state), all of it after the output is complete. Here the output
     streams and the table cache's writer are flushed first, then the process
-    ends (``os._exit``). In-process callers use :func:`main`, which returns.
+    ends (``os._exit``). In-process callers use :func:`main`, which returns,
+    and keep their own malloc settings (see traceview.allocator).
     """
+    if sys.argv[1:] != ["--version"]:
+        from traceview.allocator import keep_freed_memory
+
+        keep_freed_memory()               # this process is traceview's own, and short-lived
     code = main()
     cache = sys.modules.get("traceview.tablecache")
     if cache is not None:

@@ -155,14 +155,17 @@ def process_pool(jobs: int, method: str) -> ProcessPoolExecutor:
     from concurrent.futures import ProcessPoolExecutor
 
     return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method),
-                               initializer=_share_cores, initargs=(jobs,))
+                               initializer=_start_worker, initargs=(jobs,))
 
 
-def _share_cores(jobs: int) -> None:
-    """Pool worker start: one of `jobs` processes, so its reader uses only its share of the cores."""
+def _start_worker(jobs: int) -> None:
+    """Pool worker start: one of `jobs` processes, so its reader uses only its share of the cores; and
+    a short-lived process of traceview's own, so it keeps the memory it frees (traceview.allocator)."""
+    from traceview.allocator import keep_freed_memory
     from traceview.parsers import xspace_fast
 
     xspace_fast.share_cores(jobs)
+    keep_freed_memory()
 
 
 def _warm_reader_for(paths: Sequence[str]) -> None:

@@ -54,16 +54,18 @@ def executed_modules(profile: Profile) -> Executed | None:
 
 
 def profile_modules(profile: Profile, hlo_path: str | Path | None = None, stage: str = "after",
-                    ran: Executed | None = None) -> tuple[list[HloModule], list[str]]:
+                    ran: Executed | None = None, converted: dict | None = None) -> tuple[list[HloModule], list[str]]:
     """Every module we can find for the profile (with `ran`: only those its ops ran in, the trace's
-    other HloProtos left undecoded).
+    other HloProtos left undecoded). ``converted``: a dict kept between calls for one profile, so a
+    module converted by one is reused by the next (the list and its order are the same without it).
 
     The trace's own HLO (the optimized modules that ran) wins over a dump found
     beside it; a dump the user names with ``--hlo``, or asks for with
     ``--stage before``, wins over the trace's.
     """
     keep = ran.holds if ran is not None else None
-    modules, warnings = modules_from_trace_protos(profile.hlo_protos, profile.source.path, keep=keep)
+    modules, warnings = modules_from_trace_protos(profile.hlo_protos, profile.source.path, keep=keep,
+                                                  converted=converted)
     dump = Path(hlo_path) if hlo_path else find_dump_dir(profile.source.path)
     if dump is None:
         if stage == "before":
@@ -75,7 +77,7 @@ def profile_modules(profile: Profile, hlo_path: str | Path | None = None, stage:
     if not dump_first:  # a dumped module the trace carries, or one that never ran, would be dropped below
         own = {m.name for m in modules}
         wanted = (lambda name: name not in own and (ran is None or ran.holds(name, None)))
-    dumped, dump_warnings = load_hlo_modules(dump, stage=stage, wanted=wanted)
+    dumped, dump_warnings = load_hlo_modules(dump, stage=stage, wanted=wanted, converted=converted)
     warnings += dump_warnings
     first, second = (dumped, modules) if dump_first else (modules, dumped)
     have = {m.name for m in first}

@@ -50,9 +50,17 @@ STEP_COLUMNS: dict[str, str] = {
 }
 
 
+_EMPTY_FRAMES: dict[tuple[tuple[str, str], ...], pd.DataFrame] = {}
+
+
 def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
-    """An empty DataFrame with the given column dtypes."""
-    return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in columns.items()})
+    """An empty DataFrame with the given column dtypes: a copy of one built once per set of columns
+    (building one takes about 3 ms, copying it 0.04 ms, and every host file read needs a few)."""
+    key = tuple(columns.items())
+    template = _EMPTY_FRAMES.get(key)
+    if template is None:
+        template = _EMPTY_FRAMES[key] = pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in columns.items()})
+    return template.copy()
 
 
 @dataclass
