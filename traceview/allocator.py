@@ -31,15 +31,14 @@ def keep_freed_memory() -> bool:
     """Set the thresholds above; False where there is no glibc (macOS, musl, Windows) or it refuses."""
     if not sys.platform.startswith("linux"):
         return False
-    try:
-        import ctypes
+    import ctypes
 
+    try:
         libc = ctypes.CDLL("libc.so.6")
-        mallopt = libc.mallopt
-        is_glibc = hasattr(libc, "gnu_get_libc_version")   # musl's mallopt does nothing
-    except (OSError, AttributeError):
+    except OSError:
         return False
-    if not is_glibc:
+    if not hasattr(libc, "gnu_get_libc_version"):   # not glibc: musl's mallopt does nothing
         return False
+    mallopt = libc.mallopt
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))

@@ -146,7 +146,7 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
                         per_device=per_device, idle_ps=int(devices["idle_ps"].sum()),
                         span_ps=int(devices["span_ps"].sum()), device_times=devices, base_warnings=warnings,
                         run_ops=run, op_index=np.arange(len(ops), dtype=np.int64),
-                        _every_module={"converted": converted} if ran is not None else {})
+                        _every_module={"converted": converted})
     db = load_hardware(hardware_file)
     active = set(devices["device"])    # devices with no op say nothing about the program's chip
     chip, detect_warnings = detect_target([d for d in profile.devices if d.id in active] or profile.devices, db)
