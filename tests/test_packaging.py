@@ -28,3 +28,24 @@ def test_every_package_and_data_folder_is_listed():
     assert found - listed == set()
     data = config["package-data"]
     assert data["traceview.data"] == ["*.json"] and data["traceview.schemas"] == ["*.json"]
+
+
+def test_the_build_backend_drops_only_setuptools_informational_notice():
+    """pip relays a build backend's warnings even under -q: the in-tree backend silences setuptools'
+    informational editable-install notice and nothing else, and still exposes the PEP 517 hooks."""
+    import subprocess
+    backend = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]
+    probe = (
+        "import importlib, warnings\n"
+        "with warnings.catch_warnings(record=True) as seen:\n"
+        f"    hooks = importlib.import_module({backend['build-backend']!r})\n"
+        "    from setuptools.warnings import InformationOnly, SetuptoolsWarning\n"
+        "    InformationOnly.emit('Editable installation.', 'notice')\n"
+        "    SetuptoolsWarning.emit('Something to act on.', 'warning')\n"
+        "print(sorted(type(w.message).__name__ for w in seen))\n"
+        "print(all(callable(getattr(hooks, h)) for h in ('build_wheel', 'build_sdist', 'build_editable')))\n"
+    )
+    paths = [str(ROOT / p) for p in backend["backend-path"]]
+    out = subprocess.run([sys.executable, "-c", f"import sys; sys.path[:0] = {paths!r}\n" + probe],
+                         capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "['SetuptoolsWarning']" and out[1] == "True"
