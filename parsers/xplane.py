@@ -45,7 +45,7 @@ from traceview.parsers.xspace_schema import (
     WireError,
     decode_wide,
 )
-from traceview.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Device, empty_frame
+from traceview.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Device, as_declared, empty_frame
 
 _DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU):(\d+)$")
 _MODULE_EVENT = re.compile(r"^(?P<name>.*)\((?P<pid>-?\d+)\)$")
@@ -816,7 +816,7 @@ class _Reader:
         }, copy=False)  # columns as they are: no copy into 2-D blocks
         self._run_ids = np.concatenate([c.extra.get("run_id", np.zeros(c.start.size, dtype=np.int64))
                                         for c in self.chunks])
-        return frame.astype(OP_COLUMNS)
+        return as_declared(frame, OP_COLUMNS)
 
     def _host_frame(self) -> pd.DataFrame:
         chunks = [c for c in self.host_chunks if c["start"].size]
@@ -832,7 +832,7 @@ class _Reader:
             "start_ps": _joined([c["start"] for c in chunks], np.int64),
             "duration_ps": _joined([c["duration"] for c in chunks], np.int64),
         }, copy=False)
-        return frame.astype(HOST_EVENT_COLUMNS)
+        return as_declared(frame, HOST_EVENT_COLUMNS)
 
     def _assign_steps(self, ops: pd.DataFrame, annotations) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Steps: a Steps line, else host StepTraceAnnotations, else executions of the main module."""
@@ -851,7 +851,7 @@ class _Reader:
             return ops, empty_frame(STEP_COLUMNS)
         steps = pd.DataFrame({name: np.concatenate([r[name] for r in rows]) for name in rows[0]})
         steps = steps.sort_values(["device", "start_ps"], kind="stable").reset_index(drop=True)
-        steps = steps.astype(STEP_COLUMNS)
+        steps = as_declared(steps, STEP_COLUMNS)
         if not ops.empty:
             ops["step"] = _step_of(ops, steps, windows_to_next=(steps["source"] == "host_annotation").any())
         return ops, steps

@@ -234,3 +234,20 @@ def test_empty_frames_are_fresh_copies_of_the_declared_columns():
     assert again is not first and list(again.columns) == list(OP_COLUMNS) and again.empty
     built = pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in OP_COLUMNS.items()})
     pd.testing.assert_frame_equal(again, built)
+
+
+def test_as_declared_casts_only_the_columns_whose_dtype_differs():
+    from traceview.profile import as_declared
+
+    typed = pd.DataFrame({"device": pd.Categorical(["a", "b"]), "step": np.array([0, 1], dtype=np.int32),
+                          "start_ps": np.array([5, 6], dtype=np.int64), "duration_ps": np.array([1, 2], dtype=np.int64),
+                          "source": pd.Categorical(["module", "module"])})
+    same = as_declared(typed, STEP_COLUMNS)
+    assert same is typed                                  # nothing to cast: the frame itself, no copy
+    raw = typed.assign(device=np.array(["a", "b"], dtype=object), step=np.array([0, 1], dtype=np.int64))
+    cast = as_declared(raw, STEP_COLUMNS)
+    assert {c: str(t) for c, t in cast.dtypes.items()} == STEP_COLUMNS
+    assert list(cast["device"]) == ["a", "b"] and list(cast["step"]) == [0, 1]
+    # the columns already right are not copied
+    assert np.shares_memory(cast["start_ps"].to_numpy(), raw["start_ps"].to_numpy())
+    pd.testing.assert_frame_equal(cast, raw.astype(STEP_COLUMNS))

@@ -63,6 +63,22 @@ def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
     return template.copy()
 
 
+def as_declared(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
+    """`frame` with the declared column dtypes, casting only the columns whose dtype differs.
+
+    A whole-frame ``astype`` copies every column even when none changes (3.7 ms
+    for a 150k-row op table), and readers build their columns typed already.
+    """
+    wrong = {name: dtype for name, dtype in columns.items() if not _has_dtype(frame[name], dtype)}
+    return frame.astype(wrong) if wrong else frame
+
+
+def _has_dtype(column: pd.Series, dtype: str) -> bool:
+    if dtype == "category":
+        return isinstance(column.dtype, pd.CategoricalDtype)
+    return column.dtype == dtype
+
+
 @dataclass
 class Device:
     """One device plane. Unknown figures are None, never zero."""
