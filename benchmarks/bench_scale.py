@@ -34,6 +34,7 @@ sandbox's) would otherwise compile them from source in every run, about
 The JSON outputs of cold, warm, pure-path, one-process and all-cores runs are
 compared byte for byte and the result printed.
 
+    pip install -e '.[bench]'     # XProf, xprof-rs and numba
     python benchmarks/bench_scale.py [--events 2000000] [--host-events 150000] [--repeat 3] [--skip-xprof]
 """
 
@@ -62,7 +63,7 @@ def tool(name: str) -> str:
             return str(folder / name)
     found = shutil.which(name)
     if not found:
-        raise SystemExit(f"{name}: not found")
+        raise SystemExit(f"{name}: not found (the references: pip install -e '.[bench]')")
     return found
 
 
