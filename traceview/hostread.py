@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
 DASK_ENV = "TRACEVIEW_DASK"
 JOBS_ENV = "TRACEVIEW_JOBS"
-# Modules whose runtimes start native threads once imported and used: a pool is not forked after them.
-_THREADED_RUNTIMES = ("jax", "jaxlib", "tensorflow")
 
 
 @dataclass
@@ -189,19 +187,20 @@ def _size(path: str) -> int:
 def _start_method() -> str:
     """fork where it is safe enough: the workers start at once with the reader already imported.
 
-    A process running other threads forks badly (a lock held by another thread
-    stays held in the child): there, a fork server. That is a process with many
-    Python threads (the dashboard's Streamlit server), or one that imported JAX
-    or TensorFlow, whose runtimes run native thread pools Python cannot see (a
-    notebook that calls ``traceview.load(run, jobs=...)`` beside a model). The
-    CLI has at most its progress-bar thread, which only writes to stderr.
+    A process running many threads (the dashboard's Streamlit server) forks
+    badly (a lock held by another thread stays held in the child): there, a
+    fork server. The CLI has at most its progress-bar thread, which only writes
+    to stderr. A process that ran JAX still forks, though JAX warns about it:
+    its threads are native ones the workers never call into, while a fork
+    server would re-run an unguarded ``__main__`` script in every worker (a
+    script that imports JAX and calls ``traceview.load(run, jobs=2)`` at top
+    level would fail).
     """
     import multiprocessing
     import threading
 
     methods = multiprocessing.get_all_start_methods()
-    if ("fork" in methods and sys.platform.startswith("linux") and threading.active_count() <= 2
-            and not any(name in sys.modules for name in _THREADED_RUNTIMES)):
+    if "fork" in methods and sys.platform.startswith("linux") and threading.active_count() <= 2:
         return "fork"
     return "forkserver" if "forkserver" in methods else "spawn"
 
