@@ -3,6 +3,7 @@ editable install) ships it."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -33,7 +34,6 @@ def test_every_package_and_data_folder_is_listed():
 def test_the_build_backend_drops_only_setuptools_informational_notice():
     """pip relays a build backend's warnings even under -q: the in-tree backend silences setuptools'
     informational editable-install notice and nothing else, and still exposes the PEP 517 hooks."""
-    import subprocess
     backend = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]
     probe = (
         "import importlib, warnings\n"
