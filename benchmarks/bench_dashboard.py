@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent))
 
 READY_LINE = "first page ready"     # what `traceview dashboard` prints once the trace is analysed
 
@@ -92,7 +92,7 @@ def _marks(tools, charts: int, timeout: float = 300) -> dict[str, float]:
 
 
 def _wait_ready(log: Path, url: str, mode: str, timeout: float) -> None:
-    from headless_chromium import wait_http
+    from tests.support.headless_chromium import wait_http
 
     wait_http(url + "/_stcore/health", timeout)
     if mode == "line":
@@ -115,7 +115,7 @@ def first_page(trace: Path, repeat: int, ready: str, warm_cache: bool, charts: i
     """Open the dashboard of `trace` in headless Chromium `repeat` times, each on a fresh server (on `port`
     every time when given: the browser's cache then holds Streamlit's scripts from the second time on;
     browser_cache "warm": one port, and one untimed visit first)."""
-    from headless_chromium import chromium, free_port
+    from tests.support.headless_chromium import chromium, free_port
 
     runs = []
     if browser_cache == "warm":

@@ -5,7 +5,7 @@ real one (GPU: the MI355X Transformer Engine trace, whose kernels carry
 hlo_op / hlo_module / program_id stats; TPU: the v6e trace, whose XLA Ops
 events carry device-clock stats), then in fresh subprocesses measures:
 
-* traceview: ``traceview.read.load_profile`` wall time and peak RSS, and the
+* traceview: ``traceview.trace.read.load_profile`` wall time and peak RSS, and the
   whole analysis (load, HLO costs, roofline, JSON report);
 * optionally XProf: ``hlo_stats`` on the same file (wall time, peak RSS).
 
@@ -74,7 +74,7 @@ _TRACEVIEW = _PEAK + """
 import sys, time
 base = peak_mb()
 t = time.perf_counter()
-from traceview.read import load_profile
+from traceview.trace.read import load_profile
 p = load_profile(sys.argv[1])
 dt = time.perf_counter() - t
 print({"seconds": dt, "peak_rss_mb": peak_mb(), "rss_before_mb": base,
@@ -85,9 +85,9 @@ print({"seconds": dt, "peak_rss_mb": peak_mb(), "rss_before_mb": base,
 _ANALYZE = _PEAK + """
 import sys, time
 t = time.perf_counter()
-from traceview.read import load_profile
-from traceview.analysis import build_analysis
-from traceview.render.report import analysis_json
+from traceview.trace.read import load_profile
+from traceview.analysis.build import build_analysis
+from traceview.analysis.record import analysis_json
 p = load_profile(sys.argv[1])
 loaded = time.perf_counter() - t
 a = build_analysis(p)

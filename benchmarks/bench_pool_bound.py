@@ -51,16 +51,16 @@ def decode_host(path: str) -> int:
 def import_the_rest() -> None:
     import pandas  # noqa: F401
 
-    import traceview.analysis  # noqa: F401
-    import traceview.read  # noqa: F401
-    import traceview.render.report  # noqa: F401
+    import traceview.analysis.build  # noqa: F401
+    import traceview.render.analyze  # noqa: F401
+    import traceview.trace.read  # noqa: F401
 
 
 def one_run(run_dir: str, jobs: int) -> None:
     from concurrent.futures import ProcessPoolExecutor
 
-    from traceview.allocator import keep_freed_memory
     from traceview.parsers import xspace_fast
+    from traceview.trace.allocator import keep_freed_memory
 
     keep_freed_memory()
     xspace_fast.warm_up()

@@ -166,7 +166,7 @@ def bench_trace(kind: str, root: Path, events: int, skip_xprof: bool, cache_root
                            before=lambda: shutil.rmtree(cache, ignore_errors=True))
     res["warm"] = run([*analyze, str(outs / "warm.json")], env)
     res["warm_redo"] = run([*analyze, str(outs / "warm_redo.json")], {**env, "TRACEVIEW_NO_RESULT_CACHE": "1"})
-    res["warm_tables"] = run([sys.executable, "-c", "import sys; from traceview.read import load_profile; "
+    res["warm_tables"] = run([sys.executable, "-c", "import sys; from traceview.trace.read import load_profile; "
                               "load_profile(sys.argv[1])", str(run_dir)], env)
     res["pure"] = run([*analyze, str(outs / "pure.json"), "--no-cache"], {**env, "TRACEVIEW_NO_NUMBA": "1"})
     names = ["cold", "warm", "warm_redo", "pure"]
@@ -204,7 +204,7 @@ def bench_hosts(root: Path, host_events: int, hosts: int, cache_root: Path, repe
     res["pair_ratios"] = [a["seconds"] / b["seconds"] for a, b in pairs if not a["rc"] and not b["rc"]]
     res["identical"] = _identical([outs / "j1.json", outs / "jN.json"])
     # The reading alone as analyze reads (each host reduced where it is read), without the analysis.
-    load = ("import sys; from traceview.read import ReadOptions, load_profile; "
+    load = ("import sys; from traceview.trace.read import ReadOptions, load_profile; "
             "load_profile(sys.argv[1], options=ReadOptions(cache=False, jobs=int(sys.argv[2]), keep_ops=False))")
     res["load1"] = run([sys.executable, "-c", load, str(run_dir), "1"], env)
     res["loadN"] = run([sys.executable, "-c", load, str(run_dir), str(cores)], env)

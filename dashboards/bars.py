@@ -16,7 +16,7 @@ from html import escape
 
 import pandas as pd
 
-from traceview.render.tables import fmt_pct
+from traceview.units import fmt_pct
 
 _MUTED = "opacity:.7"
 _GRID = "rgba(128,128,128,.25)"

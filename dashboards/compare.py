@@ -13,10 +13,9 @@ from traceview.dashboards.data import Source, View, load_view, runs_of
 from traceview.dashboards.persist import kept
 from traceview.errors import UserError
 from traceview.regress.diff import DiffSummary
-from traceview.regress.report import diff_markdown
 from traceview.render.escape import markdown_code, markdown_text
-from traceview.render.tables import fmt_pct, fmt_time_us
-from traceview.units import PS_PER_US
+from traceview.render.regress import diff_markdown
+from traceview.units import PS_PER_US, fmt_pct, fmt_time_us
 
 _OP_COLUMNS = ["status", "module", "op", "base_time_ps", "new_time_ps", "time_change_ps", "change", "change_low",
                "change_high", "base_bound", "new_bound", "label_changed", "flops_change", "bytes_change",

@@ -5,7 +5,7 @@ analysis live in `st.cache_resource`, keyed by the files' paths, sizes and
 modification times (a re-captured trace is read again) plus the run and
 options. A target change goes through `Analysis.retarget` on that cached
 analysis, which returns a new one. The numbers shown always come from
-`traceview.render.report` (the JSON contract), so the page and the CLI agree.
+`traceview.analysis.record` (the JSON contract), so the page and the CLI agree.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import pandas as pd
 import streamlit as st
 
 import traceview
-from traceview.analysis import Analysis as PipelineResult
+from traceview.analysis.build import PipelineResult
+from traceview.analysis.record import summary_record
 from traceview.dashboards.config import DashboardConfig
 from traceview.errors import UserError
 from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
 from traceview.parsers.discover import Run, find_run, is_trace_file, list_runs
-from traceview.render.report import summary_record
 
 # The choice in the target box that keeps the chip the analysis was built with.
 AS_LOADED = "as loaded"

@@ -10,9 +10,9 @@ import streamlit as st
 from traceview.dashboards.data import View
 from traceview.dashboards.persist import kept
 from traceview.memory.headroom import Headroom, headroom, is_device_memory
-from traceview.memory.render import fmt_bytes
-from traceview.memory.report import MemoryReport, fill_from_profile
+from traceview.memory.view import MemoryReport, fill_from_profile
 from traceview.parsers.discover import find_run
+from traceview.render.memory import fmt_bytes
 from traceview.units import PS_PER_MS
 
 KIND_COLOURS = {"parameter": "#1f77b4", "output": "#2ca02c", "temporary": "#ff7f0e", "constant": "#7f7f7f",

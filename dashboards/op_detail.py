@@ -20,8 +20,7 @@ from traceview.dashboards.persist import kept
 from traceview.errors import UserError
 from traceview.hardware.chips import Chip, dtype_class
 from traceview.render.escape import markdown_code, markdown_text
-from traceview.render.tables import fmt_pct, fmt_si, fmt_time_us
-from traceview.units import number
+from traceview.units import fmt_pct, fmt_si, fmt_time_us, number
 
 PICK = "tv_op_pick"
 
@@ -58,7 +57,7 @@ def arithmetic(record: dict, chip: Chip) -> pd.DataFrame:
         group = number(record.get("group_size"))
         rows.append(("T_comm", f"{kind} of {fmt_si(number(record.get('collective_bytes')), 'B')}"
                      + (f" over {int(group)} devices" if group and kind != "host-transfer" else "")
-                     + f", {which} {fmt_si(link, 'B/s')} (collective formula, traceview.roofline)",
+                     + f", {which} {fmt_si(link, 'B/s')} (collective formula, traceview.analysis.roofline)",
                      record.get("t_comm_us")))
     else:
         rows.append(("T_comm", "not a collective", record.get("t_comm_us")))
@@ -149,7 +148,7 @@ def render(view: View) -> None:
 def _graph(view: View, module, inst) -> None:
     """The op's HLO neighbourhood, coloured by bound (the graph `traceview graph` draws), rendered in the page."""
     from traceview.graph.neighbourhood import annotate, op_graph
-    from traceview.graph.render import to_dot
+    from traceview.render.graph import to_dot
 
     st.markdown("**Graph** (operands above, users below; colour = bound, thick border = this op)")
     left, right = st.columns([3, 1])

@@ -7,15 +7,15 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
+from traceview.analysis.roofline import GAIN_DEFINITION
 from traceview.dashboards.bars import share_bar_html, stacked_columns_html
 from traceview.dashboards.data import View
 from traceview.hardware.chips import Chip, dtype_class
 from traceview.hardware.detect import device_model_name
 from traceview.render.charts import BOUND_COLOURS
 from traceview.render.escape import markdown_text
-from traceview.render.tables import fmt_pct, fmt_si, fmt_time_us, markdown_table
-from traceview.roofline import GAIN_DEFINITION
-from traceview.units import US_PER_MS
+from traceview.render.tables import markdown_table
+from traceview.units import US_PER_MS, fmt_pct, fmt_si, fmt_time_us
 from traceview.vocabulary import BOUNDS_AND_IDLE
 
 SPLIT_COLOURS = {**BOUND_COLOURS, "idle": "#d9d9d9"}

@@ -12,8 +12,8 @@ import streamlit as st
 
 from traceview.dashboards.data import Source, View
 from traceview.parallelism.diagnose import from_analysis
-from traceview.parallelism.report import fmt_value, md, parallelism_json
-from traceview.render.tables import fmt_pct, fmt_si, fmt_time_us
+from traceview.render.parallelism import fmt_value, md, parallelism_json
+from traceview.units import fmt_pct, fmt_si, fmt_time_us
 
 VERDICT_COLOURS = {"compute-bound": "#4c78a8", "communication-bound": "#e45756"}
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+from traceview.analysis.roofline import ridge_point
 from traceview.dashboards import selection
 from traceview.dashboards.data import View
 from traceview.render.charts import altair_chart, roofline_points, unplaceable_ops
 from traceview.render.escape import markdown_text
-from traceview.render.tables import fmt_si
-from traceview.roofline import ridge_point
+from traceview.units import fmt_si
 
 
 def clicked_op(event) -> tuple[str, str] | None:

@@ -22,9 +22,8 @@ from traceview.dashboards.data import View
 from traceview.dashboards.persist import kept
 from traceview.dashboards.roofline_view import clicked_op
 from traceview.render.charts import BOUND_COLOURS
-from traceview.render.tables import fmt_time_us
 from traceview.timeline.intervals import union
-from traceview.units import PS_PER_MS, PS_PER_US
+from traceview.units import PS_PER_MS, PS_PER_US, fmt_time_us
 
 IDLE_COLOUR = "#f6c4c4"
 MAX_STEP_CHOICES = 200   # steps offered around the median one (plus the fastest and the slowest)

@@ -1,6 +1,6 @@
 """Read one profiler XSpace file (``*.xplane.pb``, optionally gzipped) into traceview's tables.
 
-What comes out (see :mod:`traceview.profile` for the columns):
+What comes out (see :mod:`traceview.parsers.profile` for the columns):
 
 * device op table: one row per op execution, counted as XProf's HLO op stats
   count occurrences (TPU: each event on the ``XLA Ops`` line; GPU: each kernel
@@ -35,6 +35,7 @@ import pandas as pd
 
 from traceview.errors import TraceError
 from traceview.parsers.discover import host_of
+from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Device, as_declared, empty_frame
 from traceview.parsers.xspace_file import load_xspace
 from traceview.parsers.xspace_schema import (
     STAT_BYTES,
@@ -45,7 +46,6 @@ from traceview.parsers.xspace_schema import (
     WireError,
     decode_wide,
 )
-from traceview.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Device, as_declared, empty_frame
 
 _DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU):(\d+)$")
 _MODULE_EVENT = re.compile(r"^(?P<name>.*)\((?P<pid>-?\d+)\)$")

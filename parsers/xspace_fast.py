@@ -6,7 +6,7 @@ compiled loop: every event and wanted stat in one pass, straight into the
 same WideEvents the pure numpy decoder (xspace_schema.decode_wide) gives. The compiled code is cached on disk (numba's ``cache=True``), so only
 the first use on a machine pays the compile. Without numba, or with
 ``TRACEVIEW_NO_NUMBA=1``, nothing here is used and the pure path reads the file;
-tests/test_xspace_fast.py checks that both give identical tables.
+tests/unit/test_xspace_fast.py checks that both give identical tables.
 
 Every length and offset is checked against the message that holds it: a
 malformed file raises WireError, as the pure decoder does.

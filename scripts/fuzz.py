@@ -2,7 +2,7 @@
 
 Mutates the project's sample traces and HLO files, the real traces of
 ../shared/traces when present, and sample baselines, configs and hardware files,
-and feeds each case to the reader it targets (see tests/fuzzing.py). Prints the
+and feeds each case to the reader it targets (see tests/support/fuzzing.py). Prints the
 seed first, then a line per finding as it happens and a summary; exits 1 when
 anything crashed, hung, died or was accepted with impossible numbers.
 """
@@ -14,9 +14,9 @@ import random
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import fuzzing  # noqa: E402
+from tests.support import fuzzing  # noqa: E402
 
 
 def main() -> int:

@@ -21,7 +21,7 @@ _TEST_CACHE = tempfile.mkdtemp(prefix="traceview-test-cache-")
 os.environ["TRACEVIEW_CACHE_DIR"] = _TEST_CACHE
 atexit.register(shutil.rmtree, _TEST_CACHE, ignore_errors=True)
 # The finished-output cache (traceview/resultcache.py) is off: tests run the same command on the same
-# file many times, some with internals patched to fail; tests/test_resultcache.py turns it on.
+# file many times, some with internals patched to fail; tests/integration/test_resultcache.py turns it on.
 os.environ["TRACEVIEW_NO_RESULT_CACHE"] = "1"
 
 

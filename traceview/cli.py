@@ -9,8 +9,8 @@ import sys
 import traceback
 from typing import NoReturn
 
-from traceview import __version__
 from traceview.errors import UserError
+from traceview.version import __version__
 
 # Sub-commands, in the order `traceview --help` lists them. Each module has
 # `register(subparsers)`, which sets `handler=run`, and `run(args) -> int`.
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        from traceview.commands._cached import run_command  # after --version's fast path
+        from traceview.commands.runner import run_command  # after --version's fast path
 
         return run_command(args)
     except UserError as exc:
@@ -83,14 +83,14 @@ def console() -> NoReturn:
     LLVM's state), all of it after the output is complete. Here the output
     streams and the table cache's writer are flushed first, then the process
     ends (``os._exit``). In-process callers use :func:`main`, which returns,
-    and keep their own malloc settings (see traceview.allocator).
+    and keep their own malloc settings (see traceview.trace.allocator).
     """
     if sys.argv[1:] != ["--version"]:
-        from traceview.allocator import keep_freed_memory
+        from traceview.trace.allocator import keep_freed_memory
 
         keep_freed_memory()               # this process is traceview's own, and short-lived
     code = main()
-    cache = sys.modules.get("traceview.tablecache")
+    cache = sys.modules.get("traceview.trace.table_cache")
     if cache is not None:
         cache.flush()                     # a background write of the tables read
     for stream in (sys.stdout, sys.stderr):

@@ -17,18 +17,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from traceview.analysis import Analysis as PipelineResult
-from traceview.analysis import apply_target, build_analysis
+from traceview.analysis.build import PipelineResult, apply_target, build_analysis
+from traceview.analysis.record import OP_FIELDS, analysis_json
 from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
-from traceview.progress import progress_bar
-from traceview.read import ReadOptions, load_profile
-from traceview.render.report import OP_FIELDS, analysis_json
+from traceview.trace.progress import progress_bar
+from traceview.trace.read import ReadOptions, load_profile
 from traceview.units import PS_PER_US
+
+if TYPE_CHECKING:
+    from traceview.api.hlo import HloReport
+    from traceview.memory.view import MemoryReport
+    from traceview.parallelism.diagnose import Parallelism
 
 __all__ = ["Analysis", "Summary", "load"]
 
@@ -89,9 +93,13 @@ class Analysis:
     (picoseconds, internal column names) for the renderers and the dashboard.
     """
 
-    def __init__(self, pipeline: PipelineResult, hardware_file: str | Path | None = None):
+    def __init__(self, pipeline: PipelineResult, hardware_file: str | Path | None = None,
+                 hlo: str | Path | None = None):
         self.pipeline = pipeline
         self.hardware_file = hardware_file
+        self.hlo_path = hlo
+        self._memory: MemoryReport | None = None
+        self._parallelism: Parallelism | None = None
 
     def __repr__(self) -> str:
         source = self.pipeline.profile.source
@@ -166,7 +174,45 @@ class Analysis:
         """
         if not isinstance(chip, Chip):
             chip = get_chip(chip, load_hardware(self.hardware_file))
-        return Analysis(apply_target(self.pipeline, chip, detected=False), self.hardware_file)
+        return Analysis(apply_target(self.pipeline, chip, detected=False), self.hardware_file, self.hlo_path)
+
+    # ------------------------------------------------------------ views: each built on first use, then kept
+
+    def memory(self) -> MemoryReport:
+        """Peak memory: per allocator from the trace's allocator events (what is held at the peak), per HLO
+        module from its buffer assignment, headroom on the target (what ``traceview memory --format json``
+        prints: ``traceview.render.memory.memory_json``)."""
+        if self._memory is None:
+            from traceview.memory.view import memory_from_analysis
+
+            self._memory = memory_from_analysis(self.pipeline, self.hardware_file)
+        return self._memory
+
+    def parallelism(self) -> Parallelism:
+        """The device mesh, each axis' collectives and exposed time, its role and the book's verdict (what
+        ``traceview parallelism --format json`` prints: ``traceview.render.parallelism.parallelism_json``)."""
+        if self._parallelism is None:
+            from traceview.parallelism.diagnose import from_analysis
+
+            self._parallelism = from_analysis(self.pipeline, self.hlo_path)
+        return self._parallelism
+
+    def hlo(self) -> HloReport:
+        """The cost model of the HLO modules this trace ran (FLOPs, bytes, collectives per instruction)."""
+        from traceview.api.hlo import costed_report
+
+        return costed_report(self.pipeline.modules, [])
+
+    @cached_property
+    def mesh_summary(self) -> str | None:
+        """The one line ``analyze`` prints about the mesh; None for a trace with no collectives."""
+        ops = self.pipeline.ops
+        if ops.empty or "collective_kind" not in ops.columns or \
+                not (ops["collective_kind"].fillna("").astype(str) != "").any():
+            return None
+        from traceview.render.parallelism import summary_line
+
+        return summary_line(self.parallelism())
 
 
 def _json_copy(value: Any) -> Any:
@@ -197,7 +243,7 @@ def load(path: str | Path, *, run: str | None = None, target: str | Chip | None 
     ``hardware_file``: a JSON/TOML file adding or overriding chips.
     ``progress``: True draws a bar on a terminal's stderr; a callable gets
     ``(done, total)`` files. ``per_device``: one ops row per (device, op).
-    ``read_options``: how host files are read (``traceview.read.ReadOptions``:
+    ``read_options``: how host files are read (``traceview.trace.read.ReadOptions``:
     table cache, parallel jobs, a Dask scheduler; default: the environment).
 
     Raises :class:`traceview.UserError` (or its subclasses) for bad input.
@@ -210,7 +256,7 @@ def load(path: str | Path, *, run: str | None = None, target: str | Chip | None 
         profile = load_profile(path, run=run, progress=progress or None, options=read_options)
     pipeline = build_analysis(profile, target=name, hardware_file=hardware_file,
                               hlo_path=hlo, stage=stage, per_device=per_device, target_chip=chip)
-    return Analysis(pipeline, hardware_file)
+    return Analysis(pipeline, hardware_file, hlo)
 
 
 def _ps_to_us(frame: pd.DataFrame) -> pd.DataFrame:

@@ -9,13 +9,13 @@ from typing import Any
 
 import pandas as pd
 
+from traceview.analysis.modules import profile_modules
+from traceview.cost.hlo_costs import hlo_report
 from traceview.cost.table import COLUMNS
-from traceview.hlo_report import hlo_report
-from traceview.modules import profile_modules
 from traceview.parsers.hlo_dump import load_hlo_modules
 from traceview.parsers.hlo_model import HloModule
-from traceview.read import is_trace_path, load_profile
 from traceview.render.hlo import hlo_csv, hlo_json, hlo_text
+from traceview.trace.read import is_trace_path, load_profile
 
 __all__ = ["HloReport", "hlo"]
 
@@ -80,5 +80,10 @@ def hlo(path: str | Path, *, run: str | None = None, stage: str = "after") -> Hl
             warnings.append(f"{p}: the trace carries no HLO and no dump folder was found beside it")
     else:
         modules, warnings = load_hlo_modules(p, stage=stage)
+    return costed_report(modules, warnings)
+
+
+def costed_report(modules: list[HloModule], warnings: list[str]) -> HloReport:
+    """The report of modules already read (``warnings``: what reading them said)."""
     costed, cost_warnings = hlo_report(modules)
     return HloReport(modules, costed, list(dict.fromkeys(warnings + cost_warnings)))

@@ -31,8 +31,8 @@ def add_read_options(parser) -> None:
 
 def read_options_from_args(args: argparse.Namespace):
     """The ReadOptions the --no-cache / --jobs / --dask flags ask for (unset flags: the environment decides)."""
-    from traceview.hostread import parse_jobs
-    from traceview.read import ReadOptions
+    from traceview.trace.hosts import parse_jobs
+    from traceview.trace.read import ReadOptions
 
     jobs = getattr(args, "jobs", None)
     return ReadOptions(cache=False if getattr(args, "no_cache", False) else None,
@@ -44,7 +44,7 @@ def read_options_from_args(args: argparse.Namespace):
 def reading(args: argparse.Namespace) -> Iterator[None]:
     """Within the block, traces are read as --no-cache / --jobs / --dask say (for commands that read
     them through an API taking no read options)."""
-    from traceview.read import read_options
+    from traceview.trace.read import read_options
 
     with read_options(read_options_from_args(args)):
         yield
@@ -94,6 +94,15 @@ def load_from_args(args: argparse.Namespace, keep_ops: bool = True) -> traceview
     return traceview.load(args.path, run=args.run, target=args.target, hlo=args.hlo, stage=args.stage,
                           hardware_file=args.hardware_file, progress=True,
                           per_device=getattr(args, "per_device", False), read_options=options)
+
+
+def target_from_args(args: argparse.Namespace):
+    """The chip --target names (with --hardware-file), or None: for inputs with no trace to detect it from."""
+    if not args.target:
+        return None
+    from traceview.hardware.database import get_chip, load_hardware
+
+    return get_chip(args.target, load_hardware(args.hardware_file))
 
 
 # Called with every text write_output writes (the result cache records a command's output through it).

@@ -21,7 +21,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from traceview.render.report import analysis_csv, analysis_markdown, analysis_text
+    from traceview.render.analyze import analysis_csv, analysis_markdown, analysis_text
 
     analysis = load_from_args(args, keep_ops=False)   # every format prints what the analysis derives
     if args.format == "json":
@@ -29,8 +29,8 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         text = analysis_csv(analysis.pipeline)
     elif args.format == "markdown":
-        text = analysis_markdown(analysis.pipeline, top=args.top)
+        text = analysis_markdown(analysis.pipeline, top=args.top, mesh_line=analysis.mesh_summary)
     else:
-        text = analysis_text(analysis.pipeline, top=args.top)
+        text = analysis_text(analysis.pipeline, top=args.top, mesh_line=analysis.mesh_summary)
     write_output(text, args.output)
     return 0

@@ -73,9 +73,9 @@ def budgets_from_args(args: argparse.Namespace) -> Budgets:
 
 def compare(args: argparse.Namespace, base_path: str, new_path: str) -> int:
     """Load both sides (`traceview.diff` / `traceview.check`), write the reports; 0 pass, 1 regression."""
-    from traceview.read import read_options
     from traceview.regress.check import run_checks
-    from traceview.regress.report import diff_junit, diff_markdown, render
+    from traceview.render.regress import diff_junit, diff_markdown, render
+    from traceview.trace.read import read_options
 
     budgets = budgets_from_args(args)  # before the slow part: a bad flag fails fast
     sides = {"run": args.run, "base_run": args.base_run, "target": args.target,

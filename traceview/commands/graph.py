@@ -36,15 +36,15 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from traceview.graph.neighbourhood import annotate, op_graph
-    from traceview.graph.render import to_dot, to_svg
     from traceview.parsers.hlo_dump import load_hlo_modules
-    from traceview.read import is_trace_path
+    from traceview.render.graph import to_dot, to_svg
+    from traceview.trace.read import is_trace_path
 
     path = Path(args.path)
     records: list[dict] = []
     if is_trace_path(path):
+        from traceview.analysis.record import op_records
         from traceview.commands._options import load_from_args
-        from traceview.render.report import op_records
 
         analysis = load_from_args(args).pipeline
         modules = analysis.modules

@@ -8,8 +8,10 @@ peaks from the buffer assignment: no accelerator needed).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from traceview.commands._options import add_read_options, reading, write_output
+import traceview
+from traceview.commands._options import add_read_options, reading, target_from_args, write_output
 from traceview.render import jsontext
 
 
@@ -30,11 +32,17 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from traceview.memory.render import memory_json, memory_text
-    from traceview.memory.report import memory_report
+    from traceview.render.memory import memory_json, memory_text
+    from traceview.trace.read import is_trace_path
 
-    with reading(args):
-        report = memory_report(args.path, run=args.run, target=args.target, hardware_file=args.hardware_file)
+    if is_trace_path(Path(args.path)) or not Path(args.path).exists():
+        with reading(args):
+            report = traceview.load(args.path, run=args.run, target=args.target,
+                                    hardware_file=args.hardware_file).memory()
+    else:
+        from traceview.memory.view import memory_from_dump
+
+        report = memory_from_dump(args.path, target_from_args(args))
     if args.format == "json":
         text = jsontext.dumps(memory_json(report)) + "\n"
     else:

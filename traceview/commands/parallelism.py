@@ -9,7 +9,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from traceview.commands._options import add_format, add_hlo, add_source, add_target, load_from_args, write_output
+from traceview.commands._options import (
+    add_format,
+    add_hlo,
+    add_source,
+    add_target,
+    load_from_args,
+    target_from_args,
+    write_output,
+)
 from traceview.render import jsontext
 
 
@@ -24,21 +32,16 @@ def register(subparsers) -> None:
 
 
 def report_from_args(args: argparse.Namespace):
-    from traceview.parallelism.diagnose import from_analysis, from_hlo
-    from traceview.read import is_trace_path
+    from traceview.parallelism.diagnose import from_hlo
+    from traceview.trace.read import is_trace_path
 
     if is_trace_path(Path(args.path)) or not Path(args.path).exists():
-        return from_analysis(load_from_args(args).pipeline, args.hlo)
-    chip = None
-    if args.target:
-        from traceview.hardware.database import get_chip, load_hardware
-
-        chip = get_chip(args.target, load_hardware(args.hardware_file))
-    return from_hlo(args.path, chip)
+        return load_from_args(args).parallelism()
+    return from_hlo(args.path, target_from_args(args))
 
 
 def run(args: argparse.Namespace) -> int:
-    from traceview.parallelism.report import parallelism_json, parallelism_markdown, parallelism_text
+    from traceview.render.parallelism import parallelism_json, parallelism_markdown, parallelism_text
 
     report = report_from_args(args)
     if args.format == "json":

@@ -8,7 +8,8 @@ import sys
 from traceview.commands._options import add_hlo, add_source, add_target, load_from_args, write_output
 from traceview.errors import UserError
 from traceview.render import jsontext
-from traceview.render.tables import fmt_si, fmt_time_us, text_table
+from traceview.render.tables import text_table
+from traceview.units import fmt_si, fmt_time_us
 
 
 def register(subparsers) -> None:
@@ -27,9 +28,9 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf", ".html")
 
 
 def run(args: argparse.Namespace) -> int:
+    from traceview.analysis.record import op_records
+    from traceview.analysis.roofline import ridge_point
     from traceview.render.charts import roofline_points, save_plot, unplaceable_note, unplaceable_ops
-    from traceview.render.report import op_records
-    from traceview.roofline import ridge_point
 
     if args.plot and not args.plot.lower().endswith(PLOT_SUFFIXES):
         raise UserError(f"{args.plot}: the plot must be .png, .svg, .pdf or .html")

@@ -7,7 +7,8 @@ import argparse
 from traceview.commands._options import write_output
 from traceview.parsers.discover import list_runs
 from traceview.render import jsontext
-from traceview.render.tables import fmt_si, text_table
+from traceview.render.tables import text_table
+from traceview.units import fmt_si
 
 
 def register(subparsers) -> None:

@@ -30,8 +30,8 @@ Public API (used by the CLI and the roofline stage):
 * :func:`fused_instruction_costs` -> the inside of one fusion.
 """
 
-from traceview.cost.analysis import Cost, ModuleAnalysis
 from traceview.cost.collectives import CollectiveInfo, collective_info
+from traceview.cost.model import Cost, ModuleAnalysis
 from traceview.cost.table import COLUMNS, fused_instruction_costs, instruction_costs, module_totals
 
 __all__ = ["COLUMNS", "CollectiveInfo", "Cost", "ModuleAnalysis", "collective_info", "fused_instruction_costs",

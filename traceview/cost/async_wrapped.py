@@ -11,8 +11,8 @@ the largest collective it holds, else the root it runs, seen through calls.
 
 from __future__ import annotations
 
-from traceview.cost.analysis import ModuleAnalysis
 from traceview.cost.collectives import collective_kind
+from traceview.cost.model import ModuleAnalysis
 from traceview.cost.shapes import byte_size
 from traceview.parsers.hlo_model import Computation, Instruction
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from traceview.cost.analysis import ELEMENTWISE
 from traceview.cost.collectives import collective_kind
 from traceview.cost.library import is_library_call
+from traceview.cost.model import ELEMENTWISE
 from traceview.cost.shapes import first_array
 from traceview.parsers.hlo_model import Instruction, Shape
 

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from traceview.cost.analysis import Cost, ModuleAnalysis
 from traceview.cost.async_wrapped import execution_thread, wrapped_op
 from traceview.cost.categories import category, math_dtype
 from traceview.cost.collectives import CollectiveInfo, collective_info
 from traceview.cost.library import is_library_call
+from traceview.cost.model import Cost, ModuleAnalysis
 from traceview.cost.shapes import shape_text, unknown_element_types
 from traceview.errors import UserError
 from traceview.parsers.hlo_model import Computation, HloModule, Instruction

@@ -12,9 +12,9 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from traceview.config.files import read_json, read_toml, validate
 from traceview.errors import UserError
 from traceview.hardware.chips import DTYPE_CLASSES, KINDS, TOPOLOGIES, Chip, Interconnect, dtype_class
-from traceview.userfiles import read_json, read_toml, validate
 
 _FIGURES = ("hbm_bandwidth", "hbm_capacity", "pcie_bandwidth", "dcn_bandwidth")
 

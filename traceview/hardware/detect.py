@@ -14,8 +14,8 @@ import re
 from typing import Any
 
 from traceview.hardware.chips import Chip
-from traceview.profile import Device
-from traceview.render.tables import fmt_si
+from traceview.parsers.profile import Device
+from traceview.units import fmt_si
 
 
 def _float(value: Any) -> float | None:

@@ -9,7 +9,7 @@ from traceview.memory.modules import static_peaks_from_dump, static_peaks_from_p
 from traceview.memory.runtime import runtime_peaks
 from traceview.memory.static import StaticPeak
 from traceview.parsers.allocator_events import read_allocator_events
-from traceview.profile import Profile
+from traceview.parsers.profile import Profile
 
 
 def _static_keys(peaks: list[StaticPeak]) -> dict[str, int]:

@@ -357,7 +357,7 @@ def naming_modules(dump: Path) -> list[HloModule]:
 def from_analysis(analysis, hlo_path: str | Path | None = None) -> Parallelism:
     """The report of a traceview Analysis (its modules and op times), names from a dump's
     before-optimizations modules when one is beside the trace or given."""
-    from traceview.modules import find_dump_dir
+    from traceview.analysis.modules import find_dump_dir
 
     dump = Path(hlo_path) if hlo_path else find_dump_dir(analysis.profile.source.path)
     before = naming_modules(dump) if dump is not None else []
@@ -373,7 +373,7 @@ def from_hlo(path: str | Path, chip: Chip | None = None) -> Parallelism:
 
     after, warnings = load_hlo_modules(path, stage="after")
     before = naming_modules(Path(path))
-    from traceview.modules import cost_table
+    from traceview.analysis.modules import cost_table
 
     report = diagnose(after, before, None, None, chip, costs=cost_table(after)[0])
     report.warnings = warnings + report.warnings + ["no trace: counts and shapes from the HLO only, no times"]

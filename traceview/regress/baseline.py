@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from traceview.analysis.modules import NOT_EXECUTED, op_fingerprints
+from traceview.config.files import read_json, validate
 from traceview.errors import UserError
-from traceview.modules import NOT_EXECUTED, op_fingerprints
 from traceview.parsers.hlo_model import HloModule
 from traceview.units import PS_PER_US
-from traceview.userfiles import read_json, validate
 from traceview.vocabulary import BOUNDS_AND_IDLE
 
 OP_COLUMNS = ["module", "op", "opcode", "category", "shape", "dtype", "occurrences", "time_ps",
@@ -88,7 +88,7 @@ def _column(frame: pd.DataFrame, name: str, default=np.nan) -> pd.Series:
 
 
 def snapshot_from_analysis(analysis, label: str | None = None) -> Snapshot:
-    """The comparable part of a live `traceview.analysis.Analysis`."""
+    """The comparable part of a live `traceview.analysis.build.PipelineResult`."""
     a = analysis.ops
     ops = pd.DataFrame({
         "module": a["module"].astype(str), "op": a["op"].astype(str),
@@ -102,7 +102,7 @@ def snapshot_from_analysis(analysis, label: str | None = None) -> Snapshot:
         "collective_bytes": _column(a, "payload_bytes").astype("float64"),
         "bound": _column(a, "bound", None).astype(object),
         "source_file": _column(a, "source_file", ""), "source_line": _column(a, "source_line"),
-        "fingerprint": _column(a, "fingerprint", "").fillna("").astype(str),  # from traceview.modules
+        "fingerprint": _column(a, "fingerprint", "").fillna("").astype(str),  # from traceview.analysis.modules
     })
     ops = _collapse(ops)
     raw = analysis.profile.ops
@@ -159,7 +159,7 @@ def _per_device_bounds_json(summary: dict) -> dict[str, float] | None:
 
 def snapshot_from_hlo(modules: list[HloModule], label: str, warnings: list[str] | None = None) -> Snapshot:
     """Cost-model totals per module and per instruction; no times."""
-    from traceview.hlo_report import hlo_report
+    from traceview.cost.hlo_costs import hlo_report
 
     report, cost_warnings = hlo_report(modules)
     module_rows, frames = [], []
@@ -314,9 +314,9 @@ def load_baseline(path: str | Path) -> Snapshot:
 def load_snapshot(path: str | Path, run: str | None = None, target: str | None = None,
                   hardware_file: str | Path | None = None, stage: str = "after") -> Snapshot:
     """Whatever PATH is: a stored JSON baseline, a trace (log dir, run dir, file), or HLO (dump dir, file)."""
-    from traceview.api.analysis import load
+    from traceview.analysis.build import build_analysis
     from traceview.parsers.hlo_dump import load_hlo_modules
-    from traceview.read import is_trace_path
+    from traceview.trace.read import is_trace_path, load_profile
 
     p = Path(path)
     if not p.exists():
@@ -324,8 +324,8 @@ def load_snapshot(path: str | Path, run: str | None = None, target: str | None =
     if p.is_file() and p.name.endswith(".json"):
         return load_baseline(p)
     if is_trace_path(p):
-        analysis = load(p, run=run, target=target, hardware_file=hardware_file, stage=stage)
-        return snapshot_from_analysis(analysis.pipeline, label=str(p))
+        result = build_analysis(load_profile(p, run=run), target=target, hardware_file=hardware_file, stage=stage)
+        return snapshot_from_analysis(result, label=str(p))
     modules, warnings = load_hlo_modules(p, stage=stage)
     snapshot = snapshot_from_hlo(modules, label=str(p), warnings=warnings)
     if stage == "after":  # buffer assignments exist only after optimizations

@@ -41,9 +41,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from traceview.config.files import read_toml, validate
 from traceview.errors import UserError
 from traceview.units import PS_PER_UNIT
-from traceview.userfiles import read_toml, validate
 
 
 def parse_fraction(value, name: str = "value") -> float:

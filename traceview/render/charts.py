@@ -14,8 +14,7 @@ import pandas as pd
 
 from traceview.errors import UserError
 from traceview.hardware.chips import Chip, dtype_class
-from traceview.render.tables import fmt_si
-from traceview.units import PS_PER_US
+from traceview.units import PS_PER_US, fmt_si
 
 BOUND_COLOURS = {"compute": "#2ca02c", "memory": "#1f77b4", "communication": "#9467bd", "unknown": "#7f7f7f"}
 # One colour and one dash pattern per roof, none of them a bound's colour, so no two roofs look alike.

@@ -8,8 +8,8 @@ import pandas as pd
 
 from traceview.parsers.hlo_model import HloModule
 from traceview.render.escape import markdown_text, terminal_lines
-from traceview.render.tables import fmt_si, markdown_table, text_table
-from traceview.units import json_scalar
+from traceview.render.tables import markdown_table, text_table
+from traceview.units import fmt_si, json_scalar
 
 INSTRUCTION_FIELDS = ["module", "computation", "name", "opcode", "category", "shape", "dtype", "flops",
                       "transcendentals", "bytes_read", "bytes_written", "multiplier", "unknown",

@@ -8,7 +8,7 @@ the reports' ops and steps are) is written column by column, a column of
 numbers by the C encoder at once, each row one %-format. Strings, floats and
 integers are written by the functions the standard library uses
 (``encode_basestring_ascii``, ``float.__repr__``, ``int.__repr__``), so the
-text is the same: tests/test_jsontext.py compares the two on generated documents.
+text is the same: tests/unit/test_jsontext.py compares the two on generated documents.
 """
 
 from __future__ import annotations

@@ -64,30 +64,3 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]],
     lines = ["| " + " | ".join(esc(h) for h in headers) + " |", "| " + " | ".join(rule) + " |"]
     lines.extend("| " + " | ".join(esc(c) for c in row) + " |" for row in rows)
     return "\n".join(lines)
-
-
-def fmt_time_us(us: float | None) -> str:
-    """Microseconds, in the unit a person reads fastest."""
-    if us is None or us != us:
-        return "-"
-    if abs(us) >= 1e6:
-        return f"{us / 1e6:.3f} s"
-    if abs(us) >= 1e3:
-        return f"{us / 1e3:.3f} ms"
-    return f"{us:.2f} us"
-
-
-def fmt_si(value: float | None, unit: str = "") -> str:
-    """1.23 T, 456 G, ... for FLOPs, bytes and rates."""
-    if value is None or value != value:
-        return "-"
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}".rstrip()
-
-
-def fmt_pct(value: float | None) -> str:
-    if value is None or value != value:
-        return "-"
-    return f"{100 * value:.1f}%"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceview.timeline.keys import column_codes, exact_sums, first_rows, group_ids
+from traceview.timeline.grouping import column_codes, exact_sums, first_rows, group_ids
 
 OP_KEY = ["program_id", "module", "op"]
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from traceview.parsers.hlo_model import HloModule
-from traceview.timeline.keys import column_codes, exact_sums
+from traceview.timeline.grouping import column_codes, exact_sums
 
 
 def async_pairs(modules: list[HloModule]) -> pd.DataFrame:

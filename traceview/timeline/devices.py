@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from traceview.timeline.grouping import device_codes, device_rows, exact_sums
 from traceview.timeline.intervals import tagged_union, union
-from traceview.timeline.keys import device_codes, device_rows, exact_sums
 
 DEVICE_COLUMNS = ["device", "busy_ps", "idle_ps", "span_ps", "start_ps", "end_ps", "op_time_ps"]
 

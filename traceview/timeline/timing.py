@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 
 from traceview.timeline.async_ops import pair_times
+from traceview.timeline.grouping import device_rows, exact_sums
 from traceview.timeline.intervals import covered_length, union
-from traceview.timeline.keys import device_rows, exact_sums
 
 
 def judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, pairs: pd.DataFrame,

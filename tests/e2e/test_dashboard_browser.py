@@ -1,0 +1,249 @@
+"""The real dashboard server in a real browser: `traceview dashboard` + headless Chromium.
+
+Streamlit renders client-side over a websocket, so a one-shot
+`chromium --screenshot` races the app (virtual time runs ahead of the
+server). The test drives Chromium through the DevTools protocol instead:
+open the page, wait (real time) until the app's text and charts are in the
+DOM, click through the tabs and save a screenshot of each. Screenshots go
+to tmp_path and, when $TRACEVIEW_SCREENSHOT_DIR is set, are copied there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+import traceview
+from tests.support.headless_chromium import CHROMIUM, DevTools, chromium
+from tests.support.headless_chromium import dashboard_server as _server
+from traceview.dashboards.overview import fmt_share
+
+pytestmark = pytest.mark.slow
+
+TABS = ("Overview", "Roofline", "Ops", "Timeline", "Op detail", "Memory", "Parallelism", "Compare")
+
+
+@contextlib.contextmanager
+def dashboard_server(trace: Path, log_path: Path):
+    """`traceview dashboard TRACE` as a user starts it; yields its URL. Its log must hold no traceback."""
+    with _server(trace, log_path, timeout=60) as url:
+        yield url
+    server_log = log_path.read_text()
+    assert "Traceback" not in server_log, server_log[-3000:]
+    assert "first page ready" in server_log, server_log[-3000:]   # the server read the trace before the page
+
+
+@pytest.fixture
+def browser(tmp_path):
+    if not Path(CHROMIUM).exists():
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    pytest.importorskip("websockets", reason="the DevTools client needs websockets (a streamlit dependency)")
+    try:
+        with chromium(tmp_path / "chromium-profile") as tools:
+            yield tools
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+
+
+def _not_blank(path: Path) -> int:
+    from PIL import Image
+
+    image = Image.open(path).convert("RGB")
+    colours = image.getcolors(maxcolors=1_000_000)
+    return len(colours) if colours else 1_000_000
+
+
+def _keep(paths: list[Path]) -> None:
+    target = os.environ.get("TRACEVIEW_SCREENSHOT_DIR")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        for p in paths:
+            shutil.copy(p, Path(target) / p.name)
+
+
+_RUNNING = "!!document.querySelector('[data-testid=\"stStatusWidget\"]')"
+# Charts drawn: Vega's, and the Overview's bars drawn as HTML (dashboards/bars.py, role="img").
+_CHARTS = "document.querySelectorAll('[data-testid=\"stVegaLiteChart\"] canvas, " \
+          "[data-testid=\"stVegaLiteChart\"] svg.marks, [data-testid=\"stHtml\"] [role=\"img\"]').length"
+
+
+def _settle(tools: DevTools, charts: int, what: str) -> None:
+    """Wait until the script finished its run and `charts` charts are drawn in the visible tab."""
+    tools.wait_for(f"!{_RUNNING}", 90, "the app finishing its run")
+    if charts:
+        tools.wait_for(f"{_CHARTS} >= {charts}", 60, f"{charts} charts in {what}")
+    time.sleep(1.0)   # let the charts' transitions end
+
+
+_PANEL = ("[...document.querySelectorAll('[role=\"tabpanel\"]')]"
+          ".filter(p => p.offsetParent !== null).map(p => p.innerText).join('\\n')")
+
+
+def _click_tab(tools: DevTools, name: str, shows: str) -> None:
+    """Click a tab and wait until its panel shows `shows` (the tab's content runs when it is opened)."""
+    ok = tools.js(f"""(() => {{
+        const tab = [...document.querySelectorAll('[role="tab"]')].find(b => b.innerText.trim() === {name!r});
+        if (!tab) return false; tab.click(); return true; }})()""")
+    assert ok, f"no tab named {name}"
+    tools.wait_for(f"({_PANEL}).includes({shows!r})", 120, f"{shows!r} in the {name} tab")
+
+
+def _upload(tools: DevTools, path: Path) -> None:
+    root = tools.call("DOM.getDocument", depth=-1)["root"]["nodeId"]
+    node = tools.call("DOM.querySelector", nodeId=root, selector='input[type="file"]')["nodeId"]
+    assert node, "no file input on the page"
+    tools.call("DOM.setFileInputFiles", files=[str(path)], nodeId=node)
+
+
+def _open_overview(browser: DevTools, url: str) -> None:
+    """Open the page and wait until the Overview's first content is there."""
+    browser.call("Page.enable")
+    browser.call("Page.navigate", url=url)
+    browser.wait_for("document.body && document.body.innerText.includes('Where the time goes')", 120,
+                     "the overview")
+
+
+def _tour(browser: DevTools, url: str, trace: Path, out: Path, prefix: str, overview_charts: int) -> list[Path]:
+    """Open the page, check the overview against the CLI's numbers, visit every tab; screenshots."""
+    # The numbers the page must show, from the CLI's own path (report.summary_record).
+    expected = traceview.load(trace).to_json()["summary"]
+    _open_overview(browser, url)
+    _settle(browser, overview_charts, "Overview")
+    shots = [browser.screenshot(out / f"{prefix}_overview.png")]
+    text = browser.js("document.body.innerText")
+    assert "MFU" in text and fmt_share(expected["mfu"]) in text, f"MFU {fmt_share(expected['mfu'])} not shown"
+    assert "Traceback" not in text and "traceview failed" not in text
+    assert browser.js("document.querySelectorAll('[data-testid=\"stException\"]').length") == 0
+
+    # Each tab: its charts drawn and its own text shown (the visible panel's innerText).
+    for name, charts, wanted in (("Roofline", 1, "ridge point"), ("Ops", 0, "Download CSV"),
+                                 ("Timeline", 1, "idle gaps"), ("Op detail", 0, "Roofline arithmetic")):
+        _click_tab(browser, name, wanted)
+        _settle(browser, charts, name)
+        if name == "Roofline":   # the ops the chart cannot place are listed in a data grid below it
+            browser.wait_for(f"!({_PANEL}).includes('are not on the chart') || "
+                             "document.querySelectorAll('[data-testid=\"stDataFrame\"] canvas').length > 0", 60,
+                             "the table of ops not on the chart")
+            time.sleep(0.5)
+        panel = browser.js(_PANEL)
+        assert wanted in panel, f"{name} tab does not show {wanted!r}"
+        shots.append(browser.screenshot(out / f"{prefix}_{name.lower().replace(' ', '_')}.png"))
+    assert "HLO instruction" in panel and "%" in panel
+    return shots
+
+
+def test_dashboard_in_chromium(browser, sample_traces, tmp_path):
+    trace = sample_traces / "transformer"
+    with dashboard_server(trace, tmp_path / "server.log") as url:
+        shots = _tour(browser, url, trace, tmp_path, "dashboard", overview_charts=2)
+        assert "transformer" in browser.js("document.body.innerText")
+        shots.append(_bad_upload(browser, tmp_path))
+    _keep(shots)
+    for shot in shots:
+        assert _not_blank(shot) > 200, f"{shot.name} looks blank"
+
+
+def test_real_tpu_trace_in_chromium(browser, shared_traces, tmp_path):
+    trace = shared_traces / "openxla-xprof" / "tpu_inference_2.xplane.pb"
+    with dashboard_server(trace, tmp_path / "server.log") as url:
+        shots = _tour(browser, url, trace, tmp_path, "dashboard_tpu_v6e", overview_charts=2)
+        assert "tpu-v6e" in browser.js("document.body.innerText")
+    _keep(shots)
+    for shot in shots:
+        assert _not_blank(shot) > 200, f"{shot.name} looks blank"
+
+
+def _bad_upload(browser: DevTools, tmp_path: Path) -> Path:
+    """Upload through the page's own file input: a corrupt file is one line in the page."""
+    bad = tmp_path / "corrupt.xplane.pb"
+    bad.write_bytes(b"\x0a\xff\xff\xff\x0fnot an xspace")
+    _upload(browser, bad)
+    browser.wait_for("document.body.innerText.includes('corrupt.xplane.pb')", 60, "the upload's error")
+    _settle(browser, 0, "the error")
+    error = browser.js("[...document.querySelectorAll('[data-testid=\"stAlert\"]')].map(e => e.innerText).join('|')")
+    assert "corrupt.xplane.pb" in error and "Traceback" not in browser.js("document.body.innerText")
+    return browser.screenshot(tmp_path / "dashboard_bad_upload.png")
+
+
+_GRAPHVIZ = "document.querySelectorAll('[data-testid=\"stGraphVizChart\"] svg').length"
+
+
+def _visible_panel(browser: DevTools) -> str:
+    return browser.js(_PANEL)
+
+
+@pytest.mark.parametrize("rel, memory, chip", [
+    ("AMD-AGI-TraceLens/jax08_gemm/tw003.xplane.pb", "GPU_0_bfc", "mi300x"),
+    ("openxla-xprof/tpu_inference_2.xplane.pb", "0", "tpu-v6e"),
+])
+def test_memory_tab_and_op_graph_in_chromium(browser, shared_traces, tmp_path, rel, memory, chip):
+    """The Memory tab shows XProf's peak and what holds it; Op detail draws the op graph."""
+    from traceview.memory.runtime import runtime_peaks
+    from traceview.parsers.allocator_events import read_allocator_events
+    from traceview.render.memory import fmt_bytes
+
+    trace = shared_traces / rel
+    peak = next(p for p in runtime_peaks(read_allocator_events(trace)) if p.name == memory)
+    shots = []
+    with dashboard_server(trace, tmp_path / "server.log") as url:
+        _open_overview(browser, url)
+        _settle(browser, 1, "Overview")
+        _click_tab(browser, "Memory", "Held at the peak")
+        _settle(browser, 3, "Memory")
+        panel = _visible_panel(browser)
+        assert "Held at the peak" in panel and "Buffers live at the peak" in panel
+        assert fmt_bytes(peak.peak_bytes) in panel and f"headroom on {chip}" in panel
+        shots.append(browser.screenshot(tmp_path / f"dashboard_memory_{chip}.png"))
+        _click_tab(browser, "Op detail", "Roofline arithmetic")
+        _settle(browser, 0, "Op detail")
+        browser.wait_for(f"{_GRAPHVIZ} >= 1", 60, "the op graph")
+        browser.js("document.querySelector('[data-testid=\"stGraphVizChart\"]').scrollIntoView()")
+        time.sleep(1.0)
+        assert "-bound" in browser.js("document.querySelector('[data-testid=\"stGraphVizChart\"]').innerHTML")
+        shots.append(browser.screenshot(tmp_path / f"dashboard_op_graph_{chip}.png"))
+    _keep(shots)
+    for shot in shots:
+        assert _not_blank(shot) > 200, f"{shot.name} looks blank"
+
+
+def test_parallelism_tab_in_chromium(browser, sample_traces, tmp_path):
+    """The Parallelism tab on the sharded sample: the mesh, each axis's role and verdict, the time chart."""
+    from traceview.parallelism.diagnose import from_analysis
+    from traceview.render.parallelism import parallelism_json
+
+    trace = sample_traces / "sharded"
+    expected = parallelism_json(from_analysis(traceview.load(trace).pipeline))
+    with dashboard_server(trace, tmp_path / "server.log") as url:
+        _open_overview(browser, url)
+        _settle(browser, 0, "Overview")
+        _click_tab(browser, "Parallelism", "Mesh")
+        _settle(browser, 1, "Parallelism")
+        panel = browser.js(_PANEL)
+        shot = browser.screenshot(tmp_path / "dashboard_parallelism.png")
+    assert "over 8 devices" in panel
+    for axis in expected["axes"]:
+        assert f"{axis['name']} ({axis['size']}): {axis['role_name']}" in panel
+        assert axis["verdict"] in panel
+    assert "Traceback" not in panel
+    _keep([shot])
+    assert _not_blank(shot) > 200
+
+
+def test_compare_tab_in_chromium(browser, sample_traces, tmp_path):
+    """The Compare tab diffs this run against another of the log dir, through `traceview.diff`."""
+    with dashboard_server(sample_traces, tmp_path / "server.log") as url:
+        _open_overview(browser, url)
+        _click_tab(browser, "Compare", "ops changed")
+        _settle(browser, 0, "Compare")
+        browser.wait_for("document.body.innerText.includes('ops changed')", 120, "the comparison")
+        panel = browser.js(_PANEL)
+        assert "ops new / vanished" in panel and "base" in panel
+        assert browser.js("document.querySelectorAll('[data-testid=\"stException\"]').length") == 0
+        shot = browser.screenshot(tmp_path / "dashboard_compare.png")
+    _keep([shot])
+    assert _not_blank(shot) > 200

@@ -1,0 +1,359 @@
+"""Reading at scale: the parsed-table cache, hosts in parallel, Dask; every way gives the same output."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from traceview.cli import main
+from traceview.errors import UserError
+from traceview.parsers.xplane import read_xplane
+from traceview.trace import table_cache as tablecache
+from traceview.trace.read import ReadOptions, load_profile
+
+TPU = "openxla-xprof/tpu_inference_2.xplane.pb"
+MI300X = "AMD-AGI-TraceLens/jax08_gemm/tw003.xplane.pb"
+V100 = "tensorflow-profiler/GPU-multi-worker/34.83.195.179_6003.xplane.pb"
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch) -> Path:
+    d = tmp_path / "cache"
+    monkeypatch.setenv("TRACEVIEW_CACHE_DIR", str(d))
+    monkeypatch.delenv("TRACEVIEW_NO_CACHE", raising=False)
+    monkeypatch.delenv("TRACEVIEW_DASK", raising=False)
+    return d
+
+
+@pytest.fixture
+def pod(shared_traces, tmp_path) -> Path:
+    """A run of three hosts (copies of real single-host traces under other host names)."""
+    run = tmp_path / "logs" / "plugins" / "profile" / "2026_01_01_00_00_00"
+    run.mkdir(parents=True)
+    for host, src in (("hostA", MI300X), ("hostB", MI300X), ("hostC", TPU)):
+        shutil.copyfile(shared_traces / src, run / f"{host}.xplane.pb")
+    return run
+
+
+def _same_trace_data(a, b) -> None:
+    for table in ("ops", "host_events", "steps"):
+        pd.testing.assert_frame_equal(getattr(a, table), getattr(b, table), check_exact=True)
+    assert a.devices == b.devices and a.hlo_protos == b.hlo_protos
+    assert a.environment == b.environment and a.warnings == b.warnings and a.host == b.host
+
+
+@pytest.mark.parametrize("trace", [TPU, MI300X, V100])
+def test_cache_round_trip_gives_identical_tables(shared_traces, cache_dir, trace):
+    f = shared_traces / trace
+    read = read_xplane(f)
+    assert tablecache.get(f) is None
+    assert tablecache.put(f, read)
+    _same_trace_data(tablecache.get(f), read)
+
+
+def test_cpu_sample_round_trip(sample_traces, cache_dir):
+    f = next(sample_traces.glob("sharded/plugins/profile/*/*.xplane.pb"))
+    read = read_xplane(f)
+    assert tablecache.put(f, read)
+    _same_trace_data(tablecache.get(f), read)
+
+
+def test_changed_file_is_a_miss(shared_traces, cache_dir, tmp_path):
+    f = tmp_path / "h.xplane.pb"
+    shutil.copyfile(shared_traces / MI300X, f)
+    assert tablecache.put(f, read_xplane(f))
+    assert tablecache.get(f) is not None
+    f.write_bytes(f.read_bytes())  # same content, new mtime
+    import os
+
+    os.utime(f, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))
+    assert tablecache.get(f) is None
+
+
+def _analyze_json(path, *flags) -> str:
+    out = Path(str(path)).parent / f"out{abs(hash(flags))}.json"
+    assert main(["analyze", str(path), "--format", "json", "-o", str(out), *flags]) == 0
+    tablecache.flush()  # the entry is written in the background
+    return out.read_text()
+
+
+def test_output_identical_without_cache_cold_and_warm(shared_traces, cache_dir, tmp_path):
+    f = tmp_path / "h.xplane.pb"
+    shutil.copyfile(shared_traces / TPU, f)
+    plain = _analyze_json(f, "--no-cache")
+    assert not cache_dir.exists() or not list(cache_dir.glob("*" + tablecache.SUFFIX))
+    cold = _analyze_json(f)
+    assert len(list(cache_dir.glob("*" + tablecache.SUFFIX))) == 1
+    warm = _analyze_json(f)
+    assert plain == cold == warm
+
+
+def test_corrupt_or_truncated_entry_is_a_miss(shared_traces, cache_dir, tmp_path):
+    f = tmp_path / "h.xplane.pb"
+    shutil.copyfile(shared_traces / MI300X, f)
+    reference = _analyze_json(f, "--no-cache")
+    _analyze_json(f)
+    (entry,) = cache_dir.glob("*" + tablecache.SUFFIX)
+    entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])
+    assert tablecache.get(f) is None
+    assert _analyze_json(f) == reference
+    (entry,) = cache_dir.glob("*" + tablecache.SUFFIX)
+    entry.write_bytes(b"not a zip at all")
+    assert _analyze_json(f) == reference
+
+
+def test_unwritable_cache_dir_is_a_miss(shared_traces, monkeypatch, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("the cache dir cannot be created under a file")
+    monkeypatch.setenv("TRACEVIEW_CACHE_DIR", str(blocker / "traceview"))
+    f = tmp_path / "h.xplane.pb"
+    shutil.copyfile(shared_traces / MI300X, f)
+    assert not tablecache.put(f, read_xplane(f))
+    assert _analyze_json(f) == _analyze_json(f, "--no-cache")
+
+
+def test_size_limit_evicts_the_oldest(shared_traces, cache_dir, monkeypatch, tmp_path):
+    files = []
+    for k in range(3):
+        f = tmp_path / f"h{k}.xplane.pb"
+        shutil.copyfile(shared_traces / MI300X, f)
+        files.append(f)
+    data = read_xplane(files[0])
+    assert tablecache.put(files[0], data)
+    one = next(cache_dir.glob("*" + tablecache.SUFFIX)).stat().st_size
+    monkeypatch.setenv("TRACEVIEW_CACHE_MAX_MB", str(2.5 * one / 2**20))  # room for two entries
+    for f in files[1:]:
+        time.sleep(0.02)
+        assert tablecache.put(f, data)
+    assert len(list(cache_dir.glob("*" + tablecache.SUFFIX))) == 2
+    assert tablecache.get(files[0]) is None and tablecache.get(files[2]) is not None
+    monkeypatch.setenv("TRACEVIEW_CACHE_MAX_MB", "0")  # nothing fits: nothing kept
+    f = tmp_path / "h9.xplane.pb"
+    shutil.copyfile(shared_traces / MI300X, f)
+    tablecache.put(f, data)
+    assert tablecache.get(f) is None
+
+
+# ------------------------------------------------------------------ hosts in parallel
+
+
+def test_pool_and_serial_give_identical_output(pod, cache_dir):
+    serial = _analyze_json(pod, "--no-cache", "--jobs", "1")
+    pooled = _analyze_json(pod, "--no-cache", "--jobs", "2")
+    cached = _analyze_json(pod, "--jobs", "2")
+    warm = _analyze_json(pod)
+    assert serial == pooled == cached == warm
+    assert sorted(json.loads(serial)["source"]["hosts"]) == ["hostA", "hostB", "hostC"]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_broken_host_is_a_warning_naming_it(pod, cache_dir, jobs):
+    (pod / "hostB.xplane.pb").write_bytes(b"\x0a\x05garbage")
+    profile = load_profile(pod, options=ReadOptions(cache=False, jobs=jobs))
+    assert profile.source.hosts == ["hostA", "hostC"]
+    assert any("hostB" in w and "hostB.xplane.pb" in w for w in profile.warnings)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_an_internal_error_on_one_host_is_a_warning(pod, cache_dir, monkeypatch, jobs):
+    import traceview.parsers.xplane as xplane
+
+    real = xplane.read_xplane
+
+    def flaky(path, host=None):
+        if Path(path).name.startswith("hostA"):
+            raise ZeroDivisionError("a bug")
+        return real(path, host)
+
+    monkeypatch.setattr(xplane, "read_xplane", flaky)  # the pool's forked workers inherit it
+    profile = load_profile(pod, options=ReadOptions(cache=False, jobs=jobs))
+    assert profile.source.hosts == ["hostB", "hostC"]
+    (warning,) = [w for w in profile.warnings if "hostA" in w]
+    assert "internal error" in warning and "ZeroDivisionError" in warning
+
+
+def test_every_host_broken_is_a_user_error(pod, cache_dir):
+    for f in pod.glob("*.xplane.pb"):
+        f.write_bytes(b"")
+    with pytest.raises(UserError, match="none of the 3 trace files"):
+        load_profile(pod, options=ReadOptions(cache=False, jobs=2))
+
+
+def test_bad_jobs_value(pod, cache_dir, capsys):
+    assert main(["analyze", str(pod), "--jobs", "0"]) == 2
+    assert "--jobs" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------- Dask
+
+
+@pytest.mark.slow
+def test_dask_local_cluster_equals_local(pod, cache_dir, monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    (pod / "hostB.xplane.pb").write_bytes(b"")  # a broken host: the same warning either way
+    monkeypatch.chdir(pod.parent)  # a relative path: the workers get absolute ones, the output names it as given
+    local = _analyze_json(pod.name, "--no-cache")
+    assert "hostB" in local
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        assert _analyze_json(pod.name, "--no-cache", "--dask", cluster.scheduler_address) == local
+        monkeypatch.setenv("TRACEVIEW_DASK", cluster.scheduler_address)
+        assert _analyze_json(pod.name, "--no-cache") == local
+
+
+def _pretend_eight_cores() -> None:
+    from traceview.parsers import xspace_fast
+
+    xspace_fast._cores = lambda: 8
+
+
+def _split_threads() -> int:
+    from traceview.parsers import xspace_fast
+
+    return xspace_fast._split_threads()
+
+
+@pytest.mark.slow
+def test_dask_workers_split_lines_over_their_share_of_the_machine(pod, cache_dir):
+    """Two workers of two threads on one (8-core) machine: four hosts may be read at once there, so
+    each reading process splits a large line over 8 / 4 = 2 threads, not over all 8."""
+    distributed = pytest.importorskip("distributed")
+    from traceview.trace import hosts as hostread
+
+    paths = sorted(str(p) for p in pod.glob("*.xplane.pb"))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        client.wait_for_workers(2, timeout=60)
+        assert hostread._readers_by_machine(client) == {"127.0.0.1": 4}
+        client.run(_pretend_eight_cores)
+        assert set(client.run(_split_threads).values()) == {8}   # before any reading: every core
+        readers = hostread._readers_by_machine(client)
+        futures = [client.submit(hostread._read_on_dask_worker, path, False, readers, workers=[address], pure=False)
+                   for path, address in zip(paths, client.scheduler_info()["workers"])]  # one task on each worker
+        assert [f.result().error for f in futures] == [None, None]
+        assert set(client.run(_split_threads).values()) == {2}
+        results = hostread.read_hosts(paths, dask=client, keep_ops=False)   # the whole way, every host
+        assert [r.error for r in results] == [None] * len(paths)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_dask_scheduler_and_worker_processes_equal_local(pod, cache_dir, tmp_path):
+    pytest.importorskip("distributed")
+    local = _analyze_json(pod, "--no-cache")
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [subprocess.Popen([sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port",
+                               str(port), "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        for k in range(2):
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "dask", "worker", address, "--nthreads", "1", "--no-dashboard",
+                 "--local-directory", str(tmp_path / f"w{k}")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        from distributed import Client
+
+        with Client(address, timeout="60s") as client:
+            client.wait_for_workers(2, timeout=60)
+        assert _analyze_json(pod, "--no-cache", "--dask", address) == local
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def test_unreachable_dask_scheduler_is_a_user_error(pod, cache_dir, capsys):
+    pytest.importorskip("distributed")
+    port = _free_port()
+    assert main(["analyze", str(pod), "--no-cache", "--dask", f"tcp://127.0.0.1:{port}"]) == 2
+    assert "--dask" in capsys.readouterr().err
+
+
+def test_trace_data_with_unknown_fields_is_not_stored(shared_traces, cache_dir):
+    """A field added to TraceData later must not be dropped silently by the cache."""
+    from dataclasses import dataclass
+
+    from traceview.parsers.xplane import TraceData
+
+    @dataclass
+    class Wider(TraceData):
+        memory: int = 0
+
+    f = shared_traces / MI300X
+    assert not tablecache.put(f, Wider(**vars(read_xplane(f)), memory=1))
+    assert tablecache.get(f) is None
+
+
+def test_many_threads_use_a_fork_server(pod, cache_dir, monkeypatch):
+    """From a process with many threads (the dashboard) the pool does not fork; the output is the same."""
+    import threading
+
+    from traceview.trace.hosts import _start_method
+
+    expected = load_profile(pod, options=ReadOptions(cache=False, jobs=1))
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    assert _start_method() == "fork"
+    monkeypatch.setattr(threading, "active_count", lambda: 6)  # e.g. a Streamlit server
+    assert _start_method() == "forkserver"
+    got = load_profile(pod, options=ReadOptions(cache=False, jobs=2))
+    pd.testing.assert_frame_equal(got.ops, expected.ops)
+    assert got.source.hosts == expected.source.hosts
+
+
+@pytest.mark.slow
+def test_a_script_without_a_main_guard_reads_hosts_in_a_pool_after_running_jax(pod, cache_dir, tmp_path):
+    """The way people write a quick script: JAX used, then traceview.load with a pool, at top level and with
+    no ``if __name__ == "__main__"``. The workers are forked: a fork server (or spawn) would re-run the script
+    in each of them and the pool would break."""
+    pytest.importorskip("jax")
+    script = tmp_path / "quick_look.py"
+    script.write_text(
+        "import sys\n"
+        "import jax.numpy as jnp\n"
+        "jnp.ones(4).sum().block_until_ready()\n"
+        "from traceview.trace.read import ReadOptions, load_profile\n"
+        "two = load_profile(sys.argv[1], options=ReadOptions(cache=False, jobs=2))\n"
+        "one = load_profile(sys.argv[1], options=ReadOptions(cache=False, jobs=1))\n"
+        "print(two.ops.equals(one.ops), len(two.source.hosts), len(two.warnings) == len(one.warnings))\n"
+    )
+    out = subprocess.run([sys.executable, str(script), str(pod)], capture_output=True, text=True, timeout=240,
+                         env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "3", "True"]
+
+
+def test_capture_time_without_parsing_the_events(shared_traces, sample_traces):
+    """Picking the newest run reads only the Task Environment plane: same time as a full parse."""
+    from traceview.parsers.xspace_file import capture_time, file_capture_time, load_xspace
+
+    files = sorted(shared_traces.rglob("*.xplane.pb")) + sorted(sample_traces.rglob("*.xplane.pb"))
+    times = [(file_capture_time(f), capture_time(load_xspace(f))) for f in files]
+    assert all(light == full for light, full in times)
+    assert any(light is not None for light, _ in times)  # some traces do say when they were taken
+
+
+def test_capture_time_of_broken_files_is_none(tmp_path):
+    from traceview.parsers.xspace_file import file_capture_time
+
+    for k, data in enumerate([b"", b"\x0a\xff\xff\xff\xff\x0f", b"\x0a\x05\x12\x10Task", b"\xff" * 12]):
+        f = tmp_path / f"h{k}.xplane.pb"
+        f.write_bytes(data)
+        assert file_capture_time(f) is None

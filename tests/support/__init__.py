@@ -1,0 +1,1 @@
+"""Helpers the tests share: the HLO corpus, the fuzz harness, headless Chromium."""

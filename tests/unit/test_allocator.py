@@ -1,0 +1,99 @@
+"""traceview.trace.allocator: the traceview program and its pool workers keep freed memory for reuse.
+
+Each case runs in a fresh interpreter (malloc's thresholds are process state
+that earlier tests would have moved) and asks glibc, through mallinfo2, whether
+an 8 MiB block came from fresh mmapped pages (the default) or from the heap.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc only")
+
+PROBE = textwrap.dedent("""
+    import ctypes
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(f, ctypes.c_size_t) for f in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                    "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+    def mmapped_by_malloc(n=8 << 20):
+        '''Bytes glibc mmapped to serve one malloc(n).'''
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = MallInfo2
+        libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+        libc.free.argtypes = [ctypes.c_void_p]
+        before = libc.mallinfo2().hblkhd
+        block = libc.malloc(n)
+        after = libc.mallinfo2().hblkhd
+        libc.free(block)
+        return after - before
+""")
+
+
+def _run(body: str) -> list[str]:
+    script = PROBE + textwrap.dedent(body)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def _has_mallinfo2() -> bool:
+    import ctypes
+
+    try:
+        return hasattr(ctypes.CDLL("libc.so.6"), "mallinfo2")
+    except OSError:
+        return False
+
+
+needs_glibc = pytest.mark.skipif(not _has_mallinfo2(), reason="needs glibc 2.33+ (mallinfo2)")
+
+
+# Freeing a mapped block raises glibc's threshold to its size, so each process probes once, last.
+
+@needs_glibc
+def test_the_probe_sees_glibcs_default_in_a_fresh_process():
+    (fresh,) = _run("print(mmapped_by_malloc())")
+    assert int(fresh) >= 8 << 20
+
+
+@needs_glibc
+def test_a_kept_process_serves_large_blocks_from_its_heap():
+    (kept,) = _run("""
+        from traceview.trace.allocator import keep_freed_memory
+        assert keep_freed_memory()
+        print(mmapped_by_malloc())
+    """)
+    assert int(kept) == 0
+
+
+@needs_glibc
+def test_the_traceview_program_keeps_freed_memory_but_not_for_version():
+    body = """
+        import sys
+        import traceview.cli as cli
+        sys.argv = ["traceview", *ARGS]
+        cli.main = lambda: (print(mmapped_by_malloc()), 0)[1]
+        cli.console()
+    """
+    (run,) = _run(body.replace("ARGS", "['analyze', 'somewhere']"))
+    (version,) = _run(body.replace("ARGS", "['--version']"))
+    assert int(run) == 0
+    assert int(version) >= 8 << 20       # --version's fast path sets nothing
+
+
+@needs_glibc
+def test_pool_workers_keep_freed_memory():
+    (worker,) = _run("""
+        from traceview.trace.hosts import process_pool
+        if __name__ == "__main__":
+            with process_pool(1, "fork") as pool:       # the parent sets nothing: the worker does
+                print(pool.submit(mmapped_by_malloc).result())
+    """)
+    assert int(worker) == 0

@@ -1,0 +1,199 @@
+"""Hosts reduced where they are read, merged in the parent: every table equals one pass over all rows.
+
+The reference is the row-level pipeline (timeline.aggregate / timing / devices, accounting) run on
+the concatenated op table; the map-reduce (timeline.partial + timeline.merged) must give the same
+tables exactly, whatever the devices' overlaps, steps, async pairs, missing rows or host split.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from traceview.analysis.build import build_analysis
+from traceview.analysis.record import analysis_json
+from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Profile, Source, empty_frame
+from traceview.timeline.aggregate import aggregate_ops, step_times
+from traceview.timeline.devices import device_busy_by_label, device_time, step_busy_by_label
+from traceview.timeline.host_ops import KeepRows, reduce_ops
+from traceview.timeline.run_ops import NeedRows, merge_parts, per_step_self_time
+from traceview.timeline.timing import judged_and_exposed
+from traceview.timeline.timing import per_step_self_time as raw_per_step
+
+NAMES = ["fusion.1", "fusion.2", "copy.3", "all-reduce-start.1", "all-reduce-done.1", "ars", "ard", "while.4"]
+PAIRS = pd.DataFrame({"module": ["m", "m"], "start": ["all-reduce-start.1", "ars"], "done": ["all-reduce-done.1", "ard"]})
+COLLECTIVES = {"all-reduce-start.1", "all-reduce-done.1", "ars", "ard", "copy.3"}
+
+
+def host_table(rng: np.random.Generator, host: str, n_devices: int, rows: int, overlap: float,
+               steps: bool) -> pd.DataFrame:
+    """One host's op rows: per device, ops one after another with gaps, some overlapping the one before."""
+    frames = []
+    for d in range(n_devices):
+        gaps = rng.integers(0, 50, rows)
+        dur = rng.integers(0, 100, rows)
+        start = np.cumsum(gaps + dur) - dur
+        back = rng.random(rows) < overlap               # this op starts inside the previous one
+        start[1:][back[1:]] -= rng.integers(1, 60, back[1:].sum())
+        self_ps = np.where(rng.random(rows) < 0.2, dur // 2, dur)
+        frames.append(pd.DataFrame({
+            "host": host, "device": f"{host}/TPU:{d}", "line": "XLA Ops",
+            "module": rng.choice(["m", "n"], rows, p=[0.8, 0.2]), "program_id": rng.choice([-1, 7], rows),
+            "op": rng.choice(NAMES, rows), "category": rng.choice(["", "convolution"], rows),
+            "start_ps": start, "duration_ps": dur, "self_ps": self_ps,
+            "step": rng.integers(-1, 3, rows) if steps else -1,
+            "trace_flops": np.where(rng.random(rows) < 0.5, rng.integers(0, 1000, rows).astype(float), np.nan),
+            "trace_bytes": np.nan}))
+    out = pd.concat(frames, ignore_index=True)
+    return out.astype({k: v for k, v in OP_COLUMNS.items()})
+
+
+def run_tables(seed: int, steps: bool, overlap: float):
+    rng = np.random.default_rng(seed)
+    hosts = [host_table(rng, f"h{i}", n_devices=2, rows=300, overlap=overlap, steps=steps) for i in range(3)]
+    raw = pd.concat(hosts, ignore_index=True)
+    raw = raw.astype({k: v for k, v in OP_COLUMNS.items()})     # categories: the union
+    return hosts, raw
+
+
+def merged(hosts, per_device=False, pairs=PAIRS):
+    parts = [reduce_ops(h) for h in hosts]
+    run = merge_parts(parts, per_device)
+    try:
+        run.check_pairs(pairs)
+    except NeedRows as need:
+        parts = [reduce_ops(h, need.keep.get(i)) for i, h in enumerate(hosts)]
+        run = merge_parts(parts, per_device)
+        run.check_pairs(pairs)                       # now every pair member's rows are there
+    return run
+
+
+def steps_of(raw: pd.DataFrame) -> pd.DataFrame:
+    inside = raw[raw["step"] >= 0]
+    table = inside.groupby(["device", "step"], observed=True).agg(start_ps=("start_ps", "min"),
+                                                                   end=("start_ps", "max")).reset_index()
+    table["duration_ps"] = table["end"] - table["start_ps"] + 50
+    table["source"] = "steps_line"
+    return step_times(table.drop(columns="end").astype({"step": "int32"}))
+
+
+@pytest.mark.parametrize("per_device", [False, True])
+@pytest.mark.parametrize("seed,steps,overlap", [(1, False, 0.0), (2, False, 0.3), (3, True, 0.1), (4, True, 0.0)])
+def test_merged_parts_equal_one_pass_over_all_rows(seed, steps, overlap, per_device):
+    hosts, raw = run_tables(seed, steps, overlap)
+    stats, rows = aggregate_ops(raw, per_device)
+    run = merged(hosts, per_device)
+    pd.testing.assert_frame_equal(run.stats, stats)
+    pd.testing.assert_frame_equal(run.device_time(), device_time(raw))
+
+    ops = stats.assign(collective_kind=[("all-reduce" if o in COLLECTIVES else None) for o in stats["op"]])
+    pd.testing.assert_frame_equal(run.judged_and_exposed(ops, PAIRS), judged_and_exposed(raw, ops, rows, PAIRS))
+    assert run.judged_and_exposed(ops, PAIRS)["judged_time_ps"].notna().any()
+    pd.testing.assert_series_equal(per_step_self_time(run, len(ops), ops.index), raw_per_step(raw, ops, rows))
+
+    labels = np.random.default_rng(seed).integers(-1, 4, len(ops))
+    expected = device_busy_by_label(raw, np.append(labels, -1)[rows], 4)
+    got = run.busy_by_label(labels, 4)
+    assert list(got) == list(expected)
+    for name in expected:
+        np.testing.assert_array_equal(got[name], expected[name])
+    if steps:
+        table = steps_of(raw)
+        pd.testing.assert_frame_equal(run.step_busy_by_label(labels, 4, table),
+                                      step_busy_by_label(raw, np.append(labels, -1)[rows], 4, table))
+
+
+def test_a_device_that_runs_one_op_at_a_time_ships_no_rows():
+    hosts, _ = run_tables(5, steps=False, overlap=0.0)
+    part = reduce_ops(hosts[0])
+    async_looking = np.isin(hosts[0]["op"].astype(str), ["all-reduce-start.1", "all-reduce-done.1"]).sum()
+    assert len(part.kept_group) == async_looking        # only the rows that may pair up travel
+    assert part.kept_alone.all()
+
+
+def test_an_async_pair_named_like_any_op_is_asked_for_again():
+    hosts, raw = run_tables(6, steps=False, overlap=0.0)
+    run = merge_parts([reduce_ops(h) for h in hosts])
+    with pytest.raises(NeedRows) as need:
+        run.check_pairs(PAIRS)
+    assert all(k.names == frozenset({("m", "ars"), ("m", "ard")}) for k in need.value.keep.values())
+
+
+def test_a_device_in_two_hosts_files_is_kept_whole():
+    hosts, raw = run_tables(7, steps=False, overlap=0.2)
+    twin = hosts[0].copy()
+    twin["start_ps"] += 25                              # the same device names, other times
+    split = [hosts[0], twin]
+    all_rows = pd.concat(split, ignore_index=True)
+    run = merge_parts([reduce_ops(h) for h in split])
+    need = run.shared_devices()
+    assert set(need) == {0, 1}
+    run = merge_parts([reduce_ops(h, need[i]) for i, h in enumerate(split)])
+    assert not run.shared_devices()
+    pd.testing.assert_frame_equal(run.device_time(), device_time(all_rows))
+
+
+def profile_of(raw: pd.DataFrame, op_parts=None) -> Profile:
+    return Profile(source=Source(path="synthetic", run=None, hosts=["h0", "h1", "h2"], files=[]),
+                   ops=raw if op_parts is None else empty_frame(OP_COLUMNS),
+                   host_events=empty_frame(HOST_EVENT_COLUMNS),
+                   steps=empty_frame(STEP_COLUMNS), devices=[], op_parts=op_parts)
+
+
+def test_analysis_from_host_parts_equals_the_analysis_of_the_whole_table():
+    hosts, raw = run_tables(8, steps=True, overlap=0.2)
+    whole = analysis_json(build_analysis(profile_of(raw), target="tpu-v5p"))
+    parts = analysis_json(build_analysis(profile_of(raw, [reduce_ops(h) for h in hosts]), target="tpu-v5p"))
+    assert parts == whole
+    assert whole["ops"]
+
+
+def test_keep_rows_of_a_device_keeps_all_its_rows():
+    hosts, _ = run_tables(9, steps=False, overlap=0.0)
+    part = reduce_ops(hosts[1], KeepRows(devices=frozenset({"h1/TPU:0"})))
+    on_device = (hosts[1]["device"].astype(str) == "h1/TPU:0").to_numpy()
+    assert (np.asarray(part.devices)[part.kept_device[~part.kept_alone]] == "h1/TPU:0").all()
+    assert (~part.kept_alone).sum() == on_device.sum()
+
+
+@pytest.mark.parametrize("ops_kept", [True, False])
+def test_run_ops_reduces_hosts_again_when_a_pair_member_was_not_kept(ops_kept):
+    from traceview.analysis.build import run_ops
+
+    hosts, raw = run_tables(10, steps=False, overlap=0.0)
+    asked = []
+
+    def reduce_again(keep):                     # what load_profile gives: the files read again
+        asked.append(sorted(keep))
+        return {i: reduce_ops(hosts[i], k) for i, k in keep.items()}
+
+    profile = profile_of(raw, [reduce_ops(h) for h in hosts])
+    if ops_kept:
+        profile.ops = raw
+    else:
+        profile.reduce_again = reduce_again
+    run = run_ops(profile, False, PAIRS)
+    stats, rows = aggregate_ops(raw)
+    ops = stats.assign(collective_kind=[("all-reduce" if o in COLLECTIVES else None) for o in stats["op"]])
+    pd.testing.assert_frame_equal(run.judged_and_exposed(ops, PAIRS), judged_and_exposed(raw, ops, rows, PAIRS))
+    assert asked == ([] if ops_kept else [[0, 1, 2]])
+    assert all(("m", "ars") in p.kept_names for p in profile.op_parts)   # kept for the next analysis
+
+
+def test_run_ops_fails_loudly_when_reading_again_never_keeps_the_rows():
+    """A re-read that does not keep what was asked must end in an error (exit 3), not a partial answer."""
+    from traceview.analysis.build import run_ops
+
+    hosts, raw = run_tables(10, steps=False, overlap=0.0)
+    profile = profile_of(raw, [reduce_ops(h) for h in hosts])
+    calls = []
+
+    def reduce_again(keep):                     # a broken re-read: gives back what was there
+        calls.append(1)
+        return {i: reduce_ops(hosts[i]) for i in keep}
+
+    profile.reduce_again = reduce_again
+    with pytest.raises(RuntimeError, match="still lack rows"):
+        run_ops(profile, False, PAIRS)
+    assert len(calls) >= 2

@@ -1,0 +1,331 @@
+"""From a loaded Profile to the numbers every report shows.
+
+This is the one place that assembles an analysis (data flow in docs/architecture.md):
+aggregate the measured ops, join them with their HLO cost, judge them
+against the target chip's roofline, and summarize per step and per run.
+The CLI formats, the dashboard and the regression checks all read the same
+`PipelineResult`; re-targeting only re-runs `apply_target`, never the parse.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from traceview.analysis.accounting import (
+    bound_codes,
+    bound_totals,
+    projected_step_times,
+    raw_labels,
+    steps_by_bound,
+    totals_by_bound,
+    with_step_bounds,
+    without_step_bounds,
+)
+from traceview.analysis.cost_join import attach_costs
+from traceview.analysis.modules import cost_table, executed_modules, profile_modules
+from traceview.analysis.projection import PROJECTION_MODEL, projected_times, projected_total
+from traceview.analysis.roofline import OUTPUT_COLUMNS, gain_ps, roofline, summarize
+from traceview.hardware.chips import Chip
+from traceview.hardware.database import get_chip, load_hardware
+from traceview.hardware.detect import detect_target
+from traceview.parsers.profile import Profile
+from traceview.timeline.aggregate import op_row_index, step_times
+from traceview.timeline.async_ops import async_pairs
+from traceview.timeline.devices import inactive_devices
+from traceview.timeline.host_ops import reduce_ops
+from traceview.timeline.run_ops import NeedRows, RunOps, merge_parts, per_step_self_time
+from traceview.vocabulary import BOUNDS
+
+# The time an op is judged by: its own time (not its children's); for an async
+# start, the time its transfer was in flight (see traceview.timeline.async_ops).
+JUDGED = "judged_time_ps"
+
+
+@dataclass
+class PipelineResult:
+    """The pipeline's tables for one trace, in picoseconds with internal column names; the public
+    ``traceview.PipelineResult`` (api/analysis.py) wraps it and derives every public table from it."""
+
+    profile: Profile
+    ops: pd.DataFrame                  # aggregate.op_stats + cost (join) + roofline columns
+    steps: pd.DataFrame                # aggregate.step_times (+ time_by_bound columns)
+    ran_costs: pd.DataFrame            # per-instruction HLO costs of the modules the ops ran in
+    ran_modules: list = field(default_factory=list)   # those modules; every module found: `modules`
+    per_device: bool = False
+    target: Chip | None = None
+    target_detected: bool = False
+    summary: dict = field(default_factory=dict)   # roofline.summarize, times in ps
+    idle_ps: int = 0                   # sum over active devices of span - busy
+    span_ps: int = 0                   # sum over active devices of first-op-start .. last-op-end
+    device_times: pd.DataFrame = field(default_factory=pd.DataFrame)  # timeline.devices.device_time
+    capture_chip: Chip | None = None   # the chip the trace ran on, when detected
+    op_rows: np.ndarray | None = None  # per profile.ops row, its row in ops (-1: none); None: not known
+    run_ops: RunOps | None = None      # the hosts' merged op partials the tables were built from
+    op_index: np.ndarray | None = None  # per op of run_ops.stats, its row in ops
+    projected: bool = False            # the target is not the capture chip: times are projections
+    base_warnings: list[str] = field(default_factory=list)    # reading, HLO, costs: whatever the target
+    target_warnings: list[str] = field(default_factory=list)  # detection, roofline, MFU: this target's
+    # (--hlo, stage) to find every module again when the ran ones are not all of them; None: they are
+    hlo_source: tuple[str | Path | None, str] | None = None
+    # shared by re-targeted copies: every module and its costs once found, and ("converted") the modules
+    # converted so far, by source, so finding every module converts none twice
+    _every_module: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def modules(self) -> list:
+        """Every HLO module found for the trace; those its ops never ran in are converted on first use
+        (a trace carries every module the program compiled, most of them never profiled)."""
+        return self._every()[0]
+
+    @property
+    def costs(self) -> pd.DataFrame:
+        """Per-instruction HLO costs of every module found (see `modules`)."""
+        return self._every()[1]
+
+    def _every(self) -> tuple[list, pd.DataFrame]:
+        if self.hlo_source is None:
+            return self.ran_modules, self.ran_costs
+        if "modules" not in self._every_module:
+            modules, _ = profile_modules(self.profile, *self.hlo_source, converted=self._every_module.get("converted"))
+            self._every_module.update(modules=modules, costs=cost_table(modules)[0])
+        return self._every_module["modules"], self._every_module["costs"]
+
+    @property
+    def warnings(self) -> list[str]:
+        return _dedupe(self.base_warnings + self.target_warnings)
+
+    @property
+    def device_time_ps(self) -> int:
+        """Busy time summed over devices: the union of each device's op intervals."""
+        return int(self.device_times["busy_ps"].sum()) if not self.device_times.empty else 0
+
+    @property
+    def op_time_ps(self) -> int:
+        """Sum of op self times (overlapping ops, e.g. on several streams, count once each)."""
+        if self.run_ops is not None:
+            return self.run_ops.op_time_ps
+        return int(self.profile.ops["self_ps"].sum()) if not self.profile.ops.empty else 0
+
+    @property
+    def active_devices(self) -> list[str]:
+        return list(self.device_times["device"]) if not self.device_times.empty else []
+
+    @property
+    def inactive_devices(self) -> list[str]:
+        return inactive_devices([d.id for d in self.profile.devices], self.device_times)
+
+
+def build_analysis(profile: Profile, target: str | None = None, hardware_file: str | Path | None = None,
+                   hlo_path: str | Path | None = None, stage: str = "after",
+                   per_device: bool = False, target_chip: Chip | None = None) -> PipelineResult:
+    """Aggregate, cost and (when a chip is known) roofline-judge a profile (``target_chip`` wins over ``target``)."""
+    warnings = list(profile.warnings)
+    ran = executed_modules(profile)
+    converted: dict = {}
+    modules, module_warnings = profile_modules(profile, hlo_path, stage, ran, converted)
+    if ran is not None and not modules:     # no module matches the ops: every module, as without the filter
+        ran = None
+        modules, module_warnings = profile_modules(profile, hlo_path, stage, converted=converted)
+    costs, cost_warnings = cost_table(modules)
+    pairs = async_pairs(modules)
+    run = run_ops(profile, per_device, pairs)
+    if run.n_rows == 0:
+        warnings.insert(len(profile.warnings), "the trace holds no device op executions: nothing to analyze")
+    ops, join_warnings = attach_costs(run.stats, costs)      # keeps the rows' order
+    warnings += _dedupe(module_warnings + cost_warnings + join_warnings)
+    ops = run.judged_and_exposed(ops, pairs)
+    ops["step_times_ps"] = per_step_self_time(run, len(ops), ops.index)
+    devices = run.device_time()
+    analysis = PipelineResult(profile=profile, ops=ops, steps=step_times(profile.steps), ran_costs=costs,
+                        ran_modules=modules, hlo_source=None if ran is None else (hlo_path, stage),
+                        per_device=per_device, idle_ps=int(devices["idle_ps"].sum()),
+                        span_ps=int(devices["span_ps"].sum()), device_times=devices, base_warnings=warnings,
+                        run_ops=run, op_index=np.arange(len(ops), dtype=np.int64),
+                        _every_module={"converted": converted})
+    db = load_hardware(hardware_file)
+    active = set(devices["device"])    # devices with no op say nothing about the program's chip
+    chip, detect_warnings = detect_target([d for d in profile.devices if d.id in active] or profile.devices, db)
+    analysis.capture_chip = chip
+    if target_chip is not None:
+        return apply_target(analysis, target_chip, detected=False)
+    if target:
+        return apply_target(analysis, get_chip(target, db), detected=False)
+    if chip is None:
+        analysis.target_warnings = detect_warnings + [
+            "no target chip: ops are not roofline-judged (give --target; `traceview hardware` lists the chips)"]
+        return analysis
+    return apply_target(analysis, chip, detected=True, extra_warnings=detect_warnings)
+
+
+def apply_target(analysis: PipelineResult, chip: Chip, detected: bool = False,
+                 extra_warnings: list[str] | None = None) -> PipelineResult:
+    """A copy of the analysis with its ops judged against `chip` (replacing any earlier judgement
+    and its warnings). The input is left as it was, so a cached analysis can be re-targeted freely.
+    """
+    analysis = dataclasses.replace(analysis)
+    base = analysis.ops.drop(columns=[c for c in analysis.ops.columns
+                                      if c in OUTPUT_COLUMNS or c == "projected_time_ps"])
+    ops, roof_warnings = roofline(base, chip, time_column=JUDGED)
+    ops = _label_dones_like_starts(ops, analysis.per_device)
+    capture = analysis.capture_chip
+    analysis.projected = capture is not None and capture.name != chip.name
+    total = float(analysis.span_ps or analysis.device_time_ps)
+    ratio = np.ones(len(ops))
+    if analysis.projected and capture is not None:
+        ops, ratio, roof_warnings = _project(ops, base, capture, chip, roof_warnings)
+        self_ps = ops["self_time_ps"].to_numpy(dtype="float64")
+        total = projected_total(float(analysis.device_time_ps), float(analysis.idle_ps), self_ps, self_ps * ratio)
+    run = analysis.run_ops
+    op_index = analysis.op_index if analysis.op_index is not None else np.arange(len(ops), dtype=np.int64)
+    if run is not None:
+        op_labels = bound_codes(ops)
+        by_bound = totals_by_bound(run.busy_by_label(op_labels, len(BOUNDS), op_index))
+    else:
+        rows = _op_rows(analysis)
+        labels = raw_labels(ops, rows)
+        by_bound = bound_totals(analysis.profile.ops, labels)
+    summary = summarize(ops, chip, total_time_ps=total, idle_ps=analysis.idle_ps, time_column=JUDGED,
+                        by_bound_ps=None if analysis.projected else by_bound)
+    if analysis.projected:
+        summary["time_by_bound_ps"] = {**by_bound, "idle": float(analysis.idle_ps)}
+    summary["projected"] = analysis.projected
+    if analysis.projected:
+        summary["projected_time_ps"] = total
+        summary["projection_model"] = PROJECTION_MODEL
+    ranked = ops.reset_index(drop=True).sort_values("gain_ps", ascending=False, na_position="last", kind="stable")
+    order = ranked.index.to_numpy()
+    analysis.ops = ranked.reset_index(drop=True)
+    analysis.target, analysis.target_detected, analysis.summary = chip, detected, summary
+    if run is not None:
+        analysis.steps = _run_steps_by_bound(run, op_labels, op_index, analysis.steps)
+        analysis.op_index = _reordered(op_index, order)
+    else:
+        analysis.op_rows = _reordered(rows, order)
+        analysis.steps = steps_by_bound(analysis.profile.ops, labels, analysis.steps)
+    if analysis.projected and not analysis.steps.empty:
+        analysis.steps["projected_time_ps"] = projected_step_times(analysis.steps, ops, ratio)
+    analysis.target_warnings = _dedupe(list(extra_warnings or []) + roof_warnings + summary.get("warnings", []))
+    return analysis
+
+
+def _project(ops: pd.DataFrame, base: pd.DataFrame, capture: Chip, chip: Chip,
+             roof_warnings: list[str]) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
+    """Ops judged on `chip` from times measured on `capture` (traceview.analysis.projection): projected time,
+    and efficiency, gap and gain against the target's roofline from it; per op the ratio
+    projected / measured (1 where the model does not apply)."""
+    measured_ops, capture_warnings = roofline(base, capture, time_column=JUDGED)
+    on_capture = measured_ops.set_index(["program_id", "module", "op"] + (["device"] if "device" in base else []))
+    key = ["program_id", "module", "op"] + (["device"] if "device" in ops else [])
+    roof_c = on_capture["roofline_time_ps"].reindex(pd.MultiIndex.from_frame(ops[key])).to_numpy(dtype="float64")
+    measured = ops[JUDGED].to_numpy(dtype="float64")
+    roof_t = ops["roofline_time_ps"].to_numpy(dtype="float64")
+    projected, modelled = projected_times(measured, roof_c, roof_t)
+    out = ops.copy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(modelled, projected / measured, 1.0)
+        exposed = out["exposed_time_ps"].to_numpy(dtype="float64") * ratio if "exposed_time_ps" in out else \
+            np.full(len(out), np.nan)
+        out["projected_time_ps"] = projected
+        out["efficiency"] = np.where(projected > 0, roof_t / projected, np.nan)
+        out["gap_ps"] = projected - roof_t
+    out["gain_ps"] = gain_ps(out["gap_ps"].to_numpy(dtype="float64"), exposed)
+    kept = float(np.nansum(out["self_time_ps"].to_numpy(dtype="float64")[~modelled]))
+    total = float(np.nansum(out["self_time_ps"].to_numpy(dtype="float64"))) or 1.0
+    faster = [w for w in capture_warnings if "ran faster than the roofline" in w]
+    warnings = [w for w in roof_warnings if "ran faster than the roofline" not in w] + faster + [
+        f"projection: the trace was measured on {capture.name}, not {chip.name}; {chip.name} times are "
+        f"projected ({PROJECTION_MODEL}); {100 * kept / total:.1f}% of op self time is kept as measured"]
+    return out, ratio, warnings
+
+
+_MERGE_TRIES = 4   # a merge, then at most: shared devices kept, pair members kept, and one to spare
+
+
+def run_ops(profile: Profile, per_device: bool, pairs: pd.DataFrame) -> RunOps:
+    """The profile's per-host op partials merged (its op table reduced here when it came without them).
+    A merge that lacks rows (a device in several hosts' files, an async op whose name does not say
+    so) has those hosts reduced again keeping them: from the op table when the profile holds it,
+    else by reading the files again."""
+    parts = list(profile.op_parts) if profile.op_parts is not None else [reduce_ops(profile.ops)]
+    # Each request keeps strictly more rows than the parts held: the devices shared by hosts, then the
+    # pairs' members; a merge still short after that is a bug, never a silently partial answer.
+    for _ in range(_MERGE_TRIES):
+        run = merge_parts(parts, per_device)
+        try:
+            need = run.shared_devices()
+            if need:
+                raise NeedRows(need)
+            run.check_pairs(pairs)
+            return run
+        except NeedRows as exc:
+            parts = _reduced_again(profile, parts, exc)
+            if profile.op_parts is not None:
+                profile.op_parts = parts        # kept for the next analysis of this profile
+    raise RuntimeError(f"the hosts' op partials still lack rows after {_MERGE_TRIES} merges")
+
+
+def _reduced_again(profile: Profile, parts: list, need: NeedRows) -> list:
+    parts = list(parts)
+    if profile.op_parts is None or len(profile.ops) == sum(p.n_rows for p in parts):
+        bounds = np.concatenate(([0], np.cumsum([p.n_rows for p in parts])))
+        for i, keep in need.keep.items():
+            parts[i] = reduce_ops(profile.ops.iloc[bounds[i]:bounds[i + 1]], keep)
+        return parts
+    if profile.reduce_again is None:
+        raise RuntimeError("the profile's op partials lack rows and it cannot be read again")
+    for i, part in profile.reduce_again(need.keep).items():
+        parts[i] = part
+    return parts
+
+
+def _run_steps_by_bound(run: RunOps, op_labels: np.ndarray, op_index: np.ndarray | None,
+                        steps: pd.DataFrame) -> pd.DataFrame:
+    """accounting.steps_by_bound over the run's rows, from its merged partials."""
+    steps = without_step_bounds(steps)
+    if run.n_rows == 0 or steps.empty:
+        return steps
+    return with_step_bounds(steps, run.step_busy_by_label(op_labels, len(BOUNDS), steps, op_index))
+
+
+def _op_rows(analysis: PipelineResult) -> np.ndarray:
+    """Each raw op row's row in ``analysis.ops``: the index kept from the aggregation, or found by name
+    when there is none (an PipelineResult put together by hand) or it cannot be this table's."""
+    rows = analysis.op_rows
+    if rows is not None and len(rows) == len(analysis.profile.ops) and (not rows.size or rows.max() < len(analysis.ops)):
+        return rows
+    return op_row_index(analysis.profile.ops, analysis.ops, analysis.per_device)
+
+
+def _reordered(rows: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Row pointers into a table after it was reordered so that new row i is old row ``order[i]``."""
+    position = np.empty(len(order) + 1, dtype=np.int64)
+    position[order] = np.arange(len(order))
+    position[len(order)] = -1                 # -1 (no row) stays -1
+    return position[rows]
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _label_dones_like_starts(ops: pd.DataFrame, per_device: bool) -> pd.DataFrame:
+    """A done that was judged with its start shows the start's bound, and no roofline of its own."""
+    if "paired_start" not in ops.columns or not ops["paired_start"].notna().any():
+        return ops
+    key = (["device"] if per_device else []) + ["program_id", "module"]
+    starts = ops[key + ["op", "bound"]].rename(columns={"op": "paired_start", "bound": "_start_bound"})
+    merged = ops[key + ["paired_start"]].merge(starts, on=key + ["paired_start"], how="left")
+    is_done = ops["paired_start"].notna().to_numpy() & merged["_start_bound"].notna().to_numpy()
+    out = ops.copy()
+    bounds = out["bound"].astype(object).to_numpy(copy=True)
+    bounds[is_done] = merged["_start_bound"].astype(object).to_numpy()[is_done]
+    out["bound"] = pd.Categorical(bounds, categories=out["bound"].cat.categories)
+    for column in ("roofline_time_ps", "t_compute_ps", "t_memory_ps", "t_comm_ps", "efficiency", "gap_ps",
+                   "gain_ps"):
+        out.loc[is_done, column] = np.nan
+    return out

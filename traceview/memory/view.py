@@ -1,0 +1,100 @@
+"""An analysis (or an HLO dump) -> MemoryReport: runtime peaks (a trace's allocator events), static peaks (buffer assignments), headroom."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from traceview.analysis.build import PipelineResult
+from traceview.errors import UserError
+from traceview.hardware.chips import Chip
+from traceview.hardware.database import load_hardware
+from traceview.hardware.detect import detect_target
+from traceview.memory.headroom import Headroom, headroom, is_device_memory
+from traceview.memory.modules import static_peaks_from_dump, static_peaks_from_protos
+from traceview.memory.runtime import RuntimePeak, runtime_peaks
+from traceview.memory.static import StaticPeak
+from traceview.parsers.allocator_events import empty_allocator_frame, read_allocator_events
+from traceview.parsers.profile import Profile
+
+
+@dataclass
+class MemoryReport:
+    source: str
+    memories: list[RuntimePeak] = field(default_factory=list)
+    modules: list[StaticPeak] = field(default_factory=list)
+    target: Chip | None = None
+    target_detected: bool = False
+    origin_ps: int = 0                       # time zero of the report's times (the trace's first event)
+    events: pd.DataFrame = field(default_factory=empty_allocator_frame)
+    warnings: list[str] = field(default_factory=list)
+
+    def memory_headroom(self, peak: RuntimePeak) -> Headroom | None:
+        if self.target is None or not is_device_memory(peak.name):
+            return None
+        return headroom(peak.peak_bytes, self.target)
+
+    def module_headroom(self, peak: StaticPeak) -> Headroom | None:
+        return None if self.target is None else headroom(peak.peak_bytes, self.target)
+
+
+def fill_from_profile(report: MemoryReport, profile: Profile, files: list[Path]) -> None:
+    """Runtime peaks from the allocator events of `files` (the profile's trace files), static peaks from its HLO."""
+    frames = [read_allocator_events(f) for f in files]
+    frames = [f for f in frames if not f.empty]
+    if frames:
+        report.events = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    report.warnings += profile.warnings
+    starts = [int(profile.ops["start_ps"].min())] if not profile.ops.empty else []
+    if not report.events.empty:
+        starts.append(int(report.events["time_ps"].min()))
+    report.origin_ps = min(starts) if starts else 0
+    report.memories = runtime_peaks(report.events)
+    where = report.source
+    if not report.memories:
+        report.warnings.append(f"{where}: no allocator events (MemoryAllocation/MemoryDeallocation) in the trace: "
+                               f"no runtime peak (JAX on the CPU writes none)")
+    report.modules, warnings = static_peaks_from_protos(profile.hlo_protos, where)
+    report.warnings += warnings
+    if not profile.hlo_protos:
+        report.warnings.append(f"{where}: the trace carries no HLO protos: no static peak")
+    report.modules.sort(key=lambda m: -m.peak_bytes)
+    report.warnings = list(dict.fromkeys(report.warnings))
+
+
+def memory_from_analysis(result: PipelineResult, hardware_file: str | Path | None = None) -> MemoryReport:
+    """What `traceview memory` shows for an analysed trace: runtime peaks from its allocator events, static
+    peaks from the HLO protos it carries, headroom on the analysis' target."""
+    profile = result.profile
+    report = MemoryReport(source=str(profile.source.path))
+    fill_from_profile(report, profile, [Path(f) for f in profile.source.files])
+    if result.target is not None and not result.target_detected:   # given (--target, retarget)
+        report.target = result.target
+    elif profile.devices:
+        chip, warnings = detect_target(profile.devices, load_hardware(hardware_file))
+        report.target, report.target_detected = chip, chip is not None
+        report.warnings += warnings
+    return _finished(report)
+
+
+def memory_from_dump(path: str | Path, target: Chip | None = None) -> MemoryReport:
+    """What `traceview memory` shows for an XLA dump folder or HLO file: static peaks from the buffer
+    assignments (no accelerator needed), headroom on `target`."""
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{p}: no such file or folder")
+    report = MemoryReport(source=str(p), target=target)
+    report.modules, warnings = static_peaks_from_dump(p)
+    report.warnings += warnings
+    return _finished(report)
+
+
+def _finished(report: MemoryReport) -> MemoryReport:
+    if report.target is not None and report.target.hbm_capacity is None:
+        report.warnings.append(f"target {report.target.name}: the hardware database has no HBM capacity; "
+                               f"no headroom")
+    report.modules.sort(key=lambda m: -m.peak_bytes)
+    report.warnings = list(dict.fromkeys(report.warnings))
+    return report

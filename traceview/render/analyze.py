@@ -1,0 +1,224 @@
+"""`traceview analyze` for people and spreadsheets: terminal text, Markdown and CSV (the JSON record is
+`traceview.analysis.record`)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+
+from traceview.analysis.build import PipelineResult
+from traceview.analysis.record import op_records, us_from_ps
+from traceview.analysis.roofline import GAIN_DEFINITION
+from traceview.hardware.detect import device_model_name
+from traceview.parsers.xplane import as_uint64
+from traceview.render.escape import markdown_code, markdown_text, terminal_lines
+from traceview.render.tables import colour, markdown_table, text_table, use_colour
+from traceview.units import PS_PER_US, fmt_pct, fmt_si, fmt_time_us
+from traceview.version import __version__
+from traceview.vocabulary import BOUNDS
+
+BOUND_COLOURS = {"compute": "green", "memory": "blue", "communication": "magenta", "unknown": "grey",
+                 "idle": "yellow"}
+
+
+def integral_columns_as_int(frame: pd.DataFrame) -> pd.DataFrame:
+    """Counts stay counts in CSV: a numeric column whose values are all whole numbers (source
+    lines, occurrences, FLOPs, bytes) is written as integers ("90", not "90.0"); blanks stay blank."""
+    out = frame.copy()
+    for column in out.columns:
+        values = pd.to_numeric(out[column], errors="coerce")
+        present = out[column].notna()
+        if not present.any() or values[present].isna().any() or out[column].map(type).eq(bool).any():
+            continue
+        finite = values[present]
+        if np.isfinite(finite).all() and (finite == np.round(finite)).all() and (finite.abs() < 2**63).all():
+            out[column] = values.astype("Int64")
+    return out
+
+
+def analysis_csv(analysis: PipelineResult) -> str:
+    buffer = io.StringIO()
+    frame = pd.DataFrame(op_records(analysis.ops)).drop(columns=["step_times_us"], errors="ignore")
+    integral_columns_as_int(frame).to_csv(buffer, index=False)
+    return buffer.getvalue()
+
+
+# ---------------------------------------------------------------- for people
+
+def _device_rows(analysis: PipelineResult) -> list[list[str]]:
+    rows = []
+    for d in analysis.profile.devices:
+        peaks = [fmt_si(d.peak_flops, "FLOP/s") if d.peak_flops else "",
+                 fmt_si(d.hbm_bandwidth, "B/s") if d.hbm_bandwidth else ""]
+        rows.append([d.id, d.kind, device_model_name(d), ", ".join(p for p in peaks if p) or "-"])
+    return rows
+
+
+def _bound_cells(row: dict, total_ps: float) -> list[str]:
+    return [fmt_pct(row.get(f"{b}_ps", 0) / total_ps) if total_ps else "-" for b in (*BOUNDS, "idle")]
+
+
+def _step_rows(analysis: PipelineResult, limit: int = 20) -> tuple[list[str], list[list[str]], str]:
+    """Per step: wall time and, per device, the share of it in each bound and idle (they add up to 100%)."""
+    headers, align = ["step", "time", "devices"], "lrr"
+    has_bounds = "compute_ps" in analysis.steps.columns
+    projected = "projected_time_ps" in analysis.steps.columns
+    if projected:
+        headers.append("projected")
+        align += "r"
+    if has_bounds:
+        headers += [*BOUNDS, "idle"]
+        align += "r" * (len(BOUNDS) + 1)
+    rows = []
+    for row in analysis.steps.head(limit).to_dict("records"):
+        cells = [str(row["step"]), fmt_time_us(row["time_ps"] / PS_PER_US), str(row["devices"])]
+        if projected:
+            cells.append(fmt_time_us(row["projected_time_ps"] / PS_PER_US))
+        if has_bounds:
+            cells += _bound_cells(row, row["time_ps"])
+        rows.append(cells)
+    return headers, rows, align
+
+
+def _op_table(analysis: PipelineResult, top: int, on: bool) -> tuple[list[str], list[list[str]], str]:
+    ops = analysis.ops.head(top)
+    device_total = analysis.op_time_ps or 1
+    judged = "bound" in ops.columns
+    per_device = analysis.per_device and "device" in ops.columns
+    headers = (["device"] if per_device else []) + ["module", "op", "category", "count", "self", "% time"]
+    align = ("l" if per_device else "") + "lllrrr"
+    if judged:
+        projected = "projected_time_ps" in ops.columns
+        headers += ["bound", "judged"] + (["projected"] if projected else []) + [
+            "roofline", "eff.", "gap", "gain", "FLOPs", "bytes", "dtype"]
+        align += "lr" + ("r" if projected else "") + "rrrrrrl"
+    # The same module name compiled twice (another shape) is told apart as XProf does: "jit_dot(49)".
+    key = (["device"] if per_device else []) + ["module", "op"]
+    repeated = analysis.ops.duplicated(key, keep=False).to_numpy()[:len(ops)]
+    rows = []
+    for r, twice in zip(ops.to_dict("records"), repeated):
+        module = f"{r['module']}({as_uint64(int(r['program_id']))})" if twice and r["program_id"] != -1 \
+            else str(r["module"])
+        cells = ([str(r["device"])] if per_device else []) + [
+                 module, str(r["op"]), str(r.get("category") or "-"), str(r["occurrences"]),
+                 fmt_time_us(r["self_time_ps"] / PS_PER_US), f"{100 * r['self_time_ps'] / device_total:.1f}%"]
+        if judged:
+            bound = str(r.get("bound") or "unknown")
+            judged_time = r.get("judged_time_ps")
+            cells += [colour(bound, BOUND_COLOURS.get(bound), on),
+                      fmt_time_us(us_from_ps(judged_time)) if judged_time == judged_time else f"w/ {r.get('paired_start')}"]
+            if projected:
+                cells.append(fmt_time_us(us_from_ps(r.get("projected_time_ps"))))
+            # a kernel costed by its shapes alone: its roofline is the memory time, a lower bound
+            lower = r.get("cost_lower_bound")
+            floor = ">= " if isinstance(lower, (bool, np.bool_)) and lower and r.get("roofline_time_ps") == r.get(
+                "roofline_time_ps") else ""
+            cells += [floor + fmt_time_us(us_from_ps(r.get("roofline_time_ps"))), fmt_pct(r.get("efficiency")),
+                      fmt_time_us(us_from_ps(r.get("gap_ps"))), fmt_time_us(us_from_ps(r.get("gain_ps"))),
+                      fmt_si(r.get("flops")), fmt_si(r.get("bytes_accessed"), "B"),
+                      r["dtype"] if isinstance(r.get("dtype"), str) and r["dtype"] else "-"]
+        rows.append(cells)
+    return headers, rows, align
+
+
+def fmt_share(value: float | None) -> str:
+    """A percentage that stays readable when tiny (an MFU of 5e-6 is not '0.0%')."""
+    if value is not None and value == value and 0 < abs(value) < 0.001:
+        return f"{100 * value:.2g}%"
+    return fmt_pct(value)
+
+
+def _summary_lines(analysis: PipelineResult, mesh_line: str | None) -> list[str]:
+    n_active = len(analysis.device_times)
+    total = analysis.span_ps
+    idle_share = analysis.idle_ps / total if total else None
+    lines = [f"{n_active} active device{'s' if n_active != 1 else ''}: busy {fmt_time_us(us_from_ps(analysis.device_time_ps))} + idle "
+             f"{fmt_time_us(us_from_ps(analysis.idle_ps))} ({fmt_pct(idle_share)}) = "
+             f"{fmt_time_us(us_from_ps(total))} (span {fmt_time_us(us_from_ps(total / n_active if n_active else None))} "
+             f"x {n_active})"]
+    inactive = analysis.inactive_devices
+    if inactive:
+        lines.append(f"{len(inactive)} devices ran no op and are left out: " + ", ".join(inactive[:8])
+                     + (" ..." if len(inactive) > 8 else ""))
+    chip = analysis.target
+    if chip is not None:
+        how = "detected from the trace" if analysis.target_detected else "given with --target"
+        s = analysis.summary
+        if analysis.projected and analysis.capture_chip is not None:
+            lines.append(f"target {chip.name} ({how}): PROJECTION from times measured on "
+                         f"{analysis.capture_chip.name}; projected device time "
+                         f"{fmt_time_us(us_from_ps(s.get('projected_time_ps')))} vs measured {fmt_time_us(us_from_ps(total))}")
+        else:
+            lines.append(f"target {chip.name} ({how})")
+        by_bound = s["time_by_bound_ps"]
+        denominator = sum(by_bound.values()) or 1
+        lines.append("time by bound (share of busy + idle, measured): " + ", ".join(
+            f"{name} {fmt_pct(value / denominator)}" for name, value in by_bound.items()))
+        label = "projected MFU" if analysis.projected else "MFU"
+        if s.get("mfu") is not None:
+            peak = s.get("mfu_peak_dtype")
+            used = f"{peak} peak" + (f", used for {s['mfu_dtype']} FLOPs" if s.get("mfu_dtype") and
+                                     s["mfu_dtype"] != peak else "") if peak else "no FLOPs"
+            mfu = f"{label} {fmt_share(s['mfu'])} ({used})"
+        else:
+            mfu = f"{label} unknown ({s.get('mfu_reason') or 'no FLOP count'})"
+        if s.get("efficiency") is not None:
+            eff = f"roofline efficiency {fmt_share(s['efficiency'])} (program level: max(FLOPs/peak, bytes/HBM) " \
+                  "/ busy + idle)"
+        else:
+            eff = f"roofline efficiency unknown ({s.get('efficiency_reason')})"
+        lines.append(f"{mfu}; {eff}")
+    if mesh_line:
+        lines.append(mesh_line)
+    return lines
+
+
+def analysis_text(analysis: PipelineResult, top: int = 20, colour_enabled: bool | None = None,
+                  mesh_line: str | None = None) -> str:
+    """The terminal report; ``mesh_line``: the mesh's one-line summary (``traceview.Analysis.mesh_summary``)."""
+    on = use_colour() if colour_enabled is None else colour_enabled
+    src = analysis.profile.source
+    out = [colour(f"traceview {__version__}", "bold", on) + f"  {src.path}"
+           + (f"  (run {src.run})" if src.run else ""), ""]
+    out += [colour("Devices", "bold", on),
+            text_table(["device", "kind", "model", "peaks (from trace)"], _device_rows(analysis)), ""]
+    out += [colour("Summary", "bold", on), *("  " + line for line in _summary_lines(analysis, mesh_line)), ""]
+    out.append(colour("Steps", "bold", on))
+    if analysis.steps.empty:
+        out.append("  no steps found")
+    else:
+        headers, rows, align = _step_rows(analysis)
+        out.append(text_table(headers, rows, align))
+        if len(analysis.steps) > 20:
+            out.append(f"  ... {len(analysis.steps) - 20} more steps")
+    out.append("")
+    if "gain_ps" in analysis.ops.columns:
+        out.append(colour(f"Top {top} ops by gain", "bold", on) + f"  ({GAIN_DEFINITION}; gap = judged - "
+                   "roofline time, the op's own distance from its roofline; judged = self time, or in-flight "
+                   "time for an async start)")
+    else:
+        out.append(colour(f"Top {top} ops by self time", "bold", on))
+    headers, rows, align = _op_table(analysis, top, on)
+    out.append(text_table(headers, rows, align))
+    for warning in analysis.warnings:
+        out.append(colour(f"warning: {warning}", "yellow", on))
+    return terminal_lines("\n".join(out)) + "\n"
+
+
+def analysis_markdown(analysis: PipelineResult, top: int = 20, mesh_line: str | None = None) -> str:
+    src = analysis.profile.source
+    out = [f"## traceview: {markdown_code(src.path)}", ""]
+    out += [f"- {markdown_text(line)}" for line in _summary_lines(analysis, mesh_line)] + [""]
+    out += [markdown_table(["device", "kind", "model", "peaks (from trace)"], _device_rows(analysis)), ""]
+    if not analysis.steps.empty:
+        headers, rows, align = _step_rows(analysis)
+        out += [markdown_table(headers, rows, align), ""]
+    out += [f"### Top {top} ops by gain", "", f"_{GAIN_DEFINITION}; gap = judged - roofline time._", ""]
+    headers, rows, align = _op_table(analysis, top, False)
+    out.append(markdown_table(headers, rows, align))
+    if analysis.warnings:
+        out.append("")
+        out.extend(f"- warning: {markdown_text(w)}" for w in analysis.warnings)
+    return "\n".join(out) + "\n"

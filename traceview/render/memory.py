@@ -1,0 +1,149 @@
+"""MemoryReport -> JSON (the contract in DESIGN.md), terminal table, Markdown."""
+
+from __future__ import annotations
+
+import re
+
+from traceview.memory.headroom import Headroom
+from traceview.memory.view import MemoryReport
+from traceview.render.tables import markdown_table, text_table
+from traceview.units import PS_PER_US, json_scalar
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+
+
+def _term(text: object) -> str:
+    """A name from a trace, safe on a terminal (no escape sequences)."""
+    return _CONTROL.sub("?", str(text))
+
+
+def _md(text: object) -> str:
+    """A name from a trace, literal in Markdown (no markup, no HTML)."""
+    return _MD_SPECIAL.sub(r"\\\1", _term(text))
+
+
+def fmt_bytes(n: float | None) -> str:
+    """Binary units, as memory is counted: 1.50 GiB."""
+    if n is None:
+        return "-"
+    sign = "-" if n < 0 else ""
+    n = abs(n)
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{sign}{n / size:.2f} {unit}"
+    return f"{sign}{int(n)} B"
+
+
+def _us(ps: int | None, origin: int) -> float | None:
+    return None if ps is None else (ps - origin) / PS_PER_US
+
+
+def memory_json(report: MemoryReport) -> dict:
+    origin = report.origin_ps
+    target = None
+    if report.target is not None:
+        target = {"name": report.target.name, "detected": report.target_detected,
+                  "hbm_capacity_bytes": json_scalar(report.target.hbm_capacity),
+                  "hbm_capacity_source": report.target.sources.get("hbm_capacity")}
+    memories = []
+    for m in report.memories:
+        room = report.memory_headroom(m)
+        memories.append({
+            "device": m.device, "name": m.name, "host": m.host, "capacity_bytes": m.capacity_bytes,
+            "peak_bytes": m.peak_bytes, "peak_time_us": _us(m.peak_time_ps, origin), "step": m.step,
+            "stack_bytes": m.stack_bytes, "heap_bytes": m.heap_bytes, "free_bytes": m.free_bytes,
+            "fragmentation": m.fragmentation, "lifetime_peak_bytes": m.lifetime_peak_bytes, "events": m.events,
+            "timeline": [{"time_us": _us(int(t), origin), "stack_bytes": int(s), "heap_bytes": int(h),
+                          "usage_bytes": int(s + h), "step": int(st)}
+                         for t, s, h, st in m.timeline[["time_ps", "stack_bytes", "heap_bytes", "step"]]
+                         .itertuples(index=False)],
+            "at_peak": [{**{k: v for k, v in a.items() if k not in ("time_ps", "address")},
+                         "time_us": _us(a["time_ps"], origin)} for a in m.at_peak],
+            "headroom": room.as_json() if room else None,
+        })
+    modules = []
+    for s in report.modules:
+        room = report.module_headroom(s)
+        modules.append({
+            "program_id": s.program_id, "name": s.name, "peak_bytes": s.peak_bytes,
+            "heap_peak_bytes": s.heap_peak_bytes, "indefinite_bytes": s.indefinite_bytes,
+            "total_allocation_bytes": s.total_allocation_bytes, "peak_instruction": s.peak_instruction,
+            "bytes_by_kind": s.bytes_by_kind, "buffers": [b.as_json() for b in s.buffers],
+            "headroom": room.as_json() if room else None,
+        })
+    return {"source": report.source, "target": target, "memories": memories, "modules": modules,
+            "warnings": list(report.warnings)}
+
+
+def _room_cell(room: Headroom | None) -> str:
+    if room is None or room.fits is None or room.headroom_bytes is None:
+        return "-"
+    if room.fits:
+        return f"fits ({fmt_bytes(room.headroom_bytes)} free)"
+    return f"MISSES by {fmt_bytes(-room.headroom_bytes)}"
+
+
+def memory_text(report: MemoryReport, top: int = 10, markdown: bool = False) -> str:
+    table = markdown_table if markdown else text_table
+    esc = _md if markdown else _term
+    head = (lambda s: f"## {s}") if markdown else (lambda s: s)
+    origin = report.origin_ps
+    out: list[str] = []
+    if report.target is not None:
+        how = "detected" if report.target_detected else "--target"
+        out.append(f"Target: {esc(report.target.name)} ({how}), HBM {fmt_bytes(report.target.hbm_capacity)}")
+        out.append("")
+    if report.memories:
+        out.append(head("Runtime peak per memory (allocator events)"))
+        out.append("")
+        rows = []
+        for m in report.memories:
+            t = _us(m.peak_time_ps, origin)
+            rows.append([esc(m.device), fmt_bytes(m.peak_bytes), fmt_bytes(m.capacity_bytes),
+                         fmt_bytes(m.stack_bytes), fmt_bytes(m.heap_bytes), f"{m.fragmentation:.1%}",
+                         f"{t / 1e3:.3f} ms" if t is not None else "-", str(m.step),
+                         _room_cell(report.memory_headroom(m))])
+        out.append(table(["memory", "peak", "capacity", "stack", "heap", "fragmentation", "at", "step",
+                          "headroom on target"], rows, "lrrrrrrrl"))
+        for m in report.memories:
+            if not m.at_peak:
+                continue
+            out.append("")
+            out.append(head(f"Held at the peak of {esc(m.device)}") if markdown
+                       else f"Held at the peak of {esc(m.device)}:")
+            rows = [[fmt_bytes(a["size_bytes"]), esc(a["op"] or "-"), esc(a["shape"] or "-"),
+                     esc(a["region_type"] or "-"), "-" if a["step"] is None else str(a["step"])]
+                    for a in m.at_peak[:top]]
+            out.append(table(["size", "op", "shape", "region", "step"], rows, "rllll"))
+            if len(m.at_peak) > top:
+                out.append(f"... and {len(m.at_peak) - top} more")
+        out.append("")
+    if report.modules:
+        out.append(head("Static peak per HLO module (buffer assignment)"))
+        out.append("")
+        rows = [[esc(s.name), "-" if s.program_id is None else str(s.program_id), fmt_bytes(s.peak_bytes),
+                 fmt_bytes(s.heap_peak_bytes), fmt_bytes(s.indefinite_bytes), esc(s.peak_instruction or "-"),
+                 _room_cell(report.module_headroom(s))] for s in report.modules[:max(top, 1) * 3]]
+        out.append(table(["module", "program id", "peak", "temporaries", "params/outputs/consts",
+                          "peak at", "headroom on target"], rows, "lrrrrll"))
+        if len(report.modules) > max(top, 1) * 3:
+            out.append(f"... and {len(report.modules) - max(top, 1) * 3} more modules")
+        biggest = report.modules[0]
+        out.append("")
+        out.append(head(f"Buffers live at the peak of {esc(biggest.name)}") if markdown
+                   else f"Buffers live at the peak of {esc(biggest.name)}:")
+        rows = [[fmt_bytes(b.size_bytes), esc(b.instruction), esc(b.shape or "-"), b.kind, esc(b.source or "-")]
+                for b in biggest.buffers[:top]]
+        out.append(table(["size", "instruction", "shape", "kind", "source"], rows, "rllll"))
+        if len(biggest.buffers) > top:
+            out.append(f"... and {len(biggest.buffers) - top} more buffers")
+        out.append("")
+    if not report.memories and not report.modules:
+        out.append("No memory data: no allocator events and no buffer assignment found.")
+        out.append("")
+    if report.warnings:
+        out.append(head("Warnings") if markdown else "Warnings:")
+        out.extend(f"- {esc(w)}" for w in report.warnings)
+        out.append("")
+    return "\n".join(out)

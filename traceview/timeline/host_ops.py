@@ -1,0 +1,303 @@
+"""One host's op table reduced to what the analysis needs: small per-op and per-device partials.
+
+A pod's run is analyzed map-reduce fashion: each host's op table (hundreds of
+thousands of executions) is reduced where it was read (a pool worker, a Dask
+worker, or this process) to an :class:`OpsPart`, and the parent merges the
+parts (:mod:`traceview.timeline.run_ops`). The parts hold, per (device,
+program_id, module, op) group: counts and exact time sums, the first
+non-missing category, the trace's own flops/bytes, per-step self time; per
+device: busy, span and op time. All of it adds up across hosts exactly, in
+integers, so the merged tables equal those of one pass over all rows.
+
+What depends on the HLO and the target chip (roofline labels, exposed time of
+collectives, async start/done pairs) is known only after the merge. Two cases:
+
+* a *simple* device (its op intervals never overlap, no row in a step, every
+  key present, no negative duration) needs nothing but per-group sums: its busy
+  time by label is the sum of each group's interval lengths under that group's
+  label, and a collective on it is exposed for min(duration, self time) (no
+  other op covers it);
+* every other row is kept (start, end, self time, step, group): rows that
+  overlap another, rows in a step (each is clipped to its step's window, known
+  only once all hosts' steps are merged), and the rows of ops that may be
+  async starts or dones (their names say
+  ``start``/``done``; the merge checks that against the HLO's pairs and asks
+  for the rows again when a pair member was not kept).
+
+So the parts' size grows with the distinct ops, not the executions, wherever
+devices run one op at a time; only overlapping devices ship their rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from traceview.timeline.grouping import column_codes, exact_sums, first_rows
+
+OP_KEY = ["program_id", "module", "op"]
+
+
+@dataclass(frozen=True)
+class KeepRows:
+    """Which rows a part keeps beyond the async-looking ones: every row of these devices, and every
+    row of these (module, op) names (asked for again when the HLO pairs ops the names do not show)."""
+
+    devices: frozenset[str] = frozenset()
+    names: frozenset[tuple[str, str]] = frozenset()
+
+
+@dataclass
+class OpsPart:
+    """One host's op table, reduced (numpy arrays and short lists only: cheap to send between processes).
+
+    Groups are (device, program_id, module, op) in order of first appearance; ``-1`` codes: missing.
+    """
+
+    n_rows: int
+    op_time_ps: int                       # sum of self_ps over all rows
+    # ---- per group
+    first_row: np.ndarray                 # int64, the group's first row in the host's table
+    device: np.ndarray                    # int32 code into ``devices`` (-1: no device)
+    program_id: np.ndarray                # int64
+    module: np.ndarray                    # int32 code into ``modules``
+    op: np.ndarray                        # int32 code into ``op_names``
+    category: list                        # first non-missing category (str), None when none is
+    category_row: np.ndarray              # int64, the row it was found in (-1: none)
+    occurrences: np.ndarray               # int64
+    total_ps: np.ndarray                  # int64
+    self_ps: np.ndarray                   # int64
+    trace_flops: np.ndarray               # float64 sums of the reported values (row order)
+    trace_flops_n: np.ndarray             # int64, how many rows reported one
+    trace_bytes: np.ndarray
+    trace_bytes_n: np.ndarray
+    length_ps: np.ndarray                 # int64, over its alone rows: sum of max(end - start, 0)
+    exposed_alone_ps: np.ndarray          # int64, over its alone rows: sum of min(duration, self)
+    # ---- names
+    devices: list[str]                    # devices of the table, sorted
+    modules: list[str]
+    op_names: list[str]
+    # ---- per device (of ``devices``) with rows
+    busy_ps: np.ndarray                   # int64 union length
+    first_ps: np.ndarray                  # int64 first start
+    last_ps: np.ndarray                   # int64 last end
+    dev_op_time_ps: np.ndarray            # int64 sum of self_ps
+    has_rows: np.ndarray                  # bool
+    # ---- kept rows: every row of a non-simple device, async-looking rows of simple ones
+    kept_group: np.ndarray                # int64 (-1: a key is missing)
+    kept_device: np.ndarray               # int32 code into ``devices`` (-1: none)
+    kept_start: np.ndarray
+    kept_duration: np.ndarray
+    kept_self: np.ndarray
+    kept_step: np.ndarray
+    kept_alone: np.ndarray                # bool: an alone row (kept only as a possible async pair member)
+    kept_names: frozenset = field(default_factory=frozenset)   # (module, op) kept in full besides the async-looking
+    kept_devices: frozenset = field(default_factory=frozenset)  # devices kept in full (KeepRows.devices)
+
+
+def looks_async(name: str) -> bool:
+    """Whether an op name may be one half of an async pair (``all-gather-start.1``, ``copy-done``)."""
+    return "start" in name or "done" in name
+
+
+def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
+    """Reduce one op table (profile.OP_COLUMNS; any row order, any number of devices) to its part."""
+    keep = keep or KeepRows()
+    n = len(ops)
+    dev_codes, dev_values = column_codes(ops["device"])
+    dev_names = [str(v) for v in dev_values]
+    order = sorted(range(len(dev_names)), key=dev_names.__getitem__)
+    devices = [dev_names[i] for i in order]
+    if order == list(range(len(order))):
+        dev = dev_codes.astype(np.int64)                             # names in order already
+    else:
+        remap = np.full(len(dev_names) + 1, -1, dtype=np.int64)
+        remap[order] = np.arange(len(order))
+        dev = remap[dev_codes]                                       # codes in sorted name order, -1 kept
+
+    gid = _group_numbers(ops, dev, len(devices))
+    has_key = gid >= 0
+    n_groups = int(gid.max()) + 1 if n else 0
+    first = first_rows(gid, n_groups)
+    counted = slice(None) if has_key.all() else np.flatnonzero(has_key)   # all rows: no copies
+    g = gid[counted]
+
+    start = ops["start_ps"].to_numpy(dtype=np.int64)
+    duration = ops["duration_ps"].to_numpy(dtype=np.int64)
+    self_ps = ops["self_ps"].to_numpy(dtype=np.int64)
+    end = start + duration
+    step = ops["step"].to_numpy() if "step" in ops else np.full(n, -1)
+    step = np.asarray(pd.to_numeric(pd.Series(step), errors="coerce").fillna(-1), dtype=np.int64) \
+        if step.dtype.kind not in "iu" else step.astype(np.int64)
+
+    module_codes, module_values = column_codes(ops["module"])
+    op_codes, op_values = column_codes(ops["op"])
+    category, category_row = _first_present(ops["category"], gid, first, has_key)
+
+    flops, flops_n = _reported(ops["trace_flops"], g, counted, n_groups)
+    nbytes, nbytes_n = _reported(ops["trace_bytes"], g, counted, n_groups)
+
+
+
+    # ---- per device
+    n_dev = len(devices)
+    busy, first_ps, last_ps, dev_time = (np.zeros(n_dev, dtype=np.int64) for _ in range(4))
+    has_rows = np.zeros(n_dev, dtype=bool)
+    alone = np.zeros(n, dtype=bool)
+    by_device = np.argsort(dev, kind="stable") if n and not (dev[1:] >= dev[:-1]).all() else None
+    d_sorted = dev if by_device is None else dev[by_device]
+    bounds = np.searchsorted(d_sorted, np.arange(n_dev + 1), side="left")
+    for i in range(n_dev):
+        lo, hi = int(bounds[i]), int(bounds[i + 1])
+        if hi == lo:
+            continue
+        rows: slice | np.ndarray = slice(lo, hi) if by_device is None else by_device[lo:hi]
+        s, e = start[rows], end[rows]
+        has_rows[i] = True
+        first_ps[i], last_ps[i] = int(s.min()), int(e.max())
+        dev_time[i] = int(self_ps[rows].sum())
+        if not (s[1:] >= s[:-1]).all():
+            o = np.argsort(s, kind="stable")
+            rows = (np.arange(lo, hi) if by_device is None else by_device[lo:hi])[o]
+            s, e = s[o], e[o]
+        reach = np.maximum.accumulate(e)
+        busy[i] = _union_length(s, e, reach)
+        if devices[i] in keep.devices or (e < s).any():
+            continue
+        alone[rows] = _alone(s, e, reach)
+    alone &= has_key & (step < 0)
+
+    # async-looking ops (and the names asked for) keep their rows on simple devices too
+    module_names = [str(v) for v in module_values]
+    op_names = [str(v) for v in op_values]
+    group_module = _codes_at(module_codes, first)
+    group_op = _codes_at(op_codes, first)
+    wanted = np.array([looks_async(op_names[o]) if o >= 0 else False for o in group_op], dtype=bool)
+    if keep.names and n_groups:
+        wanted |= np.array([(module_names[m] if m >= 0 else None, op_names[o] if o >= 0 else None) in keep.names
+                            for m, o in zip(group_module, group_op)], dtype=bool)
+    kept = ~alone | (np.append(wanted, False)[gid] if wanted.any() else False)
+    n_alone = int(alone.sum())
+    if n_alone < n // 4:                              # few alone rows: take them
+        solo = np.flatnonzero(alone)
+        length = exact_sums(gid[solo], np.maximum(duration[solo], 0), n_groups)
+        exposed_alone = exact_sums(gid[solo], np.minimum(duration[solo], self_ps[solo]), n_groups)
+    else:                                             # most: the others go to an extra group, dropped
+        solo_gid = np.where(alone, gid, n_groups)
+        length = exact_sums(solo_gid, np.maximum(duration, 0), n_groups + 1)[:n_groups]
+        exposed_alone = exact_sums(solo_gid, np.minimum(duration, self_ps), n_groups + 1)[:n_groups]
+    rows = np.flatnonzero(kept)
+    return OpsPart(
+        n_rows=n, op_time_ps=int(self_ps.sum()) if n else 0,
+        first_row=first.astype(np.int64), device=dev[first].astype(np.int32) if n_groups else np.zeros(0, np.int32),
+        program_id=ops["program_id"].to_numpy(dtype=np.int64)[first],
+        module=group_module.astype(np.int32), op=group_op.astype(np.int32), category=category,
+        category_row=category_row,
+        occurrences=np.bincount(g, minlength=n_groups).astype(np.int64),
+        total_ps=exact_sums(g, duration[counted], n_groups), self_ps=exact_sums(g, self_ps[counted], n_groups),
+        trace_flops=flops, trace_flops_n=flops_n, trace_bytes=nbytes, trace_bytes_n=nbytes_n,
+        length_ps=length, exposed_alone_ps=exposed_alone,
+        devices=devices, modules=module_names, op_names=op_names,
+        busy_ps=busy, first_ps=first_ps, last_ps=last_ps, dev_op_time_ps=dev_time, has_rows=has_rows,
+        kept_group=gid[rows], kept_device=dev[rows].astype(np.int32), kept_start=start[rows],
+        kept_duration=duration[rows], kept_self=self_ps[rows], kept_step=step[rows].astype(np.int32),
+        kept_alone=alone[rows],
+        kept_names=keep.names, kept_devices=keep.devices,
+    )
+
+
+def _group_numbers(ops: pd.DataFrame, dev: np.ndarray, n_devices: int) -> np.ndarray:
+    """Per row, its (device, program_id, module, op) group, numbered in order of first appearance;
+    -1 where program_id, module or op is missing (a missing device is a value of its own)."""
+    n = len(ops)
+    gid = np.full(n, -1, dtype=np.int64)
+    if not n:
+        return gid
+    combined = dev + 1
+    width = n_devices + 1
+    missing = np.zeros(n, dtype=bool)
+    for name in OP_KEY:
+        column = ops[name]
+        if not isinstance(column.dtype, pd.CategoricalDtype):
+            values = column.to_numpy()
+            if values.dtype.kind in "iu" and values.size and values.min() == values.max():
+                continue                                  # one program throughout: adds nothing
+        codes, values = column_codes(column)
+        if codes.size and codes.min() < 0:
+            missing |= codes < 0
+            codes = np.maximum(codes, 0)
+        size = max(len(values), 1)
+        if width * size >= 2 ** 62:                      # renumber before the combined key could overflow
+            combined, uniques = pd.factorize(combined)
+            width = len(uniques)
+        combined = combined * size + codes
+        width *= size
+    keyed = ~missing
+    if keyed.all():
+        return pd.factorize(combined)[0].astype(np.int64)
+    gid[keyed] = pd.factorize(combined[keyed])[0]
+    return gid
+
+
+def _codes_at(codes: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    return codes[rows].astype(np.int64) if rows.size else np.zeros(0, dtype=np.int64)
+
+
+def _alone(s: np.ndarray, e: np.ndarray, reach: np.ndarray) -> np.ndarray:
+    """Per interval (sorted by start; ``reach``: the running maximum of the ends), whether no other
+    interval of the list overlaps it by any length."""
+    n = s.size
+    if n == 1:
+        return np.ones(1, dtype=bool)
+    after = np.ones(n, dtype=bool)                # nothing before it reaches into it
+    after[1:] = s[1:] >= reach[:-1]
+    before = np.ones(n, dtype=bool)               # nothing after it starts inside it
+    before[:-1] = s[1:] >= e[:-1]
+    return after & before
+
+
+def _union_length(starts: np.ndarray, ends: np.ndarray, reach: np.ndarray) -> int:
+    """Length of the union of intervals sorted by start (``reach``: the running maximum of the ends);
+    intervals of no length add nothing, as in intervals.union."""
+    if starts.size == 0:
+        return 0
+    # A block starts where an interval begins after everything before it ended; its length is the
+    # reach at its end minus its start. Empty intervals only lengthen nothing: reach never drops.
+    new_block = np.empty(starts.size, dtype=bool)
+    new_block[0] = True
+    np.greater(starts[1:], reach[:-1], out=new_block[1:])
+    first = np.flatnonzero(new_block)
+    last = np.append(first[1:] - 1, starts.size - 1)
+    return int(np.maximum(reach[last] - starts[first], 0).sum())
+
+
+def _first_present(column: pd.Series, ids: np.ndarray, first: np.ndarray, kept: np.ndarray) -> tuple[list, np.ndarray]:
+    """Per group, the first non-missing value of ``column`` as str (None: none), and its row (-1: none)."""
+    codes, values = column_codes(column)
+    names = [str(v) for v in values]
+    if not first.size:
+        return [], np.zeros(0, dtype=np.int64)
+    at_first = codes[first]
+    if (at_first >= 0).all():
+        return [names[c] for c in at_first], first.astype(np.int64)
+    present = kept & (codes >= 0)
+    firsts = np.full(len(first), -1, dtype=np.int64)
+    rows = np.flatnonzero(present)
+    if rows.size:
+        g = ids[rows]
+        _, where = np.unique(g, return_index=True)            # first present row of each group with one
+        firsts[g[where]] = rows[where]
+    return [names[codes[r]] if r >= 0 else None for r in firsts], firsts
+
+
+def _reported(column: pd.Series, groups: np.ndarray, rows: np.ndarray | slice,
+              n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per group, the sum of a figure the trace may not report (NaN), and how many rows reported it."""
+    values = column.to_numpy(dtype="float64", na_value=np.nan)[rows]
+    reported = ~np.isnan(values)
+    if not reported.any():
+        return np.zeros(n_groups), np.zeros(n_groups, dtype=np.int64)
+    return (np.bincount(groups[reported], weights=values[reported], minlength=n_groups),
+            np.bincount(groups[reported], minlength=n_groups).astype(np.int64))

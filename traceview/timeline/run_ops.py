@@ -1,0 +1,320 @@
+"""A run's per-host op partials (traceview.timeline.host_ops) merged into what the analysis reads.
+
+Every figure equals the one computed over all rows at once (timeline.aggregate, timing, devices):
+integer sums are exact whatever the order, groups are numbered by their first row in the run (host
+order, then row order), and whatever needs the rows themselves (devices whose ops overlap, async
+pairs) is computed by the same functions over the rows the parts kept, in the run's row order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from traceview.timeline.async_ops import pair_times
+from traceview.timeline.devices import DEVICE_COLUMNS, device_busy_by_label, device_time, step_busy_by_label
+from traceview.timeline.grouping import exact_sums
+from traceview.timeline.host_ops import KeepRows, OpsPart, looks_async
+from traceview.timeline.timing import judged_and_exposed
+from traceview.timeline.timing import per_step_self_time as raw_per_step_self_time
+
+OP_KEY = ["program_id", "module", "op"]
+
+
+class NeedRows(Exception):
+    """The parts lack rows the merge needs: ``keep[i]`` says what part i must keep (read it again)."""
+
+    def __init__(self, keep: dict[int, KeepRows]):
+        super().__init__(f"rows needed from {len(keep)} host(s)")
+        self.keep = keep
+
+
+@dataclass
+class RunOps:
+    """The merged parts: the aggregated op table and, per part, each group's row in it."""
+
+    parts: list[OpsPart]
+    per_device: bool
+    stats: pd.DataFrame                  # as timeline.aggregate.aggregate_ops gives it
+    group_rows: list[np.ndarray]         # per part: each group's row in ``stats`` (-1: none)
+    devices: list[str]                   # devices with rows, sorted
+    part_devices: list[np.ndarray]       # per part: its device codes -> codes into ``devices``
+    _kept: dict = field(default_factory=dict, repr=False)   # kept_rows' tables, built once
+
+    @property
+    def n_rows(self) -> int:
+        return sum(p.n_rows for p in self.parts)
+
+    @property
+    def op_time_ps(self) -> int:
+        return sum(p.op_time_ps for p in self.parts)
+
+    # ------------------------------------------------------------------ rows kept by the parts
+
+    def kept_rows(self, full_only: bool, op_index: np.ndarray | None = None) -> tuple[pd.DataFrame, np.ndarray]:
+        """The rows the parts kept, in run order, as a raw op table (device, start_ps, duration_ps,
+        self_ps, step), and each one's op row (through ``op_index``: op id -> current row). ``full_only``:
+        only the rows of devices kept whole (not the async-looking rows of simple devices)."""
+        cached = self._kept.get(full_only)
+        if cached is None:
+            cached = self._kept[full_only] = self._kept_rows(full_only)
+        raw, op_rows = cached
+        if op_index is not None:
+            op_rows = np.append(op_index, -1)[op_rows]
+        return raw, op_rows
+
+    def _kept_rows(self, full_only: bool) -> tuple[pd.DataFrame, np.ndarray]:
+        frames, rows = [], []
+        for p, gr, dmap in zip(self.parts, self.group_rows, self.part_devices):
+            take = ~p.kept_alone if full_only and p.kept_alone.any() else slice(None)
+            dev = p.kept_device[take]
+            frames.append((np.where(dev >= 0, np.append(dmap, -1)[dev], -1), p.kept_start[take],
+                           p.kept_duration[take], p.kept_self[take], p.kept_step[take]))
+            rows.append(np.append(gr, -1)[p.kept_group[take]])
+        cols = [_joined([f[i] for f in frames]) for i in range(5)]
+        raw = pd.DataFrame({
+            "device": pd.Categorical.from_codes(cols[0], categories=pd.Index(self.devices)),
+            "start_ps": cols[1].astype(np.int64, copy=False), "duration_ps": cols[2].astype(np.int64, copy=False),
+            "self_ps": cols[3].astype(np.int64, copy=False), "step": cols[4].astype(np.int32, copy=False)},
+            copy=False)
+        return raw, _joined(rows)
+
+    def check_pairs(self, pairs: pd.DataFrame) -> None:
+        """Raise NeedRows when an op of an async pair ran on a simple device but its rows were not kept
+        (its name does not look async): those hosts are reduced again keeping it."""
+        if pairs.empty:
+            return
+        members = set(zip(pairs["module"], pairs["start"])) | set(zip(pairs["module"], pairs["done"]))
+        members = {m for m in members if not looks_async(m[1])}
+        if not members:
+            return
+        need: dict[int, KeepRows] = {}
+        for i, p in enumerate(self.parts):
+            missing = {(p.modules[m], p.op_names[o]) for m, o in zip(p.module, p.op)
+                       if m >= 0 and o >= 0 and (p.modules[m], p.op_names[o]) in members} - set(p.kept_names)
+            if missing:
+                need[i] = KeepRows(names=frozenset(set(p.kept_names) | missing))
+        if need:
+            raise NeedRows(need)
+
+    def judged_and_exposed(self, ops: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
+        """timeline.timing.judged_and_exposed over all rows (``ops``: the stats rows, same order)."""
+        timed = None
+        if pairs.empty:                 # nothing to pair: pair_times' all-NaN answer without the rows
+            timed = pd.DataFrame({"in_flight_ps": np.nan, "pair_exposed_ps": np.nan}, index=ops.index)
+        else:
+            kept, kept_rows = self.kept_rows(full_only=False)
+            timed = pair_times(kept, ops, kept_rows, pairs)
+        full, full_rows = self.kept_rows(full_only=True)
+        return judged_and_exposed(full, ops, full_rows, pairs, timed=timed,
+                                  exposed_alone=self._exposed_alone(len(ops)) if self.n_rows else None)
+
+    def _exposed_alone(self, n_ops: int) -> np.ndarray:
+        """Per op row, the summed min(duration, self) of its rows on simple devices."""
+        out = np.zeros(n_ops, dtype=np.int64)
+        for p, gr in zip(self.parts, self.group_rows):
+            take = gr >= 0
+            out += exact_sums(gr[take], p.exposed_alone_ps[take], n_ops)
+        return out
+
+    # ------------------------------------------------------------------ per device
+
+    def device_time(self) -> pd.DataFrame:
+        """timeline.devices.device_time over all rows."""
+        owner: dict[str, list[int]] = {}
+        for i, p in enumerate(self.parts):
+            for d in np.flatnonzero(p.has_rows):
+                owner.setdefault(p.devices[d], []).append(i)
+        rows: dict[str, tuple] = {}
+        shared = {d for d, o in owner.items() if len(o) > 1}
+        for p in self.parts:
+            for d in np.flatnonzero(p.has_rows):
+                name = p.devices[d]
+                if name not in shared:  # noqa: SIM102
+                    busy, first, last = int(p.busy_ps[d]), int(p.first_ps[d]), int(p.last_ps[d])
+                    rows[name] = (name, busy, last - first - busy, last - first, first, last, int(p.dev_op_time_ps[d]))
+        if shared:
+            raw, _ = self.kept_rows(full_only=True)
+            table = device_time(raw)
+            for r in table.itertuples(index=False):
+                if r.device in shared:
+                    rows[r.device] = tuple(r)
+        if not rows:
+            return pd.DataFrame(columns=DEVICE_COLUMNS)
+        return pd.DataFrame([rows[d] for d in sorted(rows)], columns=DEVICE_COLUMNS)
+
+    def shared_devices(self) -> dict[int, KeepRows]:
+        """Parts to read again: a device whose rows are in several parts must be kept whole in each."""
+        owner: dict[str, list[int]] = {}
+        for i, p in enumerate(self.parts):
+            for d in np.flatnonzero(p.has_rows):
+                owner.setdefault(p.devices[d], []).append(i)
+        need: dict[int, KeepRows] = {}
+        for name, parts in owner.items():
+            if len(parts) < 2:
+                continue
+            for i in parts:
+                p = self.parts[i]
+                if name not in p.kept_devices:
+                    old = need.get(i, KeepRows(devices=p.kept_devices, names=p.kept_names))
+                    need[i] = KeepRows(devices=old.devices | {name}, names=old.names)
+        return need
+
+    def busy_by_label(self, op_labels: np.ndarray, n_labels: int, op_index: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """timeline.devices.device_busy_by_label over all rows, devices in name order; ``op_labels``:
+        each op row's label (-1: none)."""
+        raw, op_rows = self.kept_rows(full_only=True, op_index=op_index)
+        labels_of = np.append(op_labels, -1)
+        out = device_busy_by_label(raw, labels_of[op_rows], n_labels) if len(raw) else {}
+        for p, gr in zip(self.parts, self.group_rows):
+            solo = np.flatnonzero((p.device >= 0) & (p.length_ps > 0))
+            if not solo.size:
+                continue
+            rows = gr[solo] if op_index is None else np.append(op_index, -1)[gr[solo]]
+            labels = labels_of[rows].astype(np.int64)
+            labels[labels < 0] = n_labels
+            dev = p.device[solo].astype(np.int64)
+            sums = exact_sums(dev * (n_labels + 1) + labels, p.length_ps[solo], len(p.devices) * (n_labels + 1))
+            sums = sums.reshape(len(p.devices), n_labels + 1).astype(np.float64)
+            sums[:, n_labels - 1] += sums[:, n_labels]
+            for d in np.unique(dev):
+                name = p.devices[d]
+                out[name] = out[name] + sums[d, :n_labels] if name in out else sums[d, :n_labels]
+        return {name: out[name] for name in sorted(out)}
+
+    def step_busy_by_label(self, op_labels: np.ndarray, n_labels: int, steps: pd.DataFrame,
+                           op_index: np.ndarray | None = None) -> pd.DataFrame:
+        """timeline.devices.step_busy_by_label over all rows (only devices kept whole have rows in steps)."""
+        raw, op_rows = self.kept_rows(full_only=True, op_index=op_index)
+        return step_busy_by_label(raw, np.append(op_labels, -1)[op_rows], n_labels, steps)
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    """The arrays one after another (the array itself when there is one: no copy)."""
+    if not arrays:
+        return np.zeros(0, dtype=np.int64)
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+
+
+def merge_parts(parts: list[OpsPart], per_device: bool = False) -> RunOps:
+    """Merge host parts (in the run's host order) into the aggregated op table of all their rows."""
+    offsets = np.concatenate(([0], np.cumsum([p.n_rows for p in parts]))).astype(np.int64)
+    devices = sorted({d for p in parts for d, has in zip(p.devices, p.has_rows) if has}
+                     | {p.devices[d] for p in parts for d in p.device if d >= 0})
+    dev_index = {d: i for i, d in enumerate(devices)}
+    part_devices = [np.array([dev_index.get(d, -1) for d in p.devices], dtype=np.int64) for p in parts]
+    modules: dict[str, int] = {}
+    names: dict[str, int] = {}
+    cols: dict[str, list] = {k: [] for k in ("pos", "dev", "pid", "mod", "op", "occ", "total", "self", "tf", "tfn",
+                                             "tb", "tbn", "cat_pos", "part")}
+    categories: list = []
+    for i, (p, dmap) in enumerate(zip(parts, part_devices)):
+        mmap = np.array([modules.setdefault(m, len(modules)) for m in p.modules] + [-1], dtype=np.int64)
+        omap = np.array([names.setdefault(o, len(names)) for o in p.op_names] + [-1], dtype=np.int64)
+        cols["pos"].append(offsets[i] + p.first_row)
+        cols["dev"].append(np.where(p.device >= 0, np.append(dmap, -1)[p.device], -1))
+        cols["pid"].append(p.program_id)
+        cols["mod"].append(mmap[p.module])
+        cols["op"].append(omap[p.op])
+        cols["occ"].append(p.occurrences)
+        cols["total"].append(p.total_ps)
+        cols["self"].append(p.self_ps)
+        cols["tf"].append(p.trace_flops)
+        cols["tfn"].append(p.trace_flops_n)
+        cols["tb"].append(p.trace_bytes)
+        cols["tbn"].append(p.trace_bytes_n)
+        cols["cat_pos"].append(np.where(p.category_row >= 0, offsets[i] + p.category_row, -1))
+        cols["part"].append(np.full(len(p.first_row), i, dtype=np.int64))
+        categories += p.category
+    a = {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
+    n_entries = len(a["pos"])
+    key_parts = ([a["dev"]] if per_device else []) + [a["pid"], a["mod"], a["op"]]
+    # An entry with no device has no per-device key (as group_ids leaves out a row with a missing key).
+    valid = (a["dev"] >= 0) if per_device else np.ones(n_entries, dtype=bool)
+    by_pos = np.argsort(a["pos"], kind="stable")
+    ids = np.full(n_entries, -1, dtype=np.int64)
+    if valid.any():
+        frame = pd.DataFrame({str(k): v[by_pos] for k, v in enumerate(key_parts)})
+        codes = frame.groupby(list(frame.columns), sort=False).ngroup().to_numpy()
+        ids[by_pos] = codes                              # numbered in order of first row
+        ids[~valid] = -1
+        if not valid.all():                              # renumber densely over the valid entries, by first row
+            kept = by_pos[valid[by_pos]]
+            dense, _ = pd.factorize(ids[kept])
+            ids[kept] = dense
+    n_ops = int(ids.max()) + 1 if n_entries and valid.any() else 0
+    has = ids >= 0
+    idx = ids[has]
+
+    first_entry = np.full(n_ops, -1, dtype=np.int64)
+    order = by_pos[has[by_pos]]
+    seen = np.zeros(n_ops, dtype=bool)
+    _, where = np.unique(ids[order], return_index=True)
+    first_entry[ids[order][where]] = order[where]
+    del seen
+    module_names = list(modules)
+    op_names = list(names)
+    key_frame: dict[str, pd.Series] = {}
+    if per_device:
+        key_frame["device"] = pd.Series([devices[d] for d in a["dev"][first_entry]], dtype=object)
+    key_frame["program_id"] = pd.Series(a["pid"][first_entry].astype(np.int64))
+    key_frame["module"] = pd.Series([module_names[m] for m in a["mod"][first_entry]], dtype=object)
+    key_frame["op"] = pd.Series([op_names[o] for o in a["op"][first_entry]], dtype=object)
+    stats = pd.DataFrame(key_frame)
+    stats["category"] = _first_category(ids, a["cat_pos"], categories, n_ops)
+    stats["occurrences"] = exact_sums(idx, a["occ"][has], n_ops)
+    stats["total_time_ps"] = exact_sums(idx, a["total"][has], n_ops)
+    stats["self_time_ps"] = exact_sums(idx, a["self"][has], n_ops)
+    stats["devices"] = _distinct_devices(idx, a["dev"][has], n_ops, len(devices))
+    for column, n_col in (("tf", "tfn"), ("tb", "tbn")):
+        sums = np.zeros(n_ops)
+        counts = np.zeros(n_ops, dtype=np.int64)
+        take = order[a[n_col][order] > 0]                # entries that reported, in the run's row order
+        np.add.at(sums, ids[take], a[column][take])
+        np.add.at(counts, ids[take], a[n_col][take])
+        stats["trace_flops" if column == "tf" else "trace_bytes"] = np.where(counts > 0, sums, np.nan)
+    for column in ("module", "op", "category") + (("device",) if per_device else ()):
+        stats[column] = stats[column].astype(str)
+    rank_order = stats["self_time_ps"].sort_values(ascending=False, kind="stable").index.to_numpy()
+    rank = np.empty(n_ops + 1, dtype=np.int64)
+    rank[rank_order] = np.arange(n_ops)
+    rank[n_ops] = -1
+    entry_rows = rank[ids]                               # -1 stays -1 (the last entry)
+    bounds = np.concatenate(([0], np.cumsum([len(p.first_row) for p in parts]))).astype(np.int64)
+    group_rows = [entry_rows[bounds[i]:bounds[i + 1]] for i in range(len(parts))]
+    stats = stats.iloc[rank_order].reset_index(drop=True)
+    return RunOps(parts=parts, per_device=per_device, stats=stats, group_rows=group_rows, devices=devices,
+                  part_devices=part_devices)
+
+
+def _first_category(ids: np.ndarray, cat_pos: np.ndarray, categories: list, n_ops: int) -> pd.Series:
+    """Per op, the category of its first row (in the run) that has one, as aggregate._first_present."""
+    best = np.full(n_ops, -1, dtype=np.int64)
+    entry = np.full(n_ops, -1, dtype=np.int64)
+    present = np.flatnonzero((ids >= 0) & (cat_pos >= 0))
+    if present.size:
+        order = present[np.argsort(cat_pos[present], kind="stable")]
+        _, where = np.unique(ids[order], return_index=True)
+        entry[ids[order][where]] = order[where]
+        best[ids[order][where]] = cat_pos[order][where]
+    values = [categories[e] if e >= 0 else None for e in entry]
+    if all(v is not None for v in values):
+        return pd.Series(pd.Categorical(values)) if values else pd.Series(pd.Categorical([]))
+    return pd.Series(pd.Categorical(values))
+
+
+def _distinct_devices(ids: np.ndarray, dev: np.ndarray, n_ops: int, n_devices: int) -> np.ndarray:
+    valid = dev >= 0
+    if not valid.any():
+        return np.zeros(n_ops, dtype=np.int64)
+    pairs = np.unique(ids[valid] * (n_devices + 1) + dev[valid])
+    return np.bincount(pairs // (n_devices + 1), minlength=n_ops).astype(np.int64)
+
+
+def per_step_self_time(run: RunOps, n_ops: int, index: pd.Index) -> pd.Series:
+    """timeline.timing.per_step_self_time over all rows: every row in a step is a kept row."""
+    raw, rows = run.kept_rows(full_only=True)
+    ops = pd.DataFrame(index=index)
+    return raw_per_step_self_time(raw, ops, rows)

@@ -1,0 +1,277 @@
+"""Read a run's host files: one after another, in a local process pool, or on a Dask cluster.
+
+Each host file is read where the work runs and comes back as its TraceData:
+the tables the analysis needs (categorical columns, no raw events), so what
+travels and what the parent holds grows with the ops, not with the files.
+A failure reading one host never stops the others: it comes back as a
+HostResult with the error text, and the caller turns it into a warning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from traceview.errors import UserError
+from traceview.parsers.xplane import TraceData
+from traceview.parsers.xspace_file import _FAST_MIN_BYTES
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
+    from traceview.timeline.host_ops import OpsPart
+
+DASK_ENV = "TRACEVIEW_DASK"
+JOBS_ENV = "TRACEVIEW_JOBS"
+
+
+@dataclass
+class HostResult:
+    """What reading one host file gave: its tables, or why not."""
+
+    path: str
+    data: TraceData | None = None   # its tables (``ops`` empty unless kept: the part has what the analysis reads)
+    error: str | None = None        # one line naming the file
+    internal: bool = False          # a bug in traceview, not a bad file
+    part: OpsPart | None = None     # its op table reduced (timeline.partial)
+
+
+def read_host(path: str, keep_ops: bool = True, store: bool = False, background: bool = False) -> HostResult:
+    """Read one host file and reduce its op table; every failure is caught and described (this runs in
+    workers). ``store``: put the tables in the table cache (``background``: by a writer thread);
+    ``keep_ops``: send the op table back too (else only its reduction travels)."""
+    from traceview.errors import TraceError
+    from traceview.parsers.xplane import read_xplane
+
+    try:
+        data = read_xplane(path)
+        if store:
+            from traceview.trace import table_cache as tablecache
+
+            tablecache.put(path, data, background=background)
+        return reduced(HostResult(path, data=data), keep_ops)
+    except TraceError as exc:
+        return HostResult(path, error=str(exc))
+    except Exception as exc:  # noqa: BLE001 - one host's bug must not lose the other hosts
+        return HostResult(path, error=f"{path}: internal error while reading ({type(exc).__name__}: {exc})",
+                          internal=True)
+
+
+def reduced(result: HostResult, keep_ops: bool) -> HostResult:
+    """The result with its op table reduced (the one reduction every way of reading runs), and the
+    table itself dropped unless ``keep_ops``."""
+    if result.data is not None and result.part is None:
+        from traceview.timeline.host_ops import reduce_ops
+
+        result.part = reduce_ops(result.data.ops)
+    if result.data is not None and not keep_ops and len(result.data.ops):
+        from traceview.parsers.profile import OP_COLUMNS, empty_frame
+
+        result.data = dataclasses.replace(result.data, ops=empty_frame(OP_COLUMNS))  # no view keeps the rows alive
+    return result
+
+
+def default_jobs() -> int:
+    env = os.environ.get(JOBS_ENV)
+    if env:
+        return parse_jobs(env, JOBS_ENV)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def parse_jobs(value: str | int, what: str = "--jobs") -> int:
+    try:
+        jobs = int(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{what} {value!r}: not a whole number of processes") from None
+    if jobs < 1:
+        raise UserError(f"{what} {value}: at least 1 process")
+    return jobs
+
+
+def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None = None,
+               progress: Callable[[int], None] | None = None, keep_ops: bool = True,
+               store: bool = False) -> list[HostResult]:
+    """Results in the order of `paths`, each with its op table reduced (and kept too with `keep_ops`);
+    `store`: put the tables read in the table cache. `dask`: a scheduler address (or a Client);
+    else `jobs` local processes."""
+    if not paths:
+        return []
+    if dask:
+        results = _read_dask(paths, dask, progress, keep_ops=keep_ops or store)
+        if store:
+            from traceview.trace import table_cache as tablecache
+
+            for r in results:
+                if r.data is not None:
+                    tablecache.put(r.path, r.data, background=True)
+        return [reduced(r, keep_ops) for r in results]
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs <= 1 or len(paths) == 1:
+        _warm_reader_for(paths)
+        out = []
+        for p in paths:
+            out.append(read_host(p, keep_ops, store, background=True))
+            if progress is not None:
+                progress(1)
+        return out
+    return _read_pool(paths, min(jobs, len(paths)), progress, keep_ops, store)
+
+
+def _read_pool(paths: Sequence[str], jobs: int, progress, keep_ops: bool, store: bool) -> list[HostResult]:
+    from concurrent.futures import as_completed
+
+    method = _start_method()
+    cache = sys.modules.get("traceview.trace.table_cache")
+    if method == "fork" and cache is not None:
+        cache.flush()  # no writer thread running while the workers are forked
+    if method == "fork":
+        _warm_reader_for(paths)  # the forked workers inherit the compiled reader
+    results: list[HostResult | None] = [None] * len(paths)
+    with process_pool(jobs, method) as pool:
+        futures = {pool.submit(read_host, p, keep_ops, store): i for i, p in enumerate(paths)}
+        for fut in as_completed(futures):
+            i = futures[fut]
+            try:
+                results[i] = fut.result()
+            except Exception as exc:  # noqa: BLE001 - a worker that died (memory, signal)
+                results[i] = HostResult(paths[i], error=f"{paths[i]}: the reading process failed "
+                                                        f"({type(exc).__name__}: {exc})", internal=True)
+            if progress is not None:
+                progress(1)
+    return [r for r in results if r is not None]
+
+
+def process_pool(jobs: int, method: str) -> ProcessPoolExecutor:
+    """A pool of `jobs` reading processes started by `method`, each splitting lines over its share of
+    the cores only."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method),
+                               initializer=_start_worker, initargs=(jobs,))
+
+
+def _start_worker(jobs: int) -> None:
+    """Pool worker start: one of `jobs` processes, so its reader uses only its share of the cores; and
+    a short-lived process of traceview's own, so it keeps the memory it frees (traceview.trace.allocator)."""
+    from traceview.parsers import xspace_fast
+    from traceview.trace.allocator import keep_freed_memory
+
+    xspace_fast.share_cores(jobs)
+    keep_freed_memory()
+
+
+def _warm_reader_for(paths: Sequence[str]) -> None:
+    """Load the compiled reader when the run's files together are large enough to repay it (several
+    hosts of a few MB each: once loaded, it reads them all, one after another or in forked workers)."""
+    if len(paths) > 1 and sum(_size(p) for p in paths) >= _FAST_MIN_BYTES:
+        from traceview.parsers import xspace_fast
+
+        xspace_fast.warm_up()
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _start_method() -> str:
+    """fork where it is safe enough: the workers start at once with the reader already imported.
+
+    A process running many threads (the dashboard's Streamlit server) forks
+    badly (a lock held by another thread stays held in the child): there, a
+    fork server. The CLI has at most its progress-bar thread, which only writes
+    to stderr. A process that ran JAX still forks, though JAX warns about it:
+    its threads are native ones the workers never call into, while a fork
+    server would re-run an unguarded ``__main__`` script in every worker (a
+    script that imports JAX and calls ``traceview.load(run, jobs=2)`` at top
+    level would fail).
+    """
+    import multiprocessing
+    import threading
+
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and sys.platform.startswith("linux") and threading.active_count() <= 2:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
+
+
+def _read_dask(paths: Sequence[str], address, progress, keep_ops: bool) -> list[HostResult]:
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise UserError("--dask needs dask.distributed: pip install 'traceview[dask]'") from None
+    own = not isinstance(address, Client)
+    try:
+        client = Client(address, timeout="20s") if own else address
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise UserError(f"--dask {address}: cannot reach the scheduler ({exc})") from None
+    try:
+        # Workers may run elsewhere: they get absolute paths (the results keep the caller's spelling).
+        futures = client.map(_read_on_dask_worker, [os.path.abspath(p) for p in paths], keep_ops=keep_ops,
+                             readers=_readers_by_machine(client), pure=False)
+        index = {f.key: i for i, f in enumerate(futures)}
+        results: list[HostResult | None] = [None] * len(paths)
+        for fut in as_completed(futures):
+            i = index[fut.key]
+            try:
+                results[i] = _as_given(fut.result(), paths[i])
+            except Exception as exc:  # noqa: BLE001 - the worker died or could not run the task
+                results[i] = HostResult(paths[i], error=f"{paths[i]}: the Dask task failed "
+                                                        f"({type(exc).__name__}: {exc})", internal=True)
+            if progress is not None:
+                progress(1)
+        return [r for r in results if r is not None]
+    finally:
+        if own:
+            client.close()
+
+
+def _readers_by_machine(client) -> dict[str, int]:
+    """How many host files each machine of the cluster may read at once: its workers' threads, summed."""
+    readers: dict[str, int] = {}
+    try:
+        for worker in client.scheduler_info().get("workers", {}).values():
+            readers[worker["host"]] = readers.get(worker["host"], 0) + int(worker["nthreads"])
+    except (KeyError, TypeError, ValueError):
+        return {}
+    return readers
+
+
+def _read_on_dask_worker(path: str, keep_ops: bool, readers: dict[str, int]) -> HostResult:
+    """read_host in a Dask worker thread, splitting lines over its share of the machine's cores only:
+    every thread of every worker on that machine may be reading a host at once (a worker that joined
+    later counts its own threads)."""
+    from distributed import get_worker
+    from distributed.comm import get_address_host
+
+    from traceview.parsers import xspace_fast
+
+    worker = get_worker()
+    try:
+        machine = get_address_host(worker.address)
+    except ValueError:  # an address form without a host
+        machine = None
+    xspace_fast.share_cores(readers.get(machine or "") or getattr(worker.state, "nthreads", 1))
+    return read_host(path, keep_ops)
+
+
+def _as_given(result: HostResult, path: str) -> HostResult:
+    """A result read by absolute path, naming the file as the caller spelled it (output equals a local read)."""
+    absolute = result.path
+    result.path = path
+    if absolute != path:
+        if result.error:
+            result.error = result.error.replace(absolute, path)
+        if result.data is not None:
+            result.data.warnings = [w.replace(absolute, path) for w in result.data.warnings]
+    return result

@@ -1,0 +1,172 @@
+"""PATH -> Profile: discover the run, read every host's file, merge the tables."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from traceview.errors import TraceError, UserError
+from traceview.parsers.compressed import read_limited
+from traceview.parsers.discover import find_run, host_of, is_trace_file
+from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Profile, Source, empty_frame
+from traceview.parsers.xplane import TraceData, read_xplane
+from traceview.trace.hosts import DASK_ENV, HostResult, read_hosts, reduced
+
+
+@dataclass
+class ReadOptions:
+    """How host files are read. None: the environment decides (TRACEVIEW_NO_CACHE, TRACEVIEW_JOBS,
+    TRACEVIEW_DASK), else the defaults (cache on, one process per core, no Dask)."""
+
+    cache: bool | None = None
+    jobs: int | None = None
+    dask: str | None = None
+    keep_ops: bool = True       # False: Profile.ops stays empty, the analysis reads the hosts' reductions
+
+
+_defaults = ReadOptions()
+
+
+@contextmanager
+def read_options(options: ReadOptions):
+    """Within the block, load_profile calls that pass no options use these (the CLI's flags)."""
+    global _defaults
+    saved, _defaults = _defaults, options
+    try:
+        yield
+    finally:
+        _defaults = saved
+
+
+def load_profile(path: str | Path, run: str | None = None,
+                 progress: Callable[[int, int], None] | None = None,
+                 options: ReadOptions | None = None) -> Profile:
+    """Read the run PATH means (the newest, or the one named `run`) into one Profile.
+
+    Every host file of the run is read (from the table cache when it holds
+    the file as it is now; else in parallel: see ReadOptions); rows keep
+    their host and the hosts keep the order of the files. Any failure on
+    one host among several (an unreadable file, or an internal error) becomes
+    a warning naming that host and file; if every file fails, the first error
+    is raised (a UserError naming the file). `progress(done, total)` is
+    called after each file.
+    """
+    opts = options or _defaults
+    use_cache = opts.cache if opts.cache is not None else not os.environ.get("TRACEVIEW_NO_CACHE")
+    dask = opts.dask if opts.dask is not None else os.environ.get(DASK_ENV) or None
+    found = find_run(path, run)
+    files = [str(f) for f in found.files]
+    total = len(files)
+    done = 0
+
+    def advance(k: int) -> None:
+        nonlocal done
+        done += k
+        if progress is not None:
+            progress(done, total)
+
+    results: dict[str, HostResult] = {}
+    if use_cache:
+        from traceview.trace import table_cache as tablecache
+
+        for f in files:
+            data = tablecache.get(f)
+            if data is not None:
+                results[f] = reduced(HostResult(f, data=data), opts.keep_ops)
+                advance(1)
+    missed = [f for f in files if f not in results]
+    # The tables read are stored in the cache where they are read (a pool's workers), or by a writer
+    # thread while the analysis goes on.
+    for r in read_hosts(missed, jobs=opts.jobs, dask=dask, progress=advance, keep_ops=opts.keep_ops,
+                        store=use_cache):
+        results[r.path] = r
+    parts: list[TraceData] = []
+    op_parts: list = []
+    warnings: list[str] = list(found.warnings)   # names like trace files that are not regular files
+    failures: list[HostResult] = []
+    ok_files: list[str] = []
+    for f in files:
+        r = results[f]
+        if r.data is not None:
+            parts.append(r.data)
+            op_parts.append(r.part)
+            ok_files.append(f)
+        else:
+            failures.append(r)
+            warnings.append(f"skipped host {host_of(Path(f))}: {r.error}")
+    if not parts:
+        first = failures[0]
+        if total == 1 and first.internal:
+            # One file and a bug: read it again here so the real traceback shows.
+            read_xplane(first.path)
+        if len(failures) == 1:
+            raise TraceError(first.error or f"{first.path}: unreadable")
+        raise UserError(f"{found.path}: none of the {total} trace files could be read (first: {first.error})")
+    for part in parts:
+        warnings += part.warnings
+    hlo_protos: dict[str, bytes] = {}
+    environment: dict[str, str] = {}
+    for part in parts:
+        for k, v in part.hlo_protos.items():
+            hlo_protos.setdefault(k, v)
+        for k, v in part.environment.items():
+            environment.setdefault(k, v)
+    # Per-module HloProto files written beside the xplanes ("<module>(<program id>).hlo_proto.pb").
+    for f in found.hlo_proto_files:
+        key = f.name[: -len(".hlo_proto.pb")]
+        if key not in hlo_protos:
+            try:
+                hlo_protos[key] = read_limited(f, error=TraceError, what="HLO proto file")
+            except UserError as exc:
+                warnings.append(f"skipped {exc}")
+    return Profile(
+        source=Source(path=str(path), run=found.name, hosts=[p.host for p in parts], files=ok_files),
+        ops=_concat([p.ops for p in parts], OP_COLUMNS),
+        host_events=_concat([p.host_events for p in parts], HOST_EVENT_COLUMNS),
+        steps=_concat([p.steps for p in parts], STEP_COLUMNS),
+        devices=[d for p in parts for d in p.devices],
+        hlo_protos=hlo_protos,
+        environment=environment,
+        warnings=warnings,
+        op_parts=op_parts,
+        reduce_again=functools.partial(_reduce_again, ok_files),
+    )
+
+
+def _reduce_again(files: list[str], keep: dict) -> dict:
+    """{host index: KeepRows} -> {host index: OpsPart}: those host files read again, keeping those rows."""
+    from traceview.timeline.host_ops import reduce_ops
+
+    return {i: reduce_ops(read_xplane(files[i]).ops, k) for i, k in keep.items()}
+
+
+def _concat(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.DataFrame:
+    """Concatenate per-host tables; categoricals get the union of their categories."""
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return empty_frame(columns)
+    if len(frames) == 1:
+        return frames[0]
+    from pandas.api.types import union_categoricals
+
+    out = {}
+    for name, dtype in columns.items():
+        if dtype == "category":
+            out[name] = union_categoricals([f[name] for f in frames])
+        else:
+            out[name] = np.concatenate([f[name].to_numpy() for f in frames]).astype(dtype, copy=False)
+    return pd.DataFrame(out, copy=False)  # columns as they are: no copy into 2-D blocks
+
+
+def is_trace_path(path: Path) -> bool:
+    """Whether ``path`` is a trace file or a folder holding one (rather than HLO or a JSON baseline)."""
+    if path.is_file():
+        return is_trace_file(path)
+    return path.is_dir() and any(is_trace_file(p) for p in path.rglob("*.xplane.pb*"))
