@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from traceview.api.hlo import HloReport
     from traceview.memory.view import MemoryReport
     from traceview.parallelism.diagnose import Parallelism
+    from traceview.render.analyze import Section
 
 __all__ = ["Analysis", "Summary", "load"]
 
@@ -108,7 +109,17 @@ class Analysis:
 
     @cached_property
     def _record(self) -> dict[str, Any]:
-        return analysis_json(self.pipeline)
+        record = analysis_json(self.pipeline)
+        self._add_view_records(record)
+        return record
+
+    def _add_view_records(self, record: dict[str, Any]) -> None:
+        """Each view that has something for ``analyze --format json`` adds its fields here (the
+        contract names them: e.g. ``summary.idle_causes``, top-level ``advice``)."""
+
+    def report_sections(self) -> list[Section]:
+        """The views' blocks in the ``analyze`` text and Markdown reports, in the order printed."""
+        return []
 
     def to_json(self) -> dict[str, Any]:
         """Exactly what ``traceview analyze PATH --format json`` prints (a fresh copy)."""

@@ -29,8 +29,10 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         text = analysis_csv(analysis.pipeline)
     elif args.format == "markdown":
-        text = analysis_markdown(analysis.pipeline, top=args.top, mesh_line=analysis.mesh_summary)
+        text = analysis_markdown(analysis.pipeline, top=args.top, mesh_line=analysis.mesh_summary,
+                                 sections=analysis.report_sections())
     else:
-        text = analysis_text(analysis.pipeline, top=args.top, mesh_line=analysis.mesh_summary)
+        text = analysis_text(analysis.pipeline, top=args.top, mesh_line=analysis.mesh_summary,
+                             sections=analysis.report_sections())
     write_output(text, args.output)
     return 0

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -46,6 +48,23 @@ def analysis_csv(analysis: PipelineResult) -> str:
 
 
 # ---------------------------------------------------------------- for people
+
+
+@dataclass(frozen=True)
+class Section:
+    """A block a view adds to the analyze report (what to fix first, where in the model, serving):
+    a title and plain-text lines, escaped for the terminal or Markdown by the renderer."""
+
+    title: str
+    lines: tuple[str, ...]
+
+
+def _section_text(section: Section, on: bool) -> list[str]:
+    return [colour(section.title, "bold", on), *("  " + line for line in section.lines), ""]
+
+
+def _section_markdown(section: Section) -> list[str]:
+    return [f"### {markdown_text(section.title)}", "", *(f"- {markdown_text(line)}" for line in section.lines), ""]
 
 def _device_rows(analysis: PipelineResult) -> list[list[str]]:
     rows = []
@@ -176,8 +195,9 @@ def _summary_lines(analysis: PipelineResult, mesh_line: str | None) -> list[str]
 
 
 def analysis_text(analysis: PipelineResult, top: int = 20, colour_enabled: bool | None = None,
-                  mesh_line: str | None = None) -> str:
-    """The terminal report; ``mesh_line``: the mesh's one-line summary (``traceview.Analysis.mesh_summary``)."""
+                  mesh_line: str | None = None, sections: Sequence[Section] = ()) -> str:
+    """The terminal report; ``mesh_line``: the mesh's one-line summary (``traceview.Analysis.mesh_summary``);
+    ``sections``: the views' blocks, printed after the summary (``traceview.Analysis.report_sections``)."""
     on = use_colour() if colour_enabled is None else colour_enabled
     src = analysis.profile.source
     out = [colour(f"traceview {__version__}", "bold", on) + f"  {src.path}"
@@ -185,6 +205,8 @@ def analysis_text(analysis: PipelineResult, top: int = 20, colour_enabled: bool 
     out += [colour("Devices", "bold", on),
             text_table(["device", "kind", "model", "peaks (from trace)"], _device_rows(analysis)), ""]
     out += [colour("Summary", "bold", on), *("  " + line for line in _summary_lines(analysis, mesh_line)), ""]
+    for section in sections:
+        out += _section_text(section, on)
     out.append(colour("Steps", "bold", on))
     if analysis.steps.empty:
         out.append("  no steps found")
@@ -207,10 +229,13 @@ def analysis_text(analysis: PipelineResult, top: int = 20, colour_enabled: bool 
     return terminal_lines("\n".join(out)) + "\n"
 
 
-def analysis_markdown(analysis: PipelineResult, top: int = 20, mesh_line: str | None = None) -> str:
+def analysis_markdown(analysis: PipelineResult, top: int = 20, mesh_line: str | None = None,
+                      sections: Sequence[Section] = ()) -> str:
     src = analysis.profile.source
     out = [f"## traceview: {markdown_code(src.path)}", ""]
     out += [f"- {markdown_text(line)}" for line in _summary_lines(analysis, mesh_line)] + [""]
+    for section in sections:
+        out += _section_markdown(section)
     out += [markdown_table(["device", "kind", "model", "peaks (from trace)"], _device_rows(analysis)), ""]
     if not analysis.steps.empty:
         headers, rows, align = _step_rows(analysis)
