@@ -7,7 +7,8 @@ batch of tokens, and returns the cache updated in place. In the HLO that reads a
   ``dynamic-update-slice`` (a contiguous cache) or ``scatter`` (a paged / ragged cache) wrote into it;
   usually donated, so the module's ``input_output_alias`` maps that output to the parameter.
 * **tokens**: the 32/64-bit integer parameter of rank 1 or 2 with the most elements
-  (``s32[batch, tokens]``; rank 1: one token per sequence).
+  (``s32[batch, tokens]``; rank 1: one token per sequence); of equal sizes, the one whose JAX argument
+  name says tokens (``tok``, ``ids``, ``prompt``, ``input``), then the rank-2 one.
 * **positions**: other 32/64-bit integer parameters (scalars, per-sequence positions, page tables, keys).
 * **weights**: every other parameter (floats, and int8/int4/fp8 quantized weights).
 
@@ -29,6 +30,7 @@ _PASS_THROUGH = frozenset(("bitcast", "copy", "convert", "reshape", "bitcast-con
                            "optimization-barrier"))
 _TOKEN_TYPES = frozenset(("s32", "u32", "s64", "u64"))
 _MAX_WALK = 10_000
+_TOKEN_NAME_RE = re.compile(r"tok|ids|prompt|input", re.IGNORECASE)
 _ALIAS_RE = re.compile(r"\{\s*([\d,\s]*)\}\s*:\s*\(\s*(\d+)\s*,\s*\{[\d,\s]*\}")
 
 
@@ -200,7 +202,8 @@ def _label_integer_inputs(params: list[Parameter]) -> None:
         p.role = "position"
     tokens = [p for p in ints if p.shape.dims]
     if tokens:
-        max(tokens, key=lambda p: (elements(p.shape), len(p.shape.dims))).role = "tokens"
+        max(tokens, key=lambda p: (elements(p.shape), bool(_TOKEN_NAME_RE.search(p.name)),
+                                   len(p.shape.dims))).role = "tokens"
 
 
 def _outputs(entry: Computation) -> list[Instruction]:

@@ -87,7 +87,7 @@ def inference_text(report: InferenceReport, markdown: bool = False) -> str:
                                                "efficiencies are not judged)" if report.projected else ""), ""]
     if report.phases:
         out += [head("Serving phases"), ""]
-        rows = [[p.phase, esc(p.module), str(p.steps), _n(p.batch), _n(p.tokens_per_step),
+        rows = [[p.phase, p.module, str(p.steps), _n(p.batch), _n(p.tokens_per_step),
                  fmt_time_us(p.step_time_us), fmt_bytes(p.program.weight_bytes),
                  fmt_bytes(p.program.kv_cache_bytes), fmt_si(p.flops), fmt_time_us(p.floor_us),
                  p.floor_bound or "-", fmt_pct(p.efficiency), fmt_time_us(p.time_per_output_token_us),
