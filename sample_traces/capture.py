@@ -313,16 +313,21 @@ def build_serving(cfg: dict[str, Any]):
     V, D, H, F, L = cfg["vocab"], cfg["d_model"], cfg["heads"], cfg["d_ff"], cfg["layers"]
     B, P, S = cfg["batch"], cfg["prompt"], cfg["max_seq"]
     hd = D // H
-    keys = iter(jax.random.split(jax.random.PRNGKey(0), 4 + 6 * L))
+    # numpy makes the arrays: a jax.random call would compile a program of its own, and the trace keeps
+    # the HLO of every program the process compiled
+    rng = np.random.default_rng(0)
+
+    def put(array):
+        return jax.device_put(np.asarray(array).astype(dt))
 
     def dense(shape):
-        return (jax.random.normal(next(keys), shape, jnp.float32) / jnp.sqrt(shape[0])).astype(dt)
+        return put(rng.standard_normal(shape, dtype=np.float32) / np.sqrt(shape[0]))
 
-    params = {"embed": dense((V, D)), "unembed": dense((D, V)), "norm": jnp.ones((D,), dt),
-              "layers": [{"norm1": jnp.ones((D,), dt), "wq": dense((D, D)), "wk": dense((D, D)),
-                          "wv": dense((D, D)), "wo": dense((D, D)), "norm2": jnp.ones((D,), dt),
+    params = {"embed": dense((V, D)), "unembed": dense((D, V)), "norm": put(np.ones(D)),
+              "layers": [{"norm1": put(np.ones(D)), "wq": dense((D, D)), "wk": dense((D, D)),
+                          "wv": dense((D, D)), "wo": dense((D, D)), "norm2": put(np.ones(D)),
                           "w1": dense((D, F)), "w2": dense((F, D))} for _ in range(L)]}
-    cache = {"k": jnp.zeros((L, B, S, H, hd), dt), "v": jnp.zeros((L, B, S, H, hd), dt)}
+    cache = {"k": put(np.zeros((L, B, S, H, hd))), "v": put(np.zeros((L, B, S, H, hd)))}
 
     def rms(x, g):
         x32 = x.astype(jnp.float32)
@@ -355,9 +360,8 @@ def build_serving(cfg: dict[str, Any]):
         logits, cache = forward(params, cache, token, pos)
         return jnp.argmax(logits, -1).astype(jnp.int32)[:, None], cache
 
-    prompts = [jax.random.randint(jax.random.PRNGKey(10 + r), (B, P), 0, V, jnp.int32)
-               for r in range(cfg["requests"])]
-    token = jnp.zeros((B, 1), jnp.int32)
+    prompts = [jax.device_put(rng.integers(0, V, (B, P), dtype=np.int32)) for _ in range(cfg["requests"])]
+    token = jax.device_put(np.zeros((B, 1), np.int32))
     prefill_c = jax.jit(prefill, donate_argnums=1).lower(params, cache, prompts[0]).compile()
     decode_c = jax.jit(decode, donate_argnums=1).lower(params, cache, token, np.int32(P)).compile()
     jax.block_until_ready(prompts)
