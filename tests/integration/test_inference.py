@@ -145,3 +145,15 @@ def test_a_real_tpu_trace_says_what_is_missing(shared_traces):
     assert programs["jit_f"]["kv_cache_parameters"] == [] and programs["jit_f"]["token_input"] is None
     assert record["reasons"]["critical_batch"] == "no serving phase recognised"
     assert "inference" not in analysis.to_json()
+
+
+def test_the_proto_reader_keeps_input_output_alias_as_xla_prints_it(serving):
+    """The donated cache is read from the module proto; XLA's own text dump prints the same aliasing."""
+    import re
+
+    from traceview.parsers.hlo_proto import read_hlo_proto
+
+    for proto in sorted((serving / "hlo").glob("*.cpu_after_optimizations.hlo.pb")):
+        text = proto.with_name(proto.name.replace(".hlo.pb", ".txt")).read_text()
+        header = re.search(r"input_output_alias=(\{ .*? \}), ", text.splitlines()[0]).group(1)
+        assert read_hlo_proto(proto).attributes["input_output_alias"] == header
