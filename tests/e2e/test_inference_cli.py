@@ -52,3 +52,13 @@ def test_an_unknown_target_is_one_line_and_exit_2(serving, capsys):
 
 def test_a_missing_path_is_exit_2(tmp_path, capsys):
     assert main(["inference", str(tmp_path / "nothing")]) == 2
+
+
+def test_analyze_prints_the_inference_section(serving, capsys):
+    """analyze reads no op executions (keep_ops=False): the serving calls are found all the same."""
+    assert main(["analyze", str(serving), "--target", "tpu-v5e"]) == 0
+    text = capsys.readouterr().out
+    assert "Inference" in text and "decode jit_decode: 12 steps, batch 4" in text
+    assert "Critical batch: 243 sequences" in text
+    assert main(["analyze", str(serving), "--format", "markdown"]) == 0
+    assert "Inference" in capsys.readouterr().out

@@ -233,6 +233,10 @@ class Analysis:
 
     def _serving(self) -> bool:
         """Whether a module that ran holds a KV cache (cheap: the HLO only), so analyze shows "Inference"."""
+        return self._serving_found
+
+    @cached_property
+    def _serving_found(self) -> bool:
         from traceview.inference.programs import read_program
 
         return any(read_program(m).caches for m in self.pipeline.ran_modules)

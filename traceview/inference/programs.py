@@ -160,8 +160,9 @@ def read_program(module: HloModule) -> Program:
         return program
     by_number = {p.number: p for p in params}
     aliases = parse_aliases(module.attributes.get("input_output_alias", ""))
+    names = _Names()
     for index, output in enumerate(_outputs(entry)):
-        number, writes = _trace_to_parameter(module, entry, output)
+        number, writes = _trace_to_parameter(module, entry, output, names)
         param = by_number.get(number) if number is not None else None
         if param is None or not writes:
             continue
@@ -185,9 +186,8 @@ def _entry_parameters(entry: Computation) -> list[Parameter]:
     for inst in entry.instructions:
         if inst.opcode != "parameter":
             continue
-        try:
-            number = int(inst.attributes.get("parameter_number", ""))
-        except ValueError:
+        number = _int(inst.attributes.get("parameter_number"))
+        if number < 0:
             continue
         name = inst.metadata.get("op_name") or inst.name
         params.append(Parameter(number, name, inst.shape, leaf_bytes(inst.shape)))
@@ -217,47 +217,68 @@ def _outputs(entry: Computation) -> list[Instruction]:
     return [root]
 
 
-def _trace_to_parameter(module: HloModule, comp: Computation, inst: Instruction) -> tuple[int | None, list[CacheWrite]]:
+def _int(text: str | None, default: int = -1) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+
+
+class _Names:
+    """Each computation's instructions by name, built once per computation (``Computation.by_name`` builds
+    a fresh dict on every call)."""
+
+    def __init__(self) -> None:
+        self._maps: dict[int, dict[str, Instruction]] = {}
+
+    def __call__(self, comp: Computation) -> dict[str, Instruction]:
+        found = self._maps.get(id(comp))
+        if found is None:
+            found = self._maps[id(comp)] = comp.by_name()
+        return found
+
+
+def _trace_to_parameter(module: HloModule, comp: Computation, inst: Instruction,
+                        names: _Names | None = None) -> tuple[int | None, list[CacheWrite]]:
     """(entry parameter number the value of ``inst`` is an in-place update of, the writes on the way)."""
+    names = names or _Names()
     writes: list[CacheWrite] = []
-    # the walk: (computation, instruction, tuple index wanted or None); a stack of fusion call sites
-    calls: list[tuple[Computation, Instruction]] = []
-    index: int | None = None
+    calls: list[tuple[Computation, Instruction]] = []     # the fusion call sites entered, innermost last
+    index: int | None = None                              # the tuple element wanted of a fusion's root
     for _ in range(_MAX_WALK):
-        insts = comp.by_name()
+        insts = names(comp)
         op = inst.opcode
         if op == "parameter":
+            number = _int(inst.attributes.get("parameter_number"))
             if not calls:
-                return int(inst.attributes.get("parameter_number", "-1")), writes
+                return (number if number >= 0 else None), writes
             comp, call = calls.pop()
-            n = int(inst.attributes.get("parameter_number", "-1"))
-            if not 0 <= n < len(call.operands) or call.operands[n] not in comp.by_name():
+            if not 0 <= number < len(call.operands) or call.operands[number] not in names(comp):
                 return None, writes
-            inst = comp.by_name()[call.operands[n]]
+            inst = names(comp)[call.operands[number]]
             continue
-        if op in CACHE_WRITES:
-            update = insts.get(inst.operands[1] if op == "dynamic-update-slice" else
-                               inst.operands[-1] if inst.operands else "")
+        if op in CACHE_WRITES and len(inst.operands) >= 2:
+            update = insts.get(inst.operands[1] if op == "dynamic-update-slice" else inst.operands[-1])
             if update is not None:
                 writes.append(CacheWrite(op, tuple(update.shape.dims)))
         elif op == "fusion" and inst.called_computations:
             fused = module.computations.get(inst.called_computations[0])
-            if fused is None or fused.root not in fused.by_name():
+            if fused is None or fused.root not in names(fused) or len(calls) > _MAX_WALK // 10:
                 return None, writes
             calls.append((comp, inst))
-            comp, inst = fused, fused.by_name()[fused.root or ""]
+            comp, inst = fused, names(fused)[fused.root or ""]
             if index is not None and inst.opcode == "tuple":
-                if index >= len(inst.operands):
+                if not 0 <= index < len(inst.operands) or inst.operands[index] not in names(comp):
                     return None, writes
-                inst, index = comp.by_name()[inst.operands[index]], None
+                inst, index = names(comp)[inst.operands[index]], None
             continue
         elif op == "get-tuple-element":
-            index = int(inst.attributes.get("index", "0"))
+            index = _int(inst.attributes.get("index"), 0)
             source = insts.get(inst.operands[0]) if inst.operands else None
             if source is None:
                 return None, writes
             if source.opcode == "tuple":
-                if index >= len(source.operands):
+                if not 0 <= index < len(source.operands) or source.operands[index] not in insts:
                     return None, writes
                 inst, index = insts[source.operands[index]], None
             else:

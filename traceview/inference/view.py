@@ -210,6 +210,9 @@ def _evidence(program: Program, calls: pd.DataFrame, tokens: int | None, name: s
 def _judge(phase: Phase, costs: pd.DataFrame, chip: Chip | None, projected: bool, capture: Chip | None) -> None:
     program = phase.program
     rows = costs[costs["module"] == program.module] if not costs.empty else costs
+    if program.program_id is not None and "program_id" in rows.columns:   # same name, other compilations
+        same = rows["program_id"].astype(str) == str(program.program_id)
+        rows = rows[same] if same.any() else rows
     if rows.empty:
         phase.reasons["flops"] = f"no HLO costs for {program.module}"
     else:
