@@ -139,3 +139,26 @@ def test_decode_floor_takes_the_slower_side_and_the_kv_crossover():
     assert roofline.decode_floor(b * 2e9, 1e9, b * 1e6, 1e14, 1e12).compute_s == pytest.approx(
         roofline.decode_floor(b * 2e9, 1e9, b * 1e6, 1e14, 1e12).memory_s)
     assert roofline.critical_batch_with_kv(1e9, 2e9, 1e8, 1e14, 1e12) is None
+
+
+def test_without_token_counts_the_program_called_most_is_the_decode_step():
+    from traceview.inference.programs import CacheWrite, Parameter, Program
+    from traceview.inference.view import InferenceReport, _recognise
+    from traceview.parsers.hlo_model import Shape
+
+    def paged(name: str) -> Program:
+        pages = Parameter(1, "pages", Shape("bf16", (64, 16, 128)), 64 * 16 * 128 * 2, role="kv_cache",
+                          output=0, aliased=True, writes=[CacheWrite("scatter", (8, 16, 128))])
+        return Program(name, None, [Parameter(0, "w", Shape("bf16", (128, 128)), 128 * 128 * 2), pages])
+
+    def calls(name: str, starts: list[float]) -> pd.DataFrame:
+        return pd.DataFrame({"module": name, "program_id": -1, "device": "d", "call": range(len(starts)),
+                             "start_us": starts, "time_us": 1.0})
+
+    report = InferenceReport([], [], None)
+    _recognise(report, [(paged("step"), calls("step", [10.0, 20.0, 30.0])), (paged("fill"), calls("fill", [0.0]))])
+    assert [(p.phase, p.module) for p in report.phases] == [("prefill", "fill"), ("decode", "step")]
+    decode = report.phase("decode")
+    assert any("called most often" in line for line in decode.recognised_by)
+    assert any("paged or ragged" in line for line in decode.recognised_by)
+    assert any("before the first call of the decode step" in line for line in report.phase("prefill").recognised_by)
