@@ -651,8 +651,23 @@ def _convert_module(mp, file: str | None) -> HloModule:
         module.attributes["entry_computation_layout"] = "{(" + ", ".join(
             shape_to_text(shape_from_proto(p)) for p in ps.parameters) + ")->" + \
             shape_to_text(shape_from_proto(ps.result)) + "}"
+    if mp.HasField("input_output_alias") and mp.input_output_alias.entries:
+        module.attributes["input_output_alias"] = _alias_text(mp.input_output_alias.entries)
     _stack_frames(mp, module)
     return module
+
+
+_ALIAS_KINDS = {1: "may-alias", 2: "must-alias"}
+
+
+def _alias_text(entries) -> str:
+    """The module's input_output_alias as HLO text prints it: ``{ {1}: (19, {}, may-alias), ... }``."""
+    def index(values) -> str:
+        return "{" + ",".join(str(int(v)) for v in values) + "}"
+
+    return "{ " + ", ".join(
+        f"{index(e.output_shape_index)}: ({int(e.parameter_number)}, {index(e.parameter_shape_index)}, "
+        f"{_ALIAS_KINDS.get(int(e.kind), 'may-alias')})" for e in entries) + " }"
 
 
 def _stack_frames(mp, module: HloModule) -> None:

@@ -26,8 +26,12 @@ _SCHEMA: dict[str, list[tuple[str, int, str, bool]]] = {
         ("host_program_shape", 4, "ProgramShapeProto", False),
         ("id", 5, "int64", False), ("entry_computation_id", 6, "int64", False),
         ("schedule", 7, "HloScheduleProto", False),
+        ("input_output_alias", 8, "HloInputOutputAliasProto", False),
         ("stack_frame_index", 17, "StackFrameIndexProto", False),
     ],
+    "HloInputOutputAliasProto": [("entries", 1, "AliasEntryProto", True)],
+    "AliasEntryProto": [("output_shape_index", 1, "int64", True), ("parameter_number", 2, "int64", False),
+                        ("parameter_shape_index", 3, "int64", True), ("kind", 4, "int32", False)],
     "HloScheduleProto": [("sequences", 1, "HloScheduleProto.SequencesEntry", True)],
     "InstructionSequence": [("instruction_ids", 1, "int64", True)],
     "StackFrameIndexProto": [

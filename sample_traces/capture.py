@@ -59,7 +59,15 @@ SAMPLES: dict[str, tuple[str, int, dict[str, Any]]] = {
     # mlp, captured again, and the same program with 2x wider hidden layers.
     "mlp_repeat": ("build_mlp", 1, MLP_CONFIG),
     "mlp_slow": ("build_mlp", 1, {**MLP_CONFIG, "hidden": 2048}),
+    # Serving sample (traceview inference): a decoder-only transformer with an explicit KV cache,
+    # a jitted prefill and a jitted decode step (cache donated), `requests` rounds of one prefill
+    # and `decode_steps` decode steps each.
+    "serving": ("build_serving", 1,
+                {"vocab": 512, "d_model": 128, "heads": 4, "d_ff": 512, "layers": 2, "batch": 4,
+                 "prompt": 16, "max_seq": 64, "decode_steps": 6, "requests": 2, "dtype": "bfloat16"}),
 }
+# Samples whose worker is not a training loop: builder name -> the worker that runs and traces it.
+SERVING_BUILDERS = {"build_serving"}
 # sample -> (reference sample, lowest and highest (None: no limit) allowed
 # ratio of its median traced step time to the reference's). mlp_slow does 3.4x
 # the FLOPs (2.7x the bytes) of mlp. Checked against the reference in `out`,
@@ -289,6 +297,137 @@ def build_tensor_parallel(cfg: dict[str, Any]):
     return desc, compiled, params, batches
 
 
+def build_serving(cfg: dict[str, Any]):
+    """A decoder-only transformer (RMSNorm, causal MHA, GELU MLP, tied nothing) served from an explicit
+    KV cache: ``prefill(params, cache, prompt) -> (next token, cache)`` writes the prompt's keys and values
+    at positions 0..prompt-1; ``decode(params, cache, token, pos) -> (next token, cache)`` writes one
+    position per sequence and attends over the whole cache (masked past ``pos``). Both are jitted with the
+    cache donated, so XLA aliases it to the output and updates it in place (dynamic-update-slice).
+
+    Returns (description, prefill compiled, decode compiled, params, cache, prompts)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    dt = jnp.dtype(cfg["dtype"])
+    V, D, H, F, L = cfg["vocab"], cfg["d_model"], cfg["heads"], cfg["d_ff"], cfg["layers"]
+    B, P, S = cfg["batch"], cfg["prompt"], cfg["max_seq"]
+    hd = D // H
+    # numpy makes the arrays: a jax.random call would compile a program of its own, and the trace keeps
+    # the HLO of every program the process compiled
+    rng = np.random.default_rng(0)
+
+    def put(array):
+        return jax.device_put(np.asarray(array).astype(dt))
+
+    def dense(shape):
+        return put(rng.standard_normal(shape, dtype=np.float32) / np.sqrt(shape[0]))
+
+    params = {"embed": dense((V, D)), "unembed": dense((D, V)), "norm": put(np.ones(D)),
+              "layers": [{"norm1": put(np.ones(D)), "wq": dense((D, D)), "wk": dense((D, D)),
+                          "wv": dense((D, D)), "wo": dense((D, D)), "norm2": put(np.ones(D)),
+                          "w1": dense((D, F)), "w2": dense((F, D))} for _ in range(L)]}
+    cache = {"k": put(np.zeros((L, B, S, H, hd))), "v": put(np.zeros((L, B, S, H, hd)))}
+
+    def rms(x, g):
+        x32 = x.astype(jnp.float32)
+        return (x32 * jax.lax.rsqrt((x32 * x32).mean(-1, keepdims=True) + 1e-6)).astype(dt) * g
+
+    def forward(params, cache, tokens, pos):
+        """tokens [B, T] at positions pos..pos+T-1; returns (logits of the last position, cache)."""
+        T = tokens.shape[1]
+        x = params["embed"][tokens]                                        # [B, T, D]
+        q_pos = pos + jnp.arange(T)
+        mask = jnp.arange(S)[None, :] <= q_pos[:, None]                    # [T, S] causal over the cache
+        for i, lp in enumerate(params["layers"]):
+            h = rms(x, lp["norm1"])
+            q, k, v = ((h @ lp[w]).reshape(B, T, H, hd) for w in ("wq", "wk", "wv"))
+            cache = {"k": jax.lax.dynamic_update_slice(cache["k"], k[None], (i, 0, pos, 0, 0)),
+                     "v": jax.lax.dynamic_update_slice(cache["v"], v[None], (i, 0, pos, 0, 0))}
+            scores = jnp.einsum("bthd,bshd->bhts", q, cache["k"][i]) / jnp.sqrt(hd).astype(dt)
+            scores = jnp.where(mask[None, None], scores.astype(jnp.float32), -1e9)
+            attn = jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(scores, -1).astype(dt), cache["v"][i])
+            x = x + attn.reshape(B, T, D) @ lp["wo"]
+            x = x + jax.nn.gelu(rms(x, lp["norm2"]) @ lp["w1"]) @ lp["w2"]
+        logits = rms(x[:, -1], params["norm"]) @ params["unembed"]          # [B, V]
+        return logits, cache
+
+    def prefill(params, cache, prompt):
+        logits, cache = forward(params, cache, prompt, 0)
+        return jnp.argmax(logits, -1).astype(jnp.int32)[:, None], cache
+
+    def decode(params, cache, token, pos):
+        logits, cache = forward(params, cache, token, pos)
+        return jnp.argmax(logits, -1).astype(jnp.int32)[:, None], cache
+
+    prompts = [jax.device_put(rng.integers(0, V, (B, P), dtype=np.int32)) for _ in range(cfg["requests"])]
+    token = jax.device_put(np.zeros((B, 1), np.int32))
+    prefill_c = jax.jit(prefill, donate_argnums=1).lower(params, cache, prompts[0]).compile()
+    decode_c = jax.jit(decode, donate_argnums=1).lower(params, cache, token, np.int32(P)).compile()
+    jax.block_until_ready(prompts)
+    desc = (f"decoder-only transformer, {L} layers, d_model {D}, {H} heads of {hd}, MLP {D}->{F}->{D}, "
+            f"vocab {V}, {cfg['dtype']} weights and KV cache [{L}, {B}, {S}, {H}, {hd}] x2 (k, v); "
+            f"jitted prefill of a [{B}, {P}] prompt and jitted decode step of [{B}, 1] tokens, cache "
+            f"donated; {cfg['requests']} rounds of one prefill + {cfg['decode_steps']} greedy decode steps")
+    return desc, prefill_c, decode_c, params, cache, prompts
+
+
+def run_serving_worker(name: str, work: Path, cfg: dict[str, Any]) -> dict[str, Any]:
+    """Warm up, then trace ``requests`` rounds of prefill + decode steps, each call one step
+    (``StepTraceAnnotation("serve", step_num=i)``); returns the capture metadata."""
+    import jax
+    import numpy as np
+
+    desc, prefill_c, decode_c, params, cache, prompts = build_serving(cfg)
+    P = cfg["prompt"]
+
+    def one_request(prompt, step0: int | None):
+        nonlocal cache
+        calls, step = [], step0
+        for i in range(cfg["decode_steps"] + 1):
+            ctx = (jax.profiler.StepTraceAnnotation("serve", step_num=step) if step is not None
+                   else _null_context())
+            t0 = time.perf_counter()
+            with ctx:
+                if i == 0:
+                    token, cache = prefill_c(params, cache, prompt)
+                else:
+                    token, cache = decode_c(params, cache, token, np.int32(P + i - 1))  # no convert program
+                jax.block_until_ready((token, cache))
+            calls.append(("prefill" if i == 0 else "decode", time.perf_counter() - t0))
+            step = None if step is None else step + 1
+        return calls
+
+    for _ in range(WARMUP_STEPS):
+        one_request(prompts[0], None)
+    calls = []
+    with jax.profiler.trace(str(work / "log")):
+        for r, prompt in enumerate(prompts):
+            calls += one_request(prompt, r * (cfg["decode_steps"] + 1))
+
+    def sizes(tree):
+        return {"/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path):
+                f"{leaf.dtype}{list(leaf.shape)}" for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
+
+    costs = {}
+    for compiled in (prefill_c, decode_c):
+        cost = compiled.cost_analysis()
+        cost = cost[0] if isinstance(cost, list) else cost
+        costs[compiled.as_text().split(",", 1)[0].removeprefix("HloModule ").strip()] = \
+            {k: float(v) for k, v in sorted((cost or {}).items())}
+    return {"program": desc, "config": cfg, "param_shapes": sizes(params), "cache_shapes": sizes(cache),
+            "calls": [c for c, _ in calls], "traced_step_times_s": [t for _, t in calls],
+            "xla_cost_analysis": costs}
+
+
+class _null_context:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 def _compile_two_layer_step(shard_step, mesh, w_specs, batch_axis: str, params, cfg: dict[str, Any]):
     """shard_map a step of two weight matrices over `mesh` (the batch split over `batch_axis`),
     jit and compile it; returns (compiled, batches placed on the mesh)."""
@@ -338,9 +477,12 @@ def _regression_batches(batch, d_in: int, d_out: int):
 
 def run_worker(name: str, work: Path) -> None:
     import jax
-    import jaxlib
 
     builder, _, cfg = SAMPLES[name]
+    if builder in SERVING_BUILDERS:
+        meta = {"sample": name, **run_serving_worker(name, work, cfg), **_environment(work)}
+        (work / "worker.json").write_text(json.dumps(meta, indent=1))
+        return
     desc, compiled, state, batches = globals()[builder](cfg)
 
     def run(i: int):
@@ -368,14 +510,7 @@ def run_worker(name: str, work: Path) -> None:
         "sample": name,
         "program": desc,
         "config": cfg,
-        "jax_version": jax.__version__,
-        "jaxlib_version": jaxlib.__version__,
-        "python_version": platform.python_version(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "backend": jax.default_backend(),
-        "device_count": jax.device_count(),
-        "xla_flags": os.environ.get("XLA_FLAGS", "").replace(str(work), "<tmp>"),
+        **_environment(work),
         "state_shapes": jax.tree.map(lambda a: f"{a.dtype}{list(a.shape)}", state),
         "batch_shapes": jax.tree.map(lambda a: f"{a.dtype}{list(a.shape)}", batches[0]),
         "warmup_steps": WARMUP_STEPS,
@@ -388,6 +523,17 @@ def run_worker(name: str, work: Path) -> None:
         "xla_cost_analysis": {k: float(v) for k, v in sorted((cost or {}).items())},
     }
     (work / "worker.json").write_text(json.dumps(meta, indent=1))
+
+
+def _environment(work: Path) -> dict[str, Any]:
+    """Versions and the machine, for capture.json."""
+    import jax
+    import jaxlib
+
+    return {"jax_version": jax.__version__, "jaxlib_version": jaxlib.__version__,
+            "python_version": platform.python_version(), "machine": platform.machine(),
+            "cpu_count": os.cpu_count(), "backend": jax.default_backend(), "device_count": jax.device_count(),
+            "xla_flags": os.environ.get("XLA_FLAGS", "").replace(str(work), "<tmp>")}
 
 
 # --------------------------------------------------------------------------

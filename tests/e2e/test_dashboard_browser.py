@@ -25,7 +25,7 @@ from traceview.dashboards.overview import fmt_share
 
 pytestmark = pytest.mark.slow
 
-TABS = ("Overview", "Roofline", "Ops", "Timeline", "Op detail", "Memory", "Parallelism", "Compare")
+TABS = ("Overview", "Roofline", "Ops", "Timeline", "Op detail", "Memory", "Parallelism", "Inference", "Compare")
 
 
 @contextlib.contextmanager
@@ -229,6 +229,31 @@ def test_parallelism_tab_in_chromium(browser, sample_traces, tmp_path):
     for axis in expected["axes"]:
         assert f"{axis['name']} ({axis['size']}): {axis['role_name']}" in panel
         assert axis["verdict"] in panel
+    assert "Traceback" not in panel
+    _keep([shot])
+    assert _not_blank(shot) > 200
+
+
+def test_inference_tab_in_chromium(browser, sample_traces, tmp_path):
+    """The Inference tab on the serving sample: the phases, step times against the floor, the batch
+    against the critical batch (two charts drawn), the numbers of `traceview inference`."""
+    from traceview.render.inference import inference_json
+
+    trace = sample_traces / "serving"
+    if not trace.is_dir():
+        pytest.skip("serving sample not captured")
+    expected = inference_json(traceview.load(trace).inference())
+    with dashboard_server(trace, tmp_path / "server.log") as url:
+        _open_overview(browser, url)
+        _settle(browser, 0, "Overview")
+        _click_tab(browser, "Inference", "Batch against the critical batch")
+        _settle(browser, 2, "Inference")
+        panel = browser.js(_PANEL)
+        shot = browser.screenshot(tmp_path / "dashboard_inference.png")
+    assert "Step time over the run against the floor" in panel
+    assert f"{expected['critical_batch']:,.0f}" in panel
+    for phase in expected["phases"]:
+        assert phase["module"] in panel
     assert "Traceback" not in panel
     _keep([shot])
     assert _not_blank(shot) > 200

@@ -99,9 +99,11 @@ def default_seeds(shared: bool = True, max_trace_bytes: int = 400_000) -> list[S
     seeds: list[Seed] = []
     traces = sorted(SAMPLES.glob("mlp/plugins/profile/*/*.xplane.pb"))
     hlo_text = sorted(SAMPLES.glob("mlp/hlo/*after_optimizations.txt")) + \
-        sorted(SAMPLES.glob("sharded/hlo/*after_optimizations.txt"))
+        sorted(SAMPLES.glob("sharded/hlo/*after_optimizations.txt")) + \
+        sorted(SAMPLES.glob("serving/hlo/*jit_decode.cpu_after_optimizations.txt"))
     hlo_proto = sorted(SAMPLES.glob("mlp/hlo/*after_optimizations.hlo.pb")) + \
-        sorted(SAMPLES.glob("sharded/hlo/*after_optimizations.hlo.pb"))
+        sorted(SAMPLES.glob("sharded/hlo/*after_optimizations.hlo.pb")) + \
+        sorted(SAMPLES.glob("serving/hlo/*jit_decode.cpu_after_optimizations.hlo.pb"))
     if shared and SHARED.is_dir():
         traces += _small(sorted(SHARED.glob("AMD-AGI-TraceLens/jax08_gemm/*.xplane.pb")), max_trace_bytes)
         hlo_text += _small(sorted(SHARED.glob("AI-Hypercomputer-maxtext/reference_hlo_qwen3*.txt")), 400_000)
@@ -635,6 +637,19 @@ def _check_costs(module) -> None:
                          "payload_bytes"), "costs")
     totals = module_totals(module)
     _check_json_numbers({k: v for k, v in totals.items() if k != "warnings"}, "totals")
+    _check_serving_program(module)
+
+
+def _check_serving_program(module) -> None:
+    """The serving reading of a module (traceview.inference.programs): sizes and counts are sane."""
+    from traceview.inference.programs import read_program
+
+    program = read_program(module)
+    if program.weight_bytes < 0 or program.kv_cache_bytes < 0:
+        raise Garbage("negative weight or KV-cache bytes")
+    for value in (program.batch, program.tokens_per_sequence, program.max_sequence_length):
+        if value is not None and value < 0:
+            raise Garbage(f"negative serving count {value}")
 
 
 def _run_hlo(path: Path) -> None:

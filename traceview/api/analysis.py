@@ -31,6 +31,7 @@ from traceview.units import PS_PER_US
 
 if TYPE_CHECKING:
     from traceview.api.hlo import HloReport
+    from traceview.inference.view import InferenceReport
     from traceview.memory.view import MemoryReport
     from traceview.parallelism.diagnose import Parallelism
     from traceview.render.analyze import Section
@@ -101,6 +102,7 @@ class Analysis:
         self.hlo_path = hlo
         self._memory: MemoryReport | None = None
         self._parallelism: Parallelism | None = None
+        self._inference: InferenceReport | None = None
 
     def __repr__(self) -> str:
         source = self.pipeline.profile.source
@@ -116,10 +118,21 @@ class Analysis:
     def _add_view_records(self, record: dict[str, Any]) -> None:
         """Each view that has something for ``analyze --format json`` adds its fields here (the
         contract names them: e.g. ``summary.idle_causes``, top-level ``advice``)."""
+        if self._serving():
+            from traceview.render.inference import inference_json
+
+            record["inference"] = inference_json(self.inference())
 
     def report_sections(self) -> list[Section]:
         """The views' blocks in the ``analyze`` text and Markdown reports, in the order printed."""
-        return []
+        from traceview.render.analyze import Section
+
+        sections = []
+        if self._serving():
+            from traceview.render.inference import section_lines
+
+            sections.append(Section("Inference", tuple(section_lines(self.inference()))))
+        return sections
 
     def to_json(self) -> dict[str, Any]:
         """Exactly what ``traceview analyze PATH --format json`` prints (a fresh copy)."""
@@ -207,6 +220,35 @@ class Analysis:
 
             self._parallelism = from_analysis(self.pipeline, self.hlo_path)
         return self._parallelism
+
+    def inference(self) -> InferenceReport:
+        """The serving phases (prefill, decode) against the book's inference roofline, the critical batch and
+        the KV-cache budget on the target (what ``traceview inference --format json`` prints:
+        ``traceview.render.inference.inference_json``; docs/inference.md)."""
+        if self._inference is None:
+            from traceview.inference.view import inference_from_analysis
+
+            self._inference = inference_from_analysis(self.pipeline, self._ops_for_calls())
+        return self._inference
+
+    def _serving(self) -> bool:
+        """Whether a module that ran holds a KV cache (cheap: the HLO only), so analyze shows "Inference"."""
+        return self._serving_found
+
+    @cached_property
+    def _serving_found(self) -> bool:
+        from traceview.inference.programs import read_program
+
+        return any(read_program(m).caches for m in self.pipeline.ran_modules)
+
+    def _ops_for_calls(self) -> pd.DataFrame:
+        """The op executions the module calls are found in: read again (from the table cache) when this
+        analysis was loaded without them (``keep_ops=False``) and a serving program ran."""
+        ops = self.pipeline.profile.ops
+        if not ops.empty or not self._serving():
+            return ops
+        source = self.pipeline.profile.source
+        return load_profile(source.path, run=source.run, options=ReadOptions(keep_ops=True)).ops
 
     def hlo(self) -> HloReport:
         """The cost model of the HLO modules this trace ran (FLOPs, bytes, collectives per instruction)."""

@@ -1,0 +1,58 @@
+"""Each call of an HLO module on a device, from the op table: when it started and how long it ran.
+
+A trace records ops, not always the module calls around them (CPU and GPU traces have no "XLA Modules"
+line). A call runs every op of its entry computation once, so on each device the number of calls is the
+occurrence count most of the module's ops share, and call ``k`` starts at the earliest ``k``-th occurrence
+of those ops (ops run on several threads at once, so no one op is always first). Every op row belongs to
+the last call started before it. A call's time is its span: its first op's start to its last op's end.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceview.units import PS_PER_US
+
+COLUMNS = ["module", "program_id", "device", "call", "start_us", "time_us"]
+
+
+def module_calls(ops: pd.DataFrame) -> pd.DataFrame:
+    """One row per call of a module on a device (``COLUMNS``), ordered by module, device, start.
+
+    ``ops``: the profile's op table (module, program_id, device, op, start_ps, duration_ps).
+    """
+    if ops.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    frame = ops.loc[ops["module"].astype(str) != "", ["module", "program_id", "device", "op", "start_ps",
+                                                       "duration_ps"]]
+    parts = []
+    for (module, program, device), rows in frame.groupby(["module", "program_id", "device"], observed=True,
+                                                         sort=True):
+        parts.append(_calls_on_device(str(module), int(program), str(device), rows))
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return pd.DataFrame(columns=COLUMNS)
+    return pd.concat(parts, ignore_index=True)
+
+
+def _calls_on_device(module: str, program: int, device: str, rows: pd.DataFrame) -> pd.DataFrame:
+    rows = rows.sort_values("start_ps", kind="stable")
+    counts = rows["op"].astype(str).value_counts()
+    calls = int(counts.mode().max())           # the occurrence count most ops share (ties: the larger)
+    names = rows["op"].astype(str).to_numpy()
+    start = rows["start_ps"].to_numpy(dtype=np.int64)
+    end = start + rows["duration_ps"].to_numpy(dtype=np.int64)
+    once = np.isin(names, list(counts.index[counts == calls]))     # ops that run once per call
+    rank = pd.Series(names[once]).groupby(names[once]).cumcount().to_numpy()   # which occurrence
+    bounds = np.full(calls, np.iinfo(np.int64).max)
+    np.minimum.at(bounds, rank, start[once])
+    bounds = np.sort(bounds)
+    which = np.searchsorted(bounds, start, side="right") - 1     # the call each op row falls in
+    keep = which >= 0                                            # ops before the first marker: no call
+    call_start = bounds
+    call_end = np.full(len(bounds), np.iinfo(np.int64).min)
+    np.maximum.at(call_end, which[keep], end[keep])
+    return pd.DataFrame({"module": module, "program_id": program, "device": device,
+                         "call": np.arange(len(bounds)), "start_us": call_start / PS_PER_US,
+                         "time_us": (call_end - call_start) / PS_PER_US})

@@ -1,0 +1,292 @@
+"""What an HLO module's signature says about serving: its weights, its KV cache, its token input.
+
+A serving program (a jitted prefill or decode step) takes the model's weights, a KV cache and a
+batch of tokens, and returns the cache updated in place. In the HLO that reads as:
+
+* **KV cache**: an entry parameter whose value comes back as an output after one or more
+  ``dynamic-update-slice`` (a contiguous cache) or ``scatter`` (a paged / ragged cache) wrote into it;
+  usually donated, so the module's ``input_output_alias`` maps that output to the parameter.
+* **tokens**: the 32/64-bit integer parameter of rank 1 or 2 with the most elements
+  (``s32[batch, tokens]``; rank 1: one token per sequence); of equal sizes, the one whose JAX argument
+  name says tokens (``tok``, ``ids``, ``prompt``, ``input``), then the rank-2 one.
+* **positions**: other 32/64-bit integer parameters (scalars, per-sequence positions, page tables, keys).
+* **weights**: every other parameter (floats, and int8/int4/fp8 quantized weights).
+
+The tracing walks from each output back through the ops that keep a buffer as it is (bitcast, copy,
+convert, reshape, tuple plumbing) and through fusions, bounded in steps.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from traceview.cost.shapes import elements, leaf_bytes, shape_text
+from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
+
+CACHE_WRITES = ("dynamic-update-slice", "scatter")
+# Ops whose output is their first operand's buffer, re-viewed or copied whole.
+_PASS_THROUGH = frozenset(("bitcast", "copy", "convert", "reshape", "bitcast-convert", "copy-start", "copy-done",
+                           "optimization-barrier"))
+_TOKEN_TYPES = frozenset(("s32", "u32", "s64", "u64"))
+_MAX_WALK = 10_000
+_TOKEN_NAME_RE = re.compile(r"tok|ids|prompt|input", re.IGNORECASE)
+_ALIAS_RE = re.compile(r"\{\s*([\d,\s]*)\}\s*:\s*\(\s*(\d+)\s*,\s*\{[\d,\s]*\}")
+
+
+@dataclass(frozen=True)
+class CacheWrite:
+    """One write into a cache parameter: ``opcode`` and the shape of what it writes."""
+
+    opcode: str
+    update_dims: tuple[int, ...]
+
+
+@dataclass
+class Parameter:
+    """One entry parameter: number, name (the JAX argument path when the HLO keeps it), shape, bytes, role
+    (``weight``, ``kv_cache``, ``tokens``, ``position``)."""
+
+    number: int
+    name: str
+    shape: Shape
+    bytes: int
+    role: str = "weight"
+    output: int | None = None       # for a cache: the output index it comes back as
+    aliased: bool = False           # that output is donated (input_output_alias)
+    writes: list[CacheWrite] = field(default_factory=list)
+
+    @property
+    def shape_text(self) -> str:
+        return shape_text(self.shape)
+
+
+@dataclass
+class Program:
+    """An HLO module read as a serving program (see the module docstring)."""
+
+    module: str
+    program_id: int | None
+    parameters: list[Parameter]
+
+    def of_role(self, role: str) -> list[Parameter]:
+        return [p for p in self.parameters if p.role == role]
+
+    @property
+    def caches(self) -> list[Parameter]:
+        return self.of_role("kv_cache")
+
+    @property
+    def weights(self) -> list[Parameter]:
+        return self.of_role("weight")
+
+    @property
+    def tokens(self) -> Parameter | None:
+        found = self.of_role("tokens")
+        return found[0] if found else None
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(p.bytes for p in self.weights)
+
+    @property
+    def weight_elements(self) -> int:
+        return sum(elements(p.shape) for p in self.weights)
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        return sum(p.bytes for p in self.caches)
+
+    @property
+    def paged(self) -> bool:
+        """The cache is written by scatter: a paged or ragged cache, not one slot per (sequence, position)."""
+        return any(w.opcode == "scatter" for p in self.caches for w in p.writes)
+
+    @property
+    def batch(self) -> int | None:
+        tokens = self.tokens
+        return tokens.shape.dims[0] if tokens is not None and tokens.shape.dims else None
+
+    @property
+    def tokens_per_sequence(self) -> int | None:
+        """New tokens per sequence per call: the token input's second dim (1 for a rank-1 input), else the
+        size the cache writes have along the sequence dim."""
+        tokens = self.tokens
+        if tokens is not None:
+            return tokens.shape.dims[1] if len(tokens.shape.dims) == 2 else 1
+        dim = self.sequence_dim
+        if dim is None:
+            return None
+        sizes = {w.update_dims[dim] for p in self.caches for w in p.writes if len(w.update_dims) > dim}
+        return sizes.pop() if len(sizes) == 1 else None
+
+    @property
+    def sequence_dim(self) -> int | None:
+        """The cache dim the writes advance along: of the dims where a write is smaller than the cache, the
+        one whose write size is the new tokens per sequence, else the last such dim (layers lead, heads and
+        features are written whole). None for a paged cache or when the writes say nothing."""
+        if not self.caches or self.paged:
+            return None
+        cache = self.caches[0]
+        candidates: list[int] = []
+        for w in cache.writes:
+            if len(w.update_dims) != len(cache.shape.dims):
+                continue
+            candidates += [d for d, (u, c) in enumerate(zip(w.update_dims, cache.shape.dims))
+                           if u < c and d not in candidates]
+        if not candidates:
+            return None
+        tokens = self.tokens
+        if tokens is not None:
+            want = tokens.shape.dims[1] if len(tokens.shape.dims) == 2 else 1
+            matching = [d for d in candidates if all(w.update_dims[d] == want for w in cache.writes
+                                                     if len(w.update_dims) > d)]
+            if matching:
+                return max(matching)
+        return max(candidates)
+
+    @property
+    def max_sequence_length(self) -> int | None:
+        dim = self.sequence_dim
+        return self.caches[0].shape.dims[dim] if dim is not None else None
+
+
+def read_program(module: HloModule) -> Program:
+    """The module's entry parameters, each with its serving role."""
+    entry = module.entry_computation()
+    params = _entry_parameters(entry) if entry is not None else []
+    program = Program(module.name, module.program_id, params)
+    if entry is None:
+        return program
+    by_number = {p.number: p for p in params}
+    aliases = parse_aliases(module.attributes.get("input_output_alias", ""))
+    names = _Names()
+    for index, output in enumerate(_outputs(entry)):
+        number, writes = _trace_to_parameter(module, entry, output, names)
+        param = by_number.get(number) if number is not None else None
+        if param is None or not writes:
+            continue
+        param.role, param.output, param.writes = "kv_cache", index, writes
+        param.aliased = aliases.get(index) == number
+    _label_integer_inputs(params)
+    return program
+
+
+def parse_aliases(text: str) -> dict[int, int]:
+    """``input_output_alias`` text -> {top-level output index: parameter number}."""
+    out: dict[int, int] = {}
+    for m in _ALIAS_RE.finditer(text):
+        index = m.group(1).replace(" ", "").split(",")[0]
+        out[int(index) if index else 0] = int(m.group(2))
+    return out
+
+
+def _entry_parameters(entry: Computation) -> list[Parameter]:
+    params = []
+    for inst in entry.instructions:
+        if inst.opcode != "parameter":
+            continue
+        number = _int(inst.attributes.get("parameter_number"))
+        if number < 0:
+            continue
+        name = inst.metadata.get("op_name") or inst.name
+        params.append(Parameter(number, name, inst.shape, leaf_bytes(inst.shape)))
+    return sorted(params, key=lambda p: p.number)
+
+
+def _label_integer_inputs(params: list[Parameter]) -> None:
+    """Tokens and positions among the parameters that are not caches."""
+    ints = [p for p in params if p.role == "weight" and not p.shape.is_tuple
+            and p.shape.element_type in _TOKEN_TYPES and len(p.shape.dims) <= 2]
+    for p in ints:
+        p.role = "position"
+    tokens = [p for p in ints if p.shape.dims]
+    if tokens:
+        max(tokens, key=lambda p: (elements(p.shape), bool(_TOKEN_NAME_RE.search(p.name)),
+                                   len(p.shape.dims))).role = "tokens"
+
+
+def _outputs(entry: Computation) -> list[Instruction]:
+    """The entry's outputs, in output-index order (a non-tuple root is output 0)."""
+    insts = entry.by_name()
+    root = insts.get(entry.root or "")
+    if root is None:
+        return []
+    if root.opcode == "tuple":
+        return [insts[o] for o in root.operands if o in insts]
+    return [root]
+
+
+def _int(text: str | None, default: int = -1) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+
+
+class _Names:
+    """Each computation's instructions by name, built once per computation (``Computation.by_name`` builds
+    a fresh dict on every call)."""
+
+    def __init__(self) -> None:
+        self._maps: dict[int, dict[str, Instruction]] = {}
+
+    def __call__(self, comp: Computation) -> dict[str, Instruction]:
+        found = self._maps.get(id(comp))
+        if found is None:
+            found = self._maps[id(comp)] = comp.by_name()
+        return found
+
+
+def _trace_to_parameter(module: HloModule, comp: Computation, inst: Instruction,
+                        names: _Names | None = None) -> tuple[int | None, list[CacheWrite]]:
+    """(entry parameter number the value of ``inst`` is an in-place update of, the writes on the way)."""
+    names = names or _Names()
+    writes: list[CacheWrite] = []
+    calls: list[tuple[Computation, Instruction]] = []     # the fusion call sites entered, innermost last
+    index: int | None = None                              # the tuple element wanted of a fusion's root
+    for _ in range(_MAX_WALK):
+        insts = names(comp)
+        op = inst.opcode
+        if op == "parameter":
+            number = _int(inst.attributes.get("parameter_number"))
+            if not calls:
+                return (number if number >= 0 else None), writes
+            comp, call = calls.pop()
+            if not 0 <= number < len(call.operands) or call.operands[number] not in names(comp):
+                return None, writes
+            inst = names(comp)[call.operands[number]]
+            continue
+        if op in CACHE_WRITES and len(inst.operands) >= 2:
+            update = insts.get(inst.operands[1] if op == "dynamic-update-slice" else inst.operands[-1])
+            if update is not None:
+                writes.append(CacheWrite(op, tuple(update.shape.dims)))
+        elif op == "fusion" and inst.called_computations:
+            fused = module.computations.get(inst.called_computations[0])
+            if fused is None or fused.root not in names(fused) or len(calls) > _MAX_WALK // 10:
+                return None, writes
+            calls.append((comp, inst))
+            comp, inst = fused, names(fused)[fused.root or ""]
+            if index is not None and inst.opcode == "tuple":
+                if not 0 <= index < len(inst.operands) or inst.operands[index] not in names(comp):
+                    return None, writes
+                inst, index = names(comp)[inst.operands[index]], None
+            continue
+        elif op == "get-tuple-element":
+            index = _int(inst.attributes.get("index"), 0)
+            source = insts.get(inst.operands[0]) if inst.operands else None
+            if source is None:
+                return None, writes
+            if source.opcode == "tuple":
+                if not 0 <= index < len(source.operands) or source.operands[index] not in insts:
+                    return None, writes
+                inst, index = insts[source.operands[index]], None
+            else:
+                inst = source        # a fusion with a tuple root: resolved on entering it
+            continue
+        elif op not in _PASS_THROUGH:
+            return None, writes
+        if not inst.operands or inst.operands[0] not in insts:
+            return None, writes
+        inst = insts[inst.operands[0]]
+    return None, writes
