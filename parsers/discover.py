@@ -1,11 +1,18 @@
 """Find the trace files a user's PATH means.
 
 PATH may be a TensorBoard-style log dir (anything above ``plugins/profile/<run>/``),
-one run dir, or one ``*.xplane.pb`` / ``*.xplane.pb.gz`` file. A run is a folder
-holding one ``<host>.xplane.pb`` per host; when PATH holds several runs the
-newest is used unless one is named. The profiler also writes per-module
-``*.hlo_proto.pb`` files next to the xplanes on some versions: their paths
-come with the run.
+one run dir, or one trace file. A run is a folder holding one ``<host>.xplane.pb``
+per host; when PATH holds several runs the newest is used unless one is named.
+The profiler also writes per-module ``*.hlo_proto.pb`` files next to the
+xplanes on some versions: their paths come with the run.
+
+Trace-event JSON is a trace too (:mod:`traceview.parsers.trace_json`):
+``<host>.trace.json[.gz]`` (what the profiler tools export and repositories
+commit) and ``perfetto_trace.json[.gz]`` (what JAX writes beside the xplane with
+``create_perfetto_trace=True``). A folder holding xplanes is read from them
+(they have everything the JSON has, and more); a folder of JSON files only is
+read from those, ``<host>.trace.json`` preferred over ``perfetto_trace.json``
+(JAX writes both, with the same events).
 """
 
 from __future__ import annotations
@@ -17,7 +24,10 @@ from pathlib import Path
 
 from traceview.errors import UserError
 
-TRACE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
+XPLANE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
+JSON_SUFFIXES = (".trace.json", ".trace.json.gz")
+PERFETTO_NAMES = ("perfetto_trace.json", "perfetto_trace.json.gz")
+TRACE_SUFFIXES = XPLANE_SUFFIXES + JSON_SUFFIXES
 HLO_PROTO_SUFFIX = ".hlo_proto.pb"
 _RUN_TIMESTAMP = re.compile(r"^(\d{4})_(\d{2})_(\d{2})_(\d{2})_(\d{2})_(\d{2})")
 
@@ -37,6 +47,11 @@ class Run:
     def warnings(self) -> list[str]:
         """One per skipped name: a host whose trace file is not a regular file is missing from the run."""
         return [f"{f}: named like a trace file but {_kind_of(f)}; skipped" for f in self.skipped]
+
+    @property
+    def format(self) -> str:
+        """"xplane" or "trace-json": what the run's files are."""
+        return "xplane" if all(is_xplane_file(f) for f in self.files) else "trace-json"
 
     @property
     def hosts(self) -> list[str]:
@@ -63,7 +78,7 @@ class Run:
         if self._cached_time is None:
             from traceview.parsers.xspace_file import file_capture_time  # numpy/protobuf: not for `--help`
 
-            starts = [t for t in (file_capture_time(f) for f in self.files) if t is not None]
+            starts = [t for t in (file_capture_time(f) for f in self.files if is_xplane_file(f)) if t is not None]
             m = _RUN_TIMESTAMP.match(self.name)
             named = None
             if m:
@@ -83,18 +98,26 @@ class Run:
 
     def summary(self) -> dict:
         """What `traceview runs PATH` shows for the run."""
-        return {"name": self.name, "path": str(self.path), "hosts": self.hosts,
+        return {"name": self.name, "path": str(self.path), "format": self.format, "hosts": self.hosts,
                 "files": [str(f) for f in self.files], "total_bytes": self.total_bytes,
                 "captured": self.time.isoformat(), "captured_from": self.time_source}
 
 
 def is_trace_file(path: Path) -> bool:
-    return path.name.endswith(TRACE_SUFFIXES)
+    """An xplane or a trace-event JSON file, by its name."""
+    return path.name.endswith(TRACE_SUFFIXES) or path.name in PERFETTO_NAMES
+
+
+def is_xplane_file(path: Path) -> bool:
+    return path.name.endswith(XPLANE_SUFFIXES)
 
 
 def host_of(path: Path) -> str:
-    """``<host>.xplane.pb[.gz]`` -> ``<host>``."""
+    """``<host>.xplane.pb[.gz]``, ``<host>.trace.json[.gz]`` -> ``<host>``; ``perfetto_trace.json.gz`` ->
+    ``perfetto_trace`` (the file does not name its host)."""
     name = path.name
+    if name in PERFETTO_NAMES:
+        return "perfetto_trace"
     for suffix in TRACE_SUFFIXES:
         if name.endswith(suffix):
             return name[: -len(suffix)]
@@ -110,7 +133,8 @@ def list_runs(path: str | Path) -> list[Run]:
         raise UserError(f"{root}: {_kind_of(root)}: give a trace file or a folder")
     if root.is_file():
         if not is_trace_file(root):
-            raise UserError(f"{root}: not a trace file (expected a *.xplane.pb or *.xplane.pb.gz file)")
+            raise UserError(f"{root}: not a trace file (expected a *.xplane.pb[.gz], *.trace.json[.gz] or "
+                            "perfetto_trace.json[.gz] file)")
         return [Run(name=root.parent.name, path=root.parent, files=[root],
                     hlo_proto_files=_hlo_protos(root.parent))]
     by_dir: dict[Path, list[Path]] = {}
@@ -120,14 +144,25 @@ def list_runs(path: str | Path) -> list[Run]:
             (by_dir if f.is_file() else odd).setdefault(f.parent, []).append(f)
     if not by_dir:
         found = f" ({len(sum(odd.values(), []))} named so are not regular files)" if odd else ""
-        raise UserError(f"{root}: no profiler trace found (no *.xplane.pb file in it or below it{found})")
-    runs = [Run(name=d.name, path=d, files=sorted(files), hlo_proto_files=_hlo_protos(d),
+        raise UserError(f"{root}: no profiler trace found (no *.xplane.pb or trace JSON file in it or "
+                        f"below it{found})")
+    runs = [Run(name=d.name, path=d, files=preferred_files(files), hlo_proto_files=_hlo_protos(d),
                 skipped=sorted(odd.get(d, [])))
             for d, files in by_dir.items()]
     _disambiguate(runs, root)
     if len(runs) == 1:
         return runs  # nothing to order: the capture times (one read per host file) are not needed
     return sorted(runs, key=lambda r: (r.time, r.name))
+
+
+def preferred_files(files: list[Path]) -> list[Path]:
+    """One format per run, sorted: the xplanes when there are any, else ``<host>.trace.json`` files, else
+    the Perfetto JSON (see the module doc)."""
+    xplanes = [f for f in files if is_xplane_file(f)]
+    if xplanes:
+        return sorted(xplanes)
+    hosts = [f for f in files if f.name not in PERFETTO_NAMES]
+    return sorted(hosts or files)
 
 
 def find_run(path: str | Path, run: str | None = None) -> Run:

@@ -16,7 +16,8 @@ from traceview.errors import TraceError, UserError
 from traceview.parsers.compressed import read_limited
 from traceview.parsers.discover import find_run, host_of, is_trace_file
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Profile, Source, empty_frame
-from traceview.parsers.xplane import TraceData, read_xplane
+from traceview.parsers.trace_file import read_trace_file
+from traceview.parsers.xplane import TraceData
 from traceview.trace.hosts import DASK_ENV, HostResult, read_hosts, reduced
 
 
@@ -105,7 +106,7 @@ def load_profile(path: str | Path, run: str | None = None,
         first = failures[0]
         if total == 1 and first.internal:
             # One file and a bug: read it again here so the real traceback shows.
-            read_xplane(first.path)
+            read_trace_file(first.path)
         if len(failures) == 1:
             raise TraceError(first.error or f"{first.path}: unreadable")
         raise UserError(f"{found.path}: none of the {total} trace files could be read (first: {first.error})")
@@ -144,7 +145,7 @@ def _reduce_again(files: list[str], keep: dict) -> dict:
     """{host index: KeepRows} -> {host index: OpsPart}: those host files read again, keeping those rows."""
     from traceview.timeline.host_ops import reduce_ops
 
-    return {i: reduce_ops(read_xplane(files[i]).ops, k) for i, k in keep.items()}
+    return {i: reduce_ops(read_trace_file(files[i]).ops, k) for i, k in keep.items()}
 
 
 def _concat(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.DataFrame:
@@ -169,4 +170,5 @@ def is_trace_path(path: Path) -> bool:
     """Whether ``path`` is a trace file or a folder holding one (rather than HLO or a JSON baseline)."""
     if path.is_file():
         return is_trace_file(path)
-    return path.is_dir() and any(is_trace_file(p) for p in path.rglob("*.xplane.pb*"))
+    return path.is_dir() and any(is_trace_file(p) for pattern in ("*.xplane.pb*", "*.json*")
+                                 for p in path.rglob(pattern))

@@ -47,7 +47,8 @@ _TABLES = ("ops", "host_events", "steps")
 # Modules whose code decides what the tables hold.
 _READER_MODULES = ("traceview.parsers.xplane", "traceview.parsers.xspace_schema", "traceview.parsers.xspace_fast",
                    "traceview.parsers.xspace_kernels", "traceview.parsers.xspace_file", "traceview.parsers.compressed",
-                   "traceview.parsers.discover", "traceview.parsers.profile", "traceview.trace.table_cache")
+                   "traceview.parsers.discover", "traceview.parsers.profile", "traceview.trace.table_cache",
+                   "traceview.parsers.trace_json", "traceview.parsers.trace_file")
 # The TraceData fields an entry holds: a TraceData with other fields is not stored (nothing silently lost).
 _FIELDS = {"host", "ops", "host_events", "steps", "devices", "hlo_protos", "environment", "warnings"}
 _fingerprint: str | None = None
