@@ -453,7 +453,39 @@ def test_terminal_table_with_a_stray_escape():
 
     assert _visible_len("a\x1bb") == 3
     table = text_table(["name"], [["a\x1b"], ["\x1b[31mred\x1b[0m"]])
-    assert "\x1b" not in table.replace("\x1b[31m", "").replace("\x1b[0m", "")
+    assert "\x1b" not in table and "\\x1b[31mred\\x1b[0m" in table
+
+
+def test_a_colour_sequence_in_an_op_name_is_shown_as_text_in_every_terminal_cell():
+    """A name's own colour codes look exactly like traceview's: only traceview's (unforgeable markers) colour."""
+    from traceview.render.escape import terminal_lines, terminal_text
+    from traceview.render.tables import colour, text_table
+
+    name = "\x1b[31mfusion.1\x1b[0m"
+    table = text_table(["op", "bound"], [[name, colour("memory", "red", True)]])
+    out = terminal_lines(table)
+    assert out.count("\x1b[") == 2  # the bound cell's colour and its reset, nothing of the name
+    assert "\\x1b[31mfusion.1\\x1b[0m" in out and "\x1b[31mmemory\x1b[0m" in out
+    assert terminal_text(name, keep_colour=True) == "\\x1b[31mfusion.1\\x1b[0m"
+    # The column is as wide as what shows: the marker takes no width.
+    header, rule, row = table.split("\n")
+    assert len(rule.split("  ")[0]) == len(terminal_text(name))
+
+
+def test_coloured_terminal_report_escapes_a_colour_sequence_in_an_op_name(tmp_path, monkeypatch):
+    """A whole coloured report (diff, as on a terminal) whose op is named by a colour sequence."""
+    import traceview.render.regress as regress
+
+    monkeypatch.setattr(regress, "use_colour", lambda stream=None: True)
+    base, new = tmp_path / "base.json", tmp_path / "new.json"
+    for path, time_us in ((base, 3000.0), (new, 6000.0)):
+        path.write_text(json.dumps({"summary": {"steps": [{"step": 0, "time_us": 1000.0}]},
+                                    "ops": [{"module": "jit_f", "name": "\x1b[31mevil\x1b[0m", "self_time_us": time_us,
+                                             "occurrences": 1, "flops": 1e9, "bytes_accessed": 1e6,
+                                             "step_times_us": [time_us]}]}))
+    rc, out, _ = run_cli("diff", str(base), str(new), "--format", "table")
+    assert rc in (0, 1) and "\x1b[1m" in out  # coloured: traceview's own bold titles
+    assert "\\x1b[31mevil\\x1b[0m" in out and "\x1b[31mevil" not in out
 
 
 def test_dashboard_names_render_as_text_never_as_image_link_or_html():
