@@ -105,9 +105,26 @@ def _key(value) -> int | str:
     return value if type(value) is int else str(value)
 
 
+def _numbers(values: list) -> np.ndarray:
+    """Numbers (or numeric strings) as float64; NaN for anything else."""
+    try:
+        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+    except OverflowError:  # an integer beyond any float: rare, so only then one value at a time
+        return np.array([_number(v) for v in values], dtype=np.float64)
+
+
+def _number(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return np.nan
+    try:
+        return float(value)
+    except (ValueError, OverflowError):
+        return np.nan
+
+
 def _times_ps(values: list) -> np.ndarray:
     """Microsecond numbers -> int64 picoseconds; -1 for anything missing, not a number or out of range."""
-    us = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+    us = _numbers(values)
     with np.errstate(invalid="ignore", over="ignore"):
         ps = np.rint(us * _PS_PER_US)
         good = np.isfinite(ps) & (ps >= 0) & (ps <= MAX_TIME_PS)
@@ -137,8 +154,7 @@ class _Columns:
         """The first present of `keys` as a float per event (NaN where none)."""
         out = np.full(len(self), np.nan)
         for key in reversed(keys):
-            vals = pd.to_numeric(pd.Series([a.get(key) for a in self.args], dtype=object), errors="coerce")
-            vals = vals.to_numpy(dtype=np.float64)
+            vals = _numbers([a.get(key) for a in self.args])
             out = np.where(np.isfinite(vals) & (vals >= 0), vals, out)
         return out
 
@@ -193,8 +209,9 @@ class _JsonReader(_Reader):
     def _complete_events(self, events: list[dict]) -> dict[tuple, _Columns]:
         """Complete ("X") and instant ("i", "I": zero duration) events grouped by (pid, tid), in file order;
         events with bad times are counted."""
-        complete = [e for e in events if e.get("ph") in _TIMED_PHASES]
-        other = sum(1 for e in events if e.get("ph") in ("B", "E"))
+        phases = [ph if type(ph := e.get("ph")) is str else "" for e in events]
+        complete = [e for e, ph in zip(events, phases) if ph in _TIMED_PHASES]
+        other = sum(1 for ph in phases if ph in ("B", "E"))
         if other:
             self.warnings.append(f"{self.path}: ignored {other} begin/end (ph B/E) event(s): only complete "
                                  "(ph X) events are read")
