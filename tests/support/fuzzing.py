@@ -119,6 +119,7 @@ def default_seeds(shared: bool = True, max_trace_bytes: int = 400_000) -> list[S
     for perfetto in sorted(SAMPLES.glob("mlp_perfetto/plugins/profile/*/perfetto_trace.json.gz")):
         seeds.append(Seed("trace_json", "host.trace.json", gzip.decompress(perfetto.read_bytes())))
     seeds.append(Seed("trace_json", "tpu.trace.json", json.dumps(TPU_TRACE_JSON).encode()))
+    seeds.append(Seed("stablehlo", "train_step.hlo.txt", STABLEHLO.encode()))
     seeds += [Seed("hlo_text", p.name, p.read_bytes()) for p in hlo_text]
     seeds += [Seed("hlo_proto", p.name, p.read_bytes()) for p in hlo_proto]
     seeds += [Seed("baseline", "baseline.json", json.dumps(BASELINE).encode()),
@@ -127,6 +128,30 @@ def default_seeds(shared: bool = True, max_trace_bytes: int = 400_000) -> list[S
               Seed("hardware", "chips.json", json.dumps(HARDWARE).encode())]
     return seeds
 
+
+# A StableHLO module as jax.jit(f).lower(...).as_text() prints it (a dot, a reduce, a while loop).
+STABLEHLO = """module @jit_f attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%arg0: tensor<8x16xf32>, %arg1: tensor<16x4xf32>) -> (tensor<f32> {jax.result_info = "result"}) {
+    %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+    %1 = stablehlo.tanh %0 : tensor<8x4xf32>
+    %cst = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %2 = stablehlo.reduce(%1 init: %cst) applies stablehlo.add across dimensions = [0, 1] : (tensor<8x4xf32>, tensor<f32>) -> tensor<f32>
+    %c = stablehlo.constant dense<0> : tensor<i32>
+    %3:2 = stablehlo.while(%iterArg = %c, %iterArg_0 = %2) : tensor<i32>, tensor<f32>
+    cond {
+      %c_1 = stablehlo.constant dense<3> : tensor<i32>
+      %4 = stablehlo.compare  LT, %iterArg, %c_1,  SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %4 : tensor<i1>
+    } do {
+      %c_1 = stablehlo.constant dense<1> : tensor<i32>
+      %4 = stablehlo.add %iterArg, %c_1 : tensor<i32>
+      %5 = stablehlo.multiply %iterArg_0, %iterArg_0 : tensor<f32>
+      stablehlo.return %4, %5 : tensor<i32>, tensor<f32>
+    }
+    return %3#1 : tensor<f32>
+  }
+}
+"""
 
 # A small Chrome trace as XProf's trace viewer exports a TPU run: modules, ops (one instant), steps, a host.
 TPU_TRACE_JSON = {"displayTimeUnit": "ns", "traceEvents": [
@@ -583,12 +608,12 @@ def hlo_text_mutations(rng: random.Random, data: bytes) -> tuple[str, bytes]:
 def make_cases(seeds: list[Seed], count: int, seed: int) -> Iterator[Case]:
     """`count` cases, deterministic for `seed`: seeds taken in turn, weighted by how cheap their readers are."""
     rng = random.Random(seed)
-    weights = {"xplane": 3, "trace_json": 3, "hlo_text": 4, "hlo_proto": 4, "trace_proto": 2, "baseline": 2, "config": 2,
+    weights = {"xplane": 3, "trace_json": 3, "stablehlo": 2, "hlo_text": 4, "hlo_proto": 4, "trace_proto": 2, "baseline": 2, "config": 2,
                "hardware": 1, "cli_analyze": 0}
     pool = [s for s in seeds for _ in range(weights.get(s.kind, 1))]
     for number in range(count):
         s = rng.choice(pool)
-        textual = s.kind in ("hlo_text", "baseline", "config", "hardware", "trace_json")
+        textual = s.kind in ("hlo_text", "baseline", "config", "hardware", "trace_json", "stablehlo")
         plain = text_mutations if textual else binary_mutations
         semantic = {"xplane": xspace_mutations, "hlo_proto": hlo_proto_mutations, "trace_proto": hlo_proto_mutations,
                     "hlo_text": hlo_text_mutations, "trace_json": trace_json_mutations}.get(s.kind)
@@ -669,6 +694,13 @@ def _run_trace_json(path: Path) -> None:
     from traceview.parsers.trace_json import read_trace_json
 
     _check_trace_data(read_trace_json(path))
+
+
+def _run_stablehlo(path: Path) -> None:
+    """StableHLO text through jaxlib's converter and the HLO reader; without jax, the one-line error."""
+    from traceview.parsers.hlo_dump import read_hlo_file
+
+    _check_costs(read_hlo_file(path))
 
 
 def _check_trace_data(data) -> None:
@@ -767,7 +799,7 @@ def _run_cli_analyze(path: Path) -> None:
 
 
 RUNNERS: dict[str, Callable[[Path], None]] = {
-    "xplane": _run_xplane, "trace_json": _run_trace_json, "hlo_text": _run_hlo, "hlo_proto": _run_hlo, "trace_proto": _run_trace_proto,
+    "xplane": _run_xplane, "trace_json": _run_trace_json, "stablehlo": _run_stablehlo, "hlo_text": _run_hlo, "hlo_proto": _run_hlo, "trace_proto": _run_trace_proto,
     "baseline": _run_baseline, "config": _run_config, "hardware": _run_hardware, "cli_analyze": _run_cli_analyze,
 }
 
