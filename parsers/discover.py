@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from traceview.errors import UserError
+from traceview.parsers import remote
 
 XPLANE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
 JSON_SUFFIXES = (".trace.json", ".trace.json.gz")
@@ -59,7 +60,7 @@ class Run:
 
     @property
     def total_bytes(self) -> int:
-        return sum(f.stat().st_size for f in self.files)
+        return sum(_size(f) for f in self.files)
 
     @property
     def time(self) -> datetime:
@@ -92,14 +93,14 @@ class Run:
             elif named is not None:
                 self._cached_time = (named, "run name")
             else:
-                mtime = max(f.stat().st_mtime for f in self.files)
+                mtime = max(_mtime(f) for f in self.files)
                 self._cached_time = (datetime.fromtimestamp(mtime, tz=timezone.utc), "file time")
         return self._cached_time
 
     def summary(self) -> dict:
         """What `traceview runs PATH` shows for the run."""
-        return {"name": self.name, "path": str(self.path), "format": self.format, "hosts": self.hosts,
-                "files": [str(f) for f in self.files], "total_bytes": self.total_bytes,
+        return {"name": self.name, "path": path_text(self.path), "format": self.format, "hosts": self.hosts,
+                "files": [path_text(f) for f in self.files], "total_bytes": self.total_bytes,
                 "captured": self.time.isoformat(), "captured_from": self.time_source}
 
 
@@ -124,8 +125,28 @@ def host_of(path: Path) -> str:
     return path.stem
 
 
+def path_text(path: str | Path) -> str:
+    """A path as the user would write it: a URL keeps its ``//`` (parsers/remote.py)."""
+    return remote.url_of(path) or str(path)
+
+
+def _size(path: Path) -> int:
+    url = remote.url_of(path)
+    return remote.size(url) if url is not None else path.stat().st_size
+
+
+def _mtime(path: Path) -> float:
+    url = remote.url_of(path)
+    if url is None:
+        return path.stat().st_mtime
+    return 0.0  # an object store's listing time is not the capture's: order by name then
+
+
 def list_runs(path: str | Path) -> list[Run]:
     """Every run under PATH, oldest first. Raises UserError when PATH has no trace."""
+    url = remote.url_of(path)
+    if url is not None:
+        return _remote_runs(url)
     root = Path(path).expanduser()
     if not root.exists():
         raise UserError(f"{root}: no such file or directory")
@@ -152,6 +173,38 @@ def list_runs(path: str | Path) -> list[Run]:
     _disambiguate(runs, root)
     if len(runs) == 1:
         return runs  # nothing to order: the capture times (one read per host file) are not needed
+    return sorted(runs, key=lambda r: (r.time, r.name))
+
+
+def _remote_runs(url: str) -> list[Run]:
+    """list_runs of an fsspec URL: the objects below it grouped by folder, as for a local log dir."""
+    import posixpath
+
+    objects = [u for u, _ in remote.list_files(url)]
+    by_dir: dict[str, list[Path]] = {}
+    protos: dict[str, list[Path]] = {}
+    for u in objects:
+        folder, name = posixpath.split(u)
+        if is_trace_file(Path(name)):
+            by_dir.setdefault(folder, []).append(Path(u))
+        elif name.endswith(HLO_PROTO_SUFFIX):
+            protos.setdefault(folder, []).append(Path(u))
+    if not by_dir:
+        if len(objects) == 1 and objects[0].rstrip("/") == url.rstrip("/"):
+            raise UserError(f"{url}: not a trace file (expected a *.xplane.pb[.gz], *.trace.json[.gz] or "
+                            "perfetto_trace.json[.gz] file)")
+        raise UserError(f"{url}: no profiler trace found (no *.xplane.pb or trace JSON file in it or below it)")
+    runs = [Run(name=posixpath.basename(folder), path=Path(folder), files=preferred_files(files),
+                hlo_proto_files=sorted(protos.get(folder, [])))
+            for folder, files in by_dir.items()]
+    seen: dict[str, int] = {}
+    for r in runs:
+        seen[r.name] = seen.get(r.name, 0) + 1
+    for r in runs:
+        if seen[r.name] > 1:
+            r.name = path_text(r.path)
+    if len(runs) == 1:
+        return runs
     return sorted(runs, key=lambda r: (r.time, r.name))
 
 
@@ -213,7 +266,11 @@ DUMP_DIR_NAMES = ("hlo", "xla_dump", "dump", "hlo_dump")
 
 
 def find_dump_dir(trace_path: str | Path) -> Path | None:
-    """An HLO dump folder beside a trace: in PATH itself or in the folder above `plugins/`."""
+    """An HLO dump folder beside a trace: in PATH itself or in the folder above `plugins/`. Behind a URL,
+    a local copy of it (parsers/remote.py)."""
+    url = remote.url_of(trace_path)
+    if url is not None:
+        return _remote_dump_dir(url)
     path = Path(trace_path)
     candidates = [path] if path.is_dir() else []
     for parent in [path, *path.parents]:
@@ -224,4 +281,20 @@ def find_dump_dir(trace_path: str | Path) -> Path | None:
         for name in DUMP_DIR_NAMES:
             if (base / name).is_dir():
                 return base / name
+    return None
+
+
+def _remote_dump_dir(url: str) -> Path | None:
+    import posixpath
+
+    head, _, rest = url.partition("://")
+    parts = rest.rstrip("/").split("/")
+    bases = [url.rstrip("/")]
+    if "plugins" in parts:
+        bases.append(f"{head}://{'/'.join(parts[:len(parts) - 1 - parts[::-1].index('plugins')])}")
+    for base in bases:
+        for name in DUMP_DIR_NAMES:
+            candidate = posixpath.join(base, name)
+            if remote.is_dir(candidate):
+                return remote.local_copy_of_dir(candidate)
     return None

@@ -14,8 +14,9 @@ import pandas as pd
 
 from traceview.errors import TraceError, UserError
 from traceview.parsers.compressed import read_limited
-from traceview.parsers.discover import find_run, host_of, is_trace_file
+from traceview.parsers.discover import find_run, host_of, is_trace_file, path_text
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Profile, Source, empty_frame
+from traceview.parsers.remote import url_of
 from traceview.parsers.trace_file import read_trace_file
 from traceview.parsers.xplane import TraceData
 from traceview.trace.hosts import DASK_ENV, HostResult, read_hosts, reduced
@@ -63,7 +64,7 @@ def load_profile(path: str | Path, run: str | None = None,
     use_cache = opts.cache if opts.cache is not None else not os.environ.get("TRACEVIEW_NO_CACHE")
     dask = opts.dask if opts.dask is not None else os.environ.get(DASK_ENV) or None
     found = find_run(path, run)
-    files = [str(f) for f in found.files]
+    files = [path_text(f) for f in found.files]   # a URL keeps its // (parsers/remote.py)
     total = len(files)
     done = 0
 
@@ -167,7 +168,10 @@ def _concat(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.DataFrame
 
 
 def is_trace_path(path: Path) -> bool:
-    """Whether ``path`` is a trace file or a folder holding one (rather than HLO or a JSON baseline)."""
+    """Whether ``path`` is a trace file or a folder holding one (rather than HLO or a JSON baseline); a URL
+    is read as a log dir."""
+    if url_of(path) is not None:
+        return True
     if path.is_file():
         return is_trace_file(path)
     return path.is_dir() and any(is_trace_file(p) for pattern in ("*.xplane.pb*", "*.json*")
