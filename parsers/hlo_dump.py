@@ -74,7 +74,7 @@ def classify_file(path: Path) -> DumpFile | None:
                         "after", from_profiler=True)
     if base.endswith(".hlo.pb"):
         return DumpFile(path, "proto", None, None, None)
-    if base.endswith((".hlo.txt", ".hlo", ".mlir")):
+    if base.endswith((".hlo.txt", ".hlo")):
         return DumpFile(path, "text", None, None, None)
     return None
 
