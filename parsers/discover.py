@@ -139,7 +139,7 @@ def _mtime(path: Path) -> float:
     url = remote.url_of(path)
     if url is None:
         return path.stat().st_mtime
-    return 0.0  # an object store's listing time is not the capture's: order by name then
+    return remote.modified(url) or 0.0
 
 
 def list_runs(path: str | Path) -> list[Run]:

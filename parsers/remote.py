@@ -116,6 +116,30 @@ def identity(url: str) -> list | None:
     return fields or None
 
 
+def modified(url: str) -> float | None:
+    """When the object was last written (seconds since the epoch), as its filesystem reports it
+    (``mtime``, ``LastModified``, ``updated``, ``created``: numbers, datetimes or ISO text); None if unknown."""
+    from datetime import datetime
+
+    try:
+        fs, path = _fs(url)
+        info = fs.info(path)
+    except (UserError, OSError, ValueError):
+        return None
+    for key in ("mtime", "LastModified", "updated", "last_modified", "created"):
+        value = info.get(key)
+        if isinstance(value, datetime):
+            return value.timestamp()
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+    return None
+
+
 def is_dir(url: str) -> bool:
     try:
         fs, path = _fs(url)

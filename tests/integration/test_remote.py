@@ -98,3 +98,26 @@ def test_remote_errors_are_one_line(memory_log_dir: str, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "fsspec", None)  # fsspec not installed
     rc, _, err = _cli("analyze", "gs://bucket/logs")
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "pip install 'traceview[remote]'" in err
+
+
+def test_remote_log_dir_of_several_runs_lists_them_like_the_local_one(sample_traces: Path, tmp_path: Path) -> None:
+    fs = fsspec.filesystem("memory")
+    local = tmp_path / "logs" / "plugins" / "profile"
+    for name in ("mlp_slow", "mlp"):
+        xplane = sample_traces / name / "plugins" / "profile" / name / "localhost.xplane.pb"
+        (local / name).mkdir(parents=True)
+        shutil.copy(xplane, local / name)
+        fs.pipe(f"/bucket-runs/logs/plugins/profile/{name}/localhost.xplane.pb", xplane.read_bytes())
+    try:
+        rc, out, _ = _cli("runs", "memory://bucket-runs/logs", "--format", "json")
+        remote_runs = json.loads(out)["runs"]
+        _, out, _ = _cli("runs", str(tmp_path / "logs"), "--format", "json")
+        local_runs = json.loads(out)["runs"]
+        assert rc == 0 and len(remote_runs) == 2
+        # Ordered by the capture time the traces record, as locally.
+        for key in ("name", "hosts", "total_bytes", "captured", "captured_from", "format"):
+            assert [r[key] for r in remote_runs] == [r[key] for r in local_runs], key
+        newest = _analyze("memory://bucket-runs/logs", "--no-cache")
+        assert newest["source"]["run"] == local_runs[-1]["name"]
+    finally:
+        fs.rm("/bucket-runs", recursive=True)
