@@ -86,3 +86,15 @@ def test_mlir_jaxlib_rejects_is_a_clean_error(tmp_path: Path, capsys) -> None:
     assert main(["hlo", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "jaxlib cannot convert" in err[0]
+
+
+def test_mhlo_text_is_costed_by_hand(tmp_path: Path) -> None:
+    """MHLO (the dialect older tools print) goes through the same converter: a [4,8]x[8,2] dot is
+    2*4*8*2 = 128 FLOPs, the add of its [4,2] result 8 more."""
+    pytest.importorskip("jax")
+    path = tmp_path / "m.mlir"
+    path.write_text('module @m {\n  func.func @main(%a: tensor<4x8xf32>, %b: tensor<8x2xf32>) -> tensor<4x2xf32> {\n'
+                    '    %0 = "mhlo.dot"(%a, %b) : (tensor<4x8xf32>, tensor<8x2xf32>) -> tensor<4x2xf32>\n'
+                    '    %1 = mhlo.add %0, %0 : tensor<4x2xf32>\n    return %1 : tensor<4x2xf32>\n  }\n}\n')
+    (module,) = hlo(path).to_json()["modules"]
+    assert module["stage"] == "lowered" and module["flops"] == 2 * 4 * 8 * 2 + 4 * 2
