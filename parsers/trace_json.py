@@ -195,7 +195,7 @@ class _JsonReader(_Reader):
             named = {threads.get((pid, tid), str(tid)): cols for tid, cols in lines.items()}
             self._device_process(kind, str(ordinal), named)
         device_has_ops = bool(self.chunks)
-        annotations = self._host_processes(host_procs, threads, processes, cpu_ops=not device_has_ops)
+        annotations = self._host_processes(host_procs, threads, cpu_ops=not device_has_ops)
         ops = self._ops_frame()
         ops, steps = self._assign_steps(ops, annotations)
         if self.dropped["events"]:
@@ -290,7 +290,7 @@ class _JsonReader(_Reader):
 
     # --- host processes
 
-    def _host_processes(self, procs: list, threads: dict, processes: dict, cpu_ops: bool):
+    def _host_processes(self, procs: list, threads: dict, cpu_ops: bool):
         """Host events; CPU op rows when no device has ops; the step annotations as (start, end, step)."""
         ann: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         cpu_device = f"{self.host}/CPU"
