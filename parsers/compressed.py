@@ -19,6 +19,8 @@ import zlib
 from pathlib import Path
 
 from traceview.errors import UserError
+from traceview.parsers import remote
+from traceview.parsers.remote import url_of
 
 PROTO_LIMIT = 2 << 30  # bytes: the most a protobuf message can hold
 TEXT_LIMIT = 2 << 30
@@ -55,8 +57,14 @@ def read_limited(path: str | Path, limit: int | None = None, error: type[UserErr
     Raises `error` (one line naming the file) when the file cannot be read,
     is corrupt or truncated compressed data, or would expand past `limit`.
     """
-    p = Path(path)
     limit = PROTO_LIMIT if limit is None else limit  # looked up per call: tests lower it
+    url = url_of(path)
+    if url is not None:  # an object behind an fsspec URL (parsers/remote.py): the same bound
+        data = remote.read_bytes(url, limit, error, what)
+        if len(data) > limit:
+            raise _limit_error(error, url, what, limit)
+        return decompress(data, url, limit, error, what)
+    p = Path(path)
     try:
         if not p.is_file():
             raise error(f"{p}: not a regular file" if p.exists() else f"{p}: no such file")

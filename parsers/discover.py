@@ -1,11 +1,18 @@
 """Find the trace files a user's PATH means.
 
 PATH may be a TensorBoard-style log dir (anything above ``plugins/profile/<run>/``),
-one run dir, or one ``*.xplane.pb`` / ``*.xplane.pb.gz`` file. A run is a folder
-holding one ``<host>.xplane.pb`` per host; when PATH holds several runs the
-newest is used unless one is named. The profiler also writes per-module
-``*.hlo_proto.pb`` files next to the xplanes on some versions: their paths
-come with the run.
+one run dir, or one trace file. A run is a folder holding one ``<host>.xplane.pb``
+per host; when PATH holds several runs the newest is used unless one is named.
+The profiler also writes per-module ``*.hlo_proto.pb`` files next to the
+xplanes on some versions: their paths come with the run.
+
+Trace-event JSON is a trace too (:mod:`traceview.parsers.trace_json`):
+``<host>.trace.json[.gz]`` (what the profiler tools export and repositories
+commit) and ``perfetto_trace.json[.gz]`` (what JAX writes beside the xplane with
+``create_perfetto_trace=True``). A folder holding xplanes is read from them
+(they have everything the JSON has, and more); a folder of JSON files only is
+read from those, ``<host>.trace.json`` preferred over ``perfetto_trace.json``
+(JAX writes both, with the same events).
 """
 
 from __future__ import annotations
@@ -16,8 +23,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from traceview.errors import UserError
+from traceview.parsers import remote
 
-TRACE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
+XPLANE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
+JSON_SUFFIXES = (".trace.json", ".trace.json.gz")
+PERFETTO_NAMES = ("perfetto_trace.json", "perfetto_trace.json.gz")
+TRACE_SUFFIXES = XPLANE_SUFFIXES + JSON_SUFFIXES
 HLO_PROTO_SUFFIX = ".hlo_proto.pb"
 _RUN_TIMESTAMP = re.compile(r"^(\d{4})_(\d{2})_(\d{2})_(\d{2})_(\d{2})_(\d{2})")
 
@@ -39,12 +50,17 @@ class Run:
         return [f"{f}: named like a trace file but {_kind_of(f)}; skipped" for f in self.skipped]
 
     @property
+    def format(self) -> str:
+        """"xplane" or "trace-json": what the run's files are."""
+        return "xplane" if all(is_xplane_file(f) for f in self.files) else "trace-json"
+
+    @property
     def hosts(self) -> list[str]:
         return [host_of(f) for f in self.files]
 
     @property
     def total_bytes(self) -> int:
-        return sum(f.stat().st_size for f in self.files)
+        return sum(_size(f) for f in self.files)
 
     @property
     def time(self) -> datetime:
@@ -63,7 +79,7 @@ class Run:
         if self._cached_time is None:
             from traceview.parsers.xspace_file import file_capture_time  # numpy/protobuf: not for `--help`
 
-            starts = [t for t in (file_capture_time(f) for f in self.files) if t is not None]
+            starts = [t for t in (file_capture_time(f) for f in self.files if is_xplane_file(f)) if t is not None]
             m = _RUN_TIMESTAMP.match(self.name)
             named = None
             if m:
@@ -77,32 +93,60 @@ class Run:
             elif named is not None:
                 self._cached_time = (named, "run name")
             else:
-                mtime = max(f.stat().st_mtime for f in self.files)
+                mtime = max(_mtime(f) for f in self.files)
                 self._cached_time = (datetime.fromtimestamp(mtime, tz=timezone.utc), "file time")
         return self._cached_time
 
     def summary(self) -> dict:
         """What `traceview runs PATH` shows for the run."""
-        return {"name": self.name, "path": str(self.path), "hosts": self.hosts,
-                "files": [str(f) for f in self.files], "total_bytes": self.total_bytes,
+        return {"name": self.name, "path": path_text(self.path), "format": self.format, "hosts": self.hosts,
+                "files": [path_text(f) for f in self.files], "total_bytes": self.total_bytes,
                 "captured": self.time.isoformat(), "captured_from": self.time_source}
 
 
 def is_trace_file(path: Path) -> bool:
-    return path.name.endswith(TRACE_SUFFIXES)
+    """An xplane or a trace-event JSON file, by its name."""
+    return path.name.endswith(TRACE_SUFFIXES) or path.name in PERFETTO_NAMES
+
+
+def is_xplane_file(path: Path) -> bool:
+    return path.name.endswith(XPLANE_SUFFIXES)
 
 
 def host_of(path: Path) -> str:
-    """``<host>.xplane.pb[.gz]`` -> ``<host>``."""
+    """``<host>.xplane.pb[.gz]``, ``<host>.trace.json[.gz]`` -> ``<host>``; ``perfetto_trace.json.gz`` ->
+    ``perfetto_trace`` (the file does not name its host)."""
     name = path.name
+    if name in PERFETTO_NAMES:
+        return "perfetto_trace"
     for suffix in TRACE_SUFFIXES:
         if name.endswith(suffix):
             return name[: -len(suffix)]
     return path.stem
 
 
+def path_text(path: str | Path) -> str:
+    """A path as the user would write it: a URL keeps its ``//`` (parsers/remote.py)."""
+    return remote.url_of(path) or str(path)
+
+
+def _size(path: Path) -> int:
+    url = remote.url_of(path)
+    return remote.size(url) if url is not None else path.stat().st_size
+
+
+def _mtime(path: Path) -> float:
+    url = remote.url_of(path)
+    if url is None:
+        return path.stat().st_mtime
+    return remote.modified(url) or 0.0
+
+
 def list_runs(path: str | Path) -> list[Run]:
     """Every run under PATH, oldest first. Raises UserError when PATH has no trace."""
+    url = remote.url_of(path)
+    if url is not None:
+        return _remote_runs(url)
     root = Path(path).expanduser()
     if not root.exists():
         raise UserError(f"{root}: no such file or directory")
@@ -110,7 +154,8 @@ def list_runs(path: str | Path) -> list[Run]:
         raise UserError(f"{root}: {_kind_of(root)}: give a trace file or a folder")
     if root.is_file():
         if not is_trace_file(root):
-            raise UserError(f"{root}: not a trace file (expected a *.xplane.pb or *.xplane.pb.gz file)")
+            raise UserError(f"{root}: not a trace file (expected a *.xplane.pb[.gz], *.trace.json[.gz] or "
+                            "perfetto_trace.json[.gz] file)")
         return [Run(name=root.parent.name, path=root.parent, files=[root],
                     hlo_proto_files=_hlo_protos(root.parent))]
     by_dir: dict[Path, list[Path]] = {}
@@ -120,14 +165,57 @@ def list_runs(path: str | Path) -> list[Run]:
             (by_dir if f.is_file() else odd).setdefault(f.parent, []).append(f)
     if not by_dir:
         found = f" ({len(sum(odd.values(), []))} named so are not regular files)" if odd else ""
-        raise UserError(f"{root}: no profiler trace found (no *.xplane.pb file in it or below it{found})")
-    runs = [Run(name=d.name, path=d, files=sorted(files), hlo_proto_files=_hlo_protos(d),
+        raise UserError(f"{root}: no profiler trace found (no *.xplane.pb or trace JSON file in it or "
+                        f"below it{found})")
+    runs = [Run(name=d.name, path=d, files=preferred_files(files), hlo_proto_files=_hlo_protos(d),
                 skipped=sorted(odd.get(d, [])))
             for d, files in by_dir.items()]
     _disambiguate(runs, root)
     if len(runs) == 1:
         return runs  # nothing to order: the capture times (one read per host file) are not needed
     return sorted(runs, key=lambda r: (r.time, r.name))
+
+
+def _remote_runs(url: str) -> list[Run]:
+    """list_runs of an fsspec URL: the objects below it grouped by folder, as for a local log dir."""
+    import posixpath
+
+    objects = [u for u, _ in remote.list_files(url)]
+    by_dir: dict[str, list[Path]] = {}
+    protos: dict[str, list[Path]] = {}
+    for u in objects:
+        folder, name = posixpath.split(u)
+        if is_trace_file(Path(name)):
+            by_dir.setdefault(folder, []).append(Path(u))
+        elif name.endswith(HLO_PROTO_SUFFIX):
+            protos.setdefault(folder, []).append(Path(u))
+    if not by_dir:
+        if len(objects) == 1 and objects[0].rstrip("/") == url.rstrip("/"):
+            raise UserError(f"{url}: not a trace file (expected a *.xplane.pb[.gz], *.trace.json[.gz] or "
+                            "perfetto_trace.json[.gz] file)")
+        raise UserError(f"{url}: no profiler trace found (no *.xplane.pb or trace JSON file in it or below it)")
+    runs = [Run(name=posixpath.basename(folder), path=Path(folder), files=preferred_files(files),
+                hlo_proto_files=sorted(protos.get(folder, [])))
+            for folder, files in by_dir.items()]
+    seen: dict[str, int] = {}
+    for r in runs:
+        seen[r.name] = seen.get(r.name, 0) + 1
+    for r in runs:
+        if seen[r.name] > 1:
+            r.name = path_text(r.path)
+    if len(runs) == 1:
+        return runs
+    return sorted(runs, key=lambda r: (r.time, r.name))
+
+
+def preferred_files(files: list[Path]) -> list[Path]:
+    """One format per run, sorted: the xplanes when there are any, else ``<host>.trace.json`` files, else
+    the Perfetto JSON (see the module doc)."""
+    xplanes = [f for f in files if is_xplane_file(f)]
+    if xplanes:
+        return sorted(xplanes)
+    hosts = [f for f in files if f.name not in PERFETTO_NAMES]
+    return sorted(hosts or files)
 
 
 def find_run(path: str | Path, run: str | None = None) -> Run:
@@ -178,7 +266,11 @@ DUMP_DIR_NAMES = ("hlo", "xla_dump", "dump", "hlo_dump")
 
 
 def find_dump_dir(trace_path: str | Path) -> Path | None:
-    """An HLO dump folder beside a trace: in PATH itself or in the folder above `plugins/`."""
+    """An HLO dump folder beside a trace: in PATH itself or in the folder above `plugins/`. Behind a URL,
+    a local copy of it (parsers/remote.py)."""
+    url = remote.url_of(trace_path)
+    if url is not None:
+        return _remote_dump_dir(url)
     path = Path(trace_path)
     candidates = [path] if path.is_dir() else []
     for parent in [path, *path.parents]:
@@ -189,4 +281,20 @@ def find_dump_dir(trace_path: str | Path) -> Path | None:
         for name in DUMP_DIR_NAMES:
             if (base / name).is_dir():
                 return base / name
+    return None
+
+
+def _remote_dump_dir(url: str) -> Path | None:
+    import posixpath
+
+    head, _, rest = url.partition("://")
+    parts = rest.rstrip("/").split("/")
+    bases = [url.rstrip("/")]
+    if "plugins" in parts:
+        bases.append(f"{head}://{'/'.join(parts[:len(parts) - 1 - parts[::-1].index('plugins')])}")
+    for base in bases:
+        for name in DUMP_DIR_NAMES:
+            candidate = posixpath.join(base, name)
+            if remote.is_dir(candidate):
+                return remote.local_copy_of_dir(candidate)
     return None

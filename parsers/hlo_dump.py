@@ -20,6 +20,7 @@ from traceview.parsers.hlo_files import read_bytes
 from traceview.parsers.hlo_model import HloModule
 from traceview.parsers.hlo_proto import parse_hlo_proto, proto_module_name
 from traceview.parsers.hlo_text import header_module_name, looks_like_hlo_text, parse_hlo_text
+from traceview.parsers.stablehlo import LOWERED_STAGE, looks_like_mlir, mlir_to_hlo_text
 
 __all__ = ["load_hlo_modules", "read_hlo_file", "match_module", "classify_file", "DumpFile", "read_bytes"]
 
@@ -85,7 +86,10 @@ def read_hlo_file(path: str | Path, data: bytes | None = None) -> HloModule:
     info = classify_file(p)
     if data is None:
         data = read_bytes(p)
-    if info is not None and info.kind == "proto":
+    head = data[:_SNIFF_BYTES].decode("utf-8", errors="replace")
+    if (info is None or info.kind == "text") and looks_like_mlir(head):
+        module = _read_mlir(data, p)
+    elif info is not None and info.kind == "proto":
         module = parse_hlo_proto(data, str(p))
     elif (info is not None and info.kind == "text") or looks_like_hlo_text(
             data[:_SNIFF_BYTES].decode("utf-8", errors="replace")):
@@ -106,6 +110,16 @@ def read_hlo_file(path: str | Path, data: bytes | None = None) -> HloModule:
             module.program_id = info.module_id
         if info.name and module.name == f"module_{module.entry}":  # text without its HloModule line
             module.name = info.name
+    return module
+
+
+def _read_mlir(data: bytes, path: Path) -> HloModule:
+    """A StableHLO/MHLO module, converted to HLO by jaxlib (parsers/stablehlo.py): stage "lowered"."""
+    module = parse_hlo_text(mlir_to_hlo_text(data.decode("utf-8", errors="replace"), str(path)), str(path))
+    module.stage = LOWERED_STAGE
+    module.warnings.append(f"{path}: StableHLO/MHLO text converted to HLO by jaxlib: the program as lowered, "
+                           "before XLA's optimizations (no fusion, layouts or combined collectives); its costs "
+                           "are the unoptimized program's")
     return module
 
 

@@ -69,9 +69,27 @@ def load_xspace(path: str | Path, fast: bool | None = None) -> XSpaceRaw:
         raise TraceError(f"{path}: not a readable XSpace protobuf (truncated or corrupt: {exc})") from exc
     except WireError as exc:
         raise TraceError(f"{path}: corrupt line ({exc})") from exc
+    wrong = _wrong_wire_type(space)
+    if wrong is not None:
+        raise TraceError(f"{path}: not a readable XSpace protobuf (corrupt: {wrong})")
     if not space.planes or not any(p.name for p in space.planes):
         raise TraceError(f"{path}: not a profiler trace (no named XPlane in it)")
     return space
+
+
+def _wrong_wire_type(space) -> str | None:
+    """A field XSpace declares but the file holds with another wire type (protobuf keeps such a field as
+    an unknown one and reads on, through what is then garbage); None when there is none."""
+    if not isinstance(space, XSpaceRaw):
+        return None  # the compiled reader checks every tag's wire type itself
+    from google.protobuf import unknown_fields
+
+    declared = {f.number: f for f in XSpaceRaw.DESCRIPTOR.fields}
+    for field in unknown_fields.UnknownFieldSet(space):
+        if field.field_number in declared:
+            return (f"field {field.field_number} ({declared[field.field_number].name}) has wire type "
+                    f"{field.wire_type}, not the one XSpace declares")
+    return None
 
 
 def capture_time(space: XSpaceRaw) -> datetime | None:

@@ -65,9 +65,15 @@ SAMPLES: dict[str, tuple[str, int, dict[str, Any]]] = {
     "serving": ("build_serving", 1,
                 {"vocab": 512, "d_model": 128, "heads": 4, "d_ff": 512, "layers": 2, "batch": 4,
                  "prompt": 16, "max_seq": 64, "decode_steps": 6, "requests": 2, "dtype": "bfloat16"}),
+    # The mlp program traced with create_perfetto_trace=True: the run holds both the xplane and the
+    # Perfetto trace-event JSON JAX writes beside it (the two readers must agree on one capture).
+    "mlp_perfetto": ("build_mlp", 1, MLP_CONFIG),
 }
 # Samples whose worker is not a training loop: builder name -> the worker that runs and traces it.
 SERVING_BUILDERS = {"build_serving"}
+# Samples traced with jax.profiler.trace(..., create_perfetto_trace=True); their run keeps the JSON.
+PERFETTO_SAMPLES = {"mlp_perfetto"}
+PERFETTO_FILE = "perfetto_trace.json.gz"
 # sample -> (reference sample, lowest and highest (None: no limit) allowed
 # ratio of its median traced step time to the reference's). mlp_slow does 3.4x
 # the FLOPs (2.7x the bytes) of mlp. Checked against the reference in `out`,
@@ -497,7 +503,7 @@ def run_worker(name: str, work: Path) -> None:
     timed = [run(i)[0] for i in range(TIMED_STEPS)]
 
     traced, losses = [], []
-    with jax.profiler.trace(str(work / "log")):
+    with jax.profiler.trace(str(work / "log"), create_perfetto_trace=name in PERFETTO_SAMPLES):
         for i in range(TRACED_STEPS):
             with jax.profiler.StepTraceAnnotation("train", step_num=i):
                 dt, loss = run(i)
@@ -582,6 +588,8 @@ def capture(name: str, out: Path) -> Path:
         run_dir.mkdir(parents=True)
         xplane = run_dir / f"{HOST}.xplane.pb"
         shutil.move(str(xplanes[0]), xplane)
+        if name in PERFETTO_SAMPLES:
+            shutil.move(str(xplanes[0].parent / PERFETTO_FILE), run_dir / PERFETTO_FILE)
 
         traced = _traced_modules(xplane)
         wanted = {f"module_{pid:04d}.{mod}" for mod, pids in traced.items() for pid in pids}
@@ -599,6 +607,8 @@ def capture(name: str, out: Path) -> Path:
             raise SystemExit(f"{name}: no HLO dump for traced modules {sorted(missing)}")
 
     meta["xplane"] = str(xplane.relative_to(dest))
+    if name in PERFETTO_SAMPLES:
+        meta["perfetto_trace"] = str((run_dir / PERFETTO_FILE).relative_to(dest))
     meta["traced_modules"] = {m: sorted(p) for m, p in sorted(traced.items())}
     meta["hlo_files"] = ["hlo/" + k for k in kept]
     (dest / "capture.json").write_text(json.dumps(meta, indent=1) + "\n")

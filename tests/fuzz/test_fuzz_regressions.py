@@ -151,6 +151,21 @@ def test_invalid_utf8_in_one_thread_name_costs_that_name_only(tmp_path):
     assert any("not valid UTF-8" in w for w in data.warnings)
 
 
+def test_xspace_whose_planes_tag_is_a_varint_is_an_error(tmp_path):
+    """The first field's tag rewritten as a varint: protobuf keeps it as an unknown field and reads on
+    through garbage (here, into its UTF-8 repair path); traceview refuses the file as protobuf does."""
+    from google.protobuf.message import DecodeError
+
+    data = SAMPLE_TRACE.read_bytes()
+    assert data[0] == 0x0A  # field 1 (planes), wire type 2
+    path = _write(tmp_path, b"\x08" + data[1:])
+    with pytest.raises(DecodeError):
+        XSpace.FromString(path.read_bytes())
+    rc, _, err = run_cli("analyze", str(path), "--no-cache")
+    assert_one_line_error(rc, err, str(path))
+    assert "field 1 (planes) has wire type 0" in err
+
+
 def test_non_regular_files_named_like_traces_are_warned_about(tmp_path):
     from traceview.parsers.discover import find_run
 
@@ -216,6 +231,52 @@ def test_corrupt_gzip_hlo_text_is_a_clean_error(tmp_path):
     path.write_bytes(gzip.compress(b"HloModule m\n")[:-9] + b"\x00" * 9)
     rc, _, err = run_cli("hlo", str(path))
     assert_one_line_error(rc, err, "m.txt.gz")
+
+
+def test_trace_json_gzip_bomb_stops_at_the_bound(tmp_path, monkeypatch):
+    import traceview.parsers.trace_json as trace_json
+
+    monkeypatch.setattr(trace_json, "JSON_LIMIT", 8 << 20)
+    path = tmp_path / "host.trace.json.gz"
+    path.write_bytes(_gzip_zeros(64 << 20))
+    rc, _, err = run_cli("analyze", str(path), "--no-cache")
+    assert_one_line_error(rc, err, str(path))
+    assert "larger than 8 MiB" in err
+
+
+@pytest.mark.parametrize("content, words", [
+    (b"", "empty"),
+    (b"{", "not readable trace JSON"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    (b'{"traceEvents": 3}', "no traceEvents list"),
+    (b'{"traceEvents": []}', "no events"),
+    (b'{"traceEvents": [{"ph": "X", "ts": -1, "dur": 1}, {"ph": "X", "ts": "x"}, 7, null]}', "no events"),
+    (b"\xff\xfe{}", "not readable trace JSON"),
+])
+def test_bad_trace_json_is_a_one_line_error(tmp_path, content, words):
+    path = tmp_path / "host.trace.json"
+    path.write_bytes(content)
+    rc, _, err = run_cli("analyze", str(path), "--no-cache")
+    assert_one_line_error(rc, err, str(path))
+    assert words in err
+
+
+def test_trace_json_events_with_impossible_times_are_dropped_with_a_warning(tmp_path):
+    from traceview.parsers.trace_json import read_trace_json
+
+    events = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/device:TPU:0"}},
+              {"ph": "M", "pid": 1, "tid": 2, "name": "thread_name", "args": {"name": "XLA Ops"}},
+              {"ph": "X", "pid": 1, "tid": 2, "ts": 1.5, "dur": 2, "name": "fusion.1", "args": {"hlo_category": 7}},
+              {"ph": "X", "pid": 1, "tid": 2, "ts": 1e300, "dur": 2, "name": "fusion.2"},
+              {"ph": "X", "pid": 1, "tid": 2, "ts": 5, "dur": -1, "name": "fusion.3"},
+              {"ph": "X", "pid": [1], "tid": {"a": 1}, "ts": 5, "dur": 1, "name": {"x": 1}, "args": [1]}]
+    path = tmp_path / "h.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    data = read_trace_json(path)
+    assert data.ops["op"].tolist() == ["fusion.1"] and data.ops["start_ps"].tolist() == [1_500_000]
+    assert data.ops["category"].tolist() == ["7"]
+    assert any("dropped 2 event(s)" in w for w in data.warnings)
+    assert data.host_events["thread"].astype(str).tolist() == ["{'a': 1}"]
 
 
 # ------------------------------------------------------------------ HLO readers and the cost model
@@ -453,7 +514,39 @@ def test_terminal_table_with_a_stray_escape():
 
     assert _visible_len("a\x1bb") == 3
     table = text_table(["name"], [["a\x1b"], ["\x1b[31mred\x1b[0m"]])
-    assert "\x1b" not in table.replace("\x1b[31m", "").replace("\x1b[0m", "")
+    assert "\x1b" not in table and "\\x1b[31mred\\x1b[0m" in table
+
+
+def test_a_colour_sequence_in_an_op_name_is_shown_as_text_in_every_terminal_cell():
+    """A name's own colour codes look exactly like traceview's: only traceview's (unforgeable markers) colour."""
+    from traceview.render.escape import terminal_lines, terminal_text
+    from traceview.render.tables import colour, text_table
+
+    name = "\x1b[31mfusion.1\x1b[0m"
+    table = text_table(["op", "bound"], [[name, colour("memory", "red", True)]])
+    out = terminal_lines(table)
+    assert out.count("\x1b[") == 2  # the bound cell's colour and its reset, nothing of the name
+    assert "\\x1b[31mfusion.1\\x1b[0m" in out and "\x1b[31mmemory\x1b[0m" in out
+    assert terminal_text(name, keep_colour=True) == "\\x1b[31mfusion.1\\x1b[0m"
+    # The column is as wide as what shows: the marker takes no width.
+    header, rule, row = table.split("\n")
+    assert len(rule.split("  ")[0]) == len(terminal_text(name))
+
+
+def test_coloured_terminal_report_escapes_a_colour_sequence_in_an_op_name(tmp_path, monkeypatch):
+    """A whole coloured report (diff, as on a terminal) whose op is named by a colour sequence."""
+    import traceview.render.regress as regress
+
+    monkeypatch.setattr(regress, "use_colour", lambda stream=None: True)
+    base, new = tmp_path / "base.json", tmp_path / "new.json"
+    for path, time_us in ((base, 3000.0), (new, 6000.0)):
+        path.write_text(json.dumps({"summary": {"steps": [{"step": 0, "time_us": 1000.0}]},
+                                    "ops": [{"module": "jit_f", "name": "\x1b[31mevil\x1b[0m", "self_time_us": time_us,
+                                             "occurrences": 1, "flops": 1e9, "bytes_accessed": 1e6,
+                                             "step_times_us": [time_us]}]}))
+    rc, out, _ = run_cli("diff", str(base), str(new), "--format", "table")
+    assert rc in (0, 1) and "\x1b[1m" in out  # coloured: traceview's own bold titles
+    assert "\\x1b[31mevil\\x1b[0m" in out and "\x1b[31mevil" not in out
 
 
 def test_dashboard_names_render_as_text_never_as_image_link_or_html():

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "traces"
 SAMPLES = REPO / "sample_traces"
 
@@ -48,7 +48,8 @@ WORKER_MEMORY = 6 << 30  # address-space limit of the worker: a case needing mor
 
 @dataclass(frozen=True)
 class Seed:
-    kind: str      # which reader: xplane, hlo_text, hlo_proto, trace_proto, baseline, config, hardware, cli_analyze
+    kind: str      # which reader: xplane, trace_json, hlo_text, hlo_proto, trace_proto, baseline, config, hardware,
+                   # cli_analyze
     name: str      # file name the case is written under (suffix matters to readers)
     data: bytes
 
@@ -117,6 +118,10 @@ def default_seeds(shared: bool = True, max_trace_bytes: int = 400_000) -> list[S
             for key, data in list(read_xplane(tpu).hlo_protos.items())[:2]:
                 seeds.append(Seed("trace_proto", f"{key}.hlo_proto", data))
     seeds += [Seed("xplane", p.name, p.read_bytes()) for p in traces]
+    for perfetto in sorted(SAMPLES.glob("mlp_perfetto/plugins/profile/*/perfetto_trace.json.gz")):
+        seeds.append(Seed("trace_json", "host.trace.json", gzip.decompress(perfetto.read_bytes())))
+    seeds.append(Seed("trace_json", "tpu.trace.json", json.dumps(TPU_TRACE_JSON).encode()))
+    seeds.append(Seed("stablehlo", "train_step.hlo.txt", STABLEHLO.encode()))
     seeds += [Seed("hlo_text", p.name, p.read_bytes()) for p in hlo_text]
     seeds += [Seed("hlo_proto", p.name, p.read_bytes()) for p in hlo_proto]
     seeds += [Seed("baseline", "baseline.json", json.dumps(BASELINE).encode()),
@@ -124,6 +129,50 @@ def default_seeds(shared: bool = True, max_trace_bytes: int = 400_000) -> list[S
               Seed("config", "budgets.toml", CONFIG.encode()),
               Seed("hardware", "chips.json", json.dumps(HARDWARE).encode())]
     return seeds
+
+
+# A StableHLO module as jax.jit(f).lower(...).as_text() prints it (a dot, a reduce, a while loop).
+STABLEHLO = """module @jit_f attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%arg0: tensor<8x16xf32>, %arg1: tensor<16x4xf32>) -> (tensor<f32> {jax.result_info = "result"}) {
+    %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+    %1 = stablehlo.tanh %0 : tensor<8x4xf32>
+    %cst = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %2 = stablehlo.reduce(%1 init: %cst) applies stablehlo.add across dimensions = [0, 1] : (tensor<8x4xf32>, tensor<f32>) -> tensor<f32>
+    %c = stablehlo.constant dense<0> : tensor<i32>
+    %3:2 = stablehlo.while(%iterArg = %c, %iterArg_0 = %2) : tensor<i32>, tensor<f32>
+    cond {
+      %c_1 = stablehlo.constant dense<3> : tensor<i32>
+      %4 = stablehlo.compare  LT, %iterArg, %c_1,  SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %4 : tensor<i1>
+    } do {
+      %c_1 = stablehlo.constant dense<1> : tensor<i32>
+      %4 = stablehlo.add %iterArg, %c_1 : tensor<i32>
+      %5 = stablehlo.multiply %iterArg_0, %iterArg_0 : tensor<f32>
+      stablehlo.return %4, %5 : tensor<i32>, tensor<f32>
+    }
+    return %3#1 : tensor<f32>
+  }
+}
+"""
+
+# A small Chrome trace as XProf's trace viewer exports a TPU run: modules, ops (one instant), steps, a host.
+TPU_TRACE_JSON = {"displayTimeUnit": "ns", "traceEvents": [
+    {"ph": "M", "pid": 3, "name": "process_name", "args": {"name": "/device:TPU:0"}},
+    {"ph": "M", "pid": 3, "tid": 1, "name": "thread_name", "args": {"name": "Steps"}},
+    {"ph": "M", "pid": 3, "tid": 2, "name": "thread_name", "args": {"name": "XLA Modules"}},
+    {"ph": "M", "pid": 3, "tid": 3, "name": "thread_name", "args": {"name": "XLA Ops"}},
+    {"ph": "M", "pid": 701, "name": "process_name", "args": {"name": "/host:CPU"}},
+    {"ph": "M", "pid": 701, "tid": 9, "name": "thread_name", "args": {"name": "main/1"}},
+    {"ph": "X", "pid": 3, "tid": 1, "ts": 10.0, "dur": 50.0, "name": "0"},
+    {"ph": "X", "pid": 3, "tid": 2, "ts": 10.5, "dur": 40.0, "name": "jit_f(12190760917235803885)"},
+    {"ph": "X", "pid": 3, "tid": 3, "ts": 11.0, "dur": 20.0, "name": "fusion.1",
+     "args": {"device_duration_ps": "19999000", "device_offset_ps": "11000000", "hlo_category": "convolution",
+              "model_flops": "1000000", "bytes_accessed": "4096"}},
+    {"ph": "X", "pid": 3, "tid": 3, "ts": 12.0, "dur": 5.0, "name": "copy.2",
+     "args": {"hlo_category": "data formatting", "bytes_accessed": "2048"}},
+    {"ph": "i", "pid": 3, "tid": 3, "ts": 35.0, "name": "all-reduce-done", "s": "t"},
+    {"ph": "X", "pid": 701, "tid": 9, "ts": 5.0, "dur": 60.0, "name": "train", "args": {"step_num": "0"}},
+    {}]}
 
 
 BASELINE = {
@@ -414,6 +463,28 @@ def xspace_mutations(rng: random.Random, data: bytes) -> tuple[str, bytes]:
     return mutation, space.SerializeToString()
 
 
+def trace_json_mutations(rng: random.Random, data: bytes) -> tuple[str, bytes]:
+    """A semantic mutation of trace-event JSON: impossible or mistyped times, ids and args, hostile names."""
+    doc = json.loads(data)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    if not events:
+        return "noop", data
+    i = rng.randrange(len(events))
+    event = events[i]
+    if not isinstance(event, dict):
+        return "noop", data
+    key = rng.choice(["ts", "dur", "pid", "tid", "name", "ph", "args"])
+    value = rng.choice([*_HOSTILE_INTS, *_HOSTILE_NAMES, 1e308, -0.5, None, [], {}, {"name": "/device:TPU:0"},
+                        {"hlo_op": "x", "device_ordinal": "-3", "device_duration_ps": "-5", "program_id": "1e9"},
+                        "X", "M", "i"])
+    if rng.random() < 0.3 and isinstance(event.get("args"), dict) and event["args"]:
+        arg = rng.choice(sorted(event["args"]))
+        event["args"][arg] = value
+        return f"event {i} args.{arg}={str(value)[:20]!r}", json.dumps(doc).encode()
+    event[key] = value
+    return f"event {i} {key}={str(value)[:20]!r}", json.dumps(doc).encode()
+
+
 def _mutate_hlo_module(rng: random.Random, module) -> str:
     """A semantic mutation of an HloModuleProto, in place; returns what it did."""
     comps = list(module.computations)
@@ -539,15 +610,15 @@ def hlo_text_mutations(rng: random.Random, data: bytes) -> tuple[str, bytes]:
 def make_cases(seeds: list[Seed], count: int, seed: int) -> Iterator[Case]:
     """`count` cases, deterministic for `seed`: seeds taken in turn, weighted by how cheap their readers are."""
     rng = random.Random(seed)
-    weights = {"xplane": 3, "hlo_text": 4, "hlo_proto": 4, "trace_proto": 2, "baseline": 2, "config": 2,
+    weights = {"xplane": 3, "trace_json": 3, "stablehlo": 2, "hlo_text": 4, "hlo_proto": 4, "trace_proto": 2, "baseline": 2, "config": 2,
                "hardware": 1, "cli_analyze": 0}
     pool = [s for s in seeds for _ in range(weights.get(s.kind, 1))]
     for number in range(count):
         s = rng.choice(pool)
-        textual = s.kind in ("hlo_text", "baseline", "config", "hardware")
+        textual = s.kind in ("hlo_text", "baseline", "config", "hardware", "trace_json", "stablehlo")
         plain = text_mutations if textual else binary_mutations
         semantic = {"xplane": xspace_mutations, "hlo_proto": hlo_proto_mutations, "trace_proto": hlo_proto_mutations,
-                    "hlo_text": hlo_text_mutations}.get(s.kind)
+                    "hlo_text": hlo_text_mutations, "trace_json": trace_json_mutations}.get(s.kind)
         mutate = semantic if semantic is not None and rng.random() < 0.6 else plain
         try:
             mutation, data = mutate(rng, s.data)
@@ -619,6 +690,19 @@ def _run_xplane(path: Path) -> None:
                 pd.testing.assert_frame_equal(getattr(compiled, table), getattr(data, table), check_exact=True)
             except AssertionError as exc:
                 raise Garbage(f"the compiled and pure readers disagree on {table}: {str(exc)[:200]}") from None
+
+
+def _run_trace_json(path: Path) -> None:
+    from traceview.parsers.trace_json import read_trace_json
+
+    _check_trace_data(read_trace_json(path))
+
+
+def _run_stablehlo(path: Path) -> None:
+    """StableHLO text through jaxlib's converter and the HLO reader; without jax, the one-line error."""
+    from traceview.parsers.hlo_dump import read_hlo_file
+
+    _check_costs(read_hlo_file(path))
 
 
 def _check_trace_data(data) -> None:
@@ -730,7 +814,7 @@ def _run_cli_analyze(path: Path) -> None:
 
 
 RUNNERS: dict[str, Callable[[Path], None]] = {
-    "xplane": _run_xplane, "hlo_text": _run_hlo, "hlo_proto": _run_hlo, "trace_proto": _run_trace_proto,
+    "xplane": _run_xplane, "trace_json": _run_trace_json, "stablehlo": _run_stablehlo, "hlo_text": _run_hlo, "hlo_proto": _run_hlo, "trace_proto": _run_trace_proto,
     "baseline": _run_baseline, "config": _run_config, "hardware": _run_hardware, "cli_analyze": _run_cli_analyze,
 }
 
@@ -781,6 +865,9 @@ def _worker(conn, timeout_s: float) -> None:
         import traceview.parsers.compressed as compressed
 
         compressed.PROTO_LIMIT = compressed.TEXT_LIMIT = FUZZ_DECOMPRESS_LIMIT
+        import traceview.parsers.trace_json as trace_json
+
+        trace_json.JSON_LIMIT = FUZZ_DECOMPRESS_LIMIT
     except ImportError:  # an older traceview (the fuzzer run against another version)
         pass
     try:

@@ -59,6 +59,9 @@ class PipelineResult:
     per_device: bool = False
     target: Chip | None = None
     target_detected: bool = False
+    # Where the target came from: "--target" (given), "trace" (its device planes), "dump: <file>" (the
+    # target config of the run's XLA dump, when the trace names no chip).
+    target_source: str | None = None
     summary: dict = field(default_factory=dict)   # roofline.summarize, times in ps
     idle_ps: int = 0                   # sum over active devices of span - busy
     span_ps: int = 0                   # sum over active devices of first-op-start .. last-op-end
@@ -150,6 +153,9 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
     db = load_hardware(hardware_file)
     active = set(devices["device"])    # devices with no op say nothing about the program's chip
     chip, detect_warnings = detect_target([d for d in profile.devices if d.id in active] or profile.devices, db)
+    source = "trace"
+    if chip is None and target_chip is None and not target:
+        chip, source, detect_warnings = _chip_from_dump(profile, hlo_path, db, detect_warnings)
     analysis.capture_chip = chip
     if target_chip is not None:
         return apply_target(analysis, target_chip, detected=False)
@@ -159,15 +165,31 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
         analysis.target_warnings = detect_warnings + [
             "no target chip: ops are not roofline-judged (give --target; `traceview hardware` lists the chips)"]
         return analysis
-    return apply_target(analysis, chip, detected=True, extra_warnings=detect_warnings)
+    return apply_target(analysis, chip, detected=True, extra_warnings=detect_warnings, source=source)
+
+
+def _chip_from_dump(profile: Profile, hlo_path, db: dict, detect_warnings: list[str]):
+    """(chip, source, warnings) from the target config of the run's dump (--hlo, else beside the trace),
+    for a trace that names no chip; the trace's detection warnings stay when the dump names none."""
+    from traceview.hardware.dump_target import dump_target
+    from traceview.parsers.discover import find_dump_dir
+
+    found = dump_target(hlo_path or find_dump_dir(profile.source.path), db)
+    if found is None:
+        return None, "trace", detect_warnings
+    if found.chip is None:
+        return None, "trace", detect_warnings + found.warnings
+    return found.chip, found.source, found.warnings
 
 
 def apply_target(analysis: PipelineResult, chip: Chip, detected: bool = False,
-                 extra_warnings: list[str] | None = None) -> PipelineResult:
+                 extra_warnings: list[str] | None = None, source: str | None = None) -> PipelineResult:
     """A copy of the analysis with its ops judged against `chip` (replacing any earlier judgement
     and its warnings). The input is left as it was, so a cached analysis can be re-targeted freely.
+    ``source``: where a detected chip came from (default "trace"; a chip not detected was given).
     """
     analysis = dataclasses.replace(analysis)
+    analysis.target_source = (source or "trace") if detected else "--target"
     base = analysis.ops.drop(columns=[c for c in analysis.ops.columns
                                       if c in OUTPUT_COLUMNS or c == "projected_time_ps"])
     ops, roof_warnings = roofline(base, chip, time_column=JUDGED)

@@ -45,8 +45,7 @@ def attach_costs(ops: pd.DataFrame, costs: pd.DataFrame) -> tuple[pd.DataFrame, 
             else:
                 out[column] = pd.Series([None] * len(out), index=out.index, dtype=object)
         if not ops.empty:
-            warnings.append("no HLO modules found for this trace: ops have no FLOPs or bytes "
-                            "(pass --hlo DIR with an XLA dump)")
+            warnings.append(_trace_reported_costs(out))
         return out, warnings
 
     costs = costs.rename(columns={"category": "cost_category", "name": "op"})
@@ -84,3 +83,21 @@ def attach_costs(ops: pd.DataFrame, costs: pd.DataFrame) -> tuple[pd.DataFrame, 
         warnings.append(f"{missing} ops ({100 * share:.1f}% of self time) have no matching HLO "
                         f"instruction, so no cost: {examples}")
     return joined, warnings
+
+
+def _trace_reported_costs(out: pd.DataFrame) -> str:
+    """Without HLO, the FLOPs and bytes the trace reports itself per op (TPU events' ``flops`` /
+    ``model_flops`` and ``bytes_accessed``, as totals over the occurrences) stand in; the warning says which."""
+    nothing = pd.Series(np.nan, index=out.index)
+    flops = out["trace_flops"].astype("float64") if "trace_flops" in out.columns else nothing
+    nbytes = out["trace_bytes"].astype("float64") if "trace_bytes" in out.columns else nothing
+    reported = flops.notna() | nbytes.notna()
+    if not reported.any():
+        return "no HLO modules found for this trace: ops have no FLOPs or bytes (pass --hlo DIR with an XLA dump)"
+    out["flops"] = flops.where(reported)
+    out["bytes_accessed"] = nbytes.where(reported)
+    out["has_cost"] = reported.to_numpy()
+    n = int(reported.sum())
+    others = "" if n == len(out) else f"; the other {len(out) - n} have none"
+    return (f"no HLO modules found for this trace: the FLOPs and bytes of {n} of {len(out)} ops are the ones "
+            f"the trace reports itself (no dtype, no breakdown){others} (pass --hlo DIR with an XLA dump)")

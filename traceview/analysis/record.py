@@ -156,7 +156,8 @@ def target_record(analysis: PipelineResult) -> dict | None:
     if analysis.target is None:
         return None
     capture = analysis.capture_chip
-    return {"detected": analysis.target_detected, **analysis.target.target_fields(),
+    return {"detected": analysis.target_detected, "source": analysis.target_source,
+            **analysis.target.target_fields(),
             "projected": analysis.projected, "measured_on": capture.name if capture is not None else None}
 
 

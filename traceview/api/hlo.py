@@ -12,6 +12,10 @@ import pandas as pd
 from traceview.analysis.modules import profile_modules
 from traceview.cost.hlo_costs import hlo_report
 from traceview.cost.table import COLUMNS
+from traceview.hardware.chips import Chip
+from traceview.hardware.database import load_hardware
+from traceview.hardware.dump_target import dump_target
+from traceview.parsers.discover import find_dump_dir
 from traceview.parsers.hlo_dump import load_hlo_modules
 from traceview.parsers.hlo_model import HloModule
 from traceview.render.hlo import hlo_csv, hlo_json, hlo_text
@@ -31,6 +35,12 @@ class HloReport:
     hlo_modules: list[HloModule]
     costed: list[tuple[HloModule, pd.DataFrame, dict]]
     warnings: list[str] = field(default_factory=list)
+    target: Chip | None = None          # the chip the dump's target config names (gpu_target_config)
+    target_source: str | None = None    # "dump: <that file>"
+
+    @property
+    def _target_record(self) -> dict | None:
+        return None if self.target is None else {"name": self.target.name, "source": self.target_source}
 
     @cached_property
     def modules(self) -> pd.DataFrame:
@@ -58,7 +68,7 @@ class HloReport:
 
     def to_json(self) -> dict[str, Any]:
         """Exactly what ``traceview hlo PATH --format json`` prints."""
-        return hlo_json(self.costed, self.warnings)
+        return hlo_json(self.costed, self.warnings, self._target_record)
 
     def to_csv(self) -> str:
         """The instruction table as ``traceview hlo --format csv`` writes it."""
@@ -66,21 +76,30 @@ class HloReport:
 
     def to_text(self, top: int = 10, markdown: bool = False) -> str:
         """The ``traceview hlo`` tables: modules, then each module's top instructions."""
-        return hlo_text(self.costed, self.warnings, top=top, markdown=markdown)
+        return hlo_text(self.costed, self.warnings, top=top, markdown=markdown, target=self._target_record)
 
 
-def hlo(path: str | Path, *, run: str | None = None, stage: str = "after") -> HloReport:
+def hlo(path: str | Path, *, run: str | None = None, stage: str = "after",
+        hardware_file: str | Path | None = None) -> HloReport:
     """Cost the HLO modules at ``path``: an XLA dump folder (``--xla_dump_to``), one HLO file (text or
     proto, optionally .xz/.gz), or a trace (log dir, run dir, file: its own HLO, or an ``hlo/`` folder
-    beside it). ``run`` picks a run of a log dir; ``stage`` "after" or "before" optimizations."""
+    beside it). ``run`` picks a run of a log dir; ``stage`` "after" or "before" optimizations. A dump
+    whose XLA target config names its chip gives the report's ``target`` (chips: ``hardware_file``)."""
     p = Path(path)
+    dump: Path | None = p
     if is_trace_path(p):
         modules, warnings = profile_modules(load_profile(p, run=run), stage=stage)
         if not modules:
             warnings.append(f"{p}: the trace carries no HLO and no dump folder was found beside it")
+        dump = find_dump_dir(p)
     else:
         modules, warnings = load_hlo_modules(p, stage=stage)
-    return costed_report(modules, warnings)
+    report = costed_report(modules, warnings)
+    found = dump_target(dump, load_hardware(hardware_file))
+    if found is not None:
+        report.target, report.target_source = found.chip, found.source if found.chip is not None else None
+        report.warnings = list(dict.fromkeys(report.warnings + found.warnings))
+    return report
 
 
 def costed_report(modules: list[HloModule], warnings: list[str]) -> HloReport:

@@ -105,6 +105,30 @@ def target_from_args(args: argparse.Namespace):
     return get_chip(args.target, load_hardware(args.hardware_file))
 
 
+def dump_target_from_args(args: argparse.Namespace):
+    """Without --target, for a dump folder or HLO file PATH (or --hlo): the chip its XLA target config names
+    (traceview.hardware.dump_target.DumpTarget, its chip None with warnings when it matches none); None when
+    --target is given or the dump has no target config."""
+    if getattr(args, "target", None):
+        return None
+    from traceview.hardware.database import load_hardware
+    from traceview.hardware.dump_target import dump_target
+
+    path = getattr(args, "hlo", None) or args.path
+    return dump_target(path, load_hardware(getattr(args, "hardware_file", None)))
+
+
+def dump_target_note(found) -> list[str]:
+    """What a command says about a chip chosen from the dump (or why none was)."""
+    if found is None:
+        return []
+    if found.chip is None:
+        return found.warnings
+    config = found.source.removeprefix("dump: ")
+    return found.warnings + [f"target {found.chip.name}: chosen from the XLA dump's target config {config} "
+                             "(give --target to choose another)"]
+
+
 # Called with every text write_output writes (the result cache records a command's output through it).
 OUTPUT_HOOKS: list[Callable[[str], None]] = []
 

@@ -11,7 +11,14 @@ import argparse
 from pathlib import Path
 
 import traceview
-from traceview.commands._options import add_read_options, reading, target_from_args, write_output
+from traceview.commands._options import (
+    add_read_options,
+    dump_target_from_args,
+    dump_target_note,
+    reading,
+    target_from_args,
+    write_output,
+)
 from traceview.render import jsontext
 
 
@@ -42,7 +49,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         from traceview.memory.view import memory_from_dump
 
-        report = memory_from_dump(args.path, target_from_args(args))
+        chip = target_from_args(args)
+        found = dump_target_from_args(args) if chip is None else None  # the chip the dump was compiled for
+        if found is not None and found.chip is not None:
+            report = memory_from_dump(args.path, found.chip, found.source)
+        else:
+            report = memory_from_dump(args.path, chip)
+        report.warnings = dump_target_note(found) + report.warnings
     if args.format == "json":
         text = jsontext.dumps(memory_json(report)) + "\n"
     else:

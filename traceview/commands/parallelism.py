@@ -14,6 +14,8 @@ from traceview.commands._options import (
     add_hlo,
     add_source,
     add_target,
+    dump_target_from_args,
+    dump_target_note,
     load_from_args,
     target_from_args,
     write_output,
@@ -37,7 +39,11 @@ def report_from_args(args: argparse.Namespace):
 
     if is_trace_path(Path(args.path)) or not Path(args.path).exists():
         return load_from_args(args).parallelism()
-    return from_hlo(args.path, target_from_args(args))
+    chip = target_from_args(args)
+    found = dump_target_from_args(args) if chip is None else None  # the chip the dump was compiled for
+    report = from_hlo(args.path, chip if found is None else found.chip)
+    report.warnings = dump_target_note(found) + report.warnings
+    return report
 
 
 def run(args: argparse.Namespace) -> int:

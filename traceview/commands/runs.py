@@ -24,9 +24,10 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         text = jsontext.dumps({"runs": [r.summary() for r in runs]}) + "\n"
     else:
-        rows = [[r.name, str(len(r.files)), ", ".join(r.hosts), fmt_si(r.total_bytes, "B"),
+        rows = [[r.name, r.format, str(len(r.files)), ", ".join(r.hosts), fmt_si(r.total_bytes, "B"),
                  r.time.strftime("%Y-%m-%d %H:%M:%S UTC"), r.time_source] for r in runs]
-        text = text_table(["run", "hosts", "host names", "size", "taken", "from"], rows, "lrlrll") + "\n"
+        text = text_table(["run", "format", "hosts", "host names", "size", "taken", "from"], rows,
+                          "llrlrll") + "\n"
         if any(r.time_source == "file time" for r in runs):
             text += ("'file time' is a file's modification time (a copy or a clone resets it): the trace "
                      "does not record when it was taken\n")

@@ -125,6 +125,8 @@ def _detect_tpu(device: Device, db: dict[str, Chip]) -> tuple[Chip | None, list[
     source = f"trace: {device.id} plane stats"
     if found is None:
         if peak is None:
+            if not model:  # e.g. trace-event JSON: its processes name no model
+                return None, ["the trace names no TPU model and states no peaks; give --target"]
             return None, [f"TPU model {model!r} is not in the hardware table and the trace "
                           "states no peaks; give --target"]
         adhoc = Chip(name=f"trace:{model or device.id}", kind="TPU", vendor="Google")

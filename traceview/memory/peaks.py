@@ -9,6 +9,7 @@ from traceview.memory.modules import static_peaks_from_dump, static_peaks_from_p
 from traceview.memory.runtime import runtime_peaks
 from traceview.memory.static import StaticPeak
 from traceview.parsers.allocator_events import read_allocator_events
+from traceview.parsers.discover import is_xplane_file
 from traceview.parsers.profile import Profile
 
 
@@ -25,7 +26,7 @@ def profile_peaks(profile: Profile) -> tuple[dict[str, int], list[str]]:
     """Runtime peaks of the profile's device allocators and static peaks of its HLO modules."""
     import pandas as pd
 
-    frames = [read_allocator_events(f) for f in profile.source.files]
+    frames = [read_allocator_events(f) for f in profile.source.files if is_xplane_file(Path(f))]  # JSON: none
     frames = [f for f in frames if not f.empty]
     out: dict[str, int] = {}
     if frames:

@@ -17,6 +17,7 @@ from traceview.memory.modules import static_peaks_from_dump, static_peaks_from_p
 from traceview.memory.runtime import RuntimePeak, runtime_peaks
 from traceview.memory.static import StaticPeak
 from traceview.parsers.allocator_events import empty_allocator_frame, read_allocator_events
+from traceview.parsers.discover import is_xplane_file
 from traceview.parsers.profile import Profile
 
 
@@ -27,6 +28,7 @@ class MemoryReport:
     modules: list[StaticPeak] = field(default_factory=list)
     target: Chip | None = None
     target_detected: bool = False
+    target_source: str | None = None         # "--target", "trace" or "dump: <target config file>"
     origin_ps: int = 0                       # time zero of the report's times (the trace's first event)
     events: pd.DataFrame = field(default_factory=empty_allocator_frame)
     warnings: list[str] = field(default_factory=list)
@@ -69,23 +71,28 @@ def memory_from_analysis(result: PipelineResult, hardware_file: str | Path | Non
     peaks from the HLO protos it carries, headroom on the analysis' target."""
     profile = result.profile
     report = MemoryReport(source=str(profile.source.path))
-    fill_from_profile(report, profile, [Path(f) for f in profile.source.files])
+    fill_from_profile(report, profile, [Path(f) for f in profile.source.files if is_xplane_file(Path(f))])
     if result.target is not None and not result.target_detected:   # given (--target, retarget)
-        report.target = result.target
+        report.target, report.target_source = result.target, "--target"
+    elif result.target is not None and result.target_source != "trace":   # chosen from the run's dump
+        report.target, report.target_detected, report.target_source = result.target, True, result.target_source
     elif profile.devices:
         chip, warnings = detect_target(profile.devices, load_hardware(hardware_file))
         report.target, report.target_detected = chip, chip is not None
+        report.target_source = "trace" if chip is not None else None
         report.warnings += warnings
     return _finished(report)
 
 
-def memory_from_dump(path: str | Path, target: Chip | None = None) -> MemoryReport:
+def memory_from_dump(path: str | Path, target: Chip | None = None, target_source: str | None = None) -> MemoryReport:
     """What `traceview memory` shows for an XLA dump folder or HLO file: static peaks from the buffer
-    assignments (no accelerator needed), headroom on `target`."""
+    assignments (no accelerator needed), headroom on `target` (``target_source``: where it came from,
+    default "--target")."""
     p = Path(path)
     if not p.exists():
         raise UserError(f"{p}: no such file or folder")
-    report = MemoryReport(source=str(p), target=target)
+    report = MemoryReport(source=str(p), target=target, target_detected=target_source not in (None, "--target"),
+                          target_source=(target_source or "--target") if target is not None else None)
     report.modules, warnings = static_peaks_from_dump(p)
     report.warnings += warnings
     return _finished(report)

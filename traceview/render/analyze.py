@@ -163,7 +163,7 @@ def _summary_lines(analysis: PipelineResult, mesh_line: str | None) -> list[str]
                      + (" ..." if len(inactive) > 8 else ""))
     chip = analysis.target
     if chip is not None:
-        how = "detected from the trace" if analysis.target_detected else "given with --target"
+        how = target_how(analysis.target_source)
         s = analysis.summary
         if analysis.projected and analysis.capture_chip is not None:
             lines.append(f"target {chip.name} ({how}): PROJECTION from times measured on "
@@ -192,6 +192,15 @@ def _summary_lines(analysis: PipelineResult, mesh_line: str | None) -> list[str]
     if mesh_line:
         lines.append(mesh_line)
     return lines
+
+
+def target_how(source: str | None) -> str:
+    """How the target was chosen, in words (PipelineResult.target_source)."""
+    if source == "--target" or source is None:
+        return "given with --target"
+    if source == "trace":
+        return "detected from the trace"
+    return f"from the {source.removeprefix('dump: ')} of the XLA dump" if source.startswith("dump: ") else source
 
 
 def analysis_text(analysis: PipelineResult, top: int = 20, colour_enabled: bool | None = None,

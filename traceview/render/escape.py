@@ -8,11 +8,16 @@ image syntax, terminal escape sequences, characters XML forbids.
 from __future__ import annotations
 
 import re
+import secrets
 
 # C0 and C1 control characters (tab and newline included: a name never needs them) and DEL.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-# The colour codes traceview itself writes (render.tables.colour): kept in terminal output.
-_OWN_SGR = re.compile(r"\x1b\[(?:\d{1,2}|0)m")
+# traceview's own colours (render.tables.colour) travel through the report as markers no name can carry:
+# private-use characters around a nonce drawn per process, then a colour number. Only the final pass
+# (terminal_lines, or terminal_text with keep_colour) turns them into colour codes; every ESC a name
+# brings is shown as text, whatever sequence follows it.
+_NONCE = secrets.token_hex(8)
+_OWN_MARK = re.compile("\ue000" + _NONCE + r"(\d{1,2})\ue001")
 # Characters XML 1.0 forbids anywhere in a document.
 _XML_FORBIDDEN = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 # Markdown syntax characters: backslash-escaped so a name renders as its own text.
@@ -28,23 +33,26 @@ def _visible(ch: str) -> str:
     return "\\n" if ch == "\n" else "\\t" if ch == "\t" else f"\\x{ord(ch):02x}"
 
 
+def colour_mark(code: str) -> str:
+    """The marker of traceview's own colour `code` (an SGR number: "31", "0"), made a colour code by
+    :func:`terminal_lines` / ``terminal_text(keep_colour=True)``; a name cannot forge it."""
+    return f"\ue000{_NONCE}{code}\ue001"
+
+
+def strip_colour_marks(text: str) -> str:
+    """`text` without traceview's colour markers (what it shows, for widths)."""
+    return _OWN_MARK.sub("", text)
+
+
 def terminal_text(text: object, keep_colour: bool = False) -> str:
     """`text` with every control character shown as ``\\xNN`` (so no escape sequence reaches the terminal).
 
-    With `keep_colour`, the plain colour codes traceview writes itself are kept
-    (they only colour text; no cursor movement, title, hyperlink or clearing).
+    With `keep_colour`, traceview's own colour markers (:func:`colour_mark`) become plain colour codes
+    (they only colour text; no cursor movement, title, hyperlink or clearing); without, they stay markers
+    for the final pass. A colour sequence inside a name is always shown as text.
     """
-    s = str(text)
-    if not keep_colour:
-        return _CONTROL.sub(lambda m: _visible(m.group()), s)
-    out = []
-    pos = 0
-    for m in _OWN_SGR.finditer(s):
-        out.append(_CONTROL.sub(lambda c: _visible(c.group()), s[pos:m.start()]))
-        out.append(m.group())
-        pos = m.end()
-    out.append(_CONTROL.sub(lambda c: _visible(c.group()), s[pos:]))
-    return "".join(out)
+    s = _CONTROL.sub(lambda m: _visible(m.group()), str(text))
+    return _OWN_MARK.sub(lambda m: f"\x1b[{m[1]}m", s) if keep_colour else s
 
 
 def terminal_lines(text: str) -> str:

@@ -45,8 +45,13 @@ def module_record(module: HloModule, costs: pd.DataFrame, totals: dict) -> dict:
     }
 
 
-def hlo_json(report, warnings: list[str]) -> dict:
-    return {"modules": [module_record(m, c, t) for m, c, t in report], "warnings": warnings}
+def hlo_json(report, warnings: list[str], target: dict | None = None) -> dict:
+    """The hlo JSON; ``target``: {"name", "source"} of the chip the dump names (its target config), if any."""
+    out: dict = {"modules": [module_record(m, c, t) for m, c, t in report]}
+    if target is not None:
+        out["target"] = target
+    out["warnings"] = warnings
+    return out
 
 
 def hlo_csv(report) -> str:
@@ -87,9 +92,15 @@ def _top_rows(costs: pd.DataFrame, top: int) -> list[list[str]]:
 TOP_HEADERS = ["instruction", "opcode", "category", "shape", "dtype", "FLOPs", "bytes", "collective", ""]
 
 
-def hlo_text(report, warnings: list[str], top: int = 10, markdown: bool = False) -> str:
+def hlo_text(report, warnings: list[str], top: int = 10, markdown: bool = False,
+             target: dict | None = None) -> str:
     table = markdown_table if markdown else text_table
-    out = [table(MODULE_HEADERS, _module_rows(report), "llrrrrrr"), ""]
+    out = []
+    if target is not None:
+        where = str(target["source"]).removeprefix("dump: ")
+        out += [f"target: {target['name']} (from the XLA dump's target config "
+                f"{markdown_text(where) if markdown else where})", ""]
+    out += [table(MODULE_HEADERS, _module_rows(report), "llrrrrrr"), ""]
     for module, costs, _ in report:
         if costs.empty:
             continue

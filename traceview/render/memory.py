@@ -43,7 +43,7 @@ def memory_json(report: MemoryReport) -> dict:
     origin = report.origin_ps
     target = None
     if report.target is not None:
-        target = {"name": report.target.name, "detected": report.target_detected,
+        target = {"name": report.target.name, "detected": report.target_detected, "source": report.target_source,
                   "hbm_capacity_bytes": json_scalar(report.target.hbm_capacity),
                   "hbm_capacity_source": report.target.sources.get("hbm_capacity")}
     memories = []
@@ -91,7 +91,8 @@ def memory_text(report: MemoryReport, top: int = 10, markdown: bool = False) -> 
     origin = report.origin_ps
     out: list[str] = []
     if report.target is not None:
-        how = "detected" if report.target_detected else "--target"
+        source = report.target_source or ("trace" if report.target_detected else "--target")
+        how = "detected" if source == "trace" else source
         out.append(f"Target: {esc(report.target.name)} ({how}), HBM {fmt_bytes(report.target.hbm_capacity)}")
         out.append("")
     if report.memories:

@@ -7,7 +7,7 @@ import re
 import sys
 from collections.abc import Sequence
 
-from traceview.render.escape import markdown_text, terminal_text
+from traceview.render.escape import colour_mark, markdown_text, strip_colour_marks, terminal_text
 
 ANSI = {"red": "31", "green": "32", "yellow": "33", "blue": "34", "magenta": "35",
         "cyan": "36", "grey": "90", "bold": "1"}
@@ -20,25 +20,28 @@ def use_colour(stream=None) -> bool:
 
 
 def colour(text: str, name: str | None, enabled: bool) -> str:
+    """`text` coloured: marked with traceview's own colour markers, which the report's final pass
+    (render.escape.terminal_lines) turns into colour codes."""
     if not enabled or not name:
         return text
-    return f"\x1b[{ANSI[name]}m{text}\x1b[0m"
+    return f"{colour_mark(ANSI[name])}{text}{colour_mark('0')}"
 
 
 _SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _visible_len(text: str) -> int:
-    """Columns `text` takes: colour codes take none (a stray ESC counts as a character)."""
-    return len(_SGR.sub("", text))
+    """Columns `text` takes: colour markers and codes take none (a stray ESC counts as a character)."""
+    return len(_SGR.sub("", strip_colour_marks(text)))
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]],
                align: str | None = None) -> str:
     """Columns padded to width; `align` is one char per column, 'l' or 'r'."""
     align = align or "l" * len(headers)
-    # Names come from traces: no control sequence of theirs reaches the terminal, only our colours.
-    rows = [[terminal_text(cell, keep_colour=True) for cell in row] for row in rows]
+    # Names come from traces: no control sequence of theirs reaches the terminal; our colours stay markers
+    # (made colour codes by the report's final pass).
+    rows = [[terminal_text(cell) for cell in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row):

@@ -45,10 +45,10 @@ def read_host(path: str, keep_ops: bool = True, store: bool = False, background:
     workers). ``store``: put the tables in the table cache (``background``: by a writer thread);
     ``keep_ops``: send the op table back too (else only its reduction travels)."""
     from traceview.errors import TraceError
-    from traceview.parsers.xplane import read_xplane
+    from traceview.parsers.trace_file import read_trace_file
 
     try:
-        data = read_xplane(path)
+        data = read_trace_file(path)
         if store:
             from traceview.trace import table_cache as tablecache
 

@@ -14,9 +14,11 @@ import pandas as pd
 
 from traceview.errors import TraceError, UserError
 from traceview.parsers.compressed import read_limited
-from traceview.parsers.discover import find_run, host_of, is_trace_file
+from traceview.parsers.discover import find_run, host_of, is_trace_file, path_text
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Profile, Source, empty_frame
-from traceview.parsers.xplane import TraceData, read_xplane
+from traceview.parsers.remote import url_of
+from traceview.parsers.trace_file import read_trace_file
+from traceview.parsers.xplane import TraceData
 from traceview.trace.hosts import DASK_ENV, HostResult, read_hosts, reduced
 
 
@@ -62,7 +64,7 @@ def load_profile(path: str | Path, run: str | None = None,
     use_cache = opts.cache if opts.cache is not None else not os.environ.get("TRACEVIEW_NO_CACHE")
     dask = opts.dask if opts.dask is not None else os.environ.get(DASK_ENV) or None
     found = find_run(path, run)
-    files = [str(f) for f in found.files]
+    files = [path_text(f) for f in found.files]   # a URL keeps its // (parsers/remote.py)
     total = len(files)
     done = 0
 
@@ -105,7 +107,7 @@ def load_profile(path: str | Path, run: str | None = None,
         first = failures[0]
         if total == 1 and first.internal:
             # One file and a bug: read it again here so the real traceback shows.
-            read_xplane(first.path)
+            read_trace_file(first.path)
         if len(failures) == 1:
             raise TraceError(first.error or f"{first.path}: unreadable")
         raise UserError(f"{found.path}: none of the {total} trace files could be read (first: {first.error})")
@@ -144,7 +146,7 @@ def _reduce_again(files: list[str], keep: dict) -> dict:
     """{host index: KeepRows} -> {host index: OpsPart}: those host files read again, keeping those rows."""
     from traceview.timeline.host_ops import reduce_ops
 
-    return {i: reduce_ops(read_xplane(files[i]).ops, k) for i, k in keep.items()}
+    return {i: reduce_ops(read_trace_file(files[i]).ops, k) for i, k in keep.items()}
 
 
 def _concat(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.DataFrame:
@@ -166,7 +168,11 @@ def _concat(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.DataFrame
 
 
 def is_trace_path(path: Path) -> bool:
-    """Whether ``path`` is a trace file or a folder holding one (rather than HLO or a JSON baseline)."""
+    """Whether ``path`` is a trace file or a folder holding one (rather than HLO or a JSON baseline); a URL
+    is read as a log dir."""
+    if url_of(path) is not None:
+        return True
     if path.is_file():
         return is_trace_file(path)
-    return path.is_dir() and any(is_trace_file(p) for p in path.rglob("*.xplane.pb*"))
+    return path.is_dir() and any(is_trace_file(p) for pattern in ("*.xplane.pb*", "*.json*")
+                                 for p in path.rglob(pattern))

@@ -33,6 +33,8 @@ import pandas as pd
 
 from traceview.cache.store import cache_dir, remove, store, touch
 from traceview.parsers.profile import Device
+from traceview.parsers.remote import identity as remote_identity
+from traceview.parsers.remote import url_of
 from traceview.parsers.xplane import TraceData
 from traceview.version import __version__
 
@@ -47,7 +49,9 @@ _TABLES = ("ops", "host_events", "steps")
 # Modules whose code decides what the tables hold.
 _READER_MODULES = ("traceview.parsers.xplane", "traceview.parsers.xspace_schema", "traceview.parsers.xspace_fast",
                    "traceview.parsers.xspace_kernels", "traceview.parsers.xspace_file", "traceview.parsers.compressed",
-                   "traceview.parsers.discover", "traceview.parsers.profile", "traceview.trace.table_cache")
+                   "traceview.parsers.discover", "traceview.parsers.profile", "traceview.trace.table_cache",
+                   "traceview.parsers.trace_json", "traceview.parsers.trace_file",
+                   "traceview.parsers.remote")
 # The TraceData fields an entry holds: a TraceData with other fields is not stored (nothing silently lost).
 _FIELDS = {"host", "ops", "host_events", "steps", "devices", "hlo_protos", "environment", "warnings"}
 _fingerprint: str | None = None
@@ -75,7 +79,15 @@ def _reader_fingerprint() -> str:
 
 
 def entry_path(path: str | Path) -> Path | None:
-    """Where the entry for this file (as it is now) lives; None when the file cannot be stat'ed."""
+    """Where the entry for this file (as it is now) lives; None when the file cannot be stat'ed. An object
+    behind an fsspec URL is keyed by the identity its filesystem gives (etag, generation, mtime and size)."""
+    url = url_of(path)
+    if url is not None:
+        found = remote_identity(url)
+        if found is None:
+            return None
+        ident = json.dumps([FORMAT, __version__, _reader_fingerprint(), url, found])
+        return cache_dir() / (hashlib.sha256(ident.encode()).hexdigest()[:32] + _SUFFIX)
     try:
         p = Path(path).resolve()
         st = p.stat()
