@@ -16,7 +16,7 @@ import pytest
 
 import traceview
 from traceview.hardware.database import get_chip, load_hardware
-from traceview.parallelism.diagnose import diagnose, from_analysis, from_hlo
+from traceview.parallelism.diagnose import DiagnoseInputs, diagnose, from_analysis, from_hlo
 from traceview.parallelism.groups import collective_sites
 from traceview.parallelism.mesh import subgrid
 from traceview.parallelism.rules import axis_link, critical_ratio
@@ -51,7 +51,7 @@ def _ar(name: str, groups: str, extra: str = ", channel_id=1, use_global_device_
 
 def _report(text: str):
     module = parse_hlo_text(text)
-    return diagnose([module])
+    return diagnose(DiagnoseInputs([module]))
 
 
 def _axes_of(report) -> dict[str, list[str] | None]:

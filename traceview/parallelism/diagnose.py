@@ -31,11 +31,30 @@ from traceview.parallelism.dots import (
 from traceview.parallelism.groups import CollectiveSite, collective_sites, device_counts
 from traceview.parallelism.mesh import Mesh, infer_mesh, named_mesh
 from traceview.parallelism.roles import AxisRole, Classified, axis_roles, classify, gathered_arrays
-from traceview.parallelism.rules import Link, Verdict, axis_link, judge
+from traceview.parallelism.context import ContextFinding
+from traceview.parallelism.expert import EXPERT_MATMULS, ExpertFinding
+from traceview.parallelism.rules import (
+    AxisVerdict,
+    Link,
+    axis_link,
+    judge,
+    judge_context,
+    judge_expert,
+    judge_pipeline,
+)
+from traceview.parallelism.structure import PipelineFinding, Structures, read_structures
 from traceview.parallelism.shardings import ParameterSharding, parameter_shardings
 from traceview.parsers.hlo_model import HloModule
 
 PS_PER_US = 1e6
+
+
+@dataclass
+class RoleReport:
+    """One strategy an axis carries, its evidence and the book's verdict for it."""
+    role: str
+    evidence: list[str]
+    verdict: AxisVerdict
 
 
 @dataclass
@@ -44,7 +63,7 @@ class AxisReport:
     size: int
     role: AxisRole
     link: Link | None
-    verdict: Verdict
+    verdict: AxisVerdict                # the main role's
     collectives: int = 0                # distinct collective instructions over the axis
     executions: int | None = None       # collective executions in the trace (all devices)
     bytes: float | None = None          # payload bytes moved, all executions in the trace (all devices)
@@ -57,6 +76,10 @@ class AxisReport:
     parameters: list[str] = field(default_factory=list)   # "params[0] dim 0": parameters split over the axis
     measured: str = ""                  # what the exposed time says, beside the book's verdict
     bytes_per_step: float | None = None  # per device: the cost model's payload x times run per step (trip counts)
+    roles: list[RoleReport] = field(default_factory=list)   # every role, the main one first
+    pipeline: PipelineFinding | None = None
+    context: ContextFinding | None = None
+    expert: ExpertFinding | None = None
 
 
 @dataclass
@@ -70,6 +93,36 @@ class Parallelism:
     has_trace: bool = False
     warnings: list[str] = field(default_factory=list)
     parameters: list[ParameterSharding] = field(default_factory=list)
+    target_source: str = ""             # where the target chip came from (the trace, --target, a dump)
+
+
+@dataclass
+class DiagnoseInputs:
+    """What a parallelism report is made from: the optimized modules, and what else is known."""
+    modules: list[HloModule]
+    before: list[HloModule] = field(default_factory=list)   # before-optimizations modules (mesh names)
+    ops: pd.DataFrame | None = None     # the Analysis's per-op times
+    span_ps: float | None = None        # the device span the exposed shares are of
+    chip: Chip | None = None
+    device_count: int | None = None     # devices the trace shows
+    ran: set[str] | None = None         # names of the modules the trace executed (others left out)
+    costs: pd.DataFrame | None = None   # the HLO cost table (bytes per step through loop trip counts)
+    target_source: str = ""
+
+    @property
+    def has_trace(self) -> bool:
+        return self.ops is not None and not self.ops.empty
+
+
+@dataclass
+class _Program:
+    """What the collectives and the dots say, before any axis is judged."""
+    communicating: list[tuple[HloModule, list[CollectiveSite]]]
+    sites: list[CollectiveSite]
+    by_module: dict[str, HloModule]
+    weights: dict[str, set[tuple[int, ...]]] = field(default_factory=dict)
+    rows: list[Classified] = field(default_factory=list)
+    tokens: Figure | None = None
 
 
 def _communicating(modules: list[HloModule]) -> list[tuple[HloModule, list[CollectiveSite]]]:
@@ -90,16 +143,34 @@ def _device_count(modules: list[HloModule]) -> int | None:
     return max(counts) if counts else None
 
 
-def diagnose(modules: list[HloModule], before: list[HloModule] | None = None, ops: pd.DataFrame | None = None,
-             span_ps: float | None = None, chip: Chip | None = None, device_count: int | None = None,
-             ran: set[str] | None = None, costs: pd.DataFrame | None = None) -> Parallelism:
-    """The parallelism report of the given optimized modules (and the trace's op times, when given).
-
-    ``ran``: names of the modules the trace executed; others are left out when given.
-    """
+def diagnose(inputs: DiagnoseInputs) -> Parallelism:
+    """The parallelism report of the given optimized modules (and the trace's op times, when given)."""
     warnings: list[str] = []
-    if ran:
-        modules = [m for m in modules if m.name in ran] or modules
+    modules = _modules_that_ran(inputs)
+    program = _find_collectives(modules, warnings)
+    params = _parameter_shardings(inputs.before, modules)
+    mesh, why = _find_mesh(inputs, modules, program, params, warnings)
+    attributions = _attribute(program.sites, mesh, why, warnings)
+    _read_dots(program, attributions, warnings)
+    report = Parallelism(mesh, [], program.rows, why, program.tokens, inputs.chip, inputs.has_trace, warnings,
+                         params, inputs.target_source)
+    host = _host_transfers(inputs.ops, inputs.chip, inputs.span_ps) if inputs.has_trace else None
+    if mesh is not None:
+        for param in params:
+            param.axes = {dim: axes_of_groups(as_sets(groups), mesh)[0] for dim, groups in param.dim_groups.items()}
+        report.axes = _judge_axes(inputs, mesh, attributions, program, params)
+    report.axes += [host] if host else []
+    return report
+
+
+def _modules_that_ran(inputs: DiagnoseInputs) -> list[HloModule]:
+    if inputs.ran:
+        return [m for m in inputs.modules if m.name in inputs.ran] or inputs.modules
+    return inputs.modules
+
+
+def _find_collectives(modules: list[HloModule], warnings: list[str]) -> _Program:
+    """Every collective of the modules; one warning per distinct note (unreadable groups, ...)."""
     communicating = _communicating(modules)
     sites = [site for _, found in communicating for site in found]
     notes = Counter(site.note for site in sites if site.note)
@@ -107,82 +178,144 @@ def diagnose(modules: list[HloModule], before: list[HloModule] | None = None, op
         noted = next(s for s in sites if s.note == note)
         warnings.append(f"{noted.module}/{noted.name}" + (f" and {n - 1} more collective(s)" if n > 1 else "")
                         + f": {note}")
-    named = named_mesh(list(before or []) + modules)
-    count = _device_count([m for m, _ in communicating]) or _device_count(modules)
-    group_sets = [s.groups for s in sites if s.groups]
-    params = [p for m in (before or []) for p in parameter_shardings(m)] or \
+    return _Program(communicating, sites, {m.name: m for m in modules})
+
+
+def _parameter_shardings(before: list[HloModule], modules: list[HloModule]) -> list[ParameterSharding]:
+    return [p for m in before for p in parameter_shardings(m)] or \
         [p for m in modules for p in parameter_shardings(m)]
+
+
+def _find_mesh(inputs: DiagnoseInputs, modules: list[HloModule], program: _Program,
+               params: list[ParameterSharding], warnings: list[str]) -> tuple[Mesh | None, str]:
+    """The mesh: its shape from the collectives' groups and the parameters' tilings, names from Shardy."""
+    named = named_mesh(list(inputs.before) + modules)
+    count = _device_count([m for m, _ in program.communicating]) or _device_count(modules)
+    group_sets = [s.groups for s in program.sites if s.groups]
     named_ids = [x for groups in group_sets for g in groups for x in g]
-    named_ids += [x for s in sites for pair in (s.pairs or []) for x in pair]
+    named_ids += [x for s in program.sites for pair in (s.pairs or []) for x in pair]
     if count is None and named_ids:
         count = max(named_ids) + 1
-        if device_count and count > device_count:
+        if inputs.device_count and count > inputs.device_count:
             warnings.append(f"the collectives name devices 0..{count - 1}: the program spans {count} devices, "
-                            f"the trace shows {device_count}")
-    count = count or device_count
+                            f"the trace shows {inputs.device_count}")
+    count = count or inputs.device_count
     mesh, why = infer_mesh(group_sets + [g for p in params for g in p.dim_groups.values()], count, named)
     if mesh is not None:
         warnings += mesh.warnings
     else:
         warnings.append(f"mesh not determined: {why}")
+    return mesh, why
+
+
+def _attribute(sites: list[CollectiveSite], mesh: Mesh | None, why: str, warnings: list[str]) -> list[Attribution]:
     attributions = attribute_all(sites, mesh, why)
     unattributed = [a for a in attributions if a.axes is None]
     if unattributed:
         first = unattributed[0]
         warnings.append(f"{len(unattributed)} collective(s) not attributed to a mesh axis "
                         f"(first: {first.site.module}/{first.site.name}: {first.reason})")
-    by_module = {m.name: m for m in modules}
+    return attributions
+
+
+def _read_dots(program: _Program, attributions: list[Attribution], warnings: list[str]) -> None:
+    """Weight shapes per module, each collective's pattern, and the per-chip batch from the main module's dots."""
     gathered: dict[str, list[tuple[int, ...]]] = {}
     for att in attributions:
         if att.site.kind == "all-gather" and att.site.instruction is not None:
             gathered.setdefault(att.site.module, []).extend(
                 tuple(a.dims) for a in gathered_arrays(att.site.instruction))
-    weights = {m.name: weight_shapes(m, gathered.get(m.name, [])) for m, _ in communicating}
-    rows = classify(attributions, by_module, weights)
-    main = max(communicating, key=lambda ms: len(ms[1]))[0] if communicating else None
-    tokens = per_chip_tokens(main, weights[main.name]) if main is not None else None
-    if main is not None and not state_shapes(main):
+    program.weights = {m.name: weight_shapes(m, gathered.get(m.name, [])) for m, _ in program.communicating}
+    program.rows = classify(attributions, program.by_module, program.weights)
+    if not program.communicating:
+        return
+    main = max(program.communicating, key=lambda ms: len(ms[1]))[0]
+    program.tokens = per_chip_tokens(main, program.weights[main.name])
+    if not state_shapes(main):
         warnings.append(f"{main.name}: no entry parameter is also a result (not a training step?): weights are "
                         "only the all-gathered parameters")
-    report = Parallelism(mesh, [], rows, why, tokens, chip, ops is not None and not ops.empty, warnings, params)
-    if mesh is not None:
-        for param in params:
-            param.axes = {dim: axes_of_groups(as_sets(groups), mesh)[0] for dim, groups in param.dim_groups.items()}
-    host = _host_transfers(ops, chip, span_ps) if ops is not None and not ops.empty else None
-    if mesh is None:
-        report.axes += [host] if host else []
-        return report
+
+
+@dataclass
+class _AxisContext:
+    """What every axis's verdict reads beside its own collectives."""
+    mesh: Mesh
+    chip: Chip | None
+    dtype: str
+    tokens: float | None
+    widths: dict[str, float | None]
+    full_width: float | None
+    has_tp: bool
+    structures: Structures
+
+
+def _judge_axes(inputs: DiagnoseInputs, mesh: Mesh, attributions: list[Attribution], program: _Program,
+                params: list[ParameterSharding]) -> list[AxisReport]:
     labels = _labels(mesh, attributions)
-    roles = axis_roles(rows, labels)
-    has_tp = any(r.role == "tensor" for r in roles.values())
-    widths = {label: _tp_width(rows, label, by_module, weights) for label in labels}
-    full_width = next((w * s for label, (w, s) in
-                       ((lb, (widths[lb], _label_size(mesh, lb))) for lb in labels)
-                       if roles[label].role == "tensor" and w), None)
-    dtype = _dtype(rows)
-    times = _times(ops, rows) if ops is not None and not ops.empty else {}
-    per_step = _bytes_per_step(costs)
+    structures = read_structures(program.rows, program.by_module, program.weights,
+                                 {label: _label_size(mesh, label) for label in labels})
+    roles = axis_roles(program.rows, labels)
+    widths = {label: _tp_width(program.rows, label, program.by_module, program.weights) for label in labels}
+    full_width = next((widths[lb] * _label_size(mesh, lb) for lb in labels
+                       if roles[lb].role == "tensor" and widths[lb]), None)
+    shared = _AxisContext(mesh, inputs.chip, _dtype(program.rows), program.tokens.value if program.tokens else None,
+                          widths, full_width, any(r.role == "tensor" for r in roles.values()), structures)
+    times = _times(inputs.ops, program.rows) if inputs.has_trace and inputs.ops is not None else {}
+    per_step = _bytes_per_step(inputs.costs)
+    out = []
     for label in labels:
-        mine = [r for r in rows if r.attribution.label == label]
-        crosses = any(bool(times.get(_key(r), {}).get("crosses_dcn")) for r in mine)
-        link = axis_link(chip, crosses, 1, _label_size(mesh, label)) if chip is not None else None
-        role = roles[label]
-        verdict = judge(role.role, chip, link, dtype, tokens.value if tokens else None, widths[label],
-                        full_width, has_tp and role.role == "fsdp")
-        axis = AxisReport(label, _label_size(mesh, label), role, link, verdict, collectives=len(mine),
-                          bytes_per_execution=float(sum(r.bytes for r in mine)), crosses_dcn=crosses,
-                          parameters=[f"{p.label} dim {dim}" for p in params for dim, axes in p.axes.items()
-                                      if axes and "+".join(axes) == label])
+        mine = [r for r in program.rows if r.attribution.label == label]
+        axis = _axis_report(label, mine, roles[label], shared, times)
+        axis.parameters = [f"{p.label} dim {dim}" for p in params for dim, axes in p.axes.items()
+                           if axes and "+".join(axes) == label]
         known = [per_step[_key(r)] for r in mine if _key(r) in per_step]
         axis.bytes_per_step = float(sum(known)) if mine and len(known) == len(mine) else None
         if axis.parameters:
             shown = ", ".join(axis.parameters[:4]) + (", ..." if len(axis.parameters) > 4 else "")
-            role.evidence.append(f"{len(axis.parameters)} parameter dimension(s) split over it ({shown})")
+            axis.role.evidence.append(f"{len(axis.parameters)} parameter dimension(s) split over it ({shown})")
         if times:
-            _fill_times(axis, [times[_key(r)] for r in mine if _key(r) in times], span_ps)
-        report.axes.append(axis)
-    report.axes += [host] if host else []
-    return report
+            _fill_times(axis, [times[_key(r)] for r in mine if _key(r) in times], inputs.span_ps)
+        out.append(axis)
+    return out
+
+
+def _axis_report(label: str, mine: list[Classified], role: AxisRole, shared: _AxisContext,
+                 times: dict[tuple[str, str], dict]) -> AxisReport:
+    """One axis: its link, a verdict per role (the main one first), the structural figures."""
+    size = _label_size(shared.mesh, label)
+    crosses = any(bool(times.get(_key(r), {}).get("crosses_dcn")) for r in mine)
+    link = axis_link(shared.chip, crosses, 1, size) if shared.chip is not None else None
+    found = shared.structures
+    judged = [RoleReport(name, evidence, _verdict(name, label, link, shared))
+              for name, evidence in role.roles.items()]
+    main = judged[0].verdict if judged else judge(None, shared.chip, link, shared.dtype, None, None, None, False)
+    return AxisReport(label, size, role, link, main, collectives=len(mine),
+                      bytes_per_execution=float(sum(r.bytes for r in mine)), crosses_dcn=crosses, roles=judged,
+                      pipeline=found.pipeline.get(label), context=found.context.get(label),
+                      expert=found.expert.get(label))
+
+
+def _verdict(role: str, label: str, link: Link | None, shared: _AxisContext) -> AxisVerdict:
+    """The book's verdict for one role of an axis."""
+    found = shared.structures
+    if role == "context" and label in found.context:
+        ctx = found.context[label]
+        return judge_context(shared.chip, link, shared.dtype, ctx.attention.seq_per_chip,
+                             ctx.attention.heads_per_kv_head, ctx.element_bytes)
+    if role == "expert":
+        exp = found.expert.get(label)
+        if exp is None:
+            return judge_expert(shared.chip, link, shared.dtype, None, None, None, 4.0, EXPERT_MATMULS,
+                                "no all-to-all read")
+        return judge_expert(shared.chip, link, shared.dtype, exp.routing.experts, exp.routing.top_k, exp.ffn,
+                            exp.element_bytes, EXPERT_MATMULS, exp.routing.how)
+    if role == "pipeline":
+        pipe = found.pipeline.get(label)
+        if pipe is None:
+            return judge_pipeline(1, None, None, "no stage activation pass read")
+        return judge_pipeline(pipe.stages, pipe.microbatches, pipe.bubble_fraction, pipe.how)
+    return judge(role, shared.chip, link, shared.dtype, shared.tokens, shared.widths.get(label), shared.full_width,
+                 shared.has_tp and role == "fsdp")
 
 
 def _host_transfers(ops: pd.DataFrame, chip: Chip | None, span_ps: float | None) -> AxisReport | None:
@@ -193,7 +326,7 @@ def _host_transfers(ops: pd.DataFrame, chip: Chip | None, span_ps: float | None)
     if rows.empty:
         return None
     link = Link("PCIe", chip.pcie_bandwidth if chip else None, "host link") if chip else None
-    verdict = Verdict(None, "host offload: not a mesh axis", reason="transfers to host memory are judged by "
+    verdict = AxisVerdict(None, "host offload: not a mesh axis", reason="transfers to host memory are judged by "
                       "their exposed time, not by a C/W rule")
     axis = AxisReport("host", 1, AxisRole("host offload", [f"{len(rows)} host transfer ops (copy-start/done to "
                                                             "host memory space S(5))"]), link, verdict,
@@ -354,6 +487,13 @@ def naming_modules(dump: Path) -> list[HloModule]:
         return []
 
 
+def _target_source(analysis) -> str:
+    """Where an Analysis's target chip came from, in words (its own record when it keeps one)."""
+    if analysis.target is None:
+        return ""
+    return str(getattr(analysis, "target_source", "") or "the trace or --target")
+
+
 def from_analysis(analysis, hlo_path: str | Path | None = None) -> Parallelism:
     """The report of a traceview Analysis (its modules and op times), names from a dump's
     before-optimizations modules when one is beside the trace or given."""
@@ -363,11 +503,12 @@ def from_analysis(analysis, hlo_path: str | Path | None = None) -> Parallelism:
     before = naming_modules(dump) if dump is not None else []
     ops = analysis.ops
     ran = set(ops["module"].astype(str)) if not ops.empty and "module" in ops else None
-    return diagnose(analysis.modules, before, ops, analysis.span_ps or analysis.device_time_ps, analysis.target,
-                    len(analysis.profile.devices) or None, ran, analysis.costs)
+    return diagnose(DiagnoseInputs(analysis.modules, before, ops, analysis.span_ps or analysis.device_time_ps,
+                                   analysis.target, len(analysis.profile.devices) or None, ran, analysis.costs,
+                                   _target_source(analysis)))
 
 
-def from_hlo(path: str | Path, chip: Chip | None = None) -> Parallelism:
+def from_hlo(path: str | Path, chip: Chip | None = None, target_source: str = "--target") -> Parallelism:
     """The report of an HLO dump or file alone (no trace: no times)."""
     from traceview.parsers.hlo_dump import load_hlo_modules
 
@@ -375,6 +516,7 @@ def from_hlo(path: str | Path, chip: Chip | None = None) -> Parallelism:
     before = naming_modules(Path(path))
     from traceview.analysis.modules import cost_table
 
-    report = diagnose(after, before, None, None, chip, costs=cost_table(after)[0])
+    report = diagnose(DiagnoseInputs(after, before, chip=chip, costs=cost_table(after)[0],
+                                     target_source=target_source if chip is not None else ""))
     report.warnings = warnings + report.warnings + ["no trace: counts and shapes from the HLO only, no times"]
     return report

@@ -97,6 +97,19 @@ def dots(module: HloModule) -> Iterator[Dot]:
                 yield found
 
 
+def dots_in(module: HloModule, names: set[str]) -> Iterator[Dot]:
+    """The dots of the named computations."""
+    for name in names:
+        comp = module.computations.get(name)
+        if comp is None:
+            continue
+        shapes = shape_map(comp)
+        for inst in comp.instructions:
+            found = _dot_of(inst, shapes, comp.name)
+            if found is not None:
+                yield found
+
+
 def state_shapes(module: HloModule) -> set[tuple[int, ...]]:
     """Sorted dims of the entry parameters that are also results (the state a step updates)."""
     entry = module.entry_computation()
