@@ -57,7 +57,7 @@ SAMPLES: dict[str, tuple[str, int, dict[str, Any]]] = {
                          "d_out": 256, "lr": 1e-3}),
     # Context, pipeline and expert parallelism (the 2-D FSDP x tensor-parallel step is "sharded").
     "ring_attention": ("build_ring_attention", 8,
-                       {"mesh": {"context": 8}, "traced_steps": 1, "batch": 2, "seq": 512, "d_model": 128, "heads": 4,
+                       {"mesh": {"context": 4, "data": 2}, "traced_steps": 1, "batch": 4, "seq": 384, "d_model": 128, "heads": 4,
                         "kv_heads": 2, "head_dim": 32, "lr": 1e-3}),
     "pipeline": ("build_pipeline", 8,
                  {"mesh": {"stage": 4, "data": 2}, "traced_steps": 2, "microbatches": 6, "batch": 96, "d_model": 128, "lr": 1e-3}),
@@ -304,17 +304,17 @@ def build_ring_attention(cfg: dict[str, Any]):
     The sequence is split over 'context'; each chip keeps its query block and
     passes its key/value blocks around the ring with ``ppermute`` inside a
     ``fori_loop`` of ``context`` steps, accumulating an online softmax: the
-    book's ring attention. The projection weights are replicated and their
-    gradients pmean'ed over 'context' (so the axis also carries data
-    parallelism's gradient all-reduce).
+    book's ring attention. The batch is split over 'data'; the projection
+    weights are replicated and their gradients pmean'ed over both axes (data
+    parallelism's gradient all-reduce, over 'context+data').
     """
     import jax
     import jax.numpy as jnp
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    n = cfg["mesh"]["context"]
-    mesh = Mesh(_device_grid(jax.devices(), n, 1).reshape(n), ("context",))
+    n, nd = cfg["mesh"]["context"], cfg["mesh"]["data"]
+    mesh = Mesh(_device_grid(jax.devices(), n, nd), ("context", "data"))
     d, heads, kv_heads, hd, lr = cfg["d_model"], cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["lr"]
     keys = jax.random.split(jax.random.PRNGKey(0), 4)
     shapes = ((d, heads * hd), (d, kv_heads * hd), (d, kv_heads * hd), (heads * hd, d))
@@ -351,11 +351,11 @@ def build_ring_attention(cfg: dict[str, Any]):
             return jnp.mean((attention(*ws, x) - y) ** 2)
 
         loss, grads = jax.value_and_grad(loss_fn)((wq, wk, wv, wo))
-        grads = jax.lax.pmean(grads, "context")            # replicated weights: gradient all-reduce
+        grads = jax.lax.pmean(grads, ("context", "data"))  # replicated weights: gradient all-reduce
         new = tuple(w - lr * g for w, g in zip((wq, wk, wv, wo), grads))
-        return (*new, jax.lax.pmean(loss, "context"))
+        return (*new, jax.lax.pmean(loss, ("context", "data")))
 
-    seq_spec = P(None, "context", None)
+    seq_spec = P("data", "context", None)
     step = jax.shard_map(shard_step, mesh=mesh, in_specs=(P(), P(), P(), P(), seq_spec, seq_spec),
                          out_specs=(P(), P(), P(), P(), P()), check_vma=False)
 
@@ -367,11 +367,11 @@ def build_ring_attention(cfg: dict[str, Any]):
     batches = [tuple(jax.device_put(a, data_sharding) for a in b)
                for b in _regression_batches((cfg["batch"], cfg["seq"]), d, d)]
     compiled = jax.jit(train_step).lower(params, batches[0]).compile()
-    desc = (f"ring attention (context parallel) on {n} CPU devices, mesh context={n}, shard_map: "
-            f"sequence {cfg['seq']} split over 'context' ({cfg['seq'] // n} per chip), "
+    desc = (f"ring attention (context parallel) on {n * nd} CPU devices, mesh context={n} x data={nd}, shard_map: "
+            f"batch split over 'data', sequence {cfg['seq']} split over 'context' ({cfg['seq'] // n} per chip), "
             f"{heads} query heads, {kv_heads} "
             f"key/value heads of {hd}, K/V blocks ppermute'd around the ring in a fori_loop of {n} steps "
-            "(online softmax); weights replicated, gradients pmean over 'context'; SGD, f32")
+            "(online softmax); weights replicated, gradients pmean over both axes; SGD, f32")
     return desc, compiled, params, batches
 
 

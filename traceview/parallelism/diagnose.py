@@ -491,7 +491,11 @@ def _target_source(analysis) -> str:
     """Where an Analysis's target chip came from, in words (its own record when it keeps one)."""
     if analysis.target is None:
         return ""
-    return str(getattr(analysis, "target_source", "") or "the trace or --target")
+    if getattr(analysis, "target_source", ""):          # a dump's target config (the lead's wiring)
+        return str(analysis.target_source)
+    if analysis.target_detected:
+        return "detected from the trace's device planes"
+    return "--target"
 
 
 def from_analysis(analysis, hlo_path: str | Path | None = None) -> Parallelism:
