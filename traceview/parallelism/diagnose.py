@@ -261,7 +261,7 @@ def _judge_axes(inputs: DiagnoseInputs, mesh: Mesh, attributions: list[Attributi
     shared = _AxisContext(mesh, inputs.chip, _dtype(program.rows), program.tokens.value if program.tokens else None,
                           widths, full_width, any(r.role == "tensor" for r in roles.values()), structures)
     times = _times(inputs.ops, program.rows) if inputs.has_trace and inputs.ops is not None else {}
-    per_step = _bytes_per_step(inputs.costs)
+    per_step = _bytes_per_step(inputs.costs, program.by_module)
     out = []
     for label in labels:
         mine = [r for r in program.rows if r.attribution.label == label]
@@ -344,11 +344,13 @@ def _host_transfers(ops: pd.DataFrame, chip: Chip | None, span_ps: float | None)
     return axis
 
 
-def _bytes_per_step(costs: pd.DataFrame | None) -> dict[tuple[str, str], float]:
-    """(module, instruction) -> payload bytes x executions per step, from the HLO cost table."""
+def _bytes_per_step(costs: pd.DataFrame | None, modules: dict[str, HloModule]) -> dict[tuple[str, str], float]:
+    """(module, instruction) -> payload bytes x executions per step, from the HLO cost table. A module without
+    an ENTRY (truncated text) gives none: the loops around its layers, and so their trip counts, are lost."""
     if costs is None or costs.empty or "payload_bytes" not in costs.columns:
         return {}
-    rows = costs[costs["collective_kind"].fillna("").astype(str) != ""]
+    whole = {name for name, m in modules.items() if m.entry_computation() is not None}
+    rows = costs[(costs["collective_kind"].fillna("").astype(str) != "") & costs["module"].astype(str).isin(whole)]
     mult = rows["multiplier"] if "multiplier" in rows.columns else 1.0
     values = (rows["payload_bytes"].astype("float64") * mult).to_numpy()
     return {(str(m), str(n)): float(v) for m, n, v in zip(rows["module"], rows["name"], values) if v == v}
