@@ -20,6 +20,7 @@ import pandas as pd
 from traceview.errors import UserError
 from traceview.hardware.chips import Chip
 from traceview.parallelism.attribution import Attribution, as_sets, attribute_all, axes_of_groups
+from traceview.parallelism.context import ContextFinding
 from traceview.parallelism.dots import (
     Figure,
     consuming_dot,
@@ -28,11 +29,10 @@ from traceview.parallelism.dots import (
     state_shapes,
     weight_shapes,
 )
+from traceview.parallelism.expert import EXPERT_MATMULS, ExpertFinding
 from traceview.parallelism.groups import CollectiveSite, collective_sites, device_counts
 from traceview.parallelism.mesh import Mesh, infer_mesh, named_mesh
 from traceview.parallelism.roles import AxisRole, Classified, axis_roles, classify, gathered_arrays
-from traceview.parallelism.context import ContextFinding
-from traceview.parallelism.expert import EXPERT_MATMULS, ExpertFinding
 from traceview.parallelism.rules import (
     AxisVerdict,
     Link,
@@ -42,8 +42,8 @@ from traceview.parallelism.rules import (
     judge_expert,
     judge_pipeline,
 )
-from traceview.parallelism.structure import PipelineFinding, Structures, read_structures
 from traceview.parallelism.shardings import ParameterSharding, parameter_shardings
+from traceview.parallelism.structure import PipelineFinding, Structures, read_structures
 from traceview.parsers.hlo_model import HloModule
 
 PS_PER_US = 1e6
@@ -256,8 +256,8 @@ def _judge_axes(inputs: DiagnoseInputs, mesh: Mesh, attributions: list[Attributi
                                  {label: _label_size(mesh, label) for label in labels})
     roles = axis_roles(program.rows, labels)
     widths = {label: _tp_width(program.rows, label, program.by_module, program.weights) for label in labels}
-    full_width = next((widths[lb] * _label_size(mesh, lb) for lb in labels
-                       if roles[lb].role == "tensor" and widths[lb]), None)
+    full_width = next((width * _label_size(mesh, lb) for lb in labels
+                       if roles[lb].role == "tensor" and (width := widths[lb])), None)
     shared = _AxisContext(mesh, inputs.chip, _dtype(program.rows), program.tokens.value if program.tokens else None,
                           widths, full_width, any(r.role == "tensor" for r in roles.values()), structures)
     times = _times(inputs.ops, program.rows) if inputs.has_trace and inputs.ops is not None else {}

@@ -85,9 +85,10 @@ def _dot_of(inst: Instruction, shapes: dict[str, Shape], comp: str) -> Dot | Non
         dn = {f"{k}_dims": tuple(int(x) for x in nums.get(f"{k}_dimensions", []) or [])
               for k in ("lhs_contracting", "rhs_contracting", "lhs_batch", "rhs_batch")}
     elif inst.opcode == "convolution":
-        dn = _matmul_convolution(inst.attributes.get("dim_labels", ""))
-        if dn is None:
+        labelled = _matmul_convolution(inst.attributes.get("dim_labels", ""))
+        if labelled is None:
             return None
+        dn = labelled
     else:
         return None
     if len(inst.operands) < 2 or inst.operands[0] not in shapes or inst.operands[1] not in shapes:
