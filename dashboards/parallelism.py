@@ -107,7 +107,7 @@ def ring_chart(size: int) -> alt.Chart | None:
 
 def _roles_text(a: dict) -> str:
     roles = a.get("roles") or []
-    return " + ".join(ROLE_NAMES.get(r["role"], r["role"]) for r in roles) or (a["role_name"] or "-")
+    return " + ".join(ROLE_NAMES.get(r["role"], r["role"]) for r in roles) or (a["role_name"] or "no role")
 
 
 def _axis_table(axes: list[dict]) -> pd.DataFrame:
@@ -193,7 +193,9 @@ def _structure(a: dict) -> None:
                     f"{fmt_time_us(ring['exposed_time_us'])}")
         chart = ring_chart(a["size"]) if ring["style"] == "ring" else None
         if chart is not None:
-            st.altair_chart(chart)
+            st.caption(f"The ring: at each of the loop's {ring['passes'] or '-'} passes, chip i sends the K/V block "
+                       f"it holds to chip i + 1 (mod {a['size']}) while it computes attention on it.")
+            st.altair_chart(chart, width="content")
     if expert:
         st.markdown(f"**Experts:** E={expert['experts'] or '-'}, top-{expert['top_k'] or '-'}, capacity "
                     f"{fmt_value(expert['capacity'])}, D={expert['d_model'] or '-'}, F={expert['ffn'] or '-'} — "

@@ -140,7 +140,8 @@ def axis_roles(rows: list[Classified], axis_names: list[str]) -> dict[str, AxisR
         for pattern, n in count.most_common():
             shapes = sorted({f"{r.dtype}[{','.join(map(str, r.dims))}]" for r in mine if r.pattern == pattern})
             shown = ", ".join(shapes[:3]) + (", ..." if len(shapes) > 3 else "")
-            line = f"{n} {pattern}{'s' if n > 1 else ''} ({shown})"
+            plural = ("es" if pattern.endswith("s") else "s") if n > 1 else ""
+            line = f"{n} {pattern}{plural} ({shown})"
             evidence.append(line)
             role = PATTERN_ROLE.get(pattern)
             if role:
