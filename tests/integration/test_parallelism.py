@@ -344,6 +344,10 @@ def test_maxtext_h100_dump_fsdp_over_4(shared_traces):
     assert axis.bytes_per_step > axis.bytes_per_execution
     record = parallelism_json(report)
     assert record["axes"][0]["time_us"] is None      # no trace: no times, not zeros
+    assert record["target"] == {"name": h100.name, "source": "--target"}
+    assert [r["role"] for r in record["axes"][0]["roles"]] == ["fsdp"]
+    # its two all-to-alls reshard activations (no router): not read as expert parallelism
+    assert {c["pattern"] for c in record["collectives"] if c["kind"] == "all-to-all"} == {"all-to-all"}
     from traceview.config.files import schema
 
     pytest.importorskip("jsonschema").validate(record, schema("parallelism"))

@@ -48,6 +48,8 @@ def attention_shape(module: HloModule, computations: set[str], block: Shape,
         return None
     head_dim = block.dims[-1]
     block_elements = math.prod(block.dims)
+    if block_elements <= 0:
+        return None
     votes: Counter[tuple[int, int, float]] = Counter()
     for dot in dots_in(module, computations):
         if not is_attention_dot(dot, weights) or dot.k != head_dim:

@@ -120,7 +120,9 @@ def classify(attributions: list[Attribution], modules: dict[str, HloModule],
         elif kind == "reduce-scatter":
             pattern = "gradient reduce-scatter" if weight_like or key in gathered else "activation reduce-scatter"
         elif kind == "all-reduce":
-            pattern = "gradient all-reduce" if weight_like else "activation all-reduce"
+            # a vector is no activation (those are [tokens, features] at least): a replicated bias or norm
+            # scale's gradient
+            pattern = "gradient all-reduce" if weight_like or len(dims) <= 1 else "activation all-reduce"
         else:
             pattern = kind
         rows.append(Classified(att, pattern, dims, dtype, size))
