@@ -280,3 +280,30 @@ def test_sparsecore_wrapped_gather_of_a_stacked_layer_gives_the_per_chip_batch()
     patterns = sorted(c.pattern for c in report.collectives)
     assert patterns == ["gradient reduce-scatter", "parameter all-gather"]
     assert axis.verdict.value == 96 and axis.verdict.threshold == pytest.approx(_h100_ratio())
+
+
+GATHERED_KV = """HloModule gathered_kv, num_partitions=4
+
+ENTRY %main (q: f32[2,2,64,32], k: f32[2,64,2,32]) -> f32[2,2,64,256] {
+  %q = f32[2,2,64,32]{3,2,1,0} parameter(0)
+  %k = f32[2,64,2,32]{3,2,1,0} parameter(1)
+  %kg = f32[2,256,2,32]{3,2,1,0} all-gather(%k), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={1}, use_global_device_ids=true
+  %kt = f32[2,2,32,256]{3,2,1,0} transpose(%kg), dimensions={0,2,3,1}
+  ROOT %s = f32[2,2,64,256]{3,2,1,0} dot(%q, %kt), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={2}
+}
+"""
+
+
+def test_all_gather_context_parallelism():
+    """K gathered along the sequence (4 x 64 -> 256) and read by QK^T: all-gather context parallelism, the
+    chip's 64 queries against the whole sequence, 2 query heads on 2 K/V heads."""
+    h100 = get_chip("h100-sxm", load_hardware(None))
+    report = diagnose(DiagnoseInputs([parse_hlo_text(GATHERED_KV)], chip=h100))
+    assert [c.pattern for c in report.collectives] == ["K/V all-gather"]
+    (axis,) = report.axes
+    assert axis.role.role == "context" and axis.context.style == "all-gather"
+    assert axis.context.attention.seq_per_chip == 64 and axis.context.attention.head_dim == 32
+    assert axis.context.attention.heads_per_kv_head == 1
+    assert report.per_chip_tokens.value is None        # the gathered keys are no weight
+    # s > (C/W) b H_kv / (2 H) = (C/W) x 4 / 2
+    assert axis.verdict.value == 64 and axis.verdict.threshold == pytest.approx(_h100_ratio() * 4 / 2)

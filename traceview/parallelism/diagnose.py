@@ -20,7 +20,7 @@ import pandas as pd
 from traceview.errors import UserError
 from traceview.hardware.chips import Chip
 from traceview.parallelism.attribution import Attribution, as_sets, attribute_all, axes_of_groups
-from traceview.parallelism.context import ContextFinding
+from traceview.parallelism.context import ContextFinding, block_of
 from traceview.parallelism.dots import (
     Figure,
     consuming_dot,
@@ -32,7 +32,7 @@ from traceview.parallelism.dots import (
 from traceview.parallelism.expert import EXPERT_MATMULS, ExpertFinding
 from traceview.parallelism.groups import CollectiveSite, collective_sites, device_counts
 from traceview.parallelism.mesh import Mesh, infer_mesh, named_mesh
-from traceview.parallelism.roles import AxisRole, Classified, axis_roles, classify, gathered_arrays
+from traceview.parallelism.roles import PATTERN_ROLE, AxisRole, Classified, axis_roles, classify, gathered_arrays
 from traceview.parallelism.rules import (
     AxisVerdict,
     Link,
@@ -43,7 +43,7 @@ from traceview.parallelism.rules import (
     judge_pipeline,
 )
 from traceview.parallelism.shardings import ParameterSharding, parameter_shardings
-from traceview.parallelism.structure import PipelineFinding, Structures, read_structures
+from traceview.parallelism.structure import PipelineFinding, Structures, kv_gather_reader, read_structures
 from traceview.parsers.hlo_model import HloModule
 
 PS_PER_US = 1e6
@@ -221,10 +221,17 @@ def _attribute(sites: list[CollectiveSite], mesh: Mesh | None, why: str, warning
 def _read_dots(program: _Program, attributions: list[Attribution], warnings: list[str]) -> None:
     """Weight shapes per module, each collective's pattern, and the per-chip batch from the main module's dots."""
     gathered: dict[str, list[tuple[int, ...]]] = {}
+    state = {m.name: weight_shapes(m, []) for m, _ in program.communicating}
     for att in attributions:
-        if att.site.kind == "all-gather" and att.site.instruction is not None:
-            gathered.setdefault(att.site.module, []).extend(
-                tuple(a.dims) for a in gathered_arrays(att.site.instruction))
+        site = att.site
+        if site.kind != "all-gather" or site.instruction is None:
+            continue
+        arrays = gathered_arrays(site.instruction)
+        module = program.by_module.get(site.module)
+        if module is not None and kv_gather_reader(module, site.computation, site.name, block_of(arrays),
+                                                   state.get(site.module)) is not None:
+            continue          # K/V gathered along the sequence (context parallelism): no weight
+        gathered.setdefault(site.module, []).extend(tuple(a.dims) for a in arrays)
     program.weights = {m.name: weight_shapes(m, gathered.get(m.name, [])) for m, _ in program.communicating}
     program.rows = classify(attributions, program.by_module, program.weights)
     if not program.communicating:
@@ -405,8 +412,7 @@ def _dtype(rows: list[Classified]) -> str:
     return counts.most_common(1)[0][0] if counts else "bf16"
 
 
-ROLE_PATTERNS = {"parameter all-gather", "gradient reduce-scatter", "gradient all-reduce", "activation all-gather",
-                 "activation reduce-scatter", "activation all-reduce", "all-to-all", "point-to-point"}
+ROLE_PATTERNS = set(PATTERN_ROLE) | {"all-to-all", "point-to-point"}   # the dtype is the model's, not a scalar's
 
 
 def _times(ops: pd.DataFrame, rows: list[Classified]) -> dict[tuple[str, str], dict]:

@@ -13,6 +13,7 @@ pipeline's loop), experts / top-k / capacity (:mod:`expert`).
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -27,11 +28,11 @@ from traceview.parallelism.context import (
     is_attention_dot,
     loop_computations,
 )
-from traceview.parallelism.dots import consuming_dot
+from traceview.parallelism.dots import Dot, consuming_dot, weight_shapes
 from traceview.parallelism.expert import ExpertFinding, capacity, expert_width, router, weight_width
 from traceview.parallelism.loops import Loop, enclosing_loops
 from traceview.parallelism.roles import Classified
-from traceview.parsers.hlo_model import HloModule
+from traceview.parsers.hlo_model import HloModule, Shape
 
 KV_PASS, KV_GATHER, STAGE_PASS, DISPATCH = "K/V ring pass", "K/V all-gather", "stage activation pass", \
     "expert all-to-all"
@@ -56,9 +57,10 @@ def read_structures(rows: list[Classified], modules: dict[str, HloModule], weigh
                     sizes: dict[str, int]) -> Structures:
     """Re-label the structural collectives of ``rows`` (in place) and read each strategy's figures per axis."""
     out = Structures()
+    state = {name: weight_shapes(m, []) for name, m in modules.items()
+             if any(r.attribution.site.module == name and r.attribution.site.kind == "all-gather" for r in rows)}
     loops = {name: enclosing_loops(m) for name, m in modules.items()
-             if any(r.attribution.site.module == name and r.pattern in ("point-to-point", "activation all-gather")
-                    for r in rows)}
+             if any(r.attribution.site.module == name and r.pattern == "point-to-point" for r in rows)}
     pipeline_loops: dict[str, list[tuple[Loop, Classified]]] = {}
     routed: dict[str, bool] = {}
     for row in rows:
@@ -79,12 +81,16 @@ def read_structures(rows: list[Classified], modules: dict[str, HloModule], weigh
                 row.pattern = STAGE_PASS
                 if loop is not None:
                     pipeline_loops.setdefault(label, []).append((loop, row))
-        elif row.pattern == "activation all-gather" and site.instruction is not None:
-            dot = consuming_dot(module, site.computation, site.name)
+        elif site.kind == "all-gather" and site.instruction is not None:
+            # judged against the state's weights only: every gathered array counts as a weight elsewhere
             block = block_of(_arrays(row))
-            if dot is not None and block is not None and is_attention_dot(dot, w) and dot.k == block.dims[-1]:
+            dot = kv_gather_reader(module, site.computation, site.name, block, state.get(site.module))
+            if dot is not None and block is not None:
                 row.pattern = KV_GATHER
-                shape = AttentionShape(dot.free("rhs"), dot.k, 1.0)
+                # the chip's queries (the query side's free extent) against the gathered sequence
+                gathered = math.prod(block.dims)
+                ratio = math.prod(dot.rhs) / gathered if gathered else 0.0
+                shape = AttentionShape(dot.free("lhs"), dot.k, ratio)
                 _add_context(out, label, "all-gather", shape, row, None)
         elif row.pattern == "all-to-all" and _routes(module, routed):
             row.pattern = DISPATCH
@@ -98,6 +104,19 @@ def read_structures(rows: list[Classified], modules: dict[str, HloModule], weigh
         mine = [r for r in rows if r.attribution.label == label and r.pattern == DISPATCH]
         out.expert[label] = _expert(modules, mine, weights)
     return out
+
+
+def kv_gather_reader(module: HloModule, computation: str, name: str, block: Shape | None,
+                     weights: set[tuple[int, ...]] | None) -> Dot | None:
+    """The attention dot reading all-gather ``name``'s result as keys (contracting the block's head dimension,
+    its key side a whole number of blocks), or None: the gather is then no K/V gather."""
+    if block is None:
+        return None
+    dot = consuming_dot(module, computation, name)
+    elements = math.prod(block.dims)
+    if dot is None or elements <= 0 or not is_attention_dot(dot, weights or set()) or dot.k != block.dims[-1]:
+        return None
+    return dot if math.prod(dot.rhs) % elements == 0 else None
 
 
 def _routes(module: HloModule, seen: dict[str, bool]) -> bool:
