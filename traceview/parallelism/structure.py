@@ -53,48 +53,34 @@ class Structures:
     expert: dict[str, ExpertFinding] = field(default_factory=dict)
 
 
+@dataclass
+class _Reading:
+    """What the walk over the collectives needs per module, and what it found so far."""
+    modules: dict[str, HloModule]
+    weights: dict[str, set[tuple[int, ...]]]
+    state: dict[str, set[tuple[int, ...]]] = field(default_factory=dict)     # the state's weights only
+    loops: dict[str, dict[str, Loop]] = field(default_factory=dict)
+    routed: dict[str, bool] = field(default_factory=dict)
+    pipeline_loops: dict[str, list[tuple[Loop, Classified]]] = field(default_factory=dict)
+    out: Structures = field(default_factory=Structures)
+
+
 def read_structures(rows: list[Classified], modules: dict[str, HloModule], weights: dict[str, set[tuple[int, ...]]],
                     sizes: dict[str, int]) -> Structures:
     """Re-label the structural collectives of ``rows`` (in place) and read each strategy's figures per axis."""
-    out = Structures()
-    state = {name: weight_shapes(m, []) for name, m in modules.items()
-             if any(r.attribution.site.module == name and r.attribution.site.kind == "all-gather" for r in rows)}
-    loops = {name: enclosing_loops(m) for name, m in modules.items()
-             if any(r.attribution.site.module == name and r.pattern == "point-to-point" for r in rows)}
-    pipeline_loops: dict[str, list[tuple[Loop, Classified]]] = {}
-    routed: dict[str, bool] = {}
+    reading = _Reading(modules, weights)
     for row in rows:
-        site, label = row.attribution.site, row.attribution.label
-        module = modules.get(site.module)
+        module = modules.get(row.attribution.site.module)
         if module is None or row.attribution.axes is None:
             continue
-        w = weights.get(site.module, set())
         if row.pattern == "point-to-point":
-            loop = loops.get(site.module, {}).get(site.computation)
-            block = block_of(_arrays(row))
-            attention = attention_shape(module, loop_computations(module, loop, loops[site.module]), block, w) \
-                if loop is not None and block is not None else None
-            if attention is not None:
-                row.pattern = KV_PASS
-                _add_context(out, label, "ring", attention, row, loop)
-            elif loop is not None or site.kind in ("send", "recv"):
-                row.pattern = STAGE_PASS
-                if loop is not None:
-                    pipeline_loops.setdefault(label, []).append((loop, row))
-        elif site.kind == "all-gather" and site.instruction is not None:
-            # judged against the state's weights only: every gathered array counts as a weight elsewhere
-            block = block_of(_arrays(row))
-            dot = kv_gather_reader(module, site.computation, site.name, block, state.get(site.module))
-            if dot is not None and block is not None:
-                row.pattern = KV_GATHER
-                # the chip's queries (the query side's free extent) against the gathered sequence
-                gathered = math.prod(block.dims)
-                ratio = math.prod(dot.rhs) / gathered if gathered else 0.0
-                shape = AttentionShape(dot.free("lhs"), dot.k, ratio)
-                _add_context(out, label, "all-gather", shape, row, None)
-        elif row.pattern == "all-to-all" and _routes(module, routed):
+            _read_point_to_point(row, module, reading)
+        elif row.attribution.site.kind == "all-gather" and row.attribution.site.instruction is not None:
+            _read_gather(row, module, reading)
+        elif row.pattern == "all-to-all" and _routes(module, reading.routed):
             row.pattern = DISPATCH
-    for label, found in pipeline_loops.items():
+    out = reading.out
+    for label, found in reading.pipeline_loops.items():
         out.pipeline[label] = _pipeline(sizes.get(label, 1), found)
     for label in {r.attribution.label for r in rows if r.pattern == STAGE_PASS} - set(out.pipeline):
         out.pipeline[label] = PipelineFinding(sizes.get(label, 1), None, None,
@@ -104,6 +90,44 @@ def read_structures(rows: list[Classified], modules: dict[str, HloModule], weigh
         mine = [r for r in rows if r.attribution.label == label and r.pattern == DISPATCH]
         out.expert[label] = _expert(modules, mine, weights)
     return out
+
+
+def _read_point_to_point(row: Classified, module: HloModule, reading: _Reading) -> None:
+    """A K/V pass when its loop computes attention on blocks of its shape, else a stage's activation pass
+    (in a loop: an SPMD schedule; send/recv: programs per stage); else left unlabelled."""
+    site = row.attribution.site
+    if module.name not in reading.loops:
+        reading.loops[module.name] = enclosing_loops(module)
+    loops = reading.loops[module.name]
+    loop = loops.get(site.computation)
+    block = block_of(_arrays(row))
+    attention = None
+    if loop is not None and block is not None:
+        attention = attention_shape(module, loop_computations(module, loop, loops), block,
+                                    reading.weights.get(module.name, set()))
+    if attention is not None:
+        row.pattern = KV_PASS
+        _add_context(reading.out, row.attribution.label, "ring", attention, row, loop)
+    elif loop is not None or site.kind in ("send", "recv"):
+        row.pattern = STAGE_PASS
+        if loop is not None:
+            reading.pipeline_loops.setdefault(row.attribution.label, []).append((loop, row))
+
+
+def _read_gather(row: Classified, module: HloModule, reading: _Reading) -> None:
+    """K/V gathered along the sequence: the chip's queries (the query side's free extent) against it.
+    Judged against the state's weights only: every gathered array counts as a weight elsewhere."""
+    site = row.attribution.site
+    if module.name not in reading.state:
+        reading.state[module.name] = weight_shapes(module, [])
+    block = block_of(_arrays(row))
+    dot = kv_gather_reader(module, site.computation, site.name, block, reading.state[module.name])
+    if dot is None or block is None:
+        return
+    row.pattern = KV_GATHER
+    ratio = math.prod(dot.rhs) / math.prod(block.dims)
+    _add_context(reading.out, row.attribution.label, "all-gather", AttentionShape(dot.free("lhs"), dot.k, ratio),
+                 row, None)
 
 
 def kv_gather_reader(module: HloModule, computation: str, name: str, block: Shape | None,
@@ -126,13 +150,18 @@ def _routes(module: HloModule, seen: dict[str, bool]) -> bool:
     return seen[module.name]
 
 
-def _arrays(row: Classified):
+def _arrays(row: Classified) -> list[Shape]:
+    """The array a collective moves (its first), as classified."""
     inst = row.attribution.site.instruction
     if row.dims:
-        from traceview.parsers.hlo_model import Shape
-
         return [Shape(row.dtype, row.dims)]
     return arrays_of(inst.shape) if inst is not None else []
+
+
+def _in_backward(row: Classified) -> bool:
+    """A collective of the backward pass (JAX names it ``transpose(jvp(...))``)."""
+    inst = row.attribution.site.instruction
+    return "transpose(" in (inst.metadata.get("op_name", "") if inst is not None else "")
 
 
 def _add_context(out: Structures, label: str, style: str, attention: AttentionShape, row: Classified,
@@ -143,9 +172,7 @@ def _add_context(out: Structures, label: str, style: str, attention: AttentionSh
         out.context[label] = ContextFinding(style, attention, element_bytes(block), 0.0,
                                             loop.trips if loop is not None else None)
         found = out.context[label]
-    if found.style == style and (loop is None or found.passes == loop.trips) and "transpose(" not in \
-            (row.attribution.site.instruction.metadata.get("op_name", "") if row.attribution.site.instruction
-             else ""):
+    if found.style == style and (loop is None or found.passes == loop.trips) and not _in_backward(row):
         found.bytes_per_pass += row.bytes       # the forward pass's K and V blocks
 
 
@@ -183,8 +210,7 @@ def _expert(modules: dict[str, HloModule], rows: list[Classified],
             if ffn:
                 break
         ffn = ffn or weight_width(module, weights.get(module.name, set()), d_model, routing.experts)
-    forward = [r for r in rows if "transpose(" not in (r.attribution.site.instruction.metadata.get("op_name", "")
-                                                       if r.attribution.site.instruction else "")]
+    forward = [r for r in rows if not _in_backward(r)]
     how = (f"{len(rows)} all-to-all(s) ({len(forward)} in the forward pass: dispatch and combine); "
            f"{routing.how}")
     return ExpertFinding(routing, d_model, capacity(elements, routing.experts, d_model), ffn,
