@@ -14,13 +14,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from traceview.errors import UserError
 from traceview.hardware.chips import Chip
 from traceview.parallelism.attribution import Attribution, as_sets, attribute_all, axes_of_groups
-from traceview.parallelism.context import ContextFinding, block_of
+from traceview.parallelism.context import block_of
 from traceview.parallelism.dots import (
     Figure,
     consuming_dot,
@@ -29,9 +28,10 @@ from traceview.parallelism.dots import (
     state_shapes,
     weight_shapes,
 )
-from traceview.parallelism.expert import EXPERT_MATMULS, ExpertFinding
+from traceview.parallelism.expert import EXPERT_MATMULS
 from traceview.parallelism.groups import CollectiveSite, collective_sites, device_counts
 from traceview.parallelism.mesh import Mesh, infer_mesh, named_mesh
+from traceview.parallelism.report import AxisReport, Parallelism, RoleReport
 from traceview.parallelism.roles import PATTERN_ROLE, AxisRole, Classified, axis_roles, classify, gathered_arrays
 from traceview.parallelism.rules import (
     AxisVerdict,
@@ -43,57 +43,9 @@ from traceview.parallelism.rules import (
     judge_pipeline,
 )
 from traceview.parallelism.shardings import ParameterSharding, parameter_shardings
-from traceview.parallelism.structure import PipelineFinding, Structures, kv_gather_reader, read_structures
+from traceview.parallelism.structure import Structures, kv_gather_reader, read_structures
+from traceview.parallelism.times import collective_key, collective_times, fill_times, host_transfers
 from traceview.parsers.hlo_model import HloModule
-
-PS_PER_US = 1e6
-
-
-@dataclass
-class RoleReport:
-    """One strategy an axis carries, its evidence and the book's verdict for it."""
-    role: str
-    evidence: list[str]
-    verdict: AxisVerdict
-
-
-@dataclass
-class AxisReport:
-    name: str
-    size: int
-    role: AxisRole
-    link: Link | None
-    verdict: AxisVerdict                # the main role's
-    collectives: int = 0                # distinct collective instructions over the axis
-    executions: int | None = None       # collective executions in the trace (all devices)
-    bytes: float | None = None          # payload bytes moved, all executions in the trace (all devices)
-    bytes_per_execution: float = 0.0    # the axis's collectives once each (HLO), per device
-    time_ps: float | None = None        # in-flight time, all devices
-    exposed_ps: float | None = None     # not overlapped by compute, all devices
-    roofline_ps: float | None = None
-    share: float | None = None          # exposed / device span
-    crosses_dcn: bool = False
-    parameters: list[str] = field(default_factory=list)   # "params[0] dim 0": parameters split over the axis
-    measured: str = ""                  # what the exposed time says, beside the book's verdict
-    bytes_per_step: float | None = None  # per device: the cost model's payload x times run per step (trip counts)
-    roles: list[RoleReport] = field(default_factory=list)   # every role, the main one first
-    pipeline: PipelineFinding | None = None
-    context: ContextFinding | None = None
-    expert: ExpertFinding | None = None
-
-
-@dataclass
-class Parallelism:
-    mesh: Mesh | None
-    axes: list[AxisReport]
-    collectives: list[Classified]
-    why_no_mesh: str = ""
-    per_chip_tokens: Figure | None = None
-    target: Chip | None = None
-    has_trace: bool = False
-    warnings: list[str] = field(default_factory=list)
-    parameters: list[ParameterSharding] = field(default_factory=list)
-    target_source: str = ""             # where the target chip came from (the trace, --target, a dump)
 
 
 @dataclass
@@ -154,7 +106,7 @@ def diagnose(inputs: DiagnoseInputs) -> Parallelism:
     _read_dots(program, attributions, warnings)
     report = Parallelism(mesh, [], program.rows, why, program.tokens, inputs.chip, inputs.has_trace, warnings,
                          params, inputs.target_source)
-    host = _host_transfers(inputs.ops, inputs.chip, inputs.span_ps) if inputs.has_trace else None
+    host = host_transfers(inputs.ops, inputs.chip, inputs.span_ps) if inputs.has_trace else None
     if mesh is not None:
         for param in params:
             param.axes = {dim: axes_of_groups(as_sets(groups), mesh)[0] for dim, groups in param.dim_groups.items()}
@@ -267,7 +219,7 @@ def _judge_axes(inputs: DiagnoseInputs, mesh: Mesh, attributions: list[Attributi
                        if roles[lb].role == "tensor" and (width := widths[lb])), None)
     shared = _AxisContext(mesh, inputs.chip, _dtype(program.rows), program.tokens.value if program.tokens else None,
                           widths, full_width, any(r.role == "tensor" for r in roles.values()), structures)
-    times = _times(inputs.ops, program.rows) if inputs.has_trace and inputs.ops is not None else {}
+    times = collective_times(inputs.ops, program.rows) if inputs.has_trace and inputs.ops is not None else {}
     per_step = _bytes_per_step(inputs.costs, program.by_module)
     out = []
     for label in labels:
@@ -275,13 +227,13 @@ def _judge_axes(inputs: DiagnoseInputs, mesh: Mesh, attributions: list[Attributi
         axis = _axis_report(label, mine, roles[label], shared, times)
         axis.parameters = [f"{p.label} dim {dim}" for p in params for dim, axes in p.axes.items()
                            if axes and "+".join(axes) == label]
-        known = [per_step[_key(r)] for r in mine if _key(r) in per_step]
+        known = [per_step[collective_key(r)] for r in mine if collective_key(r) in per_step]
         axis.bytes_per_step = float(sum(known)) if mine and len(known) == len(mine) else None
         if axis.parameters:
             shown = ", ".join(axis.parameters[:4]) + (", ..." if len(axis.parameters) > 4 else "")
             axis.role.evidence.append(f"{len(axis.parameters)} parameter dimension(s) split over it ({shown})")
         if times:
-            _fill_times(axis, [times[_key(r)] for r in mine if _key(r) in times], inputs.span_ps)
+            fill_times(axis, [times[collective_key(r)] for r in mine if collective_key(r) in times], inputs.span_ps)
         out.append(axis)
     return out
 
@@ -290,7 +242,7 @@ def _axis_report(label: str, mine: list[Classified], role: AxisRole, shared: _Ax
                  times: dict[tuple[str, str], dict]) -> AxisReport:
     """One axis: its link, a verdict per role (the main one first), the structural figures."""
     size = _label_size(shared.mesh, label)
-    crosses = any(bool(times.get(_key(r), {}).get("crosses_dcn")) for r in mine)
+    crosses = any(bool(times.get(collective_key(r), {}).get("crosses_dcn")) for r in mine)
     link = axis_link(shared.chip, crosses, 1, size) if shared.chip is not None else None
     found = shared.structures
     judged = [RoleReport(name, evidence, _verdict(name, label, link, shared))
@@ -325,32 +277,6 @@ def _verdict(role: str, label: str, link: Link | None, shared: _AxisContext) -> 
                  shared.has_tp and role == "fsdp")
 
 
-def _host_transfers(ops: pd.DataFrame, chip: Chip | None, span_ps: float | None) -> AxisReport | None:
-    """Copies between device and host memory (host offload): no mesh axis, but communication all the same."""
-    if "collective_kind" not in ops.columns:
-        return None
-    rows = ops[ops["collective_kind"].astype(str) == "host-transfer"]
-    if rows.empty:
-        return None
-    link = Link("PCIe", chip.pcie_bandwidth if chip else None, "host link") if chip else None
-    verdict = AxisVerdict(None, "host offload: not a mesh axis", reason="transfers to host memory are judged by "
-                      "their exposed time, not by a C/W rule")
-    axis = AxisReport("host", 1, AxisRole("host offload", [f"{len(rows)} host transfer ops (copy-start/done to "
-                                                            "host memory space S(5))"]), link, verdict,
-                      collectives=int((~rows["op"].astype(str).str.startswith("copy-done")).sum()))
-    slots = []
-    for rec in rows.to_dict("records"):
-        t = rec.get("t_comm_ps")
-        known = not (t is None or (isinstance(t, float) and np.isnan(t)))
-        done = str(rec.get("op", "")).startswith("copy-done")
-        slots.append({"executions": 0 if done else int(rec.get("occurrences") or 0),
-                      "bytes": _num(rec.get("payload_bytes")),
-                      "time": _num(rec.get("judged_time_ps")), "exposed": _num(rec.get("exposed_time_ps")),
-                      "roofline": float(t) if known else 0.0, "roofline_known": known or done})
-    _fill_times(axis, slots, span_ps)
-    return axis
-
-
 def _bytes_per_step(costs: pd.DataFrame | None, modules: dict[str, HloModule]) -> dict[tuple[str, str], float]:
     """(module, instruction) -> payload bytes x executions per step, from the HLO cost table. A module without
     an ENTRY (truncated text) gives none: the loops around its layers, and so their trip counts, are lost."""
@@ -361,10 +287,6 @@ def _bytes_per_step(costs: pd.DataFrame | None, modules: dict[str, HloModule]) -
     mult = rows["multiplier"] if "multiplier" in rows.columns else 1.0
     values = (rows["payload_bytes"].astype("float64") * mult).to_numpy()
     return {(str(m), str(n)): float(v) for m, n, v in zip(rows["module"], rows["name"], values) if v == v}
-
-
-def _key(row: Classified) -> tuple[str, str]:
-    return row.attribution.site.module, row.attribution.site.name
 
 
 def _labels(mesh: Mesh, attributions: list[Attribution]) -> list[str]:
@@ -413,71 +335,6 @@ def _dtype(rows: list[Classified]) -> str:
 
 
 ROLE_PATTERNS = set(PATTERN_ROLE) | {"all-to-all", "point-to-point"}   # the dtype is the model's, not a scalar's
-
-
-def _times(ops: pd.DataFrame, rows: list[Classified]) -> dict[tuple[str, str], dict]:
-    """Per collective (module, name): executions, payload bytes, in-flight / exposed / roofline time."""
-    wanted = {_key(r) for r in rows}
-    out: dict[tuple[str, str], dict] = {}
-    if "collective_kind" not in ops.columns:
-        return out
-    frame = ops[ops["collective_kind"].fillna("").astype(str) != ""]
-    for rec in frame.to_dict("records"):
-        key = (str(rec.get("module")), str(rec.get("op")))
-        if key not in wanted:
-            continue
-        slot = out.setdefault(key, {"executions": 0, "bytes": 0.0, "time": 0.0, "exposed": 0.0, "roofline": 0.0,
-                                    "roofline_known": True, "crosses_dcn": False})
-        occurrences = int(rec.get("occurrences") or 0)
-        slot["executions"] += occurrences
-        slot["bytes"] += _num(rec.get("payload_bytes"))      # the op table's figures are totals over executions
-        slot["time"] += _num(rec.get("judged_time_ps"))
-        slot["exposed"] += _num(rec.get("exposed_time_ps"))
-        t = rec.get("t_comm_ps")
-        if t is None or (isinstance(t, float) and np.isnan(t)):
-            slot["roofline_known"] = False
-        else:
-            slot["roofline"] += float(t)
-        slot["crosses_dcn"] = slot["crosses_dcn"] or rec.get("crosses_dcn") is True
-    return out
-
-
-def _num(value) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return 0.0 if np.isnan(value) else value
-
-
-def _fill_times(axis: AxisReport, slots: list[dict], span_ps: float | None) -> None:
-    axis.executions = sum(s["executions"] for s in slots)
-    axis.bytes = float(sum(s["bytes"] for s in slots))
-    axis.time_ps = float(sum(s["time"] for s in slots))
-    axis.exposed_ps = float(sum(s["exposed"] for s in slots))
-    known = [s for s in slots if s["roofline_known"]]
-    axis.roofline_ps = float(sum(s["roofline"] for s in known)) if known and len(known) == len(slots) else None
-    axis.share = axis.exposed_ps / span_ps if span_ps else None
-    axis.measured = measured_sentence(axis.share, axis.verdict.verdict)
-
-
-EXPOSED_NOTABLE = 0.05   # exposed communication above 5% of device time is worth a look
-
-
-def measured_sentence(share: float | None, verdict: str | None) -> str:
-    """What the trace says about an axis: its exposed communication, and whether it agrees with the rule."""
-    if share is None:
-        return ""
-    text = f"exposed communication {100 * share:.1f}% of device time"
-    if share >= EXPOSED_NOTABLE:
-        text += ": the trace finds this axis's communication costing time"
-        if verdict == "compute-bound":
-            text += " although the rule says compute-bound (overlap is missing, or the link is slower than its figure)"
-    else:
-        text += ": mostly overlapped or small"
-        if verdict == "communication-bound":
-            text += " although the rule says communication-bound (compute hides it at this size)"
-    return text
 
 
 def naming_modules(dump: Path) -> list[HloModule]:

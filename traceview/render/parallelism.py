@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from traceview.parallelism.diagnose import AxisReport, Parallelism
+from traceview.parallelism.report import AxisReport, Parallelism
 from traceview.parallelism.roles import ROLE_NAMES
 from traceview.render.escape import markdown_text, terminal_text
 from traceview.render.tables import markdown_table, text_table
