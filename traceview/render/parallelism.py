@@ -96,6 +96,12 @@ def parallelism_json(report: Parallelism) -> dict:
     }
 
 
+def _roles(axis: AxisReport, none: str) -> str:
+    """Every role of the axis, the main one first: "context parallel + FSDP"."""
+    return " + ".join(ROLE_NAMES.get(r.role, r.role) for r in axis.roles) or ROLE_NAMES.get(axis.role.role or "",
+                                                                                         none)
+
+
 def summary_line(report: Parallelism) -> str:
     """One line for `traceview analyze`'s summary."""
     if report.mesh is None:
@@ -103,8 +109,7 @@ def summary_line(report: Parallelism) -> str:
     mesh = " x ".join(f"{a.name}={a.size}" for a in report.mesh.axes if a.size > 1) or "one device"
     parts = []
     for axis in report.axes:
-        role = " + ".join(ROLE_NAMES.get(r.role, r.role) for r in axis.roles) or ROLE_NAMES.get(
-            axis.role.role or "", "no role")
+        role = _roles(axis, "no role")
         if axis.pipeline is not None and axis.pipeline.bubble_fraction is not None:
             role += f" (bubble {fmt_pct(axis.pipeline.bubble_fraction)})"
         exposed = f", exposed {fmt_pct(axis.share)}" if axis.share is not None else ""
@@ -120,7 +125,7 @@ def fmt_value(value: float | None) -> str:
     return f"{value:,.0f}" if abs(value) >= 10 else f"{value:.3g}"
 
 
-HEADERS = ["axis", "size", "role", "colls", "bytes", "in flight", "exposed", "share", "link", "eff.", "verdict",
+HEADERS = ["axis", "size", "roles", "colls", "bytes", "in flight", "exposed", "share", "link", "eff.", "verdict",
            "value", "threshold"]
 ALIGN = "lrlrrrrrlrlrr"
 
@@ -129,7 +134,7 @@ def _rows(report: Parallelism, esc) -> list[list[str]]:
     rows = []
     for a in report.axes:
         v = a.verdict
-        rows.append([esc(a.name), str(a.size), ROLE_NAMES.get(a.role.role or "", "-"), str(a.collectives),
+        rows.append([esc(a.name), str(a.size), _roles(a, "-"), str(a.collectives),
                      fmt_si(a.bytes if a.bytes is not None else a.bytes_per_step, "B"),
                      fmt_time_us(_us(a.time_ps)), fmt_time_us(_us(a.exposed_ps)), fmt_pct(a.share),
                      a.link.kind if a.link else "-", fmt_pct(efficiency(a)), v.verdict or "-",
@@ -151,9 +156,7 @@ def _details(report: Parallelism, esc) -> list[str]:
         out.append(f"per-chip batch: {'-' if value is None else f'{value:,.0f} tokens'} "
                    f"({report.per_chip_tokens.how})")
     for a in report.axes:
-        roles = " + ".join(ROLE_NAMES.get(r.role, r.role) for r in a.roles) or \
-            ROLE_NAMES.get(a.role.role or "", "no role")
-        out.append(f"{esc(a.name)} ({a.size}): {roles}; evidence: "
+        out.append(f"{esc(a.name)} ({a.size}): {_roles(a, 'no role')}; evidence: "
                    + ("; ".join(esc(e) for e in a.role.evidence) or "none"))
         out += _structure_lines(a)
         for v in [r.verdict for r in a.roles] or [a.verdict]:
