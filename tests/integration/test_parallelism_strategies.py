@@ -307,3 +307,46 @@ def test_all_gather_context_parallelism():
     assert report.per_chip_tokens.value is None        # the gathered keys are no weight
     # s > (C/W) b H_kv / (2 H) = (C/W) x 4 / 2
     assert axis.verdict.value == 64 and axis.verdict.threshold == pytest.approx(_h100_ratio() * 4 / 2)
+
+
+ROUTED_FSDP = """HloModule routed, num_partitions=4
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+%gt (x: f32[], y: f32[]) -> pred[] {
+  %x = f32[] parameter(0)
+  %y = f32[] parameter(1)
+  ROOT %c = pred[] compare(%x, %y), direction=GT
+}
+
+ENTRY %main (w: f32[256,1024], x: f32[64,1024], r: f32[1024,8], slots: f32[4,8,1024]) -> f32[256,1024] {
+  %w = f32[256,1024]{1,0} parameter(0)
+  %x = f32[64,1024]{1,0} parameter(1)
+  %r = f32[1024,8]{1,0} parameter(2)
+  %wg = f32[1024,1024]{1,0} all-gather(%w), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0}, use_global_device_ids=true
+  %scores = f32[64,8]{1,0} dot(%x, %r), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %top = (f32[64,2]{1,0}, s32[64,2]{1,0}) custom-call(%scores), custom_call_target="TopK", called_computations={%gt}
+  %slots = f32[4,8,1024]{2,1,0} parameter(3)
+  %sent = f32[4,8,1024]{2,1,0} all-to-all(%slots), channel_id=2, replica_groups={{0,1,2,3}}, dimensions={0}
+  %h = f32[4,8,1024]{2,1,0} dot(%sent, %wg), lhs_contracting_dims={2}, rhs_contracting_dims={0}
+  ROOT %g = f32[256,1024]{1,0} reduce-scatter(%wg), channel_id=3, replica_groups={{0,1,2,3}}, dimensions={0}, use_global_device_ids=true, to_apply=%add
+}
+"""
+
+
+def test_routing_leads_over_heavier_parameter_gathers():
+    """Mixtral-like: the parameter all-gathers move far more bytes than the all-to-all, yet the axis routes
+    tokens (a top-k router): expert parallelism first, FSDP second, each judged."""
+    report = diagnose(DiagnoseInputs([parse_hlo_text(ROUTED_FSDP)]))
+    (axis,) = report.axes
+    patterns = {c.attribution.site.name: c.pattern for c in report.collectives}
+    assert patterns["sent"] == "expert all-to-all" and patterns["wg"] == "parameter all-gather"
+    assert [r.role for r in axis.roles] == ["expert", "fsdp"]
+    assert axis.expert.routing.experts == 8 and axis.expert.routing.top_k == 2
+    # capacity: the all-to-all's 4 x 8 x 1,024 elements over E x D = 8 x 1,024
+    assert axis.expert.capacity == 4
+    assert axis.roles[0].verdict.reason == "no target chip: give --target"
