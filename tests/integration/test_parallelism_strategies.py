@@ -121,6 +121,8 @@ def test_moe_sample_reads_experts_top_k_and_capacity(sample_traces):
     assert found.routing.experts == cfg["experts"] and found.routing.top_k == cfg["top_k"]
     assert found.capacity == cfg["capacity"]
     assert found.width == cfg["d_model"] and found.ffn == cfg["d_ff"]
+    # the per-chip batch is the tokens the router scores (512 / 8), not the experts' slots (8 x 16)
+    assert report.per_chip_tokens.value == cfg["batch"] / cfg["mesh"]["expert"]
     record = _schema_valid(report)
     assert record["axes"][0]["expert"]["experts"] == 8 and record["axes"][0]["roles"][1]["role"] == "data"
 

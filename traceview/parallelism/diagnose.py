@@ -28,7 +28,7 @@ from traceview.parallelism.dots import (
     state_shapes,
     weight_shapes,
 )
-from traceview.parallelism.expert import EXPERT_MATMULS
+from traceview.parallelism.expert import EXPERT_MATMULS, routed_tokens, router
 from traceview.parallelism.groups import CollectiveSite, collective_sites, device_counts
 from traceview.parallelism.mesh import Mesh, infer_mesh, named_mesh
 from traceview.parallelism.report import AxisReport, Parallelism, RoleReport
@@ -189,7 +189,9 @@ def _read_dots(program: _Program, attributions: list[Attribution], warnings: lis
     if not program.communicating:
         return
     main = max(program.communicating, key=lambda ms: len(ms[1]))[0]
-    program.tokens = per_chip_tokens(main, program.weights[main.name])
+    routing = router(main)
+    routed = routed_tokens(main, program.weights[main.name], routing.experts) if routing.experts else None
+    program.tokens = routed or per_chip_tokens(main, program.weights[main.name])
     if not state_shapes(main):
         warnings.append(f"{main.name}: no entry parameter is also a result (not a training step?): weights are "
                         "only the all-gathered parameters")

@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from traceview.cost.shapes import leaves
-from traceview.parallelism.dots import consuming_dot, dots
+from traceview.parallelism.dots import Figure, consuming_dot, dots
 from traceview.parsers.hlo_model import HloModule
 
 EXPERT_MATMULS = 2        # n: an expert MLP's up and down projections (a gated MLP has 3: the rule is conservative)
@@ -87,6 +87,19 @@ def weight_width(module: HloModule, weights: set[tuple[int, ...]], d_model: int,
                 if free > 1 and free != experts:
                     votes[free] += int(dot.flops)
     return votes.most_common(1)[0][0] if votes else None
+
+
+def routed_tokens(module: HloModule, weights: set[tuple[int, ...]], experts: int) -> Figure | None:
+    """The per-chip batch of a routed program: the tokens its router scores (x[T, D] @ router[D, E]). The
+    experts' matmuls, which hold the most FLOPs, run on slots (capacity x experts), not on tokens."""
+    votes: Counter[int] = Counter()
+    for dot in dots(module):
+        if dot.out and dot.out[-1] == experts and tuple(sorted(dot.rhs)) in weights and dot.free("lhs") > 1:
+            votes[dot.free("lhs")] += 1
+    if not votes:
+        return None
+    tokens, _ = votes.most_common(1)[0]
+    return Figure(float(tokens), f"the router's dot scores {tokens} tokens per chip against {experts} experts")
 
 
 def capacity(elements: int, experts: int | None, d_model: int | None) -> float | None:
