@@ -28,7 +28,7 @@ from traceview.parallelism.dots import (
     state_shapes,
     weight_shapes,
 )
-from traceview.parallelism.expert import EXPERT_MATMULS, routed_tokens, router
+from traceview.parallelism.expert import routed_tokens, router
 from traceview.parallelism.groups import CollectiveSite, collective_sites, device_counts
 from traceview.parallelism.mesh import Mesh, infer_mesh, named_mesh
 from traceview.parallelism.report import AxisReport, Parallelism, RoleReport
@@ -260,21 +260,11 @@ def _verdict(role: str, label: str, link: Link | None, shared: _AxisContext) -> 
     """The book's verdict for one role of an axis."""
     found = shared.structures
     if role == "context" and label in found.context:
-        ctx = found.context[label]
-        return judge_context(shared.chip, link, shared.dtype, ctx.attention.seq_per_chip,
-                             ctx.attention.heads_per_kv_head, ctx.element_bytes)
-    if role == "expert":
-        exp = found.expert.get(label)
-        if exp is None:
-            return judge_expert(shared.chip, link, shared.dtype, None, None, None, 4.0, EXPERT_MATMULS,
-                                "no all-to-all read")
-        return judge_expert(shared.chip, link, shared.dtype, exp.routing.experts, exp.routing.top_k, exp.ffn,
-                            exp.element_bytes, EXPERT_MATMULS, exp.routing.how)
-    if role == "pipeline":
-        pipe = found.pipeline.get(label)
-        if pipe is None:
-            return judge_pipeline(1, None, None, "no stage activation pass read")
-        return judge_pipeline(pipe.stages, pipe.microbatches, pipe.bubble_fraction, pipe.how)
+        return judge_context(shared.chip, link, shared.dtype, found.context[label])
+    if role == "expert" and label in found.expert:
+        return judge_expert(shared.chip, link, shared.dtype, found.expert[label])
+    if role == "pipeline" and label in found.pipeline:
+        return judge_pipeline(found.pipeline[label])
     return judge(role, shared.chip, link, shared.dtype, shared.tokens, shared.widths.get(label), shared.full_width,
                  shared.has_tp and role == "fsdp")
 

@@ -32,6 +32,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from traceview.hardware.chips import Chip
+from traceview.parallelism.context import ContextFinding
+from traceview.parallelism.expert import EXPERT_MATMULS, ExpertFinding
+from traceview.parallelism.structure import PipelineFinding
 
 GPUS_PER_NODE = 8   # HGX / DGX nodes, the book's GPU chapter
 
@@ -111,7 +114,9 @@ def judge(role: str | None, chip: Chip | None, link: Link | None, dtype: str, to
     """The book's verdict for one axis of the given role."""
     if role is None:
         return AxisVerdict(None, "none", reason="no role: the axis's collectives match no strategy's pattern")
-    ratio, how, why = _ratio_and_how(chip, link, dtype, _rule(role, mixed_with_tp))
+    if role not in ("data", "fsdp", "tensor"):
+        return AxisVerdict(None, role, reason=f"{role}: its structure (loop, attention, router) was not read")
+    ratio, how, why = _ratio_and_how(chip, link, dtype)
     if ratio is None:
         return AxisVerdict(None, _rule(role, mixed_with_tp), reason=why)
     if role == "tensor":
@@ -128,7 +133,7 @@ def judge(role: str | None, chip: Chip | None, link: Link | None, dtype: str, to
     return _decide(role, _rule(role, mixed_with_tp), value, what, threshold, how)
 
 
-def _ratio_and_how(chip: Chip | None, link: Link | None, dtype: str, rule: str = "") -> tuple[float | None, str, str]:
+def _ratio_and_how(chip: Chip | None, link: Link | None, dtype: str) -> tuple[float | None, str, str]:
     """(C/W, how it was found, why not) for a rule."""
     if chip is None or link is None:
         return None, "", "no target chip: give --target"
@@ -150,43 +155,44 @@ EXPERT_RULE = "expert parallel: F > (C/W) b / n"
 PIPELINE_RULE = "pipeline: bubble (p-1)/(m+p-1) <= (p-1)/(5p-1), i.e. m >= 4p"
 
 
-def judge_context(chip: Chip | None, link: Link | None, dtype: str, seq_per_chip: int | None,
-                  heads_per_kv_head: float | None, element_bytes: float) -> AxisVerdict:
+def judge_context(chip: Chip | None, link: Link | None, dtype: str, found: ContextFinding) -> AxisVerdict:
     """Ring attention: one block's attention (4 B H s^2 d FLOPs) against one K/V block (2 B s H_kv d b bytes)."""
-    ratio, how, why = _ratio_and_how(chip, link, dtype, CONTEXT_RULE)
-    what = "per-chip sequence length s (tokens)"
+    ratio, how, why = _ratio_and_how(chip, link, dtype)
+    what, seq = "per-chip sequence length s (tokens)", found.attention.seq_per_chip
     if ratio is None:
-        return AxisVerdict(None, CONTEXT_RULE, seq_per_chip, what, reason=why)
-    if seq_per_chip is None or not heads_per_kv_head:
-        return AxisVerdict(None, CONTEXT_RULE, None, what, reason="no attention dot reads the passed K/V blocks")
-    threshold = ratio * element_bytes / (2 * heads_per_kv_head)
-    how = f"(C/W) b H_kv / (2 H), {how}, b = {element_bytes:g} bytes, H/H_kv = {heads_per_kv_head:g}"
-    return _decide("context", CONTEXT_RULE, float(seq_per_chip), what, threshold, how)
+        return AxisVerdict(None, CONTEXT_RULE, seq, what, reason=why)
+    heads = found.attention.heads_per_kv_head
+    if not heads:
+        return AxisVerdict(None, CONTEXT_RULE, seq, what, reason="the query heads per K/V head are not read")
+    threshold = ratio * found.element_bytes / (2 * heads)
+    how = f"(C/W) b H_kv / (2 H), {how}, b = {found.element_bytes:g} bytes, H/H_kv = {heads:g}"
+    return _decide("context", CONTEXT_RULE, float(seq), what, threshold, how)
 
 
-def judge_expert(chip: Chip | None, link: Link | None, dtype: str, experts: int | None, top_k: int | None,
-                 ffn: int | None, element_bytes: float, matmuls: int, why_unread: str) -> AxisVerdict:
+def judge_expert(chip: Chip | None, link: Link | None, dtype: str, found: ExpertFinding,
+                 matmuls: int = EXPERT_MATMULS) -> AxisVerdict:
     """An expert layer: dispatch + combine (2 D b bytes per slot) against n matmuls (2 n D F FLOPs per slot)."""
     what = "expert MLP width F"
-    if not experts or not top_k:
-        return AxisVerdict(None, EXPERT_RULE, None, what, reason=f"E and k not read: {why_unread}")
-    ratio, how, why = _ratio_and_how(chip, link, dtype, EXPERT_RULE)
+    if not found.routing.experts or not found.routing.top_k:
+        return AxisVerdict(None, EXPERT_RULE, None, what, reason=f"E and k not read: {found.routing.how}")
+    ratio, how, why = _ratio_and_how(chip, link, dtype)
     if ratio is None:
-        return AxisVerdict(None, EXPERT_RULE, ffn, what, reason=why)
-    if not ffn:
+        return AxisVerdict(None, EXPERT_RULE, found.ffn, what, reason=why)
+    if not found.ffn:
         return AxisVerdict(None, EXPERT_RULE, None, what, reason="no dot reads the dispatched tokens: F unknown")
-    threshold = ratio * element_bytes / matmuls
-    how = f"(C/W) b / n, {how}, b = {element_bytes:g} bytes, n = {matmuls} matmuls per expert"
-    return _decide("expert", EXPERT_RULE, float(ffn), what, threshold, how)
+    threshold = ratio * found.element_bytes / matmuls
+    how = f"(C/W) b / n, {how}, b = {found.element_bytes:g} bytes, n = {matmuls} matmuls per expert"
+    return _decide("expert", EXPERT_RULE, float(found.ffn), what, threshold, how)
 
 
-def judge_pipeline(stages: int, microbatches: int | None, bubble: float | None, why_unread: str) -> AxisVerdict:
+def judge_pipeline(found: PipelineFinding) -> AxisVerdict:
     """The bubble against GPipe's m >= 4p (a rule of the schedule, not of the chip)."""
     what = "bubble fraction (p-1)/(m+p-1)"
-    if bubble is None or microbatches is None:
-        return AxisVerdict(None, PIPELINE_RULE, None, what, reason=why_unread)
-    threshold = (stages - 1) / ((MICROBATCHES_PER_STAGE + 1) * stages - 1)
-    how = f"(p-1)/(5p-1) with p = {stages}: the bubble at m = 4p microbatches (GPipe)"
+    if found.bubble_fraction is None:
+        return AxisVerdict(None, PIPELINE_RULE, None, what, reason=found.how)
+    p, bubble = found.stages, found.bubble_fraction
+    threshold = (p - 1) / ((MICROBATCHES_PER_STAGE + 1) * p - 1)
+    how = f"(p-1)/(5p-1) with p = {p}: the bubble at m = 4p microbatches (GPipe)"
     if bubble <= threshold:
         return AxisVerdict("compute-bound", PIPELINE_RULE, bubble, what, threshold, how)
     return AxisVerdict("bubble-bound", PIPELINE_RULE, bubble, what, threshold, how, SUGGESTIONS["pipeline"])
