@@ -352,3 +352,22 @@ def test_routing_leads_over_heavier_parameter_gathers():
     # capacity: the all-to-all's 4 x 8 x 1,024 elements over E x D = 8 x 1,024
     assert axis.expert.capacity == 4
     assert axis.roles[0].verdict.reason == "no target chip: give --target"
+
+
+def test_ring_around_a_fused_attention_kernel_is_context_not_pipeline():
+    """The ring's loop calls a fused attention kernel (cuDNN flash attention), not a dot: still K/V passes
+    (a permute in a loop is no pipeline stage when the loop computes attention)."""
+    text = TWO_ROLES.replace(
+        "  %kt = f32[2,2,32,64]{3,2,1,0} transpose(%k), dimensions={0,2,3,1}\n"
+        "  %scores = f32[2,2,64,64]{3,2,1,0} dot(%q, %kt), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, "
+        "rhs_batch_dims={0,1}, rhs_contracting_dims={2}\n",
+        "  %qb = f32[2,64,4,32]{3,2,1,0} broadcast(%q), dimensions={0,2,1,3}\n"
+        "  %o = (f32[2,64,4,32]{3,2,1,0}, u8[0]{0}) custom-call(%qb, %k, %k), "
+        "custom_call_target=\"__cudnn$fmhaSoftmax\"\n")
+    assert "__cudnn$fmhaSoftmax" in text
+    report = diagnose(DiagnoseInputs([parse_hlo_text(text)]))
+    (axis,) = report.axes
+    assert [r.role for r in axis.roles] == ["context", "fsdp"] and axis.pipeline is None
+    # [batch, sequence, heads, head dim]: 64 tokens per chip, head dim 32, 4 query heads on 2 K/V heads
+    shape = axis.context.attention
+    assert (shape.seq_per_chip, shape.head_dim, shape.heads_per_kv_head) == (64, 32, 2)

@@ -6,7 +6,8 @@ attention loop, while the chip computes attention of its queries against the
 block it holds. A permute is read as a K/V pass when its loop (the body and
 the computations it calls, fusions included) holds an attention-shaped dot:
 batch dimensions on both sides, no weight-shaped operand, and a contracting
-extent equal to the block's last (head) dimension. That dot's key side gives
+extent equal to the block's last (head) dimension; or a fused attention kernel
+(cuDNN, Pallas splash/flash: a custom-call) reading blocks of its shape. That dot's key side gives
 the per-chip sequence length s (its free extent) and the ratio of query heads
 to key/value heads (its elements over the block's). All-gather context
 parallelism gathers K/V along the sequence instead: an activation all-gather
@@ -59,9 +60,38 @@ def attention_shape(module: HloModule, computations: set[str], block: Shape,
             continue
         votes[(dot.free("rhs"), head_dim, key_elements / block_elements)] += 1
     if not votes:
-        return None
+        return attention_kernel_shape(module, computations, block)
     (s, d, ratio), _ = votes.most_common(1)[0]
     return AttentionShape(s, d, ratio)
+
+
+# Fused attention kernels: cuDNN's flash attention, Pallas / Mosaic splash and flash kernels, Triton's.
+ATTENTION_KERNELS = ("fmha", "flash", "splash", "attention", "mha")
+
+
+def attention_kernel_shape(module: HloModule, computations: set[str], block: Shape) -> AttentionShape | None:
+    """A fused attention kernel (a custom-call) among ``computations`` reading an operand of the block's
+    shape. Read in JAX's [batch, sequence, heads, head dim] layout: s the block's second dimension, d its
+    last, H/H_kv the first (query) operand's elements over the block's."""
+    if len(block.dims) != 4:
+        return None
+    for name in computations:
+        comp = module.computations.get(name)
+        if comp is None:
+            continue
+        shapes = {i.name: i.shape for i in comp.instructions}
+        for inst in comp.instructions:
+            target = (inst.custom_call_target or "").lower()
+            if inst.opcode != "custom-call" or not any(word in target for word in ATTENTION_KERNELS):
+                continue
+            operands = [shapes[o] for o in inst.operands if o in shapes]
+            if len(operands) < 2 or not any(tuple(o.dims) == tuple(block.dims) for o in operands[1:]):
+                continue
+            query = math.prod(operands[0].dims)
+            if query <= 0 or query % math.prod(block.dims):
+                continue
+            return AttentionShape(block.dims[1], block.dims[-1], query / math.prod(block.dims))
+    return None
 
 
 def loop_computations(module: HloModule, loop: Loop, loops: dict[str, Loop]) -> set[str]:
