@@ -1,4 +1,7 @@
-"""Parallelism: the device mesh, each axis's communication (in flight vs exposed) and the book's verdict.
+"""Parallelism: the device mesh, each axis's communication (in flight vs exposed), its roles and the book's verdicts.
+
+A pipeline axis shows its schedule (stages x ticks, the bubble's idle slots), a ring-attention axis its ring
+(which chip passes K/V to which, the block per chip), an expert axis its routing (E, k, capacity).
 
 The numbers are the records of `traceview parallelism --format json`, so the page and the CLI agree.
 """
@@ -12,10 +15,12 @@ import streamlit as st
 
 from traceview.dashboards.data import Source, View
 from traceview.parallelism.diagnose import from_analysis
+from traceview.parallelism.roles import ROLE_NAMES
 from traceview.render.parallelism import fmt_value, md, parallelism_json
 from traceview.units import fmt_pct, fmt_si, fmt_time_us
 
-VERDICT_COLOURS = {"compute-bound": "#4c78a8", "communication-bound": "#e45756"}
+VERDICT_COLOURS = {"compute-bound": "#4c78a8", "communication-bound": "#e45756", "bubble-bound": "#f58518"}
+MAX_SCHEDULE_CELLS = 4096     # stages x ticks drawn at most (hostile sizes)
 
 
 @st.cache_resource(show_spinner="Reading the mesh...", max_entries=8)
@@ -60,9 +65,54 @@ def time_chart(axes: list[dict]) -> alt.Chart | None:
     ).properties(height=max(140, 60 + 45 * len(axes)))
 
 
+def pipeline_schedule(pipeline: dict) -> pd.DataFrame | None:
+    """The SPMD schedule: stage s works on microbatch t - s at tick t, idle otherwise (the bubble)."""
+    p, m = pipeline.get("stages"), pipeline.get("microbatches")
+    if not p or not m or p * (m + p - 1) > MAX_SCHEDULE_CELLS:
+        return None
+    rows = []
+    for stage in range(p):
+        for tick in range(m + p - 1):
+            work = 0 <= tick - stage < m
+            rows.append({"stage": stage, "tick": tick, "state": "microbatch" if work else "bubble (idle)",
+                         "microbatch": tick - stage if work else None})
+    return pd.DataFrame(rows)
+
+
+def schedule_chart(frame: pd.DataFrame) -> alt.Chart:
+    return alt.Chart(frame).mark_rect(stroke="white").encode(
+        x=alt.X("tick:O", title="tick (loop iteration)"), y=alt.Y("stage:O", title="stage"),
+        color=alt.Color("state:N", scale=alt.Scale(domain=["microbatch", "bubble (idle)"],
+                                                   range=["#4c78a8", "#f58518"])),
+        tooltip=["stage", "tick", "state", "microbatch"],
+    ).properties(height=40 + 28 * int(frame["stage"].max() + 1))
+
+
+def ring_chart(size: int) -> alt.Chart | None:
+    """The ring of an axis: chip i passes its K/V block to chip i + 1 at every step."""
+    if size < 2 or size > 64:
+        return None
+    angles = np.linspace(0, 2 * np.pi, size, endpoint=False)
+    nodes = pd.DataFrame({"chip": range(size), "x": np.sin(angles), "y": np.cos(angles)})
+    edges = pd.DataFrame([{"pair": i, "x": nodes.x[i], "y": nodes.y[i], "order": 0} for i in range(size)]
+                         + [{"pair": i, "x": nodes.x[(i + 1) % size], "y": nodes.y[(i + 1) % size], "order": 1}
+                            for i in range(size)])
+    axis = alt.Axis(labels=False, ticks=False, grid=False, title=None, domain=False)
+    lines = alt.Chart(edges).mark_line(color="#bab0ac", point=False).encode(
+        x=alt.X("x:Q", axis=axis), y=alt.Y("y:Q", axis=axis), detail="pair:N", order="order:Q")
+    dots = alt.Chart(nodes).mark_circle(size=500, color="#4c78a8").encode(x="x:Q", y="y:Q", tooltip=["chip"])
+    labels = alt.Chart(nodes).mark_text(color="white", fontWeight="bold").encode(x="x:Q", y="y:Q", text="chip:N")
+    return (lines + dots + labels).properties(width=220, height=220)
+
+
+def _roles_text(a: dict) -> str:
+    roles = a.get("roles") or []
+    return " + ".join(ROLE_NAMES.get(r["role"], r["role"]) for r in roles) or (a["role_name"] or "no role")
+
+
 def _axis_table(axes: list[dict]) -> pd.DataFrame:
     return pd.DataFrame([{
-        "axis": a["name"], "size": a["size"], "role": a["role_name"] or "-", "collectives": a["collectives"],
+        "axis": a["name"], "size": a["size"], "roles": _roles_text(a), "collectives": a["collectives"],
         "bytes": fmt_si(a["bytes"] if a["bytes"] is not None else a["bytes_per_step"], "B"),
         "in flight": fmt_time_us(a["time_us"]), "exposed": fmt_time_us(a["exposed_time_us"]),
         "share of step": fmt_pct(a["share_of_step"]), "link": (a["link"] or {}).get("kind", "-"),
@@ -96,17 +146,13 @@ def render(view: View) -> None:
         st.caption(f"Per-chip batch {tokens['value']:,.0f} tokens ({md(tokens['how'])}).")
     for a in axes:
         verdict = a["verdict"] or "not judged"
-        with st.expander(f"{a['name']} ({a['size']}): {a['role_name'] or 'no role'} — {verdict}", expanded=True):
+        with st.expander(f"{a['name']} ({a['size']}): {_roles_text(a)} — {verdict}", expanded=True):
             st.markdown("**Evidence:** " + ("; ".join(md(e) for e in a["evidence"]) or "none"))
-            if a["value"] is not None and a["threshold"] is not None:
-                st.markdown(f"**Rule** {md(a['rule'])}: {md(a['value_what'])} **{fmt_value(a['value'])}** vs "
-                            f"threshold **{fmt_value(a['threshold'])}** ({md(a['threshold_how'])})")
-            else:
-                st.markdown(f"**Rule** {md(a['rule'])}: {md(a['reason'] or '')}")
+            _structure(a)
+            for role in a.get("roles") or [a]:
+                _rule(role)
             if a.get("measured"):
                 st.markdown(f"**Measured:** {md(a['measured'])}")
-            for tip in a["suggestions"]:
-                st.markdown(f"- {md(tip)}")
     with st.expander(f"{len(record['collectives'])} collectives and their axes", expanded=False):
         table = pd.DataFrame(record["collectives"])
         if not table.empty:
@@ -114,3 +160,43 @@ def render(view: View) -> None:
         st.dataframe(table, width="stretch", hide_index=True)
     for warning in record["warnings"]:
         st.caption(f"warning: {md(warning)}")
+
+
+def _rule(v: dict) -> None:
+    name = ROLE_NAMES.get(v.get("role") or "", "")
+    lead = f"**{md(name)}** · " if name else ""
+    if v["value"] is not None and v["threshold"] is not None:
+        st.markdown(f"{lead}**Rule** {md(v['rule'])}: {md(v['value_what'])} **{fmt_value(v['value'])}** vs "
+                    f"threshold **{fmt_value(v['threshold'])}** → {v['verdict'] or 'not judged'} "
+                    f"({md(v['threshold_how'])})")
+    else:
+        st.markdown(f"{lead}**Rule** {md(v['rule'])}: {md(v['reason'] or '')}")
+    for tip in v["suggestions"]:
+        st.markdown(f"- {md(tip)}")
+
+
+def _structure(a: dict) -> None:
+    """The pipeline's schedule and bubble, the ring, the routing."""
+    pipe, ring, expert = a.get("pipeline"), a.get("context"), a.get("expert")
+    if pipe:
+        bubble = pipe["bubble_fraction"]
+        st.markdown(f"**Pipeline:** {pipe['stages']} stages, {pipe['microbatches'] or '-'} microbatches, bubble "
+                    f"**{'-' if bubble is None else fmt_pct(bubble)}** — {md(pipe['how'])}")
+        frame = pipeline_schedule(pipe)
+        if frame is not None:
+            st.altair_chart(schedule_chart(frame), width="stretch")
+    if ring:
+        st.markdown(f"**Context ({md(ring['style'])}):** {ring['seq_per_chip']} tokens of sequence per chip, head dim "
+                    f"{ring['head_dim']}, {fmt_value(ring['heads_per_kv_head'])} query heads per K/V head, "
+                    f"{fmt_si(ring['bytes_per_pass'], 'B')} of K/V per pass, {ring['passes'] or '-'} passes per "
+                    f"loop, {fmt_si(ring['bytes_per_step'], 'B')} per step, exposed "
+                    f"{fmt_time_us(ring['exposed_time_us'])}")
+        chart = ring_chart(a["size"]) if ring["style"] == "ring" else None
+        if chart is not None:
+            st.caption(f"The ring: at each of the loop's {ring['passes'] or '-'} passes, chip i sends the K/V block "
+                       f"it holds to chip i + 1 (mod {a['size']}) while it computes attention on it.")
+            st.altair_chart(chart, width="content")
+    if expert:
+        st.markdown(f"**Experts:** E={expert['experts'] or '-'}, top-{expert['top_k'] or '-'}, capacity "
+                    f"{fmt_value(expert['capacity'])}, D={expert['d_model'] or '-'}, F={expert['ffn'] or '-'} — "
+                    f"{md(expert['how'])}")

@@ -55,6 +55,15 @@ SAMPLES: dict[str, tuple[str, int, dict[str, Any]]] = {
     "tensor_parallel": ("build_tensor_parallel", 8,
                         {"mesh": {"data": 2, "model": 4}, "batch": 128, "d_in": 256, "hidden": 1024,
                          "d_out": 256, "lr": 1e-3}),
+    # Context, pipeline and expert parallelism (the 2-D FSDP x tensor-parallel step is "sharded").
+    "ring_attention": ("build_ring_attention", 8,
+                       {"mesh": {"context": 4, "data": 2}, "traced_steps": 1, "batch": 4, "seq": 384, "d_model": 128, "heads": 4,
+                        "kv_heads": 2, "head_dim": 32, "lr": 1e-3}),
+    "pipeline": ("build_pipeline", 8,
+                 {"mesh": {"stage": 4, "data": 2}, "traced_steps": 2, "microbatches": 6, "batch": 96, "d_model": 128, "lr": 1e-3}),
+    "moe": ("build_moe", 8,
+            {"mesh": {"expert": 8}, "traced_steps": 3, "experts": 8, "top_k": 2, "capacity": 16, "batch": 512, "d_model": 64,
+             "d_ff": 128, "lr": 1e-3}),
     # Regression pair for `traceview diff` / `check`: the very same program as
     # mlp, captured again, and the same program with 2x wider hidden layers.
     "mlp_repeat": ("build_mlp", 1, MLP_CONFIG),
@@ -434,6 +443,215 @@ class _null_context:
         return False
 
 
+def build_ring_attention(cfg: dict[str, Any]):
+    """Context parallelism: ring attention over mesh axis 'context' (shard_map + ppermute).
+
+    The sequence is split over 'context'; each chip keeps its query block and
+    passes its key/value blocks around the ring with ``ppermute`` inside a
+    ``fori_loop`` of ``context`` steps, accumulating an online softmax: the
+    book's ring attention. The batch is split over 'data'; the projection
+    weights are replicated and their gradients pmean'ed over both axes (data
+    parallelism's gradient all-reduce, over 'context+data').
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    n, nd = cfg["mesh"]["context"], cfg["mesh"]["data"]
+    mesh = Mesh(_device_grid(jax.devices(), n, nd), ("context", "data"))
+    d, heads, kv_heads, hd, lr = cfg["d_model"], cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["lr"]
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    shapes = ((d, heads * hd), (d, kv_heads * hd), (d, kv_heads * hd), (heads * hd, d))
+    params = tuple(jax.device_put(jax.random.normal(k, s, jnp.float32) / jnp.sqrt(s[0]),
+                                  NamedSharding(mesh, P())) for k, s in zip(keys, shapes))
+    ring = [(i, (i + 1) % n) for i in range(n)]
+
+    def attention(wq, wk, wv, wo, x):
+        b, s, _ = x.shape
+        q = (x @ wq).reshape(b, s, heads, hd)
+        k = (x @ wk).reshape(b, s, kv_heads, hd)
+        v = (x @ wv).reshape(b, s, kv_heads, hd)
+        group = heads // kv_heads
+
+        def step(_, carry):
+            k, v, num, den, top = carry
+            kk, vv = jnp.repeat(k, group, axis=2), jnp.repeat(v, group, axis=2)
+            scores = jnp.einsum("bqhd,bkhd->bhqk", q, kk) / jnp.sqrt(hd)
+            new_top = jnp.maximum(top, scores.max(-1))
+            scale, p = jnp.exp(top - new_top), jnp.exp(scores - new_top[..., None])
+            num = num * scale[..., None] + jnp.einsum("bhqk,bkhd->bhqd", p, vv)
+            den = den * scale + p.sum(-1)
+            k, v = jax.lax.ppermute(k, "context", ring), jax.lax.ppermute(v, "context", ring)
+            return k, v, num, den, new_top
+
+        init = (k, v, jnp.zeros((b, heads, s, hd)), jnp.zeros((b, heads, s)),
+                jnp.full((b, heads, s), -jnp.inf))
+        _, _, num, den, _ = jax.lax.fori_loop(0, n, step, init)
+        out = (num / den[..., None]).transpose(0, 2, 1, 3).reshape(b, s, heads * hd)
+        return out @ wo
+
+    def shard_step(wq, wk, wv, wo, x, y):
+        def loss_fn(ws):
+            return jnp.mean((attention(*ws, x) - y) ** 2)
+
+        loss, grads = jax.value_and_grad(loss_fn)((wq, wk, wv, wo))
+        grads = jax.lax.pmean(grads, ("context", "data"))  # replicated weights: gradient all-reduce
+        new = tuple(w - lr * g for w, g in zip((wq, wk, wv, wo), grads))
+        return (*new, jax.lax.pmean(loss, ("context", "data")))
+
+    seq_spec = P("data", "context", None)
+    step = jax.shard_map(shard_step, mesh=mesh, in_specs=(P(), P(), P(), P(), seq_spec, seq_spec),
+                         out_specs=(P(), P(), P(), P(), P()), check_vma=False)
+
+    def train_step(params, batch):
+        *new, loss = step(*params, *batch)
+        return tuple(new), loss
+
+    data_sharding = NamedSharding(mesh, seq_spec)
+    batches = [tuple(jax.device_put(a, data_sharding) for a in b)
+               for b in _regression_batches((cfg["batch"], cfg["seq"]), d, d)]
+    compiled = jax.jit(train_step).lower(params, batches[0]).compile()
+    desc = (f"ring attention (context parallel) on {n * nd} CPU devices, mesh context={n} x data={nd}, shard_map: "
+            f"batch split over 'data', sequence {cfg['seq']} split over 'context' ({cfg['seq'] // n} per chip), "
+            f"{heads} query heads, {kv_heads} "
+            f"key/value heads of {hd}, K/V blocks ppermute'd around the ring in a fori_loop of {n} steps "
+            "(online softmax); weights replicated, gradients pmean over both axes; SGD, f32")
+    return desc, compiled, params, batches
+
+
+def build_pipeline(cfg: dict[str, Any]):
+    """An SPMD pipeline (GPipe schedule) over 'stage', data parallel over 'data'.
+
+    Each stage holds one layer (the weights stacked [stages, D, D], split over
+    'stage'). One scan of m + p - 1 iterations: every stage runs its layer on
+    the activation it holds, then passes it to the next stage with ``ppermute``;
+    stage 0 takes microbatch t at iteration t, the last stage emits microbatch
+    t - (p - 1). The bubble is (p - 1) / (m + p - 1).
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    p, nd = cfg["mesh"]["stage"], cfg["mesh"]["data"]
+    mesh = Mesh(_device_grid(jax.devices(), p, nd), ("stage", "data"))
+    m, d, lr = cfg["microbatches"], cfg["d_model"], cfg["lr"]
+    w = jax.random.normal(jax.random.PRNGKey(0), (p, d, d), jnp.float32) / jnp.sqrt(d)
+    params = (jax.device_put(w, NamedSharding(mesh, P("stage", None, None))),)
+    ring = [(i, (i + 1) % p) for i in range(p)]
+
+    def forward(ws, xs):
+        stage = jax.lax.axis_index("stage")
+        w = ws[0]
+
+        def tick(held, t):
+            fed = jnp.where(stage == 0, xs[jnp.minimum(t, m - 1)], held)
+            out = jnp.tanh(fed @ w)
+            return jax.lax.ppermute(out, "stage", ring), out
+
+        _, outs = jax.lax.scan(tick, jnp.zeros_like(xs[0]), jnp.arange(m + p - 1))
+        return outs[p - 1:]                               # the last stage's outputs, microbatch order
+
+    def shard_step(ws, x, y):
+        xs, ys = x.reshape(m, -1, d), y.reshape(m, -1, d)
+
+        def loss_fn(ws):
+            last = jax.lax.axis_index("stage") == p - 1
+            err = jnp.where(last, jnp.mean((forward(ws, xs) - ys) ** 2), 0.0)
+            return jax.lax.psum(err, "stage")
+
+        loss, g = jax.value_and_grad(loss_fn)(ws)
+        g = jax.lax.pmean(g, "data")                        # gradient all-reduce over 'data'
+        return ws - lr * g, jax.lax.pmean(loss, "data")
+
+    step = jax.shard_map(shard_step, mesh=mesh, in_specs=(P("stage", None, None), P("data", None), P("data", None)),
+                         out_specs=(P("stage", None, None), P()), check_vma=False)
+
+    def train_step(params, batch):
+        new, loss = step(params[0], *batch)
+        return (new,), loss
+
+    data_sharding = NamedSharding(mesh, P("data", None))
+    batches = [tuple(jax.device_put(a, data_sharding) for a in b)
+               for b in _regression_batches(cfg["batch"], d, d)]
+    compiled = jax.jit(train_step).lower(params, batches[0]).compile()
+    desc = (f"SPMD pipeline on {p * nd} CPU devices, mesh stage={p} x data={nd}: one {d}x{d} tanh layer per "
+            f"stage, {m} microbatches of {cfg['batch'] // nd // m} rows per data shard, a scan of m + p - 1 = "
+            f"{m + p - 1} ticks passing activations to the next stage with ppermute (GPipe schedule, bubble "
+            f"(p-1)/(m+p-1) = {(p - 1) / (m + p - 1):.4f}); gradients pmean over 'data'; SGD, f32")
+    return desc, compiled, params, batches
+
+
+def build_moe(cfg: dict[str, Any]):
+    """A mixture-of-experts MLP, expert parallel over 'expert' (all-to-all dispatch and combine).
+
+    A replicated router scores each token's experts and keeps the top k
+    (``lax.top_k``); tokens are placed in per-expert slots of a fixed capacity
+    (GShard's dispatch tensor), sent to their experts' chips with
+    ``all_to_all``, run through the local expert's MLP, and sent back with a
+    second ``all_to_all`` (combine). Experts' weights are split over
+    'expert'; the router's gradient is pmean'ed over 'expert'.
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    n = cfg["mesh"]["expert"]
+    mesh = Mesh(_device_grid(jax.devices(), n, 1).reshape(n), ("expert",))
+    e, k, d, f, lr = cfg["experts"], cfg["top_k"], cfg["d_model"], cfg["d_ff"], cfg["lr"]
+    tokens = cfg["batch"] // n
+    cap = cfg["capacity"]
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    router = jax.random.normal(keys[0], (d, e), jnp.float32) / jnp.sqrt(d)
+    w_in = jax.random.normal(keys[1], (e, d, f), jnp.float32) / jnp.sqrt(d)
+    w_out = jax.random.normal(keys[2], (e, f, d), jnp.float32) / jnp.sqrt(f)
+    specs = (P(), P("expert", None, None), P("expert", None, None))
+    params = tuple(jax.device_put(a, NamedSharding(mesh, s)) for a, s in zip((router, w_in, w_out), specs))
+
+    def moe(router, w_in, w_out, x):
+        gates, chosen = jax.lax.top_k(jax.nn.softmax(x @ router), k)      # [T, k]
+        onehot = jax.nn.one_hot(chosen, e)                                  # [T, k, E]
+        slot = (jnp.cumsum(onehot.reshape(-1, e), axis=0).reshape(onehot.shape) - 1) * onehot
+        keep = onehot * (slot < cap)
+        where = jax.nn.one_hot(slot, cap) * keep[..., None]                 # [T, k, E, C]
+        dispatch = where.sum(1)                                             # [T, E, C]
+        combine = (where * gates[..., None, None]).sum(1)
+        sent = jnp.einsum("tec,td->ecd", dispatch, x)                       # [E, C, D]
+        got = jax.lax.all_to_all(sent, "expert", 0, 0, tiled=True)          # [E, C, D]: n sources x local
+        got = got.reshape(n, e // n, cap, d).transpose(1, 0, 2, 3).reshape(e // n, n * cap, d)
+        h = jax.nn.relu(jnp.einsum("gtd,gdf->gtf", got, w_in))
+        y = jnp.einsum("gtf,gfd->gtd", h, w_out)
+        y = y.reshape(e // n, n, cap, d).transpose(1, 0, 2, 3).reshape(e, cap, d)
+        back = jax.lax.all_to_all(y, "expert", 0, 0, tiled=True)            # combine
+        return jnp.einsum("tec,ecd->td", combine, back)
+
+    def shard_step(router, w_in, w_out, x, y):
+        def loss_fn(ws):
+            return jnp.mean((moe(*ws, x) - y) ** 2)
+
+        loss, (gr, gi, go) = jax.value_and_grad(loss_fn)((router, w_in, w_out))
+        gr = jax.lax.pmean(gr, "expert")
+        return router - lr * gr, w_in - lr * gi, w_out - lr * go, jax.lax.pmean(loss, "expert")
+
+    step = jax.shard_map(shard_step, mesh=mesh, in_specs=(*specs, P("expert", None), P("expert", None)),
+                         out_specs=(*specs, P()))
+
+    def train_step(params, batch):
+        *new, loss = step(*params, *batch)
+        return tuple(new), loss
+
+    data_sharding = NamedSharding(mesh, P("expert", None))
+    batches = [tuple(jax.device_put(a, data_sharding) for a in b) for b in _regression_batches(cfg["batch"], d, d)]
+    compiled = jax.jit(train_step).lower(params, batches[0]).compile()
+    desc = (f"mixture-of-experts MLP on {n} CPU devices, mesh expert={n}: {e} experts ({e // n} per chip), "
+            f"top-{k} routing, capacity {cap} tokens per expert per source chip, {tokens} tokens per chip, "
+            f"D={d}, F={f}; dispatch and combine with all_to_all over 'expert'; router replicated (gradient "
+            "pmean over 'expert'); SGD, f32")
+    return desc, compiled, params, batches
+
+
 def _compile_two_layer_step(shard_step, mesh, w_specs, batch_axis: str, params, cfg: dict[str, Any]):
     """shard_map a step of two weight matrices over `mesh` (the batch split over `batch_axis`),
     jit and compile it; returns (compiled, batches placed on the mesh)."""
@@ -504,7 +722,7 @@ def run_worker(name: str, work: Path) -> None:
 
     traced, losses = [], []
     with jax.profiler.trace(str(work / "log"), create_perfetto_trace=name in PERFETTO_SAMPLES):
-        for i in range(TRACED_STEPS):
+        for i in range(cfg.get("traced_steps", TRACED_STEPS)):
             with jax.profiler.StepTraceAnnotation("train", step_num=i):
                 dt, loss = run(i)
             traced.append(dt)

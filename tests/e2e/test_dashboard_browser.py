@@ -254,6 +254,25 @@ def test_inference_tab_in_chromium(browser, sample_traces, tmp_path):
     assert f"{expected['critical_batch']:,.0f}" in panel
     for phase in expected["phases"]:
         assert phase["module"] in panel
+
+
+@pytest.mark.parametrize("sample, charts, shows", [
+    ("pipeline", 2, ["Pipeline: 4 stages, 6 microbatches, bubble 33.3%", "stage (4): pipeline", "bubble-bound"]),
+    ("ring_attention", 2, ["Context (ring): 96 tokens of sequence per chip", "context parallel"]),
+    ("moe", 1, ["Experts: E=8, top-2, capacity 16", "expert parallel + data parallel"]),
+])
+def test_parallelism_tab_structures_in_chromium(browser, sample_traces, tmp_path, sample, charts, shows):
+    """The Parallelism tab's roles (several per axis), the pipeline's schedule and bubble, the ring."""
+    trace = sample_traces / sample
+    with dashboard_server(trace, tmp_path / "server.log") as url:
+        _open_overview(browser, url)
+        _settle(browser, 0, "Overview")
+        _click_tab(browser, "Parallelism", "Mesh")
+        _settle(browser, charts, "Parallelism")
+        panel = browser.js(_PANEL)
+        shot = browser.screenshot(tmp_path / f"dashboard_parallelism_{sample}.png")
+    for text in shows:
+        assert text in panel, text
     assert "Traceback" not in panel
     _keep([shot])
     assert _not_blank(shot) > 200

@@ -16,7 +16,7 @@ import pytest
 
 import traceview
 from traceview.hardware.database import get_chip, load_hardware
-from traceview.parallelism.diagnose import diagnose, from_analysis, from_hlo
+from traceview.parallelism.diagnose import DiagnoseInputs, diagnose, from_analysis, from_hlo
 from traceview.parallelism.groups import collective_sites
 from traceview.parallelism.mesh import subgrid
 from traceview.parallelism.rules import axis_link, critical_ratio
@@ -51,7 +51,7 @@ def _ar(name: str, groups: str, extra: str = ", channel_id=1, use_global_device_
 
 def _report(text: str):
     module = parse_hlo_text(text)
-    return diagnose([module])
+    return diagnose(DiagnoseInputs([module]))
 
 
 def _axes_of(report) -> dict[str, list[str] | None]:
@@ -344,6 +344,10 @@ def test_maxtext_h100_dump_fsdp_over_4(shared_traces):
     assert axis.bytes_per_step > axis.bytes_per_execution
     record = parallelism_json(report)
     assert record["axes"][0]["time_us"] is None      # no trace: no times, not zeros
+    assert record["target"] == {"name": h100.name, "source": "--target"}
+    assert [r["role"] for r in record["axes"][0]["roles"]] == ["fsdp"]
+    # its two all-to-alls reshard activations (no router): not read as expert parallelism
+    assert {c["pattern"] for c in record["collectives"] if c["kind"] == "all-to-all"} == {"all-to-all"}
     from traceview.config.files import schema
 
     pytest.importorskip("jsonschema").validate(record, schema("parallelism"))

@@ -19,7 +19,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "sample_traces" / "capture.py"
-SAMPLES = ("mlp", "transformer", "sharded", "fsdp", "tensor_parallel", "mlp_repeat", "mlp_slow", "mlp_perfetto")
+SAMPLES = ("mlp", "transformer", "sharded", "fsdp", "tensor_parallel", "ring_attention", "pipeline", "moe", "mlp_repeat",
+           "mlp_slow", "mlp_perfetto")
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter")
 
 
@@ -49,6 +50,11 @@ def _entry_instructions(hlo_text: str) -> dict[str, str]:
     return found
 
 
+def _instructions(hlo_text: str) -> set[str]:
+    """Every instruction name of an HLO text dump (loop bodies' included)."""
+    return set(re.findall(r"^\s*(?:ROOT )?%([\w.\-]+) = ", hlo_text, re.M))
+
+
 def _check_sample(dest: Path, name: str) -> tuple[dict, str]:
     meta = json.loads((dest / "capture.json").read_text())
     xplane = dest / meta["xplane"]
@@ -75,20 +81,21 @@ def _check_sample(dest: Path, name: str) -> tuple[dict, str]:
     # A marker can fall just outside the traced window when the session stops;
     # the reader then keeps the op's own end. Nearly all must link.
     assert len(unmatched) <= max(2, len(ops) // 50), unmatched
-    # Every traced op belongs to the dumped module, with the dump's program id,
-    # and is an instruction of its ENTRY computation.
+    # Every traced op belongs to the dumped module, with the dump's program id, and is an
+    # instruction of its ENTRY computation or of a loop body (ring, pipeline schedule).
     program_id = int(after[0].name.split(".")[0].removeprefix("module_"))
     assert {(o["hlo_module"], int(o["program_id"])) for o in ops} == {(module, program_id)}
     entry = _entry_instructions(hlo)
-    assert {o["hlo_op"] for o in ops} <= set(entry), set(o["hlo_op"] for o in ops) - set(entry)
+    assert {o["hlo_op"] for o in ops} <= _instructions(hlo), {o["hlo_op"] for o in ops} - _instructions(hlo)
 
     # One "train" annotation per traced step, numbered 0..n-1.
     n_steps = len(meta["traced_step_times_s"])
     assert sorted(int(s["step_num"]) for s in steps if s["name"] == "train") == list(range(n_steps))
-    # Each op of the module runs once per step per device.
+    # Each op of the ENTRY runs once per step per device (a loop body's once per iteration).
     n_dev = meta["device_count"]
     counts = Counter((o["hlo_op"], o["device_ordinal"]) for o in ops)
-    assert set(counts.values()) == {n_steps}
+    assert {n for (op, _), n in counts.items() if op in entry} == {n_steps}
+    assert all(n % n_steps == 0 for n in counts.values())
     assert {int(o["device_ordinal"]) for o in ops} == set(range(n_dev))
 
     assert meta["xla_cost_analysis"]["flops"] > 0

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[2]      # tests/support/fuzzing.py -> the repository
 SHARED = REPO.parent / "shared" / "traces"
 SAMPLES = REPO / "sample_traces"
 
@@ -102,6 +102,9 @@ def default_seeds(shared: bool = True, max_trace_bytes: int = 400_000) -> list[S
     hlo_text = sorted(SAMPLES.glob("mlp/hlo/*after_optimizations.txt")) + \
         sorted(SAMPLES.glob("sharded/hlo/*after_optimizations.txt")) + \
         sorted(SAMPLES.glob("serving/hlo/*jit_decode.cpu_after_optimizations.txt"))
+    # the parallelism structures: a ring-attention loop, a pipeline schedule, a top-k router and all-to-alls
+    hlo_text += [p for name in ("ring_attention", "pipeline", "moe")
+                 for p in sorted(SAMPLES.glob(f"{name}/hlo/*after_optimizations.txt"))]
     hlo_proto = sorted(SAMPLES.glob("mlp/hlo/*after_optimizations.hlo.pb")) + \
         sorted(SAMPLES.glob("sharded/hlo/*after_optimizations.hlo.pb")) + \
         sorted(SAMPLES.glob("serving/hlo/*jit_decode.cpu_after_optimizations.hlo.pb"))
@@ -736,6 +739,21 @@ def _check_serving_program(module) -> None:
             raise Garbage(f"negative serving count {value}")
 
 
+def _check_parallelism(module) -> None:
+    """The parallelism report of a hostile module (mesh, roles, ring, pipeline, experts, verdicts on a chip)."""
+    from traceview.hardware.database import get_chip, load_hardware
+    from traceview.parallelism.diagnose import DiagnoseInputs, diagnose
+    from traceview.render.parallelism import parallelism_json
+
+    report = diagnose(DiagnoseInputs([module], chip=get_chip("h100-sxm", load_hardware(None))))
+    record = parallelism_json(report)
+    _check_json_numbers(record, "parallelism")
+    for axis in record["axes"]:
+        bubble = (axis.get("pipeline") or {}).get("bubble_fraction")
+        if bubble is not None and not 0 <= bubble < 1:
+            raise Garbage(f"parallelism: axis {axis['name']!r} has a bubble fraction of {bubble}")
+
+
 def _run_hlo(path: Path) -> None:
     """The full read, and the cheap name readers a dump folder uses to skip modules: these never raise,
     and where they find a name it is the name the full read gives (else a wanted module is skipped)."""
@@ -753,6 +771,7 @@ def _run_hlo(path: Path) -> None:
         pass
     module = read_hlo_file(path)
     _check_costs(module)
+    _check_parallelism(module)
     kind = "proto" if ".pb" in path.name else "header"
     if names.get(kind) is not None and names[kind] != module.name:
         raise Garbage(f"the {kind} names the module {names[kind]!r}, the full read {module.name!r}")

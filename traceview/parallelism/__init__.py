@@ -1,6 +1,9 @@
-"""Parallelism diagnosis: the device mesh, communication per mesh axis, and the book's verdict per axis.
+"""Parallelism diagnosis: the device mesh, communication per mesh axis, the strategies on each axis and the
+book's verdict for each.
 
 mesh (axes, sizes, names) <- groups (each collective's device groups) -> attribution (axes per collective)
--> roles (what each axis is for) + dots (per-chip batch, per-shard width) -> rules (the book's C/W tests)
--> diagnose (one report, with the Analysis's exposed times) -> report (JSON / table / Markdown).
+-> roles (patterns and what each axis is for) + structure (context: the ring or gathered K/V; pipeline: the
+schedule's loop, via loops; expert: the router and all-to-alls) + dots (per-chip batch, per-shard width)
+-> rules (the book's tests) -> diagnose (one report, report.py's records, times.py's trace figures)
+-> render.parallelism (JSON / table / Markdown). docs/parallelism.md has the rules with worked examples.
 """

@@ -14,12 +14,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from traceview.errors import UserError
 from traceview.hardware.chips import Chip
 from traceview.parallelism.attribution import Attribution, as_sets, attribute_all, axes_of_groups
+from traceview.parallelism.context import block_of
 from traceview.parallelism.dots import (
     Figure,
     consuming_dot,
@@ -28,48 +28,53 @@ from traceview.parallelism.dots import (
     state_shapes,
     weight_shapes,
 )
+from traceview.parallelism.expert import routed_tokens, router
 from traceview.parallelism.groups import CollectiveSite, collective_sites, device_counts
 from traceview.parallelism.mesh import Mesh, infer_mesh, named_mesh
-from traceview.parallelism.roles import AxisRole, Classified, axis_roles, classify, gathered_arrays
-from traceview.parallelism.rules import Link, Verdict, axis_link, judge
+from traceview.parallelism.report import AxisReport, Parallelism, RoleReport
+from traceview.parallelism.roles import PATTERN_ROLE, AxisRole, Classified, axis_roles, classify, gathered_arrays
+from traceview.parallelism.rules import (
+    AxisVerdict,
+    Link,
+    axis_link,
+    judge,
+    judge_context,
+    judge_expert,
+    judge_pipeline,
+)
 from traceview.parallelism.shardings import ParameterSharding, parameter_shardings
+from traceview.parallelism.structure import Structures, kv_gather_reader, read_structures
+from traceview.parallelism.times import collective_key, collective_times, fill_times, host_transfers
 from traceview.parsers.hlo_model import HloModule
 
-PS_PER_US = 1e6
+
+@dataclass
+class DiagnoseInputs:
+    """What a parallelism report is made from: the optimized modules, and what else is known."""
+    modules: list[HloModule]
+    before: list[HloModule] = field(default_factory=list)   # before-optimizations modules (mesh names)
+    ops: pd.DataFrame | None = None     # the Analysis's per-op times
+    span_ps: float | None = None        # the device span the exposed shares are of
+    chip: Chip | None = None
+    device_count: int | None = None     # devices the trace shows
+    ran: set[str] | None = None         # names of the modules the trace executed (others left out)
+    costs: pd.DataFrame | None = None   # the HLO cost table (bytes per step through loop trip counts)
+    target_source: str = ""
+
+    @property
+    def has_trace(self) -> bool:
+        return self.ops is not None and not self.ops.empty
 
 
 @dataclass
-class AxisReport:
-    name: str
-    size: int
-    role: AxisRole
-    link: Link | None
-    verdict: Verdict
-    collectives: int = 0                # distinct collective instructions over the axis
-    executions: int | None = None       # collective executions in the trace (all devices)
-    bytes: float | None = None          # payload bytes moved, all executions in the trace (all devices)
-    bytes_per_execution: float = 0.0    # the axis's collectives once each (HLO), per device
-    time_ps: float | None = None        # in-flight time, all devices
-    exposed_ps: float | None = None     # not overlapped by compute, all devices
-    roofline_ps: float | None = None
-    share: float | None = None          # exposed / device span
-    crosses_dcn: bool = False
-    parameters: list[str] = field(default_factory=list)   # "params[0] dim 0": parameters split over the axis
-    measured: str = ""                  # what the exposed time says, beside the book's verdict
-    bytes_per_step: float | None = None  # per device: the cost model's payload x times run per step (trip counts)
-
-
-@dataclass
-class Parallelism:
-    mesh: Mesh | None
-    axes: list[AxisReport]
-    collectives: list[Classified]
-    why_no_mesh: str = ""
-    per_chip_tokens: Figure | None = None
-    target: Chip | None = None
-    has_trace: bool = False
-    warnings: list[str] = field(default_factory=list)
-    parameters: list[ParameterSharding] = field(default_factory=list)
+class _Program:
+    """What the collectives and the dots say, before any axis is judged."""
+    communicating: list[tuple[HloModule, list[CollectiveSite]]]
+    sites: list[CollectiveSite]
+    by_module: dict[str, HloModule]
+    weights: dict[str, set[tuple[int, ...]]] = field(default_factory=dict)
+    rows: list[Classified] = field(default_factory=list)
+    tokens: Figure | None = None
 
 
 def _communicating(modules: list[HloModule]) -> list[tuple[HloModule, list[CollectiveSite]]]:
@@ -90,16 +95,34 @@ def _device_count(modules: list[HloModule]) -> int | None:
     return max(counts) if counts else None
 
 
-def diagnose(modules: list[HloModule], before: list[HloModule] | None = None, ops: pd.DataFrame | None = None,
-             span_ps: float | None = None, chip: Chip | None = None, device_count: int | None = None,
-             ran: set[str] | None = None, costs: pd.DataFrame | None = None) -> Parallelism:
-    """The parallelism report of the given optimized modules (and the trace's op times, when given).
-
-    ``ran``: names of the modules the trace executed; others are left out when given.
-    """
+def diagnose(inputs: DiagnoseInputs) -> Parallelism:
+    """The parallelism report of the given optimized modules (and the trace's op times, when given)."""
     warnings: list[str] = []
-    if ran:
-        modules = [m for m in modules if m.name in ran] or modules
+    modules = _modules_that_ran(inputs)
+    program = _find_collectives(modules, warnings)
+    params = _parameter_shardings(inputs.before, modules)
+    mesh, why = _find_mesh(inputs, modules, program, params, warnings)
+    attributions = _attribute(program.sites, mesh, why, warnings)
+    _read_dots(program, attributions, warnings)
+    report = Parallelism(mesh, [], program.rows, why, program.tokens, inputs.chip, inputs.has_trace, warnings,
+                         params, inputs.target_source)
+    host = host_transfers(inputs.ops, inputs.chip, inputs.span_ps) if inputs.has_trace else None
+    if mesh is not None:
+        for param in params:
+            param.axes = {dim: axes_of_groups(as_sets(groups), mesh)[0] for dim, groups in param.dim_groups.items()}
+        report.axes = _judge_axes(inputs, mesh, attributions, program, params)
+    report.axes += [host] if host else []
+    return report
+
+
+def _modules_that_ran(inputs: DiagnoseInputs) -> list[HloModule]:
+    if inputs.ran:
+        return [m for m in inputs.modules if m.name in inputs.ran] or inputs.modules
+    return inputs.modules
+
+
+def _find_collectives(modules: list[HloModule], warnings: list[str]) -> _Program:
+    """Every collective of the modules; one warning per distinct note (unreadable groups, ...)."""
     communicating = _communicating(modules)
     sites = [site for _, found in communicating for site in found]
     notes = Counter(site.note for site in sites if site.note)
@@ -107,122 +130,155 @@ def diagnose(modules: list[HloModule], before: list[HloModule] | None = None, op
         noted = next(s for s in sites if s.note == note)
         warnings.append(f"{noted.module}/{noted.name}" + (f" and {n - 1} more collective(s)" if n > 1 else "")
                         + f": {note}")
-    named = named_mesh(list(before or []) + modules)
-    count = _device_count([m for m, _ in communicating]) or _device_count(modules)
-    group_sets = [s.groups for s in sites if s.groups]
-    params = [p for m in (before or []) for p in parameter_shardings(m)] or \
+    return _Program(communicating, sites, {m.name: m for m in modules})
+
+
+def _parameter_shardings(before: list[HloModule], modules: list[HloModule]) -> list[ParameterSharding]:
+    return [p for m in before for p in parameter_shardings(m)] or \
         [p for m in modules for p in parameter_shardings(m)]
+
+
+def _find_mesh(inputs: DiagnoseInputs, modules: list[HloModule], program: _Program,
+               params: list[ParameterSharding], warnings: list[str]) -> tuple[Mesh | None, str]:
+    """The mesh: its shape from the collectives' groups and the parameters' tilings, names from Shardy."""
+    named = named_mesh(list(inputs.before) + modules)
+    count = _device_count([m for m, _ in program.communicating]) or _device_count(modules)
+    group_sets = [s.groups for s in program.sites if s.groups]
     named_ids = [x for groups in group_sets for g in groups for x in g]
-    named_ids += [x for s in sites for pair in (s.pairs or []) for x in pair]
+    named_ids += [x for s in program.sites for pair in (s.pairs or []) for x in pair]
     if count is None and named_ids:
         count = max(named_ids) + 1
-        if device_count and count > device_count:
+        if inputs.device_count and count > inputs.device_count:
             warnings.append(f"the collectives name devices 0..{count - 1}: the program spans {count} devices, "
-                            f"the trace shows {device_count}")
-    count = count or device_count
+                            f"the trace shows {inputs.device_count}")
+    count = count or inputs.device_count
     mesh, why = infer_mesh(group_sets + [g for p in params for g in p.dim_groups.values()], count, named)
     if mesh is not None:
         warnings += mesh.warnings
     else:
         warnings.append(f"mesh not determined: {why}")
+    return mesh, why
+
+
+def _attribute(sites: list[CollectiveSite], mesh: Mesh | None, why: str, warnings: list[str]) -> list[Attribution]:
     attributions = attribute_all(sites, mesh, why)
     unattributed = [a for a in attributions if a.axes is None]
     if unattributed:
         first = unattributed[0]
         warnings.append(f"{len(unattributed)} collective(s) not attributed to a mesh axis "
                         f"(first: {first.site.module}/{first.site.name}: {first.reason})")
-    by_module = {m.name: m for m in modules}
+    return attributions
+
+
+def _read_dots(program: _Program, attributions: list[Attribution], warnings: list[str]) -> None:
+    """Weight shapes per module, each collective's pattern, and the per-chip batch from the main module's dots."""
     gathered: dict[str, list[tuple[int, ...]]] = {}
+    state = {m.name: weight_shapes(m, []) for m, _ in program.communicating}
     for att in attributions:
-        if att.site.kind == "all-gather" and att.site.instruction is not None:
-            gathered.setdefault(att.site.module, []).extend(
-                tuple(a.dims) for a in gathered_arrays(att.site.instruction))
-    weights = {m.name: weight_shapes(m, gathered.get(m.name, [])) for m, _ in communicating}
-    rows = classify(attributions, by_module, weights)
-    main = max(communicating, key=lambda ms: len(ms[1]))[0] if communicating else None
-    tokens = per_chip_tokens(main, weights[main.name]) if main is not None else None
-    if main is not None and not state_shapes(main):
+        site = att.site
+        if site.kind != "all-gather" or site.instruction is None:
+            continue
+        arrays = gathered_arrays(site.instruction)
+        module = program.by_module.get(site.module)
+        if module is not None and kv_gather_reader(module, site.computation, site.name, block_of(arrays),
+                                                   state.get(site.module)) is not None:
+            continue          # K/V gathered along the sequence (context parallelism): no weight
+        gathered.setdefault(site.module, []).extend(tuple(a.dims) for a in arrays)
+    program.weights = {m.name: weight_shapes(m, gathered.get(m.name, [])) for m, _ in program.communicating}
+    program.rows = classify(attributions, program.by_module, program.weights)
+    if not program.communicating:
+        return
+    main = max(program.communicating, key=lambda ms: len(ms[1]))[0]
+    routing = router(main)
+    routed = routed_tokens(main, program.weights[main.name], routing.experts) if routing.experts else None
+    program.tokens = routed or per_chip_tokens(main, program.weights[main.name])
+    if not state_shapes(main):
         warnings.append(f"{main.name}: no entry parameter is also a result (not a training step?): weights are "
                         "only the all-gathered parameters")
-    report = Parallelism(mesh, [], rows, why, tokens, chip, ops is not None and not ops.empty, warnings, params)
-    if mesh is not None:
-        for param in params:
-            param.axes = {dim: axes_of_groups(as_sets(groups), mesh)[0] for dim, groups in param.dim_groups.items()}
-    host = _host_transfers(ops, chip, span_ps) if ops is not None and not ops.empty else None
-    if mesh is None:
-        report.axes += [host] if host else []
-        return report
+
+
+@dataclass
+class _AxisContext:
+    """What every axis's verdict reads beside its own collectives."""
+    mesh: Mesh
+    chip: Chip | None
+    dtype: str
+    tokens: float | None
+    widths: dict[str, float | None]
+    full_width: float | None
+    has_tp: bool
+    structures: Structures
+
+
+def _judge_axes(inputs: DiagnoseInputs, mesh: Mesh, attributions: list[Attribution], program: _Program,
+                params: list[ParameterSharding]) -> list[AxisReport]:
     labels = _labels(mesh, attributions)
-    roles = axis_roles(rows, labels)
-    has_tp = any(r.role == "tensor" for r in roles.values())
-    widths = {label: _tp_width(rows, label, by_module, weights) for label in labels}
-    full_width = next((w * s for label, (w, s) in
-                       ((lb, (widths[lb], _label_size(mesh, lb))) for lb in labels)
-                       if roles[label].role == "tensor" and w), None)
-    dtype = _dtype(rows)
-    times = _times(ops, rows) if ops is not None and not ops.empty else {}
-    per_step = _bytes_per_step(costs)
+    structures = read_structures(program.rows, program.by_module, program.weights,
+                                 {label: _label_size(mesh, label) for label in labels})
+    roles = axis_roles(program.rows, labels)
+    widths = {label: _tp_width(program.rows, label, program.by_module, program.weights) for label in labels}
+    full_width = next((width * _label_size(mesh, lb) for lb in labels
+                       if roles[lb].role == "tensor" and (width := widths[lb])), None)
+    shared = _AxisContext(mesh, inputs.chip, _dtype(program.rows), program.tokens.value if program.tokens else None,
+                          widths, full_width, any(r.role == "tensor" for r in roles.values()), structures)
+    times = collective_times(inputs.ops, program.rows) if inputs.has_trace and inputs.ops is not None else {}
+    per_step = _bytes_per_step(inputs.costs, program.by_module)
+    out = []
     for label in labels:
-        mine = [r for r in rows if r.attribution.label == label]
-        crosses = any(bool(times.get(_key(r), {}).get("crosses_dcn")) for r in mine)
-        link = axis_link(chip, crosses, 1, _label_size(mesh, label)) if chip is not None else None
-        role = roles[label]
-        verdict = judge(role.role, chip, link, dtype, tokens.value if tokens else None, widths[label],
-                        full_width, has_tp and role.role == "fsdp")
-        axis = AxisReport(label, _label_size(mesh, label), role, link, verdict, collectives=len(mine),
-                          bytes_per_execution=float(sum(r.bytes for r in mine)), crosses_dcn=crosses,
-                          parameters=[f"{p.label} dim {dim}" for p in params for dim, axes in p.axes.items()
-                                      if axes and "+".join(axes) == label])
-        known = [per_step[_key(r)] for r in mine if _key(r) in per_step]
+        mine = [r for r in program.rows if r.attribution.label == label]
+        axis = _axis_report(label, mine, roles[label], shared, times)
+        axis.parameters = [f"{p.label} dim {dim}" for p in params for dim, axes in p.axes.items()
+                           if axes and "+".join(axes) == label]
+        known = [per_step[collective_key(r)] for r in mine if collective_key(r) in per_step]
         axis.bytes_per_step = float(sum(known)) if mine and len(known) == len(mine) else None
         if axis.parameters:
             shown = ", ".join(axis.parameters[:4]) + (", ..." if len(axis.parameters) > 4 else "")
-            role.evidence.append(f"{len(axis.parameters)} parameter dimension(s) split over it ({shown})")
+            axis.role.evidence.append(f"{len(axis.parameters)} parameter dimension(s) split over it ({shown})")
         if times:
-            _fill_times(axis, [times[_key(r)] for r in mine if _key(r) in times], span_ps)
-        report.axes.append(axis)
-    report.axes += [host] if host else []
-    return report
+            fill_times(axis, [times[collective_key(r)] for r in mine if collective_key(r) in times], inputs.span_ps)
+        out.append(axis)
+    return out
 
 
-def _host_transfers(ops: pd.DataFrame, chip: Chip | None, span_ps: float | None) -> AxisReport | None:
-    """Copies between device and host memory (host offload): no mesh axis, but communication all the same."""
-    if "collective_kind" not in ops.columns:
-        return None
-    rows = ops[ops["collective_kind"].astype(str) == "host-transfer"]
-    if rows.empty:
-        return None
-    link = Link("PCIe", chip.pcie_bandwidth if chip else None, "host link") if chip else None
-    verdict = Verdict(None, "host offload: not a mesh axis", reason="transfers to host memory are judged by "
-                      "their exposed time, not by a C/W rule")
-    axis = AxisReport("host", 1, AxisRole("host offload", [f"{len(rows)} host transfer ops (copy-start/done to "
-                                                            "host memory space S(5))"]), link, verdict,
-                      collectives=int((~rows["op"].astype(str).str.startswith("copy-done")).sum()))
-    slots = []
-    for rec in rows.to_dict("records"):
-        t = rec.get("t_comm_ps")
-        known = not (t is None or (isinstance(t, float) and np.isnan(t)))
-        done = str(rec.get("op", "")).startswith("copy-done")
-        slots.append({"executions": 0 if done else int(rec.get("occurrences") or 0),
-                      "bytes": _num(rec.get("payload_bytes")),
-                      "time": _num(rec.get("judged_time_ps")), "exposed": _num(rec.get("exposed_time_ps")),
-                      "roofline": float(t) if known else 0.0, "roofline_known": known or done})
-    _fill_times(axis, slots, span_ps)
-    return axis
+def _axis_report(label: str, mine: list[Classified], role: AxisRole, shared: _AxisContext,
+                 times: dict[tuple[str, str], dict]) -> AxisReport:
+    """One axis: its link, a verdict per role (the main one first), the structural figures."""
+    size = _label_size(shared.mesh, label)
+    crosses = any(bool(times.get(collective_key(r), {}).get("crosses_dcn")) for r in mine)
+    link = axis_link(shared.chip, crosses, 1, size) if shared.chip is not None else None
+    found = shared.structures
+    judged = [RoleReport(name, evidence, _verdict(name, label, link, shared))
+              for name, evidence in role.roles.items()]
+    main = judged[0].verdict if judged else judge(None, shared.chip, link, shared.dtype, None, None, None, False)
+    return AxisReport(label, size, role, link, main, collectives=len(mine),
+                      bytes_per_execution=float(sum(r.bytes for r in mine)), crosses_dcn=crosses, roles=judged,
+                      pipeline=found.pipeline.get(label), context=found.context.get(label),
+                      expert=found.expert.get(label))
 
 
-def _bytes_per_step(costs: pd.DataFrame | None) -> dict[tuple[str, str], float]:
-    """(module, instruction) -> payload bytes x executions per step, from the HLO cost table."""
+def _verdict(role: str, label: str, link: Link | None, shared: _AxisContext) -> AxisVerdict:
+    """The book's verdict for one role of an axis."""
+    found = shared.structures
+    if role == "context" and label in found.context:
+        return judge_context(shared.chip, link, shared.dtype, found.context[label])
+    if role == "expert" and label in found.expert:
+        return judge_expert(shared.chip, link, shared.dtype, found.expert[label])
+    if role == "pipeline" and label in found.pipeline:
+        return judge_pipeline(found.pipeline[label])
+    return judge(role, shared.chip, link, shared.dtype, shared.tokens, shared.widths.get(label), shared.full_width,
+                 shared.has_tp and role == "fsdp")
+
+
+def _bytes_per_step(costs: pd.DataFrame | None, modules: dict[str, HloModule]) -> dict[tuple[str, str], float]:
+    """(module, instruction) -> payload bytes x executions per step, from the HLO cost table. A module without
+    an ENTRY (truncated text) gives none: the loops around its layers, and so their trip counts, are lost."""
     if costs is None or costs.empty or "payload_bytes" not in costs.columns:
         return {}
-    rows = costs[costs["collective_kind"].fillna("").astype(str) != ""]
+    whole = {name for name, m in modules.items() if m.entry_computation() is not None}
+    rows = costs[(costs["collective_kind"].fillna("").astype(str) != "") & costs["module"].astype(str).isin(whole)]
     mult = rows["multiplier"] if "multiplier" in rows.columns else 1.0
     values = (rows["payload_bytes"].astype("float64") * mult).to_numpy()
     return {(str(m), str(n)): float(v) for m, n, v in zip(rows["module"], rows["name"], values) if v == v}
-
-
-def _key(row: Classified) -> tuple[str, str]:
-    return row.attribution.site.module, row.attribution.site.name
 
 
 def _labels(mesh: Mesh, attributions: list[Attribution]) -> list[str]:
@@ -270,73 +326,7 @@ def _dtype(rows: list[Classified]) -> str:
     return counts.most_common(1)[0][0] if counts else "bf16"
 
 
-ROLE_PATTERNS = {"parameter all-gather", "gradient reduce-scatter", "gradient all-reduce", "activation all-gather",
-                 "activation reduce-scatter", "activation all-reduce", "all-to-all", "point-to-point"}
-
-
-def _times(ops: pd.DataFrame, rows: list[Classified]) -> dict[tuple[str, str], dict]:
-    """Per collective (module, name): executions, payload bytes, in-flight / exposed / roofline time."""
-    wanted = {_key(r) for r in rows}
-    out: dict[tuple[str, str], dict] = {}
-    if "collective_kind" not in ops.columns:
-        return out
-    frame = ops[ops["collective_kind"].fillna("").astype(str) != ""]
-    for rec in frame.to_dict("records"):
-        key = (str(rec.get("module")), str(rec.get("op")))
-        if key not in wanted:
-            continue
-        slot = out.setdefault(key, {"executions": 0, "bytes": 0.0, "time": 0.0, "exposed": 0.0, "roofline": 0.0,
-                                    "roofline_known": True, "crosses_dcn": False})
-        occurrences = int(rec.get("occurrences") or 0)
-        slot["executions"] += occurrences
-        slot["bytes"] += _num(rec.get("payload_bytes"))      # the op table's figures are totals over executions
-        slot["time"] += _num(rec.get("judged_time_ps"))
-        slot["exposed"] += _num(rec.get("exposed_time_ps"))
-        t = rec.get("t_comm_ps")
-        if t is None or (isinstance(t, float) and np.isnan(t)):
-            slot["roofline_known"] = False
-        else:
-            slot["roofline"] += float(t)
-        slot["crosses_dcn"] = slot["crosses_dcn"] or rec.get("crosses_dcn") is True
-    return out
-
-
-def _num(value) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return 0.0 if np.isnan(value) else value
-
-
-def _fill_times(axis: AxisReport, slots: list[dict], span_ps: float | None) -> None:
-    axis.executions = sum(s["executions"] for s in slots)
-    axis.bytes = float(sum(s["bytes"] for s in slots))
-    axis.time_ps = float(sum(s["time"] for s in slots))
-    axis.exposed_ps = float(sum(s["exposed"] for s in slots))
-    known = [s for s in slots if s["roofline_known"]]
-    axis.roofline_ps = float(sum(s["roofline"] for s in known)) if known and len(known) == len(slots) else None
-    axis.share = axis.exposed_ps / span_ps if span_ps else None
-    axis.measured = measured_sentence(axis.share, axis.verdict.verdict)
-
-
-EXPOSED_NOTABLE = 0.05   # exposed communication above 5% of device time is worth a look
-
-
-def measured_sentence(share: float | None, verdict: str | None) -> str:
-    """What the trace says about an axis: its exposed communication, and whether it agrees with the rule."""
-    if share is None:
-        return ""
-    text = f"exposed communication {100 * share:.1f}% of device time"
-    if share >= EXPOSED_NOTABLE:
-        text += ": the trace finds this axis's communication costing time"
-        if verdict == "compute-bound":
-            text += " although the rule says compute-bound (overlap is missing, or the link is slower than its figure)"
-    else:
-        text += ": mostly overlapped or small"
-        if verdict == "communication-bound":
-            text += " although the rule says communication-bound (compute hides it at this size)"
-    return text
+ROLE_PATTERNS = set(PATTERN_ROLE) | {"all-to-all", "point-to-point"}   # the dtype is the model's, not a scalar's
 
 
 def naming_modules(dump: Path) -> list[HloModule]:
@@ -354,6 +344,17 @@ def naming_modules(dump: Path) -> list[HloModule]:
         return []
 
 
+def _target_source(analysis) -> str:
+    """Where an Analysis's target chip came from, in words (its own record when it keeps one)."""
+    if analysis.target is None:
+        return ""
+    if getattr(analysis, "target_source", ""):          # a dump's target config (the lead's wiring)
+        return str(analysis.target_source)
+    if analysis.target_detected:
+        return "detected from the trace's device planes"
+    return "--target"
+
+
 def from_analysis(analysis, hlo_path: str | Path | None = None) -> Parallelism:
     """The report of a traceview Analysis (its modules and op times), names from a dump's
     before-optimizations modules when one is beside the trace or given."""
@@ -363,11 +364,12 @@ def from_analysis(analysis, hlo_path: str | Path | None = None) -> Parallelism:
     before = naming_modules(dump) if dump is not None else []
     ops = analysis.ops
     ran = set(ops["module"].astype(str)) if not ops.empty and "module" in ops else None
-    return diagnose(analysis.modules, before, ops, analysis.span_ps or analysis.device_time_ps, analysis.target,
-                    len(analysis.profile.devices) or None, ran, analysis.costs)
+    return diagnose(DiagnoseInputs(analysis.modules, before, ops, analysis.span_ps or analysis.device_time_ps,
+                                   analysis.target, len(analysis.profile.devices) or None, ran, analysis.costs,
+                                   _target_source(analysis)))
 
 
-def from_hlo(path: str | Path, chip: Chip | None = None) -> Parallelism:
+def from_hlo(path: str | Path, chip: Chip | None = None, target_source: str = "--target") -> Parallelism:
     """The report of an HLO dump or file alone (no trace: no times)."""
     from traceview.parsers.hlo_dump import load_hlo_modules
 
@@ -375,6 +377,7 @@ def from_hlo(path: str | Path, chip: Chip | None = None) -> Parallelism:
     before = naming_modules(Path(path))
     from traceview.analysis.modules import cost_table
 
-    report = diagnose(after, before, None, None, chip, costs=cost_table(after)[0])
+    report = diagnose(DiagnoseInputs(after, before, chip=chip, costs=cost_table(after)[0],
+                                     target_source=target_source if chip is not None else ""))
     report.warnings = warnings + report.warnings + ["no trace: counts and shapes from the HLO only, no times"]
     return report

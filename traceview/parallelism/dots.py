@@ -11,13 +11,18 @@
   the dot that produces a tensor-parallel all-reduce or reduce-scatter
   (h[T, F/Y] @ w2[F/Y, D], then summed over the Y shards).
 
-Both plain ``dot`` instructions (also inside fusions) and library GEMM custom
-calls (cuBLAS, with ``dot_dimension_numbers`` in their backend_config) count.
+Plain ``dot`` instructions (also inside fusions), library GEMM custom calls
+(cuBLAS, with ``dot_dimension_numbers`` in their backend_config) and TPU
+matmuls written as convolutions without spatial dimensions (``dim_labels=bf_io->bf``)
+count. Weights are followed through async wrappers (the all-gathers' results,
+whatever wraps them), bitcasts that drop a stacked layer's unit dimension, and
+the layer slices of a scanned model's stacked state.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -79,6 +84,11 @@ def _dot_of(inst: Instruction, shapes: dict[str, Shape], comp: str) -> Dot | Non
             return None
         dn = {f"{k}_dims": tuple(int(x) for x in nums.get(f"{k}_dimensions", []) or [])
               for k in ("lhs_contracting", "rhs_contracting", "lhs_batch", "rhs_batch")}
+    elif inst.opcode == "convolution":
+        labelled = _matmul_convolution(inst.attributes.get("dim_labels", ""))
+        if labelled is None:
+            return None
+        dn = labelled
     else:
         return None
     if len(inst.operands) < 2 or inst.operands[0] not in shapes or inst.operands[1] not in shapes:
@@ -88,8 +98,35 @@ def _dot_of(inst: Instruction, shapes: dict[str, Shape], comp: str) -> Dot | Non
                dn["lhs_batch_dims"], dn["rhs_batch_dims"])
 
 
+_MATMUL_LABELS = re.compile(r"^([bf]{2})_([io]{2})->([bf]{2})$")
+
+
+def _matmul_convolution(labels: str) -> dict[str, tuple[int, ...]] | None:
+    """Dimension numbers of a convolution without spatial dimensions (``bf_io->bf``: how TPU HLO writes a
+    matmul), else None. Input feature ``f`` contracts with kernel input ``i``."""
+    m = _MATMUL_LABELS.match(labels.strip())
+    if m is None:
+        return None
+    lhs, rhs = m.group(1), m.group(2)
+    return {"lhs_contracting_dims": (lhs.index("f"),), "rhs_contracting_dims": (rhs.index("i"),),
+            "lhs_batch_dims": (), "rhs_batch_dims": ()}
+
+
 def dots(module: HloModule) -> Iterator[Dot]:
     for comp in module.computations.values():
+        shapes = shape_map(comp)
+        for inst in comp.instructions:
+            found = _dot_of(inst, shapes, comp.name)
+            if found is not None:
+                yield found
+
+
+def dots_in(module: HloModule, names: set[str]) -> Iterator[Dot]:
+    """The dots of the named computations."""
+    for name in names:
+        comp = module.computations.get(name)
+        if comp is None:
+            continue
         shapes = shape_map(comp)
         for inst in comp.instructions:
             found = _dot_of(inst, shapes, comp.name)
@@ -118,6 +155,8 @@ def weight_shapes(module: HloModule, gathered: list[tuple[int, ...]]) -> set[tup
     out |= {tuple(sorted(dims[:i] + dims[i + 1:])) for dims in _unsorted_state(module) if len(dims) >= 3
             for i in range(len(dims))}
     out |= {tuple(sorted(d)) for d in gathered if len(d) >= 2}
+    # a gathered layer slice keeps its stacked dimension as 1 ([1, D, F]); its dot reads the bitcast [D, F]
+    out |= {squeezed for d in list(out) if len(squeezed := tuple(x for x in d if x != 1)) >= 2}
     return out
 
 

@@ -10,9 +10,18 @@ chapter, "How to Scale Your Model", section "Data parallelism" onwards):
   operand has the gathered weight's shape);
 * tensor (model) parallelism: activations are all-gathered / reduce-scattered
   (or all-reduced) around the matmuls (collectives of non-weight shapes);
-* expert parallelism: tokens are routed with all-to-all;
+* expert parallelism: tokens are routed with all-to-all (after a top-k router);
+* context parallelism: K/V blocks pass around a ring with collective-permute
+  inside the attention loop, or K/V are all-gathered along the sequence;
 * pipeline parallelism: activations pass between stages with
-  collective-permute / send-recv.
+  collective-permute (in the schedule's loop) / send-recv.
+
+Which point-to-point or all-gather is which is read from the program's
+structure (:mod:`structure` re-labels them). An axis may carry several
+strategies at once (MaxText shards parameters FSDP-style over the devices that
+split the sequence): every role with evidence is kept; the main one is the
+structural strategy (context, expert, pipeline) when there is one, since
+parameter all-gathers over the same devices would otherwise outvote it.
 
 Scalars (a loss or metric mean) say nothing about the strategy and are left out.
 """
@@ -33,10 +42,12 @@ PATTERN_ROLE = {
     "parameter all-gather": "fsdp", "gradient reduce-scatter": "fsdp",
     "gradient all-reduce": "data",
     "activation all-gather": "tensor", "activation reduce-scatter": "tensor", "activation all-reduce": "tensor",
-    "all-to-all": "expert", "point-to-point": "pipeline",
+    "expert all-to-all": "expert",
+    "K/V ring pass": "context", "K/V all-gather": "context", "stage activation pass": "pipeline",
 }
+STRUCTURAL = ("context", "expert", "pipeline")     # read from the program's structure: they lead
 ROLE_NAMES = {"data": "data parallel", "fsdp": "FSDP", "tensor": "tensor parallel", "expert": "expert parallel",
-              "pipeline": "pipeline", "host offload": "host offload"}
+              "pipeline": "pipeline", "context": "context parallel", "host offload": "host offload"}
 
 
 @dataclass
@@ -53,6 +64,7 @@ class AxisRole:
     role: str | None             # data, fsdp, tensor, expert, pipeline; None when no evidence
     evidence: list[str] = field(default_factory=list)
     patterns: dict[str, int] = field(default_factory=dict)
+    roles: dict[str, list[str]] = field(default_factory=dict)   # every role with evidence -> its evidence
 
 
 def gathered_arrays(inst) -> list[Shape]:
@@ -108,7 +120,9 @@ def classify(attributions: list[Attribution], modules: dict[str, HloModule],
         elif kind == "reduce-scatter":
             pattern = "gradient reduce-scatter" if weight_like or key in gathered else "activation reduce-scatter"
         elif kind == "all-reduce":
-            pattern = "gradient all-reduce" if weight_like else "activation all-reduce"
+            # a vector is no activation (those are [tokens, features] at least): a replicated bias or norm
+            # scale's gradient
+            pattern = "gradient all-reduce" if weight_like or len(dims) <= 1 else "activation all-reduce"
         else:
             pattern = kind
         rows.append(Classified(att, pattern, dims, dtype, size))
@@ -116,23 +130,35 @@ def classify(attributions: list[Attribution], modules: dict[str, HloModule],
 
 
 def axis_roles(rows: list[Classified], axis_names: list[str]) -> dict[str, AxisRole]:
-    """Per axis (or axes label such as ``data+model``), the role whose patterns move the most bytes, with the evidence."""
+    """Per axis (or axes label such as ``data+model``): every role its collectives show, with the evidence,
+    and the main one (a structural strategy first, then FSDP when parameters are gathered, else the most bytes)."""
     out: dict[str, AxisRole] = {}
     for axis in axis_names:
         mine = [r for r in rows if r.attribution.label == axis]
         count = Counter(r.pattern for r in mine)
         by_role: dict[str, float] = defaultdict(float)
-        for r in mine:
-            role = PATTERN_ROLE.get(r.pattern)
-            if role:
-                by_role[role] += max(r.bytes, 1.0)
-        chosen: str | None = max(by_role, key=lambda k: by_role[k]) if by_role else None
-        if by_role.get("fsdp") and count.get("parameter all-gather"):
-            chosen = "fsdp"     # FSDP also all-reduces the gradients of small replicated tensors
+        evidence_of: dict[str, list[str]] = defaultdict(list)
         evidence = []
         for pattern, n in count.most_common():
             shapes = sorted({f"{r.dtype}[{','.join(map(str, r.dims))}]" for r in mine if r.pattern == pattern})
             shown = ", ".join(shapes[:3]) + (", ..." if len(shapes) > 3 else "")
-            evidence.append(f"{n} {pattern}{'s' if n > 1 else ''} ({shown})")
-        out[axis] = AxisRole(chosen, evidence, dict(count))
+            plural = ("es" if pattern.endswith("s") else "s") if n > 1 else ""
+            line = f"{n} {pattern}{plural} ({shown})"
+            evidence.append(line)
+            role = PATTERN_ROLE.get(pattern)
+            if role:
+                evidence_of[role].append(line)
+                by_role[role] += sum(max(r.bytes, 1.0) for r in mine if r.pattern == pattern)
+        structural = [r for r in STRUCTURAL if r in by_role]
+        if structural:
+            chosen: str | None = max(structural, key=lambda k: by_role[k])
+        elif by_role.get("fsdp") and count.get("parameter all-gather"):
+            chosen = "fsdp"     # FSDP also all-reduces the gradients of small replicated tensors
+        else:
+            chosen = max(by_role, key=lambda k: by_role[k]) if by_role else None
+        if chosen == "fsdp":
+            by_role.pop("data", None)   # the small replicated tensors' gradient all-reduce is part of FSDP
+            evidence_of["fsdp"] += evidence_of.pop("data", [])
+        ordered = ([chosen] if chosen else []) + sorted((r for r in by_role if r != chosen), key=lambda k: -by_role[k])
+        out[axis] = AxisRole(chosen, evidence, dict(count), {r: evidence_of[r] for r in ordered})
     return out

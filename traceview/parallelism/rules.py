@@ -16,9 +16,12 @@ paraphrased, compares a figure of the program with C/W:
   exceeds C/W, hence 8-16 ways on TPU (F of 20-50k) and about 8 on H100.
 * Mixed FSDP + tensor parallelism needs a per-chip batch above about
   2·(C/W)² / F (F the full MLP width).
-* Expert parallelism multiplies the batch condition by E/k (E experts, k
-  chosen per token).
-* Pipelines pay their bubbles more than bandwidth: not judged by C/W.
+* Context parallelism (ring attention) hides the K/V transfer while one
+  block's attention outlasts it: per-chip sequence s > (C/W)·b·H_kv/(2·H).
+* Expert parallelism's all-to-alls hide behind the experts' matmuls while the
+  expert width F > (C/W)·b/n (n matmuls per expert).
+* Pipelines pay their bubbles more than bandwidth: judged by the bubble
+  (p - 1)/(m + p - 1) against the GPipe guidance m >= 4p.
 
 The book's decision table gives what to try when an axis is communication-
 bound; :data:`SUGGESTIONS` states them as the book's, not as certainties.
@@ -29,6 +32,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from traceview.hardware.chips import Chip
+from traceview.parallelism.context import ContextFinding
+from traceview.parallelism.expert import EXPERT_MATMULS, ExpertFinding
+from traceview.parallelism.structure import PipelineFinding
 
 GPUS_PER_NODE = 8   # HGX / DGX nodes, the book's GPU chapter
 
@@ -41,8 +47,15 @@ SUGGESTIONS = {
     "tensor": ["the book: use fewer tensor-parallel ways (keep F/Y above C/W) and move the ways to FSDP or "
                "data parallelism", "the book: overlap the activation collectives with the matmuls "
                "(collective matmul)"],
-    "expert": ["the book: a larger batch per expert (per-chip batch above C/W x E/k), or fewer expert ways"],
+    "expert": ["the book: wider experts (F above (C/W) b/n) or fewer expert ways, so the dispatch and combine "
+               "all-to-alls hide behind the experts' matmuls; overlap the all-to-all with the shared layers"],
+    "context": ["the book: longer sequence blocks per chip (fewer context ways), so one block's attention "
+                "outlasts one K/V transfer; overlap the ring's permute with the block's compute"],
+    "pipeline": ["the book: more microbatches (the bubble (p-1)/(m+p-1) shrinks as m grows)",
+                 "the book: interleaved stages (v virtual stages per chip divide the bubble by v)",
+                 "the book: keep the activation transfer between stages small against a stage's compute"],
 }
+MICROBATCHES_PER_STAGE = 4   # GPipe's guidance: m >= 4p makes the bubble small
 
 
 @dataclass
@@ -53,7 +66,7 @@ class Link:
 
 
 @dataclass
-class Verdict:
+class AxisVerdict:
     verdict: str | None              # compute-bound, communication-bound, None (not judged)
     rule: str
     value: float | None = None
@@ -97,26 +110,17 @@ def critical_ratio(chip: Chip, link: Link, dtype: str = "bf16") -> float | None:
 
 
 def judge(role: str | None, chip: Chip | None, link: Link | None, dtype: str, tokens: float | None,
-          width: float | None, full_width: float | None, mixed_with_tp: bool) -> Verdict:
+          width: float | None, full_width: float | None, mixed_with_tp: bool) -> AxisVerdict:
     """The book's verdict for one axis of the given role."""
     if role is None:
-        return Verdict(None, "none", reason="no role: the axis's collectives match no strategy's pattern")
-    if role == "pipeline":
-        return Verdict(None, "pipeline: bubbles, not bandwidth (the book's training chapter)",
-                       reason="a pipeline pays its bubble more than bandwidth; judge it by the idle time")
-    if chip is None or link is None:
-        return Verdict(None, _rule(role, mixed_with_tp), reason="no target chip: give --target")
-    ratio = critical_ratio(chip, link, dtype)
+        return AxisVerdict(None, "none", reason="no role: the axis's collectives match no strategy's pattern")
+    if role not in ("data", "fsdp", "tensor"):
+        return AxisVerdict(None, role, reason=f"{role}: its structure (loop, attention, router) was not read")
+    ratio, how, why = _ratio_and_how(chip, link, dtype)
     if ratio is None:
-        return Verdict(None, _rule(role, mixed_with_tp),
-                       reason=f"{chip.name}: no {dtype} peak or no {link.kind} bandwidth")
-    how = f"C/W = {chip.peak_flops_for(dtype):.3g} FLOP/s / {link.bandwidth:.3g} B/s ({link.kind}: {link.how})"
+        return AxisVerdict(None, _rule(role, mixed_with_tp), reason=why)
     if role == "tensor":
         value, what, threshold = width, "per-shard width F/Y (contracting extent of the TP matmul)", ratio
-    elif role == "expert":
-        return Verdict(None, _rule(role, False), tokens, "per-chip batch (tokens)", None,
-                       how + " x E/k", SUGGESTIONS["expert"],
-                       "E and k (experts, experts per token) are not read from the HLO")
     elif mixed_with_tp and full_width:
         value, what = tokens, "per-chip batch (tokens)"
         threshold = 2 * ratio ** 2 / full_width
@@ -124,18 +128,79 @@ def judge(role: str | None, chip: Chip | None, link: Link | None, dtype: str, to
     else:
         value, what, threshold = tokens, "per-chip batch (tokens)", ratio
     if value is None:
-        return Verdict(None, _rule(role, mixed_with_tp), None, what, threshold, how,
-                       reason="the value could not be read from the dot shapes")
+        return AxisVerdict(None, _rule(role, mixed_with_tp), None, what, threshold, how,
+                           reason="the value could not be read from the dot shapes")
+    return _decide(role, _rule(role, mixed_with_tp), value, what, threshold, how)
+
+
+def _ratio_and_how(chip: Chip | None, link: Link | None, dtype: str) -> tuple[float | None, str, str]:
+    """(C/W, how it was found, why not) for a rule."""
+    if chip is None or link is None:
+        return None, "", "no target chip: give --target"
+    ratio = critical_ratio(chip, link, dtype)
+    if ratio is None:
+        return None, "", f"{chip.name}: no {dtype} peak or no {link.kind} bandwidth"
+    return ratio, f"C/W = {chip.peak_flops_for(dtype):.3g} FLOP/s / {link.bandwidth:.3g} B/s ({link.kind}: " \
+        f"{link.how})", ""
+
+
+def _decide(role: str, rule: str, value: float, what: str, threshold: float, how: str) -> AxisVerdict:
     verdict = "compute-bound" if value > threshold else "communication-bound"
     tips = SUGGESTIONS.get(role, []) if verdict == "communication-bound" else []
-    return Verdict(verdict, _rule(role, mixed_with_tp), value, what, threshold, how, tips)
+    return AxisVerdict(verdict, rule, value, what, threshold, how, tips)
+
+
+CONTEXT_RULE = "context parallel (ring): s > (C/W) b H_kv / (2 H)"
+EXPERT_RULE = "expert parallel: F > (C/W) b / n"
+PIPELINE_RULE = "pipeline: bubble (p-1)/(m+p-1) <= (p-1)/(5p-1), i.e. m >= 4p"
+
+
+def judge_context(chip: Chip | None, link: Link | None, dtype: str, found: ContextFinding) -> AxisVerdict:
+    """Ring attention: one block's attention (4 B H s^2 d FLOPs) against one K/V block (2 B s H_kv d b bytes)."""
+    ratio, how, why = _ratio_and_how(chip, link, dtype)
+    what, seq = "per-chip sequence length s (tokens)", found.attention.seq_per_chip
+    if ratio is None:
+        return AxisVerdict(None, CONTEXT_RULE, seq, what, reason=why)
+    heads = found.attention.heads_per_kv_head
+    if not heads:
+        return AxisVerdict(None, CONTEXT_RULE, seq, what, reason="the query heads per K/V head are not read")
+    threshold = ratio * found.element_bytes / (2 * heads)
+    how = f"(C/W) b H_kv / (2 H), {how}, b = {found.element_bytes:g} bytes, H/H_kv = {heads:g}"
+    return _decide("context", CONTEXT_RULE, float(seq), what, threshold, how)
+
+
+def judge_expert(chip: Chip | None, link: Link | None, dtype: str, found: ExpertFinding,
+                 matmuls: int = EXPERT_MATMULS) -> AxisVerdict:
+    """An expert layer: dispatch + combine (2 D b bytes per slot) against n matmuls (2 n D F FLOPs per slot)."""
+    what = "expert MLP width F"
+    if not found.routing.experts or not found.routing.top_k:
+        return AxisVerdict(None, EXPERT_RULE, None, what, reason=f"E and k not read: {found.routing.how}")
+    ratio, how, why = _ratio_and_how(chip, link, dtype)
+    if ratio is None:
+        return AxisVerdict(None, EXPERT_RULE, found.ffn, what, reason=why)
+    if not found.ffn:
+        return AxisVerdict(None, EXPERT_RULE, None, what, reason="no dot reads the dispatched tokens: F unknown")
+    threshold = ratio * found.element_bytes / matmuls
+    how = f"(C/W) b / n, {how}, b = {found.element_bytes:g} bytes, n = {matmuls} matmuls per expert"
+    return _decide("expert", EXPERT_RULE, float(found.ffn), what, threshold, how)
+
+
+def judge_pipeline(found: PipelineFinding) -> AxisVerdict:
+    """The bubble against GPipe's m >= 4p (a rule of the schedule, not of the chip)."""
+    what = "bubble fraction (p-1)/(m+p-1)"
+    if found.bubble_fraction is None:
+        return AxisVerdict(None, PIPELINE_RULE, None, what, reason=found.how)
+    p, bubble = found.stages, found.bubble_fraction
+    threshold = (p - 1) / ((MICROBATCHES_PER_STAGE + 1) * p - 1)
+    how = f"(p-1)/(5p-1) with p = {p}: the bubble at m = 4p microbatches (GPipe)"
+    if bubble <= threshold:
+        return AxisVerdict("compute-bound", PIPELINE_RULE, bubble, what, threshold, how)
+    return AxisVerdict("bubble-bound", PIPELINE_RULE, bubble, what, threshold, how, SUGGESTIONS["pipeline"])
 
 
 def _rule(role: str, mixed: bool) -> str:
     if role == "tensor":
         return "tensor parallel: F/Y > C/W"
-    if role == "expert":
-        return "expert parallel: B/X > (C/W) x E/k"
     if mixed:
         return f"{'FSDP' if role == 'fsdp' else 'data parallel'} with TP: B/N > 2 (C/W)^2 / F"
     return f"{'FSDP' if role == 'fsdp' else 'data parallel'}: B/X > C/W"

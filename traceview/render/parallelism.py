@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from traceview.parallelism.diagnose import AxisReport, Parallelism
+from traceview.parallelism.report import AxisReport, Parallelism
 from traceview.parallelism.roles import ROLE_NAMES
 from traceview.render.escape import markdown_text, terminal_text
 from traceview.render.tables import markdown_table, text_table
@@ -23,6 +23,32 @@ def efficiency(axis: AxisReport) -> float | None:
     return axis.roofline_ps / axis.time_ps
 
 
+def _verdict_fields(v) -> dict:
+    return {"verdict": v.verdict, "rule": v.rule, "value": json_scalar(v.value), "value_what": v.value_what,
+            "threshold": json_scalar(v.threshold), "threshold_how": v.threshold_how,
+            "suggestions": v.suggestions, "reason": v.reason or None}
+
+
+def _structures(axis: AxisReport) -> dict:
+    """The figures a structural strategy was read with (null where the axis has none)."""
+    pipe, ctx, exp = axis.pipeline, axis.context, axis.expert
+    return {
+        "pipeline": None if pipe is None else {
+            "stages": pipe.stages, "microbatches": pipe.microbatches,
+            "bubble_fraction": json_scalar(pipe.bubble_fraction), "how": pipe.how},
+        "context": None if ctx is None else {
+            "style": ctx.style, "seq_per_chip": ctx.attention.seq_per_chip, "head_dim": ctx.attention.head_dim,
+            "heads_per_kv_head": json_scalar(ctx.attention.heads_per_kv_head),
+            "element_bytes": json_scalar(ctx.element_bytes), "bytes_per_pass": json_scalar(ctx.bytes_per_pass),
+            "passes": ctx.passes, "bytes_per_step": json_scalar(axis.bytes_per_step),
+            "exposed_time_us": _us(axis.exposed_ps)},
+        "expert": None if exp is None else {
+            "experts": exp.routing.experts, "top_k": exp.routing.top_k, "capacity": json_scalar(exp.capacity),
+            "d_model": exp.width, "ffn": exp.ffn, "element_bytes": json_scalar(exp.element_bytes),
+            "bytes_per_layer": json_scalar(exp.bytes_per_layer), "how": exp.how},
+    }
+
+
 def axis_record(axis: AxisReport) -> dict:
     v = axis.verdict
     return {
@@ -40,6 +66,8 @@ def axis_record(axis: AxisReport) -> dict:
         "verdict": v.verdict, "rule": v.rule, "value": json_scalar(v.value), "value_what": v.value_what,
         "threshold": json_scalar(v.threshold), "threshold_how": v.threshold_how,
         "suggestions": v.suggestions, "reason": v.reason or None, "measured": axis.measured or None,
+        "roles": [{"role": r.role, "evidence": r.evidence, **_verdict_fields(r.verdict)} for r in axis.roles],
+        **_structures(axis),
     }
 
 
@@ -50,7 +78,8 @@ def parallelism_json(report: Parallelism) -> dict:
             "axes": [{"name": a.name, "size": a.size, "source": a.source} for a in mesh.axes],
             "device_count": mesh.device_count, "device_ids": mesh.device_ids, "source": mesh.source},
         "why_no_mesh": report.why_no_mesh or None,
-        "target": None if report.target is None else report.target.name,
+        "target": None if report.target is None else {"name": report.target.name,
+                                                      "source": report.target_source or "unknown"},
         "has_trace": report.has_trace,
         "per_chip_tokens": None if report.per_chip_tokens is None else {
             "value": json_scalar(report.per_chip_tokens.value), "how": report.per_chip_tokens.how},
@@ -67,6 +96,12 @@ def parallelism_json(report: Parallelism) -> dict:
     }
 
 
+def _roles(axis: AxisReport, none: str) -> str:
+    """Every role of the axis, the main one first: "context parallel + FSDP"."""
+    return " + ".join(ROLE_NAMES.get(r.role, r.role) for r in axis.roles) or ROLE_NAMES.get(axis.role.role or "",
+                                                                                         none)
+
+
 def summary_line(report: Parallelism) -> str:
     """One line for `traceview analyze`'s summary."""
     if report.mesh is None:
@@ -74,7 +109,9 @@ def summary_line(report: Parallelism) -> str:
     mesh = " x ".join(f"{a.name}={a.size}" for a in report.mesh.axes if a.size > 1) or "one device"
     parts = []
     for axis in report.axes:
-        role = ROLE_NAMES.get(axis.role.role or "", "no role")
+        role = _roles(axis, "no role")
+        if axis.pipeline is not None and axis.pipeline.bubble_fraction is not None:
+            role += f" (bubble {fmt_pct(axis.pipeline.bubble_fraction)})"
         exposed = f", exposed {fmt_pct(axis.share)}" if axis.share is not None else ""
         verdict = f", {axis.verdict.verdict}" if axis.verdict.verdict else ""
         parts.append(f"{axis.name}: {role}{exposed}{verdict}")
@@ -88,7 +125,7 @@ def fmt_value(value: float | None) -> str:
     return f"{value:,.0f}" if abs(value) >= 10 else f"{value:.3g}"
 
 
-HEADERS = ["axis", "size", "role", "colls", "bytes", "in flight", "exposed", "share", "link", "eff.", "verdict",
+HEADERS = ["axis", "size", "roles", "colls", "bytes", "in flight", "exposed", "share", "link", "eff.", "verdict",
            "value", "threshold"]
 ALIGN = "lrlrrrrrlrlrr"
 
@@ -97,7 +134,7 @@ def _rows(report: Parallelism, esc) -> list[list[str]]:
     rows = []
     for a in report.axes:
         v = a.verdict
-        rows.append([esc(a.name), str(a.size), ROLE_NAMES.get(a.role.role or "", "-"), str(a.collectives),
+        rows.append([esc(a.name), str(a.size), _roles(a, "-"), str(a.collectives),
                      fmt_si(a.bytes if a.bytes is not None else a.bytes_per_step, "B"),
                      fmt_time_us(_us(a.time_ps)), fmt_time_us(_us(a.exposed_ps)), fmt_pct(a.share),
                      a.link.kind if a.link else "-", fmt_pct(efficiency(a)), v.verdict or "-",
@@ -119,15 +156,36 @@ def _details(report: Parallelism, esc) -> list[str]:
         out.append(f"per-chip batch: {'-' if value is None else f'{value:,.0f} tokens'} "
                    f"({report.per_chip_tokens.how})")
     for a in report.axes:
-        v = a.verdict
-        out.append(f"{esc(a.name)} ({a.size}): {ROLE_NAMES.get(a.role.role or '', 'no role')}; evidence: "
+        out.append(f"{esc(a.name)} ({a.size}): {_roles(a, 'no role')}; evidence: "
                    + ("; ".join(esc(e) for e in a.role.evidence) or "none"))
-        judged = f"{v.value_what} {fmt_value(v.value)} vs {fmt_value(v.threshold)}" if v.value is not None and \
-            v.threshold is not None else (v.reason or "")
-        out.append(f"  rule {v.rule}: {judged}" + (f" [{v.threshold_how}]" if v.threshold_how else ""))
+        out += _structure_lines(a)
+        for v in [r.verdict for r in a.roles] or [a.verdict]:
+            judged = f"{v.value_what} {fmt_value(v.value)} vs {fmt_value(v.threshold)}" if v.value is not None \
+                and v.threshold is not None else (v.reason or "")
+            out.append(f"  rule {v.rule}: {judged}" + (f" [{v.threshold_how}]" if v.threshold_how else ""))
+            out.extend(f"  suggestion ({s})" for s in v.suggestions)
         if a.measured:
             out.append(f"  measured: {a.measured}")
-        out.extend(f"  suggestion ({s})" for s in v.suggestions)
+    return out
+
+
+def _structure_lines(a: AxisReport) -> list[str]:
+    out = []
+    if a.pipeline is not None:
+        bubble = "-" if a.pipeline.bubble_fraction is None else f"{a.pipeline.bubble_fraction:.4f}"
+        out.append(f"  pipeline: {a.pipeline.stages} stages, {a.pipeline.microbatches or '-'} microbatches, "
+                   f"bubble {bubble} ({a.pipeline.how})")
+    if a.context is not None:
+        c = a.context
+        out.append(f"  context ({c.style}): {c.attention.seq_per_chip} tokens of sequence per chip, head dim "
+                   f"{c.attention.head_dim}, {c.attention.heads_per_kv_head:g} query heads per K/V head, "
+                   f"{fmt_si(c.bytes_per_pass, 'B')} of K/V per pass" + (f", {c.passes} passes per loop"
+                                                                       if c.passes else ""))
+    if a.expert is not None:
+        e = a.expert
+        cap = "-" if e.capacity is None else f"{e.capacity:g}"
+        out.append(f"  experts: E={e.routing.experts or '-'}, top-{e.routing.top_k or '-'}, capacity {cap}, "
+                   f"D={e.width or '-'}, F={e.ffn or '-'} ({e.how})")
     return out
 
 
