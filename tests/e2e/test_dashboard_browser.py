@@ -249,7 +249,7 @@ def test_inference_tab_in_chromium(browser, sample_traces, tmp_path):
         _click_tab(browser, "Inference", "Batch against the critical batch")
         _settle(browser, 2, "Inference")
         panel = browser.js(_PANEL)
-        shot = browser.screenshot(tmp_path / "dashboard_inference.png")
+        browser.screenshot(tmp_path / "dashboard_inference.png")
     assert "Step time over the run against the floor" in panel
     assert f"{expected['critical_batch']:,.0f}" in panel
     for phase in expected["phases"]:
