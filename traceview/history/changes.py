@@ -79,8 +79,10 @@ def candidates(values: np.ndarray, samples: list[np.ndarray | None] | None = Non
 def _confirm(before_values: np.ndarray, after_values: np.ndarray, before_samples: list[np.ndarray | None],
              after_samples: list[np.ndarray | None], confidence: float):
     """(change, low, high, significant, method) for one candidate."""
-    if all(s is not None and len(s) for s in before_samples + after_samples):
-        shift = relative_shift(np.concatenate(before_samples), np.concatenate(after_samples), confidence)
+    before_steps = [s for s in before_samples if s is not None and len(s)]
+    after_steps = [s for s in after_samples if s is not None and len(s)]
+    if len(before_steps) == len(before_samples) and len(after_steps) == len(after_samples):
+        shift = relative_shift(np.concatenate(before_steps), np.concatenate(after_steps), confidence)
         if shift.low is not None and shift.high is not None:
             significant = shift.low > 0 or shift.high < 0
             return shift.estimate, shift.low, shift.high, significant, \

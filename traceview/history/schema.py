@@ -11,8 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import (Column, Connection, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text,
-                        inspect, select)
+from sqlalchemy import (
+    Column,
+    Connection,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    inspect,
+    select,
+)
 
 from traceview.errors import UserError
 

@@ -155,7 +155,9 @@ class HistoryStore:
             run_id = conn.execute(schema.runs.insert().values(
                 label=run.label, time=iso(run.time), recorded_at=iso(datetime.now(timezone.utc)),
                 trace_path=run.trace_path, meta=json.dumps(run.meta, sort_keys=True), target=run.target,
-                steps=int(run.steps), traceview_version=__version__)).inserted_primary_key[0]
+                steps=int(run.steps), traceview_version=__version__)).inserted_primary_key
+            assert run_id is not None
+            run_id = run_id[0]
             rows = [{"run_id": run_id, "metric": name[:schema.MAX_METRIC], "value": _number(m.value),
                      "low": _number(m.low), "high": _number(m.high), "unit": m.unit,
                      "samples": None if m.samples is None else json.dumps([_number(s) for s in m.samples])}

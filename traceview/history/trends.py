@@ -89,10 +89,11 @@ def _op_metrics(store: HistoryStore, runs: pd.DataFrame) -> pd.DataFrame:
     for run_id, module, op, time_ps, per_step in zip(ops["run_id"], ops["module"], ops["op"], ops["time_ps"],
                                                      ops["step_times_ps"]):
         samples = None if per_step is None else [None if t is None else t / PS_PER_US for t in per_step]
-        low = high = None
-        if samples and all(s is not None for s in samples):
-            low, high = (float(q) for q in np.percentile(samples, [25, 75]))
-            value = float(np.median(samples))
+        low = high = value = None
+        known = [s for s in samples or [] if s is not None]
+        if samples and len(known) == len(samples):
+            low, high = (float(q) for q in np.percentile(known, [25, 75]))
+            value = float(np.median(known))
         else:
             value = None if time_ps is None or pd.isna(time_ps) else float(time_ps) / PS_PER_US / max(steps[run_id], 1)
         rows.append((run_id, f"op:{module}/{op}", value, low, high, "us", samples))
