@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 
 from traceview.history.changes import Change
 from traceview.history.trends import HistoryReport, Series
-from traceview.render.escape import markdown_code, markdown_text, terminal_lines, xml_text
+from traceview.render.escape import markdown_text, terminal_lines, terminal_text, xml_text
 from traceview.render.tables import markdown_table, text_table
 from traceview.units import fmt_pct, fmt_si, fmt_time_us
 from traceview.version import __version__
@@ -59,6 +59,12 @@ def _change_text(series: Series, change: Change) -> str:
             f"{fmt_value(change.after, series.unit)}; {state})")
 
 
+def _unconfirmed(series: Series) -> list[str]:
+    """The candidates the step times did not confirm, counted (the JSON and HTML list them)."""
+    count = sum(not c.significant for c in series.changes)
+    return [f"{count} candidate{'s' if count > 1 else ''} not confirmed"] if count else []
+
+
 def _latest(series: Series) -> str:
     return fmt_value(series.points[-1]["value"], series.unit) if series.points else "-"
 
@@ -93,7 +99,8 @@ def history_text(report: HistoryReport) -> str:
         first, last = report.runs[0], report.runs[-1]
         out += [f"runs {first['label']} ({first['time'][:10]}) .. {last['label']} ({last['time'][:10]})", ""]
     rows = [[s.metric, sparkline([p["value"] for p in s.points]), _latest(s),
-             "; ".join(_change_text(s, c) for c in s.changes) or "-"] for s in report.series]
+             "; ".join([_change_text(s, c) for c in s.changes if c.significant] + _unconfirmed(s)) or "-"]
+            for s in report.series]
     if rows:
         out += [text_table(["metric", "trend", "latest", "change points"], rows, "llrl"), ""]
     out += [f"warning: {w}" for w in report.warnings]
@@ -109,14 +116,12 @@ def history_markdown(report: HistoryReport, title: str | None = None) -> str:
     out = [f"{title or '###'} {mark} traceview history: {markdown_text(headline(report))}", ""]
     if report.runs:
         first, last = report.runs[0], report.runs[-1]
-        out += [f"{len(report.runs)} runs, {markdown_code(first['label'])} ({first['time'][:10]}) .. "
-                f"{markdown_code(last['label'])} ({last['time'][:10]})", ""]
+        out += [f"{len(report.runs)} runs, {markdown_text(first['label'])} ({first['time'][:10]}) .. "
+                f"{markdown_text(last['label'])} ({last['time'][:10]})", ""]
     rows = []
     for s in report.series:
-        changes = []
-        for c in s.changes:
-            sign = (":x: " if s.worse(c) else ":heavy_check_mark: ") if c.significant else ""
-            changes.append(sign + _change_text(s, c))
+        changes = [(":x: " if s.worse(c) else ":heavy_check_mark: ") + _change_text(s, c)
+                   for c in s.changes if c.significant] + _unconfirmed(s)
         rows.append([s.metric, sparkline([p["value"] for p in s.points]), _latest(s), "; ".join(changes) or "-"])
     if rows:
         table = markdown_table(["metric", "trend (oldest to newest)", "latest", "change points"], rows, "llrl")
@@ -130,6 +135,11 @@ def history_markdown(report: HistoryReport, title: str | None = None) -> str:
 # ------------------------------------------------------------------ html
 
 _W, _H, _PAD = 640, 180, 44
+
+
+def _h(text: object) -> str:
+    """Text for HTML: control characters shown as \\xNN, markup escaped."""
+    return html.escape(terminal_text(text))
 
 
 def _svg(series: Series) -> str:
@@ -151,7 +161,7 @@ def _svg(series: Series) -> str:
         return _H - _PAD / 2 - (v - bottom) / (top - bottom) * (_H - _PAD)
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_W} {_H}" width="{_W}" height="{_H}" '
-             f'role="img" aria-label="{html.escape(series.metric)} over {n} runs">']
+             f'role="img" aria-label="{_h(series.metric)} over {n} runs">']
     band = [f"{x(i):.1f},{y(h):.1f}" for i, h in enumerate(highs)] + \
            [f"{x(i):.1f},{y(lo):.1f}" for i, lo in reversed(list(enumerate(lows)))]
     parts.append(f'<polygon points="{" ".join(band)}" fill="#4c78a8" fill-opacity="0.15"/>')
@@ -166,15 +176,15 @@ def _svg(series: Series) -> str:
         parts.append(f'<line class="change" x1="{cx:.1f}" x2="{cx:.1f}" y1="8" y2="{_H - _PAD / 2:.1f}" '
                      f'stroke="{colour}" stroke-dasharray="5,3" stroke-width="2"/>')
         parts.append(f'<text x="{cx + 4:.1f}" y="18" font-size="11" fill="{colour}">'
-                     f'{html.escape(c.label[:40])}</text>')
+                     f'{_h(c.label[:40])}</text>')
     for i, p in enumerate(points):
         tip = f"{p['label']}: {fmt_value(p['value'], series.unit)}"
         parts.append(f'<circle cx="{x(i):.1f}" cy="{y(p["value"]):.1f}" r="3.5" fill="#4c78a8">'
-                     f"<title>{html.escape(tip)}</title></circle>")
+                     f"<title>{_h(tip)}</title></circle>")
     parts.append(f'<text x="4" y="{y(top):.1f}" font-size="10" fill="#555">'
-                 f'{html.escape(fmt_value(top, series.unit))}</text>')
+                 f'{_h(fmt_value(top, series.unit))}</text>')
     parts.append(f'<text x="4" y="{y(bottom):.1f}" font-size="10" fill="#555">'
-                 f'{html.escape(fmt_value(bottom, series.unit))}</text>')
+                 f'{_h(fmt_value(bottom, series.unit))}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -186,7 +196,7 @@ _CSS = ("body{font-family:system-ui,sans-serif;margin:2em;color:#222}section{mar
 
 def history_html(report: HistoryReport) -> str:
     """A self-contained page (no script, no external resource): one trend chart per metric."""
-    e = html.escape
+    e = _h
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            f"<title>traceview history: {e(headline(report))}</title><style>{_CSS}</style></head><body>",
            f"<h1>traceview history</h1><p>{e(headline(report))}</p>"]
