@@ -25,7 +25,7 @@ from traceview.dashboards.overview import fmt_share
 
 pytestmark = pytest.mark.slow
 
-TABS = ("Overview", "Roofline", "Ops", "Timeline", "Op detail", "Memory", "Parallelism", "Compare")
+TABS = ("Overview", "Roofline", "Ops", "Timeline", "Op detail", "Memory", "Parallelism", "Compare", "History")
 
 
 @contextlib.contextmanager

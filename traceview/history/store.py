@@ -121,6 +121,8 @@ class HistoryStore:
             raise UserError(f"{self.location.shown}: refused by the database: {_one_line(exc)}") from None
         except SQLAlchemyError as exc:
             raise UserError(f"{self.location.shown}: {_one_line(exc)}") from None
+        except UnicodeDecodeError:
+            raise UserError(f"{self.location.shown}: damaged: text that is not UTF-8") from None
 
     # ------------------------------------------------------------ writing
 
@@ -176,6 +178,13 @@ class HistoryStore:
         with self.transaction() as conn:
             rows = conn.execute(select(schema.runs).order_by(schema.runs.c.time, schema.runs.c.id)).mappings().all()
         frame = pd.DataFrame([dict(r) for r in rows], columns=[c.name for c in schema.runs.columns])
+        # A damaged row (no id, label or time) is left out rather than shown as something it is not.
+        frame = frame[frame["id"].notna() & frame["label"].notna() & frame["time"].notna()].reset_index(drop=True)
+        frame["label"] = frame["label"].astype(str)
+        frame["time"] = frame["time"].astype(str)
+        for column in ("trace_path", "target"):
+            frame[column] = [None if v is None or v != v else str(v) for v in frame[column]]
+        frame["steps"] = pd.to_numeric(frame["steps"], errors="coerce").fillna(0).clip(lower=0).astype(int)
         frame["meta"] = [_json_object(m) for m in frame["meta"]]
         return frame
 
@@ -188,7 +197,10 @@ class HistoryStore:
             rows = conn.execute(query).mappings().all()
         frame = pd.DataFrame([dict(r) for r in rows], columns=[c.name for c in schema.metrics.columns])
         frame["samples"] = [_json_list(s) for s in frame["samples"]]
-        return frame
+        for column in ("value", "low", "high"):
+            frame[column] = [_number(v) for v in frame[column]]
+        frame["unit"] = frame["unit"].fillna("").astype(str)
+        return frame[frame["metric"].notna()].astype({"metric": str})
 
     def ops(self, run_ids: list[int]) -> pd.DataFrame:
         """The stored ops of these runs: run_id, the regress Snapshot's op columns, step_times_ps (list or None)."""
@@ -196,6 +208,8 @@ class HistoryStore:
             rows = conn.execute(select(schema.ops).where(schema.ops.c.run_id.in_(run_ids))).mappings().all()
         frame = pd.DataFrame([dict(r) for r in rows], columns=[c.name for c in schema.ops.columns])
         frame["step_times_ps"] = [_json_list(s) for s in frame["step_times_ps"]]
+        for column in schema.OP_NUMBERS:
+            frame[column] = pd.to_numeric(frame[column], errors="coerce")
         return frame
 
 

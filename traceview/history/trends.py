@@ -136,7 +136,9 @@ def build_report(store: HistoryStore, metrics: list[str] | None = None, last: in
         highs: list[float | None] = [None] * len(runs)
         samples: list[list | None] = [None] * len(runs)
         for row in rows.itertuples(index=False):
-            i = order[row.run_id]
+            i = order.get(row.run_id)
+            if i is None:       # a row of no run shown (an older run, or a damaged store)
+                continue
             values[i], lows[i], highs[i], samples[i] = (_clean(row.value), _clean(row.low), _clean(row.high),
                                                         row.samples)
         if all(v is None for v in values):
