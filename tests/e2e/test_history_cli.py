@@ -58,6 +58,12 @@ def _report(db: Path, capsys, *extra: str) -> dict:
 
 def test_seven_unchanged_then_five_slower_gives_one_change_at_the_first_slower(series_db, capsys):
     report = _report(series_db, capsys)
+    # The DESIGN.md contract: these fields, whatever is added beside them.
+    assert set(report) == {"runs", "series", "warnings"}
+    assert {"label", "time", "meta"} <= set(report["runs"][0])
+    assert {"metric", "points", "changes"} <= set(report["series"][0])
+    assert {"label", "value", "low", "high"} <= set(report["series"][0]["points"][0])
+    assert {"label", "before", "after", "change", "significant"} <= set(report["series"][0]["changes"][0])
     assert [r["label"] for r in report["runs"]] == [_label(i) for i in range(12)]
     assert report["runs"][3]["meta"] == {"branch": "main", "commit": "c3"}
     step = next(s for s in report["series"] if s["metric"] == "step_time")

@@ -141,3 +141,33 @@ def test_bad_input_is_one_line_and_the_store_untouched(sample_traces, tmp_path, 
     _exits_2(["check", trace, "--baseline", trace, "--record", "x"], capsys, "--history")
     _exits_2(["check", trace], capsys, "--baseline")
     assert _digest(db) == before
+
+
+def test_an_older_schema_is_upgraded_on_open_in_one_transaction(sample_traces, tmp_path, monkeypatch, capsys):
+    """The migration path: a store of version 1 opened by a traceview whose schema is version 2."""
+    from sqlalchemy import text
+
+    from traceview.history import schema
+
+    db = tmp_path / "old.db"
+    assert main(["history", "add", str(db), str(sample_traces / "mlp"), "--label", "v1-run"]) == 0
+
+    def failing(conn):
+        conn.execute(text("ALTER TABLE traceview_runs ADD COLUMN note TEXT"))
+        raise RuntimeError("the upgrade broke halfway")
+
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(schema, "MIGRATIONS", {1: failing})
+    assert main(["history", "report", str(db)]) == 3          # a bug in an upgrade: exit 3, and ...
+    with closing(sqlite3.connect(db)) as conn:               # ... nothing of it stored
+        assert conn.execute("SELECT value FROM traceview_schema").fetchone()[0] == "1"
+        assert "note" not in [r[1] for r in conn.execute("PRAGMA table_info(traceview_runs)")]
+
+    monkeypatch.setattr(schema, "MIGRATIONS",
+                        {1: lambda conn: conn.execute(text("ALTER TABLE traceview_runs ADD COLUMN note TEXT"))})
+    capsys.readouterr()
+    assert main(["history", "report", str(db), "--format", "json"]) == 0
+    assert [r["label"] for r in json.loads(capsys.readouterr().out)["runs"]] == ["v1-run"]
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT value FROM traceview_schema").fetchone()[0] == "2"
+        assert "note" in [r[1] for r in conn.execute("PRAGMA table_info(traceview_runs)")]

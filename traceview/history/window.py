@@ -80,7 +80,6 @@ def window_snapshot(store: HistoryStore, runs: pd.DataFrame, label: str) -> Snap
         values = metrics.loc[metrics["metric"] == name, "value"].dropna()
         return float(values.median()) if len(values) else None
 
-    n_steps = max(int(runs["steps"].sum()), 1)
     by_bound = {}
     for bound in BOUNDS_AND_IDLE:
         rows = metrics[metrics["metric"] == f"time_by_bound:{bound}"]
@@ -100,4 +99,4 @@ def window_snapshot(store: HistoryStore, runs: pd.DataFrame, label: str) -> Snap
         time_by_bound_ps=by_bound if len(by_bound) == len(BOUNDS_AND_IDLE) and steps_us else None,
         mfu=median("mfu"), target=str(targets.iloc[-1]) if len(targets) else None,
         device_time_ps=float(device.sum()) * PS_PER_US if len(device) else None,
-        memory=memory, warnings=[] if len(steps_us) or n_steps else ["the window's runs have no steps"])
+        memory=memory)
