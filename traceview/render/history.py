@@ -134,7 +134,7 @@ def history_markdown(report: HistoryReport, title: str | None = None) -> str:
 
 # ------------------------------------------------------------------ html
 
-_W, _H, _PAD = 640, 180, 44
+_W, _H, _PAD, _LEFT = 680, 190, 44, 84
 
 
 def _h(text: object) -> str:
@@ -155,10 +155,10 @@ def _svg(series: Series) -> str:
     n = len(points)
 
     def x(i: float) -> float:
-        return _PAD + (i * (_W - 2 * _PAD) / max(n - 1, 1))
+        return _LEFT + (i * (_W - _LEFT - _PAD) / max(n - 1, 1))
 
     def y(v: float) -> float:
-        return _H - _PAD / 2 - (v - bottom) / (top - bottom) * (_H - _PAD)
+        return _H - _PAD / 2 - 6 - (v - bottom) / (top - bottom) * (_H - _PAD - 6)
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_W} {_H}" width="{_W}" height="{_H}" '
              f'role="img" aria-label="{_h(series.metric)} over {n} runs">']
@@ -185,6 +185,10 @@ def _svg(series: Series) -> str:
                  f'{_h(fmt_value(top, series.unit))}</text>')
     parts.append(f'<text x="4" y="{y(bottom):.1f}" font-size="10" fill="#555">'
                  f'{_h(fmt_value(bottom, series.unit))}</text>')
+    for i in sorted({0, n - 1}):     # the first and the newest run, named under the axis
+        anchor = "start" if i == 0 else "end"
+        parts.append(f'<text x="{x(i):.1f}" y="{_H - 4}" font-size="10" fill="#555" text-anchor="{anchor}">'
+                     f'{_h(points[i]["label"][:40])}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
