@@ -171,3 +171,14 @@ def test_an_older_schema_is_upgraded_on_open_in_one_transaction(sample_traces, t
     with closing(sqlite3.connect(db)) as conn:
         assert conn.execute("SELECT value FROM traceview_schema").fetchone()[0] == "2"
         assert "note" in [r[1] for r in conn.execute("PRAGMA table_info(traceview_runs)")]
+
+
+def test_a_read_only_store_can_be_reported(sample_traces, tmp_path, capsys):
+    """A store downloaded as a read-only artifact: the report reads it; a write says why it cannot."""
+    if os.geteuid() == 0:
+        pytest.skip("root writes to read-only files")
+    db = tmp_path / "artifact.db"
+    assert main(["history", "add", str(db), str(sample_traces / "mlp"), "--label", "one"]) == 0
+    db.chmod(0o444)
+    assert main(["history", "report", str(db)]) == 0
+    _exits_2(["history", "add", str(db), str(sample_traces / "mlp"), "--label", "two"], capsys, "readonly")

@@ -127,11 +127,17 @@ class HistoryStore:
     # ------------------------------------------------------------ writing
 
     def migrate(self) -> int:
-        """Create or upgrade the schema (one transaction); the version now stored."""
-        with self.transaction(write=True) as conn:
-            if not self.sqlite:
-                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_KEY})
-            version = schema.migrate(conn, self.location.shown)
+        """Create or upgrade the schema (one write transaction, only when needed); the version now stored.
+
+        A store already at this version is only read, so a report may read a store it cannot write.
+        """
+        with self.transaction() as conn:
+            version = schema.stored_version(conn, self.location.shown)
+        if version != schema.SCHEMA_VERSION:
+            with self.transaction(write=True) as conn:
+                if not self.sqlite:
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_KEY})
+                version = schema.migrate(conn, self.location.shown)
         if self.sqlite:   # only once the file is known to be a history (the mode is kept in the file)
             self._write_ahead_log()
         return version
@@ -141,7 +147,10 @@ class HistoryStore:
         try:
             raw = self.engine.raw_connection()      # outside any transaction, as the pragma needs
             try:
-                raw.cursor().execute("PRAGMA journal_mode = WAL")
+                cursor = raw.cursor()
+                cursor.execute("PRAGMA journal_mode")
+                if str(cursor.fetchone()[0]).lower() != "wal":
+                    cursor.execute("PRAGMA journal_mode = WAL")
             finally:
                 raw.close()
         except SQLAlchemyError as exc:
