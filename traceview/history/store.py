@@ -149,7 +149,8 @@ class HistoryStore:
             try:
                 cursor = raw.cursor()
                 cursor.execute("PRAGMA journal_mode")
-                if str(cursor.fetchone()[0]).lower() != "wal":
+                mode = cursor.fetchone()
+                if mode is None or str(mode[0]).lower() != "wal":
                     cursor.execute("PRAGMA journal_mode = WAL")
             finally:
                 raw.close()
