@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 PREFIX = "TRACEVIEW_DASHBOARD_"
-_FIELDS = ("path", "run", "target", "hardware_file", "hlo", "stage")
+_FIELDS = ("path", "run", "target", "hardware_file", "hlo", "stage", "history")
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,7 @@ class DashboardConfig:
     hardware_file: str | None = None  # JSON adding or overriding chips
     hlo: str | None = None            # XLA dump folder or HLO file
     stage: str | None = None          # "after" (default) or "before" optimizations, for dumped HLO
+    history: str | None = None        # a history store (SQLite file or postgresql:// URL) for the History tab
 
     def to_env(self) -> dict[str, str]:
         """The variables that make the app open this configuration."""

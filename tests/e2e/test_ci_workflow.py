@@ -129,3 +129,73 @@ def test_two_mi300x_workloads_report_new_and_vanished_ops(shared_traces, capsys)
     new_ops = {(op["module"], op["op"]) for op in report["ops"] if op["status"] == "new"}
     gemm = load_profile(folder / "jax08_gemm").ops
     assert new_ops and not new_ops & set(zip(gemm["module"].astype(str), gemm["op"].astype(str)))
+
+
+def _recipe_commands(heading: str) -> list[str]:
+    """The `traceview ...` commands of the first ```yaml block after `heading` in docs/ci.md (folded
+    `run: >` lines joined, as YAML joins them)."""
+    text = DOCS.read_text(encoding="utf-8").split(heading, 1)[1]
+    block = re.search(r"```yaml\n(.*?)```", text, flags=re.S).group(1)
+    commands, lines = [], block.splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r"(\s*)(?:- )?run: (>)?\s*(.*)$", line)
+        if not m:
+            continue
+        if m.group(2):
+            indent = len(m.group(1))
+            folded = []
+            for follow in lines[i + 1:]:
+                if not follow.strip() or len(follow) - len(follow.lstrip()) <= indent:
+                    break
+                folded.append(follow.strip())
+            command = " ".join(folded)
+        else:
+            command = m.group(3)
+        if command.startswith("traceview "):
+            commands.append(command)
+    return commands
+
+
+def test_history_recipe(sample_traces, budgets_file, tmp_path, monkeypatch, capsys):
+    """The GitHub recipe's commands, as the jobs of twelve commits to main (seven of the same program,
+    then five of a slower one) and a pull request, on the sample traces."""
+    import os
+    import shlex
+
+    pytest.importorskip("sqlalchemy", reason="the history needs the `history` extra")
+    pytest.importorskip("ruptures", reason="the history needs the `history` extra")
+    commands = _recipe_commands("### GitHub Actions, SQLite in the cache")
+    record = next(c for c in commands if "--record" in c)
+    pull_request = next(c for c in commands if "--history" in c and "--record" not in c)
+    report = next(c for c in commands if c.startswith("traceview history report"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "perf").mkdir()
+    (tmp_path / "perf" / "perf-budgets.toml").write_text(budgets_file.read_text())
+    (tmp_path / "perf-out").mkdir()
+
+    def run(command: str, trace: str, **env: str) -> int:
+        os.environ.update(env)
+        argv = shlex.split(os.path.expandvars(command).replace("perf-out/trace", str(sample_traces / trace)))
+        assert argv[0] == "traceview"
+        return main(argv[1:])
+
+    monkeypatch.setenv("GITHUB_REF_NAME", "main")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+    codes = []
+    for i, trace in enumerate(["mlp", "mlp_repeat"] * 3 + ["mlp"] + ["mlp_slow"] * 5):
+        codes.append(run(record, trace, GITHUB_SHA=f"sha{i:02d}", GITHUB_RUN_ID=str(100 + i)))
+    assert codes == [0] * 7 + [1, 1, 0, 0, 0]
+    assert run(pull_request, "mlp_repeat") == 0        # faster than the (slower) window: no regression
+    comment = (tmp_path / "perf-out" / "comment.md").read_text()
+    check, history = comment.split("traceview history", 1)
+    assert ":white_check_mark: traceview check" in check
+    step_row = next(line for line in history.splitlines() if line.startswith("| step"))
+    assert "▁▁▁▁▁▁▁█████" in step_row and "at sha07" in step_row and ":x:" in step_row
+    assert run(report, "mlp") == 0
+    page = (tmp_path / "perf-out" / "history.html").read_text()
+    assert page.count("<svg") >= 3 and "sha07" in page
+    capsys.readouterr()
+    assert main(["history", "report", "perf-history.db", "--format", "json"]) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert [r["label"] for r in runs] == [f"sha{i:02d}" for i in range(12)]
+    assert runs[0]["meta"] == {"branch": "main", "run": "100"}

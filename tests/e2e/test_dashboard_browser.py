@@ -25,13 +25,14 @@ from traceview.dashboards.overview import fmt_share
 
 pytestmark = pytest.mark.slow
 
-TABS = ("Overview", "Roofline", "Ops", "Timeline", "Op detail", "Memory", "Parallelism", "Inference", "Compare")
+TABS = ("Overview", "Roofline", "Ops", "Timeline", "Op detail", "Memory", "Parallelism", "Inference", "Compare",
+        "History")
 
 
 @contextlib.contextmanager
-def dashboard_server(trace: Path, log_path: Path):
-    """`traceview dashboard TRACE` as a user starts it; yields its URL. Its log must hold no traceback."""
-    with _server(trace, log_path, timeout=60) as url:
+def dashboard_server(trace: Path, log_path: Path, *extra: str):
+    """`traceview dashboard TRACE [EXTRA...]` as a user starts it; yields its URL. Its log must hold no traceback."""
+    with _server(trace, log_path, *extra, timeout=60) as url:
         yield url
     server_log = log_path.read_text()
     assert "Traceback" not in server_log, server_log[-3000:]
@@ -291,3 +292,40 @@ def test_compare_tab_in_chromium(browser, sample_traces, tmp_path):
         shot = browser.screenshot(tmp_path / "dashboard_compare.png")
     _keep([shot])
     assert _not_blank(shot) > 200
+
+
+def test_history_tab_in_chromium(browser, sample_traces, tmp_path):
+    """The History tab: a trend chart per metric, the change point marked at the first slower run, and
+    a recorded run opened in the other tabs."""
+    pytest.importorskip("sqlalchemy", reason="the History tab needs the `history` extra")
+    pytest.importorskip("ruptures", reason="the History tab needs the `history` extra")
+    from traceview.cli import main
+
+    db = tmp_path / "history.db"
+    names = ["mlp", "mlp_repeat"] * 3 + ["mlp"] + ["mlp_slow"] * 5
+    for i, name in enumerate(names):
+        assert main(["history", "add", str(db), str(sample_traces / name), "--label", f"commit-{i:02d}",
+                     "--time", f"2026-11-{i + 1:02d}T08:00:00Z"]) == 0
+    trace = sample_traces / "mlp"
+    with dashboard_server(trace, tmp_path / "server.log", "--history", str(db)) as url:
+        _open_overview(browser, url)
+        _settle(browser, 1, "Overview")
+        _click_tab(browser, "History", "change point at")
+        _settle(browser, 3, "History")      # step_time, mfu, gain
+        panel = _visible_panel(browser)
+        assert "12 runs" in panel and "change point at commit-07" in panel and "worse" in panel
+        marks = browser.js("document.querySelectorAll('[role=\"tabpanel\"] [data-testid=\"stVegaLiteChart\"]')"
+                           ".length")
+        assert marks >= 3
+        shots = [browser.screenshot(tmp_path / "dashboard_history.png")]
+        # Open the newest recorded run (a slower capture) in the other tabs.
+        ok = browser.js("""(() => { const b = [...document.querySelectorAll('button')]
+            .find(x => x.innerText.trim() === 'Open'); if (!b) return false; b.click(); return true; })()""")
+        assert ok, "no Open button"
+        browser.wait_for("document.body.innerText.includes('mlp_slow')", 120, "the slower run opened")
+        _settle(browser, 0, "the opened run")
+        assert "Traceback" not in browser.js("document.body.innerText")
+        shots.append(browser.screenshot(tmp_path / "dashboard_history_opened.png"))
+    _keep(shots)
+    for shot in shots:
+        assert _not_blank(shot) > 200, f"{shot.name} looks blank"

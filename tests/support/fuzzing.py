@@ -49,7 +49,7 @@ WORKER_MEMORY = 6 << 30  # address-space limit of the worker: a case needing mor
 @dataclass(frozen=True)
 class Seed:
     kind: str      # which reader: xplane, trace_json, hlo_text, hlo_proto, trace_proto, baseline, config, hardware,
-                   # cli_analyze
+                   # cli_analyze, history_db
     name: str      # file name the case is written under (suffix matters to readers)
     data: bytes
 
@@ -131,6 +131,9 @@ def default_seeds(shared: bool = True, max_trace_bytes: int = 400_000) -> list[S
               Seed("baseline", "hlo-baseline.json", json.dumps(HLO_BASELINE).encode()),
               Seed("config", "budgets.toml", CONFIG.encode()),
               Seed("hardware", "chips.json", json.dumps(HARDWARE).encode())]
+    history = history_seed()
+    if history is not None:
+        seeds.append(Seed("history_db", "history.db", history))
     return seeds
 
 
@@ -176,6 +179,33 @@ TPU_TRACE_JSON = {"displayTimeUnit": "ns", "traceEvents": [
     {"ph": "i", "pid": 3, "tid": 3, "ts": 35.0, "name": "all-reduce-done", "s": "t"},
     {"ph": "X", "pid": 701, "tid": 9, "ts": 5.0, "dur": 60.0, "name": "train", "args": {"step_num": "0"}},
     {}]}
+
+
+def history_seed() -> bytes | None:
+    """A small history store (SQLite) of six runs, two ops each; None without the `history` extra."""
+    try:
+        from traceview.history.record import Metric, RunRecord, parse_time
+        from traceview.history.store import open_store
+    except ImportError:
+        return None
+    import pandas as pd
+
+    with tempfile.TemporaryDirectory(prefix="traceview-fuzz-seed-") as tmp:
+        path = Path(tmp) / "history.db"
+        with open_store(path, create=True) as store:
+            for i in range(6):
+                step = 1000.0 * (1.5 if i >= 3 else 1.0)
+                steps = [step * f for f in (0.98, 1.0, 1.02, 1.01)]
+                ops = pd.DataFrame({"module": ["jit_f", "jit_f"], "op": ["fusion.3", "all-reduce.1"],
+                                    "opcode": ["fusion", "all-reduce"], "bound": ["compute", "communication"],
+                                    "time_ps": [4e9, 1e9], "occurrences": [4.0, 4.0], "flops": [1e9, 0.0],
+                                    "step_times_ps": [[1e9] * 4, [2.5e8] * 4]})
+                store.add(RunRecord(label=f"run-{i}", time=parse_time(f"2026-11-0{i + 1}"),
+                                    meta={"commit": f"c{i}"}, trace_path=None, target="tpu-v6e", steps=4,
+                                    metrics={"step_time": Metric(step, "us", step * 0.99, step * 1.01, steps),
+                                             "mfu": Metric(0.4 / (1.5 if i >= 3 else 1.0), "fraction"),
+                                             "peak_memory:static": Metric(1e6, "bytes")}, ops=ops))
+        return path.read_bytes()
 
 
 BASELINE = {
@@ -613,8 +643,8 @@ def hlo_text_mutations(rng: random.Random, data: bytes) -> tuple[str, bytes]:
 def make_cases(seeds: list[Seed], count: int, seed: int) -> Iterator[Case]:
     """`count` cases, deterministic for `seed`: seeds taken in turn, weighted by how cheap their readers are."""
     rng = random.Random(seed)
-    weights = {"xplane": 3, "trace_json": 3, "stablehlo": 2, "hlo_text": 4, "hlo_proto": 4, "trace_proto": 2, "baseline": 2, "config": 2,
-               "hardware": 1, "cli_analyze": 0}
+    weights = {"xplane": 3, "trace_json": 3, "stablehlo": 2, "hlo_text": 4, "hlo_proto": 4, "trace_proto": 2, "baseline": 2,
+               "config": 2, "hardware": 1, "cli_analyze": 0, "history_db": 1}
     pool = [s for s in seeds for _ in range(weights.get(s.kind, 1))]
     for number in range(count):
         s = rng.choice(pool)
@@ -815,6 +845,19 @@ def _run_hardware(path: Path) -> None:
                 raise Garbage(f"chip {chip.name}: figure {value}")
 
 
+def _run_history(path: Path) -> None:
+    """A history store (SQLite) with corrupted pages or values: a report in every format, or one clean error."""
+    from traceview.history.store import open_store
+    from traceview.history.trends import build_report
+    from traceview.render.history import FORMATS, render
+
+    with open_store(path) as store:
+        report = build_report(store, ["*"])
+    for fmt in FORMATS:
+        render(report, fmt)
+    _check_json_numbers(report.to_json())
+
+
 def _run_cli_analyze(path: Path) -> None:
     import contextlib
 
@@ -835,6 +878,7 @@ def _run_cli_analyze(path: Path) -> None:
 RUNNERS: dict[str, Callable[[Path], None]] = {
     "xplane": _run_xplane, "trace_json": _run_trace_json, "stablehlo": _run_stablehlo, "hlo_text": _run_hlo, "hlo_proto": _run_hlo, "trace_proto": _run_trace_proto,
     "baseline": _run_baseline, "config": _run_config, "hardware": _run_hardware, "cli_analyze": _run_cli_analyze,
+    "history_db": _run_history,
 }
 
 

@@ -26,6 +26,8 @@ def register(subparsers) -> None:
     add_source(parser)
     add_target(parser)
     add_hlo(parser)
+    parser.add_argument("--history", metavar="DB",
+                        help="a history store (SQLite file or postgresql:// URL) for the History tab")
     parser.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to bind (default 127.0.0.1: this machine only)")
@@ -70,8 +72,17 @@ def run(args: argparse.Namespace) -> int:
         db = load_hardware(args.hardware_file)
         if args.target:
             get_chip(args.target, db)
+    history = args.history
+    if history:   # a missing, foreign or newer store fails here, with exit 2
+        from traceview.commands.history import need_history_extra
+        from traceview.history.store import open_store
+
+        need_history_extra()
+        open_store(history).close()
+        history = history if "://" in history else _absolute(history)
     config = DashboardConfig(path=_absolute(args.path), run=args.run, target=args.target,
-                             hardware_file=_absolute(args.hardware_file), hlo=_absolute(args.hlo), stage=args.stage)
+                             hardware_file=_absolute(args.hardware_file), hlo=_absolute(args.hlo), stage=args.stage,
+                             history=history)
     env = {**os.environ, **config.to_env(), **read_options_env(args)}
     print(f"traceview dashboard on {args.path}: http://{args.host}:{args.port}  (Ctrl-C to stop)", flush=True)
     proc = subprocess.Popen(streamlit_command(args), env=env)

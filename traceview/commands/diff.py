@@ -9,6 +9,7 @@ budget, 1 a regression, 2 unusable input.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import traceview
@@ -17,6 +18,8 @@ from traceview.errors import UserError
 
 if TYPE_CHECKING:
     from traceview.regress.budgets import Budgets
+    from traceview.regress.check import Verdict
+    from traceview.regress.diff import Diff
 
 FORMATS = ("table", "markdown", "json", "junit")
 
@@ -74,7 +77,6 @@ def budgets_from_args(args: argparse.Namespace) -> Budgets:
 def compare(args: argparse.Namespace, base_path: str, new_path: str) -> int:
     """Load both sides (`traceview.diff` / `traceview.check`), write the reports; 0 pass, 1 regression."""
     from traceview.regress.check import run_checks
-    from traceview.render.regress import diff_junit, diff_markdown, render
     from traceview.trace.read import read_options
 
     budgets = budgets_from_args(args)  # before the slow part: a bad flag fails fast
@@ -88,11 +90,26 @@ def compare(args: argparse.Namespace, base_path: str, new_path: str) -> int:
         else:
             diff = traceview.diff(base_path, new_path, budgets=budgets, **sides)
             verdict = run_checks(diff, budgets)
+    return write_reports(args, diff, verdict)
+
+
+def write_reports(args: argparse.Namespace, diff: Diff, verdict: Verdict, appendix: Callable[[str], str] | None = None
+                  ) -> int:
+    """The report (--format, -o) and the extra files (--markdown-out, --junit-out); 0 pass, 1 regression.
+
+    `appendix(format)` adds a block after the table or Markdown report (check --history: the trends).
+    """
+    from traceview.render.regress import diff_junit, diff_markdown, render
+
     command = "check" if args.command == "check" else "diff"
-    write_output(render(diff, verdict, args.format, top=args.top, command=command), args.output)
+    extra = appendix or (lambda fmt: "")
+    text = render(diff, verdict, args.format, top=args.top, command=command)
+    if args.format in ("table", "markdown"):
+        text += extra(args.format)
+    write_output(text, args.output)
     if args.markdown_out:
         with open(args.markdown_out, "a", encoding="utf-8") as handle:
-            handle.write(diff_markdown(diff, verdict, top=args.top, command=command))
+            handle.write(diff_markdown(diff, verdict, top=args.top, command=command) + extra("markdown"))
     if args.junit_out:
         with open(args.junit_out, "w", encoding="utf-8") as handle:
             handle.write(diff_junit(diff, verdict))

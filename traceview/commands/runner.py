@@ -54,7 +54,7 @@ CACHED: dict[str, Callable[[argparse.Namespace], bool]] = {
     "roofline": lambda args: not args.plot,
     "graph": lambda args: args.format != "svg",
     "diff": lambda args: not args.markdown_out and not args.junit_out,
-    "check": lambda args: not args.markdown_out and not args.junit_out,
+    "check": lambda args: not args.markdown_out and not args.junit_out and not getattr(args, "history", None),
 }
 # Options that do not change the output: how the inputs are read, where the output goes, tracebacks.
 _NOT_IN_KEY = {"handler", "no_cache", "jobs", "dask", "output", "debug"}
