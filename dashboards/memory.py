@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from traceview.dashboards.data import View
-from traceview.dashboards.persist import kept
+from traceview.dashboards.persist import keep_across_tabs
 from traceview.memory.headroom import Headroom, headroom, is_device_memory
 from traceview.memory.view import MemoryReport, fill_from_profile
 from traceview.parsers.discover import find_run
@@ -78,7 +78,7 @@ def _runtime(report: MemoryReport, view: View) -> None:
                 "the static peaks below come from the compiler's buffer assignment.")
         return
     names = [m.device for m in memories]
-    picked = st.selectbox("memory (allocator)", names, key="tv_memory_pick", **kept())
+    picked = st.selectbox("memory (allocator)", names, key="tv_memory_pick", **keep_across_tabs())
     chosen = memories[names.index(str(picked)) if picked in names else 0]
     cols = st.columns(3) + st.columns(3)
     cols[0].metric("peak", fmt_bytes(chosen.peak_bytes))
@@ -114,7 +114,7 @@ def _static(report: MemoryReport, view: View) -> None:
         return
     labels = [f"{m.name}" + (f" ({m.program_id})" if m.program_id is not None else "") + f"  ·  "
               f"{fmt_bytes(m.peak_bytes)}" for m in report.modules]
-    picked = st.selectbox("HLO module (largest static peak first)", labels, key="tv_memory_module", **kept())
+    picked = st.selectbox("HLO module (largest static peak first)", labels, key="tv_memory_module", **keep_across_tabs())
     chosen = report.modules[labels.index(str(picked)) if picked in labels else 0]
     cols = st.columns(4)
     cols[0].metric("static peak", fmt_bytes(chosen.peak_bytes))
@@ -138,7 +138,7 @@ def _static(report: MemoryReport, view: View) -> None:
 
 
 def render(view: View) -> None:
-    report = _report(view.source.path, view.source.run, view.stamp, view)
+    report = _report(view.request.path, view.request.run, view.stamp, view)
     st.markdown("#### Runtime: allocator usage")
     _runtime(report, view)
     st.markdown("#### Static: peak per HLO module (buffer assignment)")

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from traceview.dashboards.data import Source, View
+from traceview.dashboards.data import LoadRequest, View
 from traceview.parallelism.diagnose import from_analysis
 from traceview.render.parallelism import fmt_value, md, parallelism_json
 from traceview.units import fmt_pct, fmt_si, fmt_time_us
@@ -19,8 +19,8 @@ VERDICT_COLOURS = {"compute-bound": "#4c78a8", "communication-bound": "#e45756"}
 
 
 @st.cache_resource(show_spinner="Reading the mesh...", max_entries=8)
-def _record(source: Source, stamp: tuple, target_label: str, _view: View) -> dict:
-    return parallelism_json(from_analysis(_view.analysis, source.hlo))
+def _record(request: LoadRequest, stamp: tuple, target_label: str, _view: View) -> dict:
+    return parallelism_json(from_analysis(_view.analysis, request.hlo))
 
 
 def mesh_grid(record: dict) -> pd.DataFrame | None:
@@ -71,7 +71,7 @@ def _axis_table(axes: list[dict]) -> pd.DataFrame:
 
 
 def render(view: View) -> None:
-    record = _record(view.source, view.stamp, view.target_label, view)
+    record = _record(view.request, view.stamp, view.target_label, view)
     mesh = record.get("mesh")
     if not mesh or not mesh["axes"]:
         st.info(f"No device mesh: {record.get('why_no_mesh') or 'the HLO holds no collective'}.")

@@ -519,21 +519,28 @@ def _flag(name: str) -> Callable[[_Op], dict[str, str]]:
     return lambda op: {name: "true"}
 
 
+class _Rule(NamedTuple):
+    """Attributes HLO text prints: ``formatter`` runs when the instruction's opcode is one of ``opcodes``
+    or one of ``fields`` is set in its proto, and returns them (none, one, or a group)."""
+
+    opcodes: frozenset[str]
+    fields: frozenset[str]
+    formatter: Callable[[_Op], dict[str, str]]
+
+
 def _rule(formatter: Callable[[_Op], dict[str, str]], opcodes: tuple[str, ...] = (),
-          fields: tuple[str, ...] = ()) -> tuple[frozenset[str], frozenset[str], Callable[[_Op], dict[str, str]]]:
-    return frozenset(opcodes), frozenset(fields), formatter
+          fields: tuple[str, ...] = ()) -> _Rule:
+    return _Rule(frozenset(opcodes), frozenset(fields), formatter)
 
 
-def _flag_rule(field: str) -> tuple[frozenset[str], frozenset[str], Callable[[_Op], dict[str, str]]]:
+def _flag_rule(field: str) -> _Rule:
     return _rule(_flag(field), fields=(field,))
 
 
 _REPLICA_GROUP_FIELDS = ("replica_groups", "collective_device_list", "iota_collective_device_list",
                          "mesh_axes_replica_group_list")
 
-# The attributes HLO text prints, in its order: (formatter, the opcodes it runs for, the proto fields
-# it runs for when set). A formatter runs when the instruction's opcode is one of its opcodes or one of
-# its fields is set; it returns the attributes it prints (none, one, or a group).
+# The attributes HLO text prints, in its order.
 _ATTRIBUTE_RULES = (
     _rule(lambda op: {"parameter_number": str(op.proto.parameter_number)}, opcodes=("parameter",)),
     _rule(lambda op: {"literal": _literal(op.proto.literal, op.shape)}, opcodes=("constant",)),
@@ -586,17 +593,17 @@ _ATTRIBUTE_RULES = (
 )
 
 
-def _rules_by(position: int) -> dict[str, tuple[int, ...]]:
-    """Opcode (position 0) or field (position 1) -> the indexes of the rules that run for it."""
+def _rules_by(keys: Callable[[_Rule], frozenset[str]]) -> dict[str, tuple[int, ...]]:
+    """Opcode or field (as ``keys`` gives them) -> the indexes of the rules that run for it."""
     index: dict[str, list[int]] = {}
     for i, rule in enumerate(_ATTRIBUTE_RULES):
-        for key in rule[position]:
+        for key in keys(rule):
             index.setdefault(key, []).append(i)
     return {key: tuple(rules) for key, rules in index.items()}
 
 
-_RULES_BY_OPCODE = _rules_by(0)
-_RULES_BY_FIELD = _rules_by(1)
+_RULES_BY_OPCODE = _rules_by(lambda rule: rule.opcodes)
+_RULES_BY_FIELD = _rules_by(lambda rule: rule.fields)
 
 
 def _attributes(op: _Op) -> dict[str, str]:
@@ -606,7 +613,7 @@ def _attributes(op: _Op) -> dict[str, str]:
         rules.update(_RULES_BY_FIELD.get(field.name, ()))
     a: dict[str, str] = {}
     for i in sorted(rules):
-        a.update(_ATTRIBUTE_RULES[i][2](op))
+        a.update(_ATTRIBUTE_RULES[i].formatter(op))
     return a
 
 

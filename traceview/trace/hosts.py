@@ -37,7 +37,7 @@ class HostResult:
     data: TraceData | None = None   # its tables (``ops`` empty unless kept: the part has what the analysis reads)
     error: str | None = None        # one line naming the file
     internal: bool = False          # a bug in traceview, not a bad file
-    part: OpsPart | None = None     # its op table reduced (timeline.partial)
+    part: OpsPart | None = None     # its op table reduced (timeline.host_ops)
 
 
 def read_host(path: str, keep_ops: bool = True, store: bool = False, background: bool = False) -> HostResult:
