@@ -27,7 +27,7 @@ from traceview.dashboards.overview import fmt_share  # noqa: E402
 from traceview.dashboards.tabs import TAB_KEY  # noqa: E402
 from traceview.errors import UserError  # noqa: E402
 from traceview.render.escape import markdown_text  # noqa: E402
-from traceview.render.tables import fmt_pct, fmt_time_us  # noqa: E402
+from traceview.units import fmt_pct, fmt_time_us  # noqa: E402
 
 APP = Path(traceview.dashboards.__file__).resolve().parent / "app.py"
 BOUNDS = ("compute", "memory", "communication", "unknown", "idle")
