@@ -69,6 +69,12 @@ class View:
     def chip(self) -> Chip | None:
         return self.result.target
 
+    @property
+    def as_loaded(self) -> traceview.Analysis:
+        """The analysis on the chip it was loaded with: views that do not depend on the chip (memory
+        peaks) come from it, read once whatever chip the page judges on."""
+        return _base(self.request, self.stamp)
+
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def hardware(hardware_file: str | None) -> dict[str, Chip]:
