@@ -17,14 +17,23 @@ import streamlit as st
 
 from traceview.dashboards import tabs, warm
 from traceview.dashboards.config import DashboardConfig, from_env
-from traceview.dashboards.data import AS_LOADED, Source, View, default_run, hardware, load_view, runs_of, save_upload
+from traceview.dashboards.data import (
+    AS_LOADED,
+    LoadRequest,
+    View,
+    default_run,
+    hardware,
+    load_view,
+    runs_of,
+    save_upload,
+)
 from traceview.errors import UserError
 from traceview.render.escape import markdown_code, markdown_text
 
 ALL_HOSTS = "all hosts"
 
 
-def _sidebar(config: DashboardConfig) -> Source:
+def _sidebar(config: DashboardConfig) -> LoadRequest:
     """What to open, from the sidebar widgets."""
     sb = st.sidebar
     sb.title("traceview")
@@ -48,13 +57,13 @@ def _sidebar(config: DashboardConfig) -> Source:
         host = sb.selectbox("host", [ALL_HOSTS] + chosen.hosts, key="host")
         if host != ALL_HOSTS:   # one host's file, read on its own
             path, run = str(chosen.files[chosen.hosts.index(host)]), None
-    return Source(path=path, run=run, hardware_file=config.hardware_file, hlo=config.hlo, stage=config.stage,
-                  target=config.target)
+    return LoadRequest(path=path, run=run, hardware_file=config.hardware_file, hlo=config.hlo, stage=config.stage,
+                       target=config.target)
 
 
 def _target_box(loaded: View) -> str:
     """The chip to judge on: the one the trace was loaded with (detected or --target), or any other."""
-    db = hardware(loaded.source.hardware_file)
+    db = hardware(loaded.request.hardware_file)
     chip = loaded.chip
     how = "none" if chip is None else f"{chip.name} ({'detected' if loaded.analysis.target_detected else 'given'})"
     return st.sidebar.selectbox("target chip", [AS_LOADED] + list(db), key="target",
@@ -83,10 +92,10 @@ def main() -> None:
     st.set_page_config(page_title="traceview", layout="wide", initial_sidebar_state="expanded")
     config = from_env()
     try:
-        source = _sidebar(config)
-        loaded = load_view(source)
+        request = _sidebar(config)
+        loaded = load_view(request)
         chip = _target_box(loaded)
-        view = loaded if chip == AS_LOADED else load_view(source, chip)
+        view = loaded if chip == AS_LOADED else load_view(request, chip)
         _header(view)
         tabs.render(view)
         warm.page_shown(time.perf_counter() - started, st.session_state.get(tabs.TAB_KEY))

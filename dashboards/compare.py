@@ -9,8 +9,8 @@ import pandas as pd
 import streamlit as st
 
 import traceview
-from traceview.dashboards.data import Source, View, load_view, runs_of
-from traceview.dashboards.persist import kept
+from traceview.dashboards.data import LoadRequest, View, load_view, runs_of
+from traceview.dashboards.persist import keep_across_tabs
 from traceview.errors import UserError
 from traceview.regress.diff import DiffSummary
 from traceview.render.escape import markdown_code, markdown_text
@@ -22,15 +22,15 @@ _OP_COLUMNS = ["status", "module", "op", "base_time_ps", "new_time_ps", "time_ch
                "matched_by", "base_op"]
 
 
-def other_sources(view: View) -> list[Source]:
+def other_run_requests(view: View) -> list[LoadRequest]:
     """The log dir's other runs, newest first (the log dir is where the current run was found)."""
     try:
-        runs = runs_of(view.source.path)
+        runs = runs_of(view.request.path)
     except UserError:
         return []
     current = view.analysis.profile.source.run
-    return [Source(path=view.source.path, run=r.name, hardware_file=view.source.hardware_file,
-                   stage=view.source.stage, target=view.source.target) for r in reversed(runs) if r.name != current]
+    return [LoadRequest(path=view.request.path, run=r.name, hardware_file=view.request.hardware_file,
+                   stage=view.request.stage, target=view.request.target) for r in reversed(runs) if r.name != current]
 
 
 def ops_frame(diff) -> pd.DataFrame:
@@ -64,17 +64,17 @@ def delta_colour(change: float | None, inverse: bool = True) -> Literal["off", "
 
 
 def render(view: View) -> None:
-    others = other_sources(view)
+    others = other_run_requests(view)
     c1, c2 = st.columns([1, 1])
     labels = [s.run for s in others]
     pick = c1.selectbox("compare with run", ["(another path)"] + labels, index=1 if labels else 0,
-                        key="compare_run", **kept())
-    other_path = c2.text_input("or another trace path", key="compare_path", **kept(),
+                        key="compare_run", **keep_across_tabs())
+    other_path = c2.text_input("or another trace path", key="compare_path", **keep_across_tabs(),
                                disabled=pick != "(another path)")
     if pick != "(another path)":
         other = others[labels.index(pick)]
     elif other_path:
-        other = Source(path=other_path, hardware_file=view.source.hardware_file, stage=view.source.stage)
+        other = LoadRequest(path=other_path, hardware_file=view.request.hardware_file, stage=view.request.stage)
     else:
         st.caption("This log dir holds one run: give another trace path to compare with.")
         return
@@ -85,7 +85,7 @@ def render(view: View) -> None:
         return
     diff = traceview.diff(base.result, view.result)
     st.markdown(f"**base** {markdown_code(other.path)} run {markdown_code(base.analysis.profile.source.run)} → "
-                f"**new** (this run) {markdown_code(view.source.path)} run {markdown_code(view.analysis.profile.source.run)}")
+                f"**new** (this run) {markdown_code(view.request.path)} run {markdown_code(view.analysis.profile.source.run)}")
     _headline(diff.summary)
     with st.expander("report (markdown, as `traceview diff` prints it)"):
         st.markdown(without_html_blocks(diff_markdown(diff)))

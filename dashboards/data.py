@@ -32,8 +32,9 @@ AS_LOADED = "as loaded"
 
 
 @dataclass(frozen=True)
-class Source:
-    """Everything that identifies one analysis in the cache."""
+class LoadRequest:
+    """What the page asks to analyze (trace, run, chip, user files): everything that identifies one
+    analysis in the cache."""
 
     path: str
     run: str | None = None
@@ -52,8 +53,8 @@ class Source:
 class View:
     """One analysis as the page shows it: the traceview.Analysis plus its JSON-contract records."""
 
-    source: Source
-    stamp: tuple             # Source.stamp() when loaded
+    request: LoadRequest
+    stamp: tuple             # LoadRequest.stamp() when loaded
     result: traceview.Analysis
     ops: pd.DataFrame        # result.ops: the CLI's JSON `ops`, in us
     summary: dict            # summary_record(analysis): the CLI's JSON `summary`
@@ -68,6 +69,12 @@ class View:
     def chip(self) -> Chip | None:
         return self.result.target
 
+    @property
+    def as_loaded(self) -> traceview.Analysis:
+        """The analysis on the chip it was loaded with: views that do not depend on the chip (memory
+        peaks) come from it, read once whatever chip the page judges on."""
+        return _base(self.request, self.stamp)
+
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def hardware(hardware_file: str | None) -> dict[str, Chip]:
@@ -76,34 +83,34 @@ def hardware(hardware_file: str | None) -> dict[str, Chip]:
 
 # A parsed 2-million-event trace holds about 1 GB: keep few of them.
 @st.cache_resource(show_spinner="Reading the trace...", max_entries=3)
-def _base(source: Source, stamp: tuple) -> traceview.Analysis:
-    return traceview.load(source.path, run=source.run, target=source.target, hardware_file=source.hardware_file,
-                          hlo=source.hlo, stage=source.stage or "after")
+def _base(request: LoadRequest, stamp: tuple) -> traceview.Analysis:
+    return traceview.load(request.path, run=request.run, target=request.target, hardware_file=request.hardware_file,
+                          hlo=request.hlo, stage=request.stage or "after")
 
 
 @st.cache_resource(show_spinner="Re-targeting...", max_entries=16)
-def _retargeted(source: Source, stamp: tuple, chip_name: str) -> traceview.Analysis:
-    return _base(source, stamp).retarget(get_chip(chip_name, hardware(source.hardware_file)))
+def _retargeted(request: LoadRequest, stamp: tuple, chip_name: str) -> traceview.Analysis:
+    return _base(request, stamp).retarget(get_chip(chip_name, hardware(request.hardware_file)))
 
 
 # The outermost cached call shows the spinner (Streamlit hides nested ones): the page says what it waits
 # for, also while `traceview dashboard`'s warm-up holds this entry's lock.
 @st.cache_resource(show_spinner="Reading and analysing the trace...", max_entries=16)
-def _view(source: Source, stamp: tuple, chip_name: str) -> View:
+def _view(request: LoadRequest, stamp: tuple, chip_name: str) -> View:
     if chip_name == AS_LOADED:
-        result = _base(source, stamp)
+        result = _base(request, stamp)
     else:
-        result = _retargeted(source, stamp, chip_name)
-    return View(source=source, stamp=stamp, result=result, ops=result.ops.copy(),
+        result = _retargeted(request, stamp, chip_name)
+    return View(request=request, stamp=stamp, result=result, ops=result.ops.copy(),
                 summary=summary_record(result.pipeline), target_label=chip_name)
 
 
-def load_view(source: Source, chip_name: str = AS_LOADED) -> View:
-    """The analysis of `source` judged against `chip_name` (AS_LOADED: the chip it was built with).
+def load_view(request: LoadRequest, chip_name: str = AS_LOADED) -> View:
+    """The analysis of `request` judged against `chip_name` (AS_LOADED: the chip it was built with).
 
     Raises UserError (the one-line message the page shows) for bad input.
     """
-    return _view(source, source.stamp(), chip_name)
+    return _view(request, request.stamp(), chip_name)
 
 
 def runs_of(path: str) -> list[Run]:
@@ -119,11 +126,11 @@ def default_run(runs: list[Run], wanted: str | None) -> str | None:
     return wanted if wanted in names else names[-1]
 
 
-def opening_source(config: DashboardConfig) -> Source:
-    """The Source the page shows before any widget is touched: what `traceview dashboard` pre-loads."""
+def opening_request(config: DashboardConfig) -> LoadRequest:
+    """The LoadRequest the page shows before any widget is touched: what `traceview dashboard` pre-loads."""
     if not config.path:
         raise UserError("no trace path to open")
-    return Source(path=config.path, run=default_run(runs_of(config.path), config.run),
+    return LoadRequest(path=config.path, run=default_run(runs_of(config.path), config.run),
                   hardware_file=config.hardware_file, hlo=config.hlo, stage=config.stage, target=config.target)
 
 

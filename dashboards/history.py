@@ -17,7 +17,7 @@ import streamlit as st
 
 from traceview.dashboards.config import from_env
 from traceview.dashboards.data import View
-from traceview.dashboards.persist import kept
+from traceview.dashboards.persist import keep_across_tabs
 from traceview.errors import UserError
 from traceview.render.escape import markdown_code, markdown_text
 
@@ -101,7 +101,7 @@ def render(view: View) -> None:
     from traceview.history.trends import HEADLINE
     from traceview.render.history import fmt_value, headline
 
-    db = st.text_input("history database", value=from_env().history or "", key="history_db", **kept(),
+    db = st.text_input("history database", value=from_env().history or "", key="history_db", **keep_across_tabs(),
                        help="a SQLite file or postgresql:// URL written by `traceview history add` or "
                             "`traceview check --history DB --record LABEL`")
     if not db:
@@ -117,7 +117,7 @@ def render(view: View) -> None:
         return
     names = [s.metric for s in report.series]
     default = [n for p in HEADLINE[:3] for n in names if fnmatch.fnmatchcase(n, p)]
-    chosen = st.multiselect("metrics", names, default=default, key="history_metrics", **kept(),
+    chosen = st.multiselect("metrics", names, default=default, key="history_metrics", **keep_across_tabs(),
                             help="every stored metric: op:<module>/<op> per op, peak_memory:static:<module>, ...")
     shown = dataclasses.replace(report, series=[s for s in report.series if s.metric in chosen])
     st.markdown(f"**{markdown_text(headline(shown))}**")
@@ -141,7 +141,7 @@ def render(view: View) -> None:
     if openable:
         c1, c2 = st.columns([3, 1])
         pick = c1.selectbox("open a recorded run in the other tabs", [r["label"] for r in openable],
-                            index=len(openable) - 1, key="history_open", **kept())
+                            index=len(openable) - 1, key="history_open", **keep_across_tabs())
         path = next(r["trace_path"] for r in openable if r["label"] == pick)
         c2.button("Open", key="history_open_button", on_click=_open_run, args=(path,),
                   help=f"the trace recorded with {pick}: {path}")

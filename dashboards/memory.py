@@ -8,23 +8,15 @@ import pandas as pd
 import streamlit as st
 
 from traceview.dashboards.data import View
-from traceview.dashboards.persist import kept
+from traceview.dashboards.persist import keep_across_tabs
 from traceview.memory.headroom import Headroom, headroom, is_device_memory
-from traceview.memory.view import MemoryReport, fill_from_profile
-from traceview.parsers.discover import find_run
+from traceview.memory.view import MemoryReport
 from traceview.render.memory import fmt_bytes
 from traceview.units import PS_PER_MS
 
 KIND_COLOURS = {"parameter": "#1f77b4", "output": "#2ca02c", "temporary": "#ff7f0e", "constant": "#7f7f7f",
                 "thread-local": "#9467bd", "allocation": "#ff7f0e", "before profile": "#1f77b4", "stack": "#7f7f7f"}
 TOP_BUFFERS = 25
-
-
-@st.cache_resource(show_spinner="Reading memory events...", max_entries=4)
-def _report(path: str, run: str | None, stamp: tuple, _view: View) -> MemoryReport:
-    report = MemoryReport(source=path)
-    fill_from_profile(report, _view.analysis.profile, find_run(path, run).files)
-    return report
 
 
 def _room(peak_bytes: int, view: View) -> Headroom | None:
@@ -78,7 +70,7 @@ def _runtime(report: MemoryReport, view: View) -> None:
                 "the static peaks below come from the compiler's buffer assignment.")
         return
     names = [m.device for m in memories]
-    picked = st.selectbox("memory (allocator)", names, key="tv_memory_pick", **kept())
+    picked = st.selectbox("memory (allocator)", names, key="tv_memory_pick", **keep_across_tabs())
     chosen = memories[names.index(str(picked)) if picked in names else 0]
     cols = st.columns(3) + st.columns(3)
     cols[0].metric("peak", fmt_bytes(chosen.peak_bytes))
@@ -114,7 +106,7 @@ def _static(report: MemoryReport, view: View) -> None:
         return
     labels = [f"{m.name}" + (f" ({m.program_id})" if m.program_id is not None else "") + f"  ·  "
               f"{fmt_bytes(m.peak_bytes)}" for m in report.modules]
-    picked = st.selectbox("HLO module (largest static peak first)", labels, key="tv_memory_module", **kept())
+    picked = st.selectbox("HLO module (largest static peak first)", labels, key="tv_memory_module", **keep_across_tabs())
     chosen = report.modules[labels.index(str(picked)) if picked in labels else 0]
     cols = st.columns(4)
     cols[0].metric("static peak", fmt_bytes(chosen.peak_bytes))
@@ -138,7 +130,8 @@ def _static(report: MemoryReport, view: View) -> None:
 
 
 def render(view: View) -> None:
-    report = _report(view.source.path, view.source.run, view.stamp, view)
+    with st.spinner("Reading memory events..."):
+        report = view.as_loaded.memory()          # traceview.Analysis.memory(): what `traceview memory` shows
     st.markdown("#### Runtime: allocator usage")
     _runtime(report, view)
     st.markdown("#### Static: peak per HLO module (buffer assignment)")

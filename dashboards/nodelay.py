@@ -8,8 +8,7 @@ its headers, then its body: with Nagle on, the body waits for the browser to
 acknowledge the headers, and the browser delays that acknowledgement (40 ms on
 Linux) whenever the connection is past its first exchange. So every HTTP
 response after the first on a kept-alive connection, and websocket messages
-sent back to back, arrive about 40 ms late: the page's ~120 script files, six
-connections at a time, took about 0.9 s on loopback instead of 0.1 s.
+sent back to back, arrive about 40 ms late (docs/dashboard.md has what it cost the page).
 
 `install()` wraps Streamlit's socket binder so the listening socket says
 IPPROTO_TCP (the connections it accepts inherit that, and asyncio then sets

@@ -16,7 +16,7 @@ from traceview.dashboards.hlo_format import (
     source_location,
     source_snippet,
 )
-from traceview.dashboards.persist import kept
+from traceview.dashboards.persist import keep_across_tabs
 from traceview.errors import UserError
 from traceview.hardware.chips import Chip, dtype_class
 from traceview.render.escape import markdown_code, markdown_text
@@ -152,8 +152,8 @@ def _graph(view: View, module, inst) -> None:
 
     st.markdown("**Graph** (operands above, users below; colour = bound, thick border = this op)")
     left, right = st.columns([3, 1])
-    depth = left.slider("graph depth", 1, 4, 1, key="tv_graph_depth", **kept())
-    expand = right.checkbox("open the fusion", value=True, key="tv_graph_expand", **kept(),
+    depth = left.slider("graph depth", 1, 4, 1, key="tv_graph_depth", **keep_across_tabs())
+    expand = right.checkbox("open the fusion", value=True, key="tv_graph_expand", **keep_across_tabs(),
                             disabled=inst.opcode != "fusion", help="draw the fused computation inside the op")
     graph = op_graph([module], inst.name, depth=depth, expand=expand)
     annotate(graph, view.ops.to_dict("records"))

@@ -7,7 +7,7 @@ import streamlit as st
 
 from traceview.dashboards import selection
 from traceview.dashboards.data import View
-from traceview.dashboards.persist import kept
+from traceview.dashboards.persist import keep_across_tabs
 
 # JSON-contract fields shown, in order (units as in `traceview analyze --format json`).
 COLUMNS = ["module", "name", "category", "bound", "occurrences", "self_time_us", "judged_time_us",
@@ -48,13 +48,13 @@ def render(view: View) -> None:
         st.info("No device ops in this trace.")
         return
     c1, c2, c3, c4 = st.columns([2, 2, 2, 3])
-    bounds = c1.multiselect("bound", _options(ops, "bound"), key="filter_bound", **kept())
-    categories = c2.multiselect("category", _options(ops, "category"), key="filter_category", **kept())
-    modules = c3.multiselect("module", _options(ops, "module"), key="filter_module", **kept())
-    name = c4.text_input("name contains", key="filter_name", **kept())
+    bounds = c1.multiselect("bound", _options(ops, "bound"), key="filter_bound", **keep_across_tabs())
+    categories = c2.multiselect("category", _options(ops, "category"), key="filter_category", **keep_across_tabs())
+    modules = c3.multiselect("module", _options(ops, "module"), key="filter_module", **keep_across_tabs())
+    name = c4.text_input("name contains", key="filter_name", **keep_across_tabs())
     s1, s2, _ = st.columns([2, 2, 5])
-    sort_by = s1.selectbox("sort by", list(SORTS), key="sort_by", **kept()) or "gap"
-    descending = s2.toggle("largest first", value=sort_by != "name", key="sort_desc", **kept())
+    sort_by = s1.selectbox("sort by", list(SORTS), key="sort_by", **keep_across_tabs()) or "gap"
+    descending = s2.toggle("largest first", value=sort_by != "name", key="sort_desc", **keep_across_tabs())
 
     shown = sort_ops(filter_ops(ops, bounds, categories, modules, name), sort_by, descending)
     shown = shown[[c for c in COLUMNS if c in shown.columns]].reset_index(drop=True)
@@ -76,6 +76,6 @@ def render(view: View) -> None:
         })
     rows = list(getattr(event, "selection", {}).get("rows", [])) if event is not None else []
     picked = shown.iloc[rows[0]] if rows and rows[0] < len(shown) else None
-    selection.offer("table", (picked["module"], picked["name"]) if picked is not None else None)
+    selection.select_if_changed("table", (picked["module"], picked["name"]) if picked is not None else None)
     st.download_button("Download CSV", shown.to_csv(index=False).encode(), file_name="traceview_ops.csv",
                        mime="text/csv", key="download_ops")

@@ -119,7 +119,7 @@ class Parts:
 
 
 def parts(view: View) -> Parts:
-    return _parts(view, (view.source, view.stamp, view.target_label))
+    return _parts(view, (view.request, view.stamp, view.target_label))
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)

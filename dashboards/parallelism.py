@@ -13,19 +13,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from traceview.dashboards.data import Source, View
-from traceview.parallelism.diagnose import from_analysis
+from traceview.dashboards.data import View
 from traceview.parallelism.roles import ROLE_NAMES
 from traceview.render.parallelism import fmt_value, md, parallelism_json
 from traceview.units import fmt_pct, fmt_si, fmt_time_us
 
 VERDICT_COLOURS = {"compute-bound": "#4c78a8", "communication-bound": "#e45756", "bubble-bound": "#f58518"}
 MAX_SCHEDULE_CELLS = 4096     # stages x ticks drawn at most (hostile sizes)
-
-
-@st.cache_resource(show_spinner="Reading the mesh...", max_entries=8)
-def _record(source: Source, stamp: tuple, target_label: str, _view: View) -> dict:
-    return parallelism_json(from_analysis(_view.analysis, source.hlo))
 
 
 def mesh_grid(record: dict) -> pd.DataFrame | None:
@@ -121,7 +115,8 @@ def _axis_table(axes: list[dict]) -> pd.DataFrame:
 
 
 def render(view: View) -> None:
-    record = _record(view.source, view.stamp, view.target_label, view)
+    with st.spinner("Reading the mesh..."):
+        record = parallelism_json(view.result.parallelism())   # what `traceview parallelism --format json` prints
     mesh = record.get("mesh")
     if not mesh or not mesh["axes"]:
         st.info(f"No device mesh: {record.get('why_no_mesh') or 'the HLO holds no collective'}.")

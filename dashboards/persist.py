@@ -10,6 +10,6 @@ import streamlit as st
 _PERSIST = "persist_state" in inspect.signature(st.selectbox).parameters
 
 
-def kept() -> dict:
+def keep_across_tabs() -> dict:
     """Keyword arguments that keep a widget's value while its tab is closed (where Streamlit can)."""
     return {"persist_state": "page"} if _PERSIST else {}

@@ -40,7 +40,7 @@ def render(view: View) -> None:
     else:
         event = st.altair_chart(altair_chart(points, chip, ops=view.analysis.ops), on_select="rerun",
                                 key="roofline_chart", width="stretch")
-        selection.offer("chart", clicked_op(event))
+        selection.select_if_changed("chart", clicked_op(event))
     rest = unplaceable_ops(view.analysis.ops)
     if not rest.empty:
         st.caption(f"{len(rest)} ops are not on the chart (no FLOPs or no bytes), "

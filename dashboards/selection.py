@@ -21,9 +21,9 @@ def select(module: str, name: str) -> None:
     st.session_state[SELECTED] = (str(module), str(name))
 
 
-def offer(source: str, value: tuple[str, str] | None) -> None:
-    """A widget `source` reports `value` as its selection: it becomes the selected op if it changed."""
-    memo = f"_tv_last_{source}"
+def select_if_changed(widget: str, value: tuple[str, str] | None) -> None:
+    """The widget named `widget` reports `value` as its selection: it becomes the selected op if it changed."""
+    memo = f"_tv_last_{widget}"
     if st.session_state.get(memo) == value:
         return
     st.session_state[memo] = value

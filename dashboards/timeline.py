@@ -19,7 +19,7 @@ import streamlit as st
 
 from traceview.dashboards import selection
 from traceview.dashboards.data import View
-from traceview.dashboards.persist import kept
+from traceview.dashboards.persist import keep_across_tabs
 from traceview.dashboards.roofline_view import clicked_op
 from traceview.render.charts import BOUND_COLOURS
 from traceview.timeline.intervals import union
@@ -167,7 +167,7 @@ def _idle(devices: np.ndarray, starts: np.ndarray, ends: np.ndarray, mask: np.nd
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _cached(_view: View, key: tuple, step: int | None, limit: int) -> Timeline:
+def _cached_timeline(_view: View, key: tuple, step: int | None, limit: int) -> Timeline:
     return timeline(_view, step, limit)
 
 
@@ -186,11 +186,11 @@ def render(view: View) -> None:
         default = choices.index(median)
     c1, c2, _ = st.columns([2, 2, 4])
     times = dict(zip(steps["step"].astype(int), steps["time_ps"] / PS_PER_US)) if not steps.empty else {}
-    step = c1.selectbox("window", choices, index=default, key="timeline_step", **kept(),
+    step = c1.selectbox("window", choices, index=default, key="timeline_step", **keep_across_tabs(),
                         format_func=lambda s: "whole trace" if s is None else f"step {s} ({fmt_time_us(times[s])})")
-    limit = c2.select_slider("ops drawn (longest)", [250, 500, 1000, 2000, 5000], value=1000, key="timeline_limit", **kept())
-    key = (view.source, view.stamp, view.target_label)
-    tl = _cached(view, key, step, limit)
+    limit = c2.select_slider("ops drawn (longest)", [250, 500, 1000, 2000, 5000], value=1000, key="timeline_limit", **keep_across_tabs())
+    key = (view.request, view.stamp, view.target_label)
+    tl = _cached_timeline(view, key, step, limit)
     st.caption(tl.note + ". Hover a bar for the op, click it to open it in Op detail; drag or scroll to zoom; "
                "colour = bound on the target; idle = time no op of the device runs.")
     if tl.bars.empty:
@@ -202,7 +202,7 @@ def render(view: View) -> None:
 def _chart(tl: Timeline) -> None:
     event = st.altair_chart(timeline_chart(tl), width="stretch", on_select="rerun", selection_mode="op",
                             key="timeline_chart")
-    selection.offer("timeline", clicked_op(event))
+    selection.select_if_changed("timeline", clicked_op(event))
 
 
 def timeline_chart(tl: Timeline):

@@ -72,11 +72,11 @@ def warm_first_page(config: DashboardConfig) -> float:
     """
     t = time.perf_counter()
     from traceview.dashboards import overview
-    from traceview.dashboards.data import hardware, load_view, opening_source
+    from traceview.dashboards.data import hardware, load_view, opening_request
 
-    source = opening_source(config)
-    view = load_view(source)
-    hardware(source.hardware_file)
+    request = opening_request(config)
+    view = load_view(request)
+    hardware(request.hardware_file)
     overview.warm(view)
     return time.perf_counter() - t
 

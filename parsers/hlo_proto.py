@@ -16,6 +16,7 @@ import struct
 from collections.abc import Callable, Mapping
 from json.encoder import encode_basestring
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from google.protobuf.message import DecodeError
 
@@ -414,134 +415,205 @@ def _called_attributes(ip, opcode: str, names: list[str], operand_shapes: list[S
     return {"calls": ref[0] if len(ref) == 1 else "{" + ", ".join(ref) + "}"}
 
 
-def _attributes(ip, opcode: str, shape: Shape, called: list[str], operand_shapes: list[Shape]) -> dict[str, str]:
+class _Op(NamedTuple):
+    """One instruction as the attribute formatters see it."""
+
+    proto: Any                  # the HloInstructionProto
+    opcode: str
+    shape: Shape
+    called: list[str]           # the computations it calls, by name
+    operand_shapes: list[Shape]
+
+
+def _slice(op: _Op) -> dict[str, str]:
+    dims = op.proto.slice_dimensions
+    strided = any(s.stride not in (0, 1) for s in dims)  # then all dims show it
+    return {"slice": "{" + ", ".join(f"[{s.start}:{s.limit}:{s.stride}]" if strided else f"[{s.start}:{s.limit}]"
+                                     for s in dims) + "}"}
+
+
+def _dimensions(op: _Op) -> dict[str, str]:
+    dims = op.proto.dimensions
+    if op.opcode == "iota":
+        return {"iota_dimension": str(dims[0] if dims else 0)}
+    return {"dimensions": _ints(dims)}
+
+
+def _padding(op: _Op) -> dict[str, str]:
+    return {"padding": "x".join(
+        f"{d.edge_padding_low}_{d.edge_padding_high}" + (f"_{d.interior_padding}" if d.interior_padding else "")
+        for d in op.proto.padding_config.dimensions)}
+
+
+def _group_counts(op: _Op) -> dict[str, str]:
+    ip = op.proto
+    counts = (("feature_group_count", ip.feature_group_count), ("batch_group_count", ip.batch_group_count))
+    return {name: str(n) for name, n in counts if n > 1}
+
+
+def _dot_dimensions(op: _Op) -> dict[str, str]:
+    ip = op.proto
+    ragged = ip.HasField("ragged_dot_dimension_numbers")
+    dnums = ip.dot_dimension_numbers if ip.HasField("dot_dimension_numbers") else \
+        ip.ragged_dot_dimension_numbers.dot_dimension_numbers
+    a = {key: _ints(vals) for key, vals in (("lhs_batch_dims", dnums.lhs_batch_dimensions),
+                                            ("lhs_contracting_dims", dnums.lhs_contracting_dimensions),
+                                            ("rhs_batch_dims", dnums.rhs_batch_dimensions),
+                                            ("rhs_contracting_dims", dnums.rhs_contracting_dimensions)) if vals}
+    if ragged:
+        r = ip.ragged_dot_dimension_numbers
+        a["lhs_ragged_dims"] = _ints(r.lhs_ragged_dimensions)
+        a["rhs_group_dims"] = _ints(r.rhs_group_dimensions)
+    return a
+
+
+def _gather_dimensions(op: _Op) -> dict[str, str]:
+    g = op.proto.gather_dimension_numbers
+    a = {"offset_dims": _ints(g.offset_dims), "collapsed_slice_dims": _ints(g.collapsed_slice_dims),
+         "start_index_map": _ints(g.start_index_map)}
+    if g.operand_batching_dims:
+        a["operand_batching_dims"] = _ints(g.operand_batching_dims)
+    if g.start_indices_batching_dims:
+        a["start_indices_batching_dims"] = _ints(g.start_indices_batching_dims)
+    a["index_vector_dim"] = str(g.index_vector_dim)
+    a["slice_sizes"] = _ints(op.proto.gather_slice_sizes)
+    return a
+
+
+def _scatter_dimensions(op: _Op) -> dict[str, str]:
+    s = op.proto.scatter_dimension_numbers
+    a = {"update_window_dims": _ints(s.update_window_dims), "inserted_window_dims": _ints(s.inserted_window_dims),
+         "scatter_dims_to_operand_dims": _ints(s.scatter_dims_to_operand_dims)}
+    if s.input_batching_dims:
+        a["input_batching_dims"] = _ints(s.input_batching_dims)
+    if s.scatter_indices_batching_dims:
+        a["scatter_indices_batching_dims"] = _ints(s.scatter_indices_batching_dims)
+    a["index_vector_dim"] = str(s.index_vector_dim)
+    return a
+
+
+def _comparison(op: _Op) -> dict[str, str]:
+    ip, operands = op.proto, op.operand_shapes
+    a = {"direction": ip.comparison_direction}
+    if ip.comparison_type and operands and \
+            ip.comparison_type != _default_comparison_type(operands[0].element_type):
+        a["type"] = ip.comparison_type
+    return a
+
+
+def _operand_precision(op: _Op) -> dict[str, str]:
+    precisions = op.proto.precision_config.operand_precision
+    if not any(precisions):
+        return {}
+    return {"operand_precision": "{" + ",".join(PRECISION_NAMES.get(p, str(p)) for p in precisions) + "}"}
+
+
+def _output_to_operand_aliasing(op: _Op) -> dict[str, str]:
+    return {"output_to_operand_aliasing": "{" + ", ".join(
+        f"{_ints(al.output_shape_index)}: ({al.operand_index}, {_ints(al.operand_shape_index)})"
+        for al in op.proto.output_operand_aliasing) + "}"}
+
+
+def _flag(name: str) -> Callable[[_Op], dict[str, str]]:
+    """A bool field, printed ``name=true`` when set."""
+    return lambda op: {name: "true"}
+
+
+class _Rule(NamedTuple):
+    """Attributes HLO text prints: ``formatter`` runs when the instruction's opcode is one of ``opcodes``
+    or one of ``fields`` is set in its proto, and returns them (none, one, or a group)."""
+
+    opcodes: frozenset[str]
+    fields: frozenset[str]
+    formatter: Callable[[_Op], dict[str, str]]
+
+
+def _rule(formatter: Callable[[_Op], dict[str, str]], opcodes: tuple[str, ...] = (),
+          fields: tuple[str, ...] = ()) -> _Rule:
+    return _Rule(frozenset(opcodes), frozenset(fields), formatter)
+
+
+def _flag_rule(field: str) -> _Rule:
+    return _rule(_flag(field), fields=(field,))
+
+
+_REPLICA_GROUP_FIELDS = ("replica_groups", "collective_device_list", "iota_collective_device_list",
+                         "mesh_axes_replica_group_list")
+
+# The attributes HLO text prints, in its order.
+_ATTRIBUTE_RULES = (
+    _rule(lambda op: {"parameter_number": str(op.proto.parameter_number)}, opcodes=("parameter",)),
+    _rule(lambda op: {"literal": _literal(op.proto.literal, op.shape)}, opcodes=("constant",)),
+    _rule(lambda op: {"index": str(op.proto.tuple_index)}, opcodes=("get-tuple-element",)),
+    _rule(lambda op: {"kind": op.proto.fusion_kind} if op.opcode == "fusion" else {}, fields=("fusion_kind",)),
+    _rule(_slice, fields=("slice_dimensions",)),
+    _rule(_dimensions, opcodes=("iota", "broadcast", "transpose", "reduce"), fields=("dimensions",)),
+    _rule(lambda op: {"dynamic_slice_sizes": _ints(op.proto.dynamic_slice_sizes)}, fields=("dynamic_slice_sizes",)),
+    _rule(_padding, fields=("padding_config",)),
+    _rule(lambda op: {"window": _window(op.proto.window)} if op.proto.window.dimensions else {}, fields=("window",)),
+    _rule(lambda op: {"dim_labels": _dim_labels(op.proto.convolution_dimension_numbers)},
+          fields=("convolution_dimension_numbers",)),
+    _rule(_group_counts, opcodes=("convolution",)),
+    _rule(_dot_dimensions, fields=("dot_dimension_numbers", "ragged_dot_dimension_numbers")),
+    _rule(_gather_dimensions, fields=("gather_dimension_numbers",)),
+    _rule(_scatter_dimensions, fields=("scatter_dimension_numbers",)),
+    _flag_rule("indices_are_sorted"),
+    _flag_rule("unique_indices"),
+    _rule(lambda op: {"channel_id": str(op.proto.channel_id)} if op.proto.channel_id > 0 else {},
+          fields=("channel_id",)),
+    _rule(lambda op: {"replica_groups": _replica_groups(op.proto)}, opcodes=tuple(_COLLECTIVES),
+          fields=_REPLICA_GROUP_FIELDS),
+    _rule(lambda op: {"source_target_pairs": "{" + ",".join(
+        f"{{{p.source},{p.target}}}" for p in op.proto.source_target_pairs) + "}"}, fields=("source_target_pairs",)),
+    _flag_rule("use_global_device_ids"),
+    _rule(_comparison, fields=("comparison_direction",)),
+    _flag_rule("is_stable"),
+    _rule(_operand_precision, fields=("precision_config",)),
+    _rule(lambda op: {"exponent_bits": str(op.proto.exponent_bits), "mantissa_bits": str(op.proto.mantissa_bits)},
+          opcodes=("reduce-precision",)),
+    _rule(lambda op: {"fft_type": FFT_TYPES.get(op.proto.fft_type, str(op.proto.fft_type)),
+                      "fft_length": _ints(op.proto.fft_length)}, opcodes=("fft",)),
+    _rule(lambda op: {"distribution": RNG_DISTRIBUTIONS.get(op.proto.distribution, str(op.proto.distribution))},
+          opcodes=("rng",)),
+    _rule(lambda op: {"algorithm": RNG_ALGORITHMS.get(op.proto.rng_algorithm, str(op.proto.rng_algorithm))},
+          opcodes=("rng-bit-generator",)),
+    _rule(lambda op: {"epsilon": repr(op.proto.epsilon), "feature_index": str(op.proto.feature_index)},
+          opcodes=("batch-norm-training", "batch-norm-inference", "batch-norm-grad")),
+    _rule(lambda op: {"k": str(op.proto.k), "largest": "true" if op.proto.largest else "false"}, opcodes=("topk",)),
+    _flag_rule("is_host_transfer"),
+    _rule(lambda op: {} if op.proto.async_execution_thread == "main" else
+          {"async_execution_thread": _quote(op.proto.async_execution_thread)}, fields=("async_execution_thread",)),
+    _rule(lambda op: {"sharding": _sharding(op.proto.sharding)}, fields=("sharding",)),
+    _flag_rule("is_composite"),
+    _rule(lambda op: _called_attributes(op.proto, op.opcode, op.called, op.operand_shapes),
+          fields=("called_computation_ids",)),
+    _rule(lambda op: {"custom_call_target": _quote(op.proto.custom_call_target)}, fields=("custom_call_target",)),
+    _rule(_output_to_operand_aliasing, fields=("output_operand_aliasing",)),
+    _flag_rule("custom_call_has_side_effect"),
+)
+
+
+def _rules_by(keys: Callable[[_Rule], frozenset[str]]) -> dict[str, tuple[int, ...]]:
+    """Opcode or field (as ``keys`` gives them) -> the indexes of the rules that run for it."""
+    index: dict[str, list[int]] = {}
+    for i, rule in enumerate(_ATTRIBUTE_RULES):
+        for key in keys(rule):
+            index.setdefault(key, []).append(i)
+    return {key: tuple(rules) for key, rules in index.items()}
+
+
+_RULES_BY_OPCODE = _rules_by(lambda rule: rule.opcodes)
+_RULES_BY_FIELD = _rules_by(lambda rule: rule.fields)
+
+
+def _attributes(op: _Op) -> dict[str, str]:
+    """The instruction's attributes as HLO text prints them, in its order (see _ATTRIBUTE_RULES)."""
+    rules = set(_RULES_BY_OPCODE.get(op.opcode, ()))
+    for field, _ in op.proto.ListFields():  # the fields set: a handful of the proto's fifty
+        rules.update(_RULES_BY_FIELD.get(field.name, ()))
     a: dict[str, str] = {}
-    if opcode == "parameter":
-        a["parameter_number"] = str(ip.parameter_number)
-    elif opcode == "constant":
-        a["literal"] = _literal(ip.literal, shape)
-    if opcode == "get-tuple-element":
-        a["index"] = str(ip.tuple_index)
-    if opcode == "fusion" and ip.fusion_kind:
-        a["kind"] = ip.fusion_kind
-    if ip.slice_dimensions:
-        strided = any(s.stride not in (0, 1) for s in ip.slice_dimensions)  # then all dims show it
-        a["slice"] = "{" + ", ".join(
-            f"[{s.start}:{s.limit}:{s.stride}]" if strided else f"[{s.start}:{s.limit}]"
-            for s in ip.slice_dimensions) + "}"
-    if opcode == "iota":
-        a["iota_dimension"] = str(ip.dimensions[0] if ip.dimensions else 0)
-    elif ip.dimensions or opcode in ("broadcast", "transpose", "reduce"):
-        a["dimensions"] = _ints(ip.dimensions)
-    if ip.dynamic_slice_sizes:
-        a["dynamic_slice_sizes"] = _ints(ip.dynamic_slice_sizes)
-    if ip.HasField("padding_config"):
-        a["padding"] = "x".join(
-            f"{d.edge_padding_low}_{d.edge_padding_high}" + (f"_{d.interior_padding}" if d.interior_padding else "")
-            for d in ip.padding_config.dimensions)
-    if ip.HasField("window") and ip.window.dimensions:
-        a["window"] = _window(ip.window)
-    if ip.HasField("convolution_dimension_numbers"):
-        a["dim_labels"] = _dim_labels(ip.convolution_dimension_numbers)
-    if opcode == "convolution":
-        if ip.feature_group_count > 1:
-            a["feature_group_count"] = str(ip.feature_group_count)
-        if ip.batch_group_count > 1:
-            a["batch_group_count"] = str(ip.batch_group_count)
-    dnums = None
-    if ip.HasField("dot_dimension_numbers"):
-        dnums = ip.dot_dimension_numbers
-    elif ip.HasField("ragged_dot_dimension_numbers"):
-        dnums = ip.ragged_dot_dimension_numbers.dot_dimension_numbers
-    if dnums is not None:
-        for key, vals in (("lhs_batch_dims", dnums.lhs_batch_dimensions),
-                          ("lhs_contracting_dims", dnums.lhs_contracting_dimensions),
-                          ("rhs_batch_dims", dnums.rhs_batch_dimensions),
-                          ("rhs_contracting_dims", dnums.rhs_contracting_dimensions)):
-            if vals:
-                a[key] = _ints(vals)
-        if ip.HasField("ragged_dot_dimension_numbers"):
-            r = ip.ragged_dot_dimension_numbers
-            a["lhs_ragged_dims"] = _ints(r.lhs_ragged_dimensions)
-            a["rhs_group_dims"] = _ints(r.rhs_group_dimensions)
-    if ip.HasField("gather_dimension_numbers"):
-        g = ip.gather_dimension_numbers
-        a["offset_dims"] = _ints(g.offset_dims)
-        a["collapsed_slice_dims"] = _ints(g.collapsed_slice_dims)
-        a["start_index_map"] = _ints(g.start_index_map)
-        if g.operand_batching_dims:
-            a["operand_batching_dims"] = _ints(g.operand_batching_dims)
-        if g.start_indices_batching_dims:
-            a["start_indices_batching_dims"] = _ints(g.start_indices_batching_dims)
-        a["index_vector_dim"] = str(g.index_vector_dim)
-        a["slice_sizes"] = _ints(ip.gather_slice_sizes)
-    if ip.HasField("scatter_dimension_numbers"):
-        s = ip.scatter_dimension_numbers
-        a["update_window_dims"] = _ints(s.update_window_dims)
-        a["inserted_window_dims"] = _ints(s.inserted_window_dims)
-        a["scatter_dims_to_operand_dims"] = _ints(s.scatter_dims_to_operand_dims)
-        if s.input_batching_dims:
-            a["input_batching_dims"] = _ints(s.input_batching_dims)
-        if s.scatter_indices_batching_dims:
-            a["scatter_indices_batching_dims"] = _ints(s.scatter_indices_batching_dims)
-        a["index_vector_dim"] = str(s.index_vector_dim)
-    if ip.indices_are_sorted:
-        a["indices_are_sorted"] = "true"
-    if ip.unique_indices:
-        a["unique_indices"] = "true"
-    if ip.channel_id > 0:
-        a["channel_id"] = str(ip.channel_id)
-    if (opcode in _COLLECTIVES or ip.replica_groups or ip.HasField("collective_device_list")
-            or ip.HasField("iota_collective_device_list") or ip.HasField("mesh_axes_replica_group_list")):
-        a["replica_groups"] = _replica_groups(ip)
-    if ip.source_target_pairs:
-        a["source_target_pairs"] = "{" + ",".join(
-            f"{{{p.source},{p.target}}}" for p in ip.source_target_pairs) + "}"
-    if ip.use_global_device_ids:
-        a["use_global_device_ids"] = "true"
-    if ip.comparison_direction:
-        a["direction"] = ip.comparison_direction
-        if ip.comparison_type and operand_shapes and \
-                ip.comparison_type != _default_comparison_type(operand_shapes[0].element_type):
-            a["type"] = ip.comparison_type
-    if ip.is_stable:
-        a["is_stable"] = "true"
-    if ip.HasField("precision_config") and any(ip.precision_config.operand_precision):
-        a["operand_precision"] = "{" + ",".join(
-            PRECISION_NAMES.get(p, str(p)) for p in ip.precision_config.operand_precision) + "}"
-    if opcode == "reduce-precision":
-        a["exponent_bits"] = str(ip.exponent_bits)
-        a["mantissa_bits"] = str(ip.mantissa_bits)
-    if opcode == "fft":
-        a["fft_type"] = FFT_TYPES.get(ip.fft_type, str(ip.fft_type))
-        a["fft_length"] = _ints(ip.fft_length)
-    if opcode == "rng":
-        a["distribution"] = RNG_DISTRIBUTIONS.get(ip.distribution, str(ip.distribution))
-    if opcode == "rng-bit-generator":
-        a["algorithm"] = RNG_ALGORITHMS.get(ip.rng_algorithm, str(ip.rng_algorithm))
-    if opcode.startswith("batch-norm"):
-        a["epsilon"] = repr(ip.epsilon)
-        a["feature_index"] = str(ip.feature_index)
-    if opcode == "topk":
-        a["k"] = str(ip.k)
-        a["largest"] = "true" if ip.largest else "false"
-    if ip.is_host_transfer:
-        a["is_host_transfer"] = "true"
-    if ip.async_execution_thread and ip.async_execution_thread != "main":
-        a["async_execution_thread"] = _quote(ip.async_execution_thread)
-    if ip.HasField("sharding"):
-        a["sharding"] = _sharding(ip.sharding)
-    if ip.is_composite:
-        a["is_composite"] = "true"
-    a.update(_called_attributes(ip, opcode, called, operand_shapes))
-    if ip.custom_call_target:
-        a["custom_call_target"] = _quote(ip.custom_call_target)
-    if ip.output_operand_aliasing:
-        a["output_to_operand_aliasing"] = "{" + ", ".join(
-            f"{_ints(al.output_shape_index)}: ({al.operand_index}, {_ints(al.operand_shape_index)})"
-            for al in ip.output_operand_aliasing) + "}"
-    if ip.custom_call_has_side_effect:
-        a["custom_call_has_side_effect"] = "true"
+    for i in sorted(rules):
+        a.update(_ATTRIBUTE_RULES[i].formatter(op))
     return a
 
 
@@ -569,88 +641,128 @@ def _metadata_text(md: dict[str, str]) -> str:
 # ---------------------------------------------------------------------------
 # module
 
-def _convert_module(mp, file: str | None) -> HloModule:
-    warnings: list[str] = []
-    where = file or "<hlo proto>"
-    comp_names = {c.id: c.name for c in mp.computations}
-    computations: dict[str, Computation] = {}
-    unknown_types: set[str] = set()
-    shape_cache: dict[bytes, Shape] = {}
-    for cp in mp.computations:
-        ids = {ip.id: ip.name for ip in cp.instructions}
+class _ModuleConversion:
+    """The state one HloModuleProto's conversion shares across its computations."""
+
+    def __init__(self, mp, file: str | None):
+        self.mp = mp
+        self.where = file or "<hlo proto>"
+        self.computation_names = {c.id: c.name for c in mp.computations}
+        self.warnings: list[str] = []
+        self.unknown_types: set[str] = set()   # instructions whose shape has an element type this reader lacks
+        self._shapes: dict[bytes, Shape] = {}  # few distinct shapes in a module: decode each once
+
+    def shapes(self, cp) -> dict[int, Shape]:
+        """Every instruction's shape by id, all first: XLA allows operands defined later in the list."""
         shapes: dict[int, Shape] = {}
-        insts: list[Instruction] = []
-        for ip in cp.instructions:  # all shapes first: XLA allows operands defined later in the list
-            shape_key = ip.shape.SerializeToString()  # few distinct shapes: decode each once
-            shape = shape_cache.get(shape_key)
-            if shape is None:
-                shape = shape_cache[shape_key] = shape_from_proto(ip.shape)
-                if _has_unknown_type(shape):
-                    unknown_types.add(ip.name)
-            shapes[ip.id] = shape
         for ip in cp.instructions:
-            shape = shapes[ip.id]
-            try:
-                operands = [ids[i] for i in ip.operand_ids]
-            except KeyError as exc:
-                raise HloError(f"{where}: instruction {ip.name!r} in {cp.name!r} refers to unknown "
-                               f"operand id {exc.args[0]}") from None
-            called = []
-            for cid in ip.called_computation_ids:
-                name = comp_names.get(cid)
-                if name is None:
-                    warnings.append(f"{where}: instruction {ip.name!r} calls unknown computation id {cid}")
-                    continue
-                called.append(name)
-            opcode = ip.opcode
-            attrs = _attributes(ip, opcode, shape, called, [shapes[i] for i in ip.operand_ids])
-            metadata = _metadata(ip.metadata) if ip.HasField("metadata") else {}
-            if metadata:
-                attrs["metadata"] = _metadata_text(metadata)
-            backend_config = None
-            if ip.backend_config:
-                backend_config = ip.backend_config.decode("utf-8", errors="replace")
-                attrs["backend_config"] = backend_config if backend_config.startswith("{") \
-                    else _quote(backend_config)
-            if ip.HasField("frontend_attributes") and ip.frontend_attributes.map:
-                attrs["frontend_attributes"] = "{" + ",".join(
-                    f"{k}={_quote(v)}" for k, v in sorted(ip.frontend_attributes.map.items())) + "}"
-            if ip.control_predecessor_ids:
-                attrs["control-predecessors"] = "{" + ", ".join(
-                    "%" + ids.get(i, str(i)) for i in ip.control_predecessor_ids) + "}"
-            insts.append(Instruction(
-                name=ip.name, opcode=opcode, shape=shape, operands=operands, attributes=attrs,
-                called_computations=called_from_attributes(attrs), metadata=metadata, backend_config=backend_config,
-                custom_call_target=ip.custom_call_target or None,
-                fusion_kind=(ip.fusion_kind or None) if opcode == "fusion" else None, id=ip.id))
-        seq = mp.schedule.sequences.get(cp.id) if mp.HasField("schedule") else None
-        if seq is not None and len(seq.instruction_ids) == len(insts):
-            by_id = {inst.id: inst for inst in insts}
-            if all(i in by_id for i in seq.instruction_ids):
-                insts = [by_id[i] for i in seq.instruction_ids]  # the order HLO text prints
-        root = ids.get(cp.root_id)
+            key = ip.shape.SerializeToString()
+            shape = self._shapes.get(key)
+            if shape is None:
+                shape = self._shapes[key] = shape_from_proto(ip.shape)
+                if _has_unknown_type(shape):
+                    self.unknown_types.add(ip.name)
+            shapes[ip.id] = shape
+        return shapes
+
+    def computation(self, cp) -> Computation:
+        mp = self.mp
+        names = {ip.id: ip.name for ip in cp.instructions}
+        shapes = self.shapes(cp)
+        insts = _in_schedule_order(mp, cp, [self.instruction(ip, cp, names, shapes) for ip in cp.instructions])
+        root = names.get(cp.root_id)
         if root is None and insts:
-            warnings.append(f"{where}: computation {cp.name!r} has no root id {cp.root_id}; "
-                            f"took its last instruction as root")
+            self.warnings.append(f"{self.where}: computation {cp.name!r} has no root id {cp.root_id}; "
+                                 f"took its last instruction as root")
             root = insts[-1].name
-        computations[cp.name] = Computation(
+        return Computation(
             name=cp.name, instructions=insts, root=root,
             is_entry=cp.name == mp.entry_computation_name or (cp.id == mp.entry_computation_id and cp.id != 0),
             execution_thread=cp.execution_thread or None)
-    if unknown_types:
-        warnings.append(f"{where}: element types this reader does not know, in {len(unknown_types)} "
-                        f"shape(s) (first on {sorted(unknown_types)[0]!r}); their sizes are unknown")
-    entry = mp.entry_computation_name or comp_names.get(mp.entry_computation_id)
-    if entry not in computations:
-        warnings.append(f"{where}: entry computation {entry!r} is not in the module")
-        entry = None
-    module = HloModule(name=mp.name, computations=computations, entry=entry, file=file,
-                       warnings=warnings, module_id=mp.id)
+
+    def instruction(self, ip, cp, names: dict[int, str], shapes: dict[int, Shape]) -> Instruction:
+        try:
+            operands = [names[i] for i in ip.operand_ids]
+        except KeyError as exc:
+            raise HloError(f"{self.where}: instruction {ip.name!r} in {cp.name!r} refers to unknown "
+                           f"operand id {exc.args[0]}") from None
+        opcode = ip.opcode
+        attrs = _attributes(_Op(ip, opcode, shapes[ip.id], self.called(ip), [shapes[i] for i in ip.operand_ids]))
+        metadata = _metadata(ip.metadata) if ip.HasField("metadata") else {}
+        backend_config = ip.backend_config.decode("utf-8", errors="replace") if ip.backend_config else None
+        attrs.update(_trailing_attributes(ip, metadata, backend_config, names))
+        return Instruction(
+            name=ip.name, opcode=opcode, shape=shapes[ip.id], operands=operands, attributes=attrs,
+            called_computations=called_from_attributes(attrs), metadata=metadata, backend_config=backend_config,
+            custom_call_target=ip.custom_call_target or None,
+            fusion_kind=(ip.fusion_kind or None) if opcode == "fusion" else None, id=ip.id)
+
+    def called(self, ip) -> list[str]:
+        """The names of the computations the instruction calls; an unknown id is a warning."""
+        called = []
+        for cid in ip.called_computation_ids:
+            name = self.computation_names.get(cid)
+            if name is None:
+                self.warnings.append(f"{self.where}: instruction {ip.name!r} calls unknown computation id {cid}")
+                continue
+            called.append(name)
+        return called
+
+    def entry(self, computations: dict[str, Computation]) -> str | None:
+        mp = self.mp
+        entry = mp.entry_computation_name or self.computation_names.get(mp.entry_computation_id)
+        if entry not in computations:
+            self.warnings.append(f"{self.where}: entry computation {entry!r} is not in the module")
+            return None
+        return entry
+
+
+def _trailing_attributes(ip, metadata: dict[str, str], backend_config: str | None,
+                         names: dict[int, str]) -> dict[str, str]:
+    """The attributes HLO text prints after the op's own: metadata, backend config, frontend
+    attributes, control predecessors."""
+    a: dict[str, str] = {}
+    if metadata:
+        a["metadata"] = _metadata_text(metadata)
+    if backend_config is not None:
+        a["backend_config"] = backend_config if backend_config.startswith("{") else _quote(backend_config)
+    if ip.HasField("frontend_attributes") and ip.frontend_attributes.map:
+        a["frontend_attributes"] = "{" + ",".join(
+            f"{k}={_quote(v)}" for k, v in sorted(ip.frontend_attributes.map.items())) + "}"
+    if ip.control_predecessor_ids:
+        a["control-predecessors"] = "{" + ", ".join(
+            "%" + names.get(i, str(i)) for i in ip.control_predecessor_ids) + "}"
+    return a
+
+
+def _in_schedule_order(mp, cp, insts: list[Instruction]) -> list[Instruction]:
+    """The instructions in the module's schedule order (the order HLO text prints), when it lists them all."""
+    seq = mp.schedule.sequences.get(cp.id) if mp.HasField("schedule") else None
+    if seq is None or len(seq.instruction_ids) != len(insts):
+        return insts
+    by_id = {inst.id: inst for inst in insts}
+    if not all(i in by_id for i in seq.instruction_ids):
+        return insts
+    return [by_id[i] for i in seq.instruction_ids]
+
+
+def _entry_computation_layout(mp) -> str:
+    ps = mp.host_program_shape
+    return "{(" + ", ".join(shape_to_text(shape_from_proto(p)) for p in ps.parameters) + ")->" + \
+        shape_to_text(shape_from_proto(ps.result)) + "}"
+
+
+def _convert_module(mp, file: str | None) -> HloModule:
+    conversion = _ModuleConversion(mp, file)
+    computations = {cp.name: conversion.computation(cp) for cp in mp.computations}
+    if conversion.unknown_types:
+        conversion.warnings.append(
+            f"{conversion.where}: element types this reader does not know, in {len(conversion.unknown_types)} "
+            f"shape(s) (first on {sorted(conversion.unknown_types)[0]!r}); their sizes are unknown")
+    module = HloModule(name=mp.name, computations=computations, entry=conversion.entry(computations), file=file,
+                       warnings=conversion.warnings, module_id=mp.id)
     if mp.HasField("host_program_shape"):
-        ps = mp.host_program_shape
-        module.attributes["entry_computation_layout"] = "{(" + ", ".join(
-            shape_to_text(shape_from_proto(p)) for p in ps.parameters) + ")->" + \
-            shape_to_text(shape_from_proto(ps.result)) + "}"
+        module.attributes["entry_computation_layout"] = _entry_computation_layout(mp)
     if mp.HasField("input_output_alias") and mp.input_output_alias.entries:
         module.attributes["input_output_alias"] = _alias_text(mp.input_output_alias.entries)
     _stack_frames(mp, module)

@@ -55,7 +55,7 @@ _EMPTY_FRAMES: dict[tuple[tuple[str, str], ...], pd.DataFrame] = {}
 
 def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
     """An empty DataFrame with the given column dtypes: a copy of one built once per set of columns
-    (building one takes about 3 ms, copying it 0.04 ms, and every host file read needs a few)."""
+    (building one costs far more than copying it, and every host file read needs a few)."""
     key = tuple(columns.items())
     template = _EMPTY_FRAMES.get(key)
     if template is None:
@@ -66,8 +66,8 @@ def empty_frame(columns: dict[str, str]) -> pd.DataFrame:
 def as_declared(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
     """`frame` with the declared column dtypes, casting only the columns whose dtype differs.
 
-    A whole-frame ``astype`` copies every column even when none changes (3.7 ms
-    for a 150k-row op table), and readers build their columns typed already.
+    A whole-frame ``astype`` copies every column even when none changes, and
+    readers build their columns typed already.
     """
     wrong = {name: dtype for name, dtype in columns.items() if not _has_dtype(frame[name], dtype)}
     return frame.astype(wrong) if wrong else frame
@@ -159,7 +159,7 @@ class Profile:
     hlo_protos: dict[str, bytes] = field(default_factory=dict)  # module name -> HloProto bytes
     environment: dict[str, str] = field(default_factory=dict)    # jax_version, ...
     warnings: list[str] = field(default_factory=list)
-    # Per host, its op table reduced (timeline.partial.OpsPart), as the analysis reads it; None: reduce
+    # Per host, its op table reduced (timeline.host_ops.OpsPart), as the analysis reads it; None: reduce
     # ``ops`` when needed. ``ops`` may then be empty (a reader that did not keep the executions).
     op_parts: list | None = None
     # Reads hosts again keeping more rows ({host index: KeepRows} -> {host index: OpsPart}).

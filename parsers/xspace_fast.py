@@ -76,7 +76,7 @@ def _cache_loading_without_refresh():
 
     Loading a cached kernel makes numba "refresh" its CPU target first:
     import every typing and lowering registry (and scipy.linalg, to probe
-    BLAS), about 0.6-1 s in each process, all of it needed only to *compile*.
+    BLAS) in each process (docs/scale.md has the cost), all of it needed only to *compile*.
     Loading machine code needs only the runtime (NRT), which is initialized
     here. A kernel not in the cache is compiled as usual (the compiler
     refreshes the target itself). The patch is undone before this returns, and

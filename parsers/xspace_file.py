@@ -12,9 +12,8 @@ from traceview.parsers.compressed import read_limited
 from traceview.parsers.xspace_lenient import repair_utf8
 from traceview.parsers.xspace_schema import WireError, XSpaceRaw
 
-# Files this large take the compiled reader when numba is installed. Measured in fresh processes (2-core
-# machine, GPU traces built by benchmarks/bench_load.py; CPU seconds, numba vs pure): 6 MB 1.55 vs 1.2,
-# 18 MB 1.9 vs 1.8, 59 MB 2.5 vs 3.7: loading numba costs about 0.5 s, so below ~16 MB the pure path wins.
+# Files this large take the compiled reader when numba is installed: below it, loading numba costs a fresh
+# process more than the compiled loops save (the measurements: docs/scale.md, "The compiled reader").
 _FAST_MIN_BYTES = 16 << 20
 # Once the kernels are loaded in this process (an earlier file, or forked from a parent that warmed them
 # up), loading costs nothing more and the compiled reader wins from this size on.

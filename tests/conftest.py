@@ -15,13 +15,13 @@ import pytest
 SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
-# The parsed-table cache (traceview/tablecache.py) of this test session lives
+# The parsed-table cache (traceview/trace/table_cache.py) of this test session lives
 # in a folder of its own, never in the user's ~/.cache; subprocesses inherit it.
 _TEST_CACHE = tempfile.mkdtemp(prefix="traceview-test-cache-")
 os.environ["TRACEVIEW_CACHE_DIR"] = _TEST_CACHE
 atexit.register(shutil.rmtree, _TEST_CACHE, ignore_errors=True)
-# The finished-output cache (traceview/resultcache.py) is off: tests run the same command on the same
-# file many times, some with internals patched to fail; tests/integration/test_resultcache.py turns it on.
+# The finished-output cache (traceview/cache/results.py) is off: tests run the same command on the same
+# file many times, some with internals patched to fail; tests/integration/test_result_cache.py turns it on.
 os.environ["TRACEVIEW_NO_RESULT_CACHE"] = "1"
 
 

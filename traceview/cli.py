@@ -29,13 +29,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in (only,) if only in COMMANDS else COMMANDS:
-        try:
-            module = importlib.import_module(f"traceview.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"traceview.commands.{name}":
-                raise
-            continue  # a command not built yet
-        module.register(subparsers)
+        importlib.import_module(f"traceview.commands.{name}").register(subparsers)
     return parser
 
 
@@ -46,7 +40,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     # The sub-command named (the first word that is not an option: the top-level options take no value).
     named = next((a for a in argv if not a.startswith("-")), None)
-    parser = build_parser(only=named)
+    try:
+        parser = build_parser(only=named)
+    except Exception as exc:  # noqa: BLE001 - a command module that does not import is a bug, never a missing command
+        return _internal_error(exc, "--debug" in argv, f"a command module failed to import "
+                                                       f"({type(exc).__name__}: {exc})")
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
@@ -79,11 +77,11 @@ def console() -> NoReturn:
     """The ``traceview`` program: run the command, then leave at once with its exit status.
 
     An interpreter's ordinary exit tears down every object and module one by
-    one: 0.2-0.5 s after a large trace's analysis (its tables, numba's and
-    LLVM's state), all of it after the output is complete. Here the output
-    streams and the table cache's writer are flushed first, then the process
-    ends (``os._exit``). In-process callers use :func:`main`, which returns,
-    and keep their own malloc settings (see traceview.trace.allocator).
+    one (after a large trace's analysis: its tables, numba's and LLVM's state;
+    docs/scale.md has the cost), all of it after the output is complete. Here
+    the output streams and the table cache's writer are flushed first, then the
+    process ends (``os._exit``). In-process callers use :func:`main`, which
+    returns, and keep their own malloc settings (see traceview.trace.allocator).
     """
     if sys.argv[1:] != ["--version"]:
         from traceview.trace.allocator import keep_freed_memory

@@ -1,6 +1,6 @@
 """`traceview analyze` and `traceview roofline` end to end, on every trace in ../shared/traces and sample_traces/.
 
-The invariants here hold whatever the trace: the JSON keeps the DESIGN.md
+The invariants here hold whatever the trace: the JSON keeps the docs/architecture.md
 contract, the time split by bound adds up to what the devices did, and a
 re-target changes the judgement but never the measured times. Labels for
 specific ops are checked against the book's formulas worked out here.

@@ -265,12 +265,12 @@ def test_compare_two_runs_of_a_log_dir(sample_traces, monkeypatch):
 
 
 def test_upload_is_saved_and_read_like_a_path(sample_traces, tmp_path, monkeypatch):
-    from traceview.dashboards.data import Source, load_view, save_upload
+    from traceview.dashboards.data import LoadRequest, load_view, save_upload
 
     original = next((sample_traces / "mlp").rglob("*.xplane.pb"))
     saved = save_upload("../../evil/localhost.xplane.pb", original.read_bytes())
     assert saved.name == "localhost.xplane.pb" and "evil" not in str(saved)
-    view = load_view(Source(path=str(saved)))
+    view = load_view(LoadRequest(path=str(saved)))
     cli = cli_json(original, tmp_path)
     assert view.summary["mfu"] == pytest.approx(cli["summary"]["mfu"], rel=1e-9)
     with pytest.raises(UserError, match="not a trace file"):
@@ -315,10 +315,10 @@ def test_timeline_keeps_the_longest_ops_and_true_gaps(shared_traces):
     """Drawn bars are the window's longest leaf ops; no idle bar overlaps an op of its lane."""
     import numpy as np
 
-    from traceview.dashboards.data import Source, load_view
+    from traceview.dashboards.data import LoadRequest, load_view
     from traceview.dashboards.timeline import timeline
 
-    view = load_view(Source(path=str(shared_traces / "openxla-xprof" / "tpu_inference_2.xplane.pb")))
+    view = load_view(LoadRequest(path=str(shared_traces / "openxla-xprof" / "tpu_inference_2.xplane.pb")))
     raw = view.analysis.profile.ops
     step = int(view.analysis.steps["step"].iloc[3])
     tl = timeline(view, step=step, limit=20)
@@ -344,12 +344,12 @@ def _selection_script():
 
     from traceview.dashboards import selection
 
-    selection.offer("chart", ("m", "a"))      # a click on the chart selects op a
+    selection.select_if_changed("chart", ("m", "a"))      # a click on the chart selects op a
     first = selection.selected()
     selection.select("m", "b")                # then op b is picked elsewhere
-    selection.offer("chart", ("m", "a"))      # the chart reports its old click again on the rerun
+    selection.select_if_changed("chart", ("m", "a"))      # the chart reports its old click again on the rerun
     second = selection.selected()
-    selection.offer("chart", ("m", "c"))      # a new click wins
+    selection.select_if_changed("chart", ("m", "c"))      # a new click wins
     st.write(repr((first, second, selection.selected())))
 
 

@@ -17,7 +17,7 @@ import pytest
 from traceview.cli import main
 from traceview.errors import UserError
 from traceview.parsers.xplane import read_xplane
-from traceview.trace import table_cache as tablecache
+from traceview.trace import table_cache
 from traceview.trace.read import ReadOptions, load_profile
 
 TPU = "openxla-xprof/tpu_inference_2.xplane.pb"
@@ -55,34 +55,34 @@ def _same_trace_data(a, b) -> None:
 def test_cache_round_trip_gives_identical_tables(shared_traces, cache_dir, trace):
     f = shared_traces / trace
     read = read_xplane(f)
-    assert tablecache.get(f) is None
-    assert tablecache.put(f, read)
-    _same_trace_data(tablecache.get(f), read)
+    assert table_cache.get(f) is None
+    assert table_cache.put(f, read)
+    _same_trace_data(table_cache.get(f), read)
 
 
 def test_cpu_sample_round_trip(sample_traces, cache_dir):
     f = next(sample_traces.glob("sharded/plugins/profile/*/*.xplane.pb"))
     read = read_xplane(f)
-    assert tablecache.put(f, read)
-    _same_trace_data(tablecache.get(f), read)
+    assert table_cache.put(f, read)
+    _same_trace_data(table_cache.get(f), read)
 
 
 def test_changed_file_is_a_miss(shared_traces, cache_dir, tmp_path):
     f = tmp_path / "h.xplane.pb"
     shutil.copyfile(shared_traces / MI300X, f)
-    assert tablecache.put(f, read_xplane(f))
-    assert tablecache.get(f) is not None
+    assert table_cache.put(f, read_xplane(f))
+    assert table_cache.get(f) is not None
     f.write_bytes(f.read_bytes())  # same content, new mtime
     import os
 
     os.utime(f, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))
-    assert tablecache.get(f) is None
+    assert table_cache.get(f) is None
 
 
 def _analyze_json(path, *flags) -> str:
     out = Path(str(path)).parent / f"out{abs(hash(flags))}.json"
     assert main(["analyze", str(path), "--format", "json", "-o", str(out), *flags]) == 0
-    tablecache.flush()  # the entry is written in the background
+    table_cache.flush()  # the entry is written in the background
     return out.read_text()
 
 
@@ -90,9 +90,9 @@ def test_output_identical_without_cache_cold_and_warm(shared_traces, cache_dir, 
     f = tmp_path / "h.xplane.pb"
     shutil.copyfile(shared_traces / TPU, f)
     plain = _analyze_json(f, "--no-cache")
-    assert not cache_dir.exists() or not list(cache_dir.glob("*" + tablecache.SUFFIX))
+    assert not cache_dir.exists() or not list(cache_dir.glob("*" + table_cache.SUFFIX))
     cold = _analyze_json(f)
-    assert len(list(cache_dir.glob("*" + tablecache.SUFFIX))) == 1
+    assert len(list(cache_dir.glob("*" + table_cache.SUFFIX))) == 1
     warm = _analyze_json(f)
     assert plain == cold == warm
 
@@ -102,11 +102,11 @@ def test_corrupt_or_truncated_entry_is_a_miss(shared_traces, cache_dir, tmp_path
     shutil.copyfile(shared_traces / MI300X, f)
     reference = _analyze_json(f, "--no-cache")
     _analyze_json(f)
-    (entry,) = cache_dir.glob("*" + tablecache.SUFFIX)
+    (entry,) = cache_dir.glob("*" + table_cache.SUFFIX)
     entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])
-    assert tablecache.get(f) is None
+    assert table_cache.get(f) is None
     assert _analyze_json(f) == reference
-    (entry,) = cache_dir.glob("*" + tablecache.SUFFIX)
+    (entry,) = cache_dir.glob("*" + table_cache.SUFFIX)
     entry.write_bytes(b"not a zip at all")
     assert _analyze_json(f) == reference
 
@@ -117,7 +117,7 @@ def test_unwritable_cache_dir_is_a_miss(shared_traces, monkeypatch, tmp_path):
     monkeypatch.setenv("TRACEVIEW_CACHE_DIR", str(blocker / "traceview"))
     f = tmp_path / "h.xplane.pb"
     shutil.copyfile(shared_traces / MI300X, f)
-    assert not tablecache.put(f, read_xplane(f))
+    assert not table_cache.put(f, read_xplane(f))
     assert _analyze_json(f) == _analyze_json(f, "--no-cache")
 
 
@@ -128,19 +128,19 @@ def test_size_limit_evicts_the_oldest(shared_traces, cache_dir, monkeypatch, tmp
         shutil.copyfile(shared_traces / MI300X, f)
         files.append(f)
     data = read_xplane(files[0])
-    assert tablecache.put(files[0], data)
-    one = next(cache_dir.glob("*" + tablecache.SUFFIX)).stat().st_size
+    assert table_cache.put(files[0], data)
+    one = next(cache_dir.glob("*" + table_cache.SUFFIX)).stat().st_size
     monkeypatch.setenv("TRACEVIEW_CACHE_MAX_MB", str(2.5 * one / 2**20))  # room for two entries
     for f in files[1:]:
         time.sleep(0.02)
-        assert tablecache.put(f, data)
-    assert len(list(cache_dir.glob("*" + tablecache.SUFFIX))) == 2
-    assert tablecache.get(files[0]) is None and tablecache.get(files[2]) is not None
+        assert table_cache.put(f, data)
+    assert len(list(cache_dir.glob("*" + table_cache.SUFFIX))) == 2
+    assert table_cache.get(files[0]) is None and table_cache.get(files[2]) is not None
     monkeypatch.setenv("TRACEVIEW_CACHE_MAX_MB", "0")  # nothing fits: nothing kept
     f = tmp_path / "h9.xplane.pb"
     shutil.copyfile(shared_traces / MI300X, f)
-    tablecache.put(f, data)
-    assert tablecache.get(f) is None
+    table_cache.put(f, data)
+    assert table_cache.get(f) is None
 
 
 # ------------------------------------------------------------------ hosts in parallel
@@ -227,21 +227,21 @@ def test_dask_workers_split_lines_over_their_share_of_the_machine(pod, cache_dir
     """Two workers of two threads on one (8-core) machine: four hosts may be read at once there, so
     each reading process splits a large line over 8 / 4 = 2 threads, not over all 8."""
     distributed = pytest.importorskip("distributed")
-    from traceview.trace import hosts as hostread
+    from traceview.trace import hosts
 
     paths = sorted(str(p) for p in pod.glob("*.xplane.pb"))
     with distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=True,
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
         client.wait_for_workers(2, timeout=60)
-        assert hostread._readers_by_machine(client) == {"127.0.0.1": 4}
+        assert hosts._readers_by_machine(client) == {"127.0.0.1": 4}
         client.run(_pretend_eight_cores)
         assert set(client.run(_split_threads).values()) == {8}   # before any reading: every core
-        readers = hostread._readers_by_machine(client)
-        futures = [client.submit(hostread._read_on_dask_worker, path, False, readers, workers=[address], pure=False)
+        readers = hosts._readers_by_machine(client)
+        futures = [client.submit(hosts._read_on_dask_worker, path, False, readers, workers=[address], pure=False)
                    for path, address in zip(paths, client.scheduler_info()["workers"])]  # one task on each worker
         assert [f.result().error for f in futures] == [None, None]
         assert set(client.run(_split_threads).values()) == {2}
-        results = hostread.read_hosts(paths, dask=client, keep_ops=False)   # the whole way, every host
+        results = hosts.read_hosts(paths, dask=client, keep_ops=False)   # the whole way, every host
         assert [r.error for r in results] == [None] * len(paths)
 
 
@@ -298,8 +298,8 @@ def test_trace_data_with_unknown_fields_is_not_stored(shared_traces, cache_dir):
         memory: int = 0
 
     f = shared_traces / MI300X
-    assert not tablecache.put(f, Wider(**vars(read_xplane(f)), memory=1))
-    assert tablecache.get(f) is None
+    assert not table_cache.put(f, Wider(**vars(read_xplane(f)), memory=1))
+    assert table_cache.get(f) is None
 
 
 def test_many_threads_use_a_fork_server(pod, cache_dir, monkeypatch):

@@ -7,7 +7,7 @@ is ``compiled.cost_analysis()`` (XLA's HloCostAnalysis) and the HLO is
 
 The sharded programs need 8 host devices, which XLA only grants when
 ``--xla_force_host_platform_device_count=8`` is set before jax starts its
-backend; so the tests run the corpus in a subprocess (``python tests/corpus.py
+backend; so the tests run the corpus in a subprocess (``python tests/support/corpus.py
 --json OUT``) and importing this module changes nothing in the caller.
 """
 

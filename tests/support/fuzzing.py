@@ -12,7 +12,7 @@ exception), ``hang`` (over the time limit), ``died`` (the worker process was
 killed, e.g. by memory), ``garbage`` (accepted with impossible numbers) or
 ``message`` (an error of more than one line or one that does not name the file).
 
-Used by tests/test_fuzz_mutation.py (a bounded run in the default suite) and
+Used by tests/fuzz/test_fuzz_mutation.py (a bounded run in the default suite) and
 scripts/fuzz.py (a long run with a printed seed).
 """
 

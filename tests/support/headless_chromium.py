@@ -1,6 +1,6 @@
 """Headless Chromium driven over the DevTools protocol, and `traceview dashboard` served as a user starts it.
 
-Shared by tests/test_dashboard_browser.py and benchmarks/bench_dashboard.py.
+Shared by tests/e2e/test_dashboard_browser.py and benchmarks/bench_dashboard.py.
 Streamlit renders client-side over a websocket, so a one-shot
 `chromium --screenshot` races the app; this client opens a page and polls
 the DOM (real time) instead.

@@ -33,10 +33,10 @@ def _merged_busy(intervals):
 
 
 def test_cpu_sample_idle_is_per_device_and_in_the_legend(sample_traces):
-    from traceview.dashboards.data import Source, load_view
+    from traceview.dashboards.data import LoadRequest, load_view
     from traceview.dashboards.timeline import timeline, timeline_chart
 
-    view = load_view(Source(path=str(sample_traces / "mlp")))
+    view = load_view(LoadRequest(path=str(sample_traces / "mlp")))
     tl = timeline(view, step=None, limit=5000)
     raw = view.analysis.profile.ops
     leaf = raw[raw["self_ps"] == raw["duration_ps"]]

@@ -49,7 +49,7 @@ JUDGED = "judged_time_ps"
 @dataclass
 class PipelineResult:
     """The pipeline's tables for one trace, in picoseconds with internal column names; the public
-    ``traceview.PipelineResult`` (api/analysis.py) wraps it and derives every public table from it."""
+    ``traceview.Analysis`` (api/analysis.py) wraps it and derives every public table from it."""
 
     profile: Profile
     ops: pd.DataFrame                  # aggregate.op_stats + cost (join) + roofline columns

@@ -1,7 +1,7 @@
 """Join measured ops with their HLO cost: (program_id, op) first, then (module, op).
 
 The cost table holds one row per HLO instruction and execution (see
-traceview.cost.instruction_costs); the op table one row per distinct op
+traceview.cost.table.instruction_costs); the op table one row per distinct op
 with its occurrences. Costs are per execution, so the joined totals are
 cost x occurrences: every `flops`, `bytes_accessed` and `collective_bytes`
 in an op row is a total over its occurrences, comparable to its total time.

@@ -386,16 +386,46 @@ def summarize(ops_frame: pd.DataFrame, chip: Chip, total_time_ps: float, idle_ps
         frame, warnings = roofline(frame, chip, time_column=time_column)
     measured = _column(frame, time_column, 0.0)
     bound = pd.Categorical(frame["bound"], categories=list(BOUNDS)).codes   # index into BOUNDS
-    if by_bound_ps is not None:
-        by_bound = {b: float(by_bound_ps.get(b, 0.0)) for b in BOUNDS}
-    else:
-        time = measured
-        if "exposed_time_ps" in frame.columns:
-            exposed = _column(frame, "exposed_time_ps")
-            time = np.where(~np.isnan(exposed), exposed, measured)
-        by_bound = {b: float(np.nansum(time[bound == i])) for i, b in enumerate(BOUNDS)}
+    by_bound = _time_by_bound(frame, measured, bound, by_bound_ps)
     by_bound["idle"] = float(idle_ps)
+    flops = _flops_and_mfu(frame, chip, total_time_ps, warnings)
+    roof_program, efficiency, efficiency_reason = _program_efficiency(frame, measured, bound, total_time_ps,
+                                                                      warnings)
+    nbytes = _column(frame, "bytes_accessed")
+    has_bytes = ~np.isnan(nbytes) & ~_flag(frame, "unknown")
+    seconds = total_time_ps / PS_PER_S if total_time_ps and total_time_ps > 0 else None
+    total_flops = flops["flops"]
+    return {
+        "target": chip.name,
+        "device_time_ps": float(total_time_ps),
+        "time_by_bound_ps": by_bound,
+        "flops": total_flops,
+        "flops_reason": flops["flops_reason"],
+        "achieved_flops": total_flops / seconds if total_flops is not None and seconds else None,
+        "bytes_accessed": float(np.sum(nbytes[has_bytes])) if has_bytes.any() else None,
+        "mfu": flops["mfu"], "mfu_reason": flops["mfu_reason"], "mfu_dtype": flops["mfu_dtype"],
+        "mfu_peak_dtype": flops["mfu_peak_dtype"], "mfu_peak_flops": flops["mfu_peak_flops"],
+        "roofline_time_ps": roof_program,
+        "efficiency": efficiency, "efficiency_reason": efficiency_reason,
+        "efficiency_definition": EFFICIENCY_DEFINITION,
+        "warnings": warnings,
+    }
 
+
+def _time_by_bound(frame: pd.DataFrame, measured: np.ndarray, bound: np.ndarray,
+                   by_bound_ps: dict[str, float] | None) -> dict[str, float]:
+    """Device time per bound: the busy time split given, else each op's exposed (or measured) time."""
+    if by_bound_ps is not None:
+        return {b: float(by_bound_ps.get(b, 0.0)) for b in BOUNDS}
+    time = measured
+    if "exposed_time_ps" in frame.columns:
+        exposed = _column(frame, "exposed_time_ps")
+        time = np.where(~np.isnan(exposed), exposed, measured)
+    return {b: float(np.nansum(time[bound == i])) for i, b in enumerate(BOUNDS)}
+
+
+def _flops_and_mfu(frame: pd.DataFrame, chip: Chip, total_time_ps: float, warnings: list[str]) -> dict[str, Any]:
+    """The costed FLOPs and the MFU, each with its reason when unknown (warnings appended to ``warnings``)."""
     flops = _column(frame, "flops")
     # FLOPs are known only where the cost model costed the op (a kernel costed by its shapes alone,
     # cost_lower_bound, has bytes but no FLOP count: unknown, not zero)
@@ -419,46 +449,39 @@ def summarize(ops_frame: pd.DataFrame, chip: Chip, total_time_ps: float, idle_ps
     if mfu_reason:
         warnings.append(f"MFU unknown: {mfu_reason}")
     elif mfu_dtype and mfu_peak_dtype and mfu_dtype != mfu_peak_dtype:
-        _, note = chip.peak_flops_rule(mfu_dtype)
-        matrix = "contraction" not in frame.columns or bool((_flag(frame, "contraction") & costed).any())
-        warnings.append(f"MFU uses the {mfu_peak_dtype} peak for {mfu_dtype} FLOPs: {note}" if note and matrix else
-                        f"MFU uses the {mfu_peak_dtype} peak of {chip.name} for {mfu_dtype} FLOPs: {chip.name} has "
-                        f"no {mfu_dtype} figure" + ("" if matrix else " (the program has no matrix work)"))
+        warnings.append(_mfu_fallback_warning(frame, chip, mfu_dtype, mfu_peak_dtype, costed))
+    return {"flops": total_flops, "flops_reason": flops_reason, "mfu": mfu, "mfu_reason": mfu_reason,
+            "mfu_dtype": mfu_dtype, "mfu_peak_dtype": mfu_peak_dtype, "mfu_peak_flops": mfu_peak}
 
+
+def _mfu_fallback_warning(frame: pd.DataFrame, chip: Chip, mfu_dtype: str, peak_dtype: str,
+                          costed: np.ndarray) -> str:
+    """Why MFU divides by another dtype's peak."""
+    _, note = chip.peak_flops_rule(mfu_dtype)
+    matrix = "contraction" not in frame.columns or bool((_flag(frame, "contraction") & costed).any())
+    if note and matrix:
+        return f"MFU uses the {peak_dtype} peak for {mfu_dtype} FLOPs: {note}"
+    return (f"MFU uses the {peak_dtype} peak of {chip.name} for {mfu_dtype} FLOPs: {chip.name} has "
+            f"no {mfu_dtype} figure" + ("" if matrix else " (the program has no matrix work)"))
+
+
+def _program_efficiency(frame: pd.DataFrame, measured: np.ndarray, bound: np.ndarray, total_time_ps: float,
+                        warnings: list[str]) -> tuple[float | None, float | None, str | None]:
+    """(the program's roofline time, its efficiency (EFFICIENCY_DEFINITION), the reason when unknown)."""
     known = (bound != BOUNDS.index("unknown")) & ~np.isnan(measured)
     terms = [float(np.nansum(_column(frame, c)[known])) for c in ("t_compute_ps", "t_memory_ps")]
     roof_program = max(terms) if known.any() else None
-    efficiency, efficiency_reason = None, None
     if roof_program is None:
-        efficiency_reason = "no op has a known bound (no cost, or no figure on the chip)"
-    elif not total_time_ps or total_time_ps <= 0:
-        efficiency_reason = "no measured device time"
-    else:
-        efficiency = roof_program / total_time_ps
-        if efficiency > 1:
-            warnings.append(f"the program's roofline time ({roof_program / 1e6:.3f} us) exceeds the devices' time "
-                            f"({total_time_ps / 1e6:.3f} us): the cost model overcounts or a chip figure is too "
-                            "low; overall efficiency shown as 100%")
-            efficiency = 1.0
-    nbytes = _column(frame, "bytes_accessed")
-    has_bytes = ~np.isnan(nbytes) & ~_flag(frame, "unknown")
-    seconds = total_time_ps / PS_PER_S if total_time_ps and total_time_ps > 0 else None
-
-    return {
-        "target": chip.name,
-        "device_time_ps": float(total_time_ps),
-        "time_by_bound_ps": by_bound,
-        "flops": total_flops,
-        "flops_reason": flops_reason,
-        "achieved_flops": total_flops / seconds if total_flops is not None and seconds else None,
-        "bytes_accessed": float(np.sum(nbytes[has_bytes])) if has_bytes.any() else None,
-        "mfu": mfu, "mfu_reason": mfu_reason, "mfu_dtype": mfu_dtype, "mfu_peak_dtype": mfu_peak_dtype,
-        "mfu_peak_flops": mfu_peak,
-        "roofline_time_ps": roof_program,
-        "efficiency": efficiency, "efficiency_reason": efficiency_reason,
-        "efficiency_definition": EFFICIENCY_DEFINITION,
-        "warnings": warnings,
-    }
+        return None, None, "no op has a known bound (no cost, or no figure on the chip)"
+    if not total_time_ps or total_time_ps <= 0:
+        return roof_program, None, "no measured device time"
+    efficiency = roof_program / total_time_ps
+    if efficiency > 1:
+        warnings.append(f"the program's roofline time ({roof_program / 1e6:.3f} us) exceeds the devices' time "
+                        f"({total_time_ps / 1e6:.3f} us): the cost model overcounts or a chip figure is too "
+                        "low; overall efficiency shown as 100%")
+        efficiency = 1.0
+    return roof_program, efficiency, None
 
 
 def _flops_unknown_kernels(frame: pd.DataFrame) -> list[str]:

@@ -1,9 +1,9 @@
 """``traceview.load(path) -> Analysis``: a trace read, costed and judged against a chip, as DataFrames.
 
 The one place outside the pipeline modules that runs the pipeline
-(``read`` -> ``analysis.build_analysis``); the CLI, the dashboard, the
+(``trace.read`` -> ``analysis.build.build_analysis``); the CLI, the dashboard, the
 regression stage and the tests call :func:`load`. Every public table is
-derived from the JSON contract (``render.report.analysis_json``), so a
+derived from the JSON contract (``analysis.record.analysis_json``), so a
 notebook, the CLI's JSON and the dashboard show the same numbers in the
 same units (microseconds, bytes, FLOPs, per second).
 """
@@ -269,8 +269,8 @@ class Analysis:
 
 
 def _json_copy(value: Any) -> Any:
-    """A deep copy of a JSON record. A 2 M-event trace's record holds hundreds of thousands of numbers
-    (per-step lists), which marshal copies in C several times faster than ``copy.deepcopy``. Marshal
+    """A deep copy of a JSON record. A large trace's record holds hundreds of thousands of numbers
+    (per-step lists), which marshal copies in C, much faster than ``copy.deepcopy``. Marshal
     writes what it does not know as bytes (numpy scalars) or refuses it: a copy that does not compare
     equal to the original (also where a NaN is left) is made again by deepcopy."""
     try:

@@ -167,7 +167,7 @@ def _row(module: HloModule, comp: Computation, inst: Instruction, mult: float, a
     dtype = math_dtype(wrapped or inst, operands if wrapped is None else [], dominant)
     md = inst.metadata
     line = md.get("source_line")
-    # A kernel costed by its shapes alone has no FLOP figure: unknown (NaN), never 0 (DESIGN.md).
+    # A kernel costed by its shapes alone has no FLOP figure: unknown (NaN), never 0 (docs/architecture.md).
     flops = np.nan if cost.lower_bound else cost.flops
     return (module.name, module.program_id, comp.name, inst.name, inst.opcode, cat, shape_text(inst.shape), dtype,
             flops, cost.transcendentals, cost.bytes_read, cost.bytes_written, cost.bytes_accessed, mult,

@@ -2,7 +2,7 @@
 
 A Snapshot is the small, comparable part of an analysis: per-op totals (one
 row per module and op), per-step times, the split by bound, MFU, and for HLO
-inputs the cost-model totals per module. A live Analysis and the JSON that
+inputs the cost-model totals per module. A live analysis (the pipeline's PipelineResult) and the JSON that
 `traceview analyze --format json` wrote for it become the same Snapshot, so
 CI can keep that small file as its baseline instead of a whole trace; the
 JSON `traceview hlo --format json` writes is a baseline for static checks.
@@ -64,7 +64,7 @@ def _with_fingerprints(ops: pd.DataFrame, modules: list[HloModule]) -> pd.DataFr
     return ops
 
 
-# ------------------------------------------------------------------ from an Analysis
+# ------------------------------------------------------------------ from a PipelineResult
 
 def _collapse(ops: pd.DataFrame) -> pd.DataFrame:
     """One row per (module, op): sums of the additive columns, the rest from the longest row.

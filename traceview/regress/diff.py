@@ -123,7 +123,7 @@ def _as_snapshot(obj) -> Snapshot:
         return obj
     if hasattr(obj, "profile") and hasattr(obj, "ops"):
         return snapshot_from_analysis(obj)
-    raise TypeError(f"cannot compare a {type(obj).__name__}: expected an Analysis or a Snapshot")
+    raise TypeError(f"cannot compare a {type(obj).__name__}: expected a PipelineResult or a Snapshot")
 
 
 def _rel(base: np.ndarray, new: np.ndarray) -> np.ndarray:
@@ -320,7 +320,7 @@ def _warnings(base: Snapshot, new: Snapshot) -> list[str]:
 
 def diff_analyses(base, new, confidence: float = 0.95, time_tolerance: float = 0.10,
                   min_time_ps: float = 1e9) -> Diff:
-    """Compare two Analysis objects or Snapshots (see traceview.regress.baseline).
+    """Compare two analyses (PipelineResult) or Snapshots (see traceview.regress.baseline).
 
     `Diff.ops` columns: module, op (the new name), base_op, matched_by
     ("name", "fingerprint", "signature", "source", "" when unmatched), status

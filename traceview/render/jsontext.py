@@ -1,8 +1,8 @@
-"""JSON text as ``json.dumps(obj, indent=1)`` writes it, byte for byte, in about a third of the time.
+"""JSON text as ``json.dumps(obj, indent=1)`` writes it, byte for byte, in a fraction of the time.
 
 The standard library's C encoder only serves compact output; with an indent
-every value goes through its pure-Python generator (0.8 s for the 8 MB report
-of a 2 M-event TPU trace, against 0.2 s compact; 0.28 s here). Each container
+every value goes through its pure-Python generator, several times slower
+(docs/scale.md, "Measuring", has the figures). Each container
 is one join over its items; a table (a list of dicts with one key order, as
 the reports' ops and steps are) is written column by column, a column of
 numbers by the C encoder at once, each row one %-format. Strings, floats and

@@ -1,4 +1,4 @@
-"""MemoryReport -> JSON (the contract in DESIGN.md), terminal table, Markdown."""
+"""MemoryReport -> JSON (the contract in docs/architecture.md), terminal table, Markdown."""
 
 from __future__ import annotations
 

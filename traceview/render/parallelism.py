@@ -1,4 +1,4 @@
-"""The parallelism report as JSON (the contract in DESIGN.md), a terminal table and Markdown."""
+"""The parallelism report as JSON (the contract in docs/architecture.md), a terminal table and Markdown."""
 
 from __future__ import annotations
 

@@ -333,7 +333,7 @@ def _summary_record(summary: dict) -> dict:
 
 
 def diff_json(diff: Diff, verdict: Verdict | None = None, command: str = "diff") -> dict:
-    """`{"verdict", "checks", "ops", ...}` as DESIGN.md specifies; times in microseconds."""
+    """`{"verdict", "checks", "ops", ...}` as docs/architecture.md specifies; times in microseconds."""
     verdict = verdict or run_checks(diff)
     return {
         "traceview_version": __version__,

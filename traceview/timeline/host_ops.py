@@ -35,9 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from traceview.timeline.aggregate import OP_KEY
 from traceview.timeline.grouping import column_codes, exact_sums, first_rows
-
-OP_KEY = ["program_id", "module", "op"]
 
 
 @dataclass(frozen=True)
@@ -106,17 +105,7 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
     """Reduce one op table (profile.OP_COLUMNS; any row order, any number of devices) to its part."""
     keep = keep or KeepRows()
     n = len(ops)
-    dev_codes, dev_values = column_codes(ops["device"])
-    dev_names = [str(v) for v in dev_values]
-    order = sorted(range(len(dev_names)), key=dev_names.__getitem__)
-    devices = [dev_names[i] for i in order]
-    if order == list(range(len(order))):
-        dev = dev_codes.astype(np.int64)                             # names in order already
-    else:
-        remap = np.full(len(dev_names) + 1, -1, dtype=np.int64)
-        remap[order] = np.arange(len(order))
-        dev = remap[dev_codes]                                       # codes in sorted name order, -1 kept
-
+    dev, devices = _device_codes(ops["device"])
     gid = _group_numbers(ops, dev, len(devices))
     has_key = gid >= 0
     n_groups = int(gid.max()) + 1 if n else 0
@@ -127,22 +116,80 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
     start = ops["start_ps"].to_numpy(dtype=np.int64)
     duration = ops["duration_ps"].to_numpy(dtype=np.int64)
     self_ps = ops["self_ps"].to_numpy(dtype=np.int64)
-    end = start + duration
-    step = ops["step"].to_numpy() if "step" in ops else np.full(n, -1)
-    step = np.asarray(pd.to_numeric(pd.Series(step), errors="coerce").fillna(-1), dtype=np.int64) \
-        if step.dtype.kind not in "iu" else step.astype(np.int64)
-
+    step = _step_numbers(ops)
     module_codes, module_values = column_codes(ops["module"])
     op_codes, op_values = column_codes(ops["op"])
     category, category_row = _first_present(ops["category"], gid, first, has_key)
-
     flops, flops_n = _reported(ops["trace_flops"], g, counted, n_groups)
     nbytes, nbytes_n = _reported(ops["trace_bytes"], g, counted, n_groups)
 
+    per_device, alone = _device_totals(dev, devices, start, start + duration, self_ps, keep.devices)
+    alone &= has_key & (step < 0)
+    module_names = [str(v) for v in module_values]
+    op_names = [str(v) for v in op_values]
+    group_module = _codes_at(module_codes, first)
+    group_op = _codes_at(op_codes, first)
+    wanted = _wanted_groups(group_module, group_op, module_names, op_names, keep.names)
+    kept = ~alone | (np.append(wanted, False)[gid] if wanted.any() else False)
+    length, exposed_alone = _alone_sums(gid, alone, duration, self_ps, n_groups)
+    rows = np.flatnonzero(kept)
+    return OpsPart(
+        n_rows=n, op_time_ps=int(self_ps.sum()) if n else 0,
+        first_row=first.astype(np.int64), device=dev[first].astype(np.int32) if n_groups else np.zeros(0, np.int32),
+        program_id=ops["program_id"].to_numpy(dtype=np.int64)[first],
+        module=group_module.astype(np.int32), op=group_op.astype(np.int32), category=category,
+        category_row=category_row,
+        occurrences=np.bincount(g, minlength=n_groups).astype(np.int64),
+        total_ps=exact_sums(g, duration[counted], n_groups), self_ps=exact_sums(g, self_ps[counted], n_groups),
+        trace_flops=flops, trace_flops_n=flops_n, trace_bytes=nbytes, trace_bytes_n=nbytes_n,
+        length_ps=length, exposed_alone_ps=exposed_alone,
+        devices=devices, modules=module_names, op_names=op_names,
+        busy_ps=per_device.busy_ps, first_ps=per_device.first_ps, last_ps=per_device.last_ps,
+        dev_op_time_ps=per_device.op_time_ps, has_rows=per_device.has_rows,
+        kept_group=gid[rows], kept_device=dev[rows].astype(np.int32), kept_start=start[rows],
+        kept_duration=duration[rows], kept_self=self_ps[rows], kept_step=step[rows].astype(np.int32),
+        kept_alone=alone[rows],
+        kept_names=keep.names, kept_devices=keep.devices,
+    )
 
 
-    # ---- per device
-    n_dev = len(devices)
+def _device_codes(column: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Per row, its device's code (int64, -1: no device) into the device names sorted; the names."""
+    codes, values = column_codes(column)
+    names = [str(v) for v in values]
+    order = sorted(range(len(names)), key=names.__getitem__)
+    devices = [names[i] for i in order]
+    if order == list(range(len(order))):
+        return codes.astype(np.int64), devices                       # names in order already
+    remap = np.full(len(names) + 1, -1, dtype=np.int64)
+    remap[order] = np.arange(len(order))
+    return remap[codes], devices                                      # codes in sorted name order, -1 kept
+
+
+def _step_numbers(ops: pd.DataFrame) -> np.ndarray:
+    """Per row, its step number (int64; -1: in no step, or the table has no step column)."""
+    step = ops["step"].to_numpy() if "step" in ops else np.full(len(ops), -1)
+    if step.dtype.kind in "iu":
+        return step.astype(np.int64)
+    return np.asarray(pd.to_numeric(pd.Series(step), errors="coerce").fillna(-1), dtype=np.int64)
+
+
+@dataclass
+class _DeviceTotals:
+    """Per device (sorted names): union length, first start, last end, sum of self time, whether it has rows."""
+
+    busy_ps: np.ndarray
+    first_ps: np.ndarray
+    last_ps: np.ndarray
+    op_time_ps: np.ndarray
+    has_rows: np.ndarray
+
+
+def _device_totals(dev: np.ndarray, devices: list[str], start: np.ndarray, end: np.ndarray,
+                   self_ps: np.ndarray, kept_devices: frozenset[str]) -> tuple[_DeviceTotals, np.ndarray]:
+    """Each device's totals, and per row whether it is alone on its device (no other row overlaps it;
+    False on devices kept in full and on devices with a negative duration)."""
+    n, n_dev = dev.size, len(devices)
     busy, first_ps, last_ps, dev_time = (np.zeros(n_dev, dtype=np.int64) for _ in range(4))
     has_rows = np.zeros(n_dev, dtype=bool)
     alone = np.zeros(n, dtype=bool)
@@ -164,48 +211,32 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
             s, e = s[o], e[o]
         reach = np.maximum.accumulate(e)
         busy[i] = _union_length(s, e, reach)
-        if devices[i] in keep.devices or (e < s).any():
+        if devices[i] in kept_devices or (e < s).any():
             continue
         alone[rows] = _alone(s, e, reach)
-    alone &= has_key & (step < 0)
+    return _DeviceTotals(busy, first_ps, last_ps, dev_time, has_rows), alone
 
-    # async-looking ops (and the names asked for) keep their rows on simple devices too
-    module_names = [str(v) for v in module_values]
-    op_names = [str(v) for v in op_values]
-    group_module = _codes_at(module_codes, first)
-    group_op = _codes_at(op_codes, first)
+
+def _wanted_groups(group_module: np.ndarray, group_op: np.ndarray, module_names: list[str], op_names: list[str],
+                   names: frozenset[tuple[str, str]]) -> np.ndarray:
+    """Per group, whether its rows are kept even where alone: async-looking ops and the names asked for."""
     wanted = np.array([looks_async(op_names[o]) if o >= 0 else False for o in group_op], dtype=bool)
-    if keep.names and n_groups:
-        wanted |= np.array([(module_names[m] if m >= 0 else None, op_names[o] if o >= 0 else None) in keep.names
+    if names and group_op.size:
+        wanted |= np.array([(module_names[m] if m >= 0 else None, op_names[o] if o >= 0 else None) in names
                             for m, o in zip(group_module, group_op)], dtype=bool)
-    kept = ~alone | (np.append(wanted, False)[gid] if wanted.any() else False)
-    n_alone = int(alone.sum())
-    if n_alone < n // 4:                              # few alone rows: take them
+    return wanted
+
+
+def _alone_sums(gid: np.ndarray, alone: np.ndarray, duration: np.ndarray, self_ps: np.ndarray,
+                n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per group, over its alone rows: the sum of max(duration, 0) and of min(duration, self time)."""
+    if int(alone.sum()) < alone.size // 4:            # few alone rows: take them
         solo = np.flatnonzero(alone)
-        length = exact_sums(gid[solo], np.maximum(duration[solo], 0), n_groups)
-        exposed_alone = exact_sums(gid[solo], np.minimum(duration[solo], self_ps[solo]), n_groups)
-    else:                                             # most: the others go to an extra group, dropped
-        solo_gid = np.where(alone, gid, n_groups)
-        length = exact_sums(solo_gid, np.maximum(duration, 0), n_groups + 1)[:n_groups]
-        exposed_alone = exact_sums(solo_gid, np.minimum(duration, self_ps), n_groups + 1)[:n_groups]
-    rows = np.flatnonzero(kept)
-    return OpsPart(
-        n_rows=n, op_time_ps=int(self_ps.sum()) if n else 0,
-        first_row=first.astype(np.int64), device=dev[first].astype(np.int32) if n_groups else np.zeros(0, np.int32),
-        program_id=ops["program_id"].to_numpy(dtype=np.int64)[first],
-        module=group_module.astype(np.int32), op=group_op.astype(np.int32), category=category,
-        category_row=category_row,
-        occurrences=np.bincount(g, minlength=n_groups).astype(np.int64),
-        total_ps=exact_sums(g, duration[counted], n_groups), self_ps=exact_sums(g, self_ps[counted], n_groups),
-        trace_flops=flops, trace_flops_n=flops_n, trace_bytes=nbytes, trace_bytes_n=nbytes_n,
-        length_ps=length, exposed_alone_ps=exposed_alone,
-        devices=devices, modules=module_names, op_names=op_names,
-        busy_ps=busy, first_ps=first_ps, last_ps=last_ps, dev_op_time_ps=dev_time, has_rows=has_rows,
-        kept_group=gid[rows], kept_device=dev[rows].astype(np.int32), kept_start=start[rows],
-        kept_duration=duration[rows], kept_self=self_ps[rows], kept_step=step[rows].astype(np.int32),
-        kept_alone=alone[rows],
-        kept_names=keep.names, kept_devices=keep.devices,
-    )
+        return (exact_sums(gid[solo], np.maximum(duration[solo], 0), n_groups),
+                exact_sums(gid[solo], np.minimum(duration[solo], self_ps[solo]), n_groups))
+    solo_gid = np.where(alone, gid, n_groups)         # most: the others go to an extra group, dropped
+    return (exact_sums(solo_gid, np.maximum(duration, 0), n_groups + 1)[:n_groups],
+            exact_sums(solo_gid, np.minimum(duration, self_ps), n_groups + 1)[:n_groups])
 
 
 def _group_numbers(ops: pd.DataFrame, dev: np.ndarray, n_devices: int) -> np.ndarray:

@@ -20,8 +20,6 @@ from traceview.timeline.host_ops import KeepRows, OpsPart, looks_async
 from traceview.timeline.timing import judged_and_exposed
 from traceview.timeline.timing import per_step_self_time as raw_per_step_self_time
 
-OP_KEY = ["program_id", "module", "op"]
-
 
 class NeedRows(Exception):
     """The parts lack rows the merge needs: ``keep[i]`` says what part i must keep (read it again)."""
@@ -200,11 +198,36 @@ def _joined(arrays: list[np.ndarray]) -> np.ndarray:
 
 def merge_parts(parts: list[OpsPart], per_device: bool = False) -> RunOps:
     """Merge host parts (in the run's host order) into the aggregated op table of all their rows."""
-    offsets = np.concatenate(([0], np.cumsum([p.n_rows for p in parts]))).astype(np.int64)
+    devices, part_devices = _run_devices(parts)
+    groups = _stacked_groups(parts, part_devices)
+    ids, by_pos = _op_numbers(groups, per_device)
+    stats = _op_stats(groups, ids, by_pos, devices, per_device)
+    return _ranked_by_self_time(parts, stats, ids, per_device, devices, part_devices)
+
+
+def _run_devices(parts: list[OpsPart]) -> tuple[list[str], list[np.ndarray]]:
+    """The run's devices (sorted names: those with rows or groups in any part), and per part its
+    device codes -> codes into them (-1: none)."""
     devices = sorted({d for p in parts for d, has in zip(p.devices, p.has_rows) if has}
                      | {p.devices[d] for p in parts for d in p.device if d >= 0})
     dev_index = {d: i for i, d in enumerate(devices)}
-    part_devices = [np.array([dev_index.get(d, -1) for d in p.devices], dtype=np.int64) for p in parts]
+    return devices, [np.array([dev_index.get(d, -1) for d in p.devices], dtype=np.int64) for p in parts]
+
+
+@dataclass
+class _StackedGroups:
+    """Every part's groups one after another, their codes made the run's: ``columns`` holds pos (first
+    row in the run), dev, pid, mod, op, occ, total, self, tf/tfn (trace flops, rows reporting them),
+    tb/tbn (trace bytes), cat_pos (row of the first category; -1: none), part."""
+
+    columns: dict[str, np.ndarray]
+    categories: list                      # per group, its first category (None: none)
+    modules: list[str]                    # the run's module names (codes in ``mod``)
+    op_names: list[str]                   # the run's op names (codes in ``op``)
+
+
+def _stacked_groups(parts: list[OpsPart], part_devices: list[np.ndarray]) -> _StackedGroups:
+    offsets = np.concatenate(([0], np.cumsum([p.n_rows for p in parts]))).astype(np.int64)
     modules: dict[str, int] = {}
     names: dict[str, int] = {}
     cols: dict[str, list] = {k: [] for k in ("pos", "dev", "pid", "mod", "op", "occ", "total", "self", "tf", "tfn",
@@ -228,7 +251,14 @@ def merge_parts(parts: list[OpsPart], per_device: bool = False) -> RunOps:
         cols["cat_pos"].append(np.where(p.category_row >= 0, offsets[i] + p.category_row, -1))
         cols["part"].append(np.full(len(p.first_row), i, dtype=np.int64))
         categories += p.category
-    a = {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
+    columns = {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
+    return _StackedGroups(columns, categories, list(modules), list(names))
+
+
+def _op_numbers(groups: _StackedGroups, per_device: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per stacked group, its op's number (ops numbered in order of first row in the run; -1: a group
+    with no device when ``per_device``), and the groups' order by first row."""
+    a = groups.columns
     n_entries = len(a["pos"])
     key_parts = ([a["dev"]] if per_device else []) + [a["pid"], a["mod"], a["op"]]
     # An entry with no device has no per-device key (as group_ids leaves out a row with a missing key).
@@ -244,39 +274,55 @@ def merge_parts(parts: list[OpsPart], per_device: bool = False) -> RunOps:
             kept = by_pos[valid[by_pos]]
             dense, _ = pd.factorize(ids[kept])
             ids[kept] = dense
-    n_ops = int(ids.max()) + 1 if n_entries and valid.any() else 0
+    return ids, by_pos
+
+
+def _op_stats(groups: _StackedGroups, ids: np.ndarray, by_pos: np.ndarray, devices: list[str],
+              per_device: bool) -> pd.DataFrame:
+    """The aggregated op table (as timeline.aggregate.aggregate_ops gives it, in op-number order)."""
+    a = groups.columns
+    n_ops = int(ids.max()) + 1 if ids.size and (ids >= 0).any() else 0
     has = ids >= 0
     idx = ids[has]
-
+    order = by_pos[has[by_pos]]                          # the numbered groups in the run's row order
     first_entry = np.full(n_ops, -1, dtype=np.int64)
-    order = by_pos[has[by_pos]]
-    seen = np.zeros(n_ops, dtype=bool)
     _, where = np.unique(ids[order], return_index=True)
     first_entry[ids[order][where]] = order[where]
-    del seen
-    module_names = list(modules)
-    op_names = list(names)
     key_frame: dict[str, pd.Series] = {}
     if per_device:
         key_frame["device"] = pd.Series([devices[d] for d in a["dev"][first_entry]], dtype=object)
     key_frame["program_id"] = pd.Series(a["pid"][first_entry].astype(np.int64))
-    key_frame["module"] = pd.Series([module_names[m] for m in a["mod"][first_entry]], dtype=object)
-    key_frame["op"] = pd.Series([op_names[o] for o in a["op"][first_entry]], dtype=object)
+    key_frame["module"] = pd.Series([groups.modules[m] for m in a["mod"][first_entry]], dtype=object)
+    key_frame["op"] = pd.Series([groups.op_names[o] for o in a["op"][first_entry]], dtype=object)
     stats = pd.DataFrame(key_frame)
-    stats["category"] = _first_category(ids, a["cat_pos"], categories, n_ops)
+    stats["category"] = _first_category(ids, a["cat_pos"], groups.categories, n_ops)
     stats["occurrences"] = exact_sums(idx, a["occ"][has], n_ops)
     stats["total_time_ps"] = exact_sums(idx, a["total"][has], n_ops)
     stats["self_time_ps"] = exact_sums(idx, a["self"][has], n_ops)
     stats["devices"] = _distinct_devices(idx, a["dev"][has], n_ops, len(devices))
-    for column, n_col in (("tf", "tfn"), ("tb", "tbn")):
-        sums = np.zeros(n_ops)
-        counts = np.zeros(n_ops, dtype=np.int64)
-        take = order[a[n_col][order] > 0]                # entries that reported, in the run's row order
-        np.add.at(sums, ids[take], a[column][take])
-        np.add.at(counts, ids[take], a[n_col][take])
-        stats["trace_flops" if column == "tf" else "trace_bytes"] = np.where(counts > 0, sums, np.nan)
+    for column, n_col, name in (("tf", "tfn", "trace_flops"), ("tb", "tbn", "trace_bytes")):
+        stats[name] = _reported_sums(ids, order, a[column], a[n_col], n_ops)
     for column in ("module", "op", "category") + (("device",) if per_device else ()):
         stats[column] = stats[column].astype(str)
+    return stats
+
+
+def _reported_sums(ids: np.ndarray, order: np.ndarray, sums_in: np.ndarray, counts_in: np.ndarray,
+                   n_ops: int) -> np.ndarray:
+    """Per op, the sum of a figure the trace may not report, added in the run's row order; NaN where
+    no row reported it."""
+    sums = np.zeros(n_ops)
+    counts = np.zeros(n_ops, dtype=np.int64)
+    take = order[counts_in[order] > 0]                   # groups that reported, in the run's row order
+    np.add.at(sums, ids[take], sums_in[take])
+    np.add.at(counts, ids[take], counts_in[take])
+    return np.where(counts > 0, sums, np.nan)
+
+
+def _ranked_by_self_time(parts: list[OpsPart], stats: pd.DataFrame, ids: np.ndarray, per_device: bool,
+                         devices: list[str], part_devices: list[np.ndarray]) -> RunOps:
+    """The op table sorted by self time (descending, stable), and each part's groups' rows in it."""
+    n_ops = len(stats)
     rank_order = stats["self_time_ps"].sort_values(ascending=False, kind="stable").index.to_numpy()
     rank = np.empty(n_ops + 1, dtype=np.int64)
     rank[rank_order] = np.arange(n_ops)

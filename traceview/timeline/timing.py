@@ -24,7 +24,7 @@ def judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, p
     time and exposed for the start's and done's own time; their dones are
     then neither judged nor counted again (NaN judged time, 0 exposed).
     Other collectives are exposed for the time no other op overlaps them.
-    ``rows``: each raw row's row in ``ops``. From a run's merged host parts (timeline.merged):
+    ``rows``: each raw row's row in ``ops``. From a run's merged host parts (timeline.run_ops):
     ``raw`` holds the rows of devices whose ops overlap, ``timed`` the pairs' times measured on
     the rows the parts kept, ``exposed_alone`` per op the exposed time of its rows on the other
     devices (where nothing overlaps them).

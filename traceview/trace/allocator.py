@@ -4,11 +4,10 @@ glibc serves a block of at least M_MMAP_THRESHOLD bytes (128 KiB at start,
 raised by frees up to 32 MiB) with fresh pages from the kernel, and hands the
 free top of its heap back to the kernel once it passes M_TRIM_THRESHOLD. A
 reader allocates and frees hundreds of MB of columns per large file, so it
-pays a zero-filled page fault for every 4 KiB it touches again: 0.7 M faults,
-3.6 s of system time, reading 32 hosts of 59 MB each. Fixing both thresholds
-high keeps freed memory in the process for the next column: a quarter fewer
-faults and 16% less wall time there (one process), for up to 10% more peak
-memory (figures: docs/scale.md, "Freed memory kept for reuse").
+pays a zero-filled page fault for every 4 KiB it touches again. Fixing both
+thresholds high keeps freed memory in the process for the next column: fewer
+faults and less wall time, for some more peak memory (the figures are in
+docs/scale.md, "Freed memory kept for reuse").
 
 Only the ``traceview`` program and its pool workers call this (short-lived
 processes); a library caller's process, and the dashboard's long-running

@@ -37,7 +37,7 @@ class HostResult:
     data: TraceData | None = None   # its tables (``ops`` empty unless kept: the part has what the analysis reads)
     error: str | None = None        # one line naming the file
     internal: bool = False          # a bug in traceview, not a bad file
-    part: OpsPart | None = None     # its op table reduced (timeline.partial)
+    part: OpsPart | None = None     # its op table reduced (timeline.host_ops)
 
 
 def read_host(path: str, keep_ops: bool = True, store: bool = False, background: bool = False) -> HostResult:
@@ -50,9 +50,9 @@ def read_host(path: str, keep_ops: bool = True, store: bool = False, background:
     try:
         data = read_trace_file(path)
         if store:
-            from traceview.trace import table_cache as tablecache
+            from traceview.trace import table_cache
 
-            tablecache.put(path, data, background=background)
+            table_cache.put(path, data, background=background)
         return reduced(HostResult(path, data=data), keep_ops)
     except TraceError as exc:
         return HostResult(path, error=str(exc))
@@ -106,11 +106,11 @@ def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None =
     if dask:
         results = _read_dask(paths, dask, progress, keep_ops=keep_ops or store)
         if store:
-            from traceview.trace import table_cache as tablecache
+            from traceview.trace import table_cache
 
             for r in results:
                 if r.data is not None:
-                    tablecache.put(r.path, r.data, background=True)
+                    table_cache.put(r.path, r.data, background=True)
         return [reduced(r, keep_ops) for r in results]
     jobs = default_jobs() if jobs is None else jobs
     if jobs <= 1 or len(paths) == 1:

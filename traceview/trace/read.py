@@ -8,6 +8,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 import pandas as pd
@@ -74,21 +75,7 @@ def load_profile(path: str | Path, run: str | None = None,
         if progress is not None:
             progress(done, total)
 
-    results: dict[str, HostResult] = {}
-    if use_cache:
-        from traceview.trace import table_cache as tablecache
-
-        for f in files:
-            data = tablecache.get(f)
-            if data is not None:
-                results[f] = reduced(HostResult(f, data=data), opts.keep_ops)
-                advance(1)
-    missed = [f for f in files if f not in results]
-    # The tables read are stored in the cache where they are read (a pool's workers), or by a writer
-    # thread while the analysis goes on.
-    for r in read_hosts(missed, jobs=opts.jobs, dask=dask, progress=advance, keep_ops=opts.keep_ops,
-                        store=use_cache):
-        results[r.path] = r
+    results = _read_host_files(files, opts, use_cache, dask, advance)
     parts: list[TraceData] = []
     op_parts: list = []
     warnings: list[str] = list(found.warnings)   # names like trace files that are not regular files
@@ -104,30 +91,14 @@ def load_profile(path: str | Path, run: str | None = None,
             failures.append(r)
             warnings.append(f"skipped host {host_of(Path(f))}: {r.error}")
     if not parts:
-        first = failures[0]
-        if total == 1 and first.internal:
-            # One file and a bug: read it again here so the real traceback shows.
-            read_trace_file(first.path)
-        if len(failures) == 1:
-            raise TraceError(first.error or f"{first.path}: unreadable")
-        raise UserError(f"{found.path}: none of the {total} trace files could be read (first: {first.error})")
+        _raise_none_read(found.path, failures, total)
     for part in parts:
         warnings += part.warnings
-    hlo_protos: dict[str, bytes] = {}
+    hlo_protos = _hlo_protos(parts, found.hlo_proto_files, warnings)
     environment: dict[str, str] = {}
     for part in parts:
-        for k, v in part.hlo_protos.items():
-            hlo_protos.setdefault(k, v)
         for k, v in part.environment.items():
             environment.setdefault(k, v)
-    # Per-module HloProto files written beside the xplanes ("<module>(<program id>).hlo_proto.pb").
-    for f in found.hlo_proto_files:
-        key = f.name[: -len(".hlo_proto.pb")]
-        if key not in hlo_protos:
-            try:
-                hlo_protos[key] = read_limited(f, error=TraceError, what="HLO proto file")
-            except UserError as exc:
-                warnings.append(f"skipped {exc}")
     return Profile(
         source=Source(path=str(path), run=found.name, hosts=[p.host for p in parts], files=ok_files),
         ops=_concat([p.ops for p in parts], OP_COLUMNS),
@@ -140,6 +111,55 @@ def load_profile(path: str | Path, run: str | None = None,
         op_parts=op_parts,
         reduce_again=functools.partial(_reduce_again, ok_files),
     )
+
+
+def _read_host_files(files: list[str], opts: ReadOptions, use_cache: bool, dask: str | None,
+                     advance: Callable[[int], None]) -> dict[str, HostResult]:
+    """Each host file's tables: from the table cache where it holds the file as it is now, else read
+    (and stored in the cache where they are read, a pool's workers, or by a writer thread while the
+    analysis goes on)."""
+    results: dict[str, HostResult] = {}
+    if use_cache:
+        from traceview.trace import table_cache
+
+        for f in files:
+            data = table_cache.get(f)
+            if data is not None:
+                results[f] = reduced(HostResult(f, data=data), opts.keep_ops)
+                advance(1)
+    missed = [f for f in files if f not in results]
+    for r in read_hosts(missed, jobs=opts.jobs, dask=dask, progress=advance, keep_ops=opts.keep_ops,
+                        store=use_cache):
+        results[r.path] = r
+    return results
+
+
+def _raise_none_read(path: str | Path, failures: list[HostResult], total: int) -> NoReturn:
+    """No host file could be read: the one file's error, or a UserError naming the first."""
+    first = failures[0]
+    if total == 1 and first.internal:
+        # One file and a bug: read it again here so the real traceback shows.
+        read_trace_file(first.path)
+    if len(failures) == 1:
+        raise TraceError(first.error or f"{first.path}: unreadable")
+    raise UserError(f"{path}: none of the {total} trace files could be read (first: {first.error})")
+
+
+def _hlo_protos(parts: list[TraceData], proto_files: list[Path], warnings: list[str]) -> dict[str, bytes]:
+    """The run's HLO protos by key: the hosts' (the first host holding a key wins), then the
+    per-module files written beside the xplanes ("<module>(<program id>).hlo_proto.pb")."""
+    hlo_protos: dict[str, bytes] = {}
+    for part in parts:
+        for k, v in part.hlo_protos.items():
+            hlo_protos.setdefault(k, v)
+    for f in proto_files:
+        key = f.name[: -len(".hlo_proto.pb")]
+        if key not in hlo_protos:
+            try:
+                hlo_protos[key] = read_limited(f, error=TraceError, what="HLO proto file")
+            except UserError as exc:
+                warnings.append(f"skipped {exc}")
+    return hlo_protos
 
 
 def _reduce_again(files: list[str], keep: dict) -> dict:

@@ -133,7 +133,7 @@ def put(path: str | Path, data: TraceData, background: bool = False) -> bool:
         return _store(entry, plan, verify=False)
     # A thread of its own that ends with the write (no idle thread left for a later fork to copy);
     # not a daemon: the interpreter waits for it before exiting.
-    writer = threading.Thread(target=_store, args=(entry, plan, True), name="traceview-tablecache")
+    writer = threading.Thread(target=_store, args=(entry, plan, True), name="traceview-table-cache")
     with _writer_lock:
         _pending.append(writer)
         writer.start()

@@ -1,7 +1,7 @@
 """Hosts reduced where they are read, merged in the parent: every table equals one pass over all rows.
 
 The reference is the row-level pipeline (timeline.aggregate / timing / devices, accounting) run on
-the concatenated op table; the map-reduce (timeline.partial + timeline.merged) must give the same
+the concatenated op table; the map-reduce (timeline.host_ops + timeline.run_ops) must give the same
 tables exactly, whatever the devices' overlaps, steps, async pairs, missing rows or host split.
 """
 

@@ -1,4 +1,4 @@
-"""Integer keys over the raw op table (timeline.keys) and the raw-row -> op-row index built from them,
+"""Integer keys over the raw op table (timeline.grouping) and the raw-row -> op-row index built from them,
 checked against plain pandas (groupby, pivot_table, string joins) on small random tables."""
 
 from __future__ import annotations

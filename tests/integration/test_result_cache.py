@@ -1,4 +1,4 @@
-"""The result cache (traceview/resultcache.py, traceview/commands/_cached.py): a second run of a command on
+"""The result cache (traceview/cache/results.py, traceview/commands/runner.py): a second run of a command on
 unchanged inputs writes the first run's bytes, exit code and stderr without redoing (or importing) anything;
 any change to an input or option is a miss; the cache never turns into an error."""
 
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from traceview.cache import results as resultcache
+from traceview.cache import results as result_cache
 from traceview.cli import main
 from traceview.commands import analyze as analyze_command
-from traceview.commands import runner as _cached
+from traceview.commands import runner
 from traceview.commands._options import write_output
 
 
@@ -27,7 +27,7 @@ def cache(tmp_path, monkeypatch) -> Path:
     """A private cache folder with the result cache on (tests/conftest.py turns it off elsewhere)."""
     folder = tmp_path / "cache"
     monkeypatch.setenv("TRACEVIEW_CACHE_DIR", str(folder))
-    monkeypatch.delenv(_cached.NO_RESULT_CACHE_ENV, raising=False)
+    monkeypatch.delenv(runner.NO_RESULT_CACHE_ENV, raising=False)
     monkeypatch.delenv("TRACEVIEW_NO_CACHE", raising=False)
     return folder
 
@@ -140,7 +140,7 @@ def test_no_cache_bypasses(cache, fake, logdir, monkeypatch, capsys, how):
     if how == "env":
         monkeypatch.setenv("TRACEVIEW_NO_CACHE", "1")
     elif how == "result env":
-        monkeypatch.setenv(_cached.NO_RESULT_CACHE_ENV, "1")
+        monkeypatch.setenv(runner.NO_RESULT_CACHE_ENV, "1")
     _run(capsys, *argv)
     _run(capsys, *argv)
     assert fake.calls == 2
@@ -162,8 +162,8 @@ def test_corrupt_entry_is_a_miss_and_replaced(cache, fake, logdir, capsys, damag
     elif damage == "flipped byte":
         entry.write_bytes(blob[:-3] + bytes([blob[-3] ^ 1]) + blob[-2:])
     elif damage == "other key":  # a valid entry of another key, at this key's file name
-        resultcache.put("f" * 64, resultcache.Entry(texts=["foreign\n"], stderr="", exit_code=0))
-        entry.write_bytes(resultcache.entry_path("f" * 64).read_bytes())
+        result_cache.put("f" * 64, result_cache.Entry(texts=["foreign\n"], stderr="", exit_code=0))
+        entry.write_bytes(result_cache.entry_path("f" * 64).read_bytes())
     elif damage == "a folder":
         entry.unlink()
         entry.mkdir()
@@ -182,7 +182,7 @@ def test_unwritable_cache_dir_works(fake, logdir, tmp_path, monkeypatch, capsys)
     blocker = tmp_path / "a-file"
     blocker.write_text("no folder can be made under a file")
     monkeypatch.setenv("TRACEVIEW_CACHE_DIR", str(blocker / "traceview"))
-    monkeypatch.delenv(_cached.NO_RESULT_CACHE_ENV, raising=False)
+    monkeypatch.delenv(runner.NO_RESULT_CACHE_ENV, raising=False)
     assert _run(capsys, str(logdir)) == (1, "output of call 1 (top 20, format table)\n", "warning: call 1\n")
     assert _run(capsys, str(logdir))[1] == "output of call 2 (top 20, format table)\n"
 
@@ -230,15 +230,15 @@ def test_progress_bar_is_not_stored(cache, logdir, monkeypatch, capsys):
 def test_commands_with_effects_are_not_cached(cache):
     from argparse import Namespace
 
-    assert _cached.enabled(Namespace(command="roofline", plot=None, no_cache=False))
-    assert not _cached.enabled(Namespace(command="roofline", plot="chart.png", no_cache=False))
-    assert not _cached.enabled(Namespace(command="graph", format="svg", no_cache=False))
+    assert runner.enabled(Namespace(command="roofline", plot=None, no_cache=False))
+    assert not runner.enabled(Namespace(command="roofline", plot="chart.png", no_cache=False))
+    assert not runner.enabled(Namespace(command="graph", format="svg", no_cache=False))
     for command in ("dashboard", "runs", "hardware"):
-        assert not _cached.enabled(Namespace(command=command, no_cache=False))
+        assert not runner.enabled(Namespace(command=command, no_cache=False))
     for command in ("diff", "check"):
-        assert _cached.enabled(Namespace(command=command, no_cache=False, markdown_out=None, junit_out=None))
-        assert not _cached.enabled(Namespace(command=command, no_cache=False, markdown_out="s.md", junit_out=None))
-        assert not _cached.enabled(Namespace(command=command, no_cache=False, markdown_out=None, junit_out="j.xml"))
+        assert runner.enabled(Namespace(command=command, no_cache=False, markdown_out=None, junit_out=None))
+        assert not runner.enabled(Namespace(command=command, no_cache=False, markdown_out="s.md", junit_out=None))
+        assert not runner.enabled(Namespace(command=command, no_cache=False, markdown_out=None, junit_out="j.xml"))
 
 
 def test_a_pipe_as_input_is_not_cached(cache, fake, logdir, tmp_path, capsys):
@@ -260,7 +260,7 @@ def test_home_relative_paths_are_expanded(cache, fake, logdir, monkeypatch, caps
 
 
 def test_too_many_files_is_not_cached(cache, fake, logdir, monkeypatch, capsys):
-    monkeypatch.setattr(_cached, "MAX_WALK_ENTRIES", 3)
+    monkeypatch.setattr(runner, "MAX_WALK_ENTRIES", 3)
     _run(capsys, str(logdir))
     _run(capsys, str(logdir))
     assert fake.calls == 2
@@ -274,10 +274,10 @@ def _key(n: int) -> str:
 
 
 def test_store_round_trip_keeps_every_character(cache):
-    entry = resultcache.Entry(texts=["naïve\x1b[31m\n", "", "\udc80 lone surrogate"], stderr="warn ✓\n", exit_code=1)
-    assert resultcache.put(_key(1), entry)
-    assert resultcache.get(_key(1)) == entry
-    assert resultcache.get(_key(2)) is None
+    entry = result_cache.Entry(texts=["naïve\x1b[31m\n", "", "\udc80 lone surrogate"], stderr="warn ✓\n", exit_code=1)
+    assert result_cache.put(_key(1), entry)
+    assert result_cache.get(_key(1)) == entry
+    assert result_cache.get(_key(2)) is None
 
 
 @pytest.mark.parametrize("header", [b"[" * 60_000, b'{"format": 1}', b"not json", b'{"format": 1, "key": "K", '
@@ -286,31 +286,31 @@ def test_store_round_trip_keeps_every_character(cache):
 def test_hostile_entries_are_a_miss(cache, header):
     key = _key(3)
     header = header.replace(b'"K"', f'"{key}"'.encode())
-    path = resultcache.entry_path(key)
+    path = result_cache.entry_path(key)
     path.parent.mkdir(parents=True)
-    path.write_bytes(resultcache.MAGIC + len(header).to_bytes(8, "little") + header)
-    assert resultcache.get(key) is None
+    path.write_bytes(result_cache.MAGIC + len(header).to_bytes(8, "little") + header)
+    assert result_cache.get(key) is None
     assert not path.exists()
-    path.write_bytes(resultcache.MAGIC + (2**63).to_bytes(8, "little") + header)
-    assert resultcache.get(key) is None
+    path.write_bytes(result_cache.MAGIC + (2**63).to_bytes(8, "little") + header)
+    assert result_cache.get(key) is None
 
 
 def test_oversized_entries_are_neither_read_nor_stored(cache, monkeypatch):
-    assert resultcache.put(_key(4), resultcache.Entry(texts=["x" * 5000], stderr="", exit_code=0))
-    monkeypatch.setattr(resultcache, "MAX_ENTRY_BYTES", 1000)
-    monkeypatch.setattr(resultcache, "MAX_HEADER_BYTES", 1000)
-    assert resultcache.get(_key(4)) is None
-    assert not resultcache.put(_key(5), resultcache.Entry(texts=["x" * 5000], stderr="", exit_code=0))
+    assert result_cache.put(_key(4), result_cache.Entry(texts=["x" * 5000], stderr="", exit_code=0))
+    monkeypatch.setattr(result_cache, "MAX_ENTRY_BYTES", 1000)
+    monkeypatch.setattr(result_cache, "MAX_HEADER_BYTES", 1000)
+    assert result_cache.get(_key(4)) is None
+    assert not result_cache.put(_key(5), result_cache.Entry(texts=["x" * 5000], stderr="", exit_code=0))
 
 
 def test_size_limit_evicts_the_least_recently_used(cache, monkeypatch):
     monkeypatch.setenv("TRACEVIEW_CACHE_MAX_MB", str(2.5 * 1000 / 2**20))  # room for two 1 kB entries
     for n in range(3):
-        assert resultcache.put(_key(n), resultcache.Entry(texts=["x" * 900], stderr="", exit_code=0))
-        path = resultcache.entry_path(_key(n))
+        assert result_cache.put(_key(n), result_cache.Entry(texts=["x" * 900], stderr="", exit_code=0))
+        path = result_cache.entry_path(_key(n))
         os.utime(path, (1000 + n, 1000 + n))
-    assert resultcache.get(_key(0)) is None
-    assert resultcache.get(_key(1)) is not None and resultcache.get(_key(2)) is not None
+    assert result_cache.get(_key(0)) is None
+    assert result_cache.get(_key(1)) is not None and result_cache.get(_key(2)) is not None
 
 
 # ------------------------------------------------------------------ real runs, in fresh processes
@@ -334,7 +334,7 @@ def test_real_analyze_warm_is_identical_and_imports_no_pandas(sample_traces, tmp
     numpy; a touched trace is analyzed again."""
     run = tmp_path / "mlp"
     shutil.copytree(sample_traces / "mlp", run)
-    env = {k: v for k, v in os.environ.items() if k != _cached.NO_RESULT_CACHE_ENV}
+    env = {k: v for k, v in os.environ.items() if k != runner.NO_RESULT_CACHE_ENV}
     env["TRACEVIEW_CACHE_DIR"] = str(tmp_path / "cache")
     as_json = ["analyze", str(run), "--format", "json"]
     cold = _fresh([*as_json, "-o", str(tmp_path / "cold.json")], env)
@@ -370,9 +370,9 @@ def test_other_commands_replay_their_own_output(sample_traces, cache, tmp_path, 
     calls = []
     real = module.run
     monkeypatch.setattr(module, "run", lambda args: calls.append(1) or real(args))
-    monkeypatch.setenv(_cached.NO_RESULT_CACHE_ENV, "1")
+    monkeypatch.setenv(runner.NO_RESULT_CACHE_ENV, "1")
     reference = (main(argv), *capsys.readouterr())
-    monkeypatch.delenv(_cached.NO_RESULT_CACHE_ENV)
+    monkeypatch.delenv(runner.NO_RESULT_CACHE_ENV)
     cold = (main(argv), *capsys.readouterr())
     warm = (main(argv), *capsys.readouterr())
     assert reference == cold == warm and reference[0] == code and len(reference[1]) > 100
@@ -410,10 +410,10 @@ def test_full_disk_stores_nothing_and_leaves_no_temporary_file(cache, fake, logd
         os.close(fd)
         return FullDisk()
 
-    monkeypatch.setattr(resultcache.os, "fdopen", fdopen)
+    monkeypatch.setattr(result_cache.os, "fdopen", fdopen)
     assert _run(capsys, str(logdir))[1] == "output of call 1 (top 20, format table)\n"
     assert list((cache / "results").iterdir()) == []
-    monkeypatch.setattr(resultcache.os, "fdopen", real_fdopen)
+    monkeypatch.setattr(result_cache.os, "fdopen", real_fdopen)
     _run(capsys, str(logdir))
     _run(capsys, str(logdir))
     assert fake.calls == 2

@@ -8,7 +8,7 @@ import pytest
 
 from traceview.parsers.profile import Device
 from traceview.parsers.xplane import TraceData
-from traceview.trace import table_cache as tablecache
+from traceview.trace import table_cache
 
 
 @pytest.fixture
@@ -46,12 +46,12 @@ def test_round_trip_is_exact_and_columns_are_writable(cache_dir, tmp_path):
     f = tmp_path / "h.xplane.pb"
     f.write_bytes(b"x")
     data = _data()
-    assert tablecache.put(f, data)
-    got = tablecache.get(f)
+    assert table_cache.put(f, data)
+    got = table_cache.get(f)
     assert got is not None
     _same(got, data)
     got.ops.loc[0, "start_ps"] = 7  # tables read back are ordinary, writable frames
-    (entry,) = cache_dir.glob("*" + tablecache.SUFFIX)
+    (entry,) = cache_dir.glob("*" + table_cache.SUFFIX)
     # the all-NaN and all -1 columns take no room: the entry is smaller than the varying columns alone
     assert entry.stat().st_size < data.ops[["start_ps", "ratio"]].memory_usage(index=False).sum() + 2 * 5000 + 4096
 
@@ -60,32 +60,32 @@ def test_round_trip_is_exact_and_columns_are_writable(cache_dir, tmp_path):
 def test_a_flipped_byte_is_a_miss(cache_dir, tmp_path, where):
     f = tmp_path / "h.xplane.pb"
     f.write_bytes(b"x")
-    assert tablecache.put(f, _data())
-    (entry,) = cache_dir.glob("*" + tablecache.SUFFIX)
+    assert table_cache.put(f, _data())
+    (entry,) = cache_dir.glob("*" + table_cache.SUFFIX)
     raw = bytearray(entry.read_bytes())
     raw[int(len(raw) * where)] ^= 0x40
     entry.write_bytes(bytes(raw))
-    assert tablecache.get(f) is None
+    assert table_cache.get(f) is None
     assert not entry.exists()  # a corrupt entry is removed
 
 
 def test_truncated_or_foreign_entry_is_a_miss(cache_dir, tmp_path):
     f = tmp_path / "h.xplane.pb"
     f.write_bytes(b"x")
-    assert tablecache.put(f, _data())
-    (entry,) = cache_dir.glob("*" + tablecache.SUFFIX)
+    assert table_cache.put(f, _data())
+    (entry,) = cache_dir.glob("*" + table_cache.SUFFIX)
     whole = entry.read_bytes()
     for bad in (whole[:-100], whole[:20], b"", b"TVTABLES" + (10**9).to_bytes(8, "little")):
         entry.write_bytes(bad)
-        assert tablecache.get(f) is None
+        assert table_cache.get(f) is None
 
 
 def test_background_put_stores_and_get_waits_for_it(cache_dir, tmp_path):
     f = tmp_path / "h.xplane.pb"
     f.write_bytes(b"x")
     data = _data(200_000)
-    assert tablecache.put(f, data, background=True)
-    got = tablecache.get(f)  # waits for the writer
+    assert table_cache.put(f, data, background=True)
+    got = table_cache.get(f)  # waits for the writer
     assert got is not None
     _same(got, data)
 
@@ -95,7 +95,7 @@ def test_background_put_of_a_table_changed_meanwhile_stores_nothing(cache_dir, t
     f.write_bytes(b"x")
     column = np.random.default_rng(5).normal(size=5000)
     data = _data(ratio=column)  # the table holds this very array
-    real_write = tablecache._write_planned
+    real_write = table_cache._write_planned
     changed = []
 
     def write_then_change(handle, header, payload):
@@ -104,10 +104,10 @@ def test_background_put_of_a_table_changed_meanwhile_stores_nothing(cache_dir, t
             column[0] += 1.0  # changed in place after it was written
             changed.append(True)
 
-    monkeypatch.setattr(tablecache, "_write_planned", write_then_change)
-    assert tablecache.put(f, data, background=True)
-    tablecache.flush()
+    monkeypatch.setattr(table_cache, "_write_planned", write_then_change)
+    assert table_cache.put(f, data, background=True)
+    table_cache.flush()
     assert changed
-    assert not list(cache_dir.glob("*" + tablecache.SUFFIX))
+    assert not list(cache_dir.glob("*" + table_cache.SUFFIX))
     assert not list(cache_dir.glob(".tmp-*"))
-    assert tablecache.get(f) is None
+    assert table_cache.get(f) is None
