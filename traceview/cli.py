@@ -14,8 +14,8 @@ from traceview.version import __version__
 
 # Sub-commands, in the order `traceview --help` lists them. Each module has
 # `register(subparsers)`, which sets `handler=run`, and `run(args) -> int`.
-COMMANDS = ("analyze", "runs", "hlo", "memory", "graph", "parallelism", "roofline", "hardware", "dashboard", "diff",
-            "check")
+COMMANDS = ("analyze", "runs", "hlo", "memory", "graph", "parallelism", "scopes", "roofline", "hardware", "dashboard",
+            "diff", "check")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from traceview.memory.view import MemoryReport
     from traceview.parallelism.diagnose import Parallelism
     from traceview.render.analyze import Section
+    from traceview.scopes.tree import ScopeTree
 
 __all__ = ["Analysis", "Summary", "load"]
 
@@ -101,6 +102,7 @@ class Analysis:
         self.hlo_path = hlo
         self._memory: MemoryReport | None = None
         self._parallelism: Parallelism | None = None
+        self._scopes: dict[str, ScopeTree] = {}
 
     def __repr__(self) -> str:
         source = self.pipeline.profile.source
@@ -116,10 +118,26 @@ class Analysis:
     def _add_view_records(self, record: dict[str, Any]) -> None:
         """Each view that has something for ``analyze --format json`` adds its fields here (the
         contract names them: e.g. ``summary.idle_causes``, top-level ``advice``)."""
+        record["summary"]["top_scopes"] = self._top_scopes()
+
+    def _top_scopes(self) -> list[dict[str, Any]]:
+        """``summary.top_scopes``: the three named scopes whose own ops have the most gain (docs/scopes.md)."""
+        from traceview.render.scopes import node_record
+
+        tree = self.scope_tree()
+        return [node_record(row, tree.judged) for row in tree.top_by_gain(3).to_dict("records")]
 
     def report_sections(self) -> list[Section]:
         """The views' blocks in the ``analyze`` text and Markdown reports, in the order printed."""
-        return []
+        from traceview.render.analyze import Section
+        from traceview.render.scopes import top_scope_lines
+
+        tree = self.scope_tree()
+        top = tree.top_by_gain(3)
+        if top.empty:
+            return []
+        return [Section("Where in the model: scopes with most to gain (traceview scopes PATH for the tree)",
+                        tuple(top_scope_lines(top, tree.total_us)))]
 
     def to_json(self) -> dict[str, Any]:
         """Exactly what ``traceview analyze PATH --format json`` prints (a fresh copy)."""
@@ -207,6 +225,22 @@ class Analysis:
 
             self._parallelism = from_analysis(self.pipeline, self.hlo_path)
         return self._parallelism
+
+    def scope_tree(self, by: str = "scope") -> ScopeTree:
+        """The scope (``by="scope"``) or source-line (``by="source"``) tree with its totals and warnings
+        (what ``traceview scopes --format json`` prints: ``traceview.render.scopes.scopes_json``)."""
+        if by not in self._scopes:
+            from traceview.scopes.tree import build_scopes
+
+            self._scopes[by] = build_scopes(self.pipeline, by)
+        return self._scopes[by]
+
+    def scopes(self, by: str = "scope") -> pd.DataFrame:
+        """One row per node of the tree by named scope (``by="scope"``) or by source file and line
+        (``"source"``): ``path`` (a tuple: program, then scopes), depth, name, self_us, total_us, gain_us,
+        self_gain_us, efficiency, ``<bound>_us``, ``forward_us``/``backward_us``/``other_us``, flops,
+        bytes_accessed, ops, text (the source line's text, by source). docs/scopes.md defines them."""
+        return self.scope_tree(by).nodes.copy()
 
     def hlo(self) -> HloReport:
         """The cost model of the HLO modules this trace ran (FLOPs, bytes, collectives per instruction)."""

@@ -1,0 +1,215 @@
+"""The scope tree of an analysis: the op table's numbers summed over every prefix of each op's path.
+
+Columnar: op_names are parsed once per distinct name, ops are summed per
+distinct path, and those sums are spread to every prefix of the path with one
+merge and one groupby, so the cost grows with the distinct paths, never with
+the executions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from traceview.analysis.build import PipelineResult
+from traceview.scopes.paths import MAX_COMPONENTS, PASSES, parse_op_name
+from traceview.scopes.source import line_texts
+from traceview.units import PS_PER_US
+
+BOUND_NAMES = ("compute", "memory", "communication", "unknown")
+BY = ("scope", "source")
+# Per-node columns of ScopeTree.nodes (times in microseconds).
+NODE_COLUMNS = ["path", "depth", "name", "self_us", "total_us", "gain_us", "self_gain_us", "efficiency",
+                *[f"{b}_us" for b in BOUND_NAMES], *[f"{p}_us" for p in PASSES],
+                "flops", "bytes_accessed", "ops", "text"]
+_SUMS = ["time", "gain", "roof", "roof_judged", "flops", "bytes", "ops",
+         *[f"b_{b}" for b in BOUND_NAMES], *[f"p_{p}" for p in PASSES]]
+_NULLABLE = ("gain", "roof", "roof_judged", "flops", "bytes")   # all unknown -> NaN, never 0
+
+
+@dataclass
+class ScopeTree:
+    """One analysis by scope or by source line.
+
+    ``nodes``: one row per tree node (NODE_COLUMNS; depth-first, siblings by total
+    time, largest first). ``op_paths``: per row of the analysis' op table, its
+    path (a tuple) or None when unattributed. ``total_us`` is the op self time
+    the analysis accounts; the roots' ``total_us`` plus ``unattributed_us`` equal it.
+    ``judged``: whether a target chip judged the ops (else bound, gain and efficiency are unknown).
+    """
+
+    by: str
+    nodes: pd.DataFrame
+    op_paths: pd.Series
+    total_us: float
+    unattributed_us: float
+    judged: bool
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def attributed_share(self) -> float | None:
+        """Share of the op time placed on a path (None when there is no op time)."""
+        return (self.total_us - self.unattributed_us) / self.total_us if self.total_us > 0 else None
+
+    @property
+    def roots(self) -> pd.DataFrame:
+        return self.nodes[self.nodes["depth"] == 1]
+
+    def under(self, path: tuple[str, ...]) -> np.ndarray:
+        """Mask over the op table: the ops at ``path`` or below it."""
+        n = len(path)
+        return np.fromiter((p is not None and p[:n] == path for p in self.op_paths),
+                           dtype=bool, count=len(self.op_paths))
+
+    def top_by_gain(self, n: int = 3) -> pd.DataFrame:
+        """The ``n`` scopes whose own ops (placed at the scope itself, not below it) have the most gain:
+        the innermost named scopes, where a code change goes (a parent's gain is its children's)."""
+        nodes = self.nodes[self.nodes["self_gain_us"].notna() & (self.nodes["self_gain_us"] > 0)]
+        return nodes.sort_values("self_gain_us", ascending=False, kind="stable").head(n)
+
+
+def _program(module: str) -> str:
+    """A module's jitted function: jit_train_step -> train_step (the name op_names start with)."""
+    for prefix in ("jit_", "pjit_"):
+        if module.startswith(prefix) and len(module) > len(prefix):
+            return module[len(prefix):]
+    return module or "?"
+
+
+def _scope_paths(ops: pd.DataFrame) -> tuple[list, np.ndarray]:
+    """Per op: (program,) + its scopes, or None without op_name metadata; and its pass."""
+    names = ops["op_name"].fillna("").astype(str) if "op_name" in ops.columns else pd.Series("", index=ops.index)
+    modules = ops["module"].astype(str).to_numpy()
+    codes, uniques = pd.factorize(names, sort=False)
+    parsed = [parse_op_name(u) for u in uniques]
+    paths: list = [None] * len(ops)
+    passes = np.full(len(ops), "other", dtype=object)
+    for i, (code, module) in enumerate(zip(codes, modules)):
+        found = parsed[code] if code >= 0 else None
+        if found is None:
+            continue
+        paths[i] = ((_program(module) if module else (found.program or "?")),) + found.scopes
+        passes[i] = found.pass_
+    return paths, passes
+
+
+def _source_paths(ops: pd.DataFrame) -> tuple[list, np.ndarray]:
+    """Per op: (file, line) or (file,) when the line is unknown, or None without a source file."""
+    files = ops["source_file"].fillna("").astype(str).to_numpy() if "source_file" in ops.columns else \
+        np.full(len(ops), "")
+    lines = ops["source_line"].to_numpy(dtype="float64") if "source_line" in ops.columns else \
+        np.full(len(ops), np.nan)
+    paths = [None if not f else ((f, str(int(n))) if np.isfinite(n) else (f,)) for f, n in zip(files, lines)]
+    _, passes = _scope_paths(ops) if "op_name" in ops.columns else (None, np.full(len(ops), "other", dtype=object))
+    return paths, passes
+
+
+def _op_values(ops: pd.DataFrame, passes: np.ndarray, judged: bool) -> pd.DataFrame:
+    """Per op, the additive quantities a node sums (ps, FLOPs, bytes)."""
+    time = ops["self_time_ps"].to_numpy(dtype="float64")
+    col = lambda name: ops[name].to_numpy(dtype="float64") if name in ops.columns else np.full(len(ops), np.nan)  # noqa: E731
+    roof = col("roofline_time_ps")
+    judged_time = col("judged_time_ps")
+    values = {"time": time, "gain": col("gain_ps"), "roof": roof,
+              "roof_judged": np.where(np.isfinite(roof), judged_time, np.nan),
+              "flops": col("flops"), "bytes": col("bytes_accessed"), "ops": np.ones(len(ops))}
+    bound = ops["bound"].astype(object).to_numpy() if judged and "bound" in ops.columns else \
+        np.full(len(ops), None, dtype=object)
+    for b in BOUND_NAMES:
+        hit = (bound == b) | ((b == "unknown") & pd.isna(bound))
+        values[f"b_{b}"] = np.where(hit, time, 0.0)
+    for p in PASSES:
+        values[f"p_{p}"] = np.where(passes == p, time, 0.0)
+    return pd.DataFrame(values)
+
+
+def _sum(frame: pd.DataFrame, by) -> pd.DataFrame:
+    grouped = frame.groupby(by, sort=False)
+    out = grouped[[c for c in _SUMS if c not in _NULLABLE]].sum()
+    for c in _NULLABLE:
+        out[c] = grouped[c].sum(min_count=1)
+    return out
+
+
+def build_scopes(analysis: PipelineResult, by: str = "scope") -> ScopeTree:
+    """The tree of ``analysis`` by named scope (``by="scope"``) or by source file and line (``"source"``)."""
+    if by not in BY:
+        raise ValueError(f"by must be one of {BY}, not {by!r}")
+    ops = analysis.ops
+    judged = analysis.target is not None
+    paths, passes = (_scope_paths if by == "scope" else _source_paths)(ops)
+    values = _op_values(ops, passes, judged)
+    total_ps = float(np.nansum(values["time"]))
+    attributed = np.fromiter((p is not None for p in paths), dtype=bool, count=len(paths))
+    unattributed_ps = float(np.nansum(values["time"].to_numpy()[~attributed]))
+    op_paths = pd.Series(paths, index=ops.index, dtype=object)
+    nodes = _nodes(values[attributed], [p for p in paths if p is not None], by)
+    warnings = _warnings(by, judged, total_ps, unattributed_ps, int((~attributed).sum()), ops, attributed)
+    return ScopeTree(by, nodes, op_paths, total_ps / PS_PER_US, unattributed_ps / PS_PER_US, judged, warnings)
+
+
+def _nodes(values: pd.DataFrame, paths: list[tuple], by: str) -> pd.DataFrame:
+    if not paths:
+        return pd.DataFrame({c: pd.Series(dtype=object if c in ("path", "name", "text") else "float64")
+                             for c in NODE_COLUMNS})
+    path_codes, unique_paths = pd.factorize(pd.Series(paths, dtype=object), sort=False)
+    per_path = _sum(values.assign(path=path_codes), "path")              # one row per distinct path
+    # Every prefix of every distinct path: (path code, node) pairs, then one groupby.
+    link_path, link_node = [], []
+    for code, path in enumerate(unique_paths):
+        for k in range(1, min(len(path), MAX_COMPONENTS) + 1):
+            link_path.append(code)
+            link_node.append(path[:k])
+    link = pd.DataFrame({"path": link_path, "node": pd.Series(link_node, dtype=object)})
+    spread = link.merge(per_path, left_on="path", right_index=True, how="left")
+    totals = _sum(spread.drop(columns="path"), "node")
+    at_path = pd.Index(list(unique_paths), tupleize_cols=False)
+    self_time = pd.Series(per_path["time"].to_numpy(), index=at_path)
+    self_gain = pd.Series(per_path["gain"].to_numpy(), index=at_path)
+    node_paths = list(totals.index)
+    out = pd.DataFrame({"path": pd.Series(node_paths, dtype=object)})
+    out["depth"] = [len(p) for p in node_paths]
+    out["name"] = [p[-1] for p in node_paths]
+    node_index = pd.Index(node_paths, tupleize_cols=False)
+    out["self_us"] = self_time.reindex(node_index).fillna(0.0).to_numpy() / PS_PER_US
+    t = totals.reset_index(drop=True)
+    out["total_us"] = t["time"].to_numpy() / PS_PER_US
+    out["gain_us"] = t["gain"].to_numpy() / PS_PER_US
+    # no op at the node itself: no own gain (0); ops there with unknown gain: unknown (NaN)
+    own = self_gain.reindex(node_index).to_numpy() / PS_PER_US
+    out["self_gain_us"] = np.where(node_index.isin(at_path), own, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["efficiency"] = np.where(t["roof_judged"] > 0, t["roof"] / t["roof_judged"], np.nan)
+    for b in BOUND_NAMES:
+        out[f"{b}_us"] = t[f"b_{b}"].to_numpy() / PS_PER_US
+    for p in PASSES:
+        out[f"{p}_us"] = t[f"p_{p}"].to_numpy() / PS_PER_US
+    out["flops"] = t["flops"].to_numpy()
+    out["bytes_accessed"] = t["bytes"].to_numpy()
+    out["ops"] = t["ops"].to_numpy().astype("int64")
+    out["text"] = line_texts(node_paths) if by == "source" else None
+    return _depth_first(out)
+
+
+def _depth_first(nodes: pd.DataFrame) -> pd.DataFrame:
+    """Parents before children; siblings by total time, largest first (then by name)."""
+    rank = {p: (-t, n) for p, t, n in zip(nodes["path"], nodes["total_us"], nodes["name"])}
+    keys = [tuple(rank[p[:k]] for k in range(1, len(p) + 1)) for p in nodes["path"]]
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    return nodes.iloc[order].reset_index(drop=True)
+
+
+def _warnings(by: str, judged: bool, total_ps: float, unattributed_ps: float, unattributed_ops: int,
+              ops: pd.DataFrame, attributed: np.ndarray) -> list[str]:
+    out = []
+    if not judged:
+        out.append("no target chip: time by bound, gain and efficiency are unknown (give --target)")
+    if unattributed_ops and total_ps > 0:
+        what = "op_name metadata" if by == "scope" else "source file in their metadata"
+        no_hlo = int((~ops["has_cost"].to_numpy(dtype=bool) & ~attributed).sum()) if "has_cost" in ops else 0
+        why = f" ({no_hlo} of them match no HLO instruction)" if no_hlo else ""
+        out.append(f"{unattributed_ops} ops ({100 * unattributed_ps / total_ps:.1f}% of op time) have no {what}"
+                   f"{why}: counted as unattributed_us")
+    return out
