@@ -70,7 +70,7 @@ class ScopeTree:
         return nodes.sort_values("self_gain_us", ascending=False, kind="stable").head(n)
 
 
-def _program(module: str) -> str:
+def program_name(module: str) -> str:
     """A module's jitted function: jit_train_step -> train_step (the name op_names start with)."""
     for prefix in ("jit_", "pjit_"):
         if module.startswith(prefix) and len(module) > len(prefix):
@@ -90,7 +90,7 @@ def _scope_paths(ops: pd.DataFrame) -> tuple[list, np.ndarray]:
         found = parsed[code] if code >= 0 else None
         if found is None:
             continue
-        paths[i] = ((_program(module) if module else (found.program or "?")),) + found.scopes
+        paths[i] = ((program_name(module) if module else (found.program or "?")),) + found.scopes
         passes[i] = found.pass_
     return paths, passes
 
