@@ -25,7 +25,8 @@ def _op_scopes(snap: Snapshot) -> dict[tuple[str, str], tuple[str, ...]]:
     """(module, op) -> scope path (program first), for ops with op_name metadata."""
     if "op_name" not in snap.ops.columns:
         return {}
-    names = snap.ops["op_name"].fillna("").astype(str)
+    column = snap.ops["op_name"].astype(object)
+    names = column.where(column.notna(), "").astype(str)
     parsed = {n: parse_op_name(n) for n in pd.unique(names) if n}
     out = {}
     for module, op, name in zip(snap.ops["module"].astype(str), snap.ops["op"].astype(str), names):
