@@ -25,23 +25,28 @@ MAX_NODES = 2000          # the icicle draws the largest nodes; the table and th
 PICK = "tv_model_scope"
 
 
+def plain(text: object) -> str:
+    """A name from a trace as literal text in Plotly, which reads a subset of HTML (<b>, <br>, <a href>)."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def icicle(nodes: pd.DataFrame, judged: bool) -> go.Figure:
-    """The scope tree as a Plotly icicle (ids are the "/"-joined paths; names are escaped by Plotly)."""
+    """The scope tree as a Plotly icicle (ids are the "/"-joined paths; what is shown goes through `plain`)."""
     nodes = nodes.nlargest(MAX_NODES, "total_us") if len(nodes) > MAX_NODES else nodes
     ids = ["/".join(p) for p in nodes["path"]]
     kept = set(ids)
     parents = ["/".join(p[:-1]) if len(p) > 1 and "/".join(p[:-1]) in kept else "" for p in nodes["path"]]
     bounds = [dominant_bound(r) if judged else None for r in nodes.to_dict("records")]
-    hover = [f"{fmt_time_us(r['total_us'])} total, {fmt_time_us(r['self_us'])} own ops<br>"
+    hover = [f"<b>{plain(i)}</b><br>{fmt_time_us(r['total_us'])} total, {fmt_time_us(r['self_us'])} own ops<br>"
              f"gain {fmt_time_us(r['gain_us']) if judged else 'unknown'}, "
              f"efficiency {fmt_pct(r['efficiency']) if judged else 'unknown'}, {b or 'not judged'}<br>"
              f"forward {fmt_time_us(r['forward_us'])}, backward {fmt_time_us(r['backward_us'])}, "
              f"other {fmt_time_us(r['other_us'])}<br>{int(r['ops'])} ops"
-             for r, b in zip(nodes.to_dict("records"), bounds)]
+             for i, r, b in zip(ids, nodes.to_dict("records"), bounds)]
     figure = go.Figure(go.Icicle(
-        ids=ids, labels=[str(n) for n in nodes["name"]], parents=parents, values=nodes["total_us"].tolist(),
+        ids=ids, labels=[plain(n) for n in nodes["name"]], parents=parents, values=nodes["total_us"].tolist(),
         branchvalues="total", marker={"colors": [BOUND_COLOURS[b] for b in bounds]},
-        customdata=hover, hovertemplate="<b>%{id}</b><br>%{customdata}<extra></extra>",
+        customdata=hover, hovertemplate="%{customdata}<extra></extra>",
         tiling={"orientation": "v"}, root={"color": "#ffffff"}))
     figure.update_layout(margin={"t": 10, "l": 10, "r": 10, "b": 10}, height=460)
     return figure

@@ -78,6 +78,7 @@ class Summary:
     roofline_time_us: float | None = None
     projected_time_us: float | None = None
     gain_definition: str | None = None
+    top_scopes: list[dict[str, Any]] | None = None     # docs/scopes.md: the scopes with most gain of their own
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Summary:
