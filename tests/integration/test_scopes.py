@@ -202,3 +202,16 @@ def test_real_traces_give_trees_with_the_attributed_share(shared_traces, trace):
     if share < 1:
         assert any("unattributed" in w for w in tree.warnings)
     assert math.isclose(tree.total_us * share, roots, rel_tol=1e-9)
+
+
+def test_projected_onto_another_chip_efficiency_is_against_the_projected_times(transformer):
+    projected = transformer.retarget("tpu-v5p")
+    ops = projected.ops
+    judged = ops[ops["roofline_time_us"].notna()]
+    tree = projected.scope_tree()
+    root = tree.nodes.iloc[0]
+    assert root["efficiency"] == pytest.approx(judged["roofline_time_us"].sum() / judged["projected_time_us"].sum(),
+                                               rel=1e-9)
+    assert root["gain_us"] == pytest.approx(ops["gain_us"].sum(), rel=1e-9)
+    assert root["total_us"] == pytest.approx(transformer.scope_tree().nodes.iloc[0]["total_us"])   # measured
+    assert any("projected onto tpu-v5p" in w for w in tree.warnings)

@@ -106,12 +106,13 @@ def _source_paths(ops: pd.DataFrame) -> tuple[list, np.ndarray]:
     return paths, passes
 
 
-def _op_values(ops: pd.DataFrame, passes: np.ndarray, judged: bool) -> pd.DataFrame:
-    """Per op, the additive quantities a node sums (ps, FLOPs, bytes)."""
+def _op_values(ops: pd.DataFrame, passes: np.ndarray, judged: bool, projected: bool) -> pd.DataFrame:
+    """Per op, the additive quantities a node sums (ps, FLOPs, bytes). Projected onto another chip, an op's
+    efficiency is against its projected time (as the op table's), so a node's is too."""
     time = ops["self_time_ps"].to_numpy(dtype="float64")
     col = lambda name: ops[name].to_numpy(dtype="float64") if name in ops.columns else np.full(len(ops), np.nan)  # noqa: E731
     roof = col("roofline_time_ps")
-    judged_time = col("judged_time_ps")
+    judged_time = col("projected_time_ps" if projected and "projected_time_ps" in ops.columns else "judged_time_ps")
     values = {"time": time, "gain": col("gain_ps"), "roof": roof,
               "roof_judged": np.where(np.isfinite(roof), judged_time, np.nan),
               "flops": col("flops"), "bytes": col("bytes_accessed"), "ops": np.ones(len(ops))}
@@ -140,13 +141,16 @@ def build_scopes(analysis: PipelineResult, by: str = "scope") -> ScopeTree:
     ops = analysis.ops
     judged = analysis.target is not None
     paths, passes = (_scope_paths if by == "scope" else _source_paths)(ops)
-    values = _op_values(ops, passes, judged)
+    values = _op_values(ops, passes, judged, analysis.projected)
     total_ps = float(np.nansum(values["time"]))
     attributed = np.fromiter((p is not None for p in paths), dtype=bool, count=len(paths))
     unattributed_ps = float(np.nansum(values["time"].to_numpy()[~attributed]))
     op_paths = pd.Series(paths, index=ops.index, dtype=object)
     nodes = _nodes(values[attributed], [p for p in paths if p is not None], by)
     warnings = _warnings(by, judged, total_ps, unattributed_ps, int((~attributed).sum()), ops, attributed)
+    if analysis.projected and analysis.target is not None:
+        warnings.append(f"projected onto {analysis.target.name}: times are as measured on the capture chip; gain and "
+                        "efficiency are against the projected times (docs/api.md)")
     return ScopeTree(by, nodes, op_paths, total_ps / PS_PER_US, unattributed_ps / PS_PER_US, judged, warnings)
 
 
