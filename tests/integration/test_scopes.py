@@ -215,3 +215,19 @@ def test_projected_onto_another_chip_efficiency_is_against_the_projected_times(t
     assert root["gain_us"] == pytest.approx(ops["gain_us"].sum(), rel=1e-9)
     assert root["total_us"] == pytest.approx(transformer.scope_tree().nodes.iloc[0]["total_us"])   # measured
     assert any("projected onto tpu-v5p" in w for w in tree.warnings)
+
+
+def test_no_ops_and_no_metadata_give_an_empty_tree_not_an_error(transformer):
+    import dataclasses
+
+    from traceview.render.scopes import scopes_csv, scopes_json, scopes_text
+    from traceview.scopes import build_scopes
+
+    empty = build_scopes(dataclasses.replace(transformer.pipeline, ops=transformer.pipeline.ops.iloc[:0]))
+    assert empty.nodes.empty and empty.total_us == 0 and empty.attributed_share is None
+    assert scopes_json(empty)["nodes"] == [] and "no attributed ops" in scopes_text(empty)
+    bare = transformer.pipeline.ops.assign(op_name="")
+    tree = build_scopes(dataclasses.replace(transformer.pipeline, ops=bare))
+    assert tree.nodes.empty and tree.unattributed_us == pytest.approx(tree.total_us) and tree.attributed_share == 0
+    assert any("have no op_name metadata" in w for w in tree.warnings)
+    assert scopes_csv(tree).startswith("path,")

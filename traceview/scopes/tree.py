@@ -79,20 +79,26 @@ def program_name(module: str) -> str:
 
 
 def _scope_paths(ops: pd.DataFrame) -> tuple[list, np.ndarray]:
-    """Per op: (program,) + its scopes, or None without op_name metadata; and its pass."""
-    names = ops["op_name"].fillna("").astype(str) if "op_name" in ops.columns else pd.Series("", index=ops.index)
-    modules = ops["module"].astype(str).to_numpy()
-    codes, uniques = pd.factorize(names, sort=False)
-    parsed = [parse_op_name(u) for u in uniques]
-    paths: list = [None] * len(ops)
-    passes = np.full(len(ops), "other", dtype=object)
-    for i, (code, module) in enumerate(zip(codes, modules)):
-        found = parsed[code] if code >= 0 else None
-        if found is None:
-            continue
-        paths[i] = ((program_name(module) if module else (found.program or "?")),) + found.scopes
-        passes[i] = found.pass_
-    return paths, passes
+    """Per op: (program,) + its scopes, or None without op_name metadata; and its pass. Parsed once per
+    distinct op_name, and a path built once per distinct (op_name, module)."""
+    column = ops["op_name"].astype(object) if "op_name" in ops.columns else pd.Series("", index=ops.index)
+    names = column.where(column.notna(), "").astype(str)
+    name_codes, name_uniques = pd.factorize(names, sort=False)
+    module_codes, module_uniques = pd.factorize(ops["module"].astype(str), sort=False)
+    parsed = [parse_op_name(u) for u in name_uniques]
+    width = len(module_uniques) + 1
+    pair_codes, pairs = pd.factorize(name_codes.astype(np.int64) * width + module_codes, sort=False)
+    pair_paths: list = []
+    pair_passes: list = []
+    for pair in pairs:
+        found = parsed[pair // width]
+        module = module_uniques[pair % width] if pair % width < len(module_uniques) else ""
+        pair_paths.append(None if found is None else
+                          ((program_name(module) if module else (found.program or "?")),) + found.scopes)
+        pair_passes.append("other" if found is None else found.pass_)
+    paths = np.empty(len(pair_paths), dtype=object)
+    paths[:] = pair_paths
+    return list(paths[pair_codes]), np.asarray(pair_passes, dtype=object)[pair_codes]
 
 
 def _source_paths(ops: pd.DataFrame) -> tuple[list, np.ndarray]:
