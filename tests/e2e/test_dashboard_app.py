@@ -452,3 +452,16 @@ def test_model_tab_matches_the_scopes_cli(sample_traces, tmp_path, monkeypatch, 
         box.set_value(scope).run()
         node = next(n for n in cli["nodes"] if "/".join(n["path"]) == scope)
         assert f"{node['ops']} ops under {scope}" in page_text(at)
+
+
+def test_an_op_picked_in_the_model_tab_opens_in_op_detail(sample_traces, monkeypatch):
+    at = show(open_app(monkeypatch, path=str(sample_traces / "transformer")), "Model")
+    at.session_state["tv_model_ops"] = {"selection": {"rows": [1], "columns": []}}   # a click on the 2nd row
+    at.run()
+    assert not at.exception
+    listed = next(d.value for d in at.dataframe if "op_name" in d.value.columns)
+    module, op = listed.iloc[1]["module"], listed.iloc[1]["op"]
+    assert f"{op} is selected" in page_text(at)
+    show(at, "Op detail")
+    assert any(op in str(s.value) for s in at.selectbox), [s.value for s in at.selectbox]
+    assert module == "jit_train_step"
