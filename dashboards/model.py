@@ -17,6 +17,7 @@ from traceview.dashboards import selection
 from traceview.dashboards.data import View
 from traceview.render.parallelism import md
 from traceview.render.scopes import dominant_bound
+from traceview.scopes.source import is_line
 from traceview.units import fmt_pct, fmt_time_us
 
 BOUND_COLOURS = {"compute": "#4c78a8", "memory": "#f58518", "communication": "#e45756", "unknown": "#bab0ac",
@@ -107,11 +108,12 @@ def render(view: View) -> None:
         selection.offer("model_ops", (str(row["module"]), str(row["op"])))
         st.caption(f"{md(row['op'])} is selected: open the Op detail tab to read it.")
     source = view.result.scope_tree("source")
-    lines = source.nodes[source.nodes["depth"] == 2].nlargest(15, "total_us")
+    lines = source.nodes[source.nodes["path"].map(is_line)].nlargest(15, "total_us")
     if not lines.empty:
         st.subheader("Hottest source lines")
         st.dataframe(pd.DataFrame({
-            "file": [p[0] for p in lines["path"]], "line": [int(p[1]) for p in lines["path"]],
+            "file": [p[0] for p in lines["path"]], "function": [p[1] if len(p) == 3 else "" for p in lines["path"]],
+            "line": [int(p[-1]) for p in lines["path"]],
             "text": [t if isinstance(t, str) else "" for t in lines["text"]],
             "time": [fmt_time_us(t) for t in lines["total_us"]],
             "share": [fmt_pct(t / tree.total_us if tree.total_us else None) for t in lines["total_us"]],

@@ -126,14 +126,24 @@ def test_gain_bound_and_efficiency_add_up_from_the_ops(transformer):
                                                rel=1e-9)
 
 
-def test_by_source_line_gives_the_line_text(transformer, sample_traces):
+def test_by_source_line_gives_the_line_text_and_function(transformer, sample_traces):
+    from traceview.scopes.source import is_line
+
     nodes = transformer.scopes("source")
-    lines = nodes[nodes["depth"] == 2]
+    lines = nodes[nodes["path"].map(is_line)]
     assert len(lines) > 5
     capture = (sample_traces / "capture.py").read_text().splitlines()
     for row in lines.itertuples():
-        if row.path[0].endswith("sample_traces/capture.py") and row.text is not None:
-            assert row.text == capture[int(row.path[1]) - 1].strip()[:240]
+        if row.path[0].endswith("sample_traces/capture.py"):
+            number = int(row.path[-1])
+            assert row.text == capture[number - 1].strip()[:240]
+            if len(row.path) == 3:     # the function: the nearest enclosing def in the file itself
+                defs = [re.match(r"\s*def (\w+)", line) for line in capture[:number]]
+                enclosing = [m.group(1) for m in defs if m][-1]
+                named = [part for part in row.path[1].split(".") if not part.startswith("<")]   # not <genexpr>
+                assert named[-1] == enclosing, (row.path, enclosing)
+    functions = {p[1] for p in lines["path"] if len(p) == 3}
+    assert {"build_transformer.<locals>.mlp", "build_transformer.<locals>.attention"} <= functions
     files = nodes[nodes["depth"] == 1]["total_us"].sum()
     assert files + transformer.scope_tree("source").unattributed_us == \
         pytest.approx(transformer.summary.op_time_us, rel=1e-12)

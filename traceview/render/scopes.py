@@ -100,7 +100,7 @@ def scopes_text(tree: ScopeTree, depth: int | None = None, markdown: bool = Fals
     """The tree as an indented table (terminal) or a Markdown table."""
     headers = list(HEADERS)
     if tree.by == "source":
-        headers[0] = "file / line"
+        headers[0] = "file / function / line"
     rows = _rows(tree, depth, markdown)
     if markdown:
         out = [f"## traceview scopes ({markdown_text(tree.by)})", "", markdown_text(_headline(tree)), "",

@@ -19,15 +19,21 @@ def _lines(path: str, cache: dict[str, list[str] | None]) -> list[str] | None:
     return cache[path]
 
 
+def is_line(path: tuple) -> bool:
+    """Whether a by-source path ends at a line: (file, line) or (file, function, line)."""
+    return len(path) >= 2 and path[-1].isdigit()
+
+
 def line_texts(paths: list[tuple]) -> list[str | None]:
-    """For (file, line) paths the stripped text of that line (None when not readable); None for others."""
+    """For line paths (file first, line last) the stripped text of that line (None when not readable);
+    None for file and function nodes."""
     cache: dict[str, list[str] | None] = {}
     out: list[str | None] = []
     for path in paths:
         text = None
-        if len(path) == 2 and path[1].isdigit():
+        if is_line(path):
             lines = _lines(path[0], cache)
-            n = int(path[1])
+            n = int(path[-1])
             if lines is not None and 1 <= n <= len(lines):
                 text = lines[n - 1].strip()[:MAX_LINE_CHARS]
         out.append(text)

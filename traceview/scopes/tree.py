@@ -102,13 +102,20 @@ def _scope_paths(ops: pd.DataFrame) -> tuple[list, np.ndarray]:
 
 
 def _source_paths(ops: pd.DataFrame) -> tuple[list, np.ndarray]:
-    """Per op: (file, line) or (file,) when the line is unknown, or None without a source file."""
-    files = ops["source_file"].fillna("").astype(str).to_numpy() if "source_file" in ops.columns else \
-        np.full(len(ops), "")
+    """Per op: (file, function, line), (file, line) when the function is unknown, (file,) when the line is
+    too, or None without a source file; and its pass (from its op_name)."""
+    def text(name: str) -> np.ndarray:
+        if name not in ops.columns:
+            return np.full(len(ops), "", dtype=object)
+        column = ops[name].astype(object)
+        return column.where(column.notna(), "").astype(str).to_numpy()
+
+    files, functions = text("source_file"), text("source_function")
     lines = ops["source_line"].to_numpy(dtype="float64") if "source_line" in ops.columns else \
         np.full(len(ops), np.nan)
-    paths = [None if not f else ((f, str(int(n))) if np.isfinite(n) else (f,)) for f, n in zip(files, lines)]
-    _, passes = _scope_paths(ops) if "op_name" in ops.columns else (None, np.full(len(ops), "other", dtype=object))
+    paths = [None if not f else (f, *((fn,) if fn else ()), str(int(n))) if np.isfinite(n) else (f,)
+             for f, fn, n in zip(files, functions, lines)]
+    _, passes = _scope_paths(ops)
     return paths, passes
 
 
