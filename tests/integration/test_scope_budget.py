@@ -54,6 +54,9 @@ def test_check_fails_on_a_scope_over_budget(record, capsys, tmp_path):
     assert not any(c["name"].startswith("scope:train_step/Transformer/layer_0") and not c["passed"]
                    for c in out["checks"])
     assert any(s["scope"] == "train_step/Transformer/layer_1/attn" for s in out["scopes"])
+    from traceview.config.files import schema
+
+    pytest.importorskip("jsonschema").validate(out, schema("check"))
 
 
 def test_a_larger_budget_passes_and_no_budget_only_reports(record, capsys, tmp_path):

@@ -241,3 +241,12 @@ def test_no_ops_and_no_metadata_give_an_empty_tree_not_an_error(transformer):
     assert tree.nodes.empty and tree.unattributed_us == pytest.approx(tree.total_us) and tree.attributed_share == 0
     assert any("have no op_name metadata" in w for w in tree.warnings)
     assert scopes_csv(tree).startswith("path,")
+
+
+def test_a_real_gpu_training_step_merges_forward_and_backward(shared_traces):
+    """Transformer Engine fused attention on an AMD MI355X-class GPU: value_and_grad of loss_fn."""
+    tree = traceview.load(shared_traces / "AMD-AGI-TraceLens/te_fused_attn/934987a2fc2f.xplane.pb").scope_tree()
+    both = tree.nodes[(tree.nodes["forward_us"] > 0) & (tree.nodes["backward_us"] > 0)]
+    assert not both.empty
+    for row in both.itertuples():
+        assert row.forward_us + row.backward_us + row.other_us == pytest.approx(row.total_us, rel=1e-9)
