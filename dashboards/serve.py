@@ -19,6 +19,12 @@ def main(argv: list[str] | None = None) -> None:
     from traceview.dashboards.config import from_env
 
     config = from_env()
+    # Loaded whole before the warming thread starts: Streamlit's import configures Plotly's theme, and
+    # Plotly peeks at sys.modules["pandas"] without the import lock, so a pandas the warming thread is
+    # half-way through importing would break Streamlit's import (AttributeError: pandas.Series).
+    import numpy  # noqa: F401
+    import pandas  # noqa: F401
+
     if config.path and os.environ.get("TRACEVIEW_DASHBOARD_WARM", "1") != "0":
         warm.start(config)
     nodelay.install()

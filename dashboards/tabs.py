@@ -19,8 +19,8 @@ from traceview.dashboards.data import View
 
 # Tab name -> the module of traceview.dashboards that draws it (its `render(view)`).
 TABS = {"Overview": "overview", "Roofline": "roofline_view", "Ops": "ops_table", "Timeline": "timeline",
-        "Op detail": "op_detail", "Memory": "memory", "Parallelism": "parallelism", "Inference": "inference",
-        "Compare": "compare", "History": "history"}
+        "Op detail": "op_detail", "Model": "model", "Memory": "memory", "Parallelism": "parallelism",
+        "Inference": "inference", "Compare": "compare", "History": "history"}
 TAB_KEY = "tv_tab"        # session-state key of the open tab's name
 
 LAZY = "on_change" in inspect.signature(st.tabs).parameters

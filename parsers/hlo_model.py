@@ -39,7 +39,8 @@ class Instruction:
     operands: list[str]               # operand instruction names, in order
     attributes: dict[str, str] = field(default_factory=dict)  # raw attribute text by key
     called_computations: list[str] = field(default_factory=list)
-    metadata: dict[str, str] = field(default_factory=dict)    # op_type, op_name, source_file, source_line
+    # op_type, op_name, source_file, source_line; source_function from the module's stack frames
+    metadata: dict[str, str] = field(default_factory=dict)
     backend_config: str | None = None  # raw (usually JSON) text
     custom_call_target: str | None = None
     fusion_kind: str | None = None     # kLoop, kInput, kOutput, kCustom

@@ -704,7 +704,8 @@ def _mesh_groups(m: re.Match, device_ids: list[int] | None) -> list[list[int]] |
 
 
 def apply_stack_frames(module: HloModule) -> None:
-    """Fill metadata source_file/source_line from ``stack_frame_id`` where absent."""
+    """Fill metadata source_file/source_line from ``stack_frame_id`` where absent, and source_function
+    (the frame's function) where the frame is the metadata's own file and line."""
     frames = module.stack_frames
     if not frames:
         return
@@ -712,14 +713,19 @@ def apply_stack_frames(module: HloModule) -> None:
         for inst in comp.instructions:
             md = inst.metadata
             sid = md.get("stack_frame_id")
-            if sid and "source_file" not in md:
-                try:
-                    frame = frames.get(int(sid))
-                except ValueError:  # not an integer id: no frame
-                    continue
-                if frame is not None:
-                    md["source_file"] = frame[0]
-                    md["source_line"] = str(frame[1])
+            if not sid:
+                continue
+            try:
+                frame = frames.get(int(sid))
+            except ValueError:  # not an integer id: no frame
+                continue
+            if frame is None:
+                continue
+            if "source_file" not in md:
+                md["source_file"] = frame[0]
+                md["source_line"] = str(frame[1])
+            if frame[2] and frame[2] != "?" and md["source_file"] == frame[0] and md.get("source_line") == str(frame[1]):
+                md["source_function"] = frame[2]
 
 
 def _balanced(s: str) -> bool:

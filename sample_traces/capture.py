@@ -45,7 +45,7 @@ MLP_CONFIG = {"batch": 256, "d_in": 512, "hidden": 1024, "layers": 2, "d_out": 1
 SAMPLES: dict[str, tuple[str, int, dict[str, Any]]] = {
     "mlp": ("build_mlp", 1, MLP_CONFIG),
     "transformer": ("build_transformer", 1,
-                    {"batch": 8, "seq": 128, "d_model": 256, "heads": 4, "d_ff": 1024, "lr": 1e-3}),
+                    {"batch": 8, "seq": 64, "d_model": 128, "heads": 4, "d_ff": 512, "layers": 2, "lr": 1e-3}),
     "sharded": ("build_sharded", 8,
                 {"mesh": {"data": 4, "model": 2}, "batch": 256, "d_in": 512, "hidden": 1024,
                  "d_out": 512, "lr": 1e-3}),
@@ -135,55 +135,90 @@ def build_mlp(cfg: dict[str, Any]):
 
 
 def build_transformer(cfg: dict[str, Any]):
-    """One pre-LayerNorm transformer block (causal MHA + GELU MLP), SGD."""
+    """A small pre-LayerNorm transformer (causal MHA + GELU MLP blocks), SGD, with JAX named scopes:
+    Transformer/layer_<i>/{ln1,attn/{qkv,scores,softmax,context,out},ln2,mlp/{up,gelu,down}} and
+    loss / sgd, so every op's op_name metadata carries the model's hierarchy (traceview scopes)."""
     import jax
     import jax.numpy as jnp
 
-    d, f, nh = cfg["d_model"], cfg["d_ff"], cfg["heads"]
+    d, f, nh, n_layers = cfg["d_model"], cfg["d_ff"], cfg["heads"], cfg["layers"]
     hd = d // nh
-    k = iter(jax.random.split(jax.random.PRNGKey(0), 8))
+    import numpy as np
 
-    def dense(shape):
-        return jax.random.normal(next(k), shape, jnp.float32) / jnp.sqrt(shape[0])
+    rng = np.random.default_rng(0)
 
-    params = {
+    def dense(shape):   # numpy: no jitted initialiser modules to bloat the trace's HLO metadata
+        return jnp.asarray(rng.standard_normal(shape, dtype=np.float32) / np.sqrt(shape[0]))
+
+    params = [{
         "ln1": {"g": jnp.ones((d,)), "b": jnp.zeros((d,))},
         "wqkv": dense((d, 3 * d)), "wo": dense((d, d)),
         "ln2": {"g": jnp.ones((d,)), "b": jnp.zeros((d,))},
         "w1": dense((d, f)), "b1": jnp.zeros((f,)), "w2": dense((f, d)), "b2": jnp.zeros((d,)),
-    }
+    } for _ in range(n_layers)]
 
     def layer_norm(x, p):
         mu = x.mean(-1, keepdims=True)
         var = ((x - mu) ** 2).mean(-1, keepdims=True)
         return (x - mu) * jax.lax.rsqrt(var + 1e-5) * p["g"] + p["b"]
 
-    def block(p, x):
+    def attention(p, x):
         bsz, s, _ = x.shape
-        qkv = layer_norm(x, p["ln1"]) @ p["wqkv"]
-        q, kk, v = jnp.split(qkv.reshape(bsz, s, 3, nh, hd), 3, axis=2)
-        q, kk, v = (t.squeeze(2) for t in (q, kk, v))           # [b, s, h, hd]
-        scores = jnp.einsum("bqhd,bkhd->bhqk", q, kk) / jnp.sqrt(hd)
-        mask = jnp.tril(jnp.ones((s, s), bool))
-        scores = jnp.where(mask, scores, -1e9)
-        attn = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(scores, -1), v)
-        x = x + attn.reshape(bsz, s, d) @ p["wo"]
-        h = jax.nn.gelu(layer_norm(x, p["ln2"]) @ p["w1"] + p["b1"])
-        return x + h @ p["w2"] + p["b2"]
+        with jax.named_scope("qkv"):
+            qkv = x @ p["wqkv"]
+            q, kk, v = jnp.split(qkv.reshape(bsz, s, 3, nh, hd), 3, axis=2)
+            q, kk, v = (t.squeeze(2) for t in (q, kk, v))           # [b, s, h, hd]
+        with jax.named_scope("scores"):
+            scores = jnp.einsum("bqhd,bkhd->bhqk", q, kk) / jnp.sqrt(hd)
+            scores = jnp.where(jnp.tril(jnp.ones((s, s), bool)), scores, -1e9)
+        with jax.named_scope("softmax"):
+            weights = jax.nn.softmax(scores, -1)
+        with jax.named_scope("context"):
+            context = jnp.einsum("bhqk,bkhd->bqhd", weights, v)
+        with jax.named_scope("out"):
+            return context.reshape(bsz, s, d) @ p["wo"]
 
-    def loss_fn(p, x, y):
-        return jnp.mean((block(p, x) - y) ** 2)
+    def mlp(p, x):
+        with jax.named_scope("up"):
+            h = x @ p["w1"] + p["b1"]
+        with jax.named_scope("gelu"):
+            h = jax.nn.gelu(h)
+        with jax.named_scope("down"):
+            return h @ p["w2"] + p["b2"]
+
+    def block(p, x):
+        with jax.named_scope("ln1"):
+            h = layer_norm(x, p["ln1"])
+        with jax.named_scope("attn"):
+            x = x + attention(p, h)
+        with jax.named_scope("ln2"):
+            h = layer_norm(x, p["ln2"])
+        with jax.named_scope("mlp"):
+            return x + mlp(p, h)
+
+    def model(layers, x):
+        with jax.named_scope("Transformer"):
+            for i, p in enumerate(layers):
+                with jax.named_scope(f"layer_{i}"):
+                    x = block(p, x)
+            return x
+
+    def loss_fn(layers, x, y):
+        out = model(layers, x)
+        with jax.named_scope("loss"):
+            return jnp.mean((out - y) ** 2)
 
     def train_step(params, batch):
         x, y = batch
         loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
-        params = jax.tree.map(lambda a, g: a - cfg["lr"] * g, params, grads)
+        with jax.named_scope("sgd"):
+            params = jax.tree.map(lambda a, g: a - cfg["lr"] * g, params, grads)
         return params, loss
 
     shape = (cfg["batch"], cfg["seq"], d)
     batches = _regression_batches(shape[:2], d, d)
     compiled = jax.jit(train_step).lower(params, batches[0]).compile()
-    desc = (f"one pre-LN transformer block: causal MHA ({nh} heads of {hd}), "
+    desc = (f"{n_layers} pre-LN transformer blocks under named scopes: causal MHA ({nh} heads of {hd}), "
             f"GELU MLP {d}->{f}->{d}, mean squared loss, value_and_grad, SGD, f32, "
             f"x [{cfg['batch']}, {cfg['seq']}, {d}]")
     return desc, compiled, params, batches

@@ -434,3 +434,34 @@ def test_warm_up_of_a_bad_trace_says_so_in_one_line(tmp_path):
     warm.warm(DashboardConfig(path=str(bad)), out=out, wait_for_page=False)
     assert "could not pre-load" in out.getvalue() and warm.READY not in out.getvalue()
     assert len(out.getvalue().strip().splitlines()) == 1 and "Traceback" not in out.getvalue()
+
+
+def test_model_tab_matches_the_scopes_cli(sample_traces, tmp_path, monkeypatch, capsys):
+    """The Model tab's totals, scopes and op counts are `traceview scopes --format json`'s."""
+    path = sample_traces / "transformer"
+    assert main(["scopes", str(path), "--format", "json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    at = show(open_app(monkeypatch, path=str(path)), "Model")
+    text = page_text(at)
+    assert f"**{fmt_time_us(cli['total_us'])}** of op time by named scope: **{fmt_pct(cli['attributed_share'])}**" \
+        in text
+    box = next(s for s in at.selectbox if s.label == "Scope")
+    assert list(box.options) == ["/".join(n["path"]) for n in cli["nodes"]]
+    for scope in ("train_step/Transformer/layer_0/mlp", "train_step/sgd"):
+        box = next(s for s in at.selectbox if s.label == "Scope")
+        box.set_value(scope).run()
+        node = next(n for n in cli["nodes"] if "/".join(n["path"]) == scope)
+        assert f"{node['ops']} ops under {scope}" in page_text(at)
+
+
+def test_an_op_picked_in_the_model_tab_opens_in_op_detail(sample_traces, monkeypatch):
+    at = show(open_app(monkeypatch, path=str(sample_traces / "transformer")), "Model")
+    at.session_state["tv_model_ops"] = {"selection": {"rows": [1], "columns": []}}   # a click on the 2nd row
+    at.run()
+    assert not at.exception
+    listed = next(d.value for d in at.dataframe if "op_name" in d.value.columns)
+    module, op = listed.iloc[1]["module"], listed.iloc[1]["op"]
+    assert f"{op} is selected" in page_text(at)
+    show(at, "Op detail")
+    assert any(op in str(s.value) for s in at.selectbox), [s.value for s in at.selectbox]
+    assert module == "jit_train_step"

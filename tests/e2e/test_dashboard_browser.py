@@ -25,8 +25,8 @@ from traceview.dashboards.overview import fmt_share
 
 pytestmark = pytest.mark.slow
 
-TABS = ("Overview", "Roofline", "Ops", "Timeline", "Op detail", "Memory", "Parallelism", "Inference", "Compare",
-        "History")
+TABS = ("Overview", "Roofline", "Ops", "Timeline", "Op detail", "Model", "Memory", "Parallelism", "Inference",
+        "Compare", "History")
 
 
 @contextlib.contextmanager
@@ -277,6 +277,41 @@ def test_parallelism_tab_structures_in_chromium(browser, sample_traces, tmp_path
     assert "Traceback" not in panel
     _keep([shot])
     assert _not_blank(shot) > 200
+
+
+def test_model_tab_in_chromium(browser, sample_traces, tmp_path):
+    """The Model tab on the transformer sample: the icicle of named scopes (Plotly draws it), the ops of
+    the scope with most gain, and the hottest source lines with their text."""
+    trace = sample_traces / "transformer"
+    tree = traceview.load(trace).scope_tree()
+    best = "/".join(tree.top_by_gain(1)["path"].iloc[0])
+    with dashboard_server(trace, tmp_path / "server.log") as url:
+        _open_overview(browser, url)
+        _settle(browser, 0, "Overview")
+        _click_tab(browser, "Model", "attributed")
+        browser.wait_for("document.querySelectorAll('[data-testid=\"stPlotlyChart\"] g.slice').length > 10", 120,
+                         "the icicle's slices")
+        browser.wait_for(f"({_PANEL}).includes('Hottest source lines')", 60, "the source lines")
+        time.sleep(1.0)
+        panel = browser.js(_PANEL)
+        slices = browser.js("[...document.querySelectorAll('[data-testid=\"stPlotlyChart\"] g.slice')]"
+                            ".map(g => g.textContent).join('|')")
+        shot = browser.screenshot(tmp_path / "dashboard_model.png")
+        # A click on a node lists its ops: the first "mlp" slice drawn is layer_1's (the larger layer)
+        x, y = browser.js("""(() => { const g = [...document.querySelectorAll('[data-testid="stPlotlyChart"] g.slice')]
+            .find(s => s.textContent.trim() === 'mlp'); const b = g.querySelector('path').getBoundingClientRect();
+            return [b.x + b.width / 2, b.y + b.height / 2]; })()""")
+        for kind in ("mousePressed", "mouseReleased"):
+            browser.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+        browser.wait_for(f"({_PANEL}).includes('ops under train_step/Transformer/layer_1/mlp')", 60,
+                         "the clicked scope's ops")
+        clicked = browser.screenshot(tmp_path / "dashboard_model_clicked.png")
+    assert "100.0%" in panel and "attributed" in panel
+    assert "Transformer" in slices and "layer_1" in slices and "attn" in slices
+    assert best in panel                       # the picked scope, whose ops are listed
+    assert "Traceback" not in panel
+    _keep([shot, clicked])
+    assert _not_blank(shot) > 200 and _not_blank(clicked) > 200
 
 
 def test_compare_tab_in_chromium(browser, sample_traces, tmp_path):

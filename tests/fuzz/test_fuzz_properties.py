@@ -181,3 +181,22 @@ def test_any_budget_rule_loads_or_is_a_user_error(tmp_path, rule):
     assert all(isinstance(r.ignore, bool) for r in values.get("ops", []))
     if rule.get("ignore") is not None:
         assert isinstance(rule["ignore"], bool) and values["ops"][0].ignore is rule["ignore"]
+
+
+# ------------------------------------------------------------------ scope paths (traceview scopes)
+
+OP_NAME_PARTS = st.sampled_from(["jit(", "jvp(", "transpose(", "pjit", "while", "body", ")", "(", "/", ";",
+                                 "layer_0", "attn", "main", "remat", "", "a,b->c", "\x1b[2J", "|", "é"])
+
+
+@FAST
+@given(st.one_of(NAMES, st.lists(OP_NAME_PARTS, max_size=60).map("".join)))
+def test_any_op_name_gives_a_bounded_path_with_no_marker(name):
+    from traceview.scopes.paths import MARKERS, MAX_COMPONENTS, PASSES, parse_op_name
+
+    path = parse_op_name(name)
+    if path is None:
+        assert name == "" or not name.replace(";", "")
+        return
+    assert len(path.scopes) <= MAX_COMPONENTS and path.pass_ in PASSES
+    assert not set(path.scopes) & MARKERS and "" not in path.scopes

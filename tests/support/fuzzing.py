@@ -873,6 +873,17 @@ def _run_cli_analyze(path: Path) -> None:
     if rc != 0:
         raise RuntimeError(f"exit {rc}: {err.getvalue().strip()[:300]}")
     _check_json_numbers(json.loads(out.getvalue()))
+    # the scope tree of what analyze accepted: clean numbers, and roots + unattributed = total
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["scopes", str(path), "--format", "json"])
+    if rc != 0:
+        raise RuntimeError(f"scopes: exit {rc} where analyze read the trace: {err.getvalue().strip()[:300]}")
+    tree = json.loads(out.getvalue())
+    _check_json_numbers(tree)
+    roots = sum(n["total_us"] for n in tree["nodes"] if len(n["path"]) == 1) + tree["unattributed_us"]
+    if abs(roots - tree["total_us"]) > 1e-6 * max(abs(tree["total_us"]), 1.0):
+        raise Garbage(f"scopes: roots + unattributed {roots} != total {tree['total_us']}")
 
 
 RUNNERS: dict[str, Callable[[Path], None]] = {

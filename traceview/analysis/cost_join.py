@@ -16,7 +16,8 @@ COST_COLUMNS = ["opcode", "shape", "dtype", "flops", "transcendentals", "bytes_r
                 "bytes_written", "bytes_accessed", "collective_kind", "payload_bytes",
                 "group_size", "groups", "crosses_dcn", "ring_directions", "unknown", "source_file",
                 "source_line", "fusion_kind", "computation", "cost_category", "fingerprint",
-                "execution_thread", "cost_lower_bound", "contraction"]
+                "execution_thread", "cost_lower_bound", "contraction", "op_name",
+                "source_function"]
 
 NUMERIC_COST_COLUMNS = {"flops", "transcendentals", "bytes_read", "bytes_written", "bytes_accessed",
                         "payload_bytes", "group_size", "ring_directions", "source_line"}

@@ -64,6 +64,7 @@ OP_FIELDS = {
     "shape": "shape",
     "source_file": "source_file",
     "source_line": "source_line",
+    "op_name": "op_name",
     "step_times_ps": "step_times_us",
     "fingerprint": "fingerprint",
 }

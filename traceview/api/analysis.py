@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from traceview.memory.view import MemoryReport
     from traceview.parallelism.diagnose import Parallelism
     from traceview.render.analyze import Section
+    from traceview.scopes.tree import ScopeTree
 
 __all__ = ["Analysis", "Summary", "load"]
 
@@ -78,6 +79,7 @@ class Summary:
     roofline_time_us: float | None = None
     projected_time_us: float | None = None
     gain_definition: str | None = None
+    top_scopes: list[dict[str, Any]] | None = None     # docs/scopes.md: the scopes with most gain of their own
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Summary:
@@ -103,6 +105,7 @@ class Analysis:
         self._memory: MemoryReport | None = None
         self._parallelism: Parallelism | None = None
         self._inference: InferenceReport | None = None
+        self._scopes: dict[str, ScopeTree] = {}
 
     def __repr__(self) -> str:
         source = self.pipeline.profile.source
@@ -122,12 +125,26 @@ class Analysis:
             from traceview.render.inference import inference_json
 
             record["inference"] = inference_json(self.inference())
+        record["summary"]["top_scopes"] = self._top_scopes()
+
+    def _top_scopes(self) -> list[dict[str, Any]]:
+        """``summary.top_scopes``: the three named scopes whose own ops have the most gain (docs/scopes.md)."""
+        from traceview.render.scopes import node_record
+
+        tree = self.scope_tree()
+        return [node_record(row, tree.judged) for row in tree.top_by_gain(3).to_dict("records")]
 
     def report_sections(self) -> list[Section]:
         """The views' blocks in the ``analyze`` text and Markdown reports, in the order printed."""
         from traceview.render.analyze import Section
+        from traceview.render.scopes import top_scope_lines
 
         sections = []
+        tree = self.scope_tree()
+        top = tree.top_by_gain(3)
+        if not top.empty:
+            sections.append(Section("Where in the model: scopes with most to gain (traceview scopes PATH for the tree)",
+                                    tuple(top_scope_lines(top, tree.total_us))))
         if self._serving():
             from traceview.render.inference import section_lines
 
@@ -249,6 +266,23 @@ class Analysis:
             return ops
         source = self.pipeline.profile.source
         return load_profile(source.path, run=source.run, options=ReadOptions(keep_ops=True)).ops
+
+
+    def scope_tree(self, by: str = "scope") -> ScopeTree:
+        """The scope (``by="scope"``) or source-line (``by="source"``) tree with its totals and warnings
+        (what ``traceview scopes --format json`` prints: ``traceview.render.scopes.scopes_json``)."""
+        if by not in self._scopes:
+            from traceview.scopes.tree import build_scopes
+
+            self._scopes[by] = build_scopes(self.pipeline, by)
+        return self._scopes[by]
+
+    def scopes(self, by: str = "scope") -> pd.DataFrame:
+        """One row per node of the tree by named scope (``by="scope"``) or by source file and line
+        (``"source"``): ``path`` (a tuple: program, then scopes), depth, name, self_us, total_us, gain_us,
+        self_gain_us, efficiency, ``<bound>_us``, ``forward_us``/``backward_us``/``other_us``, flops,
+        bytes_accessed, ops, text (the source line's text, by source). docs/scopes.md defines them."""
+        return self.scope_tree(by).nodes.copy()
 
     def hlo(self) -> HloReport:
         """The cost model of the HLO modules this trace ran (FLOPs, bytes, collectives per instruction)."""

@@ -39,6 +39,8 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
     budgets.add_argument("--config", metavar="FILE", help="TOML file with budgets, per-op rules and absolute limits")
     budgets.add_argument("--max-step-regression", metavar="PCT", help="median step time slowdown (default 5%%)")
     budgets.add_argument("--max-op-regression", metavar="PCT", help="per-op time slowdown (default 10%%)")
+    budgets.add_argument("--max-scope-regression", metavar="PCT",
+                         help="per named scope time slowdown (default: scopes reported, not judged)")
     budgets.add_argument("--min-op-time", metavar="TIME",
                          help="ops under this time per step are not judged (default 1ms)")
     budgets.add_argument("--max-flops-increase", metavar="PCT", help="HLO module FLOPs (default 1%%)")

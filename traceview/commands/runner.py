@@ -51,6 +51,7 @@ CACHED: dict[str, Callable[[argparse.Namespace], bool]] = {
     "hlo": lambda args: True,
     "memory": lambda args: True,
     "parallelism": lambda args: True,
+    "scopes": lambda args: args.by == "scope",     # by source it reads the source files' lines too
     "roofline": lambda args: not args.plot,
     "graph": lambda args: args.format != "svg",
     "diff": lambda args: not args.markdown_out and not args.junit_out,

@@ -23,7 +23,9 @@ Public API (used by the CLI and the roofline stage):
   NaN otherwise), ``execution_thread`` ("" for the main thread, e.g.
   "sparsecore" for an async wrapper offloaded there), ``cost_lower_bound``
   (a custom kernel with no cost estimate: bytes of its operands and results,
-  FLOPs unknown, so its ``flops`` and ``flops_per_step`` are NaN, never 0). ``df.attrs["warnings"]`` lists what is unknown.
+  FLOPs unknown, so its ``flops`` and ``flops_per_step`` are NaN, never 0), ``op_name`` (the
+  metadata's op_name: JAX's named-scope path, "" when absent; see :mod:`traceview.scopes`),
+  ``source_function`` (the function of the source line, from the module's stack frames; "" when unknown). ``df.attrs["warnings"]`` lists what is unknown.
 * :func:`module_totals` -> dict with ``flops, transcendentals, bytes_accessed``
   as ``compiled.cost_analysis()`` reports them, ``*_per_step``, ``flops_unknown_ops``
   (kernels with no FLOP figure, left out of ``flops``) and ``warnings``.

@@ -26,6 +26,7 @@ COLUMNS: dict[str, str] = {
     "crosses_dcn": "object", "ring_directions": "float64", "unknown": "bool", "note": "object", "source_file": "object",
     "source_line": "float64", "fusion_kind": "object",
     "trip_count": "float64", "execution_thread": "object", "cost_lower_bound": "bool", "contraction": "bool",
+    "op_name": "object", "source_function": "object",
 }
 def _roots(module: HloModule) -> list[Computation]:
     """The entry computation; without one, every computation that nothing calls."""
@@ -178,7 +179,7 @@ def _row(module: HloModule, comp: Computation, inst: Instruction, mult: float, a
             float(coll.ring_directions) if coll and coll.ring_directions else np.nan, cost.unknown, cost.note,
             md.get("source_file", ""), float(line) if line and line.isdigit() else np.nan, inst.fusion_kind or "",
             _trips(inst, comp, analysis), execution_thread(inst, analysis, comp), cost.lower_bound,
-            _is_contraction(wrapped or inst, dominant))
+            _is_contraction(wrapped or inst, dominant), md.get("op_name", ""), md.get("source_function", ""))
 
 
 def _trips(inst: Instruction, comp: Computation, analysis: ModuleAnalysis) -> float:

@@ -30,7 +30,7 @@ from traceview.vocabulary import BOUNDS_AND_IDLE
 
 OP_COLUMNS = ["module", "op", "opcode", "category", "shape", "dtype", "occurrences", "time_ps",
               "judged_time_ps", "roofline_time_ps", "flops", "bytes", "collective_bytes", "bound",
-              "source_file", "source_line", "fingerprint"]
+              "source_file", "source_line", "fingerprint", "op_name"]
 MODULE_COLUMNS = ["module", "flops", "transcendentals", "bytes_accessed", "collective_bytes"]
 
 @dataclass
@@ -103,6 +103,7 @@ def snapshot_from_analysis(analysis, label: str | None = None) -> Snapshot:
         "bound": _column(a, "bound", None).astype(object),
         "source_file": _column(a, "source_file", ""), "source_line": _column(a, "source_line"),
         "fingerprint": _column(a, "fingerprint", "").fillna("").astype(str),  # from traceview.analysis.modules
+        "op_name": _column(a, "op_name", "").fillna("").astype(str),          # named scopes: regress.scopes
     })
     ops = _collapse(ops)
     raw = analysis.profile.ops
@@ -180,6 +181,7 @@ def snapshot_from_hlo(modules: list[HloModule], label: str, warnings: list[str] 
         "bytes": _column(costs, "bytes_accessed").astype("float64"),
         "collective_bytes": _column(costs, "payload_bytes").astype("float64"), "bound": None,
         "source_file": _column(costs, "source_file", ""), "source_line": _column(costs, "source_line"),
+        "op_name": _column(costs, "op_name", "").fillna("").astype(str),
     })
     ops = _with_fingerprints(ops.reset_index(drop=True), modules)
     ops = ops.drop_duplicates(["module", "op"]).reset_index(drop=True)
@@ -212,7 +214,7 @@ _ANALYSIS_OP_FIELDS = {"module": "module", "name": "op", "opcode": "opcode", "ca
                        "self_time_us": "time_ps", "judged_time_us": "judged_time_ps",
                        "roofline_time_us": "roofline_time_ps", "flops": "flops", "bytes_accessed": "bytes",
                        "collective_bytes": "collective_bytes", "bound": "bound", "source_file": "source_file",
-                       "source_line": "source_line", "fingerprint": "fingerprint"}
+                       "source_line": "source_line", "fingerprint": "fingerprint", "op_name": "op_name"}
 
 
 def _op_steps_from_json(records: list[dict]) -> pd.DataFrame | None:
@@ -236,6 +238,7 @@ def _snapshot_from_analysis_json(data: dict, path: Path) -> Snapshot:
     ops["module"] = ops["module"].fillna("").astype(str)
     ops["op"] = ops["op"].astype(str)
     ops["fingerprint"] = ops["fingerprint"].fillna("").astype(str)
+    ops["op_name"] = ops["op_name"].fillna("").astype(str)
     for column in ("occurrences", "time_ps", "judged_time_ps", "roofline_time_ps", "flops", "bytes",
                    "collective_bytes", "source_line"):
         ops[column] = pd.to_numeric(ops[column], errors="coerce")

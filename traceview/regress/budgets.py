@@ -12,6 +12,7 @@ Config file::
     [check]
     max_step_regression = "5%"      # relative, noise-aware
     max_op_regression = "10%"
+    max_scope_regression = "10%"    # per named scope (op_name path), noise-aware; off unless set
     min_op_time = "1ms"             # per step; ops below are not judged
     max_flops_increase = "1%"       # static (HLO) checks, per module
     max_bytes_increase = "1%"
@@ -142,6 +143,7 @@ class Budgets:
 
     max_step_regression: float = 0.05
     max_op_regression: float = 0.10
+    max_scope_regression: float | None = None     # None: scopes are reported, not judged
     min_op_time_ps: float = 1e9
     max_flops_increase: float = 0.01
     max_bytes_increase: float = 0.01
@@ -160,6 +162,7 @@ class Budgets:
 BUDGET_KEYS = {
     "max_step_regression": ("max_step_regression", parse_fraction),
     "max_op_regression": ("max_op_regression", parse_fraction),
+    "max_scope_regression": ("max_scope_regression", parse_fraction),
     "min_op_time": ("min_op_time_ps", parse_duration_ps),
     "max_flops_increase": ("max_flops_increase", parse_fraction),
     "max_bytes_increase": ("max_bytes_increase", parse_fraction),

@@ -31,7 +31,7 @@ class Check:
     limit: float | None
     passed: bool
     unit: str = ""                 # "ps", "flops", "bytes", "fraction"
-    kind: str = ""                 # "step", "op", "static", "absolute"
+    kind: str = ""                 # "step", "op", "scope", "static", "memory", "absolute"
     low: float | None = None       # confidence interval of `change`, when there is one
     high: float | None = None
     method: str = ""
@@ -196,16 +196,44 @@ def _absolute_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[st
     return checks, notes
 
 
+def _scope_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]]:
+    """Each named scope below the programs against max_scope_regression (when set), as ops are judged:
+    over budget and, where per-step times give an interval, significantly; scopes under min_op_time skip."""
+    limit = budgets.max_scope_regression
+    if limit is None:
+        return [], []
+    scopes = diff.scopes
+    if scopes is None or scopes.empty:
+        return [], ["max_scope_regression not checked: the inputs' ops carry no op_name metadata (named scopes)"]
+    checks, skipped = [], 0
+    for row in scopes[scopes["depth"] > 1].itertuples(index=False):
+        base_t, new_t = finite(row.base_time_ps), finite(row.new_time_ps)
+        if base_t is None or new_t is None:
+            continue
+        if max(base_t, new_t) < budgets.min_op_time_ps:
+            skipped += 1
+            continue
+        change = finite(row.change)
+        low, high = finite(row.change_low), finite(row.change_high)
+        shift = Shift(change, low, high, row.method, 0, 0) if low is not None else None
+        passed, detail = _timing_passed(shift, change, limit)
+        checks.append(Check(f"scope:{row.scope}", base_t, new_t, change, limit, passed, "ps", "scope",
+                            low, high, row.method, detail))
+    notes = [f"{skipped} scopes under the minimum op time were not judged"] if skipped else []
+    return checks, notes
+
+
 def run_checks(diff: Diff, budgets: Budgets | None = None) -> Verdict:
     """Every check the diff supports: step time, ops, static module totals, absolute budgets."""
     budgets = budgets or Budgets()
     checks = _step_check(diff, budgets)
     op_checks, notes = _op_checks(diff, budgets)
+    scope_checks, scope_notes = _scope_checks(diff, budgets)
     static, static_notes = _static_checks(diff, budgets)
     memory, memory_notes = _memory_checks(diff, budgets)
     absolute, absolute_notes = _absolute_checks(diff, budgets)
-    checks += op_checks + static + memory + absolute
-    notes += static_notes + memory_notes + absolute_notes
+    checks += op_checks + scope_checks + static + memory + absolute
+    notes += scope_notes + static_notes + memory_notes + absolute_notes
     if not checks:
         notes.append("nothing to check: the inputs share no step times, judged ops or HLO modules")
     return Verdict(checks=checks, budgets=budgets, notes=notes, diff=diff)

@@ -116,6 +116,7 @@ class Diff:
     step_shift: Shift | None = None
     op_shifts: dict[tuple[str, str], Shift] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    scopes: pd.DataFrame = field(default_factory=pd.DataFrame)   # regress.scopes.scope_changes
 
 
 def _as_snapshot(obj) -> Snapshot:
@@ -328,7 +329,8 @@ def diff_analyses(base, new, confidence: float = 0.95, time_tolerance: float = 0
     collective_bytes, occurrences (all per step), efficiency, bound;
     time_change_ps, change (relative time change), change_low/change_high
     (its confidence interval when per-step op times exist), flops_change,
-    bytes_change, label_changed, opcode, category, source_file, source_line.
+    bytes_change, label_changed, opcode, category, source_file, source_line. `Diff.scopes`: each named
+    scope's time per step on both sides (traceview.regress.scopes).
     An op is "changed" when its FLOPs, bytes or bound changed, or its time moved
     by more than `time_tolerance` (and, with an interval, significantly) while
     taking at least `min_time_ps` per step on either side.
@@ -338,6 +340,8 @@ def diff_analyses(base, new, confidence: float = 0.95, time_tolerance: float = 0
     shifts = _op_shifts(base, new, pairs, confidence)
     step_shift = _step_shift(base, new, confidence)
     ops = _op_frame(base, new, pairs, shifts, time_tolerance, min_time_ps)
+    from traceview.regress.scopes import scope_changes
+
     return Diff(base=base, new=new, ops=ops, steps=_step_frame(base, new), modules=_module_frame(base, new),
                 summary=_summary(base, new, ops, step_shift), step_shift=step_shift, op_shifts=shifts,
-                warnings=_warnings(base, new))
+                warnings=_warnings(base, new), scopes=scope_changes(base, new, confidence))

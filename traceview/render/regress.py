@@ -197,7 +197,22 @@ def _sections(diff: Diff, verdict: Verdict, top: int) -> dict:
         "relabel": [f"{r['module']}/{r['op']}: {r['base_bound']} -> {r['new_bound']}"
                     for r in relabel.head(top).to_dict("records")],
         "modules": _module_rows(diff) if len(diff.modules) else [],
+        "scopes": _scope_rows(diff, top),
     }
+
+
+SCOPE_HEADERS = ["scope", "base", "new", "change", "interval"]
+
+
+def _scope_rows(diff: Diff, top: int) -> list[list[str]]:
+    """The named scopes (below the programs) whose time per step moved most (traceview.regress.scopes)."""
+    scopes = diff.scopes
+    if scopes is None or scopes.empty:
+        return []
+    moved = scopes[scopes["depth"] > 1].head(top)
+    return [[r["scope"], _time(r["base_time_ps"]), _time(r["new_time_ps"]), _change(r["change"]),
+             "-" if number(r["change_low"]) is None else f"{r['change_low']:+.1%} .. {r['change_high']:+.1%}"]
+            for r in moved.to_dict("records")]
 
 
 def _work_line(diff: Diff) -> str | None:
@@ -245,6 +260,9 @@ def diff_text(diff: Diff, verdict: Verdict | None = None, top: int = 15, colour_
     if s["modules"]:
         out += [colour("HLO modules (cost model)", "bold", on),
                 text_table(MODULE_HEADERS, s["modules"], MODULE_ALIGN), ""]
+    if s["scopes"]:
+        out += [colour(f"Named scopes, time per step (top {top} by change)", "bold", on),
+                text_table(SCOPE_HEADERS, s["scopes"], "lrrrr"), ""]
     if s["ops"][1]:
         out += [colour(f"Changed ops (top {top})", "bold", on), text_table(*s["ops"]), ""]
     if s["new"]:
@@ -281,6 +299,9 @@ def diff_markdown(diff: Diff, verdict: Verdict | None = None, top: int = 15, com
                                                                   "lrrr"), ""]
     if s["modules"]:
         out += ["#### HLO modules (cost model)", "", markdown_table(MODULE_HEADERS, s["modules"], MODULE_ALIGN), ""]
+    if s["scopes"]:
+        out += [f"#### Named scopes, time per step (top {top} by change)", "",
+                markdown_table(SCOPE_HEADERS, s["scopes"], "lrrrr"), ""]
     if s["ops"][1]:
         out += [f"#### Changed ops (top {top})", "", markdown_table(*s["ops"]), ""]
     for title, key in (("New ops", "new"), ("Vanished ops", "vanished")):
@@ -342,6 +363,7 @@ def diff_json(diff: Diff, verdict: Verdict | None = None, command: str = "diff")
         "checks": [_check_record(c) for c in verdict.checks],
         "ops": _frame_records(diff.ops),
         "modules": _frame_records(diff.modules),
+        "scopes": _frame_records(diff.scopes) if diff.scopes is not None else [],
         "steps": _frame_records(diff.steps),
         "summary": _summary_record(diff.summary.to_dict()),
         "budgets": _clean_budgets(verdict),
