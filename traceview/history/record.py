@@ -150,12 +150,41 @@ def _gain_per_step_us(result, steps: int) -> float | None:
     return float(np.nansum(ops["gain_ps"].to_numpy(dtype="float64"))) / PS_PER_US / max(steps, 1)
 
 
-def scope_metrics(result) -> dict[str, Metric]:
-    """HOOK for the scopes view (traceview.scopes, merged by the lead): one ``scope:<path>`` metric per
-    named-scope node, its time per step in microseconds (``Metric(us, "us", samples=per-step values)``
-    when per-step scope times exist). The store, report, dashboard and window already carry any
-    ``scope:*`` metric; until the view lands there are none."""
-    return {}
+# Scope series kept per run: nodes down to this depth (program, then scopes), the ones with the most time.
+MAX_SCOPE_DEPTH = 4
+MAX_SCOPES = 50
+
+
+def scope_metrics(result, n_steps: int) -> dict[str, Metric]:
+    """One ``scope:<path>`` metric per named-scope node (traceview.scopes) down to MAX_SCOPE_DEPTH, the
+    MAX_SCOPES with the most time: its ops' self time per step in microseconds, with the per-step values
+    (median and quartiles) when the ops carry per-step times."""
+    from traceview.scopes.tree import build_scopes
+
+    tree = build_scopes(result, "scope")
+    nodes = tree.nodes[tree.nodes["depth"] <= MAX_SCOPE_DEPTH].nlargest(MAX_SCOPES, "total_us")
+    per_step = _op_step_matrix(result.ops)
+    metrics: dict[str, Metric] = {}
+    for path, total_us in zip(nodes["path"], nodes["total_us"]):
+        name = "scope:" + "/".join(path)
+        if per_step is not None:
+            metrics[name] = _sampled(_us(per_step[tree.under(tuple(path))].sum(axis=0)))
+        else:
+            metrics[name] = Metric(float(total_us) / max(n_steps, 1), "us")
+    return metrics
+
+
+def _op_step_matrix(ops: pd.DataFrame) -> np.ndarray | None:
+    """Ops x steps self times (ps) from the op table's ``step_times_ps`` lists; None unless every op has
+    one and they are all the same length (ops outside every step have none)."""
+    if "step_times_ps" not in ops.columns or ops.empty:
+        return None
+    lists = list(ops["step_times_ps"])
+    widths = {len(v) for v in lists if isinstance(v, list)}
+    if len(widths) != 1 or not all(isinstance(v, list) for v in lists):
+        return None
+    width = widths.pop()
+    return np.array(lists, dtype="float64").reshape(len(lists), width) if width else None
 
 
 def run_metrics(result, snapshot: Snapshot) -> dict[str, Metric]:
@@ -177,7 +206,7 @@ def run_metrics(result, snapshot: Snapshot) -> dict[str, Metric]:
     metrics["gain"] = Metric(_gain_per_step_us(result, n_steps), "us")
     metrics["device_time"] = Metric(device_us, "us")
     metrics.update(_memory_metrics(snapshot.memory))
-    metrics.update(scope_metrics(result))
+    metrics.update(scope_metrics(result, n_steps))
     return metrics
 
 
