@@ -30,6 +30,7 @@ from traceview.trace.read import ReadOptions, load_profile
 from traceview.units import PS_PER_US
 
 if TYPE_CHECKING:
+    from traceview.advice.view import AdviceReport
     from traceview.api.hlo import HloReport
     from traceview.memory.view import MemoryReport
     from traceview.parallelism.diagnose import Parallelism
@@ -101,6 +102,7 @@ class Analysis:
         self.hlo_path = hlo
         self._memory: MemoryReport | None = None
         self._parallelism: Parallelism | None = None
+        self._advice: AdviceReport | None = None
 
     def __repr__(self) -> str:
         source = self.pipeline.profile.source
@@ -116,10 +118,15 @@ class Analysis:
     def _add_view_records(self, record: dict[str, Any]) -> None:
         """Each view that has something for ``analyze --format json`` adds its fields here (the
         contract names them: e.g. ``summary.idle_causes``, top-level ``advice``)."""
+        from traceview.render.advice import add_advice_record
+
+        add_advice_record(record, self.advice())
 
     def report_sections(self) -> list[Section]:
         """The views' blocks in the ``analyze`` text and Markdown reports, in the order printed."""
-        return []
+        from traceview.render.advice import advice_sections
+
+        return advice_sections(self.advice())
 
     def to_json(self) -> dict[str, Any]:
         """Exactly what ``traceview analyze PATH --format json`` prints (a fresh copy)."""
@@ -207,6 +214,19 @@ class Analysis:
 
             self._parallelism = from_analysis(self.pipeline, self.hlo_path)
         return self._parallelism
+
+    def advice(self) -> AdviceReport:
+        """Why the devices were idle (causes per device and per step), stragglers, and one list of what to
+        fix first ranked by projected saving (ops, mesh axes, idle causes, memory): ``items[i]`` is an
+        ``advice.findings.Advice``; ``advice_json()`` is the ``advice`` list of ``analyze --format json``."""
+        if self._advice is None:
+            from traceview.advice.view import advice_report
+
+            self._advice = advice_report(self.pipeline, {
+                "parallelism": lambda: self.parallelism() if self.mesh_summary is not None else None,
+                "memory": self.memory,
+            })
+        return self._advice
 
     def hlo(self) -> HloReport:
         """The cost model of the HLO modules this trace ran (FLOPs, bytes, collectives per instruction)."""

@@ -170,3 +170,17 @@ def is_trace_path(path: Path) -> bool:
     if path.is_file():
         return is_trace_file(path)
     return path.is_dir() and any(is_trace_file(p) for p in path.rglob("*.xplane.pb*"))
+
+
+def op_executions(profile: Profile) -> pd.DataFrame:
+    """Every op execution of ``profile`` (its ``ops`` table), read again from its files (the parsed-table
+    cache first) when the reader did not keep them (``ReadOptions(keep_ops=False)``)."""
+    if not profile.ops.empty or not profile.source.files:
+        return profile.ops
+    from traceview.trace import table_cache as tablecache
+
+    frames = []
+    for f in profile.source.files:
+        data = tablecache.get(f)
+        frames.append((data if data is not None else read_xplane(f)).ops)
+    return _concat(frames, OP_COLUMNS)

@@ -1,0 +1,280 @@
+"""Why each device sat idle: its idle time split into causes, per device and per step.
+
+A device's idle time is its span less the union of its op intervals (``timeline.devices``), i.e. the
+gaps between its ops. Each instant of a gap goes to the first cause below that holds at that instant
+(docs/advice.md gives the reasons):
+
+1. ``transfer``: a host thread of the device's host is copying data to or from a device
+   (:data:`TRANSFER`: ``BufferFromHostBuffer``, ``np.asarray(jax.Array)``, ``cuMemcpyHtoDAsync``, ...).
+2. ``sync``: another device is still busy, and this one waits at a collective (the gap ends where a
+   collective op starts on it) or its host is blocked waiting on the devices (:data:`WAIT`).
+3. ``launch``: a feeding thread is inside the runtime's dispatch (:data:`DISPATCH`), or blocked waiting
+   on devices none of which is busy (the runtime has not handed control back yet).
+4. ``host``: a feeding thread is busy with anything else (the user's Python, the input pipeline, a
+   step annotation around them): the device waits for the host.
+5. ``unknown``: no traced host activity explains the gap.
+
+The feeding threads of a host are its threads (other than the device op lines themselves, which on
+the CPU are host threads too) that dispatch at least once. Everything is interval arithmetic on numpy
+arrays (``timeline.intervals``); no Python object per event.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from traceview.timeline.intervals import complement, covered_length, intersect, subtract, union
+
+CAUSES = ("host", "launch", "sync", "transfer", "unknown")
+ORDER = ("transfer", "sync", "launch", "host")          # the first that holds decides; the rest is unknown
+
+FEEDING = re.compile(
+    r"PjitFunction|PmapFunction|LoadedExecutable::Execute|ExecuteHelper|EnqueueExecution|LaunchKernel"
+    r"|GraphLaunch|cu(?:da)?Launch|hip(?:Module|Ext)?Launch", re.IGNORECASE)
+DISPATCH = re.compile(
+    FEEDING.pattern + r"|ExecutePrepare|ExecuteLaunch|DoEnqueueProgram|EnqueueContinuationProgram|LoadProgram"
+    r"|System::Execute|ParseArguments|Handle inputs|Handle outputs|CreateOutputs|AllocateOutput"
+    r"|Acquire semaphore|Release semaphore|Wait for (?:donation|usage) holds|ThunkExecutor", re.IGNORECASE)
+TRANSFER = re.compile(
+    r"TransferToDevice|TransferFromDevice|TransferLiteral|BufferFromHostBuffer|CopyToHost|ToLiteral"
+    r"|HostToDevice|DeviceToHost|Memcpy(?:HtoD|DtoH|H2D|D2H)|np\.asarray\(jax\.Array\)|device_put|DevicePut"
+    r"|copy_to_host|CopyToMemory|shard_args",
+    re.IGNORECASE)
+WAIT = re.compile(
+    r"block_until_ready|BlockHostUntilReady|BlockUntilReady|Synchroni[sz]e|WaitForAll|Barrier"
+    r"|sync_global_devices|StreamWaitEvent|EventSynchronize", re.IGNORECASE)
+COLLECTIVE = re.compile(
+    r"all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|collective-broadcast"
+    r"|\bsend\b|\brecv\b|nccl|rccl|AllReduce|AllGather|ReduceScatter|AllToAll", re.IGNORECASE)
+EVIDENCE_NAMES = 5          # host event names kept as evidence per cause
+MAX_DEPTH = 256             # nesting levels of host events looked at for the evidence
+
+
+@dataclass
+class IdleCauses:
+    """Idle time by cause (ps, summed over the active devices, as ``summary.idle_us`` is).
+
+    ``reason`` says why nothing could be split (then ``causes`` is empty). ``per_device``: one row per
+    device (device, idle_ps, <cause>_ps); ``per_step``: one row per step (step, idle_ps, <cause>_ps),
+    the devices' gaps inside the step's window; ``evidence``: per cause, the names that took most of
+    its time ({"name", "time_ps", "source": "host"|"device"}), largest first.
+    """
+
+    idle_ps: int = 0
+    causes: dict[str, int] = field(default_factory=dict)
+    evidence: dict[str, list[dict]] = field(default_factory=dict)
+    per_device: pd.DataFrame = field(default_factory=pd.DataFrame)
+    per_step: pd.DataFrame = field(default_factory=pd.DataFrame)
+    feeding_threads: list[str] = field(default_factory=list)
+    reason: str | None = None
+
+
+Intervals = tuple[np.ndarray, np.ndarray]
+_EMPTY: Intervals = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+
+
+def idle_causes(ops: pd.DataFrame, host_events: pd.DataFrame, steps: pd.DataFrame | None = None) -> IdleCauses:
+    """Split every active device's idle time into :data:`CAUSES`.
+
+    ``ops``: the op executions (``parsers.profile.OP_COLUMNS``: host, device, line, op, start_ps,
+    duration_ps); ``host_events``: the host threads (``HOST_EVENT_COLUMNS``); ``steps``: step, start_ps,
+    time_ps (the analysis' step table) for the per-step split.
+    """
+    if ops.empty:
+        return IdleCauses(reason="the trace has no device op executions")
+    devices = _device_intervals(ops)
+    busy = {d: v[0] for d, v in devices.items()}
+    hosts = _host_sets(ops, host_events)
+    per_device: list[dict] = []
+    evidence_time: dict[str, dict[tuple[str, str], int]] = {c: {} for c in CAUSES}
+    if steps is None or steps.empty:
+        steps = pd.DataFrame({"step": [], "start_ps": [], "time_ps": []})
+    step_ids = steps["step"].to_numpy(dtype=np.int64)
+    step_lo = steps["start_ps"].to_numpy(dtype=np.int64)
+    step_hi = step_lo + steps["time_ps"].to_numpy(dtype=np.int64)
+    per_step = {c: np.zeros(step_ids.size, dtype=np.int64) for c in CAUSES}
+    feeding: set[str] = set()
+    for device, ((b_starts, b_ends), host, collectives) in devices.items():
+        gaps = complement(b_starts, b_ends, int(b_starts[0]), int(b_ends[-1]))
+        sets = hosts.get(host, _HostSets())
+        feeding.update(f"{host}/{t}" for t in sets.threads)
+        peers = union(*_concat([busy[d] for d in busy if d != device]))
+        at_collective = _gaps_before(gaps, collectives)
+        candidates = {
+            "transfer": sets.transfer,
+            "sync": intersect(*peers, *union(*_concat([at_collective, sets.wait]))),
+            "launch": union(*_concat([sets.dispatch, sets.wait])),
+            "host": sets.active,
+        }
+        left, parts = gaps, {}
+        for cause in ORDER:
+            parts[cause] = intersect(*left, *candidates[cause])
+            left = subtract(*left, *parts[cause])
+        parts["unknown"] = left
+        lengths = {c: int((parts[c][1] - parts[c][0]).sum()) for c in CAUSES}
+        per_device.append({"device": device, "idle_ps": int((gaps[1] - gaps[0]).sum()),
+                           **{f"{c}_ps": lengths[c] for c in CAUSES}})
+        for c in CAUSES:
+            if step_ids.size and lengths[c]:
+                per_step[c] += covered_length(step_lo, step_hi, *parts[c])
+            if lengths[c]:
+                _add_evidence(evidence_time[c], c, parts[c], sets, at_collective, collectives)
+    device_table = pd.DataFrame(per_device)
+    causes = {c: int(device_table[f"{c}_ps"].sum()) for c in CAUSES}
+    step_table = pd.DataFrame({"step": step_ids, **{f"{c}_ps": per_step[c] for c in CAUSES}})
+    step_table.insert(1, "idle_ps", sum(per_step[c] for c in CAUSES) if step_ids.size else np.empty(0))
+    evidence = {c: [{"name": n, "time_ps": t, "source": s} for (n, s), t in
+                    sorted(evidence_time[c].items(), key=lambda kv: (-kv[1], kv[0]))[:EVIDENCE_NAMES]]
+                for c in CAUSES}
+    return IdleCauses(idle_ps=int(device_table["idle_ps"].sum()), causes=causes, evidence=evidence,
+                      per_device=device_table, per_step=step_table, feeding_threads=sorted(feeding),
+                      reason=None if any(hosts.values()) else "the trace has no host thread that dispatches "
+                      "to a device: idle time is unknown")
+
+
+# ------------------------------------------------------------------ the device side
+
+
+def _device_intervals(ops: pd.DataFrame) -> dict[str, tuple[Intervals, str, tuple[np.ndarray, np.ndarray]]]:
+    """Per device: the union of its op intervals, its host, and its collectives' start times and names
+    (sorted by start)."""
+    out = {}
+    starts = ops["start_ps"].to_numpy(dtype=np.int64)
+    ends = starts + ops["duration_ps"].to_numpy(dtype=np.int64)
+    names = ops["op"].astype(str)
+    is_collective = names.str.contains(COLLECTIVE).to_numpy()
+    codes, device_names = pd.factorize(ops["device"].astype(str))
+    host_of = ops["host"].astype(str).to_numpy()
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(device_names) + 1))
+    for k, name in enumerate(device_names):
+        rows = order[bounds[k]:bounds[k + 1]]
+        u = union(starts[rows], ends[rows])
+        if u[0].size == 0:
+            continue
+        collective = rows[is_collective[rows]]
+        order_c = np.argsort(starts[collective], kind="stable")
+        out[str(name)] = (u, str(host_of[rows[0]]),
+                          (starts[collective][order_c], names.to_numpy()[collective][order_c]))
+    return out
+
+
+def _gaps_before(gaps: Intervals, collectives: tuple[np.ndarray, np.ndarray]) -> Intervals:
+    """The gaps that end where a collective starts (the device waits at it)."""
+    ends_at = np.isin(gaps[1], collectives[0])
+    return gaps[0][ends_at], gaps[1][ends_at]
+
+
+# ------------------------------------------------------------------ the host side
+
+
+@dataclass
+class _HostSets:
+    """One host's activity as disjoint interval sets, and the events behind them for the evidence."""
+
+    threads: list[str] = field(default_factory=list)
+    transfer: Intervals = _EMPTY
+    dispatch: Intervals = _EMPTY
+    wait: Intervals = _EMPTY
+    active: Intervals = _EMPTY
+    events: pd.DataFrame = field(default_factory=pd.DataFrame)   # name, start, end, depth, kind (its cause)
+
+    def __bool__(self) -> bool:
+        return bool(self.threads)
+
+
+def _host_sets(ops: pd.DataFrame, host_events: pd.DataFrame) -> dict[str, _HostSets]:
+    if host_events.empty:
+        return {}
+    op_lines = set(zip(ops["host"].astype(str), ops["line"].astype(str)))
+    frame = pd.DataFrame({"host": host_events["host"].astype(str), "thread": host_events["thread"].astype(str),
+                          "name": host_events["name"].astype(str),
+                          "start": host_events["start_ps"].to_numpy(dtype=np.int64)})
+    frame["end"] = frame["start"] + host_events["duration_ps"].to_numpy(dtype=np.int64)
+    frame = frame[(frame["end"] > frame["start"])
+                  & ~pd.Series([k in op_lines for k in zip(frame["host"], frame["thread"])], index=frame.index)]
+    names = frame["name"]
+    frame = frame.assign(feeding=names.str.contains(FEEDING).to_numpy(), dispatch=names.str.contains(DISPATCH).to_numpy(), transfer=names.str.contains(TRANSFER)
+                         .to_numpy(), wait=names.str.contains(WAIT).to_numpy())
+    out = {}
+    for host, events in frame.groupby("host", sort=False):
+        feeding = sorted(set(events.loc[events["feeding"], "thread"]))
+        fed = events[events["thread"].isin(feeding)]
+        sets = _HostSets(threads=feeding)
+        sets.transfer = _union_of(events[events["transfer"]])
+        sets.dispatch = _union_of(fed[fed["dispatch"]])
+        sets.wait = subtract(*_union_of(fed[fed["wait"]]), *sets.dispatch)
+        sets.active = _union_of(fed)
+        evidence = pd.concat([fed, events[events["transfer"] & ~events["thread"].isin(feeding)]])
+        sets.events = _with_depth(evidence)
+        out[str(host)] = sets
+    return out
+
+
+def _union_of(events: pd.DataFrame) -> Intervals:
+    return union(events["start"].to_numpy(dtype=np.int64), events["end"].to_numpy(dtype=np.int64))
+
+
+def _with_depth(events: pd.DataFrame) -> pd.DataFrame:
+    """Each event's nesting depth on its thread (0: outermost): the events that started before it
+    on its thread, less those that had ended by its start (exact where events nest, as TraceMe's do)."""
+    events = events.sort_values(["thread", "start", "end"], ascending=[True, True, False], kind="stable")
+    depth = np.zeros(len(events), dtype=np.int64)
+    starts, ends = events["start"].to_numpy(), events["end"].to_numpy()
+    for _, rows in events.groupby("thread", sort=False).indices.items():
+        rows = np.sort(rows)
+        ended = np.searchsorted(np.sort(ends[rows]), starts[rows], side="right")
+        depth[rows] = np.arange(rows.size) - ended
+    return events.assign(depth=depth)
+
+
+def _add_evidence(into: dict, cause: str, part: Intervals, sets: _HostSets, at_collective: Intervals,
+                  collectives: tuple[np.ndarray, np.ndarray]) -> None:
+    """Add to ``into`` ({(name, source): ps}) the self time (time not inside a nested event on the same
+    thread) that host events spent inside the cause's intervals ``part``; for ``sync``, also the time
+    waited before each collective, by the collective's name."""
+    events = sets.events
+    if cause == "unknown" or events.empty:
+        events = events.iloc[0:0]
+    elif cause == "transfer":
+        events = events[events["transfer"]]
+    else:
+        events = events[events["thread"].isin(sets.threads)]
+    for _, thread in events.groupby("thread", sort=False):
+        depth = thread["depth"].to_numpy()
+        for level in range(min(int(depth.max()), MAX_DEPTH) + 1):
+            here = thread[depth == level]
+            if here.empty:
+                continue
+            s, e = here["start"].to_numpy(), here["end"].to_numpy()
+            inside = covered_length(s, e, *part)
+            if not inside.any():
+                continue
+            below = thread[depth == level + 1]
+            if not below.empty:
+                inside = inside - covered_length(s, e, *intersect(*part, *_union_of(below)))
+            for name, t in pd.Series(inside, index=here["name"].to_numpy()).groupby(level=0).sum().items():
+                if t > 0:
+                    into[(str(name), "host")] = into.get((str(name), "host"), 0) + int(t)
+    if cause == "sync":
+        waited = intersect(*part, *at_collective)
+        if waited[0].size:
+            # each waited piece ends at or before its gap's end: the collective starting there
+            at = np.searchsorted(at_collective[1], waited[1], side="left")
+            gap_ends = at_collective[1][np.minimum(at, at_collective[1].size - 1)]
+            names = collectives[1][np.searchsorted(collectives[0], gap_ends, side="left")
+                                   .clip(0, collectives[1].size - 1)]
+            for name, t in pd.Series(waited[1] - waited[0], index=names).groupby(level=0).sum().items():
+                key = (f"before {name}", "device")
+                into[key] = into.get(key, 0) + int(t)
+
+
+def _concat(sets: list[Intervals]) -> Intervals:
+    sets = [s for s in sets if s[0].size]
+    if not sets:
+        return _EMPTY
+    return np.concatenate([s[0] for s in sets]), np.concatenate([s[1] for s in sets])
