@@ -59,6 +59,11 @@ SAMPLES: dict[str, tuple[str, int, dict[str, Any]]] = {
     # mlp, captured again, and the same program with 2x wider hidden layers.
     "mlp_repeat": ("build_mlp", 1, MLP_CONFIG),
     "mlp_slow": ("build_mlp", 1, {**MLP_CONFIG, "hidden": 2048}),
+    # traceview analyze's idle causes: a small MLP whose host loads each batch in Python and numpy
+    # between the steps, so the device waits for the host (host-bound).
+    "host_bound": ("build_host_bound", 1,
+                   {"batch": 128, "d_in": 256, "hidden": 512, "layers": 2, "d_out": 64, "lr": 1e-3,
+                    "pool_rows": 4096, "features_per_row": 24}),
 }
 # sample -> (reference sample, lowest and highest (None: no limit) allowed
 # ratio of its median traced step time to the reference's). mlp_slow does 3.4x
@@ -109,6 +114,41 @@ def build_mlp(cfg: dict[str, Any]):
     desc = (f"MLP {' -> '.join(map(str, dims))}, ReLU, mean squared loss, "
             f"value_and_grad, SGD lr={cfg['lr']}, f32, batch {cfg['batch']}")
     return desc, compiled, params, batches
+
+
+def build_host_bound(cfg: dict[str, Any]):
+    """build_mlp's model fed by :func:`load_batch`: each step's batch is made on the host, in Python and
+    numpy, inside the step and before the jitted call (no prefetch), so the device waits for it."""
+    import numpy as np
+
+    desc, compiled, params, _ = build_mlp(cfg)
+
+    def batches(i: int):
+        return load_batch(i, cfg)
+
+    x, y = load_batch(0, cfg)
+    assert x.shape == (cfg["batch"], cfg["d_in"]) and x.dtype == np.float32 and y.shape == (cfg["batch"], cfg["d_out"])
+    return (desc + f"; each batch made on the host by load_batch (numpy sort/normalise over {cfg['pool_rows']} "
+            f"rows, then a Python loop of {cfg['features_per_row']} features per row) before each step"), \
+        compiled, params, batches
+
+
+def load_batch(i: int, cfg: dict[str, Any]):
+    """A deliberately slow input pipeline: numpy work on a pool of rows, then per-row Python feature code."""
+    import numpy as np
+
+    rng = np.random.default_rng(i)
+    pool = rng.standard_normal((cfg["pool_rows"], cfg["d_in"])).astype(np.float32)
+    pool = np.sort(pool, axis=1)                                   # "augmentation"
+    rows = pool[rng.choice(cfg["pool_rows"], cfg["batch"], replace=False)]
+    rows = (rows - rows.mean(axis=0)) / (rows.std(axis=0) + 1e-6)
+    x = np.empty((cfg["batch"], cfg["d_in"]), dtype=np.float32)
+    for r in range(cfg["batch"]):                                 # per-row Python: a tokenizer's worth of work
+        features = [float(v) * 0.5 for v in rows[r, : cfg["features_per_row"]]]
+        x[r] = rows[r]
+        x[r, : len(features)] = features
+    y = x[:, : cfg["d_out"]] * 0.1
+    return x, y
 
 
 def build_transformer(cfg: dict[str, Any]):
@@ -346,7 +386,8 @@ def run_worker(name: str, work: Path) -> None:
     def run(i: int):
         nonlocal state
         t0 = time.perf_counter()
-        state, loss = compiled(state, batches[i % len(batches)])
+        batch = batches(i) if callable(batches) else batches[i % len(batches)]   # host_bound loads it here
+        state, loss = compiled(state, batch)
         jax.block_until_ready((state, loss))
         return time.perf_counter() - t0, float(loss)
 
@@ -377,7 +418,8 @@ def run_worker(name: str, work: Path) -> None:
         "device_count": jax.device_count(),
         "xla_flags": os.environ.get("XLA_FLAGS", "").replace(str(work), "<tmp>"),
         "state_shapes": jax.tree.map(lambda a: f"{a.dtype}{list(a.shape)}", state),
-        "batch_shapes": jax.tree.map(lambda a: f"{a.dtype}{list(a.shape)}", batches[0]),
+        "batch_shapes": jax.tree.map(lambda a: f"{a.dtype}{list(a.shape)}",
+                                     batches(0) if callable(batches) else batches[0]),
         "warmup_steps": WARMUP_STEPS,
         "untraced_step_times_s": timed,
         "traced_step_times_s": traced,

@@ -19,7 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "sample_traces" / "capture.py"
-SAMPLES = ("mlp", "transformer", "sharded", "fsdp", "tensor_parallel", "mlp_repeat", "mlp_slow")
+SAMPLES = ("mlp", "transformer", "sharded", "fsdp", "tensor_parallel", "mlp_repeat", "mlp_slow", "host_bound")
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter")
 
 

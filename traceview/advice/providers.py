@@ -169,8 +169,8 @@ def memory_provider(context: AdviceContext) -> Iterable[Advice]:
         title = (f"memory: peak at {fmt_pct(used)} of capacity: too close (a larger batch will not fit; "
                  "rematerialise with jax.checkpoint, shard the optimizer state, or offload)")
     elif used < MEMORY_ROOMY:
-        title = (f"memory: peak at {fmt_pct(used)} of capacity: headroom for a larger batch (up to about "
-                 f"{1 / used:.1f}x the activations) or less rematerialisation")
+        title = (f"memory: peak at {fmt_pct(used)} of capacity ({fmt_si(room.headroom_bytes, 'B')} free): "
+                 "headroom for a larger batch or less rematerialisation")
     else:
         return []
     return [Advice(kind="memory", title=title, saving_ps=None, rule=rule, evidence=evidence, tab="Memory")]

@@ -57,11 +57,11 @@ def advice_sections(report: AdviceReport, top: int = TOP) -> list[Section]:
     return sections
 
 
-def stragglers_json(report: AdviceReport) -> dict[str, Any] | None:
+def stragglers_json(report: AdviceReport) -> dict[str, Any]:
     """``summary.stragglers``: the late device (and host), and per step who started / finished last."""
     late = report.stragglers
     if late.steps.empty:
-        return None
+        return {"device": None, "reason": late.reason or "no step ran on two or more devices"}
 
     def steps(table) -> list[dict[str, Any]]:
         return [{"step": int(r.step), "devices": int(r.devices), "last_to_start": str(r.last_to_start),
@@ -72,7 +72,7 @@ def stragglers_json(report: AdviceReport) -> dict[str, Any] | None:
     return {"device": late.device, "most_often_last": late.most_often_last, "late_steps": late.device_late_steps,
             "steps": len(late.steps), "wait_us": float(late.steps["wait_ps"].sum()) / 1e6,
             "host": late.host, "host_late_steps": late.host_late_steps,
-            "per_step": steps(late.steps), "per_host_step": steps(late.host_steps)}
+            "per_step": steps(late.steps), "per_host_step": steps(late.host_steps), "reason": None}
 
 
 def add_advice_record(record: dict[str, Any], report: AdviceReport) -> None:
