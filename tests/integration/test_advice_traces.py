@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
+import json
+
 import pytest
 
 import traceview
@@ -74,8 +75,6 @@ def test_sharded_sample_reports_stragglers_over_eight_devices(sample_traces) -> 
                                    "AMD-AGI-TraceLens/te_fused_attn/934987a2fc2f.xplane.pb"])
 def test_idle_causes_add_up_to_the_idle_time_on_real_traces(shared_traces, trace, capsys) -> None:
     assert main(["analyze", str(shared_traces / trace), "--format", "json"]) == 0
-    import json
-
     record = json.loads(capsys.readouterr().out)
     summary = record["summary"]
     total = sum(c["time_us"] for c in summary["idle_causes"])

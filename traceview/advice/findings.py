@@ -22,14 +22,15 @@ UNQUANTIFIED = "no honest estimate of the time saved: ranked after the quantifie
 class Advice:
     """One thing to fix. ``saving_ps``: device time per device the fix removes at most (it never
     exceeds ``removable_ps``, the time the finding measured); None where no estimate is honest.
-    ``rule``: the book's section or formula, or the measurement it rests on. ``tab``: the dashboard
-    tab that shows it."""
+    ``rule``: the book's section or formula, or the measurement it rests on; ``evidence``: what was
+    measured; ``fix``: what to do. ``tab``: the dashboard tab that shows it."""
 
     kind: str
     title: str
     saving_ps: float | None
     rule: str
     evidence: tuple[str, ...] = ()
+    fix: str = ""
     tab: str = "Overview"
     removable_ps: float | None = None
     rank: int = 0
@@ -86,4 +87,4 @@ def advice_json(item: Advice, span_ps: float) -> dict[str, Any]:
     saving_us = None if item.saving_ps is None else item.saving_ps / 1e6
     return {"rank": item.rank, "kind": item.kind, "title": item.title, "saving_us": saving_us,
             "saving_share": None if item.saving_ps is None or span_ps <= 0 else item.saving_ps / span_ps,
-            "rule": item.rule, "evidence": list(item.evidence), "tab": item.tab}
+            "rule": item.rule, "evidence": list(item.evidence), "fix": item.fix, "tab": item.tab}

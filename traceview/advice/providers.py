@@ -44,6 +44,7 @@ OP_FIX = {
                      "fewer bytes (reduce-scatter instead of all-reduce, lower precision)",
     "unknown": "no roofline verdict: the cost model lacks a figure for it",
 }
+AXIS_FIX = "overlap the axis' collectives with compute (async collectives, scheduling), or move fewer bytes over it"
 IDLE_ADVICE = {
     "host": ("the devices wait for the host (input pipeline, Python between steps)",
              "prefetch the next batch while the step runs (a background thread, tf.data / grain prefetch, "
@@ -70,8 +71,9 @@ def op_provider(context: AdviceContext) -> Iterable[Advice]:
     removable = "exposed_time_ps" if "exposed_time_ps" in frame.columns else "self_time_ps"
     frame = frame.assign(removable=frame[removable].astype(float).fillna(frame["self_time_ps"].astype(float)))
     keys = [k for k in ("program_id", "module", "op") if k in frame.columns]
+    measured = "judged_time_ps" if "judged_time_ps" in frame.columns else "self_time_ps"
     grouped = frame.groupby(keys, sort=False, observed=True, dropna=False).agg(
-        gain=("gain", "sum"), removable=("removable", "sum"), time=("self_time_ps", "sum"),
+        gain=("gain", "sum"), removable=("removable", "sum"), time=(measured, "sum"),
         roofline=("roofline_time_ps", "sum"), bound=("bound", "first"), occurrences=("occurrences", "sum"),
     ).reset_index().sort_values("gain", ascending=False)
     out = []
@@ -85,35 +87,45 @@ def op_provider(context: AdviceContext) -> Iterable[Advice]:
             f" at {fmt_pct(efficiency)} of its roofline" if efficiency is not None else "")
         out.append(Advice(
             kind="op", title=title, saving_ps=saving, removable_ps=context.per_device(float(row.removable)),
-            rule=ROOFLINE_RULE, tab="Ops", evidence=(
-                f"measured {fmt_time_us(row.time / 1e6)} over {int(row.occurrences)} runs, roofline "
-                f"{fmt_time_us(row.roofline / 1e6)}", OP_FIX.get(bound, OP_FIX["unknown"]))))
+            rule=ROOFLINE_RULE, tab="Ops", fix=OP_FIX.get(bound, OP_FIX["unknown"]), evidence=(
+                f"measured {fmt_time_us(row.time / 1e6)} over {int(row.occurrences)} runs (all devices), "
+                f"roofline {fmt_time_us(row.roofline / 1e6)}",)))
     return out
 
 
 def axis_provider(context: AdviceContext) -> Iterable[Advice]:
-    """Mesh axes whose communication is exposed (not hidden behind compute)."""
+    """Mesh axes whose communication is exposed (not hidden behind compute). Overlapped perfectly, a step
+    takes max(T_math, T_comms) rather than their sum (How to Scale Your Model, ch. 1), so hiding an
+    axis' exposed time saves at most the busy time it could hide behind: the device time not bound by
+    communication. Without that split the exposed time itself is the bound."""
     report = context.view("parallelism")
     if report is None:
         return []
+    by_bound = (getattr(context.pipeline, "summary", None) or {}).get("time_by_bound_ps") or {}
+    behind = [by_bound.get(b) for b in ("compute", "memory", "unknown")]
+    hideable = context.per_device(float(sum(b or 0 for b in behind))) if any(b is not None for b in behind) \
+        else None
     out = []
     for axis in report.axes:
         if not axis.exposed_ps:
             continue
-        saving = context.per_device(float(axis.exposed_ps))
+        exposed = context.per_device(float(axis.exposed_ps))
+        saving = exposed if hideable is None else min(exposed, hideable)
         if saving < MIN_SHARE * context.span_ps:
             continue
         role = axis.role.role if axis.role is not None and axis.role.role else "role unknown"
         verdict = axis.verdict.verdict or "not judged"
         evidence = [f"{axis.collectives} collectives, {fmt_si(axis.bytes or 0, 'B')} moved, exposed "
-                    f"{fmt_time_us(saving / 1e6)} per device", f"the book's rule: {verdict}"]
-        evidence += list(axis.verdict.suggestions)
+                    f"{fmt_time_us(exposed / 1e6)} per device"
+                    + (f"; at most {fmt_time_us(hideable / 1e6)} of busy time to hide it behind"
+                       if hideable is not None and hideable < exposed else ""), f"the book's rule: {verdict}"]
         if axis.measured:
             evidence.append(axis.measured)
+        suggestions = list(axis.verdict.suggestions)
         out.append(Advice(kind="axis", title=f"mesh axis '{axis.name}' ({role}, size {axis.size}): exposed "
-                          f"communication", saving_ps=saving, removable_ps=saving, tab="Parallelism",
+                          f"communication", saving_ps=saving, removable_ps=exposed, tab="Parallelism",
                           rule=axis.verdict.rule or "exposed communication: in-flight time not overlapped by compute",
-                          evidence=tuple(evidence)))
+                          evidence=tuple(evidence), fix="; ".join(suggestions) or AXIS_FIX))
     return out
 
 
@@ -129,14 +141,14 @@ def idle_provider(context: AdviceContext) -> Iterable[Advice]:
         if saving <= 0 or saving < IDLE_NOTABLE * context.span_ps:
             continue
         what, fix = IDLE_ADVICE[cause]
-        evidence = [f"{fmt_pct(total / idle.idle_ps)} of the idle time; host events in the gaps: " + ", ".join(
+        evidence = [f"{fmt_pct(total / idle.idle_ps)} of the idle time; in the gaps: " + ", ".join(
             f"{e['name']} {fmt_time_us(e['time_ps'] / 1e6)}" for e in idle.evidence.get(cause, [])[:3])
-            if idle.evidence.get(cause) else f"{fmt_pct(total / idle.idle_ps)} of the idle time", fix]
+            if idle.evidence.get(cause) else f"{fmt_pct(total / idle.idle_ps)} of the idle time"]
         if cause == "sync" and stragglers is not None and stragglers.most_often_last:
             evidence.append(f"{stragglers.most_often_last} finished last in {stragglers.device_late_steps} "
                             f"of {len(stragglers.steps)} steps")
         out.append(Advice(kind="idle", title=f"idle: {cause}: {what}", saving_ps=saving, removable_ps=saving,
-                          tab="Timeline", evidence=tuple(evidence),
+                          tab="Timeline", evidence=tuple(evidence), fix=fix,
                           rule="measured: device gaps (span - union of ops) while the host did this "
                                "(docs/advice.md); saving = that idle time, per device"))
     return out
@@ -163,17 +175,19 @@ def memory_provider(context: AdviceContext) -> Iterable[Advice]:
     used = room.peak_bytes / room.capacity_bytes
     evidence = (f"{where}: peak {fmt_si(room.peak_bytes, 'B')} of {fmt_si(room.capacity_bytes, 'B')} on "
                 f"{room.target} ({fmt_pct(used)})", UNQUANTIFIED)
+    fixes = {True: "rematerialise (jax.checkpoint), shard the optimizer state (FSDP), or offload to the host",
+             False: "raise the batch (or the sequence length) until the peak nears capacity, or rematerialise less"}
     rule = (f"measured peak / HBM capacity (hardware database); above {fmt_pct(MEMORY_TIGHT)}: too close, "
             f"below {fmt_pct(MEMORY_ROOMY)}: headroom")
     if used > MEMORY_TIGHT:
-        title = (f"memory: peak at {fmt_pct(used)} of capacity: too close (a larger batch will not fit; "
-                 "rematerialise with jax.checkpoint, shard the optimizer state, or offload)")
+        title = f"memory: peak at {fmt_pct(used)} of capacity: too close (a larger batch will not fit)"
     elif used < MEMORY_ROOMY:
         title = (f"memory: peak at {fmt_pct(used)} of capacity ({fmt_si(room.headroom_bytes, 'B')} free): "
                  "headroom for a larger batch or less rematerialisation")
     else:
         return []
-    return [Advice(kind="memory", title=title, saving_ps=None, rule=rule, evidence=evidence, tab="Memory")]
+    return [Advice(kind="memory", title=title, saving_ps=None, rule=rule, evidence=evidence, tab="Memory",
+                   fix=fixes[used > MEMORY_TIGHT])]
 
 
 def scopes_provider(context: AdviceContext) -> Iterable[Advice]:
@@ -198,7 +212,8 @@ def scopes_provider(context: AdviceContext) -> Iterable[Advice]:
         out.append(Advice(kind="scope", title=f"scope {'/'.join(map(str, node['path']))}: time to gain at the "
                           "roofline", saving_ps=saving, removable_ps=removable, rule=ROOFLINE_RULE, tab="Scopes",
                           evidence=(f"gain {fmt_time_us(saving / 1e6)} per device of "
-                                    f"{fmt_time_us((removable or 0) / 1e6)} in the scope",)))
+                                    f"{fmt_time_us((removable or 0) / 1e6)} in the scope",),
+                          fix="open the scope's ops: each op's bound says what to change"))
     return out
 
 
@@ -221,7 +236,8 @@ def serving_provider(context: AdviceContext) -> Iterable[Advice]:
                                   rule="inference floor (How to Scale Your Model, 'All About Transformer "
                                        "Inference'): max(FLOPs / peak, (parameter + KV cache bytes) / HBM bandwidth)",
                                   evidence=(f"{int(steps)} steps of {fmt_time_us(step)} against a floor of "
-                                            f"{fmt_time_us(floor)} ({phase.get('floor_bound')}-bound)",)))
+                                            f"{fmt_time_us(floor)} ({phase.get('floor_bound')}-bound)",),
+                                  fix="close the gap to the floor: the phase's ops by gain show where"))
         batch = _number(phase.get("batch"))
         if phase.get("phase") == "decode" and critical > 0 and 0 < batch < critical:
             out.append(Advice(kind="serving", title=f"serving: decode batch {int(batch)} below the critical batch "
@@ -229,7 +245,8 @@ def serving_provider(context: AdviceContext) -> Iterable[Advice]:
                               "once per step either way)", saving_ps=None, tab="Inference",
                               rule="critical batch B* = peak FLOP/s / HBM bandwidth (How to Scale Your Model, "
                                    "inference chapter): below it decode is memory-bound on the weights",
-                              evidence=(UNQUANTIFIED,)))
+                              evidence=(UNQUANTIFIED,),
+                              fix="batch more sequences per decode step, toward the critical batch"))
     return out
 
 

@@ -78,6 +78,12 @@ class Summary:
     roofline_time_us: float | None = None
     projected_time_us: float | None = None
     gain_definition: str | None = None
+    # the advice view (docs/advice.md): idle time by cause, per device and per step, and stragglers
+    idle_causes: list[dict[str, Any]] = field(default_factory=list)
+    idle_causes_reason: str | None = None
+    idle_causes_by_device: list[dict[str, Any]] = field(default_factory=list)
+    idle_causes_by_step: list[dict[str, Any]] = field(default_factory=list)
+    stragglers: dict[str, Any] | None = None
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Summary:

@@ -23,8 +23,8 @@ def advice_sections(report: AdviceReport, top: int = TOP) -> list[Section]:
         lines.append(f"{item.rank}. [{item.kind}] {item.title}: {saving}")
         if item.evidence:
             lines.append(f"   {item.evidence[0]}")
-        if len(item.evidence) > 1:
-            lines.append(f"   fix: {item.evidence[1]}")
+        if item.fix:
+            lines.append(f"   fix: {item.fix}")
     if not lines:
         lines.append("nothing notable: no op, mesh axis or idle cause holds 1% of the span "
                      "(5% for idle causes), and memory is neither tight nor roomy")
