@@ -87,7 +87,8 @@ def idle_causes(ops: pd.DataFrame, host_events: pd.DataFrame, steps: pd.DataFram
     if ops.empty:
         return IdleCauses(reason="the trace has no device op executions")
     devices = _device_intervals(ops)
-    busy = {d: v[0] for d, v in devices.items()}
+    # In a device's gaps it runs nothing, so "another device is busy" there is "any device is busy".
+    any_busy = union(*_concat([v[0] for v in devices.values()]))
     hosts = _host_sets(ops, host_events)
     per_device: list[dict] = []
     evidence_time: dict[str, dict[tuple[str, str], int]] = {c: {} for c in CAUSES}
@@ -102,11 +103,10 @@ def idle_causes(ops: pd.DataFrame, host_events: pd.DataFrame, steps: pd.DataFram
         gaps = complement(b_starts, b_ends, int(b_starts[0]), int(b_ends[-1]))
         sets = hosts.get(host, _HostSets())
         feeding.update(f"{host}/{t}" for t in sets.threads)
-        peers = union(*_concat([busy[d] for d in busy if d != device]))
         at_collective = _gaps_before(gaps, collectives)
         candidates = {
             "transfer": sets.transfer,
-            "sync": intersect(*peers, *union(*_concat([at_collective, sets.wait]))),
+            "sync": intersect(*any_busy, *union(*_concat([at_collective, sets.wait]))),
             "launch": union(*_concat([sets.dispatch, sets.wait])),
             "host": sets.active,
         }
@@ -145,8 +145,8 @@ def _device_intervals(ops: pd.DataFrame) -> dict[str, tuple[Intervals, str, tupl
     out = {}
     starts = ops["start_ps"].to_numpy(dtype=np.int64)
     ends = starts + ops["duration_ps"].to_numpy(dtype=np.int64)
-    names = ops["op"].astype(str)
-    is_collective = names.str.contains(COLLECTIVE).to_numpy()
+    names = ops["op"]
+    is_collective = matches(ops["op"], COLLECTIVE)
     codes, device_names = pd.factorize(ops["device"].astype(str))
     host_of = ops["host"].astype(str).to_numpy()
     order = np.argsort(codes, kind="stable")
@@ -159,8 +159,17 @@ def _device_intervals(ops: pd.DataFrame) -> dict[str, tuple[Intervals, str, tupl
         collective = rows[is_collective[rows]]
         order_c = np.argsort(starts[collective], kind="stable")
         out[str(name)] = (u, str(host_of[rows[0]]),
-                          (starts[collective][order_c], names.to_numpy()[collective][order_c]))
+                          (starts[collective][order_c], np.asarray(names)[collective][order_c].astype(str)))
     return out
+
+
+def matches(column: pd.Series, pattern: re.Pattern) -> np.ndarray:
+    """Per row, whether its name matches ``pattern``; a categorical column is matched once per name."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        hit = np.asarray(pd.Series(column.cat.categories.astype(str)).str.contains(pattern), dtype=bool)
+        codes = column.cat.codes.to_numpy()
+        return np.where(codes >= 0, np.append(hit, False)[codes], False)
+    return column.astype(str).str.contains(pattern).to_numpy()
 
 
 def _gaps_before(gaps: Intervals, collectives: tuple[np.ndarray, np.ndarray]) -> Intervals:
@@ -190,16 +199,15 @@ class _HostSets:
 def _host_sets(ops: pd.DataFrame, host_events: pd.DataFrame) -> dict[str, _HostSets]:
     if host_events.empty:
         return {}
-    op_lines = set(zip(ops["host"].astype(str), ops["line"].astype(str)))
+    op_lines = pd.MultiIndex.from_frame(ops[["host", "line"]].astype(str).drop_duplicates())
+    names = host_events["name"]
     frame = pd.DataFrame({"host": host_events["host"].astype(str), "thread": host_events["thread"].astype(str),
-                          "name": host_events["name"].astype(str),
-                          "start": host_events["start_ps"].to_numpy(dtype=np.int64)})
+                          "name": names.astype(str), "start": host_events["start_ps"].to_numpy(dtype=np.int64),
+                          "feeding": matches(names, FEEDING), "dispatch": matches(names, DISPATCH),
+                          "transfer": matches(names, TRANSFER), "wait": matches(names, WAIT)})
     frame["end"] = frame["start"] + host_events["duration_ps"].to_numpy(dtype=np.int64)
-    frame = frame[(frame["end"] > frame["start"])
-                  & ~pd.Series([k in op_lines for k in zip(frame["host"], frame["thread"])], index=frame.index)]
-    names = frame["name"]
-    frame = frame.assign(feeding=names.str.contains(FEEDING).to_numpy(), dispatch=names.str.contains(DISPATCH).to_numpy(), transfer=names.str.contains(TRANSFER)
-                         .to_numpy(), wait=names.str.contains(WAIT).to_numpy())
+    on_op_line = pd.MultiIndex.from_arrays([frame["host"], frame["thread"]]).isin(op_lines)
+    frame = frame[(frame["end"] > frame["start"]).to_numpy() & ~on_op_line]
     out = {}
     for host, events in frame.groupby("host", sort=False):
         feeding = sorted(set(events.loc[events["feeding"], "thread"]))
