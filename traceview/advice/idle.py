@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from traceview.timeline.intervals import complement, covered_length, intersect, subtract, union
+from traceview.timeline.intervals import complement, covered_length, intersect, pieces_within, subtract, union
 
 CAUSES = ("host", "launch", "sync", "transfer", "unknown")
 ORDER = ("transfer", "sync", "launch", "host")          # the first that holds decides; the rest is unknown
@@ -182,6 +182,19 @@ def _gaps_before(gaps: Intervals, collectives: tuple[np.ndarray, np.ndarray]) ->
 
 
 @dataclass
+class _Pieces:
+    """Host events cut into their self pieces: the parts of each event not inside a nested event on the
+    same thread (so on a thread the pieces are disjoint, and each instant belongs to its deepest event)."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    name: np.ndarray            # code into ``names``
+    names: np.ndarray
+    feeding: np.ndarray         # the piece is on a feeding thread
+    transfers: tuple[np.ndarray, np.ndarray, np.ndarray]   # the outermost transfer events: start, end, name
+
+
+@dataclass
 class _HostSets:
     """One host's activity as disjoint interval sets, and the events behind them for the evidence."""
 
@@ -190,7 +203,7 @@ class _HostSets:
     dispatch: Intervals = _EMPTY
     wait: Intervals = _EMPTY
     active: Intervals = _EMPTY
-    events: pd.DataFrame = field(default_factory=pd.DataFrame)   # name, start, end, depth, kind (its cause)
+    pieces: _Pieces | None = None
 
     def __bool__(self) -> bool:
         return bool(self.threads)
@@ -211,14 +224,14 @@ def _host_sets(ops: pd.DataFrame, host_events: pd.DataFrame) -> dict[str, _HostS
     out = {}
     for host, events in frame.groupby("host", sort=False):
         feeding = sorted(set(events.loc[events["feeding"], "thread"]))
-        fed = events[events["thread"].isin(feeding)]
+        on_feeding = events["thread"].isin(feeding).to_numpy()
+        fed = events[on_feeding]
         sets = _HostSets(threads=feeding)
         sets.transfer = _union_of(events[events["transfer"]])
         sets.dispatch = _union_of(fed[fed["dispatch"]])
         sets.wait = subtract(*_union_of(fed[fed["wait"]]), *sets.dispatch)
         sets.active = _union_of(fed)
-        evidence = pd.concat([fed, events[events["transfer"] & ~events["thread"].isin(feeding)]])
-        sets.events = _with_depth(evidence)
+        sets.pieces = _self_pieces(events[on_feeding | events["transfer"].to_numpy()], set(feeding))
         out[str(host)] = sets
     return out
 
@@ -227,47 +240,60 @@ def _union_of(events: pd.DataFrame) -> Intervals:
     return union(events["start"].to_numpy(dtype=np.int64), events["end"].to_numpy(dtype=np.int64))
 
 
-def _with_depth(events: pd.DataFrame) -> pd.DataFrame:
-    """Each event's nesting depth on its thread (0: outermost): the events that started before it
-    on its thread, less those that had ended by its start (exact where events nest, as TraceMe's do)."""
+def _self_pieces(events: pd.DataFrame, feeding: set[str]) -> _Pieces:
+    """Per thread, each event's nesting depth (the events that started before it, less those that had
+    ended by its start: exact where events nest, as TraceMe's do), then per depth the events less the
+    union of the next depth's, each piece owned by the event it lies in."""
     events = events.sort_values(["thread", "start", "end"], ascending=[True, True, False], kind="stable")
-    depth = np.zeros(len(events), dtype=np.int64)
+    codes, names = pd.factorize(events["name"])
     starts, ends = events["start"].to_numpy(), events["end"].to_numpy()
-    for _, rows in events.groupby("thread", sort=False).indices.items():
+    transfer = events["transfer"].to_numpy()
+    parts: list[tuple[np.ndarray, ...]] = []
+    outer_transfers: list[np.ndarray] = []
+    for thread, rows in events.groupby("thread", sort=False).indices.items():
         rows = np.sort(rows)
-        ended = np.searchsorted(np.sort(ends[rows]), starts[rows], side="right")
-        depth[rows] = np.arange(rows.size) - ended
-    return events.assign(depth=depth)
+        copies = rows[transfer[rows]]
+        if copies.size:                 # a transfer inside another on its thread is part of that one
+            reach = np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(ends[copies])[:-1]))
+            outer_transfers.append(copies[starts[copies] >= reach])
+        s, e = starts[rows], ends[rows]
+        depth = np.arange(rows.size) - np.searchsorted(np.sort(e), s, side="right")
+        for level in range(min(int(depth.max()), MAX_DEPTH) + 1):
+            here = rows[depth == level]
+            if here.size == 0:
+                continue
+            below = rows[depth == level + 1]
+            lo, hi = int(starts[here].min()), int(ends[here].max())
+            ps, pe, which = pieces_within(starts[here], ends[here],
+                                          *complement(*union(starts[below], ends[below]), lo, hi))
+            owner = here[which]
+            parts.append((ps, pe, codes[owner], np.full(ps.size, thread in feeding)))
+    outer = np.concatenate(outer_transfers) if outer_transfers else np.empty(0, dtype=np.int64)
+    transfers = (starts[outer], ends[outer], codes[outer])
+    if not parts:
+        empty = np.empty(0, dtype=np.int64)
+        return _Pieces(empty, empty, empty, np.asarray(names), np.empty(0, dtype=bool), transfers)
+    columns = [np.concatenate([p[k] for p in parts]) for k in range(4)]
+    return _Pieces(columns[0], columns[1], columns[2], np.asarray(names), columns[3], transfers)
 
 
 def _add_evidence(into: dict, cause: str, part: Intervals, sets: _HostSets, at_collective: Intervals,
                   collectives: tuple[np.ndarray, np.ndarray]) -> None:
     """Add to ``into`` ({(name, source): ps}) the self time (time not inside a nested event on the same
-    thread) that host events spent inside the cause's intervals ``part``; for ``sync``, also the time
-    waited before each collective, by the collective's name."""
-    events = sets.events
-    if cause == "unknown" or events.empty:
-        events = events.iloc[0:0]
-    elif cause == "transfer":
-        events = events[events["transfer"]]
-    else:
-        events = events[events["thread"].isin(sets.threads)]
-    for _, thread in events.groupby("thread", sort=False):
-        depth = thread["depth"].to_numpy()
-        for level in range(min(int(depth.max()), MAX_DEPTH) + 1):
-            here = thread[depth == level]
-            if here.empty:
-                continue
-            s, e = here["start"].to_numpy(), here["end"].to_numpy()
-            inside = covered_length(s, e, *part)
-            if not inside.any():
-                continue
-            below = thread[depth == level + 1]
-            if not below.empty:
-                inside = inside - covered_length(s, e, *intersect(*part, *_union_of(below)))
-            for name, t in pd.Series(inside, index=here["name"].to_numpy()).groupby(level=0).sum().items():
-                if t > 0:
-                    into[(str(name), "host")] = into.get((str(name), "host"), 0) + int(t)
+    thread) that the feeding threads' events spent inside the cause's intervals ``part``; for
+    ``transfer``, the time of the outermost transfer events there; for ``sync``, also the time waited
+    before each collective, by the collective's name."""
+    pieces = sets.pieces
+    if cause != "unknown" and pieces is not None:
+        if cause == "transfer":
+            starts, ends, name = pieces.transfers
+        else:
+            starts, ends, name = pieces.starts[pieces.feeding], pieces.ends[pieces.feeding], pieces.name[pieces.feeding]
+        inside = covered_length(starts, ends, *part)
+        sums = np.bincount(name, weights=inside, minlength=len(pieces.names))
+        for k in np.flatnonzero(sums > 0):
+            key = (str(pieces.names[k]), "host")
+            into[key] = into.get(key, 0) + int(sums[k])
     if cause == "sync":
         waited = intersect(*part, *at_collective)
         if waited[0].size:

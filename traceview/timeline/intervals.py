@@ -69,15 +69,24 @@ def total_length(u_starts: np.ndarray, u_ends: np.ndarray) -> int:
 
 def intersect(a_starts: np.ndarray, a_ends: np.ndarray,
               b_starts: np.ndarray, b_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The intersection of two disjoint, sorted interval sets, itself disjoint and sorted.
+    """The intersection of two disjoint, sorted interval sets, itself disjoint and sorted."""
+    starts, ends, _ = pieces_within(a_starts, a_ends, b_starts, b_ends)
+    return starts, ends
 
-    Each interval of ``a`` meets a contiguous run of ``b`` (found by searchsorted); the pieces are
-    the pairwise overlaps, built without a Python loop per interval.
+
+def pieces_within(a_starts: np.ndarray, a_ends: np.ndarray,
+                  b_starts: np.ndarray, b_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each interval of ``a`` (sorted by start; they may touch or overlap) cut to the disjoint, sorted set
+    ``b``: the pieces, and for each the index of the ``a`` interval it came from.
+
+    Each interval of ``a`` meets a contiguous run of ``b`` (found by searchsorted); the pieces are the
+    pairwise overlaps, built without a Python loop per interval.
     """
     a_starts, a_ends = np.asarray(a_starts, dtype=np.int64), np.asarray(a_ends, dtype=np.int64)
     b_starts, b_ends = np.asarray(b_starts, dtype=np.int64), np.asarray(b_ends, dtype=np.int64)
     if a_starts.size == 0 or b_starts.size == 0:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty, empty
     first = np.searchsorted(b_ends, a_starts, side="right")      # first b ending after a starts
     stop = np.searchsorted(b_starts, a_ends, side="left")        # b starting before a ends
     counts = np.maximum(stop - first, 0)
@@ -87,7 +96,7 @@ def intersect(a_starts: np.ndarray, a_ends: np.ndarray,
     starts = np.maximum(a_starts[which_a], b_starts[which_b])
     ends = np.minimum(a_ends[which_a], b_ends[which_b])
     keep = ends > starts
-    return starts[keep], ends[keep]
+    return starts[keep], ends[keep], which_a[keep]
 
 
 def complement(u_starts: np.ndarray, u_ends: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
