@@ -94,3 +94,15 @@ def test_idle_causes_add_up_to_the_idle_time_on_real_traces(shared_traces, trace
         assert stragglers["most_often_last"].startswith("tpu_inference_2/TPU:")
     else:                               # 8 GPU planes, one ran ops, and no steps: null, with the reason
         assert stragglers["device"] is None and stragglers["reason"]
+
+
+def test_cli_reads_the_executions_again_and_agrees_with_the_api(sample_traces, capsys) -> None:
+    """`analyze` does not keep the op executions (keep_ops=False): the advice view reads them again (here
+    with --no-cache, from the file itself) and prints what the API computes from the kept ones."""
+    path = sample_traces / "host_bound"
+    assert main(["analyze", str(path), "--format", "json", "--no-cache"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    api = traceview.load(path).to_json()
+    assert cli["advice"] == api["advice"]
+    assert cli["summary"]["idle_causes"] == api["summary"]["idle_causes"]
+    assert cli["summary"]["idle_causes_by_step"] == api["summary"]["idle_causes_by_step"]
