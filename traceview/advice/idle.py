@@ -99,8 +99,8 @@ def idle_causes(ops: pd.DataFrame, host_events: pd.DataFrame, steps: pd.DataFram
     step_hi = step_lo + steps["time_ps"].to_numpy(dtype=np.int64)
     per_step = {c: np.zeros(step_ids.size, dtype=np.int64) for c in CAUSES}
     feeding: set[str] = set()
-    for device, ((b_starts, b_ends), host, collectives) in devices.items():
-        gaps = complement(b_starts, b_ends, int(b_starts[0]), int(b_ends[-1]))
+    for device, ((b_starts, b_ends), (first, last), host, collectives) in devices.items():
+        gaps = complement(b_starts, b_ends, first, last)
         sets = hosts.get(host, _HostSets())
         feeding.update(f"{host}/{t}" for t in sets.threads)
         at_collective = _gaps_before(gaps, collectives)
@@ -123,7 +123,7 @@ def idle_causes(ops: pd.DataFrame, host_events: pd.DataFrame, steps: pd.DataFram
                 per_step[c] += covered_length(step_lo, step_hi, *parts[c])
             if lengths[c]:
                 _add_evidence(evidence_time[c], c, parts[c], sets, at_collective, collectives)
-    device_table = pd.DataFrame(per_device)
+    device_table = pd.DataFrame(per_device, columns=["device", "idle_ps", *(f"{c}_ps" for c in CAUSES)])
     causes = {c: int(device_table[f"{c}_ps"].sum()) for c in CAUSES}
     step_table = pd.DataFrame({"step": step_ids, **{f"{c}_ps": per_step[c] for c in CAUSES}})
     step_table.insert(1, "idle_ps", sum(per_step[c] for c in CAUSES) if step_ids.size else np.empty(0))
@@ -139,9 +139,10 @@ def idle_causes(ops: pd.DataFrame, host_events: pd.DataFrame, steps: pd.DataFram
 # ------------------------------------------------------------------ the device side
 
 
-def _device_intervals(ops: pd.DataFrame) -> dict[str, tuple[Intervals, str, tuple[np.ndarray, np.ndarray]]]:
-    """Per device: the union of its op intervals, its host, and its collectives' start times and names
-    (sorted by start)."""
+def _device_intervals(ops: pd.DataFrame) -> dict[str, tuple[Intervals, tuple[int, int], str,
+                                                            tuple[np.ndarray, np.ndarray]]]:
+    """Per device: the union of its op intervals, its span, its host, and its collectives' start times
+    and names (sorted by start)."""
     out = {}
     starts = ops["start_ps"].to_numpy(dtype=np.int64)
     ends = starts + ops["duration_ps"].to_numpy(dtype=np.int64)
@@ -154,11 +155,11 @@ def _device_intervals(ops: pd.DataFrame) -> dict[str, tuple[Intervals, str, tupl
     for k, name in enumerate(device_names):
         rows = order[bounds[k]:bounds[k + 1]]
         u = union(starts[rows], ends[rows])
-        if u[0].size == 0:
-            continue
+        # the span runs from the first start to the last end, zero-length ops included (timeline.devices)
+        span = (int(starts[rows].min()), int(ends[rows].max()))
         collective = rows[is_collective[rows]]
         order_c = np.argsort(starts[collective], kind="stable")
-        out[str(name)] = (u, str(host_of[rows[0]]),
+        out[str(name)] = (u, span, str(host_of[rows[0]]),
                           (starts[collective][order_c], np.asarray(names)[collective][order_c].astype(str)))
     return out
 
