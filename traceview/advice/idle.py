@@ -34,7 +34,8 @@ ORDER = ("transfer", "sync", "launch", "host")          # the first that holds d
 
 FEEDING = re.compile(
     r"PjitFunction|PmapFunction|LoadedExecutable::Execute|ExecuteHelper|EnqueueExecution|LaunchKernel"
-    r"|GraphLaunch|cu(?:da)?Launch|hip(?:Module|Ext)?Launch", re.IGNORECASE)
+    r"|GraphLaunch|cu(?:da)?Launch|hip(?:Module|Ext)?Launch"
+    r"|ExecutorState::Process|FunctionRun|EagerExecute|EagerKernelExecute", re.IGNORECASE)   # TensorFlow
 DISPATCH = re.compile(
     FEEDING.pattern + r"|ExecutePrepare|ExecuteLaunch|DoEnqueueProgram|EnqueueContinuationProgram|LoadProgram"
     r"|System::Execute|ParseArguments|Handle inputs|Handle outputs|CreateOutputs|AllocateOutput"
