@@ -107,7 +107,8 @@ def idle_causes(ops: pd.DataFrame, host_events: pd.DataFrame, steps: pd.DataFram
         at_collective = _gaps_before(gaps, collectives)
         candidates = {
             "transfer": sets.transfer,
-            "sync": intersect(*any_busy, *union(*_concat([at_collective, sets.wait]))),
+            # the waits are few, the busy intervals of a pod many: cut the few by the many
+            "sync": intersect(*union(*_concat([at_collective, sets.wait])), *any_busy),
             "launch": union(*_concat([sets.dispatch, sets.wait])),
             "host": sets.active,
         }
@@ -147,10 +148,8 @@ def _device_intervals(ops: pd.DataFrame) -> dict[str, tuple[Intervals, tuple[int
     out = {}
     starts = ops["start_ps"].to_numpy(dtype=np.int64)
     ends = starts + ops["duration_ps"].to_numpy(dtype=np.int64)
-    names = ops["op"]
     is_collective = matches(ops["op"], COLLECTIVE)
-    codes, device_names = pd.factorize(ops["device"].astype(str))
-    host_of = ops["host"].astype(str).to_numpy()
+    codes, device_names = pd.factorize(ops["device"])
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(device_names) + 1))
     for k, name in enumerate(device_names):
@@ -159,9 +158,9 @@ def _device_intervals(ops: pd.DataFrame) -> dict[str, tuple[Intervals, tuple[int
         # the span runs from the first start to the last end, zero-length ops included (timeline.devices)
         span = (int(starts[rows].min()), int(ends[rows].max()))
         collective = rows[is_collective[rows]]
-        order_c = np.argsort(starts[collective], kind="stable")
-        out[str(name)] = (u, span, str(host_of[rows[0]]),
-                          (starts[collective][order_c], np.asarray(names)[collective][order_c].astype(str)))
+        collective = collective[np.argsort(starts[collective], kind="stable")]
+        out[str(name)] = (u, span, str(ops["host"].iloc[rows[0]]),
+                          (starts[collective], ops["op"].iloc[collective].astype(str).to_numpy()))
     return out
 
 
