@@ -1,4 +1,5 @@
-"""Overview: devices, step time split by bound, MFU, and the biggest gaps in one sentence each."""
+"""Overview: what to fix first (the ranked advice, each item a link to its tab), devices, step time split
+by bound, MFU, and the biggest gaps in one sentence each."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import streamlit as st
 from traceview.analysis.roofline import GAIN_DEFINITION
 from traceview.dashboards.bars import share_bar_html, stacked_columns_html
 from traceview.dashboards.data import View
+from traceview.dashboards.tabs import TAB_KEY, TABS
 from traceview.hardware.chips import Chip, dtype_class
 from traceview.hardware.detect import device_model_name
 from traceview.render.charts import BOUND_COLOURS
@@ -21,6 +23,7 @@ from traceview.vocabulary import BOUNDS_AND_IDLE
 SPLIT_COLOURS = {**BOUND_COLOURS, "idle": "#d9d9d9"}
 MAX_STEP_BARS = 100    # a bar chart of thousands of steps is a blur, and slow to draw
 MAX_DEVICE_ROWS = 16   # more devices: a scrollable data grid instead of a Markdown table
+ADVICE_ITEMS = 5       # as many as `traceview analyze` prints
 _LINK_NAMES = {"ici": "ICI", "nvlink": "NVLink", "infinity_fabric": "Infinity Fabric"}
 
 
@@ -105,6 +108,27 @@ def device_frame(view: View) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def advice_rows(view: View, limit: int = ADVICE_ITEMS) -> list[dict]:
+    """The first ``limit`` items of ``Analysis.advice()``: rank, kind, title, saving (a sentence), the first
+    piece of evidence, and the tab that shows it (the Overview when the dashboard has no such tab)."""
+    report = view.result.advice()
+    rows = []
+    for item in report.items[:limit]:
+        if item.saving_ps is None:
+            saving = "saving not estimated"
+        else:
+            share = item.saving_ps / report.span_ps if report.span_ps else None
+            saving = f"saves up to {fmt_time_us(item.saving_ps / 1e6)} per device ({fmt_share(share)} of the span)"
+        rows.append({"rank": item.rank, "kind": item.kind, "title": item.title, "saving": saving,
+                     "evidence": item.evidence[0] if item.evidence else "",
+                     "tab": item.tab if item.tab in TABS else "Overview"})
+    return rows
+
+
+def _open_tab(name: str) -> None:
+    st.session_state[TAB_KEY] = name
+
+
 @dataclass
 class Parts:
     """What the Overview draws, built once per analysis (every rerun of the page reuses it)."""
@@ -116,6 +140,7 @@ class Parts:
     devices: pd.DataFrame        # device_frame
     split_chart: str | None      # the charts, as HTML (None: nothing to draw)
     steps_chart: str | None
+    advice: list[dict]           # advice_rows
 
 
 def parts(view: View) -> Parts:
@@ -131,12 +156,13 @@ def _parts(_view: View, key: tuple) -> Parts:
                  steps=[x["time_us"] for x in s.get("steps", []) if x.get("time_us") is not None],
                  steps_frame=frame, devices=device_frame(_view),
                  split_chart=split_bar_chart(split) if len(split) else None,
-                 steps_chart=steps_chart(frame) if len(frame) else None)
+                 steps_chart=steps_chart(frame) if len(frame) else None, advice=advice_rows(_view))
 
 
 def render(view: View) -> None:
     s = view.summary
     p = parts(view)
+    _advice(p.advice)
     steps = p.steps
     cols = st.columns(5)
     active, listed = len(view.analysis.active_devices), len(view.analysis.profile.devices)
@@ -174,6 +200,21 @@ def render(view: View) -> None:
         st.caption(f"{n} active devices: busy {fmt_time_us(s.get('device_time_us'))} + idle "
                    f"{fmt_time_us(s.get('idle_us'))} = span {fmt_time_us(s.get('span_us'))} x {n}"
                    + (f"; {len(s['inactive_devices'])} devices ran no op" if s.get("inactive_devices") else ""))
+
+
+def _advice(rows: list[dict]) -> None:
+    """What to fix first: one line per item, ranked by projected saving, with a button to its tab."""
+    if not rows:
+        return
+    st.markdown("**What to fix first** (ranked by projected saving; savings of different items may overlap)")
+    for row in rows:
+        text, link = st.columns([7, 1], vertical_alignment="center")
+        text.markdown(f"{row['rank']}. **{markdown_text(row['title'])}**: {row['saving']}")
+        if row["evidence"]:
+            text.caption(markdown_text(row["evidence"]))
+        if row["tab"] != "Overview":
+            link.button(f"{row['tab']} →", key=f"tv_advice_{row['rank']}", on_click=_open_tab, args=(row["tab"],),
+                        help=f"open the {row['tab']} tab")
 
 
 def warm(view: View) -> None:

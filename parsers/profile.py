@@ -164,3 +164,6 @@ class Profile:
     op_parts: list | None = None
     # Reads hosts again keeping more rows ({host index: KeepRows} -> {host index: OpsPart}).
     reduce_again: Callable | None = None
+    # Reads the op executions again (``() -> ops``, as the reader's options say: the table cache or not),
+    # for a view that needs them when ``ops`` was not kept.
+    read_ops: Callable | None = None

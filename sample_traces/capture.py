@@ -77,6 +77,11 @@ SAMPLES: dict[str, tuple[str, int, dict[str, Any]]] = {
     # The mlp program traced with create_perfetto_trace=True: the run holds both the xplane and the
     # Perfetto trace-event JSON JAX writes beside it (the two readers must agree on one capture).
     "mlp_perfetto": ("build_mlp", 1, MLP_CONFIG),
+    # traceview analyze's idle causes: a small MLP whose host loads each batch in Python and numpy
+    # between the steps, so the device waits for the host (host-bound).
+    "host_bound": ("build_host_bound", 1,
+                   {"batch": 128, "d_in": 256, "hidden": 512, "layers": 2, "d_out": 64, "lr": 1e-3,
+                    "pool_rows": 4096, "features_per_row": 24}),
 }
 # Samples whose worker is not a training loop: builder name -> the worker that runs and traces it.
 SERVING_BUILDERS = {"build_serving"}
@@ -132,6 +137,41 @@ def build_mlp(cfg: dict[str, Any]):
     desc = (f"MLP {' -> '.join(map(str, dims))}, ReLU, mean squared loss, "
             f"value_and_grad, SGD lr={cfg['lr']}, f32, batch {cfg['batch']}")
     return desc, compiled, params, batches
+
+
+def build_host_bound(cfg: dict[str, Any]):
+    """build_mlp's model fed by :func:`load_batch`: each step's batch is made on the host, in Python and
+    numpy, inside the step and before the jitted call (no prefetch), so the device waits for it."""
+    import numpy as np
+
+    desc, compiled, params, _ = build_mlp(cfg)
+
+    def batches(i: int):
+        return load_batch(i, cfg)
+
+    x, y = load_batch(0, cfg)
+    assert x.shape == (cfg["batch"], cfg["d_in"]) and x.dtype == np.float32 and y.shape == (cfg["batch"], cfg["d_out"])
+    return (desc + f"; each batch made on the host by load_batch (numpy sort/normalise over {cfg['pool_rows']} "
+            f"rows, then a Python loop of {cfg['features_per_row']} features per row) before each step"), \
+        compiled, params, batches
+
+
+def load_batch(i: int, cfg: dict[str, Any]):
+    """A deliberately slow input pipeline: numpy work on a pool of rows, then per-row Python feature code."""
+    import numpy as np
+
+    rng = np.random.default_rng(i)
+    pool = rng.standard_normal((cfg["pool_rows"], cfg["d_in"])).astype(np.float32)
+    pool = np.sort(pool, axis=1)                                   # "augmentation"
+    rows = pool[rng.choice(cfg["pool_rows"], cfg["batch"], replace=False)]
+    rows = (rows - rows.mean(axis=0)) / (rows.std(axis=0) + 1e-6)
+    x = np.empty((cfg["batch"], cfg["d_in"]), dtype=np.float32)
+    for r in range(cfg["batch"]):                                 # per-row Python: a tokenizer's worth of work
+        features = [float(v) * 0.5 for v in rows[r, : cfg["features_per_row"]]]
+        x[r] = rows[r]
+        x[r, : len(features)] = features
+    y = x[:, : cfg["d_out"]] * 0.1
+    return x, y
 
 
 def build_transformer(cfg: dict[str, Any]):
@@ -747,7 +787,8 @@ def run_worker(name: str, work: Path) -> None:
     def run(i: int):
         nonlocal state
         t0 = time.perf_counter()
-        state, loss = compiled(state, batches[i % len(batches)])
+        batch = batches(i) if callable(batches) else batches[i % len(batches)]   # host_bound loads it here
+        state, loss = compiled(state, batch)
         jax.block_until_ready((state, loss))
         return time.perf_counter() - t0, float(loss)
 
@@ -771,7 +812,8 @@ def run_worker(name: str, work: Path) -> None:
         "config": cfg,
         **_environment(work),
         "state_shapes": jax.tree.map(lambda a: f"{a.dtype}{list(a.shape)}", state),
-        "batch_shapes": jax.tree.map(lambda a: f"{a.dtype}{list(a.shape)}", batches[0]),
+        "batch_shapes": jax.tree.map(lambda a: f"{a.dtype}{list(a.shape)}",
+                                     batches(0) if callable(batches) else batches[0]),
         "warmup_steps": WARMUP_STEPS,
         "untraced_step_times_s": timed,
         "traced_step_times_s": traced,

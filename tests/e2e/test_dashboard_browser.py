@@ -361,6 +361,31 @@ def test_history_tab_in_chromium(browser, sample_traces, tmp_path):
         _settle(browser, 0, "the opened run")
         assert "Traceback" not in browser.js("document.body.innerText")
         shots.append(browser.screenshot(tmp_path / "dashboard_history_opened.png"))
+
+
+def test_overview_lists_what_to_fix_first_and_links_to_tabs(browser, sample_traces, tmp_path):
+    """The Overview opens with the ranked advice (as `Analysis.advice()` ranks it); an item's button opens
+    its tab: on the host-bound sample the first item is the host, and its button opens the Timeline."""
+    trace = sample_traces / "host_bound"
+    first = traceview.load(trace).advice().items[0]
+    assert first.kind == "idle" and first.tab == "Timeline"
+    with dashboard_server(trace, tmp_path / "server.log") as url:
+        _open_overview(browser, url)
+        _settle(browser, 2, "Overview")
+        panel = _visible_panel(browser)
+        assert panel.index("What to fix first") < panel.index("Where the time goes"), "the advice is not first"
+        assert first.title in panel
+        shots = [browser.screenshot(tmp_path / "dashboard_advice_overview.png")]
+        ok = browser.js("""(() => { const b = [...document.querySelectorAll('[role="tabpanel"] button')]
+            .find(x => x.offsetParent !== null && x.innerText.includes('Timeline →'));
+            if (!b) return false; b.click(); return true; })()""")
+        assert ok, "no 'Timeline →' button beside the first item"
+        browser.wait_for(f"({_PANEL}).includes('idle gaps')", 120, "the Timeline tab opened from the advice")
+        selected = browser.js("[...document.querySelectorAll('[role=\"tab\"]')]"
+                              ".filter(t => t.getAttribute('aria-selected') === 'true').map(t => t.innerText).join()")
+        assert selected.strip() == "Timeline"
+        _settle(browser, 1, "Timeline")
+        shots.append(browser.screenshot(tmp_path / "dashboard_advice_timeline.png"))
     _keep(shots)
     for shot in shots:
         assert _not_blank(shot) > 200, f"{shot.name} looks blank"

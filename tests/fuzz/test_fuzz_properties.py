@@ -200,3 +200,47 @@ def test_any_op_name_gives_a_bounded_path_with_no_marker(name):
         return
     assert len(path.scopes) <= MAX_COMPONENTS and path.pass_ in PASSES
     assert not set(path.scopes) & MARKERS and "" not in path.scopes
+
+
+# ------------------------------------------------------------------ idle causes and stragglers
+
+_INTERVAL = st.tuples(st.integers(0, 3), st.integers(0, 10_000), st.integers(0, 3_000))
+_HOST_EVENT = st.tuples(st.sampled_from(["main", "worker", "pool"]),
+                        st.sampled_from(["PjitFunction(f)", "block_until_ready", "np.asarray(jax.Array)",
+                                         "$x.py:1 load", "train", "all-reduce", "\x1b[2J|`x`"]),
+                        st.integers(0, 10_000), st.integers(0, 3_000))
+
+
+@FAST
+@given(st.lists(_INTERVAL, min_size=1, max_size=40), st.lists(_HOST_EVENT, max_size=60),
+       st.lists(st.sampled_from(["fusion", "all-reduce.1", "dot", "nccl_send"]), min_size=1, max_size=40))
+def test_idle_causes_always_add_up_to_each_devices_idle_time(intervals, host_rows, names):
+    """Any timeline (overlaps, zero lengths, improper nesting on the host): every cause >= 0, the causes of a
+    device add up to its idle time (span less the union of its ops), the steps' parts to no more."""
+    import numpy as np
+    import pandas as pd
+
+    from traceview.advice.idle import CAUSES, idle_causes
+    from traceview.advice.stragglers import stragglers
+    from traceview.timeline.devices import device_time
+
+    ops = pd.DataFrame({"host": "h", "device": [f"h/TPU:{d}" for d, _, _ in intervals], "line": "XLA Ops",
+                        "op": [names[i % len(names)] for i in range(len(intervals))],
+                        "start_ps": [s for _, s, _ in intervals], "duration_ps": [n for _, _, n in intervals],
+                        "self_ps": [n for _, _, n in intervals], "step": [s // 4_000 for _, s, _ in intervals]})
+    host = pd.DataFrame({"host": "h", "thread": [r[0] for r in host_rows], "name": [r[1] for r in host_rows],
+                         "start_ps": [r[2] for r in host_rows], "duration_ps": [r[3] for r in host_rows]})
+    steps = pd.DataFrame({"step": [0, 1, 2], "start_ps": [0, 4_000, 8_000], "time_ps": [4_000, 4_000, 5_000]})
+    result = idle_causes(ops, host, steps)
+    expected = device_time(ops).set_index("device")["idle_ps"]
+    table = result.per_device.set_index("device")
+    for device, idle in expected.items():
+        parts = [int(table.loc[device, f"{c}_ps"]) for c in CAUSES]
+        assert min(parts) >= 0 and sum(parts) == idle == table.loc[device, "idle_ps"]
+    assert sum(result.causes.values()) == result.idle_ps == int(expected.sum())
+    assert (result.per_step["idle_ps"] <= result.idle_ps).all()
+    assert all(e["time_ps"] > 0 for ev in result.evidence.values() for e in ev)
+    late = stragglers(ops)
+    assert (late.steps[["start_lag_ps", "finish_lag_ps", "wait_ps"]].to_numpy() >= 0).all() if len(late.steps) \
+        else True
+    assert np.isfinite(result.idle_ps)

@@ -20,7 +20,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "sample_traces" / "capture.py"
 SAMPLES = ("mlp", "transformer", "sharded", "fsdp", "tensor_parallel", "ring_attention", "pipeline", "moe", "mlp_repeat",
-           "mlp_slow", "mlp_perfetto")
+           "mlp_slow", "mlp_perfetto", "host_bound")
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter")
 
 

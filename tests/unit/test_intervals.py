@@ -53,3 +53,30 @@ def test_tagged_union_tags_each_interval_with_its_group_when_groups_lie_apart():
     for group in range(3):                                 # lengths per tag = the group's own union
         mask = brute_mask(starts[tags == group] - 1000 * group, ends[tags == group] - 1000 * group, 1000)
         assert (ue - us)[ut == group].sum() == mask.sum()
+
+
+# ---- intersect / subtract / complement, against the brute-force grid
+
+def _random_set(rng, width: int, n: int):
+    from traceview.timeline.intervals import union
+
+    starts = rng.integers(0, width - 1, n)
+    return union(starts, starts + rng.integers(1, 12, n))
+
+
+def test_intersect_subtract_complement_match_a_grid() -> None:
+    from traceview.timeline.intervals import complement, intersect, subtract
+
+    rng = np.random.default_rng(7)
+    width = 200
+    for _ in range(200):
+        a, b = _random_set(rng, width, int(rng.integers(0, 15))), _random_set(rng, width, int(rng.integers(0, 15)))
+        ga, gb = brute_mask(*a, width + 20), brute_mask(*b, width + 20)
+        both = intersect(*a, *b)
+        assert (np.diff(both[0]) > 0).all() if both[0].size > 1 else True
+        assert np.array_equal(brute_mask(*both, width + 20), ga & gb)
+        assert np.array_equal(brute_mask(*subtract(*a, *b), width + 20), ga & ~gb)
+        gaps = complement(*b, 10, 150)
+        window = np.zeros(width + 20, dtype=bool)
+        window[10:150] = True
+        assert np.array_equal(brute_mask(*gaps, width + 20), window & ~gb)

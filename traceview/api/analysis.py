@@ -27,9 +27,11 @@ from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
 from traceview.trace.progress import progress_bar
 from traceview.trace.read import ReadOptions, load_profile
+from traceview.trace.read import op_executions as executions_of
 from traceview.units import PS_PER_US
 
 if TYPE_CHECKING:
+    from traceview.advice.view import AdviceReport
     from traceview.api.hlo import HloReport
     from traceview.inference.view import InferenceReport
     from traceview.memory.view import MemoryReport
@@ -80,6 +82,12 @@ class Summary:
     projected_time_us: float | None = None
     gain_definition: str | None = None
     top_scopes: list[dict[str, Any]] | None = None     # docs/scopes.md: the scopes with most gain of their own
+    # the advice view (docs/advice.md): idle time by cause, per device and per step, and stragglers
+    idle_causes: list[dict[str, Any]] = field(default_factory=list)
+    idle_causes_reason: str | None = None
+    idle_causes_by_device: list[dict[str, Any]] = field(default_factory=list)
+    idle_causes_by_step: list[dict[str, Any]] = field(default_factory=list)
+    stragglers: dict[str, Any] | None = None
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Summary:
@@ -106,6 +114,7 @@ class Analysis:
         self._parallelism: Parallelism | None = None
         self._inference: InferenceReport | None = None
         self._scopes: dict[str, ScopeTree] = {}
+        self._advice: AdviceReport | None = None
 
     def __repr__(self) -> str:
         source = self.pipeline.profile.source
@@ -126,6 +135,9 @@ class Analysis:
 
             record["inference"] = inference_json(self.inference())
         record["summary"]["top_scopes"] = self._top_scopes()
+        from traceview.render.advice import add_advice_record
+
+        add_advice_record(record, self.advice())
 
     def _top_scopes(self) -> list[dict[str, Any]]:
         """``summary.top_scopes``: the three named scopes whose own ops have the most gain (docs/scopes.md)."""
@@ -135,11 +147,13 @@ class Analysis:
         return [node_record(row, tree.judged) for row in tree.top_by_gain(3).to_dict("records")]
 
     def report_sections(self) -> list[Section]:
-        """The views' blocks in the ``analyze`` text and Markdown reports, in the order printed."""
+        """The views' blocks in the ``analyze`` text and Markdown reports, in the order printed: what to fix
+        first (with idle causes and stragglers), where in the model, serving."""
+        from traceview.render.advice import advice_sections
         from traceview.render.analyze import Section
         from traceview.render.scopes import top_scope_lines
 
-        sections = []
+        sections = advice_sections(self.advice())
         tree = self.scope_tree()
         top = tree.top_by_gain(3)
         if not top.empty:
@@ -178,7 +192,7 @@ class Analysis:
         nested child ops), step (-1 outside every step), trace_flops and
         trace_bytes (what a TPU trace reports itself, NaN otherwise).
         """
-        raw = self.pipeline.profile.ops
+        raw = executions_of(self.pipeline.profile)   # read again when loaded without them
         frame = raw.rename(columns={"op": "name", "self_ps": "self_time_ps"})
         return _ps_to_us(frame)
 
@@ -245,8 +259,20 @@ class Analysis:
         if self._inference is None:
             from traceview.inference.view import inference_from_analysis
 
-            self._inference = inference_from_analysis(self.pipeline, self._ops_for_calls())
+            self._inference = inference_from_analysis(self.pipeline, executions_of(self.pipeline.profile))
         return self._inference
+
+    def _scopes_record(self) -> dict[str, Any]:
+        from traceview.render.scopes import scopes_json
+
+        return scopes_json(self.scope_tree())
+
+    def _serving_record(self) -> dict[str, Any] | None:
+        if not self._serving():
+            return None
+        from traceview.render.inference import inference_json
+
+        return inference_json(self.inference())
 
     def _serving(self) -> bool:
         """Whether a module that ran holds a KV cache (cheap: the HLO only), so analyze shows "Inference"."""
@@ -257,16 +283,6 @@ class Analysis:
         from traceview.inference.programs import read_program
 
         return any(read_program(m).caches for m in self.pipeline.ran_modules)
-
-    def _ops_for_calls(self) -> pd.DataFrame:
-        """The op executions the module calls are found in: read again (from the table cache) when this
-        analysis was loaded without them (``keep_ops=False``) and a serving program ran."""
-        ops = self.pipeline.profile.ops
-        if not ops.empty or not self._serving():
-            return ops
-        source = self.pipeline.profile.source
-        return load_profile(source.path, run=source.run, options=ReadOptions(keep_ops=True)).ops
-
 
     def scope_tree(self, by: str = "scope") -> ScopeTree:
         """The scope (``by="scope"``) or source-line (``by="source"``) tree with its totals and warnings
@@ -283,6 +299,22 @@ class Analysis:
         self_gain_us, efficiency, ``<bound>_us``, ``forward_us``/``backward_us``/``other_us``, flops,
         bytes_accessed, ops, text (the source line's text, by source). docs/scopes.md defines them."""
         return self.scope_tree(by).nodes.copy()
+
+
+    def advice(self) -> AdviceReport:
+        """Why the devices were idle (causes per device and per step), stragglers, and one list of what to
+        fix first ranked by projected saving (ops, mesh axes, idle causes, memory): ``items[i]`` is an
+        ``advice.findings.Advice``; ``advice_json()`` is the ``advice`` list of ``analyze --format json``."""
+        if self._advice is None:
+            from traceview.advice.view import advice_report
+
+            self._advice = advice_report(self.pipeline, {
+                "parallelism": lambda: self.parallelism() if self.mesh_summary is not None else None,
+                "memory": self.memory,
+                "scopes": self._scopes_record,
+                "serving": self._serving_record,
+            })
+        return self._advice
 
     def hlo(self) -> HloReport:
         """The cost model of the HLO modules this trace ran (FLOPs, bytes, collectives per instruction)."""

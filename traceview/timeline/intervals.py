@@ -65,3 +65,53 @@ def covered_length(starts: np.ndarray, ends: np.ndarray,
 
 def total_length(u_starts: np.ndarray, u_ends: np.ndarray) -> int:
     return int((u_ends - u_starts).sum())
+
+
+def intersect(a_starts: np.ndarray, a_ends: np.ndarray,
+              b_starts: np.ndarray, b_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The intersection of two disjoint, sorted interval sets, itself disjoint and sorted."""
+    starts, ends, _ = pieces_within(a_starts, a_ends, b_starts, b_ends)
+    return starts, ends
+
+
+def pieces_within(a_starts: np.ndarray, a_ends: np.ndarray,
+                  b_starts: np.ndarray, b_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each interval of ``a`` (sorted by start; they may touch or overlap) cut to the disjoint, sorted set
+    ``b``: the pieces, and for each the index of the ``a`` interval it came from.
+
+    Each interval of ``a`` meets a contiguous run of ``b`` (found by searchsorted); the pieces are the
+    pairwise overlaps, built without a Python loop per interval.
+    """
+    a_starts, a_ends = np.asarray(a_starts, dtype=np.int64), np.asarray(a_ends, dtype=np.int64)
+    b_starts, b_ends = np.asarray(b_starts, dtype=np.int64), np.asarray(b_ends, dtype=np.int64)
+    if a_starts.size == 0 or b_starts.size == 0:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty, empty
+    first = np.searchsorted(b_ends, a_starts, side="right")      # first b ending after a starts
+    stop = np.searchsorted(b_starts, a_ends, side="left")        # b starting before a ends
+    counts = np.maximum(stop - first, 0)
+    which_a = np.repeat(np.arange(a_starts.size), counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    which_b = np.repeat(first, counts) + offsets
+    starts = np.maximum(a_starts[which_a], b_starts[which_b])
+    ends = np.minimum(a_ends[which_a], b_ends[which_b])
+    keep = ends > starts
+    return starts[keep], ends[keep], which_a[keep]
+
+
+def complement(u_starts: np.ndarray, u_ends: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The gaps of a disjoint, sorted interval set within [lo, hi)."""
+    u_starts, u_ends = intersect(u_starts, u_ends, np.array([lo]), np.array([hi]))
+    starts = np.concatenate(([lo], u_ends)).astype(np.int64)
+    ends = np.concatenate((u_starts, [hi])).astype(np.int64)
+    keep = ends > starts
+    return starts[keep], ends[keep]
+
+
+def subtract(a_starts: np.ndarray, a_ends: np.ndarray,
+             b_starts: np.ndarray, b_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``a`` less ``b`` (both disjoint and sorted)."""
+    if np.asarray(a_starts).size == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    lo, hi = int(np.min(a_starts)), int(np.max(a_ends))
+    return intersect(a_starts, a_ends, *complement(b_starts, b_ends, lo, hi))

@@ -110,6 +110,7 @@ def load_profile(path: str | Path, run: str | None = None,
         warnings=warnings,
         op_parts=op_parts,
         reduce_again=functools.partial(_reduce_again, ok_files),
+        read_ops=functools.partial(_read_ops, ok_files, use_cache),
     )
 
 
@@ -196,3 +197,23 @@ def is_trace_path(path: Path) -> bool:
         return is_trace_file(path)
     return path.is_dir() and any(is_trace_file(p) for pattern in ("*.xplane.pb*", "*.json*")
                                  for p in path.rglob(pattern))
+
+
+def op_executions(profile: Profile) -> pd.DataFrame:
+    """Every op execution of ``profile`` (its ``ops`` table), read again from its files when the reader
+    did not keep them (``ReadOptions(keep_ops=False)``), through the table cache if the reading used it."""
+    if not profile.ops.empty or profile.read_ops is None:
+        return profile.ops
+    return profile.read_ops()
+
+
+def _read_ops(files: list[str], use_cache: bool) -> pd.DataFrame:
+    frames = []
+    for f in files:
+        data = None
+        if use_cache:
+            from traceview.trace import table_cache as tablecache
+
+            data = tablecache.get(f)
+        frames.append((data if data is not None else read_trace_file(f)).ops)
+    return _concat(frames, OP_COLUMNS)

@@ -1,0 +1,123 @@
+"""Every kind of advice against a hand calculation, and the ranking rules (times in ps)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from traceview.advice.findings import Advice, AdviceContext, advice_json, ranked
+from traceview.advice.idle import IdleCauses
+from traceview.advice.providers import (
+    axis_provider,
+    idle_provider,
+    memory_provider,
+    op_provider,
+    scopes_provider,
+    serving_provider,
+)
+from traceview.memory.headroom import Headroom
+
+US = 1e6
+
+
+def context(span_ps: float, devices: int, ops: pd.DataFrame | None = None, **views) -> AdviceContext:
+    pipeline = SimpleNamespace(ops=ops if ops is not None else pd.DataFrame())
+    return AdviceContext(pipeline=pipeline, span_ps=span_ps, active_devices=devices,
+                         views={name: (lambda v=v: v) for name, v in views.items()})
+
+
+def test_ops_saving_is_the_gain_per_device_capped_by_the_exposed_time() -> None:
+    ops = pd.DataFrame({
+        "program_id": [1, 1, 1], "module": ["jit_step"] * 3, "op": ["fusion.1", "dot", "fusion.2"],
+        "gain_ps": [400.0, 1200.0, 10.0], "self_time_ps": [500, 1300, 50], "exposed_time_ps": [450.0, 500.0, 50.0],
+        "roofline_time_ps": [100.0, 100.0, 40.0], "bound": ["memory", "compute", "memory"], "occurrences": [4, 2, 2]})
+    items = ranked(op_provider(context(1000, 2, ops)), 1000)
+    # fusion.1: 400 / 2 devices = 200 (removable 450 / 2 = 225); dot: 1200 / 2 = 600 capped by 500 / 2 = 250;
+    # fusion.2: 10 / 2 = 5 = 0.5% of the span, under the 1% floor
+    assert [(i.title.split(":")[0], i.saving_ps, i.rank) for i in items] == [
+        ("op dot (jit_step)", 250.0, 1), ("op fusion.1 (jit_step)", 200.0, 2)]
+    assert "memory-bound at 20.0% of its roofline" in items[1].title      # 100 / 500
+    assert items[1].tab == "Ops" and "roofline" in items[1].rule
+    assert advice_json(items[0], 1000)["saving_share"] == pytest.approx(0.25)
+
+
+def test_mesh_axis_saving_is_its_exposed_communication_per_device() -> None:
+    axis = SimpleNamespace(name="data", size=4, role=SimpleNamespace(role="data"), collectives=2, bytes=1e6,
+                           exposed_ps=80.0, measured="exposed communication 4.0% of device time",
+                           verdict=SimpleNamespace(verdict="compute-bound", rule="T_math > T_comms (ch. 5)",
+                                                   suggestions=["overlap the gradient all-reduce"]))
+    quiet = SimpleNamespace(**{**axis.__dict__, "name": "model", "exposed_ps": 10.0})   # 0.5% of the span
+    items = list(axis_provider(context(1000, 2, parallelism=SimpleNamespace(axes=[axis, quiet]))))
+    assert len(items) == 1
+    assert items[0].saving_ps == 40.0 and items[0].kind == "axis" and items[0].tab == "Parallelism"
+    assert items[0].rule == "T_math > T_comms (ch. 5)"
+    # overlapped, a step takes max(T_math, T_comms): hiding saves at most the non-communication busy time,
+    # here (50 + 10 + 0) / 2 devices = 30 < 40
+    hidden = context(1000, 2, parallelism=SimpleNamespace(axes=[axis]))
+    hidden.pipeline.summary = {"time_by_bound_ps": {"compute": 50, "memory": 10, "communication": 500, "unknown": 0}}
+    capped = ranked(axis_provider(hidden), 1000)
+    assert capped[0].saving_ps == 30.0 and capped[0].removable_ps == 40.0
+    assert items[0].fix == "overlap the gradient all-reduce"
+
+
+def test_idle_cause_saving_is_its_time_per_device_above_five_percent() -> None:
+    idle = IdleCauses(idle_ps=500, causes={"host": 300, "launch": 60, "sync": 0, "transfer": 140, "unknown": 0},
+                      evidence={"host": [{"name": "$data.py:3 load_batch", "time_ps": 280, "source": "host"}]})
+    items = list(idle_provider(context(1000, 2, idle=idle, stragglers=None)))
+    # host 300 / 2 = 150 (15%); transfer 140 / 2 = 70 (7%); launch 60 / 2 = 30 (3% < 5%): none
+    assert [(i.title.split(":")[1].strip(), i.saving_ps) for i in items] == [("host", 150.0), ("transfer", 70.0)]
+    assert "60.0% of the idle time" in items[0].evidence[0] and "load_batch" in items[0].evidence[0]
+    assert "prefetch" in items[0].fix
+
+
+def room(peak: float, capacity: float = 16e9) -> Headroom:
+    return Headroom(target="tpu-v5e", capacity_bytes=int(capacity), capacity_source="test", peak_bytes=int(peak),
+                    fits=peak <= capacity, headroom_bytes=int(capacity - peak))
+
+
+@pytest.mark.parametrize(("peak", "expect"), [(15e9, "93.8% of capacity: too close"),
+                                              (4e9, "25.0% of capacity (12 GB free): headroom"),
+                                              (9.6e9, None)])
+def test_memory_advice_from_the_peak_over_capacity(peak: float, expect: str | None) -> None:
+    peak_row = SimpleNamespace(device="h/0", name="0")
+    report = SimpleNamespace(memories=[peak_row], modules=[], memory_headroom=lambda p: room(peak),
+                             module_headroom=lambda m: None)
+    items = ranked(memory_provider(context(1000, 1, memory=report)), 1000)
+    if expect is None:                                    # 60%: neither tight nor roomy
+        assert items == []
+        return
+    assert len(items) == 1 and expect in items[0].title
+    assert items[0].saving_ps is None and "no honest estimate" in items[0].evidence[1]
+
+
+def test_scopes_provider_prefers_the_scope_that_holds_the_gain() -> None:
+    record = {"by": "scope", "total_us": 1000, "unattributed_us": 0, "nodes": [
+        {"path": ["model"], "total_us": 500, "self_us": 0, "gain_us": 100},
+        {"path": ["model", "attn"], "total_us": 200, "self_us": 200, "gain_us": 90},
+        {"path": ["model", "mlp"], "total_us": 300, "self_us": 300, "gain_us": 10},
+    ]}
+    items = ranked(scopes_provider(context(1000 * US, 1, scopes=record)), 1000 * US)
+    # "model" yields to "attn", which holds 90% of its gain; mlp's 10 us is exactly 1% of the span
+    assert [(i.title.split(":")[0], i.saving_ps) for i in items] == [("scope model/attn", 90 * US),
+                                                                      ("scope model/mlp", 10 * US)]
+
+
+def test_serving_provider_time_above_the_floor_and_the_critical_batch() -> None:
+    record = {"critical_batch": 240, "phases": [
+        {"phase": "decode", "module": "jit_decode", "steps": 10, "batch": 8, "step_time_us": 50, "floor_us": 20,
+         "floor_bound": "memory"}]}
+    items = ranked(serving_provider(context(1000 * US, 1, serving=record)), 1000 * US)
+    assert items[0].saving_ps == (50 - 20) * 10 * US and items[0].rank == 1     # 300 us: 30% of the span
+    assert "40.0% of its floor" in items[0].title                               # 20 / 50
+    assert items[1].saving_ps is None and "below the critical batch 240" in items[1].title
+
+
+def test_ranking_puts_quantified_first_and_caps_at_the_span() -> None:
+    items = [Advice("memory", "m", None, "r"), Advice("op", "small", 10.0, "r"),
+             Advice("idle", "huge", 5000.0, "r"), Advice("op", "nan", float("nan"), "r")]
+    out = ranked(items, 1000)
+    assert [(i.title, i.saving_ps, i.rank) for i in out] == [
+        ("huge", 1000.0, 1), ("small", 10.0, 2), ("m", None, 3), ("nan", None, 4)]
+    assert advice_json(out[2], 1000)["saving_share"] is None

@@ -1,0 +1,262 @@
+"""The providers of advice: each turns one view's findings into :class:`Advice` items.
+
+Savings are device time per device (a total over devices divided by the active devices), so that
+``saving / span`` is the share of the run it would remove. Thresholds (docs/advice.md):
+
+- ops: the :data:`TOP_OPS` ops with the largest gain, each at least :data:`MIN_SHARE` of the span;
+- mesh axes: exposed communication at least :data:`MIN_SHARE` of the span;
+- idle causes: at least :data:`IDLE_NOTABLE` of the span (XProf's input-pipeline analysis calls a
+  step moderately input-bound above 5%);
+- memory: peak above :data:`MEMORY_TIGHT` of the chip's capacity (too close), or below
+  :data:`MEMORY_ROOMY` (headroom); never quantified.
+
+``scopes_provider`` and ``serving_provider`` read the JSON contracts of ``traceview scopes`` and
+``traceview inference`` (docs/DESIGN: ``nodes[].path/gain_us``, ``phases[].step_time_us/floor_us``),
+so they need no code from those views: the view getter returns that JSON.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from traceview.advice.findings import UNQUANTIFIED, Advice, AdviceContext
+from traceview.units import fmt_pct, fmt_si, fmt_time_us
+
+TOP_OPS = 3
+MIN_SHARE = 0.01
+IDLE_NOTABLE = 0.05
+MEMORY_TIGHT = 0.90
+MEMORY_ROOMY = 0.50
+SCOPE_SPECIFIC = 0.8       # a scope whose one child holds this much of its gain yields to the child
+ROOFLINE_RULE = ("roofline (How to Scale Your Model, ch. 1): T_min = max(FLOPs / peak FLOP/s, bytes / HBM "
+                 "bandwidth, collective bytes / link bandwidth); saving = measured - T_min (the op's gain), "
+                 "at most its exposed time")
+OP_FIX = {
+    "compute": "compute-bound below its peak: check the matmul shapes fill the MXU / tensor cores (multiples "
+               "of 128), use bf16 inputs, avoid padding",
+    "memory": "memory-bound: fuse it with its producer or consumer, read fewer bytes (lower precision, no "
+              "layout copies), or raise its arithmetic intensity (larger batch)",
+    "communication": "communication-bound: overlap it with compute (async collectives, scheduling), or move "
+                     "fewer bytes (reduce-scatter instead of all-reduce, lower precision)",
+    "unknown": "no roofline verdict: the cost model lacks a figure for it",
+}
+AXIS_FIX = "overlap the axis' collectives with compute (async collectives, scheduling), or move fewer bytes over it"
+IDLE_ADVICE = {
+    "host": ("the devices wait for the host (input pipeline, Python between steps)",
+             "prefetch the next batch while the step runs (a background thread, tf.data / grain prefetch, "
+             "jax.device_put of the next batch ahead); move preprocessing off the step's critical path"),
+    "launch": ("the devices wait on dispatch: launch overhead and the runtime handing back control",
+               "larger steps and fewer dispatches: more work per jit call (jax.lax.scan over micro-steps), "
+               "no per-step host sync (float(loss), block_until_ready) so dispatch runs ahead"),
+    "transfer": ("the devices wait for host<->device copies",
+                 "keep data on the device; fetch metrics every N steps rather than every step; start copies "
+                 "early (device_put ahead, copy_to_host_async)"),
+    "sync": ("the devices wait for each other (a peer still busy at a collective or barrier)",
+             "balance the work between devices; look at the straggler below"),
+    "unknown": ("the devices are idle with no traced host activity to explain it",
+                "capture again with host tracing on (jax.profiler host_tracer_level / python tracer)"),
+}
+
+
+def op_provider(context: AdviceContext) -> Iterable[Advice]:
+    """The ops with the most time to gain at their roofline."""
+    ops = context.pipeline.ops
+    if ops.empty or "gain_ps" not in ops.columns:
+        return []
+    frame = ops.assign(gain=ops["gain_ps"].astype(float).fillna(0.0))
+    removable = "exposed_time_ps" if "exposed_time_ps" in frame.columns else "self_time_ps"
+    frame = frame.assign(removable=frame[removable].astype(float).fillna(frame["self_time_ps"].astype(float)))
+    keys = [k for k in ("program_id", "module", "op") if k in frame.columns]
+    measured = "judged_time_ps" if "judged_time_ps" in frame.columns else "self_time_ps"
+    grouped = frame.groupby(keys, sort=False, observed=True, dropna=False).agg(
+        gain=("gain", "sum"), removable=("removable", "sum"), time=(measured, "sum"),
+        roofline=("roofline_time_ps", "sum"), bound=("bound", "first"), occurrences=("occurrences", "sum"),
+    ).reset_index().sort_values("gain", ascending=False)
+    out = []
+    for row in grouped.head(TOP_OPS).itertuples(index=False):
+        saving = context.per_device(float(row.gain))
+        if saving <= 0 or saving < MIN_SHARE * context.span_ps:
+            continue
+        bound = str(row.bound) if isinstance(row.bound, str) else "unknown"
+        efficiency = row.roofline / row.time if row.time and np.isfinite(row.roofline) else None
+        title = f"op {row.op} ({row.module}): {bound}-bound" + (
+            f" at {fmt_pct(efficiency)} of its roofline" if efficiency is not None else "")
+        out.append(Advice(
+            kind="op", title=title, saving_ps=saving, removable_ps=context.per_device(float(row.removable)),
+            rule=ROOFLINE_RULE, tab="Ops", fix=OP_FIX.get(bound, OP_FIX["unknown"]), evidence=(
+                f"measured {fmt_time_us(row.time / 1e6)} over {int(row.occurrences)} runs (all devices), "
+                f"roofline {fmt_time_us(row.roofline / 1e6)}",)))
+    return out
+
+
+def axis_provider(context: AdviceContext) -> Iterable[Advice]:
+    """Mesh axes whose communication is exposed (not hidden behind compute). Overlapped perfectly, a step
+    takes max(T_math, T_comms) rather than their sum (How to Scale Your Model, ch. 1), so hiding an
+    axis' exposed time saves at most the busy time it could hide behind: the device time not bound by
+    communication. Without that split the exposed time itself is the bound."""
+    report = context.view("parallelism")
+    if report is None:
+        return []
+    by_bound = (getattr(context.pipeline, "summary", None) or {}).get("time_by_bound_ps") or {}
+    behind = [by_bound.get(b) for b in ("compute", "memory", "unknown")]
+    hideable = context.per_device(float(sum(b or 0 for b in behind))) if any(b is not None for b in behind) \
+        else None
+    out = []
+    for axis in report.axes:
+        if not axis.exposed_ps:
+            continue
+        exposed = context.per_device(float(axis.exposed_ps))
+        saving = exposed if hideable is None else min(exposed, hideable)
+        if saving < MIN_SHARE * context.span_ps:
+            continue
+        role = axis.role.role if axis.role is not None and axis.role.role else "role unknown"
+        verdict = axis.verdict.verdict or "not judged"
+        evidence = [f"{axis.collectives} collectives, {fmt_si(axis.bytes or 0, 'B')} moved, exposed "
+                    f"{fmt_time_us(exposed / 1e6)} per device"
+                    + (f"; at most {fmt_time_us(hideable / 1e6)} of busy time to hide it behind"
+                       if hideable is not None and hideable < exposed else ""), f"the book's rule: {verdict}"]
+        if axis.measured:
+            evidence.append(axis.measured)
+        suggestions = list(axis.verdict.suggestions)
+        out.append(Advice(kind="axis", title=f"mesh axis '{axis.name}' ({role}, size {axis.size}): exposed "
+                          f"communication", saving_ps=saving, removable_ps=exposed, tab="Parallelism",
+                          rule=axis.verdict.rule or "exposed communication: in-flight time not overlapped by compute",
+                          evidence=tuple(evidence), fix="; ".join(suggestions) or AXIS_FIX))
+    return out
+
+
+def idle_provider(context: AdviceContext) -> Iterable[Advice]:
+    """Idle causes that hold a notable share of the span."""
+    idle = context.view("idle")
+    if idle is None or idle.reason and not idle.causes:
+        return []
+    stragglers = context.view("stragglers")
+    out = []
+    for cause, total in idle.causes.items():
+        saving = context.per_device(float(total))
+        if saving <= 0 or saving < IDLE_NOTABLE * context.span_ps:
+            continue
+        what, fix = IDLE_ADVICE[cause]
+        evidence = [f"{fmt_pct(total / idle.idle_ps)} of the idle time; in the gaps: " + ", ".join(
+            f"{e['name']} {fmt_time_us(e['time_ps'] / 1e6)}" for e in idle.evidence.get(cause, [])[:3])
+            if idle.evidence.get(cause) else f"{fmt_pct(total / idle.idle_ps)} of the idle time"]
+        if cause == "sync" and stragglers is not None and stragglers.most_often_last:
+            evidence.append(f"{stragglers.most_often_last} finished last in {stragglers.device_late_steps} "
+                            f"of {len(stragglers.steps)} steps")
+        out.append(Advice(kind="idle", title=f"idle: {cause}: {what}", saving_ps=saving, removable_ps=saving,
+                          tab="Timeline", evidence=tuple(evidence), fix=fix,
+                          rule="measured: device gaps (span - union of ops) while the host did this "
+                               "(docs/advice.md); saving = that idle time, per device"))
+    return out
+
+
+def memory_provider(context: AdviceContext) -> Iterable[Advice]:
+    """Memory too close to the chip's capacity, or much room left (never quantified in time)."""
+    report = context.view("memory")
+    if report is None:
+        return []
+    peaks: list[tuple[str, Any]] = []
+    for peak in report.memories:
+        room = report.memory_headroom(peak)
+        if room is not None and room.capacity_bytes:
+            peaks.append((f"allocator {peak.device}", room))
+    if not peaks:
+        for module in report.modules:
+            room = report.module_headroom(module)
+            if room is not None and room.capacity_bytes:
+                peaks.append((f"module {module.name} (buffer assignment)", room))
+    if not peaks:
+        return []
+    where, room = max(peaks, key=lambda p: p[1].peak_bytes / p[1].capacity_bytes)
+    used = room.peak_bytes / room.capacity_bytes
+    evidence = (f"{where}: peak {fmt_si(room.peak_bytes, 'B')} of {fmt_si(room.capacity_bytes, 'B')} on "
+                f"{room.target} ({fmt_pct(used)})", UNQUANTIFIED)
+    fixes = {True: "rematerialise (jax.checkpoint), shard the optimizer state (FSDP), or offload to the host",
+             False: "raise the batch (or the sequence length) until the peak nears capacity, or rematerialise less"}
+    rule = (f"measured peak / HBM capacity (hardware database); above {fmt_pct(MEMORY_TIGHT)}: too close, "
+            f"below {fmt_pct(MEMORY_ROOMY)}: headroom")
+    if used > MEMORY_TIGHT:
+        title = f"memory: peak at {fmt_pct(used)} of capacity: too close (a larger batch will not fit)"
+    elif used < MEMORY_ROOMY:
+        title = (f"memory: peak at {fmt_pct(used)} of capacity ({fmt_si(room.headroom_bytes, 'B')} free): "
+                 "headroom for a larger batch or less rematerialisation")
+    else:
+        return []
+    return [Advice(kind="memory", title=title, saving_ps=None, rule=rule, evidence=evidence, tab="Memory",
+                   fix=fixes[used > MEMORY_TIGHT])]
+
+
+def scopes_provider(context: AdviceContext) -> Iterable[Advice]:
+    """Named scopes with the most time to gain (the ``traceview scopes --format json`` record: nodes with
+    ``path`` and ``gain_us`` summed over devices, as ops' are). A scope whose one child holds
+    :data:`SCOPE_SPECIFIC` of its gain yields to that child (the more precise place)."""
+    record = context.view("scopes")
+    if not record or not record.get("nodes"):
+        return []
+    nodes = [n for n in record["nodes"] if _number(n.get("gain_us")) > 0 and n.get("path")]
+    children: dict[tuple, list[float]] = {}
+    for node in nodes:
+        children.setdefault(tuple(node["path"][:-1]), []).append(_number(node["gain_us"]))
+    specific = [n for n in nodes
+                if max(children.get(tuple(n["path"]), [0.0])) < SCOPE_SPECIFIC * _number(n["gain_us"])]
+    out = []
+    for node in sorted(specific, key=lambda n: -_number(n["gain_us"]))[:TOP_OPS]:
+        saving = context.per_device(_number(node["gain_us"]) * 1e6)
+        if saving < MIN_SHARE * context.span_ps:
+            continue
+        removable = context.per_device(_number(node.get("total_us")) * 1e6) or None
+        out.append(Advice(kind="scope", title=f"scope {'/'.join(map(str, node['path']))}: time to gain at the "
+                          "roofline", saving_ps=saving, removable_ps=removable, rule=ROOFLINE_RULE, tab="Scopes",
+                          evidence=(f"gain {fmt_time_us(saving / 1e6)} per device of "
+                                    f"{fmt_time_us((removable or 0) / 1e6)} in the scope",),
+                          fix="open the scope's ops: each op's bound says what to change"))
+    return out
+
+
+def serving_provider(context: AdviceContext) -> Iterable[Advice]:
+    """Serving phases above their inference floor, and decode batches below the critical batch (the
+    ``traceview inference --format json`` record: ``phases`` and ``critical_batch``)."""
+    record = context.view("serving")
+    if not record or not record.get("phases"):
+        return []
+    out = []
+    critical = _number(record.get("critical_batch"))
+    for phase in record["phases"]:
+        step, floor, steps = (_number(phase.get(k)) for k in ("step_time_us", "floor_us", "steps"))
+        name = f"{phase.get('phase')} ({phase.get('module')})"
+        if step > 0 and floor > 0 and steps > 0 and step > floor:
+            saving = (step - floor) * steps * 1e6
+            if saving >= MIN_SHARE * context.span_ps:
+                out.append(Advice(kind="serving", title=f"serving: {name} at {fmt_pct(floor / step)} of its floor",
+                                  saving_ps=saving, removable_ps=step * steps * 1e6, tab="Inference",
+                                  rule="inference floor (How to Scale Your Model, 'All About Transformer "
+                                       "Inference'): max(FLOPs / peak, (parameter + KV cache bytes) / HBM bandwidth)",
+                                  evidence=(f"{int(steps)} steps of {fmt_time_us(step)} against a floor of "
+                                            f"{fmt_time_us(floor)} ({phase.get('floor_bound')}-bound)",),
+                                  fix="close the gap to the floor: the phase's ops by gain show where"))
+        batch = _number(phase.get("batch"))
+        if phase.get("phase") == "decode" and critical > 0 and 0 < batch < critical:
+            out.append(Advice(kind="serving", title=f"serving: decode batch {int(batch)} below the critical batch "
+                              f"{critical:.0f}: more sequences per step cost little time (weights are read "
+                              "once per step either way)", saving_ps=None, tab="Inference",
+                              rule="critical batch B* = peak FLOP/s / HBM bandwidth (How to Scale Your Model, "
+                                   "inference chapter): below it decode is memory-bound on the weights",
+                              evidence=(UNQUANTIFIED,),
+                              fix="batch more sequences per decode step, toward the critical batch"))
+    return out
+
+
+def _number(value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return number if math.isfinite(number) else 0.0
+
+
+DEFAULT_PROVIDERS = (op_provider, axis_provider, idle_provider, memory_provider, scopes_provider,
+                     serving_provider)

@@ -1,0 +1,89 @@
+"""The advice view in the analyze report: "What to fix first", idle causes and stragglers as text
+blocks (escaped by the report's renderer), and its JSON fields."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traceview.advice.idle import CAUSES
+from traceview.advice.view import TOP, AdviceReport, per_device_json, per_step_json
+from traceview.render.analyze import Section
+from traceview.units import fmt_pct, fmt_time_us
+
+
+def advice_sections(report: AdviceReport, top: int = TOP) -> list[Section]:
+    """"What to fix first" (the ``top`` items), then why the devices were idle, then stragglers."""
+    lines: list[str] = []
+    for item in report.items[:top]:
+        if item.saving_ps is None:
+            saving = "saving not estimated"
+        else:
+            share = item.saving_ps / report.span_ps if report.span_ps else None
+            saving = f"saves up to {fmt_time_us(item.saving_ps / 1e6)} per device ({fmt_pct(share)} of the span)"
+        lines.append(f"{item.rank}. [{item.kind}] {item.title}: {saving}")
+        if item.evidence:
+            lines.append(f"   {item.evidence[0]}")
+        if item.fix:
+            lines.append(f"   fix: {item.fix}")
+    if not lines:
+        lines.append("nothing notable: no op, mesh axis or idle cause holds 1% of the span "
+                     "(5% for idle causes), and memory is neither tight nor roomy")
+    elif len(report.items) > top:
+        lines.append(f"({len(report.items) - top} more in --format json, 'advice')")
+    sections = [Section("What to fix first", tuple(lines))]
+    idle = report.idle
+    if idle.causes and idle.idle_ps:
+        rows = []
+        for cause in CAUSES:
+            t = idle.causes[cause]
+            if not t:
+                continue
+            names = ", ".join(e["name"] for e in idle.evidence.get(cause, [])[:3])
+            rows.append(f"{cause}: {fmt_time_us(t / 1e6)} ({fmt_pct(t / idle.idle_ps)})"
+                        + (f"; {names}" if names else ""))
+        sections.append(Section(f"Why the devices were idle ({fmt_time_us(idle.idle_ps / 1e6)} over "
+                                f"{report.active_devices} device(s))", tuple(rows)))
+    late = report.stragglers
+    if not late.steps.empty:
+        text = (f"{late.device} finished last in {late.device_late_steps} of {len(late.steps)} steps"
+                if late.device else
+                f"no device finished last in most steps (most often {late.most_often_last}: "
+                f"{late.device_late_steps} of {len(late.steps)})")
+        wait = late.steps["wait_ps"].sum() / 1e6
+        lines = [f"{text}; the others waited {fmt_time_us(wait)} in all at the steps' ends"]
+        if late.host:
+            lines.append(f"host {late.host} finished last in {late.host_late_steps} of {len(late.host_steps)} steps")
+        sections.append(Section("Stragglers", tuple(lines)))
+    return sections
+
+
+def stragglers_json(report: AdviceReport) -> dict[str, Any]:
+    """``summary.stragglers``: the late device (and host), and per step who started / finished last."""
+    late = report.stragglers
+    if late.steps.empty:
+        return {"device": None, "reason": late.reason or "no step ran on two or more devices"}
+
+    def steps(table) -> list[dict[str, Any]]:
+        return [{"step": int(r.step), "devices": int(r.devices), "last_to_start": str(r.last_to_start),
+                 "start_lag_us": r.start_lag_ps / 1e6, "last_to_finish": str(r.last_to_finish),
+                 "finish_lag_us": r.finish_lag_ps / 1e6, "wait_us": r.wait_ps / 1e6}
+                for r in table.itertuples(index=False)]
+
+    return {"device": late.device, "most_often_last": late.most_often_last, "late_steps": late.device_late_steps,
+            "steps": len(late.steps), "wait_us": float(late.steps["wait_ps"].sum()) / 1e6,
+            "host": late.host, "host_late_steps": late.host_late_steps,
+            "per_step": steps(late.steps), "per_host_step": steps(late.host_steps), "reason": None}
+
+
+def add_advice_record(record: dict[str, Any], report: AdviceReport) -> None:
+    """The advice view's fields in the analyze JSON record (the contract: ``summary.idle_causes``,
+    top-level ``advice``; beside them the per-device and per-step split, and stragglers)."""
+    summary = record.setdefault("summary", {})
+    summary["idle_causes"] = report.idle_causes_json()
+    summary["idle_causes_reason"] = report.idle.reason
+    summary["idle_causes_by_device"] = per_device_json(report.idle)
+    summary["idle_causes_by_step"] = per_step_json(report.idle)
+    summary["stragglers"] = stragglers_json(report)
+    record["advice"] = report.advice_json()
+    warnings = record.setdefault("warnings", [])
+    warnings.extend(w for w in report.warnings if w not in warnings)
