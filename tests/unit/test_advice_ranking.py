@@ -92,16 +92,20 @@ def test_memory_advice_from_the_peak_over_capacity(peak: float, expect: str | No
     assert items[0].saving_ps is None and "no honest estimate" in items[0].evidence[1]
 
 
-def test_scopes_provider_prefers_the_scope_that_holds_the_gain() -> None:
+def test_scopes_provider_ranks_scopes_by_the_gain_of_their_own_ops() -> None:
     record = {"by": "scope", "total_us": 1000, "unattributed_us": 0, "nodes": [
-        {"path": ["model"], "total_us": 500, "self_us": 0, "gain_us": 100},
-        {"path": ["model", "attn"], "total_us": 200, "self_us": 200, "gain_us": 90},
-        {"path": ["model", "mlp"], "total_us": 300, "self_us": 300, "gain_us": 10},
+        {"path": ["train_step"], "total_us": 600, "self_us": 100, "gain_us": 150, "self_gain_us": 50},
+        {"path": ["train_step", "model"], "total_us": 500, "self_us": 0, "gain_us": 100, "self_gain_us": 0},
+        {"path": ["train_step", "model", "attn"], "total_us": 200, "self_us": 200, "gain_us": 90,
+         "self_gain_us": 90, "bound": "memory"},
+        {"path": ["train_step", "model", "mlp"], "total_us": 300, "self_us": 300, "gain_us": 10,
+         "self_gain_us": 10},
     ]}
     items = ranked(scopes_provider(context(1000 * US, 1, scopes=record)), 1000 * US)
-    # "model" yields to "attn", which holds 90% of its gain; mlp's 10 us is exactly 1% of the span
-    assert [(i.title.split(":")[0], i.saving_ps) for i in items] == [("scope model/attn", 90 * US),
-                                                                      ("scope model/mlp", 10 * US)]
+    # the program alone is no place in the model; "model" has no ops of its own; mlp's 10 us is 1% of the span
+    assert [(i.title.split(":")[0], i.saving_ps) for i in items] == [("scope train_step/model/attn", 90 * US),
+                                                                      ("scope train_step/model/mlp", 10 * US)]
+    assert "memory-bound" in items[0].title and items[0].tab == "Model"
 
 
 def test_serving_provider_time_above_the_floor_and_the_critical_batch() -> None:

@@ -16,15 +16,11 @@ None when the analysis has none; ``Analysis.advice()`` registers the getters. Sa
 per device (``context.per_device(total)``), capped by ``removable_ps`` (the time the finding measured)
 and by the span; an item with no honest estimate has ``saving_ps=None`` and ranks after the others.
 
-The two providers for the views being built beside this one are written already against those views'
-JSON contracts (docs/DESIGN), so they import nothing from them:
+Two providers read other views through their JSON records, so advice imports nothing from them:
 
 - ``scopes_provider`` reads ``context.view("scopes")``: the ``traceview scopes --format json`` record
-  (``nodes`` with ``path``, ``gain_us``, ``total_us``). Wire it in ``Analysis.advice()`` with
-  ``"scopes": lambda: scopes_json(self.scopes())`` (whatever renders that record).
+  (``nodes`` with ``path``, ``self_gain_us``, ``self_us``, ``bound``);
 - ``serving_provider`` reads ``context.view("serving")``: the ``traceview inference --format json``
-  record (``phases`` with ``step_time_us``, ``floor_us``, ``steps``, ``batch``; ``critical_batch``).
-  Wire it with ``"serving": lambda: inference_json(self.inference())``.
-
-Until they are wired the getters are absent and both providers yield nothing.
+  record (``phases`` with ``step_time_us``, ``floor_us``, ``steps``, ``batch``; ``critical_batch``),
+  None when no program with a KV cache ran.
 """

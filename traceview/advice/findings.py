@@ -44,7 +44,7 @@ class AdviceContext:
     """What providers read. ``span_ps``: the active devices' mean span (first op start to last op end);
     ``active_devices``: how many devices ran ops; ``pipeline``: ``analysis.build.PipelineResult``;
     ``views``: name -> a function that builds that view (``parallelism``, ``memory``, ``idle``,
-    ``stragglers``; the lead adds ``scopes`` and ``serving``); each is built once, on first use."""
+    ``stragglers``, ``scopes``, ``serving``); each is built once, on first use."""
 
     pipeline: Any
     span_ps: float

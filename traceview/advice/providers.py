@@ -31,7 +31,6 @@ MIN_SHARE = 0.01
 IDLE_NOTABLE = 0.05
 MEMORY_TIGHT = 0.90
 MEMORY_ROOMY = 0.50
-SCOPE_SPECIFIC = 0.8       # a scope whose one child holds this much of its gain yields to the child
 ROOFLINE_RULE = ("roofline (How to Scale Your Model, ch. 1): T_min = max(FLOPs / peak FLOP/s, bytes / HBM "
                  "bandwidth, collective bytes / link bandwidth); saving = measured - T_min (the op's gain), "
                  "at most its exposed time")
@@ -191,29 +190,28 @@ def memory_provider(context: AdviceContext) -> Iterable[Advice]:
 
 
 def scopes_provider(context: AdviceContext) -> Iterable[Advice]:
-    """Named scopes with the most time to gain (the ``traceview scopes --format json`` record: nodes with
-    ``path`` and ``gain_us`` summed over devices, as ops' are). A scope whose one child holds
-    :data:`SCOPE_SPECIFIC` of its gain yields to that child (the more precise place)."""
+    """Named scopes whose own ops have the most time to gain (the ``traceview scopes --format json``
+    record: nodes with ``path``, ``self_gain_us`` and ``self_us`` summed over devices, as ops' are). A
+    scope's own ops are those placed at it, not below it: the scopes' own gains partition the ops' gain,
+    so no item repeats another's time, and each names the most precise place (a parent's gain is only
+    its children's). A program alone (a path of one) is no place in the model: its ops are the op items."""
     record = context.view("scopes")
     if not record or not record.get("nodes"):
         return []
-    nodes = [n for n in record["nodes"] if _number(n.get("gain_us")) > 0 and n.get("path")]
-    children: dict[tuple, list[float]] = {}
-    for node in nodes:
-        children.setdefault(tuple(node["path"][:-1]), []).append(_number(node["gain_us"]))
-    specific = [n for n in nodes
-                if max(children.get(tuple(n["path"]), [0.0])) < SCOPE_SPECIFIC * _number(n["gain_us"])]
+    nodes = [n for n in record["nodes"] if _number(n.get("self_gain_us")) > 0 and len(n.get("path") or ()) > 1]
     out = []
-    for node in sorted(specific, key=lambda n: -_number(n["gain_us"]))[:TOP_OPS]:
-        saving = context.per_device(_number(node["gain_us"]) * 1e6)
+    for node in sorted(nodes, key=lambda n: -_number(n["self_gain_us"]))[:TOP_OPS]:
+        saving = context.per_device(_number(node["self_gain_us"]) * 1e6)
         if saving < MIN_SHARE * context.span_ps:
             continue
-        removable = context.per_device(_number(node.get("total_us")) * 1e6) or None
-        out.append(Advice(kind="scope", title=f"scope {'/'.join(map(str, node['path']))}: time to gain at the "
-                          "roofline", saving_ps=saving, removable_ps=removable, rule=ROOFLINE_RULE, tab="Scopes",
-                          evidence=(f"gain {fmt_time_us(saving / 1e6)} per device of "
-                                    f"{fmt_time_us((removable or 0) / 1e6)} in the scope",),
-                          fix="open the scope's ops: each op's bound says what to change"))
+        removable = context.per_device(_number(node.get("self_us")) * 1e6) or None
+        bound = f"{node['bound']}-bound, " if isinstance(node.get("bound"), str) else ""
+        out.append(Advice(kind="scope", title=f"scope {'/'.join(map(str, node['path']))}: {bound}time to gain at "
+                          "the roofline", saving_ps=saving, removable_ps=removable, rule=ROOFLINE_RULE, tab="Model",
+                          evidence=(f"its own ops: gain {fmt_time_us(saving / 1e6)} per device of "
+                                    f"{fmt_time_us((removable or 0) / 1e6)}",),
+                          fix="open the scope's ops (traceview scopes, the Model tab): each op's bound says "
+                              "what to change"))
     return out
 
 
