@@ -31,6 +31,7 @@ from traceview.parallelism.context import (
 from traceview.parallelism.dots import Dot, consuming_dot, weight_shapes
 from traceview.parallelism.expert import ExpertFinding, capacity, expert_width, router, weight_width
 from traceview.parallelism.loops import Loop, enclosing_loops
+from traceview.parallelism.mpmd import MeasuredSchedule
 from traceview.parallelism.roles import Classified
 from traceview.parsers.hlo_model import HloModule, Shape
 
@@ -44,6 +45,19 @@ class PipelineFinding:
     microbatches: int | None
     bubble_fraction: float | None
     how: str
+    schedule: MeasuredSchedule | None = None    # a program per stage: the bubble measured in the trace
+
+    @property
+    def formula_bubble_fraction(self) -> float | None:
+        """(p - 1)/(m + p - 1): an SPMD schedule's bubble, a measured schedule's reference."""
+        if not self.microbatches:
+            return None
+        return (self.stages - 1) / (self.microbatches + self.stages - 1)
+
+
+def measured_pipeline(schedule: MeasuredSchedule) -> PipelineFinding:
+    """The finding of a pipeline whose stages run their own programs, as the trace measured it."""
+    return PipelineFinding(schedule.p, schedule.microbatches, schedule.bubble_fraction, schedule.how(), schedule)
 
 
 @dataclass
