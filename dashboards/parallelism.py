@@ -98,7 +98,7 @@ def measured_schedule(pipeline: dict) -> pd.DataFrame | None:
     waits = pd.concat([
         pd.DataFrame({"stage": edges["stage"], "start_us": start, "end_us": edges["first"]}),
         pd.DataFrame({"stage": edges["stage"], "start_us": edges["last"], "end_us": end})])
-    waits = waits[waits["end_us"] > waits["start_us"]].assign(state="bubble (waiting on a neighbour)",
+    waits = waits[waits["end_us"] > waits["start_us"]].assign(state="bubble (waiting)",
                                                               microbatch=None)
     return pd.concat([runs, waits], ignore_index=True)
 
@@ -107,11 +107,11 @@ def measured_chart(frame: pd.DataFrame) -> alt.Chart:
     return alt.Chart(frame).mark_bar(stroke="white", strokeWidth=0.5).encode(
         x=alt.X("start_us:Q", title="time from the step's start (us)"), x2="end_us:Q",
         y=alt.Y("stage:O", title="stage"),
-        color=alt.Color("state:N", scale=alt.Scale(domain=["microbatch", "bubble (waiting on a neighbour)"],
+        color=alt.Color("state:N", scale=alt.Scale(domain=["microbatch", "bubble (waiting)"],
                                                    range=["#4c78a8", "#f58518"])),
         tooltip=["stage", "microbatch", "state", alt.Tooltip("start_us:Q", format=",.1f"),
                  alt.Tooltip("end_us:Q", format=",.1f")],
-    ).properties(height=40 + 28 * int(frame["stage"].max() + 1))
+    ).properties(height=40 + 36 * int(frame["stage"].max() + 1))
 
 
 def stage_idle_table(pipeline: dict) -> pd.DataFrame | None:

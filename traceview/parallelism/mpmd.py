@@ -137,7 +137,7 @@ def _stages(ops: pd.DataFrame) -> dict[str, int] | None:
 def _program_runs(ops: pd.DataFrame) -> pd.DataFrame:
     """One row per program execution: stage, device, program, step, start_ps, end_ps. An execution starts at
     each occurrence of the op that opens the program in the step."""
-    ops.sort_values(["device", "program", "step", "start_ps"], inplace=True, kind="stable")
+    ops = ops.sort_values(["device", "program", "step", "start_ps"], kind="stable")
     keys = ["device", "program", "step"]
     first = ops.groupby(keys, sort=False)["op"].transform("first")
     ops["run"] = (ops["op"] == first).astype("int64").groupby([ops[k] for k in keys], sort=False).cumsum() - 1
