@@ -47,7 +47,7 @@ def _by_hand(executions) -> tuple[dict, dict]:
         chunks = [rows[i:i + per_run] for i in range(0, len(rows), per_run)]
         runs[key] = [(chunk[0][0], max(end for _, end, _ in chunk)) for chunk in chunks]
     spans = {}
-    for (device, step), rows in ops.items():
+    for (_, step), rows in ops.items():
         lo, hi = min(r[0] for r in rows), max(r[1] for r in rows)
         old = spans.get(step, (lo, hi))
         spans[step] = (min(lo, old[0]), max(hi, old[1]))

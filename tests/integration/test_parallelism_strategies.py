@@ -103,7 +103,9 @@ def test_pipeline_sample_bubble_is_p_minus_1_over_m_plus_p_minus_1(sample_traces
     record = _schema_valid(report)
     assert record["axes"][0]["pipeline"] == {"stages": p, "microbatches": m,
                                              "bubble_fraction": pytest.approx((p - 1) / (m + p - 1)),
-                                             "how": stage.pipeline.how}
+                                             "how": stage.pipeline.how,
+                                             "formula_bubble_fraction": pytest.approx((p - 1) / (m + p - 1)),
+                                             "measured": None}     # read from the loop, not measured
     assert "bubble 33.3%" in summary_line(report)
     assert "stage: pipeline (bubble 33.3%)" in traceview.load(sample_traces / "pipeline").mesh_summary
     assert "6 microbatches" in parallelism_text(report)

@@ -59,7 +59,7 @@ def test_a_slow_stage_idles_its_neighbours():
     for k in range(2):                      # stage 0: [10k, 10k + 10); stage 1: starts at max(10k+10, end of k-1)
         rows.append({"device": "d0", "module": "a", "op": "f", "start_ps": 10 * k * US, "duration_ps": 10 * US,
                      "step": 0})
-    for k, start in enumerate((10, 30)):
+    for start in (10, 30):
         rows.append({"device": "d1", "module": "b", "op": "g", "start_ps": start * US, "duration_ps": 20 * US,
                      "step": 0})
     found = measure_mpmd(pd.DataFrame(rows))
