@@ -117,6 +117,7 @@ def _op_frame(executions: pd.DataFrame) -> pd.DataFrame:
                    + executions["duration_ps"].to_numpy(dtype="float64")),
         "step": executions["step"].to_numpy(dtype="int64"),
     })
+    ops = ops[executions["module"].astype(str).to_numpy() != ""]    # kernels no program claims
     stepped = ops[ops["step"] >= 0]
     return (stepped if not stepped.empty else ops.assign(step=0)).reset_index(drop=True)
 
