@@ -96,3 +96,36 @@ def test_not_a_pipeline():
     assert measure_mpmd(parallel) is None                         # all stages at once: no one waits on another
     assert measure_mpmd(_gpipe(1, 4)) is None
     assert measure_mpmd(pd.DataFrame()) is None
+
+
+SEND_RECV = """HloModule stage_send, num_partitions=4
+
+ENTRY %main (x: f32[64,128]) -> f32[64,128] {
+  %x = f32[64,128]{1,0} parameter(0)
+  %tok = token[] after-all()
+  %s = (f32[64,128]{1,0}, u32[], token[]) send(%x, %tok), channel_id=1, frontend_attributes={_xla_send_recv_source_target_pairs="{{0,1},{1,2},{2,3}}"}
+  %sd = token[] send-done(%s), channel_id=1
+  %r = (f32[64,128]{1,0}, u32[], token[]) recv(%tok), channel_id=2, frontend_attributes={_xla_send_recv_source_target_pairs="{{0,1},{1,2},{2,3}}"}
+  %rd = (f32[64,128]{1,0}, token[]) recv-done(%r), channel_id=2
+  ROOT %y = f32[64,128]{1,0} get-tuple-element(%rd), index=0
+}
+"""
+
+
+def test_diagnose_adds_the_measured_stage_axis():
+    """Programs per stage passing activations with send/recv (no mesh from them): the report gets a
+    ``stage`` axis with the measured bubble and the GPipe verdict; only with several programs run."""
+    from traceview.parallelism.diagnose import DiagnoseInputs, diagnose
+    from traceview.parsers.hlo_text import parse_hlo_text
+
+    table = _gpipe(4, 4, steps=2)
+    ran = set(table["module"])
+    report = diagnose(DiagnoseInputs([parse_hlo_text(SEND_RECV)], ran=ran, executions=lambda: table))
+    (axis,) = report.axes
+    assert axis.name == "stage" and axis.size == 4 and axis.role.role == "pipeline"
+    assert axis.pipeline.bubble_fraction == pytest.approx(3 / 7) and axis.pipeline.microbatches == 4
+    # GPipe's m >= 4p: (p - 1)/(5p - 1) = 3/19 < 3/7
+    assert axis.verdict.verdict == "bubble-bound" and axis.verdict.threshold == pytest.approx(3 / 19)
+    assert not any(w.startswith("mesh not determined") for w in report.warnings)
+    one = diagnose(DiagnoseInputs([parse_hlo_text(SEND_RECV)], ran={"stage_send"}, executions=lambda: table))
+    assert one.axes == []                                      # one program ran: nothing measured
