@@ -90,10 +90,12 @@ def measure_mpmd(executions: pd.DataFrame) -> MeasuredSchedule | None:
     need = {"device", "module", "op", "start_ps", "duration_ps", "step"}
     if executions is None or executions.empty or not need <= set(executions.columns):
         return None
-    ops = _op_frame(executions)
-    stages = _stages(ops)
-    if stages is None:
+    keys = [c for c in ("device", "module", "program_id") if c in executions.columns]
+    stages = _stages(_op_frame(executions[keys].drop_duplicates().assign(op="", start_ps=0, duration_ps=0,
+                                                                          step=0)))
+    if stages is None:      # decided on the (device, program) pairs, before the executions are copied
         return None
+    ops = _op_frame(executions)
     ops["stage"] = ops["device"].map(stages).astype("int64")
     runs = _program_runs(ops)
     order = runs.groupby("stage")["start_ps"].min().sort_values().index.to_numpy()
@@ -160,7 +162,7 @@ def _in_sequence(runs: pd.DataFrame) -> tuple[int, int]:
     return int((pairs["start_ps_next"] >= pairs["end_ps"]).sum()), len(pairs)
 
 
-def _schedule(ops: pd.DataFrame, runs: pd.DataFrame, held: int, checked: int) -> MeasuredSchedule:
+def _schedule(ops: pd.DataFrame, runs: pd.DataFrame, held: int, checked: int) -> MeasuredSchedule | None:
     span = ops.groupby("step").agg(step_start=("start_ps", "min"), step_end=("end_ps", "max"))
     per = runs.groupby(["stage", "step"]).agg(first=("start_ps", "min"), last=("end_ps", "max"),
                                               microbatches=("microbatch", "size"))
@@ -170,7 +172,10 @@ def _schedule(ops: pd.DataFrame, runs: pd.DataFrame, held: int, checked: int) ->
     per["before"] = per["first"] - per["step_start"]
     per["after"] = per["step_end"] - per["last"]
     per["between"] = (per["last"] - per["first"] - per["busy"]).clip(lower=0.0)
-    per["bubble"] = (per["before"] + per["after"]) / per["span"].where(per["span"] > 0)
+    per = per[per["span"] > 0]           # a step of no length says nothing
+    if per.empty:
+        return None
+    per["bubble"] = (per["before"] + per["after"]) / per["span"]
     means = per.groupby(level="stage").mean()
     m_of = per["microbatches"].groupby(level="stage").median().round().astype("int64")
     where = ops.groupby("stage").agg(devices=("device", lambda s: sorted(set(s))),
@@ -183,7 +188,8 @@ def _schedule(ops: pd.DataFrame, runs: pd.DataFrame, held: int, checked: int) ->
     m = ms.pop() if len(ms) == 1 else None
     p = len(stages)
     formula = (p - 1) / (m + p - 1) if m else None
-    return MeasuredSchedule(stages, m, int(span.shape[0]), float(np.nanmean(per["bubble"].to_numpy())), formula,
+    return MeasuredSchedule(stages, m, int(per.index.get_level_values("step").nunique()),
+                            float(per["bubble"].mean()), formula,
                             (held, checked), runs[["stage", "step", "microbatch", "start_ps", "end_ps"]])
 
 
