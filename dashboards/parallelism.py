@@ -1,6 +1,8 @@
 """Parallelism: the device mesh, each axis's communication (in flight vs exposed), its roles and the book's verdicts.
 
-A pipeline axis shows its schedule (stages x ticks, the bubble's idle slots), a ring-attention axis its ring
+A pipeline axis shows its schedule (stages x ticks, the bubble's idle slots; for a pipeline that runs a program
+per stage, the measured schedule of one step: each stage's executions in time and its idle waits), a
+ring-attention axis its ring
 (which chip passes K/V to which, the block per chip), an expert axis its routing (E, k, capacity).
 
 The numbers are the records of `traceview parallelism --format json`, so the page and the CLI agree.
@@ -82,6 +84,49 @@ def schedule_chart(frame: pd.DataFrame) -> alt.Chart:
     ).properties(height=40 + 28 * int(frame["stage"].max() + 1))
 
 
+def measured_schedule(pipeline: dict) -> pd.DataFrame | None:
+    """A pipeline measured in the trace (a program per stage): one step's executions per stage, and each
+    stage's idle time before its first and after its last microbatch (its bubble), in time from the step's
+    start."""
+    measured = pipeline.get("measured")
+    if not measured or not measured.get("schedule"):
+        return None
+    runs = pd.DataFrame(measured["schedule"][:MAX_SCHEDULE_CELLS])
+    runs["state"] = "microbatch"
+    start, end = runs["start_us"].min(), runs["end_us"].max()
+    edges = runs.groupby("stage").agg(first=("start_us", "min"), last=("end_us", "max")).reset_index()
+    waits = pd.concat([
+        pd.DataFrame({"stage": edges["stage"], "start_us": start, "end_us": edges["first"]}),
+        pd.DataFrame({"stage": edges["stage"], "start_us": edges["last"], "end_us": end})])
+    waits = waits[waits["end_us"] > waits["start_us"]].assign(state="bubble (waiting)",
+                                                              microbatch=None)
+    return pd.concat([runs, waits], ignore_index=True)
+
+
+def measured_chart(frame: pd.DataFrame) -> alt.Chart:
+    return alt.Chart(frame).mark_bar(stroke="white", strokeWidth=0.5).encode(
+        x=alt.X("start_us:Q", title="time from the step's start (us)"), x2="end_us:Q",
+        y=alt.Y("stage:O", title="stage"),
+        color=alt.Color("state:N", scale=alt.Scale(domain=["microbatch", "bubble (waiting)"],
+                                                   range=["#4c78a8", "#f58518"])),
+        tooltip=["stage", "microbatch", "state", alt.Tooltip("start_us:Q", format=",.1f"),
+                 alt.Tooltip("end_us:Q", format=",.1f")],
+    ).properties(height=40 + 36 * int(frame["stage"].max() + 1))
+
+
+def stage_idle_table(pipeline: dict) -> pd.DataFrame | None:
+    """Each stage's measured time, means per step."""
+    measured = pipeline.get("measured")
+    if not measured:
+        return None
+    return pd.DataFrame([{
+        "stage": s["stage"], "programs": ", ".join(s["programs"]), "devices": ", ".join(s["devices"]),
+        "microbatches": s["microbatches"], "busy": fmt_time_us(s["busy_us"]),
+        "idle before first": fmt_time_us(s["idle_before_us"]), "idle after last": fmt_time_us(s["idle_after_us"]),
+        "idle between": fmt_time_us(s["idle_between_us"]), "step span": fmt_time_us(s["span_us"]),
+        "bubble": fmt_pct(s["bubble_fraction"])} for s in measured["stages"]])
+
+
 def ring_chart(size: int) -> alt.Chart | None:
     """The ring of an axis: chip i passes its K/V block to chip i + 1 at every step."""
     if size < 2 or size > 64:
@@ -118,11 +163,17 @@ def render(view: View) -> None:
     with st.spinner("Reading the mesh..."):
         record = parallelism_json(view.result.parallelism())   # what `traceview parallelism --format json` prints
     mesh = record.get("mesh")
-    if not mesh or not mesh["axes"]:
+    staged = next((a for a in record["axes"] if (a.get("pipeline") or {}).get("measured")), None)
+    if mesh and mesh["axes"]:
+        shape = " × ".join(f"**{md(a['name'])}**={a['size']}" for a in mesh["axes"])
+        st.markdown(f"Mesh {shape} over {mesh['device_count']} devices · names from "
+                    f"{md(mesh['axes'][0]['source'])}")
+    elif staged is not None:
+        st.markdown(f"No device mesh in the HLO (no collective): the trace shows a pipeline of **{staged['size']}** "
+                    "stages, each running its own program.")
+    else:
         st.info(f"No device mesh: {record.get('why_no_mesh') or 'the HLO holds no collective'}.")
         return
-    shape = " × ".join(f"**{md(a['name'])}**={a['size']}" for a in mesh["axes"])
-    st.markdown(f"Mesh {shape} over {mesh['device_count']} devices · names from {md(mesh['axes'][0]['source'])}")
     grid = mesh_grid(record)
     if grid is not None and grid.size > 1:
         with st.expander("devices on the mesh", expanded=False):
@@ -177,8 +228,17 @@ def _structure(a: dict) -> None:
         bubble = pipe["bubble_fraction"]
         st.markdown(f"**Pipeline:** {pipe['stages']} stages, {pipe['microbatches'] or '-'} microbatches, bubble "
                     f"**{'-' if bubble is None else fmt_pct(bubble)}** — {md(pipe['how'])}")
-        frame = pipeline_schedule(pipe)
-        if frame is not None:
+        measured = measured_schedule(pipe)
+        if measured is not None:
+            st.markdown(f"Measured bubble **{fmt_pct(pipe['bubble_fraction'])}** (each stage's idle time waiting on "
+                        f"its neighbours over the step span, mean of the stages) against the formula (p-1)/(m+p-1) "
+                        f"**{fmt_pct(pipe.get('formula_bubble_fraction'))}**.")
+            st.caption(f"Step {pipe['measured']['schedule_step']} (the one of median span) as the trace shows it: "
+                       "each stage's program executions (microbatches) and its waits before the first and after "
+                       "the last.")
+            st.altair_chart(measured_chart(measured), width="stretch")
+            st.dataframe(stage_idle_table(pipe), hide_index=True, width="stretch")
+        elif (frame := pipeline_schedule(pipe)) is not None:
             st.altair_chart(schedule_chart(frame), width="stretch")
     if ring:
         st.markdown(f"**Context ({md(ring['style'])}):** {ring['seq_per_chip']} tokens of sequence per chip, head dim "

@@ -61,6 +61,11 @@ SAMPLES: dict[str, tuple[str, int, dict[str, Any]]] = {
                         "kv_heads": 2, "head_dim": 32, "lr": 1e-3}),
     "pipeline": ("build_pipeline", 8,
                  {"mesh": {"stage": 4, "data": 2}, "traced_steps": 2, "microbatches": 6, "batch": 96, "d_model": 128, "lr": 1e-3}),
+    # An MPMD pipeline: a separately jitted program per stage, each on its own device, activations moved
+    # stage to stage with jax.device_put; m microbatches in a GPipe forward schedule.
+    "pipeline_mpmd": ("build_pipeline_mpmd", 8,
+                      {"stages": 4, "traced_steps": 3, "microbatches": 4, "rows": 64, "d_model": 256,
+                       "layers_per_stage": 2}),
     "moe": ("build_moe", 8,
             {"mesh": {"expert": 8}, "traced_steps": 3, "experts": 8, "top_k": 2, "capacity": 16, "batch": 512, "d_model": 64,
              "d_ff": 128, "lr": 1e-3}),
@@ -656,6 +661,90 @@ def build_pipeline(cfg: dict[str, Any]):
             f"{m + p - 1} ticks passing activations to the next stage with ppermute (GPipe schedule, bubble "
             f"(p-1)/(m+p-1) = {(p - 1) / (m + p - 1):.4f}); gradients pmean over 'data'; SGD, f32")
     return desc, compiled, params, batches
+
+
+class _StagePrograms:
+    """An MPMD pipeline's step: one compiled program per stage, each on its own device, run in a GPipe
+    forward schedule (every microbatch through stage 0, 1, ..., p - 1, activations moved to the next
+    stage's device with ``jax.device_put``). JAX dispatches asynchronously: stage s runs microbatch j
+    while stage s + 1 runs microbatch j - 1; each stage waits on its neighbour before its first and
+    after its last microbatch (the bubble)."""
+
+    def __init__(self, programs, devices, microbatches: int):
+        self.programs, self.devices, self.m = programs, devices, microbatches
+
+    def __call__(self, weights, batch):
+        import jax
+
+        xs, ys = batch
+        losses = []
+        for j in range(self.m):
+            h = xs[j]
+            for s, program in enumerate(self.programs[:-1]):
+                h = jax.device_put(program(weights[s], h), self.devices[s + 1])
+            losses.append(self.programs[-1](weights[-1], h, ys[j]))
+        return weights, sum(float(v) for v in losses) / self.m
+
+    def cost_analysis(self):
+        totals: dict[str, float] = {}
+        for program in self.programs:
+            cost = program.cost_analysis()
+            cost = cost[0] if isinstance(cost, list) else cost
+            for k, v in (cost or {}).items():
+                totals[k] = totals.get(k, 0.0) + float(v)
+        return totals
+
+    def as_text(self):
+        return self.programs[0].as_text()
+
+
+def build_pipeline_mpmd(cfg: dict[str, Any]):
+    """An MPMD pipeline: p stages, each a separately jitted program (its own HLO module) on its own device.
+
+    Stage s holds ``layers_per_stage`` tanh layers of [D, D] (weights placed with jax.device_put on device
+    s); the last stage also computes the microbatch's squared-error loss. No collectives: the activations
+    move between programs with jax.device_put. Forward only (an inference-style GPipe fill and drain):
+    the bubble is (p - 1)/(m + p - 1) of each stage's step when the stages take equal time.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    p, m, d, n_layers = cfg["stages"], cfg["microbatches"], cfg["d_model"], cfg["layers_per_stage"]
+    devices = list(jax.devices()[:p])
+    keys = jax.random.split(jax.random.PRNGKey(0), p)
+    weights = [jax.device_put(jax.random.normal(k, (n_layers, d, d), jnp.float32) / jnp.sqrt(d), dev)
+               for k, dev in zip(keys, devices)]
+
+    def layers(w, h):
+        for i in range(n_layers):
+            h = jnp.tanh(h @ w[i])
+        return h
+
+    def stage_program(s: int):
+        if s < p - 1:
+            def run(w, h):
+                return layers(w, h)
+        else:
+            def run(w, h, y):
+                return jnp.mean((layers(w, h) - y) ** 2)
+        run.__name__ = f"stage{s}"
+        return jax.jit(run)
+
+    rows = cfg["rows"]
+    x, y = _regression_batches((m, rows), d, d)[0]
+    xs = [jax.device_put(x[j], devices[0]) for j in range(m)]
+    ys = [jax.device_put(y[j], devices[-1]) for j in range(m)]
+    h = jax.device_put(jnp.zeros((rows, d), jnp.float32), devices[0])
+    programs = []
+    for s in range(p):
+        args = (weights[s], jax.device_put(h, devices[s])) + ((ys[0],) if s == p - 1 else ())
+        programs.append(stage_program(s).lower(*args).compile())
+    desc = (f"MPMD pipeline on {p} of 8 CPU devices: {p} stages, each a separately jitted program (jit_stage0.."
+            f"jit_stage{p - 1}) on its own device holding {n_layers} {d}x{d} tanh layers (the last also the "
+            f"squared-error loss); {m} microbatches of {rows} rows in a GPipe forward schedule, activations "
+            f"moved to the next stage's device with jax.device_put; no collectives; formula bubble "
+            f"(p-1)/(m+p-1) = {(p - 1) / (m + p - 1):.4f}")
+    return desc, _StagePrograms(programs, devices, m), weights, [(xs, ys)]
 
 
 def build_moe(cfg: dict[str, Any]):

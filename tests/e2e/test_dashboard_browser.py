@@ -261,6 +261,9 @@ def test_inference_tab_in_chromium(browser, sample_traces, tmp_path):
     ("pipeline", 2, ["Pipeline: 4 stages, 6 microbatches, bubble 33.3%", "stage (4): pipeline", "bubble-bound"]),
     ("ring_attention", 2, ["Context (ring): 96 tokens of sequence per chip", "context parallel"]),
     ("moe", 1, ["Experts: E=8, top-2, capacity 16", "expert parallel + data parallel"]),
+    # a program per stage: the measured schedule of one step (one chart) and each stage's idle time
+    ("pipeline_mpmd", 1, ["pipeline of 4 stages, each running its own program", "Pipeline: 4 stages, 4 microbatches",
+                          "against the formula (p-1)/(m+p-1) 42.9%", "jit_stage3"]),
 ])
 def test_parallelism_tab_structures_in_chromium(browser, sample_traces, tmp_path, sample, charts, shows):
     """The Parallelism tab's roles (several per axis), the pipeline's schedule and bubble, the ring."""
@@ -268,7 +271,7 @@ def test_parallelism_tab_structures_in_chromium(browser, sample_traces, tmp_path
     with dashboard_server(trace, tmp_path / "server.log") as url:
         _open_overview(browser, url)
         _settle(browser, 0, "Overview")
-        _click_tab(browser, "Parallelism", "Mesh")
+        _click_tab(browser, "Parallelism", "Pipeline" if sample == "pipeline_mpmd" else "Mesh")
         _settle(browser, charts, "Parallelism")
         panel = browser.js(_PANEL)
         shot = browser.screenshot(tmp_path / f"dashboard_parallelism_{sample}.png")

@@ -103,7 +103,9 @@ def test_pipeline_sample_bubble_is_p_minus_1_over_m_plus_p_minus_1(sample_traces
     record = _schema_valid(report)
     assert record["axes"][0]["pipeline"] == {"stages": p, "microbatches": m,
                                              "bubble_fraction": pytest.approx((p - 1) / (m + p - 1)),
-                                             "how": stage.pipeline.how}
+                                             "how": stage.pipeline.how,
+                                             "formula_bubble_fraction": pytest.approx((p - 1) / (m + p - 1)),
+                                             "measured": None}     # read from the loop, not measured
     assert "bubble 33.3%" in summary_line(report)
     assert "stage: pipeline (bubble 33.3%)" in traceview.load(sample_traces / "pipeline").mesh_summary
     assert "6 microbatches" in parallelism_text(report)
@@ -309,6 +311,52 @@ def test_all_gather_context_parallelism():
     assert report.per_chip_tokens.value is None        # the gathered keys are no weight
     # s > (C/W) b H_kv / (2 H) = (C/W) x 4 / 2
     assert axis.verdict.value == 64 and axis.verdict.threshold == pytest.approx(_h100_ratio() * 4 / 2)
+
+
+GATHERED_KV_KERNEL = """HloModule gathered_kv_kernel, num_partitions=4
+
+ENTRY %main (q: f32[2,64,4,32], k: f32[2,64,2,32], v: f32[2,64,2,32]) -> f32[2,64,4,32] {
+  %q = f32[2,64,4,32]{3,2,1,0} parameter(0)
+  %k = f32[2,64,2,32]{3,2,1,0} parameter(1)
+  %v = f32[2,64,2,32]{3,2,1,0} parameter(2)
+  %kgs = (f32[2,64,2,32]{3,2,1,0}, f32[2,256,2,32]{3,2,1,0}) all-gather-start(%k), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={1}, use_global_device_ids=true
+  %kg = f32[2,256,2,32]{3,2,1,0} all-gather-done(%kgs)
+  %vg = f32[2,256,2,32]{3,2,1,0} all-gather(%v), channel_id=2, replica_groups={{0,1,2,3}}, dimensions={1}, use_global_device_ids=true
+  %vc = f32[2,256,2,32]{3,2,1,0} copy(%vg)
+  %o = (f32[2,64,4,32]{3,2,1,0}, u8[0]{0}) custom-call(%q, %kg, %vc), custom_call_target="__cudnn$fmhaSoftmax"
+  ROOT %out = f32[2,64,4,32]{3,2,1,0} get-tuple-element(%o), index=0
+}
+"""
+
+
+def test_all_gather_context_parallelism_read_by_a_fused_attention_kernel():
+    """K and V gathered along the sequence (4 x 64 -> 256) and read only by cuDNN's fused attention (a
+    custom-call, no dot): all-gather context parallelism. [batch, sequence, heads, head dim]: the chip's 64
+    queries, head dim 32, 4 query heads on 2 K/V heads."""
+    h100 = get_chip("h100-sxm", load_hardware(None))
+    report = diagnose(DiagnoseInputs([parse_hlo_text(GATHERED_KV_KERNEL)], chip=h100))
+    assert [c.pattern for c in report.collectives] == ["K/V all-gather", "K/V all-gather"]
+    (axis,) = report.axes
+    assert axis.role.role == "context" and [r.role for r in axis.roles] == ["context"]
+    assert axis.context.style == "all-gather"
+    shape = axis.context.attention
+    assert (shape.seq_per_chip, shape.head_dim, shape.heads_per_kv_head) == (64, 32, 2)
+    assert report.per_chip_tokens is None or report.per_chip_tokens.value is None   # K/V are no weights
+    # s > (C/W) b H_kv / (2 H) = (C/W) x 4 x 2 / (2 x 4) = C/W
+    assert axis.verdict.value == 64 and axis.verdict.threshold == pytest.approx(_h100_ratio())
+    # one forward gather of K and one of V: 2 x [2, 256, 2, 32] f32 (the gathered arrays)
+    assert axis.context.bytes_per_pass == 2 * 2 * 256 * 2 * 32 * 4
+
+
+@pytest.mark.parametrize("change", [
+    ('custom_call_target="__cudnn$fmhaSoftmax"', 'custom_call_target="__cublas$gemm"'),   # no attention kernel
+    ("%o = (f32[2,64,4,32]{3,2,1,0}, u8[0]{0}) custom-call(%q, %kg, %vc)",                  # K/V as the query
+     "%o = (f32[2,64,4,32]{3,2,1,0}, u8[0]{0}) custom-call(%kg, %q, %q)"),
+])
+def test_gather_beside_a_kernel_that_does_not_read_it_as_keys_is_not_context(change):
+    report = diagnose(DiagnoseInputs([parse_hlo_text(GATHERED_KV_KERNEL.replace(*change))]))
+    assert "K/V all-gather" not in [c.pattern for c in report.collectives]
+    assert all(a.context is None for a in report.axes)
 
 
 ROUTED_FSDP = """HloModule routed, num_partitions=4

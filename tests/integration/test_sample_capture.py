@@ -125,6 +125,53 @@ def test_committed_sample(name: str) -> None:
     assert re.search(r"\sdot\(", hlo)
 
 
+def _check_mpmd_sample(dest: Path) -> dict:
+    """The MPMD pipeline: one module per stage, each traced on its own device only, every ENTRY op of a stage's
+    program run m times per step (once per microbatch), the stages' FLOPs by hand."""
+    meta = json.loads((dest / "capture.json").read_text())
+    cfg = meta["config"]
+    p, m = cfg["stages"], cfg["microbatches"]
+    after = sorted(dest / f for f in meta["hlo_files"] if f.endswith(".cpu_after_optimizations.txt"))
+    assert len(after) == p and len([f for f in meta["hlo_files"] if f.endswith(".before_optimizations.txt")]) == p
+    programs = {}
+    for f in after:
+        pid, module = f.name.split(".")[:2]
+        programs[module] = (int(pid.removeprefix("module_")), f.read_text())
+    assert sorted(programs) == [f"jit_stage{s}" for s in range(p)]
+    events, steps = _op_events(dest / meta["xplane"])
+    ops = [e for e in events if "hlo_op" in e]
+    n_steps = len(meta["traced_step_times_s"])
+    assert sorted(int(s["step_num"]) for s in steps if s["name"] == "train") == list(range(n_steps))
+    for stage in range(p):
+        module = f"jit_stage{stage}"
+        pid, hlo = programs[module]
+        mine = [o for o in ops if o["hlo_module"] == module]
+        assert {(int(o["program_id"]), int(o["device_ordinal"])) for o in mine} == {(pid, stage)}
+        entry = _entry_instructions(hlo)
+        counts = Counter(o["hlo_op"] for o in mine)
+        assert set(counts) <= set(entry) and {counts[op] for op in counts} == {m * n_steps}
+    # each stage: layers_per_stage matmuls of [rows, D] x [D, D] per microbatch (2 rows D^2 FLOPs each)
+    matmuls = 2 * cfg["rows"] * cfg["d_model"] ** 2 * cfg["layers_per_stage"] * p
+    assert matmuls <= meta["xla_cost_analysis"]["flops"] <= 1.05 * matmuls
+    return meta
+
+
+def test_committed_mpmd_sample() -> None:
+    pytest.importorskip("jax")
+    dest = REPO / "sample_traces" / "pipeline_mpmd"
+    if not (dest / "capture.json").exists():
+        pytest.skip(f"{dest} has not been captured (run sample_traces/capture.py)")
+    _check_mpmd_sample(dest)
+
+
+@pytest.mark.slow
+def test_capture_mpmd_sample(tmp_path: Path) -> None:
+    pytest.importorskip("jax")
+    subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path), "--only", "pipeline_mpmd"],
+                   check=True, timeout=300)
+    assert _check_mpmd_sample(tmp_path / "pipeline_mpmd")["device_count"] == 8
+
+
 def test_committed_regression_pair() -> None:
     """mlp_repeat is the same program as mlp; mlp_slow the same program, clearly slower."""
     root = REPO / "sample_traces"

@@ -744,6 +744,20 @@ def _check_trace_data(data) -> None:
     _check_frame(data.steps, ("duration_ps",), "steps")
     if len(data.ops) and (data.ops["self_ps"] > data.ops["duration_ps"]).any():
         raise Garbage("ops.self_ps above duration_ps")
+    _check_measured_pipeline(data.ops)
+
+
+def _check_measured_pipeline(ops) -> None:
+    """A pipeline measured from hostile op executions (a program per stage): its idle times and bubbles."""
+    from traceview.parallelism.mpmd import measure_mpmd
+
+    found = measure_mpmd(ops)
+    if found is None:
+        return
+    for stage in found.stages:
+        idle = (stage.idle_before_ps, stage.idle_after_ps, stage.idle_between_ps, stage.busy_ps)
+        if min(idle) < 0 or not 0 <= stage.bubble_fraction <= 1 or stage.microbatches < 1:
+            raise Garbage(f"measured pipeline: stage {stage.stage} idle {idle}, bubble {stage.bubble_fraction}")
 
 
 def _check_costs(module) -> None:

@@ -324,14 +324,22 @@ class Analysis:
 
     @cached_property
     def mesh_summary(self) -> str | None:
-        """The one line ``analyze`` prints about the mesh; None for a trace with no collectives."""
+        """The one line ``analyze`` prints about the mesh; None for a trace with no collectives, unless it runs
+        a program per stage of a pipeline on its devices (an MPMD pipeline, measured in the trace)."""
         ops = self.pipeline.ops
-        if ops.empty or "collective_kind" not in ops.columns or \
-                not (ops["collective_kind"].fillna("").astype(str) != "").any():
+        if ops.empty:
+            return None
+        communicates = "collective_kind" in ops.columns and \
+            bool((ops["collective_kind"].fillna("").astype(str) != "").any())
+        programs = "module" in ops.columns and ops["module"].nunique() >= 2 and len(self.pipeline.profile.devices) >= 2
+        if not (communicates or programs):
+            return None
+        report = self.parallelism()
+        if not communicates and not report.axes:
             return None
         from traceview.render.parallelism import summary_line
 
-        return summary_line(self.parallelism())
+        return summary_line(report)
 
 
 def _json_copy(value: Any) -> Any:

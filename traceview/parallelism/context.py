@@ -11,7 +11,7 @@ extent equal to the block's last (head) dimension; or a fused attention kernel
 the per-chip sequence length s (its free extent) and the ratio of query heads
 to key/value heads (its elements over the block's). All-gather context
 parallelism gathers K/V along the sequence instead: an activation all-gather
-read by such a dot.
+read by such a dot, or by a fused attention kernel.
 
 The rule (docs/parallelism.md has a worked example): one ring step computes
 4·B·H·s²·d FLOPs (QKᵀ and PV) and moves the K and V blocks, 2·B·s·H_kv·d·b
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from traceview.cost.shapes import byte_size, leaves
 from traceview.parallelism.dots import Dot, dots_in
 from traceview.parallelism.loops import Loop
-from traceview.parsers.hlo_model import HloModule, Shape
+from traceview.parsers.hlo_model import HloModule, Instruction, Shape
 
 
 @dataclass
@@ -76,14 +76,8 @@ def attention_kernel_shape(module: HloModule, computations: set[str], block: Sha
     if len(block.dims) != 4:
         return None
     for name in computations:
-        comp = module.computations.get(name)
-        if comp is None:
-            continue
-        shapes = {i.name: i.shape for i in comp.instructions}
-        for inst in comp.instructions:
-            target = (inst.custom_call_target or "").lower()
-            if inst.opcode != "custom-call" or not any(word in target for word in ATTENTION_KERNELS):
-                continue
+        kernels, shapes = _attention_kernels(module, name)
+        for inst in kernels:
             operands = [shapes[o] for o in inst.operands if o in shapes]
             if len(operands) < 2 or not any(tuple(o.dims) == tuple(block.dims) for o in operands[1:]):
                 continue
@@ -91,6 +85,52 @@ def attention_kernel_shape(module: HloModule, computations: set[str], block: Sha
             if query <= 0 or query % math.prod(block.dims):
                 continue
             return AttentionShape(block.dims[1], block.dims[-1], query / math.prod(block.dims))
+    return None
+
+
+def _attention_kernels(module: HloModule, computation: str) -> tuple[list[Instruction], dict[str, Shape]]:
+    """The fused attention kernels (custom-calls) of a computation, with its instructions' shapes."""
+    comp = module.computations.get(computation)
+    if comp is None:
+        return [], {}
+    shapes = {i.name: i.shape for i in comp.instructions}
+    kernels = [i for i in comp.instructions if i.opcode == "custom-call"
+               and any(word in (i.custom_call_target or "").lower() for word in ATTENTION_KERNELS)]
+    return kernels, shapes
+
+
+GATHER_FORWARDS = ("bitcast", "copy", "all-gather-done", "get-tuple-element", "optimization-barrier")
+
+
+def gathered_kv_kernel(module: HloModule, computation: str, name: str, gathered: Shape) -> AttentionShape | None:
+    """A fused attention kernel reading all-gather ``name``'s result (directly, or through copies and
+    bitcasts of the same dimensions) as keys or values: all-gather context parallelism. Read in JAX's
+    [batch, sequence, heads, head dim] layout: the query operand (the first) holds the chip's queries,
+    s its second dimension; d the last; H/H_kv the query's heads over the gathered array's. The gathered
+    sequence must be a whole multiple of the chip's, the batch and head dimension the query's."""
+    dims = tuple(gathered.dims)
+    if len(dims) != 4:
+        return None
+    kernels, shapes = _attention_kernels(module, computation)
+    if not kernels:
+        return None
+    comp = module.computations[computation]
+    names, frontier = {name}, [name]
+    while frontier and len(names) < 64:          # the gather's result under other names (same dimensions)
+        current = frontier.pop()
+        for inst in comp.instructions:
+            if current in inst.operands and inst.opcode in GATHER_FORWARDS and inst.name not in names and \
+                    dims in {tuple(a.dims) for a in leaves(inst.shape)}:
+                names.add(inst.name)
+                frontier.append(inst.name)
+    for kernel in kernels:
+        if not any(o in names for o in kernel.operands[1:]) or kernel.operands[0] not in shapes:
+            continue
+        query = tuple(shapes[kernel.operands[0]].dims)
+        if len(query) != 4 or query[0] != dims[0] or query[3] != dims[3] or not query[1] or not dims[2] or \
+                dims[1] % query[1]:
+            continue
+        return AttentionShape(query[1], dims[3], query[2] / dims[2])
     return None
 
 

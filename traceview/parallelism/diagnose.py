@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from traceview.parallelism.dots import (
 from traceview.parallelism.expert import routed_tokens, router
 from traceview.parallelism.groups import CollectiveSite, collective_sites, device_counts
 from traceview.parallelism.mesh import Mesh, infer_mesh, named_mesh
+from traceview.parallelism.mpmd import MeasuredSchedule, measure_mpmd
 from traceview.parallelism.report import AxisReport, Parallelism, RoleReport
 from traceview.parallelism.roles import PATTERN_ROLE, AxisRole, Classified, axis_roles, classify, gathered_arrays
 from traceview.parallelism.rules import (
@@ -43,7 +45,7 @@ from traceview.parallelism.rules import (
     judge_pipeline,
 )
 from traceview.parallelism.shardings import ParameterSharding, parameter_shardings
-from traceview.parallelism.structure import Structures, kv_gather_reader, read_structures
+from traceview.parallelism.structure import Structures, kv_gather_reader, measured_pipeline, read_structures
 from traceview.parallelism.times import collective_key, collective_times, fill_times, host_transfers
 from traceview.parsers.hlo_model import HloModule
 
@@ -60,6 +62,7 @@ class DiagnoseInputs:
     ran: set[str] | None = None         # names of the modules the trace executed (others left out)
     costs: pd.DataFrame | None = None   # the HLO cost table (bytes per step through loop trip counts)
     target_source: str = ""
+    executions: Callable[[], pd.DataFrame] | None = None   # the trace's op executions (read when needed)
 
     @property
     def has_trace(self) -> bool:
@@ -111,8 +114,42 @@ def diagnose(inputs: DiagnoseInputs) -> Parallelism:
         for param in params:
             param.axes = {dim: axes_of_groups(as_sets(groups), mesh)[0] for dim, groups in param.dim_groups.items()}
         report.axes = _judge_axes(inputs, mesh, attributions, program, params)
+    report.axes = _with_measured_pipeline(inputs, report.axes)
+    if mesh is None and any(a.pipeline is not None for a in report.axes):   # a program per stage, no collective
+        report.warnings = [w for w in report.warnings if not w.startswith("mesh not determined")]
     report.axes += [host] if host else []
     return report
+
+
+def _with_measured_pipeline(inputs: DiagnoseInputs, axes: list[AxisReport]) -> list[AxisReport]:
+    """A pipeline whose stages run their own programs, its bubble measured in the trace (:mod:`mpmd`): it fills
+    the axis whose point-to-points (send/recv between programs) gave no schedule, or adds a ``stage`` axis when
+    no collective shows it (activations copied between the programs). Read only when several programs ran."""
+    if inputs.executions is None or len(inputs.ran or ()) < 2:
+        return axes
+    schedule = measure_mpmd(inputs.executions())
+    if schedule is None:
+        return axes
+    found = measured_pipeline(schedule)
+    verdict = judge_pipeline(found)
+    for axis in axes:
+        if axis.pipeline is not None and axis.pipeline.bubble_fraction is None and axis.size == schedule.p:
+            axis.pipeline = found
+            axis.roles = [RoleReport(r.role, r.evidence, verdict if r.role == "pipeline" else r.verdict)
+                          for r in axis.roles]
+            axis.verdict = verdict if axis.role.role == "pipeline" else axis.verdict
+            return axes
+    evidence = [_stage_evidence(schedule)]
+    role = AxisRole("pipeline", evidence, {"program per stage": schedule.p}, {"pipeline": evidence})
+    return axes + [AxisReport("stage", schedule.p, role, None, verdict, roles=[RoleReport("pipeline", evidence,
+                                                                                          verdict)], pipeline=found)]
+
+
+def _stage_evidence(schedule: MeasuredSchedule) -> str:
+    held, checked = schedule.in_sequence
+    stages = ", ".join(f"{'+'.join(s.programs)} on {'+'.join(s.devices)}" for s in schedule.stages)
+    return (f"{schedule.p} stages each run their own program(s) ({stages}); stage s + 1's k-th execution starts "
+            f"after stage s's k-th ends ({held} of {checked} in the trace)")
 
 
 def _modules_that_ran(inputs: DiagnoseInputs) -> list[HloModule]:
@@ -364,9 +401,11 @@ def from_analysis(analysis, hlo_path: str | Path | None = None) -> Parallelism:
     before = naming_modules(dump) if dump is not None else []
     ops = analysis.ops
     ran = set(ops["module"].astype(str)) if not ops.empty and "module" in ops else None
+    from traceview.trace.read import op_executions
+
     return diagnose(DiagnoseInputs(analysis.modules, before, ops, analysis.span_ps or analysis.device_time_ps,
                                    analysis.target, len(analysis.profile.devices) or None, ran, analysis.costs,
-                                   _target_source(analysis)))
+                                   _target_source(analysis), lambda: op_executions(analysis.profile)))
 
 
 def from_hlo(path: str | Path, chip: Chip | None = None, target_source: str = "--target") -> Parallelism:

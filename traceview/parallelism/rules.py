@@ -187,7 +187,8 @@ def judge_expert(chip: Chip | None, link: Link | None, dtype: str, found: Expert
 
 def judge_pipeline(found: PipelineFinding) -> AxisVerdict:
     """The bubble against GPipe's m >= 4p (a rule of the schedule, not of the chip)."""
-    what = "bubble fraction (p-1)/(m+p-1)"
+    what = "bubble fraction (p-1)/(m+p-1)" if found.schedule is None else \
+        "measured bubble fraction (each stage's idle waiting on its neighbours / step span)"
     if found.bubble_fraction is None:
         return AxisVerdict(None, PIPELINE_RULE, None, what, reason=found.how)
     p, bubble = found.stages, found.bubble_fraction

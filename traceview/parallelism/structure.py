@@ -25,12 +25,14 @@ from traceview.parallelism.context import (
     attention_shape,
     block_of,
     element_bytes,
+    gathered_kv_kernel,
     is_attention_dot,
     loop_computations,
 )
-from traceview.parallelism.dots import Dot, consuming_dot, weight_shapes
+from traceview.parallelism.dots import consuming_dot, weight_shapes
 from traceview.parallelism.expert import ExpertFinding, capacity, expert_width, router, weight_width
 from traceview.parallelism.loops import Loop, enclosing_loops
+from traceview.parallelism.mpmd import MeasuredSchedule
 from traceview.parallelism.roles import Classified
 from traceview.parsers.hlo_model import HloModule, Shape
 
@@ -44,6 +46,19 @@ class PipelineFinding:
     microbatches: int | None
     bubble_fraction: float | None
     how: str
+    schedule: MeasuredSchedule | None = None    # a program per stage: the bubble measured in the trace
+
+    @property
+    def formula_bubble_fraction(self) -> float | None:
+        """(p - 1)/(m + p - 1): an SPMD schedule's bubble, a measured schedule's reference."""
+        if not self.microbatches:
+            return None
+        return (self.stages - 1) / (self.microbatches + self.stages - 1)
+
+
+def measured_pipeline(schedule: MeasuredSchedule) -> PipelineFinding:
+    """The finding of a pipeline whose stages run their own programs, as the trace measured it."""
+    return PipelineFinding(schedule.p, schedule.microbatches, schedule.bubble_fraction, schedule.how(), schedule)
 
 
 @dataclass
@@ -115,32 +130,33 @@ def _read_point_to_point(row: Classified, module: HloModule, reading: _Reading) 
 
 
 def _read_gather(row: Classified, module: HloModule, reading: _Reading) -> None:
-    """K/V gathered along the sequence: the chip's queries (the query side's free extent) against it.
-    Judged against the state's weights only: every gathered array counts as a weight elsewhere."""
+    """K/V gathered along the sequence: the chip's queries against it. Judged against the state's weights
+    only: every gathered array counts as a weight elsewhere."""
     site = row.attribution.site
     if module.name not in reading.state:
         reading.state[module.name] = weight_shapes(module, [])
     block = block_of(_arrays(row))
-    dot = kv_gather_reader(module, site.computation, site.name, block, reading.state[module.name])
-    if dot is None or block is None:
+    attention = kv_gather_reader(module, site.computation, site.name, block, reading.state[module.name])
+    if attention is None:
         return
     row.pattern = KV_GATHER
-    ratio = math.prod(dot.rhs) / math.prod(block.dims)
-    _add_context(reading.out, row.attribution.label, "all-gather", AttentionShape(dot.free("lhs"), dot.k, ratio),
-                 row, None)
+    _add_context(reading.out, row.attribution.label, "all-gather", attention, row, None)
 
 
 def kv_gather_reader(module: HloModule, computation: str, name: str, block: Shape | None,
-                     weights: set[tuple[int, ...]] | None) -> Dot | None:
-    """The attention dot reading all-gather ``name``'s result as keys (contracting the block's head dimension,
-    its key side a whole number of blocks), or None: the gather is then no K/V gather."""
+                     weights: set[tuple[int, ...]] | None) -> AttentionShape | None:
+    """The attention shape when all-gather ``name``'s result is read as keys: by an attention dot
+    (contracting the block's head dimension, its key side a whole number of blocks: the chip's queries are
+    the dot's query-side free extent) or by a fused attention kernel (:func:`context.gathered_kv_kernel`);
+    else None: the gather is then no K/V gather."""
     if block is None:
         return None
     dot = consuming_dot(module, computation, name)
     elements = math.prod(block.dims)
-    if dot is None or elements <= 0 or not is_attention_dot(dot, weights or set()) or dot.k != block.dims[-1]:
-        return None
-    return dot if math.prod(dot.rhs) % elements == 0 else None
+    if dot is not None and elements > 0 and is_attention_dot(dot, weights or set()) and dot.k == block.dims[-1] \
+            and math.prod(dot.rhs) % elements == 0:
+        return AttentionShape(dot.free("lhs"), dot.k, math.prod(dot.rhs) / elements)
+    return gathered_kv_kernel(module, computation, name, block)
 
 
 def _routes(module: HloModule, seen: dict[str, bool]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from traceview.parallelism.mpmd import MeasuredSchedule
 from traceview.parallelism.report import AxisReport, Parallelism
 from traceview.parallelism.roles import ROLE_NAMES
 from traceview.render.escape import markdown_text, terminal_text
@@ -35,7 +36,9 @@ def _structures(axis: AxisReport) -> dict:
     return {
         "pipeline": None if pipe is None else {
             "stages": pipe.stages, "microbatches": pipe.microbatches,
-            "bubble_fraction": json_scalar(pipe.bubble_fraction), "how": pipe.how},
+            "bubble_fraction": json_scalar(pipe.bubble_fraction), "how": pipe.how,
+            "formula_bubble_fraction": json_scalar(pipe.formula_bubble_fraction),
+            "measured": None if pipe.schedule is None else _measured(pipe.schedule)},
         "context": None if ctx is None else {
             "style": ctx.style, "seq_per_chip": ctx.attention.seq_per_chip, "head_dim": ctx.attention.head_dim,
             "heads_per_kv_head": json_scalar(ctx.attention.heads_per_kv_head),
@@ -46,6 +49,31 @@ def _structures(axis: AxisReport) -> dict:
             "experts": exp.routing.experts, "top_k": exp.routing.top_k, "capacity": json_scalar(exp.capacity),
             "d_model": exp.width, "ffn": exp.ffn, "element_bytes": json_scalar(exp.element_bytes),
             "bytes_per_layer": json_scalar(exp.bytes_per_layer), "how": exp.how},
+    }
+
+
+SCHEDULE_ROWS = 4096   # the drawn step's executions kept in the JSON at most
+
+
+def _measured(schedule: MeasuredSchedule) -> dict:
+    """A pipeline measured in the trace: each stage's idle time (means per step) and one step's executions
+    (the step of median span, times from its start) to draw."""
+    held, checked = schedule.in_sequence
+    runs = schedule.executions
+    step = schedule.drawn_step()
+    shown = runs[runs["step"] == step].head(SCHEDULE_ROWS)
+    origin = float(shown["start_ps"].min()) if not shown.empty else 0.0
+    return {
+        "steps": schedule.steps, "in_sequence": held, "pairs_checked": checked,
+        "stages": [{"stage": st.stage, "devices": st.devices, "programs": st.programs,
+                    "microbatches": st.microbatches, "busy_us": _us(st.busy_ps),
+                    "idle_before_us": _us(st.idle_before_ps), "idle_after_us": _us(st.idle_after_ps),
+                    "idle_between_us": _us(st.idle_between_ps), "span_us": _us(st.span_ps),
+                    "bubble_fraction": json_scalar(st.bubble_fraction)} for st in schedule.stages],
+        "schedule_step": step,
+        "schedule": [{"stage": int(r.stage), "microbatch": int(r.microbatch),
+                      "start_us": _us(r.start_ps - origin), "end_us": _us(r.end_ps - origin)}
+                     for r in shown.itertuples(index=False)],
     }
 
 
@@ -102,11 +130,20 @@ def _roles(axis: AxisReport, none: str) -> str:
                                                                                          none)
 
 
+def _programs_per_stage(report: Parallelism) -> AxisReport | None:
+    """The axis of a pipeline that runs a program per stage, when the trace measured one."""
+    return next((a for a in report.axes if a.pipeline is not None and a.pipeline.schedule is not None), None)
+
+
 def summary_line(report: Parallelism) -> str:
     """One line for `traceview analyze`'s summary."""
-    if report.mesh is None:
+    staged = _programs_per_stage(report)
+    if report.mesh is None and staged is None:
         return f"parallelism: no mesh ({report.why_no_mesh})"
-    mesh = " x ".join(f"{a.name}={a.size}" for a in report.mesh.axes if a.size > 1) or "one device"
+    if report.mesh is None:
+        mesh = f"none in the HLO, a program per stage: stage={staged.size}" if staged else ""
+    else:
+        mesh = " x ".join(f"{a.name}={a.size}" for a in report.mesh.axes if a.size > 1) or "one device"
     parts = []
     for axis in report.axes:
         role = _roles(axis, "no role")
@@ -143,6 +180,10 @@ def _rows(report: Parallelism, esc) -> list[list[str]]:
 
 
 def _mesh_line(report: Parallelism, esc) -> str:
+    staged = _programs_per_stage(report)
+    if report.mesh is None and staged is not None:
+        return (f"mesh: none in the HLO (no collective); the trace shows a pipeline of {staged.size} stages, "
+                "each its own program")
     if report.mesh is None:
         return f"mesh: not determined ({report.why_no_mesh})"
     axes = ", ".join(f"{esc(a.name)}={a.size}" for a in report.mesh.axes)
@@ -158,7 +199,7 @@ def _details(report: Parallelism, esc) -> list[str]:
     for a in report.axes:
         out.append(f"{esc(a.name)} ({a.size}): {_roles(a, 'no role')}; evidence: "
                    + ("; ".join(esc(e) for e in a.role.evidence) or "none"))
-        out += _structure_lines(a)
+        out += _structure_lines(a, esc)
         for v in [r.verdict for r in a.roles] or [a.verdict]:
             judged = f"{v.value_what} {fmt_value(v.value)} vs {fmt_value(v.threshold)}" if v.value is not None \
                 and v.threshold is not None else (v.reason or "")
@@ -169,12 +210,13 @@ def _details(report: Parallelism, esc) -> list[str]:
     return out
 
 
-def _structure_lines(a: AxisReport) -> list[str]:
+def _structure_lines(a: AxisReport, esc) -> list[str]:
     out = []
     if a.pipeline is not None:
         bubble = "-" if a.pipeline.bubble_fraction is None else f"{a.pipeline.bubble_fraction:.4f}"
         out.append(f"  pipeline: {a.pipeline.stages} stages, {a.pipeline.microbatches or '-'} microbatches, "
-                   f"bubble {bubble} ({a.pipeline.how})")
+                   f"bubble {bubble} ({esc(a.pipeline.how)})")
+        out += _stage_lines(a.pipeline.schedule, a.pipeline.formula_bubble_fraction, esc)
     if a.context is not None:
         c = a.context
         out.append(f"  context ({c.style}): {c.attention.seq_per_chip} tokens of sequence per chip, head dim "
@@ -186,6 +228,20 @@ def _structure_lines(a: AxisReport) -> list[str]:
         cap = "-" if e.capacity is None else f"{e.capacity:g}"
         out.append(f"  experts: E={e.routing.experts or '-'}, top-{e.routing.top_k or '-'}, capacity {cap}, "
                    f"D={e.width or '-'}, F={e.ffn or '-'} ({e.how})")
+    return out
+
+
+def _stage_lines(schedule: MeasuredSchedule | None, formula: float | None, esc) -> list[str]:
+    """Each stage's measured idle time (means per step), then the measured bubble against the formula."""
+    if schedule is None:
+        return []
+    out = [f"  stage {s.stage} ({esc(', '.join(s.programs))} on {esc(', '.join(s.devices))}): {s.microbatches} "
+           f"microbatches, busy {fmt_time_us(_us(s.busy_ps))}, idle before its first "
+           f"{fmt_time_us(_us(s.idle_before_ps))}, after its last {fmt_time_us(_us(s.idle_after_ps))}, "
+           f"between {fmt_time_us(_us(s.idle_between_ps))} of a step span {fmt_time_us(_us(s.span_ps))}: "
+           f"bubble {fmt_pct(s.bubble_fraction)}" for s in schedule.stages]
+    out.append(f"  bubble measured {fmt_pct(schedule.bubble_fraction)} (mean of the stages), formula "
+               f"(p-1)/(m+p-1) {fmt_pct(formula)}")
     return out
 
 
