@@ -105,7 +105,7 @@ def render(view: View) -> None:
     rows = getattr(getattr(picked_ops, "selection", None), "rows", None) or []
     if rows:
         row = ops.iloc[rows[0]]
-        selection.offer("model_ops", (str(row["module"]), str(row["op"])))
+        selection.select_if_changed("model_ops", (str(row["module"]), str(row["op"])))
         st.caption(f"{md(row['op'])} is selected: open the Op detail tab to read it.")
     source = view.result.scope_tree("source")
     lines = source.nodes[source.nodes["path"].map(is_line)].nlargest(15, "total_us")

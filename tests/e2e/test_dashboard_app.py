@@ -97,7 +97,8 @@ def check_against_cli(at: AppTest, cli: dict) -> None:
         assert (box in bar) == (s["time_by_bound_us"][b] > 0), (b, box)
     # ranked by gain: what the device would save (for async work at most the time it waited)
     top = max((o for o in cli["ops"] if o.get("gain_us") is not None), key=lambda o: o["gain_us"])
-    first_gap = next(m.value for m in at.markdown if m.value.startswith("1. **"))
+    # the ops list's first item ("1. **op** (module): ..."; the advice list above it reads "1. **title**: ...")
+    first_gap = next(m.value for m in at.markdown if re.match(r"1\. \*\*[^*]+\*\* \(", m.value))
     shown, how = ((top["projected_time_us"], "projected") if s.get("projected")
                   else (top["judged_time_us"], "measured"))
     assert first_gap.startswith(f"1. **{markdown_text(top['name'])}** ({markdown_text(top['module'])}): "
@@ -168,7 +169,8 @@ def test_real_tpu_trace_matches_cli(shared_traces, tmp_path, monkeypatch):
     check_against_cli(at, cli)
     assert metrics(at)["devices"] == "4"
     # Communication-bound host offload copies lead; the sentence names the link.
-    first_gap = next(m.value for m in at.markdown if m.value.startswith("1. **"))
+    # the ops list's first item ("1. **op** (module): ..."; the advice list above it reads "1. **title**: ...")
+    first_gap = next(m.value for m in at.markdown if re.match(r"1\. \*\*[^*]+\*\* \(", m.value))
     assert "communication-bound" in first_gap.splitlines()[0] and "PCIe roofline" in first_gap.splitlines()[0]
 
     at.sidebar.selectbox(key="target").set_value("tpu-v5p").run()

@@ -126,9 +126,10 @@ def test_on_the_cpu_it_ran_on_the_efficiency_is_floor_over_median(serving):
 def test_analyze_shows_an_inference_section_only_for_serving(serving, sample_traces):
     record = traceview.load(serving).to_json()
     assert [p["phase"] for p in record["inference"]["phases"]] == ["prefill", "decode"]
-    assert [s.title for s in traceview.load(serving).report_sections()] == ["Inference"]
+    assert [s.title for s in traceview.load(serving).report_sections()][-1] == "Inference"
     mlp = traceview.load(sample_traces / "mlp")
-    assert "inference" not in mlp.to_json() and mlp.report_sections() == []
+    assert "inference" not in mlp.to_json()
+    assert "Inference" not in [s.title for s in mlp.report_sections()]
 
 
 def test_a_real_tpu_trace_says_what_is_missing(shared_traces):

@@ -40,3 +40,17 @@ def test_hostile_names_are_bounded():
     nested = "jit(f)/" + "jvp(" * 5000 + "x" + ")" * 5000 + "/mul"
     assert parse_op_name(nested) is not None
 
+
+
+def test_a_source_file_captured_elsewhere_is_found_by_its_longest_tail(tmp_path):
+    from traceview.scopes.source import line_texts, resolve_source
+
+    repo = tmp_path / "checkout"
+    (repo / "model").mkdir(parents=True)
+    (repo / "model" / "attn.py").write_text("import jax\nscores = q @ k\n")
+    (repo / "attn.py").write_text("other\nnot this one\n")
+    captured = "/home/ci/build/repo/model/attn.py"
+    assert resolve_source(captured, [repo]) == repo / "model" / "attn.py"        # the longest tail wins
+    assert resolve_source(str(repo / "attn.py"), [tmp_path]) == repo / "attn.py"  # a path that exists is itself
+    assert resolve_source("/nowhere/else.py", [repo]) is None
+    assert line_texts([(captured, "2"), (captured,), (captured, "9")], [repo]) == ["scores = q @ k", None, None]

@@ -41,7 +41,10 @@ def report_from_args(args: argparse.Namespace):
         return load_from_args(args).parallelism()
     chip = target_from_args(args)
     found = dump_target_from_args(args) if chip is None else None  # the chip the dump was compiled for
-    report = from_hlo(args.path, chip if found is None else found.chip)
+    if found is None:
+        report = from_hlo(args.path, chip)
+    else:
+        report = from_hlo(args.path, found.chip, target_source=found.source)
     report.warnings = dump_target_note(found) + report.warnings
     return report
 

@@ -65,7 +65,7 @@ metrics = Table(
     Column("samples", Text),                              # JSON list: the per-step values, when known
 )
 
-OP_TEXT = ("module", "op", "opcode", "category", "shape", "dtype", "bound", "source_file", "fingerprint")
+OP_TEXT = ("module", "op", "opcode", "category", "shape", "dtype", "bound", "source_file", "fingerprint", "op_name")
 OP_NUMBERS = ("occurrences", "time_ps", "judged_time_ps", "roofline_time_ps", "flops", "bytes", "collective_bytes",
               "source_line")
 

@@ -57,7 +57,7 @@ def _pooled_ops(ops: pd.DataFrame, runs: pd.DataFrame) -> tuple[pd.DataFrame, pd
     sums = ["occurrences", "time_ps", "judged_time_ps", "roofline_time_ps", "flops", "bytes", "collective_bytes"]
     grouped = ops.groupby(["module", "op"], sort=False, dropna=False)
     pooled = grouped.first().drop(columns=sums).join(grouped[sums].sum(min_count=1)).reset_index()
-    for column in ("module", "op", "fingerprint", "opcode", "category", "shape", "dtype", "source_file"):
+    for column in ("module", "op", "fingerprint", "opcode", "category", "shape", "dtype", "source_file", "op_name"):
         pooled[column] = pooled[column].fillna("").astype(str)
     pooled["bound"] = pooled["bound"].astype(object).where(pooled["bound"].notna(), None)
     rows = [(module, op, int(offsets[run_id]) + i, t)
