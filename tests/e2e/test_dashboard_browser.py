@@ -32,7 +32,7 @@ TABS = ("Overview", "Roofline", "Ops", "Timeline", "Op detail", "Model", "Memory
 @contextlib.contextmanager
 def dashboard_server(trace: Path, log_path: Path, *extra: str):
     """`traceview dashboard TRACE [EXTRA...]` as a user starts it; yields its URL. Its log must hold no traceback."""
-    with _server(trace, log_path, *extra, timeout=60) as url:
+    with _server(trace, log_path, *extra, timeout=120) as url:
         yield url
     server_log = log_path.read_text()
     assert "Traceback" not in server_log, server_log[-3000:]
