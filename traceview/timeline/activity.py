@@ -95,24 +95,29 @@ def reduce_activity(ops: pd.DataFrame) -> Activity:
 
 
 def _step_spans(ops: pd.DataFrame, starts: np.ndarray, ends: np.ndarray) -> pd.DataFrame:
-    """Per (step, device, host) of the rows in a step: their first start and last end."""
+    """Per (step, device, host) of the rows in a step: their first start and last end (grouped by codes,
+    named after)."""
     if "step" not in ops.columns:
         return pd.DataFrame(columns=SPAN_COLUMNS)
     inside = np.flatnonzero(ops["step"].to_numpy() >= 0)
     if not inside.size:
         return pd.DataFrame(columns=SPAN_COLUMNS)
-    frame = pd.DataFrame({"step": ops["step"].to_numpy()[inside],
-                          "device": _text(ops["device"], inside), "host": _text(ops["host"], inside),
-                          "start": starts[inside], "end": ends[inside]})
+    d_codes, d_names = _codes_and_text(ops["device"])
+    h_codes, h_names = _codes_and_text(ops["host"])
+    frame = pd.DataFrame({"step": ops["step"].to_numpy()[inside], "device": d_codes[inside],
+                          "host": h_codes[inside], "start": starts[inside], "end": ends[inside]})
     spans = frame.groupby(["step", "device", "host"], sort=False).agg(start=("start", "min"), end=("end", "max"))
-    return spans.reset_index()
+    spans = spans.reset_index()
+    spans["device"] = d_names[spans["device"].to_numpy()]
+    spans["host"] = h_names[spans["host"].to_numpy()]
+    return spans
 
 
-def _text(column: pd.Series, rows: np.ndarray) -> np.ndarray:
-    """The column's values at ``rows`` as str (a missing value as ``nan``, as ``astype(str)`` writes it)."""
+def _codes_and_text(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of the column's values, and their names as str (code -1, a missing value: ``nan``, as
+    ``astype(str)`` writes it)."""
     codes, values = column_codes(column)
-    names = np.array([str(v) for v in values] + ["nan"], dtype=object)
-    return names[codes[rows]]
+    return codes, np.array([str(v) for v in values] + ["nan"], dtype=object)
 
 
 def merge_activity(parts: Sequence[Activity]) -> Activity:
