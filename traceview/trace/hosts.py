@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from traceview.errors import UserError
 from traceview.parsers.xplane import TraceData
-from traceview.parsers.xspace_file import _FAST_MIN_BYTES
+from traceview.parsers.xspace_file import _FAST_MIN_BYTES, _FAST_WARM_MIN_BYTES
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
@@ -271,9 +271,9 @@ def _readers_by_machine(client) -> dict[str, int]:
 
 
 def _read_on_dask_worker(path: str, keep_ops: bool, readers: dict[str, int], allocator: bool = False) -> HostResult:
-    """read_host in a Dask worker thread, splitting lines over its share of the machine's cores only:
-    every thread of every worker on that machine may be reading a host at once (a worker that joined
-    later counts its own threads)."""
+    """read_host in a Dask worker thread, with the compiled reader loaded, splitting lines over its share
+    of the machine's cores only: every thread of every worker on that machine may be reading a host at
+    once (a worker that joined later counts its own threads)."""
     from distributed import get_worker
     from distributed.comm import get_address_host
 
@@ -285,6 +285,10 @@ def _read_on_dask_worker(path: str, keep_ops: bool, readers: dict[str, int], all
     except ValueError:  # an address form without a host
         machine = None
     xspace_fast.share_cores(readers.get(machine or "") or getattr(worker.state, "nthreads", 1))
+    if _size(path) >= _FAST_WARM_MIN_BYTES:
+        # A worker reads host after host, as a pool's worker does: load the compiled reader once (a pool's
+        # workers inherit it from the parent), or every host of a few MB would go through the numpy path.
+        xspace_fast.warm_up()
     return read_host(path, keep_ops, allocator=allocator)
 
 
