@@ -1,11 +1,12 @@
-"""traceview against XProf and xprof-rs, cold and warm, one host and 32 (not part of the tests).
+"""traceview against XProf and xprof-rs, cold and warm, one host and pods of many (not part of the tests).
 
 Builds, in a temporary folder:
 
 * the 2 M-event GPU trace (MI355X Transformer Engine timeline, repeated) and
   the 2 M-event TPU trace (v6e timeline, repeated), as bench_load.py does;
-* a 32-host run: one GPU trace of about --host-events events, hard-linked
-  under 32 host names.
+* pods of --pod-sizes hosts (default 32 and 128): one trace of about
+  --host-events events (--pod-kind's timeline, TPU v6e by default), hard-linked
+  under each host's name.
 
 Then runs every tool as a user would, in fresh processes, one after another,
 and prints wall time, peak memory (largest process, from wait4) and ratios:
@@ -19,12 +20,15 @@ and prints wall time, peak memory (largest process, from wait4) and ratios:
 * XProf: ``xprof get_hlo_stats RUN --logdir DIR --bypass_cache=True``;
 * xprof-rs: ``xprof-rs get_hlo_stats RUN --logdir DIR`` (where it reads the file);
 * ``traceview --version``;
-* the 32-host run with ``--jobs 1`` and with all cores.
+* each pod with ``--jobs 1``, with all cores, and with ``--dask`` on a local
+  Dask cluster (a scheduler and one single-threaded worker process per core,
+  started in a process of its own before the timing): time, time per host
+  (linear growth), peak memory against the smallest pod's, speed-ups.
 
 Each timed command runs --repeat times (default 3; the cold ones with the cache
 emptied before each) and the median is shown with the range: on a shared
-2-core machine one run can be off by a second. The 32-host pairs alternate
-(--jobs 1, then all cores) so a busy moment hits both alike.
+2-core machine one run can be off by a second. The pod runs alternate
+(--jobs 1, all cores, Dask) so a busy moment hits them alike.
 
 traceview's own modules are byte-compiled first (``compileall``), as an
 installed package is: an environment with PYTHONDONTWRITEBYTECODE=1 (this
@@ -35,7 +39,8 @@ The JSON outputs of cold, warm, pure-path, one-process and all-cores runs are
 compared byte for byte and the result printed.
 
     pip install -e '.[bench]'     # XProf, xprof-rs and numba
-    python benchmarks/bench_scale.py [--events 2000000] [--host-events 150000] [--repeat 3] [--skip-xprof]
+    python benchmarks/bench_scale.py [--events 2000000] [--host-events 150000] [--pod-sizes 32,128,256]
+                                     [--repeat 3] [--skip-xprof] [--kinds gpu,tpu] [--no-dask]
 """
 
 from __future__ import annotations
@@ -184,31 +189,71 @@ def bench_trace(kind: str, root: Path, events: int, skip_xprof: bool, cache_root
     return res
 
 
-def bench_hosts(root: Path, host_events: int, hosts: int, cache_root: Path, repeat: int) -> dict:
-    run_dir = logdir(root, "pod")
-    first = run_dir / "host00.xplane.pb"
-    n = build_trace(SOURCES["gpu"], host_events, first)
+def build_pod(root: Path, kind: str, host_events: int, hosts: int) -> tuple[Path, int]:
+    """A run of ``hosts`` host files: one trace of about ``host_events`` device events (the ``kind`` timeline
+    repeated), hard-linked under each host's name (the reader names a host, and its devices, by its file)."""
+    run_dir = logdir(root, f"pod{hosts}")
+    first = run_dir / "host000.xplane.pb"
+    n = build_trace(SOURCES[kind], host_events, first)
     for k in range(1, hosts):
-        os.link(first, run_dir / f"host{k:02d}.xplane.pb")
-    print(f"[pod] {hosts} hosts x {n} device events", file=sys.stderr, flush=True)
+        os.link(first, run_dir / f"host{k:03d}.xplane.pb")
+    return run_dir, n
+
+
+class DaskCluster:
+    """A local Dask cluster in a process of its own: a real scheduler and ``workers`` worker processes of
+    one thread each (as docs/scale.md advises), started before any timing, as an existing cluster is."""
+
+    def __init__(self, workers: int) -> None:
+        code = ("import sys, time\nfrom distributed import LocalCluster\n"
+                f"c = LocalCluster(n_workers={workers}, threads_per_worker=1, processes=True, "
+                "dashboard_address=None)\nprint(c.scheduler_address, flush=True)\nsys.stdin.read()\nc.close()\n")
+        self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True)
+        self.address = (self.proc.stdout.readline() if self.proc.stdout else "").strip()
+        if not self.address:
+            raise SystemExit("the local Dask cluster did not start (pip install 'traceview[dask]')")
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def bench_pods(root: Path, kind: str, host_events: int, sizes: list[int], repeat: int, dask: bool) -> list[dict]:
+    """Each pod size with one process, all cores, and (``dask``) a local Dask cluster of as many workers;
+    the three alternate, ``repeat`` rounds, medians."""
     tv = tool("traceview")
-    outs = root / "pod-out"
-    outs.mkdir()
-    env = {"TRACEVIEW_CACHE_DIR": str(cache_root / "pod")}
     cores = len(os.sched_getaffinity(0))
-    base = [tv, "analyze", str(run_dir), "--format", "json", "--no-cache", "-o"]
-    res = {"hosts": hosts, "events_per_host": n, "cores": cores}
-    pairs = [(run([*base, str(outs / "j1.json"), "--jobs", "1"], env),
-              run([*base, str(outs / "jN.json"), "--jobs", str(cores)], env)) for _ in range(max(1, repeat))]
-    res["jobs1"], res["jobsN"] = median_run([p[0] for p in pairs]), median_run([p[1] for p in pairs])
-    res["pair_ratios"] = [a["seconds"] / b["seconds"] for a, b in pairs if not a["rc"] and not b["rc"]]
-    res["identical"] = _identical([outs / "j1.json", outs / "jN.json"])
-    # The reading alone as analyze reads (each host reduced where it is read), without the analysis.
-    load = ("import sys; from traceview.trace.read import ReadOptions, load_profile; "
-            "load_profile(sys.argv[1], options=ReadOptions(cache=False, jobs=int(sys.argv[2]), keep_ops=False))")
-    res["load1"] = run([sys.executable, "-c", load, str(run_dir), "1"], env)
-    res["loadN"] = run([sys.executable, "-c", load, str(run_dir), str(cores)], env)
-    return res
+    cluster = DaskCluster(cores) if dask else None
+    out = []
+    try:
+        for hosts in sizes:
+            run_dir, n = build_pod(root, kind, host_events, hosts)
+            print(f"[pod] {hosts} hosts x {n} device events ({kind})", file=sys.stderr, flush=True)
+            outs = root / f"pod{hosts}-out"
+            outs.mkdir()
+            base = [tv, "analyze", str(run_dir), "--format", "json", "--no-cache", "-o"]
+            ways = {"jobs1": [*base, str(outs / "jobs1.json"), "--jobs", "1"],
+                    "jobsN": [*base, str(outs / "jobsN.json"), "--jobs", str(cores)]}
+            if cluster is not None:
+                ways["dask"] = [*base, str(outs / "dask.json"), "--dask", cluster.address]
+            rounds = [{way: run(cmd) for way, cmd in ways.items()} for _ in range(max(1, repeat))]
+            res: dict = {"hosts": hosts, "events_per_host": n, "cores": cores}
+            for way in ways:
+                res[way] = median_run([r[way] for r in rounds])
+            res["pair_ratios"] = [r["jobs1"]["seconds"] / r["jobsN"]["seconds"] for r in rounds
+                                  if not r["jobs1"]["rc"] and not r["jobsN"]["rc"]]
+            res["identical"] = _identical([outs / f"{way}.json" for way in ways])
+            out.append(res)
+            shutil.rmtree(run_dir.parents[2])     # the hard links share one file: little disk, but free it
+    finally:
+        if cluster is not None:
+            cluster.close()
+    return out
 
 
 def cpu_jiffies() -> tuple[int, int] | None:
@@ -233,11 +278,37 @@ def version_time() -> dict:
     return {"median": statistics.median(times), "min": min(times)}
 
 
+def print_pods(pods: list[dict]) -> None:
+    if not pods:
+        return
+    cores = pods[0]["cores"]
+    dask = "dask" in pods[0]
+    print(f"| hosts x events | --jobs 1 | --jobs {cores} | speed-up |" + (f" Dask ({cores} workers) | speed-up |" if dask else "")
+          + " s per host (--jobs 1) | peak / peak of the smallest pod (--jobs 1) | outputs identical |")
+    print("|---|---|---|---|" + ("---|---|" if dask else "") + "---|---|---|")
+    small = pods[0]["jobs1"]
+    for p in pods:
+        row = (f"| {p['hosts']} x {p['events_per_host'] / 1e3:.0f} k | {fmt(p['jobs1'])} | {fmt(p['jobsN'])} | "
+               f"{ratio(p['jobs1'], p['jobsN'], 'seconds')} |")
+        if dask:
+            row += f" {fmt(p['dask'])} | {ratio(p['jobs1'], p['dask'], 'seconds')} |"
+        per_host = p["jobs1"]["seconds"] / p["hosts"] if not p["jobs1"]["rc"] else float("nan")
+        row += (f" {per_host:.3f} s | {ratio(p['jobs1'], small, 'peak_mb')} | "
+                f"{'yes' if p['identical'] else 'NO'} |")
+        print(row)
+    for p in pods:
+        print(f"{p['hosts']} hosts: speed-up of each round (--jobs 1 / --jobs {cores}): "
+              f"{', '.join(f'{r:.2f}x' for r in p['pair_ratios'])}; CPU of the median runs (workers included): "
+              f"--jobs 1 {p['jobs1']['cpu']:.1f} s, --jobs {cores} {p['jobsN']['cpu']:.1f} s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=2_000_000)
     ap.add_argument("--host-events", type=int, default=150_000)
-    ap.add_argument("--hosts", type=int, default=32)
+    ap.add_argument("--pod-sizes", default="32,128", help="host counts of the generated pods (e.g. 32,128,256)")
+    ap.add_argument("--pod-kind", default="tpu", choices=sorted(SOURCES), help="the timeline each pod host repeats")
+    ap.add_argument("--no-dask", action="store_true", help="skip the local Dask cluster")
     ap.add_argument("--repeat", type=int, default=3, help="runs per timed command (the median is shown)")
     ap.add_argument("--skip-xprof", action="store_true")
     ap.add_argument("--kinds", default="gpu,tpu")
@@ -250,7 +321,8 @@ def main() -> None:
         root = Path(tmp)
         cache_root = root / "cache"
         results = [bench_trace(k, root, args.events, args.skip_xprof, cache_root, args.repeat) for k in args.kinds.split(",") if k]
-        pod = bench_hosts(root, args.host_events, args.hosts, cache_root, args.repeat)
+        pods = bench_pods(root, args.pod_kind, args.host_events, [int(x) for x in args.pod_sizes.split(",") if x],
+                          args.repeat, not args.no_dask)
     version = version_time()
     print(f"\n## traceview benchmark, {started}; load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
           f"after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {len(os.sched_getaffinity(0))} cores; "
@@ -265,15 +337,7 @@ def main() -> None:
               f"{ratio(r['cold'], r.get('xprof'), 'peak_mb')} | {ratio(r['cold'], r.get('xprof_rs'), 'seconds')} | "
               f"{'yes' if r['identical'] else 'NO'} |")
     print(f"\n`traceview --version`: median {version['median']:.3f} s, best {version['min']:.3f} s (7 runs)\n")
-    print(f"{pod['hosts']} hosts x {pod['events_per_host']} device events: --jobs 1 {fmt(pod['jobs1'])}; "
-          f"--jobs {pod['cores']} {fmt(pod['jobsN'])}; speed-up {ratio(pod['jobs1'], pod['jobsN'], 'seconds')}; "
-          f"outputs identical: {'yes' if pod['identical'] else 'NO'}; speed-up of each pair: "
-          f"{', '.join(f'{r:.2f}x' for r in pod['pair_ratios'])}")
-    print(f"CPU (user + system, workers included) of the median runs: --jobs 1 {pod['jobs1']['cpu']:.2f} s "
-          f"(system {pod['jobs1']['sys']:.2f} s); --jobs {pod['cores']} {pod['jobsN']['cpu']:.2f} s "
-          f"(system {pod['jobsN']['sys']:.2f} s)")
-    print(f"reading only (load_profile): 1 process {fmt(pod['load1'])}; {pod['cores']} processes "
-          f"{fmt(pod['loadN'])}; speed-up {ratio(pod['load1'], pod['loadN'], 'seconds')}")
+    print_pods(pods)
     print(f"\n(times: median of {args.repeat} runs, range in brackets; peak memory: peak RSS of the command's own process, by /usr/bin/time; --jobs N workers not included)")
 
 

@@ -167,3 +167,6 @@ class Profile:
     # Reads the op executions again (``() -> ops``, as the reader's options say: the table cache or not),
     # for a view that needs them when ``ops`` was not kept.
     read_ops: Callable | None = None
+    # Per host file (``source.files``), its allocator events read where the host was read (the memory
+    # view's runtime peaks); None, or None for a file: the memory view reads that file itself.
+    allocator_parts: list | None = None

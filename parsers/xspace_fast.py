@@ -1,6 +1,6 @@
 """Optional accelerator for large XSpace files: the line and event wire format decoded by numba.
 
-With ``numba`` installed (``pip install 'traceview[fast]'``), a large file's
+With ``numba`` installed (a core dependency where it has wheels), a large file's
 XLines are kept as raw bytes by protobuf (XSpaceLines) and each is walked by a
 compiled loop: every event and wanted stat in one pass, straight into the
 same WideEvents the pure numpy decoder (xspace_schema.decode_wide) gives. The compiled code is cached on disk (numba's ``cache=True``), so only

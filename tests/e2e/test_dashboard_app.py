@@ -467,3 +467,31 @@ def test_an_op_picked_in_the_model_tab_opens_in_op_detail(sample_traces, monkeyp
     show(at, "Op detail")
     assert any(op in str(s.value) for s in at.selectbox), [s.value for s in at.selectbox]
     assert module == "jit_train_step"
+
+
+def test_host_lanes_add_up_to_each_devices_busy_time(shared_traces):
+    """The pod timeline's aggregated lanes: per host, busy share x slice x devices summed over the slices is
+    the union of its devices' leaf ops (merged here by hand, interval by interval)."""
+    from traceview.dashboards.data import LoadRequest, load_view
+    from traceview.dashboards.timeline import host_lanes, is_pod
+
+    view = load_view(LoadRequest(path=str(shared_traces / "AMD-AGI-TraceLens" / "jax08_gemm" / "tw003.xplane.pb")))
+    raw = view.analysis.profile.ops
+    lanes = host_lanes(view, slices=50)
+    assert not is_pod(view) and lanes.hosts == [str(h) for h in raw["host"].unique()]
+    leaf = raw[raw["self_ps"] == raw["duration_ps"]]
+    expected = 0
+    for _, rows in leaf.groupby("device", observed=True):
+        end = None
+        for s, d in sorted(zip(rows["start_ps"], rows["duration_ps"])):
+            e = s + d
+            if end is None or s > end:
+                expected += max(e - s, 0) if e > s else 0
+                end = e if e > s else end
+            elif e > end:
+                expected += e - end
+                end = e
+    cells = lanes.cells
+    got = ((cells["busy"] * (cells["end_ms"] - cells["start_ms"]) * cells["devices"]).sum()) * 1e9
+    assert len(cells) == 50 * len(lanes.hosts) and cells["busy"].between(0, 1).all()
+    assert abs(got - expected) <= 1e-6 * expected and expected > 0

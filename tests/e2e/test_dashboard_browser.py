@@ -392,3 +392,34 @@ def test_overview_lists_what_to_fix_first_and_links_to_tabs(browser, sample_trac
     _keep(shots)
     for shot in shots:
         assert _not_blank(shot) > 200, f"{shot.name} looks blank"
+
+
+def test_timeline_of_a_pod_in_chromium(browser, shared_traces, tmp_path):
+    """A pod's Timeline opens on one aggregated lane per host (no event drawn); a click on a host's lane
+    draws that host's devices' ops."""
+    run = tmp_path / "pod" / "plugins" / "profile" / "run1"
+    run.mkdir(parents=True)
+    for k in range(5):   # 5 hosts x 4 TPU devices: more devices than the timeline draws one by one
+        shutil.copyfile(shared_traces / "openxla-xprof" / "tpu_inference_2.xplane.pb", run / f"host{k}.xplane.pb")
+    with dashboard_server(tmp_path / "pod", tmp_path / "server.log") as url:
+        _open_overview(browser, url)
+        _settle(browser, 0, "Overview")
+        _click_tab(browser, "Timeline", "one lane per host")
+        _settle(browser, 1, "Timeline")
+        panel = browser.js(_PANEL)
+        shot = browser.screenshot(tmp_path / "dashboard_pod_timeline.png")
+        # a click in the third host's lane (lanes of 18 px from the top of the plot)
+        x, y = browser.js("""(() => { const c = [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')]
+            .filter(e => e.offsetParent !== null)[0]; const b = c.getBoundingClientRect();
+            return [b.x + b.width * 0.6, b.y + 5 + 18 * 2.5]; })()""")
+        for kind in ("mousePressed", "mouseReleased"):
+            browser.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+        browser.wait_for(f"({_PANEL}).includes('idle gaps per device')", 90, "the clicked host's ops")
+        _settle(browser, 1, "Timeline")
+        drilled = browser.js(_PANEL)
+        clicked = browser.screenshot(tmp_path / "dashboard_pod_timeline_host.png")
+    assert "5 hosts, 20 devices" in panel and "idle gaps per device" not in panel
+    assert "TPU:3" in drilled and "one lane per host" not in drilled
+    assert "Traceback" not in panel + drilled
+    _keep([shot, clicked])
+    assert _not_blank(shot) > 50 and _not_blank(clicked) > 200

@@ -104,6 +104,11 @@ def test_the_wheel_ships_parsers_and_dashboards_inside_traceview_only(built):
     for needed in ("traceview/parsers/xplane.py", "traceview/dashboards/app.py", "traceview/data/hardware.json",
                    "traceview/schemas/analyze.schema.json", "traceview/py.typed", "traceview/trace/read.py"):
         assert needed in names
+    # The plain install is the fast one: numba is required (no extra), where it has wheels.
+    meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    requires = [line for line in zipfile.ZipFile(wheel).read(meta).decode().splitlines()
+                if line.startswith("Requires-Dist: numba")]
+    assert any("extra ==" not in r and "platform_machine" in r for r in requires), requires
 
 
 def test_the_editable_install_maps_the_folders_and_exposes_no_top_level_module(built):

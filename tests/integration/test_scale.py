@@ -156,6 +156,25 @@ def test_pool_and_serial_give_identical_output(pod, cache_dir):
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
+def test_allocator_events_read_with_the_hosts_equal_a_read_of_the_files(pod, cache_dir, jobs):
+    """analyze reads each host's allocator events where it reads the host (a pool worker), not again in the
+    parent: the same frames the memory view reads from the files."""
+    from traceview.parsers.allocator_events import read_allocator_events
+    from traceview.trace.read import allocator_frames
+
+    opts = ReadOptions(cache=False, jobs=jobs, keep_ops=False, allocator_events=True)
+    profile = load_profile(pod, options=opts)
+    assert profile.allocator_parts is not None and len(profile.allocator_parts) == 3
+    for f, part in zip(profile.source.files, profile.allocator_parts):
+        pd.testing.assert_frame_equal(part, read_allocator_events(Path(f)), check_exact=True)
+    assert all(len(p) for p in profile.allocator_parts)
+    plain = load_profile(pod, options=ReadOptions(cache=False, jobs=1))
+    assert plain.allocator_parts is None            # not asked for: the memory view reads the files
+    for a, b in zip(allocator_frames(plain), allocator_frames(profile)):
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
 def test_a_broken_host_is_a_warning_naming_it(pod, cache_dir, jobs):
     (pod / "hostB.xplane.pb").write_bytes(b"\x0a\x05garbage")
     profile = load_profile(pod, options=ReadOptions(cache=False, jobs=jobs))

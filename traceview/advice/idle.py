@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from traceview.timeline.activity import Activity, matches, reduce_activity
 from traceview.timeline.intervals import complement, covered_length, intersect, pieces_within, subtract, union
 
 CAUSES = ("host", "launch", "sync", "transfer", "unknown")
@@ -48,9 +49,6 @@ TRANSFER = re.compile(
 WAIT = re.compile(
     r"block_until_ready|BlockHostUntilReady|BlockUntilReady|Synchroni[sz]e|WaitForAll|Barrier"
     r"|sync_global_devices|StreamWaitEvent|EventSynchronize", re.IGNORECASE)
-COLLECTIVE = re.compile(
-    r"all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|collective-broadcast"
-    r"|\bsend\b|\brecv\b|nccl|rccl|AllReduce|AllGather|ReduceScatter|AllToAll", re.IGNORECASE)
 EVIDENCE_NAMES = 5          # host event names kept as evidence per cause
 MAX_DEPTH = 256             # nesting levels of host events looked at for the evidence
 
@@ -78,19 +76,23 @@ Intervals = tuple[np.ndarray, np.ndarray]
 _EMPTY: Intervals = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
 
 
-def idle_causes(ops: pd.DataFrame, host_events: pd.DataFrame, steps: pd.DataFrame | None = None) -> IdleCauses:
+def idle_causes(ops: pd.DataFrame | Activity, host_events: pd.DataFrame,
+                steps: pd.DataFrame | None = None) -> IdleCauses:
     """Split every active device's idle time into :data:`CAUSES`.
 
-    ``ops``: the op executions (``parsers.profile.OP_COLUMNS``: host, device, line, op, start_ps,
-    duration_ps); ``host_events``: the host threads (``HOST_EVENT_COLUMNS``); ``steps``: step, start_ps,
-    time_ps (the analysis' step table) for the per-step split.
+    ``ops``: the run's activity (``timeline.activity``, its hosts' reductions merged), or the op
+    executions themselves (``parsers.profile.OP_COLUMNS``: host, device, line, op, start_ps,
+    duration_ps), reduced here; ``host_events``: the host threads (``HOST_EVENT_COLUMNS``); ``steps``:
+    step, start_ps, time_ps (the analysis' step table) for the per-step split.
     """
-    if ops.empty:
+    activity = ops if isinstance(ops, Activity) else reduce_activity(ops)
+    if activity.n_rows == 0:
         return IdleCauses(reason="the trace has no device op executions")
-    devices = _device_intervals(ops)
+    devices = {name: (d.busy, (d.first_ps, d.last_ps), d.host, (d.collective_starts, d.collective_names))
+               for name, d in activity.devices.items()}
     # In a device's gaps it runs nothing, so "another device is busy" there is "any device is busy".
     any_busy = union(*_concat([v[0] for v in devices.values()]))
-    hosts = _host_sets(ops, host_events)
+    hosts = _host_sets(activity.op_lines, host_events)
     per_device: list[dict] = []
     evidence_time: dict[str, dict[tuple[str, str], int]] = {c: {} for c in CAUSES}
     if steps is None or steps.empty:
@@ -141,38 +143,6 @@ def idle_causes(ops: pd.DataFrame, host_events: pd.DataFrame, steps: pd.DataFram
 # ------------------------------------------------------------------ the device side
 
 
-def _device_intervals(ops: pd.DataFrame) -> dict[str, tuple[Intervals, tuple[int, int], str,
-                                                            tuple[np.ndarray, np.ndarray]]]:
-    """Per device: the union of its op intervals, its span, its host, and its collectives' start times
-    and names (sorted by start)."""
-    out = {}
-    starts = ops["start_ps"].to_numpy(dtype=np.int64)
-    ends = starts + ops["duration_ps"].to_numpy(dtype=np.int64)
-    is_collective = matches(ops["op"], COLLECTIVE)
-    codes, device_names = pd.factorize(ops["device"])
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(device_names) + 1))
-    for k, name in enumerate(device_names):
-        rows = order[bounds[k]:bounds[k + 1]]
-        u = union(starts[rows], ends[rows])
-        # the span runs from the first start to the last end, zero-length ops included (timeline.devices)
-        span = (int(starts[rows].min()), int(ends[rows].max()))
-        collective = rows[is_collective[rows]]
-        collective = collective[np.argsort(starts[collective], kind="stable")]
-        out[str(name)] = (u, span, str(ops["host"].iloc[rows[0]]),
-                          (starts[collective], ops["op"].iloc[collective].astype(str).to_numpy()))
-    return out
-
-
-def matches(column: pd.Series, pattern: re.Pattern) -> np.ndarray:
-    """Per row, whether its name matches ``pattern``; a categorical column is matched once per name."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        hit = np.asarray(pd.Series(column.cat.categories.astype(str)).str.contains(pattern), dtype=bool)
-        codes = column.cat.codes.to_numpy()
-        return np.where(codes >= 0, np.append(hit, False)[codes], False)
-    return column.astype(str).str.contains(pattern).to_numpy()
-
-
 def _gaps_before(gaps: Intervals, collectives: tuple[np.ndarray, np.ndarray]) -> Intervals:
     """The gaps that end where a collective starts (the device waits at it)."""
     ends_at = np.isin(gaps[1], collectives[0])
@@ -210,10 +180,12 @@ class _HostSets:
         return bool(self.threads)
 
 
-def _host_sets(ops: pd.DataFrame, host_events: pd.DataFrame) -> dict[str, _HostSets]:
+def _host_sets(op_line_pairs: list[tuple[str, str]], host_events: pd.DataFrame) -> dict[str, _HostSets]:
+    """Per host, its activity; ``op_line_pairs``: the (host, line) threads that are device op lines."""
     if host_events.empty:
         return {}
-    op_lines = pd.MultiIndex.from_frame(ops[["host", "line"]].astype(str).drop_duplicates())
+    op_lines = pd.MultiIndex.from_tuples(op_line_pairs, names=["host", "line"]) if op_line_pairs else \
+        pd.MultiIndex.from_arrays([[], []])
     names = host_events["name"]
     frame = pd.DataFrame({"host": host_events["host"].astype(str), "thread": host_events["thread"].astype(str),
                           "name": names.astype(str), "start": host_events["start_ps"].to_numpy(dtype=np.int64),

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from traceview.timeline.activity import Activity, reduce_activity
+
 STEP_COLUMNS = ["step", "devices", "last_to_start", "start_lag_ps", "last_to_finish", "finish_lag_ps", "wait_ps"]
 
 
@@ -34,19 +36,15 @@ class Stragglers:
     reason: str | None = None          # why there is no per-step table
 
 
-def stragglers(ops: pd.DataFrame) -> Stragglers:
-    """Stragglers from the op executions (``parsers.profile.OP_COLUMNS``: host, device, step, start_ps,
-    duration_ps)."""
-    if ops.empty or "step" not in ops.columns:
+def stragglers(ops: pd.DataFrame | Activity) -> Stragglers:
+    """Stragglers from the run's activity (``timeline.activity``: each (step, device, host)'s first start
+    and last end), or from the op executions (``parsers.profile.OP_COLUMNS``), reduced here."""
+    activity = ops if isinstance(ops, Activity) else reduce_activity(ops)
+    if activity.n_rows == 0:
         return Stragglers(reason="the trace has no device op executions")
-    inside = ops["step"].to_numpy() >= 0
-    if not inside.any():
+    frame = activity.step_spans
+    if frame.empty:
         return Stragglers(reason="the trace marks no steps")
-    frame = pd.DataFrame({"step": ops["step"].to_numpy()[inside],
-                          "device": ops["device"].astype(str).to_numpy()[inside],
-                          "host": ops["host"].astype(str).to_numpy()[inside],
-                          "start": ops["start_ps"].to_numpy(dtype=np.int64)[inside]})
-    frame["end"] = frame["start"] + ops["duration_ps"].to_numpy(dtype=np.int64)[inside]
     out = Stragglers()
     if frame["device"].nunique() < 2:
         out.reason = "one device: no straggler to find"

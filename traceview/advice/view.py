@@ -12,7 +12,7 @@ from traceview.advice.findings import Advice, AdviceContext, Provider, ViewGette
 from traceview.advice.idle import CAUSES, IdleCauses, idle_causes
 from traceview.advice.providers import DEFAULT_PROVIDERS
 from traceview.advice.stragglers import Stragglers, stragglers
-from traceview.trace.read import op_executions
+from traceview.timeline.activity import Activity, merge_activity, reduce_activity
 
 TOP = 5      # the items ``analyze`` prints
 
@@ -49,9 +49,9 @@ def advice_report(pipeline: Any, views: dict[str, ViewGetter] | None = None,
     provider's advice, ranked. ``views``: name -> getter of the other views (``parallelism``,
     ``memory``; ``scopes`` and ``serving`` as their JSON records), built only if a provider asks."""
     profile = pipeline.profile
-    ops = op_executions(profile)
-    idle = idle_causes(ops, profile.host_events, pipeline.steps)
-    late = stragglers(ops)
+    activity = run_activity(profile)
+    idle = idle_causes(activity, profile.host_events, pipeline.steps)
+    late = stragglers(activity)
     active = len(pipeline.device_times) if not pipeline.device_times.empty else 0
     span = pipeline.span_ps / active if active else 0.0
     context = AdviceContext(pipeline=pipeline, span_ps=float(span), active_devices=active,
@@ -64,6 +64,14 @@ def advice_report(pipeline: Any, views: dict[str, ViewGetter] | None = None,
         warnings.append(f"idle causes: {idle.reason}")
     return AdviceReport(idle=idle, stragglers=late, items=ranked(items, span), span_ps=float(span),
                         active_devices=active, warnings=warnings)
+
+
+def run_activity(profile: Any) -> Activity:
+    """The run's device activity: its hosts' reductions merged (each host reduced where it was read), or
+    its op table reduced here when the profile came without them. No op execution is read again."""
+    if profile.op_parts is not None:
+        return merge_activity([p.activity for p in profile.op_parts])
+    return reduce_activity(profile.ops)
 
 
 def per_step_json(idle: IdleCauses) -> list[dict[str, Any]]:

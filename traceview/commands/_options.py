@@ -84,13 +84,15 @@ def add_hlo(parser: argparse.ArgumentParser) -> None:
                         help="which dumped stage of a module to use (default: after optimizations)")
 
 
-def load_from_args(args: argparse.Namespace, keep_ops: bool = True) -> traceview.Analysis:
+def load_from_args(args: argparse.Namespace, keep_ops: bool = True,
+                   allocator_events: bool = False) -> traceview.Analysis:
     """`traceview.load` of the trace PATH names (with a progress bar), as the source/target/HLO/reading options say.
     ``keep_ops=False``: the op executions themselves are not kept (``op_executions`` is then empty), for a
-    command that prints only what the analysis derives from them."""
+    command that prints only what the analysis derives from them. ``allocator_events``: each host's
+    allocator events read where it is read (a command whose output includes the memory view)."""
     import dataclasses
 
-    options = dataclasses.replace(read_options_from_args(args), keep_ops=keep_ops)
+    options = dataclasses.replace(read_options_from_args(args), keep_ops=keep_ops, allocator_events=allocator_events)
     return traceview.load(args.path, run=args.run, target=args.target, hlo=args.hlo, stage=args.stage,
                           hardware_file=args.hardware_file, progress=True,
                           per_device=getattr(args, "per_device", False), read_options=options)

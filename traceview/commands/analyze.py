@@ -23,7 +23,8 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from traceview.render.analyze import analysis_csv, analysis_markdown, analysis_text
 
-    analysis = load_from_args(args, keep_ops=False)   # every format prints what the analysis derives
+    # every format prints what the analysis derives, its advice weighs the memory view's peaks
+    analysis = load_from_args(args, keep_ops=False, allocator_events=True)
     if args.format == "json":
         text = jsontext.dumps(analysis.to_json()) + "\n"
     elif args.format == "csv":

@@ -8,9 +8,8 @@ from traceview.memory.headroom import is_device_memory
 from traceview.memory.modules import static_peaks_from_dump, static_peaks_from_protos
 from traceview.memory.runtime import runtime_peaks
 from traceview.memory.static import StaticPeak
-from traceview.parsers.allocator_events import read_allocator_events
-from traceview.parsers.discover import is_xplane_file
 from traceview.parsers.profile import Profile
+from traceview.trace.read import allocator_frames
 
 
 def _static_keys(peaks: list[StaticPeak]) -> dict[str, int]:
@@ -26,7 +25,7 @@ def profile_peaks(profile: Profile) -> tuple[dict[str, int], list[str]]:
     """Runtime peaks of the profile's device allocators and static peaks of its HLO modules."""
     import pandas as pd
 
-    frames = [read_allocator_events(f) for f in profile.source.files if is_xplane_file(Path(f))]  # JSON: none
+    frames = allocator_frames(profile)  # JSON: none
     frames = [f for f in frames if not f.empty]
     out: dict[str, int] = {}
     if frames:

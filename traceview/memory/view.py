@@ -16,9 +16,9 @@ from traceview.memory.headroom import Headroom, headroom, is_device_memory
 from traceview.memory.modules import static_peaks_from_dump, static_peaks_from_protos
 from traceview.memory.runtime import RuntimePeak, runtime_peaks
 from traceview.memory.static import StaticPeak
-from traceview.parsers.allocator_events import empty_allocator_frame, read_allocator_events
-from traceview.parsers.discover import is_xplane_file
+from traceview.parsers.allocator_events import empty_allocator_frame
 from traceview.parsers.profile import Profile
+from traceview.trace.read import allocator_frames
 
 
 @dataclass
@@ -42,9 +42,10 @@ class MemoryReport:
         return None if self.target is None else headroom(peak.peak_bytes, self.target)
 
 
-def fill_from_profile(report: MemoryReport, profile: Profile, files: list[Path]) -> None:
-    """Runtime peaks from the allocator events of `files` (the profile's trace files), static peaks from its HLO."""
-    frames = [read_allocator_events(f) for f in files]
+def fill_from_profile(report: MemoryReport, profile: Profile) -> None:
+    """Runtime peaks from the allocator events of the profile's trace files (as read with their hosts, or
+    read now), static peaks from its HLO."""
+    frames = allocator_frames(profile)
     frames = [f for f in frames if not f.empty]
     if frames:
         report.events = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
@@ -71,7 +72,7 @@ def memory_from_analysis(result: PipelineResult, hardware_file: str | Path | Non
     peaks from the HLO protos it carries, headroom on the analysis' target."""
     profile = result.profile
     report = MemoryReport(source=str(profile.source.path))
-    fill_from_profile(report, profile, [Path(f) for f in profile.source.files if is_xplane_file(Path(f))])
+    fill_from_profile(report, profile)
     if result.target is not None and not result.target_detected:   # given (--target, retarget)
         report.target, report.target_source = result.target, "--target"
     elif result.target is not None and result.target_source != "trace":   # chosen from the run's dump

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from traceview.timeline.activity import Activity, reduce_activity
 from traceview.timeline.aggregate import OP_KEY
 from traceview.timeline.grouping import column_codes, exact_sums, first_rows
 
@@ -94,6 +95,7 @@ class OpsPart:
     kept_alone: np.ndarray                # bool: an alone row (kept only as a possible async pair member)
     kept_names: frozenset = field(default_factory=frozenset)   # (module, op) kept in full besides the async-looking
     kept_devices: frozenset = field(default_factory=frozenset)  # devices kept in full (KeepRows.devices)
+    activity: Activity = field(default_factory=Activity)       # for the idle causes and stragglers
 
 
 def looks_async(name: str) -> bool:
@@ -149,7 +151,7 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
         kept_group=gid[rows], kept_device=dev[rows].astype(np.int32), kept_start=start[rows],
         kept_duration=duration[rows], kept_self=self_ps[rows], kept_step=step[rows].astype(np.int32),
         kept_alone=alone[rows],
-        kept_names=keep.names, kept_devices=keep.devices,
+        kept_names=keep.names, kept_devices=keep.devices, activity=reduce_activity(ops),
     )
 
 

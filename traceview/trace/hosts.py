@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING
 
 from traceview.errors import UserError
 from traceview.parsers.xplane import TraceData
-from traceview.parsers.xspace_file import _FAST_MIN_BYTES
+from traceview.parsers.xspace_file import _FAST_MIN_BYTES, _FAST_WARM_MIN_BYTES
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
+
+    import pandas as pd
 
     from traceview.timeline.host_ops import OpsPart
 
@@ -38,12 +40,15 @@ class HostResult:
     error: str | None = None        # one line naming the file
     internal: bool = False          # a bug in traceview, not a bad file
     part: OpsPart | None = None     # its op table reduced (timeline.host_ops)
+    allocator: pd.DataFrame | None = None   # its allocator events, when asked for and read without error
 
 
-def read_host(path: str, keep_ops: bool = True, store: bool = False, background: bool = False) -> HostResult:
+def read_host(path: str, keep_ops: bool = True, store: bool = False, background: bool = False,
+              allocator: bool = False) -> HostResult:
     """Read one host file and reduce its op table; every failure is caught and described (this runs in
     workers). ``store``: put the tables in the table cache (``background``: by a writer thread);
-    ``keep_ops``: send the op table back too (else only its reduction travels)."""
+    ``keep_ops``: send the op table back too (else only its reduction travels); ``allocator``: read its
+    allocator events too (for the memory view: where the host is read, not again in the parent)."""
     from traceview.errors import TraceError
     from traceview.parsers.trace_file import read_trace_file
 
@@ -53,12 +58,29 @@ def read_host(path: str, keep_ops: bool = True, store: bool = False, background:
             from traceview.trace import table_cache
 
             table_cache.put(path, data, background=background)
-        return reduced(HostResult(path, data=data), keep_ops)
+        result = reduced(HostResult(path, data=data), keep_ops)
+        if allocator:
+            result.allocator = _allocator_events(path)
+        return result
     except TraceError as exc:
         return HostResult(path, error=str(exc))
     except Exception as exc:  # noqa: BLE001 - one host's bug must not lose the other hosts
         return HostResult(path, error=f"{path}: internal error while reading ({type(exc).__name__}: {exc})",
                           internal=True)
+
+
+def _allocator_events(path: str) -> pd.DataFrame | None:
+    """The file's allocator events; None where they cannot be read here (the memory view then reads the
+    file itself and reports what is wrong, as it would have)."""
+    from pathlib import Path
+
+    from traceview.parsers.allocator_events import read_allocator_events
+    from traceview.parsers.discover import is_xplane_file
+
+    try:
+        return read_allocator_events(Path(path)) if is_xplane_file(Path(path)) else None
+    except Exception:  # noqa: BLE001 - the memory view reads it again and says why
+        return None
 
 
 def reduced(result: HostResult, keep_ops: bool) -> HostResult:
@@ -97,14 +119,14 @@ def parse_jobs(value: str | int, what: str = "--jobs") -> int:
 
 def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None = None,
                progress: Callable[[int], None] | None = None, keep_ops: bool = True,
-               store: bool = False) -> list[HostResult]:
+               store: bool = False, allocator: bool = False) -> list[HostResult]:
     """Results in the order of `paths`, each with its op table reduced (and kept too with `keep_ops`);
     `store`: put the tables read in the table cache. `dask`: a scheduler address (or a Client);
-    else `jobs` local processes."""
+    else `jobs` local processes. ``allocator``: each host's allocator events read where it is read."""
     if not paths:
         return []
     if dask:
-        results = _read_dask(paths, dask, progress, keep_ops=keep_ops or store)
+        results = _read_dask(paths, dask, progress, keep_ops=keep_ops or store, allocator=allocator)
         if store:
             from traceview.trace import table_cache
 
@@ -117,14 +139,15 @@ def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None =
         _warm_reader_for(paths)
         out = []
         for p in paths:
-            out.append(read_host(p, keep_ops, store, background=True))
+            out.append(read_host(p, keep_ops, store, background=True, allocator=allocator))
             if progress is not None:
                 progress(1)
         return out
-    return _read_pool(paths, min(jobs, len(paths)), progress, keep_ops, store)
+    return _read_pool(paths, min(jobs, len(paths)), progress, keep_ops, store, allocator)
 
 
-def _read_pool(paths: Sequence[str], jobs: int, progress, keep_ops: bool, store: bool) -> list[HostResult]:
+def _read_pool(paths: Sequence[str], jobs: int, progress, keep_ops: bool, store: bool,
+               allocator: bool) -> list[HostResult]:
     from concurrent.futures import as_completed
 
     method = _start_method()
@@ -135,7 +158,7 @@ def _read_pool(paths: Sequence[str], jobs: int, progress, keep_ops: bool, store:
         _warm_reader_for(paths)  # the forked workers inherit the compiled reader
     results: list[HostResult | None] = [None] * len(paths)
     with process_pool(jobs, method) as pool:
-        futures = {pool.submit(read_host, p, keep_ops, store): i for i, p in enumerate(paths)}
+        futures = {pool.submit(read_host, p, keep_ops, store, False, allocator): i for i, p in enumerate(paths)}
         for fut in as_completed(futures):
             i = futures[fut]
             try:
@@ -205,7 +228,7 @@ def _start_method() -> str:
     return "forkserver" if "forkserver" in methods else "spawn"
 
 
-def _read_dask(paths: Sequence[str], address, progress, keep_ops: bool) -> list[HostResult]:
+def _read_dask(paths: Sequence[str], address, progress, keep_ops: bool, allocator: bool = False) -> list[HostResult]:
     try:
         from distributed import Client, as_completed
     except ImportError:
@@ -218,7 +241,7 @@ def _read_dask(paths: Sequence[str], address, progress, keep_ops: bool) -> list[
     try:
         # Workers may run elsewhere: they get absolute paths (the results keep the caller's spelling).
         futures = client.map(_read_on_dask_worker, [os.path.abspath(p) for p in paths], keep_ops=keep_ops,
-                             readers=_readers_by_machine(client), pure=False)
+                             allocator=allocator, readers=_readers_by_machine(client), pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         results: list[HostResult | None] = [None] * len(paths)
         for fut in as_completed(futures):
@@ -247,10 +270,10 @@ def _readers_by_machine(client) -> dict[str, int]:
     return readers
 
 
-def _read_on_dask_worker(path: str, keep_ops: bool, readers: dict[str, int]) -> HostResult:
-    """read_host in a Dask worker thread, splitting lines over its share of the machine's cores only:
-    every thread of every worker on that machine may be reading a host at once (a worker that joined
-    later counts its own threads)."""
+def _read_on_dask_worker(path: str, keep_ops: bool, readers: dict[str, int], allocator: bool = False) -> HostResult:
+    """read_host in a Dask worker thread, with the compiled reader loaded, splitting lines over its share
+    of the machine's cores only: every thread of every worker on that machine may be reading a host at
+    once (a worker that joined later counts its own threads)."""
     from distributed import get_worker
     from distributed.comm import get_address_host
 
@@ -262,7 +285,11 @@ def _read_on_dask_worker(path: str, keep_ops: bool, readers: dict[str, int]) -> 
     except ValueError:  # an address form without a host
         machine = None
     xspace_fast.share_cores(readers.get(machine or "") or getattr(worker.state, "nthreads", 1))
-    return read_host(path, keep_ops)
+    if _size(path) >= _FAST_WARM_MIN_BYTES:
+        # A worker reads host after host, as a pool's worker does: load the compiled reader once (a pool's
+        # workers inherit it from the parent), or every host of a few MB would go through the numpy path.
+        xspace_fast.warm_up()
+    return read_host(path, keep_ops, allocator=allocator)
 
 
 def _as_given(result: HostResult, path: str) -> HostResult:

@@ -32,6 +32,7 @@ class ReadOptions:
     jobs: int | None = None
     dask: str | None = None
     keep_ops: bool = True       # False: Profile.ops stays empty, the analysis reads the hosts' reductions
+    allocator_events: bool = False   # True: each host's allocator events are read where it is read
 
 
 _defaults = ReadOptions()
@@ -78,6 +79,7 @@ def load_profile(path: str | Path, run: str | None = None,
     results = _read_host_files(files, opts, use_cache, dask, advance)
     parts: list[TraceData] = []
     op_parts: list = []
+    allocator_parts: list = []
     warnings: list[str] = list(found.warnings)   # names like trace files that are not regular files
     failures: list[HostResult] = []
     ok_files: list[str] = []
@@ -86,6 +88,7 @@ def load_profile(path: str | Path, run: str | None = None,
         if r.data is not None:
             parts.append(r.data)
             op_parts.append(r.part)
+            allocator_parts.append(r.allocator)
             ok_files.append(f)
         else:
             failures.append(r)
@@ -111,6 +114,7 @@ def load_profile(path: str | Path, run: str | None = None,
         op_parts=op_parts,
         reduce_again=functools.partial(_reduce_again, ok_files),
         read_ops=functools.partial(_read_ops, ok_files, use_cache),
+        allocator_parts=allocator_parts if any(a is not None for a in allocator_parts) else None,
     )
 
 
@@ -130,7 +134,7 @@ def _read_host_files(files: list[str], opts: ReadOptions, use_cache: bool, dask:
                 advance(1)
     missed = [f for f in files if f not in results]
     for r in read_hosts(missed, jobs=opts.jobs, dask=dask, progress=advance, keep_ops=opts.keep_ops,
-                        store=use_cache):
+                        store=use_cache, allocator=opts.allocator_events):
         results[r.path] = r
     return results
 
@@ -205,6 +209,18 @@ def op_executions(profile: Profile) -> pd.DataFrame:
     if not profile.ops.empty or profile.read_ops is None:
         return profile.ops
     return profile.read_ops()
+
+
+def allocator_frames(profile: Profile) -> list[pd.DataFrame]:
+    """The allocator events of each of the profile's ``*.xplane.pb`` files (JSON traces have none): as read
+    with its host, else read from the file now."""
+    from traceview.parsers.allocator_events import read_allocator_events
+    from traceview.parsers.discover import is_xplane_file
+
+    files = profile.source.files
+    parts = profile.allocator_parts if profile.allocator_parts is not None else [None] * len(files)
+    return [part if part is not None else read_allocator_events(Path(f))
+            for f, part in zip(files, parts) if is_xplane_file(Path(f))]
 
 
 def _read_ops(files: list[str], use_cache: bool) -> pd.DataFrame:

@@ -1,0 +1,47 @@
+"""The pure numpy reader end to end: `traceview analyze` without numba gives the bytes the compiled reader gives.
+
+numba is a core dependency where it has wheels; elsewhere (or with TRACEVIEW_NO_NUMBA=1) the pure path reads
+every file. Each run here forces one path for every file, whatever its size, and checks it was taken.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from traceview.cli import main
+from traceview.parsers import xspace_file
+
+pytest.importorskip("numba")
+from traceview.parsers import xspace_fast  # noqa: E402
+
+TRACES = ["sample_traces/transformer", "sample_traces/sharded", "openxla-xprof/tpu_inference_2.xplane.pb",
+          "AMD-AGI-TraceLens/jax08_gemm/tw003.xplane.pb"]
+
+
+def _analyze(path, out, monkeypatch, compiled: bool) -> tuple[bytes, int]:
+    calls = []
+    parse = xspace_fast.parse_space
+
+    def counted(data):
+        calls.append(len(data))
+        return parse(data)
+
+    monkeypatch.setattr(xspace_fast, "parse_space", counted)
+    if compiled:
+        monkeypatch.delenv("TRACEVIEW_NO_NUMBA", raising=False)
+        monkeypatch.setattr(xspace_file, "_FAST_MIN_BYTES", 0)  # every file, however small
+    else:
+        monkeypatch.setenv("TRACEVIEW_NO_NUMBA", "1")
+    assert main(["analyze", str(path), "--format", "json", "--no-cache", "--jobs", "1", "-o", str(out)]) == 0
+    monkeypatch.undo()
+    return out.read_bytes(), len(calls)
+
+
+@pytest.mark.parametrize("trace", TRACES)
+def test_pure_path_analyzes_as_the_compiled_one(trace, shared_traces, tmp_path, monkeypatch):
+    path = shared_traces / trace if not trace.startswith("sample_traces/") else trace
+    pure, pure_calls = _analyze(path, tmp_path / "pure.json", monkeypatch, compiled=False)
+    compiled, compiled_calls = _analyze(path, tmp_path / "compiled.json", monkeypatch, compiled=True)
+    assert pure_calls == 0 and compiled_calls >= 1  # each path was the one taken
+    assert b'"ops"' in pure and len(pure) > 1000
+    assert pure == compiled

@@ -1,0 +1,76 @@
+"""A run's device activity (timeline.activity), reduced per host and merged, equals one pass over all rows,
+and the idle causes and stragglers computed from it equal those computed from the op executions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from traceview.advice.idle import CAUSES, idle_causes
+from traceview.advice.stragglers import stragglers
+from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS
+from traceview.timeline.activity import merge_activity, reduce_activity
+
+NAMES = ["fusion.1", "all-reduce.2", "all-gather-start.3", "copy.4", "nccl_AllReduce"]
+
+
+def host_ops(rng: np.random.Generator, host: str, devices: list[str], rows: int) -> pd.DataFrame:
+    frames = []
+    for device in devices:
+        dur = rng.integers(0, 80, rows)
+        start = np.cumsum(rng.integers(0, 60, rows) + dur) - dur
+        start[rng.random(rows) < 0.1] -= 30                           # some overlap the op before
+        start[rng.random(rows) < 0.05] = start[0]                    # ties at one start (collectives too)
+        frames.append(pd.DataFrame({
+            "host": host, "device": device, "line": rng.choice(["XLA Ops", "Stream #1"], rows),
+            "module": "m", "program_id": 1, "op": rng.choice(NAMES, rows), "category": "",
+            "start_ps": start, "duration_ps": dur, "self_ps": dur, "step": rng.integers(-1, 4, rows),
+            "trace_flops": np.nan, "trace_bytes": np.nan}))
+    return pd.concat(frames, ignore_index=True).astype(dict(OP_COLUMNS))
+
+
+def _same(a, b) -> None:
+    assert a.n_rows == b.n_rows and list(a.devices) == list(b.devices)
+    for name, x in a.devices.items():
+        y = b.devices[name]
+        assert (x.first_ps, x.last_ps, x.host) == (y.first_ps, y.last_ps, y.host)
+        for u, v in zip(x.busy + (x.collective_starts, x.collective_names),
+                        y.busy + (y.collective_starts, y.collective_names)):
+            np.testing.assert_array_equal(u, v)
+    assert set(a.op_lines) == set(b.op_lines)
+    key = ["step", "device", "host"]
+    pd.testing.assert_frame_equal(a.step_spans.sort_values(key).reset_index(drop=True),
+                                  b.step_spans.sort_values(key).reset_index(drop=True), check_dtype=False)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_hosts_merged_equal_one_pass(seed):
+    rng = np.random.default_rng(seed)
+    # host h1 also holds rows of h0's second device (a device in two hosts' files)
+    hosts = [host_ops(rng, "h0", ["h0/GPU:0", "h0/GPU:1"], 200), host_ops(rng, "h1", ["h1/GPU:0", "h0/GPU:1"], 150),
+             host_ops(rng, "h2", ["h2/GPU:0"], 100)]
+    whole = pd.concat(hosts, ignore_index=True).astype(dict(OP_COLUMNS))
+    one_pass = reduce_activity(whole)
+    merged = merge_activity([reduce_activity(h) for h in hosts])
+    _same(merged, one_pass)
+    assert len(merged.devices) == 4 and len(merged.step_spans)
+    # the views computed from either agree exactly
+    events = pd.DataFrame({"host": ["h0", "h0", "h1"], "thread": ["main", "main", "main"],
+                           "name": ["PjitFunction(f)", "block_until_ready", "PjitFunction(g)"],
+                           "start_ps": [0, 500, 100], "duration_ps": [400, 3000, 2000]})
+    events = events.astype({k: v for k, v in HOST_EVENT_COLUMNS.items() if k in events.columns})
+    a, b = idle_causes(merged, events), idle_causes(whole, events)
+    assert a.causes == b.causes and a.evidence == b.evidence and sum(a.causes[c] for c in CAUSES) == a.idle_ps > 0
+    pd.testing.assert_frame_equal(a.per_device, b.per_device)
+    sa, sb = stragglers(merged), stragglers(whole)
+    pd.testing.assert_frame_equal(sa.steps, sb.steps)
+    pd.testing.assert_frame_equal(sa.host_steps, sb.host_steps)
+    assert (sa.device, sa.host, sa.most_often_last) == (sb.device, sb.host, sb.most_often_last)
+
+
+def test_an_empty_table_has_no_activity():
+    empty = pd.DataFrame({k: pd.Series(dtype=v) for k, v in OP_COLUMNS.items()})
+    act = reduce_activity(empty)
+    assert act.n_rows == 0 and not act.devices and act.step_spans.empty
+    assert idle_causes(act, pd.DataFrame()).reason == "the trace has no device op executions"

@@ -1,0 +1,152 @@
+"""When each device was busy, and each device's part of each step: one host's op table reduced for the
+idle causes and the stragglers (``traceview.advice``), merged across hosts.
+
+A host's op table (hundreds of thousands of executions) is reduced where it is read, as
+:mod:`traceview.timeline.host_ops` reduces it for the op tables, to an :class:`Activity`:
+
+* per device (in order of first appearance): the union of its op intervals (disjoint, sorted; usually far
+  fewer than its ops), its span (first start, last end, zero-length ops included), the host of its first
+  row, and its collectives' start times and names (sorted by start, ties in row order);
+* the distinct (host, line) pairs the ops ran on (the threads that are device op lines, not host threads);
+* per (step, device, host): the first start and last end of the rows in that step.
+
+:func:`merge_activity` merges the hosts' activities in host order: every figure equals the one a single
+pass over all rows gives (unions of unions, minima of minima, stable merges of sorted lists), so the
+advice reads no op execution again and holds none.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from traceview.timeline.grouping import column_codes
+from traceview.timeline.intervals import union
+
+COLLECTIVE = re.compile(
+    r"all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|collective-broadcast"
+    r"|\bsend\b|\brecv\b|nccl|rccl|AllReduce|AllGather|ReduceScatter|AllToAll", re.IGNORECASE)
+
+SPAN_COLUMNS = ["step", "device", "host", "start", "end"]
+
+
+@dataclass
+class DeviceActivity:
+    """One device's busy intervals (their union), span, host, and collectives (start, name; by start)."""
+
+    busy: tuple[np.ndarray, np.ndarray]
+    first_ps: int
+    last_ps: int
+    host: str
+    collective_starts: np.ndarray
+    collective_names: np.ndarray
+
+
+@dataclass
+class Activity:
+    """An op table's activity (see the module docstring). ``n_rows``: its executions."""
+
+    n_rows: int = 0
+    devices: dict[str, DeviceActivity] = field(default_factory=dict)
+    op_lines: list[tuple[str, str]] = field(default_factory=list)
+    step_spans: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SPAN_COLUMNS))
+
+
+def matches(column: pd.Series, pattern: re.Pattern) -> np.ndarray:
+    """Per row, whether its name matches ``pattern``; a categorical column is matched once per name."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        hit = np.asarray(pd.Series(column.cat.categories.astype(str)).str.contains(pattern), dtype=bool)
+        codes = column.cat.codes.to_numpy()
+        return np.where(codes >= 0, np.append(hit, False)[codes], False)
+    return column.astype(str).str.contains(pattern).to_numpy()
+
+
+def reduce_activity(ops: pd.DataFrame) -> Activity:
+    """One op table (``parsers.profile.OP_COLUMNS``: host, device, line, op, step, start_ps, duration_ps)."""
+    out = Activity(n_rows=len(ops))
+    if ops.empty:
+        return out
+    starts = ops["start_ps"].to_numpy(dtype=np.int64)
+    ends = starts + ops["duration_ps"].to_numpy(dtype=np.int64)
+    host_codes, host_names = column_codes(ops["host"])
+    hosts = np.array([str(h) for h in host_names] + ["nan"], dtype=object)   # code -1: a missing host
+    codes, device_names = pd.factorize(ops["device"])
+    is_collective = matches(ops["op"], COLLECTIVE)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(device_names) + 1))
+    op_codes, op_names = column_codes(ops["op"])
+    op_text = np.array([str(v) for v in op_names] + ["nan"], dtype=object)
+    for k, name in enumerate(device_names):
+        rows = order[bounds[k]:bounds[k + 1]]
+        collective = rows[is_collective[rows]]
+        collective = collective[np.argsort(starts[collective], kind="stable")]
+        out.devices[str(name)] = DeviceActivity(
+            busy=union(starts[rows], ends[rows]), first_ps=int(starts[rows].min()), last_ps=int(ends[rows].max()),
+            host=str(hosts[host_codes[rows[0]]]), collective_starts=starts[collective],
+            collective_names=op_text[op_codes[collective]])
+    lines = ops[["host", "line"]].drop_duplicates()
+    out.op_lines = list(dict.fromkeys(zip(lines["host"].astype(str), lines["line"].astype(str))))
+    out.step_spans = _step_spans(ops, starts, ends)
+    return out
+
+
+def _step_spans(ops: pd.DataFrame, starts: np.ndarray, ends: np.ndarray) -> pd.DataFrame:
+    """Per (step, device, host) of the rows in a step: their first start and last end (grouped by codes,
+    named after)."""
+    if "step" not in ops.columns:
+        return pd.DataFrame(columns=SPAN_COLUMNS)
+    inside = np.flatnonzero(ops["step"].to_numpy() >= 0)
+    if not inside.size:
+        return pd.DataFrame(columns=SPAN_COLUMNS)
+    d_codes, d_names = _codes_and_text(ops["device"])
+    h_codes, h_names = _codes_and_text(ops["host"])
+    frame = pd.DataFrame({"step": ops["step"].to_numpy()[inside], "device": d_codes[inside],
+                          "host": h_codes[inside], "start": starts[inside], "end": ends[inside]})
+    spans = frame.groupby(["step", "device", "host"], sort=False).agg(start=("start", "min"), end=("end", "max"))
+    spans = spans.reset_index()
+    spans["device"] = d_names[spans["device"].to_numpy()]
+    spans["host"] = h_names[spans["host"].to_numpy()]
+    return spans
+
+
+def _codes_and_text(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of the column's values, and their names as str (code -1, a missing value: ``nan``, as
+    ``astype(str)`` writes it)."""
+    codes, values = column_codes(column)
+    return codes, np.array([str(v) for v in values] + ["nan"], dtype=object)
+
+
+def merge_activity(parts: Sequence[Activity]) -> Activity:
+    """The activities of a run's hosts (in host order) as one: what :func:`reduce_activity` gives on their
+    op tables put end to end."""
+    if len(parts) == 1:
+        return parts[0]
+    out = Activity(n_rows=sum(p.n_rows for p in parts))
+    for part in parts:
+        for name, dev in part.devices.items():
+            seen = out.devices.get(name)
+            out.devices[name] = dev if seen is None else _merged_device(seen, dev)
+        out.op_lines.extend(part.op_lines)
+    out.op_lines = list(dict.fromkeys(out.op_lines))
+    spans = [p.step_spans for p in parts if not p.step_spans.empty]
+    if len(spans) > 1:
+        both = pd.concat(spans, ignore_index=True)
+        out.step_spans = (both.groupby(["step", "device", "host"], sort=False)
+                          .agg(start=("start", "min"), end=("end", "max")).reset_index())
+    elif spans:
+        out.step_spans = spans[0]
+    return out
+
+
+def _merged_device(a: DeviceActivity, b: DeviceActivity) -> DeviceActivity:
+    """A device seen in two hosts' files: its rows of both (``a``'s first)."""
+    starts = np.concatenate([a.collective_starts, b.collective_starts])
+    order = np.argsort(starts, kind="stable")
+    return DeviceActivity(busy=union(np.concatenate([a.busy[0], b.busy[0]]), np.concatenate([a.busy[1], b.busy[1]])),
+                          first_ps=min(a.first_ps, b.first_ps), last_ps=max(a.last_ps, b.last_ps), host=a.host,
+                          collective_starts=starts[order],
+                          collective_names=np.concatenate([a.collective_names, b.collective_names])[order])
