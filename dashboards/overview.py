@@ -14,10 +14,11 @@ from traceview.dashboards.data import View
 from traceview.dashboards.tabs import TAB_KEY, TABS
 from traceview.hardware.chips import Chip, dtype_class
 from traceview.hardware.detect import device_model_name
+from traceview.render.advice import saving_sentence
 from traceview.render.charts import BOUND_COLOURS
 from traceview.render.escape import markdown_text
 from traceview.render.tables import markdown_table
-from traceview.units import US_PER_MS, fmt_pct, fmt_si, fmt_time_us
+from traceview.units import US_PER_MS, fmt_pct, fmt_share, fmt_si, fmt_time_us
 from traceview.vocabulary import BOUNDS_AND_IDLE
 
 SPLIT_COLOURS = {**BOUND_COLOURS, "idle": "#d9d9d9"}
@@ -25,13 +26,6 @@ MAX_STEP_BARS = 100    # a bar chart of thousands of steps is a blur, and slow t
 MAX_DEVICE_ROWS = 16   # more devices: a scrollable data grid instead of a Markdown table
 ADVICE_ITEMS = 5       # as many as `traceview analyze` prints
 _LINK_NAMES = {"ici": "ICI", "nvlink": "NVLink", "infinity_fabric": "Infinity Fabric"}
-
-
-def fmt_share(value: float | None) -> str:
-    """A percentage that stays readable when tiny (an MFU of 5e-6 is not '0.0%')."""
-    if value is not None and value == value and 0 < abs(value) < 0.001:
-        return f"{100 * value:.2g}%"
-    return fmt_pct(value)
 
 
 def bound_split(summary: dict) -> pd.DataFrame:
@@ -114,12 +108,8 @@ def advice_rows(view: View, limit: int = ADVICE_ITEMS) -> list[dict]:
     report = view.result.advice()
     rows = []
     for item in report.items[:limit]:
-        if item.saving_ps is None:
-            saving = "saving not estimated"
-        else:
-            share = item.saving_ps / report.span_ps if report.span_ps else None
-            saving = f"saves up to {fmt_time_us(item.saving_ps / 1e6)} per device ({fmt_share(share)} of the span)"
-        rows.append({"rank": item.rank, "kind": item.kind, "title": item.title, "saving": saving,
+        rows.append({"rank": item.rank, "kind": item.kind, "title": item.title,
+                     "saving": saving_sentence(item, report.span_ps),
                      "evidence": item.evidence[0] if item.evidence else "",
                      "tab": item.tab if item.tab in TABS else "Overview"})
     return rows

@@ -74,3 +74,10 @@ def fmt_pct(value: float | None) -> str:
     if value is None or value != value:
         return "-"
     return f"{100 * value:.1f}%"
+
+
+def fmt_share(value: float | None) -> str:
+    """A percentage that stays readable when tiny (an MFU of 5e-6 is not '0.0%')."""
+    if value is not None and value == value and 0 < abs(value) < 0.001:
+        return f"{100 * value:.2g}%"
+    return fmt_pct(value)

@@ -23,11 +23,14 @@ import traceview.dashboards  # noqa: E402
 from traceview.cli import main  # noqa: E402
 from traceview.dashboards.config import DashboardConfig, from_env  # noqa: E402
 from traceview.dashboards.hlo_format import instruction_text  # noqa: E402
-from traceview.dashboards.overview import fmt_share  # noqa: E402
 from traceview.dashboards.tabs import TAB_KEY  # noqa: E402
 from traceview.errors import UserError  # noqa: E402
 from traceview.render.escape import markdown_text  # noqa: E402
-from traceview.units import fmt_pct, fmt_time_us  # noqa: E402
+from traceview.units import (  # noqa: E402
+    fmt_pct,
+    fmt_share,  # noqa: E402
+    fmt_time_us,
+)
 
 APP = Path(traceview.dashboards.__file__).resolve().parent / "app.py"
 BOUNDS = ("compute", "memory", "communication", "unknown", "idle")

@@ -21,7 +21,7 @@ import pytest
 import traceview
 from tests.support.headless_chromium import CHROMIUM, DevTools, chromium
 from tests.support.headless_chromium import dashboard_server as _server
-from traceview.dashboards.overview import fmt_share
+from traceview.units import fmt_share
 
 pytestmark = pytest.mark.slow
 

@@ -5,22 +5,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from traceview.advice.findings import Advice
 from traceview.advice.idle import CAUSES
 from traceview.advice.view import TOP, AdviceReport, per_device_json, per_step_json
 from traceview.render.analyze import Section
-from traceview.units import fmt_pct, fmt_time_us
+from traceview.units import fmt_pct, fmt_share, fmt_time_us
+
+
+def saving_sentence(item: Advice, span_ps: float) -> str:
+    """What an item would save, per device and as a share of the span, in words."""
+    if item.saving_ps is None:
+        return "saving not estimated"
+    share = item.saving_ps / span_ps if span_ps else None
+    return f"saves up to {fmt_time_us(item.saving_ps / 1e6)} per device ({fmt_share(share)} of the span)"
 
 
 def advice_sections(report: AdviceReport, top: int = TOP) -> list[Section]:
     """"What to fix first" (the ``top`` items), then why the devices were idle, then stragglers."""
     lines: list[str] = []
     for item in report.items[:top]:
-        if item.saving_ps is None:
-            saving = "saving not estimated"
-        else:
-            share = item.saving_ps / report.span_ps if report.span_ps else None
-            saving = f"saves up to {fmt_time_us(item.saving_ps / 1e6)} per device ({fmt_pct(share)} of the span)"
-        lines.append(f"{item.rank}. [{item.kind}] {item.title}: {saving}")
+        lines.append(f"{item.rank}. [{item.kind}] {item.title}: {saving_sentence(item, report.span_ps)}")
         if item.evidence:
             lines.append(f"   {item.evidence[0]}")
         if item.fix:

@@ -17,7 +17,7 @@ from traceview.hardware.detect import device_model_name
 from traceview.parsers.xplane import as_uint64
 from traceview.render.escape import markdown_code, markdown_text, terminal_lines
 from traceview.render.tables import colour, markdown_table, text_table, use_colour
-from traceview.units import PS_PER_US, fmt_pct, fmt_si, fmt_time_us
+from traceview.units import PS_PER_US, fmt_pct, fmt_share, fmt_si, fmt_time_us
 from traceview.version import __version__
 from traceview.vocabulary import BOUNDS
 
@@ -140,13 +140,6 @@ def _op_table(analysis: PipelineResult, top: int, on: bool) -> tuple[list[str], 
                       r["dtype"] if isinstance(r.get("dtype"), str) and r["dtype"] else "-"]
         rows.append(cells)
     return headers, rows, align
-
-
-def fmt_share(value: float | None) -> str:
-    """A percentage that stays readable when tiny (an MFU of 5e-6 is not '0.0%')."""
-    if value is not None and value == value and 0 < abs(value) < 0.001:
-        return f"{100 * value:.2g}%"
-    return fmt_pct(value)
 
 
 def _summary_lines(analysis: PipelineResult, mesh_line: str | None) -> list[str]:
