@@ -15,13 +15,15 @@ import streamlit as st
 
 from traceview.dashboards import selection
 from traceview.dashboards.data import View
+from traceview.render.charts import BOUND_COLOURS
 from traceview.render.parallelism import md
 from traceview.render.scopes import dominant_bound
 from traceview.scopes.source import is_line
 from traceview.units import fmt_pct, fmt_time_us
 
-BOUND_COLOURS = {"compute": "#4c78a8", "memory": "#f58518", "communication": "#e45756", "unknown": "#bab0ac",
-                 None: "#d9d9d9"}
+# The bounds' colours of every other chart (render.charts); grey where no bound is known.
+SCOPE_COLOURS: dict[str | None, str] = {None: "#d9d9d9"}
+SCOPE_COLOURS.update(BOUND_COLOURS)
 MAX_NODES = 2000          # the icicle draws the largest nodes; the table and the CLI have them all
 PICK = "tv_model_scope"
 
@@ -46,7 +48,7 @@ def icicle(nodes: pd.DataFrame, judged: bool) -> go.Figure:
              for i, r, b in zip(ids, nodes.to_dict("records"), bounds)]
     figure = go.Figure(go.Icicle(
         ids=ids, labels=[plain(n) for n in nodes["name"]], parents=parents, values=nodes["total_us"].tolist(),
-        branchvalues="total", marker={"colors": [BOUND_COLOURS[b] for b in bounds]},
+        branchvalues="total", marker={"colors": [SCOPE_COLOURS[b] for b in bounds]},
         customdata=hover, hovertemplate="%{customdata}<extra></extra>",
         tiling={"orientation": "v"}, root={"color": "#ffffff"}))
     figure.update_layout(margin={"t": 10, "l": 10, "r": 10, "b": 10}, height=460)
@@ -73,7 +75,7 @@ def _clicked(event) -> str | None:
 
 
 def _legend() -> str:
-    return " ".join(f"<span style='color:{c}'>■</span> {b}" for b, c in BOUND_COLOURS.items() if b)
+    return " ".join(f"<span style='color:{c}'>■</span> {b}" for b, c in SCOPE_COLOURS.items() if b)
 
 
 def render(view: View) -> None:

@@ -20,7 +20,6 @@ from traceview.parallelism.roles import ROLE_NAMES
 from traceview.render.parallelism import fmt_value, md, parallelism_json
 from traceview.units import fmt_pct, fmt_si, fmt_time_us
 
-VERDICT_COLOURS = {"compute-bound": "#4c78a8", "communication-bound": "#e45756", "bubble-bound": "#f58518"}
 MAX_SCHEDULE_CELLS = 4096     # stages x ticks drawn at most (hostile sizes)
 
 
