@@ -30,12 +30,13 @@ _SCALE = {"us": (1e-3, "ms"), "bytes": (2.0 ** -20, "MiB"), "fraction": (100.0, 
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def _report(db: str, stamp: tuple) -> HistoryReport:
-    """The report of every stored metric; `stamp` changes when the SQLite file does (a server: each minute)."""
+    """The report of every stored metric, the headline ones first (a store with hundreds of op series keeps
+    them within the report's limit); `stamp` changes when the SQLite file does (a server: each minute)."""
     from traceview.history.store import open_store
-    from traceview.history.trends import build_report
+    from traceview.history.trends import HEADLINE, build_report
 
     with open_store(db) as store:
-        return build_report(store, ["*"])
+        return build_report(store, [*HEADLINE, "*"])
 
 
 def _stamp(db: str) -> tuple:

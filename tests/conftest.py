@@ -42,6 +42,12 @@ def sample_traces() -> Path:
     return folder
 
 
+@pytest.fixture(scope="session")
+def serving(sample_traces) -> Path:
+    """The serving sample (a KV-cache decoder: prefill and decode programs); committed, so never skipped."""
+    return sample_traces / "serving"
+
+
 # --- HLO dumps made by XLA itself (parsers/hlo_*: text vs proto vs as_text) ---
 
 _HLO_DUMP_SCRIPT = r'''

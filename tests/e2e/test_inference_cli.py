@@ -4,21 +4,12 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from traceview.cli import main
 
 CONTRACT_PHASE = {"phase", "module", "steps", "batch", "tokens_per_step", "step_time_us", "param_bytes",
                   "kv_cache_bytes", "flops", "floor_us", "floor_bound", "efficiency"}
 CONTRACT_TOP = {"phases", "critical_batch", "kv_bytes_per_token", "max_sequences", "target", "warnings"}
 
-
-@pytest.fixture(scope="module")
-def serving(sample_traces):
-    folder = sample_traces / "serving"
-    if not folder.is_dir():
-        pytest.skip("serving sample not captured")
-    return folder
 
 
 def test_json_follows_the_contract(serving, capsys):

@@ -18,14 +18,6 @@ from traceview.render.inference import inference_json
 
 
 @pytest.fixture(scope="module")
-def serving(sample_traces):
-    folder = sample_traces / "serving"
-    if not folder.is_dir():
-        pytest.skip("serving sample not captured (python sample_traces/capture.py --only serving)")
-    return folder
-
-
-@pytest.fixture(scope="module")
 def meta(serving):
     return json.loads((serving / "capture.json").read_text())
 

@@ -22,8 +22,6 @@ from traceview.render.parallelism import parallelism_json, parallelism_markdown,
 @pytest.fixture(scope="module")
 def sample(sample_traces):
     trace = sample_traces / "pipeline_mpmd"
-    if not trace.is_dir():
-        pytest.skip("pipeline_mpmd sample not captured")
     loaded = traceview.load(trace)
     report = from_analysis(loaded.pipeline)
     cfg = json.loads((trace / "capture.json").read_text())["config"]

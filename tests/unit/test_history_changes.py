@@ -80,3 +80,15 @@ def test_unknown_values_are_skipped_and_short_series_have_no_change():
     values = [100.0, None, 100.0, 100.0, float("nan"), 200.0, 200.0]
     changes = find_changes(values, LABELS[:7])
     assert [(c.label, c.significant) for c in changes] == [("run-5", True)]
+
+
+def test_the_headline_metrics_stay_within_the_series_limit():
+    """The History tab asks for the headline metrics first, then every other: a store with hundreds of op
+    series ("op:..." sorts before "step_time") still shows step time."""
+    from traceview.history.trends import HEADLINE, MAX_SERIES, _wanted
+
+    names = sorted([f"op:jit_f/fusion.{i}" for i in range(MAX_SERIES + 50)] + ["step_time", "mfu", "gain"])
+    shown = _wanted(names, [*HEADLINE, "*"])[:MAX_SERIES]
+    assert shown[:3] == [n for p in HEADLINE[:3] for n in names if n == p]
+    assert "step_time" not in _wanted(names, ["*"])[:MAX_SERIES]      # what the tab asked before
+    assert len(set(shown)) == len(shown)

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-KINDS = ("op", "scope", "axis", "idle", "memory", "serving")
 UNQUANTIFIED = "no honest estimate of the time saved: ranked after the quantified items"
 
 

@@ -33,6 +33,7 @@ from traceview.units import PS_PER_US
 if TYPE_CHECKING:
     from traceview.advice.view import AdviceReport
     from traceview.api.hlo import HloReport
+    from traceview.inference.programs import Program
     from traceview.inference.view import InferenceReport
     from traceview.memory.view import MemoryReport
     from traceview.parallelism.diagnose import Parallelism
@@ -113,6 +114,7 @@ class Analysis:
         self._memory: MemoryReport | None = None
         self._parallelism: Parallelism | None = None
         self._inference: InferenceReport | None = None
+        self._inference_record: dict[str, Any] | None = None
         self._scopes: dict[str, ScopeTree] = {}
         self._advice: AdviceReport | None = None
 
@@ -130,10 +132,8 @@ class Analysis:
     def _add_view_records(self, record: dict[str, Any]) -> None:
         """Each view that has something for ``analyze --format json`` adds its fields here (the
         contract names them: e.g. ``summary.idle_causes``, top-level ``advice``)."""
-        if self._serving():
-            from traceview.render.inference import inference_json
-
-            record["inference"] = inference_json(self.inference())
+        if self._serving_found:
+            record["inference"] = self._serving_record()
         record["summary"]["top_scopes"] = self._top_scopes()
         from traceview.render.advice import add_advice_record
 
@@ -159,7 +159,7 @@ class Analysis:
         if not top.empty:
             sections.append(Section("Where in the model: scopes with most to gain (traceview scopes PATH for the tree)",
                                     tuple(top_scope_lines(top, tree.total_us))))
-        if self._serving():
+        if self._serving_found:
             from traceview.render.inference import section_lines
 
             sections.append(Section("Inference", tuple(section_lines(self.inference()))))
@@ -259,7 +259,8 @@ class Analysis:
         if self._inference is None:
             from traceview.inference.view import inference_from_analysis
 
-            self._inference = inference_from_analysis(self.pipeline, executions_of(self.pipeline.profile))
+            self._inference = inference_from_analysis(self.pipeline, executions_of(self.pipeline.profile),
+                                                      self._programs)
         return self._inference
 
     def _scopes_record(self) -> dict[str, Any]:
@@ -268,21 +269,26 @@ class Analysis:
         return scopes_json(self.scope_tree())
 
     def _serving_record(self) -> dict[str, Any] | None:
-        if not self._serving():
+        """``inference_json`` of the serving phases (None when no program with a KV cache ran), built once:
+        the analyze JSON and the advice both read it."""
+        if not self._serving_found:
             return None
-        from traceview.render.inference import inference_json
+        if self._inference_record is None:
+            from traceview.render.inference import inference_json
 
-        return inference_json(self.inference())
-
-    def _serving(self) -> bool:
-        """Whether a module that ran holds a KV cache (cheap: the HLO only), so analyze shows "Inference"."""
-        return self._serving_found
+            self._inference_record = inference_json(self.inference())
+        return self._inference_record
 
     @cached_property
     def _serving_found(self) -> bool:
+        return any(program.caches for program in self._programs)
+
+    @cached_property
+    def _programs(self) -> list[Program]:
+        """The modules that ran (``pipeline.ran_modules``), read as serving programs (caches, token inputs)."""
         from traceview.inference.programs import read_program
 
-        return any(read_program(m).caches for m in self.pipeline.ran_modules)
+        return [read_program(m) for m in self.pipeline.ran_modules]
 
     def scope_tree(self, by: str = "scope") -> ScopeTree:
         """The scope (``by="scope"``) or source-line (``by="source"``) tree with its totals and warnings

@@ -8,6 +8,7 @@ peaks from the buffer assignment: no accelerator needed).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 import traceview
@@ -15,7 +16,7 @@ from traceview.commands._options import (
     add_read_options,
     dump_target_from_args,
     dump_target_note,
-    reading,
+    read_options_from_args,
     target_from_args,
     write_output,
 )
@@ -43,9 +44,10 @@ def run(args: argparse.Namespace) -> int:
     from traceview.trace.read import is_trace_path
 
     if is_trace_path(Path(args.path)) or not Path(args.path).exists():
-        with reading(args):
-            report = traceview.load(args.path, run=args.run, target=args.target,
-                                    hardware_file=args.hardware_file).memory()
+        # each host's allocator events read where the host is read (the pool's workers), not again here
+        options = dataclasses.replace(read_options_from_args(args), allocator_events=True)
+        report = traceview.load(args.path, run=args.run, target=args.target, hardware_file=args.hardware_file,
+                                read_options=options).memory()
     else:
         from traceview.memory.view import memory_from_dump
 

@@ -20,7 +20,6 @@ report's ``op:<module>/<op>`` series come from them.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -30,7 +29,7 @@ import pandas as pd
 
 from traceview.errors import UserError
 from traceview.regress.baseline import OP_COLUMNS, Snapshot, snapshot_from_analysis
-from traceview.units import PS_PER_US
+from traceview.units import PS_PER_US, finite
 from traceview.vocabulary import BOUNDS_AND_IDLE
 
 MAX_OPS = 500            # ops kept per run, by time
@@ -126,14 +125,6 @@ def _sampled(samples: list[float], unit: str = "us") -> Metric:
     return Metric(median, unit, low, high, samples)
 
 
-def _finite(value) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def _memory_metrics(memory: dict[str, int]) -> dict[str, Metric]:
     out: dict[str, Metric] = {}
     for kind in ("runtime", "static"):
@@ -194,7 +185,7 @@ def run_metrics(result, snapshot: Snapshot) -> dict[str, Metric]:
     metrics: dict[str, Metric] = {}
     device_us = None if snapshot.device_time_ps is None else snapshot.device_time_ps / PS_PER_US
     metrics["step_time"] = _sampled(_us(steps)) if len(steps) else Metric(device_us, "us")
-    metrics["mfu"] = Metric(_finite(snapshot.mfu), "fraction")
+    metrics["mfu"] = Metric(finite(snapshot.mfu), "fraction")
     per_step = result.steps
     for bound in BOUNDS_AND_IDLE:
         column = f"{bound}_ps"

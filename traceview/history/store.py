@@ -28,6 +28,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 from traceview.errors import UserError
 from traceview.history import schema
 from traceview.history.record import RunRecord, iso
+from traceview.units import finite
 from traceview.version import __version__
 
 BUSY_TIMEOUT_S = 60       # how long a SQLite writer waits for another's transaction
@@ -170,9 +171,9 @@ class HistoryStore:
                 steps=int(run.steps), traceview_version=__version__)).inserted_primary_key
             assert run_id is not None
             run_id = run_id[0]
-            rows = [{"run_id": run_id, "metric": name[:schema.MAX_METRIC], "value": _number(m.value),
-                     "low": _number(m.low), "high": _number(m.high), "unit": m.unit,
-                     "samples": None if m.samples is None else json.dumps([_number(s) for s in m.samples])}
+            rows = [{"run_id": run_id, "metric": name[:schema.MAX_METRIC], "value": finite(m.value),
+                     "low": finite(m.low), "high": finite(m.high), "unit": m.unit,
+                     "samples": None if m.samples is None else json.dumps([finite(s) for s in m.samples])}
                     for name, m in run.metrics.items()]
             if rows:
                 conn.execute(schema.metrics.insert(), rows)
@@ -208,7 +209,7 @@ class HistoryStore:
         frame = pd.DataFrame([dict(r) for r in rows], columns=[c.name for c in schema.metrics.columns])
         frame["samples"] = [_json_list(s) for s in frame["samples"]]
         for column in ("value", "low", "high"):
-            frame[column] = [_number(v) for v in frame[column]]
+            frame[column] = [finite(v) for v in frame[column]]
         frame["unit"] = frame["unit"].fillna("").astype(str)
         return frame[frame["metric"].notna()].astype({"metric": str})
 
@@ -221,14 +222,6 @@ class HistoryStore:
         for column in schema.OP_NUMBERS:
             frame[column] = pd.to_numeric(frame[column], errors="coerce")
         return frame
-
-
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _json_object(textual: str | None) -> dict[str, str]:
@@ -248,7 +241,7 @@ def _json_list(textual: str | None) -> list[float | None] | None:
         return None
     if not isinstance(value, list):
         return None
-    return [_number(v) for v in value]
+    return [finite(v) for v in value]
 
 
 def _op_rows(run_id: int, ops: pd.DataFrame) -> list[dict]:
@@ -259,9 +252,9 @@ def _op_rows(run_id: int, ops: pd.DataFrame) -> list[dict]:
             value = record.get(name)
             row[name] = None if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
         for name in schema.OP_NUMBERS:
-            row[name] = _number(record.get(name))
+            row[name] = finite(record.get(name))
         steps = record.get("step_times_ps")
-        row["step_times_ps"] = None if steps is None else json.dumps([_number(s) for s in steps])
+        row["step_times_ps"] = None if steps is None else json.dumps([finite(s) for s in steps])
         rows.append(row)
     return rows
 

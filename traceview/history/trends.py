@@ -18,7 +18,7 @@ import pandas as pd
 
 from traceview.history.changes import Change, find_changes
 from traceview.history.store import HistoryStore
-from traceview.units import PS_PER_US
+from traceview.units import PS_PER_US, finite
 
 HEADLINE = ("step_time", "mfu", "gain", "time_by_bound:*", "peak_memory:runtime", "peak_memory:static")
 HIGHER_IS_BETTER = ("mfu",)
@@ -73,10 +73,8 @@ class HistoryReport:
 
 
 def _wanted(names: list[str], patterns: list[str]) -> list[str]:
-    out: list[str] = []
-    for pattern in patterns:
-        out += [n for n in names if fnmatch.fnmatchcase(n, pattern) and n not in out]
-    return out
+    """The names matching the patterns, in the patterns' order, each once."""
+    return list(dict.fromkeys(n for pattern in patterns for n in names if fnmatch.fnmatchcase(n, pattern)))
 
 
 def _op_metrics(store: HistoryStore, runs: pd.DataFrame) -> pd.DataFrame:
@@ -139,7 +137,7 @@ def build_report(store: HistoryStore, metrics: list[str] | None = None, last: in
             i = order.get(row.run_id)
             if i is None:       # a row of no run shown (an older run, or a damaged store)
                 continue
-            values[i], lows[i], highs[i], samples[i] = (_clean(row.value), _clean(row.low), _clean(row.high),
+            values[i], lows[i], highs[i], samples[i] = (finite(row.value), finite(row.low), finite(row.high),
                                                         row.samples)
         if all(v is None for v in values):
             warnings.append(f"{name}: unknown in every run shown (e.g. no target chip, or no allocator events)")
@@ -151,10 +149,3 @@ def build_report(store: HistoryStore, metrics: list[str] | None = None, last: in
     if len(runs) < 4:
         warnings.append(f"{len(runs)} run(s): change points need at least 4 (two on each side)")
     return HistoryReport([_run_record(r) for r in runs.itertuples(index=False)], series, warnings)
-
-
-def _clean(value) -> float | None:
-    if value is None:
-        return None
-    number = float(value)
-    return None if not np.isfinite(number) else number

@@ -120,14 +120,18 @@ class InferenceReport:
         return max(found, key=lambda p: p.steps) if found else None
 
 
-def inference_from_analysis(pipeline: PipelineResult, ops: pd.DataFrame | None = None) -> InferenceReport:
-    """``ops``: the op executions to find the module calls in (default: the profile's)."""
+def inference_from_analysis(pipeline: PipelineResult, ops: pd.DataFrame | None = None,
+                            programs: list[Program] | None = None) -> InferenceReport:
+    """``ops``: the op executions to find the module calls in (default: the profile's); ``programs``: the
+    ran modules (``pipeline.ran_modules``) already read as serving programs, in that order (default: read
+    here)."""
     calls = module_calls(pipeline.profile.ops if ops is None else ops)
     chip = pipeline.target
     report = InferenceReport([], [], chip, projected=bool(pipeline.projected))
     cached: list[tuple[Program, pd.DataFrame]] = []
-    for module in pipeline.ran_modules:
-        program = read_program(module)
+    if programs is None:
+        programs = [read_program(module) for module in pipeline.ran_modules]
+    for module, program in zip(pipeline.ran_modules, programs):
         mine = calls[calls["module"] == module.name]
         if module.program_id is not None and not mine.empty and (mine["program_id"] == module.program_id).any():
             mine = mine[mine["program_id"] == module.program_id]

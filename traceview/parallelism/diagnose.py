@@ -385,7 +385,7 @@ def _target_source(analysis) -> str:
     """Where an Analysis's target chip came from, in words (its own record when it keeps one)."""
     if analysis.target is None:
         return ""
-    if getattr(analysis, "target_source", ""):          # a dump's target config (the lead's wiring)
+    if analysis.target_source:                           # e.g. a dump's target config
         return str(analysis.target_source)
     if analysis.target_detected:
         return "detected from the trace's device planes"

@@ -17,7 +17,6 @@ all-to-alls hide behind that compute when F > (C/W)·b/n.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass
 
@@ -106,7 +105,3 @@ def capacity(elements: int, experts: int | None, d_model: int | None) -> float |
     if not experts or not d_model:
         return None
     return elements / (experts * d_model)
-
-
-def elements_of(dims_list: list[tuple[int, ...]]) -> int:
-    return int(sum(math.prod(d) for d in dims_list))

@@ -91,9 +91,7 @@ def axis_record(axis: AxisReport) -> dict:
         "efficiency": json_scalar(efficiency(axis)),
         "link": None if axis.link is None else {"kind": axis.link.kind, "bandwidth": json_scalar(axis.link.bandwidth),
                                                 "how": axis.link.how},
-        "verdict": v.verdict, "rule": v.rule, "value": json_scalar(v.value), "value_what": v.value_what,
-        "threshold": json_scalar(v.threshold), "threshold_how": v.threshold_how,
-        "suggestions": v.suggestions, "reason": v.reason or None, "measured": axis.measured or None,
+        **_verdict_fields(v), "measured": axis.measured or None,
         "roles": [{"role": r.role, "evidence": r.evidence, **_verdict_fields(r.verdict)} for r in axis.roles],
         **_structures(axis),
     }

@@ -113,7 +113,7 @@ def load_profile(path: str | Path, run: str | None = None,
         warnings=warnings,
         op_parts=op_parts,
         reduce_again=functools.partial(_reduce_again, ok_files),
-        read_ops=functools.partial(_read_ops, ok_files, use_cache),
+        read_ops=functools.cache(functools.partial(_read_ops, ok_files, use_cache)),   # read once, if ever
         allocator_parts=allocator_parts if any(a is not None for a in allocator_parts) else None,
     )
 
