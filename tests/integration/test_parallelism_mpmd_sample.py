@@ -9,6 +9,7 @@ trace's ops, never with wall-clock expectations.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
 
@@ -123,3 +124,25 @@ def test_spmd_pipeline_is_not_measured(sample_traces):
     report = from_analysis(traceview.load(sample_traces / "pipeline").pipeline)
     pipe = next(a for a in report.axes if a.pipeline is not None).pipeline
     assert pipe.schedule is None and pipe.how.startswith("SPMD pipeline")
+
+
+def test_stage_split_decided_from_the_partials_without_reading_executions(sample, sample_traces, shared_traces):
+    """The merged host partials give the same (device, module, program_id) pairs as the executions, and a run
+    whose devices all run the same programs is judged without reading one execution again."""
+    from traceview.parallelism.mpmd import may_have_stages
+
+    loaded = sample[0]
+    executions = loaded.pipeline.profile.ops
+    by_rows = executions[["device", "module", "program_id"]].astype(str).drop_duplicates()
+    by_parts = loaded.pipeline.run_ops.device_programs().astype(str)
+    assert sorted(map(tuple, by_rows.to_numpy())) == sorted(map(tuple, by_parts.to_numpy()))
+    assert may_have_stages(by_parts)
+
+    pod = traceview.load(shared_traces / "openxla-xprof" / "tpu_inference_2.xplane.pb").pipeline
+    assert len(set(pod.ops["module"].astype(str))) >= 2           # the pipeline check would read the executions
+    assert not may_have_stages(pod.run_ops.device_programs())
+    calls: list[int] = []
+    profile = dataclasses.replace(pod.profile, ops=pod.profile.ops.iloc[:0],     # as `analyze` keeps none
+                                  read_ops=lambda: calls.append(1) or pod.profile.ops)
+    from_analysis(dataclasses.replace(pod, profile=profile))
+    assert calls == []

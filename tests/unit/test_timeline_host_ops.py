@@ -120,18 +120,41 @@ def test_an_async_pair_named_like_any_op_is_asked_for_again():
     assert all(k.names == frozenset({("m", "ars"), ("m", "ard")}) for k in need.value.keep.values())
 
 
-def test_a_device_in_two_hosts_files_is_kept_whole():
-    hosts, raw = run_tables(7, steps=False, overlap=0.2)
+@pytest.mark.parametrize("steps", [False, True])
+def test_a_device_in_two_hosts_files_is_kept_whole(steps):
+    hosts, raw = run_tables(7, steps=steps, overlap=0.2)
     twin = hosts[0].copy()
     twin["start_ps"] += 25                              # the same device names, other times
-    split = [hosts[0], twin]
-    all_rows = pd.concat(split, ignore_index=True)
+    split = [hosts[0], twin, hosts[1]]
+    all_rows = pd.concat(split, ignore_index=True).astype({k: v for k, v in OP_COLUMNS.items()})
     run = merge_parts([reduce_ops(h) for h in split])
     need = run.shared_devices()
     assert set(need) == {0, 1}
-    run = merge_parts([reduce_ops(h, need[i]) for i, h in enumerate(split)])
+    run = merge_parts([reduce_ops(h, need.get(i)) for i, h in enumerate(split)])
     assert not run.shared_devices()
+    with pytest.raises(NeedRows) as pairs_need:         # the pairs named like any op, asked for too
+        run.check_pairs(PAIRS)
+    keep = {i: KeepRows(devices=need[i].devices if i in need else frozenset(), names=pairs_need.value.keep[i].names)
+            for i in range(len(split))}
+    run = merge_parts([reduce_ops(h, keep[i]) for i, h in enumerate(split)])
+    run.check_pairs(PAIRS)
+    assert run._chunk_parts() == [[0, 1], [2]]          # the hosts sharing a device are measured together
     pd.testing.assert_frame_equal(run.device_time(), device_time(all_rows))
+    # everything measured per device equals one pass over all rows, the shared device's rows together
+    stats, rows = aggregate_ops(all_rows, False)
+    ops = stats.assign(collective_kind=[("all-reduce" if o in COLLECTIVES else None) for o in stats["op"]])
+    pd.testing.assert_frame_equal(run.judged_and_exposed(ops, PAIRS), judged_and_exposed(all_rows, ops, rows, PAIRS))
+    pd.testing.assert_series_equal(per_step_self_time(run, len(ops), ops.index), raw_per_step(all_rows, ops, rows))
+    labels = np.random.default_rng(7).integers(-1, 4, len(ops))
+    expected = device_busy_by_label(all_rows, np.append(labels, -1)[rows], 4)
+    got = run.busy_by_label(labels, 4)
+    assert list(got) == list(expected)
+    for name in expected:
+        np.testing.assert_array_equal(got[name], expected[name])
+    if steps:
+        table = steps_of(all_rows)
+        pd.testing.assert_frame_equal(run.step_busy_by_label(labels, 4, table),
+                                      step_busy_by_label(all_rows, np.append(labels, -1)[rows], 4, table))
 
 
 def profile_of(raw: pd.DataFrame, op_parts=None) -> Profile:

@@ -32,7 +32,7 @@ from traceview.parallelism.dots import (
 from traceview.parallelism.expert import routed_tokens, router
 from traceview.parallelism.groups import CollectiveSite, collective_sites, device_counts
 from traceview.parallelism.mesh import Mesh, infer_mesh, named_mesh
-from traceview.parallelism.mpmd import MeasuredSchedule, measure_mpmd
+from traceview.parallelism.mpmd import MeasuredSchedule, may_have_stages, measure_mpmd
 from traceview.parallelism.report import AxisReport, Parallelism, RoleReport
 from traceview.parallelism.roles import PATTERN_ROLE, AxisRole, Classified, axis_roles, classify, gathered_arrays
 from traceview.parallelism.rules import (
@@ -63,6 +63,8 @@ class DiagnoseInputs:
     costs: pd.DataFrame | None = None   # the HLO cost table (bytes per step through loop trip counts)
     target_source: str = ""
     executions: Callable[[], pd.DataFrame] | None = None   # the trace's op executions (read when needed)
+    # the distinct (device, module, program_id) the executions ran, when known without reading them (None: unknown)
+    device_programs: Callable[[], pd.DataFrame | None] | None = None
 
     @property
     def has_trace(self) -> bool:
@@ -127,6 +129,9 @@ def _with_measured_pipeline(inputs: DiagnoseInputs, axes: list[AxisReport]) -> l
     no collective shows it (activations copied between the programs). Read only when several programs ran."""
     if inputs.executions is None or len(inputs.ran or ()) < 2:
         return axes
+    programs = inputs.device_programs() if inputs.device_programs is not None else None
+    if programs is not None and not may_have_stages(programs):
+        return axes           # no stage split of the devices: the executions need not be read (a pod's hosts)
     schedule = measure_mpmd(inputs.executions())
     if schedule is None:
         return axes
@@ -405,7 +410,14 @@ def from_analysis(analysis, hlo_path: str | Path | None = None) -> Parallelism:
 
     return diagnose(DiagnoseInputs(analysis.modules, before, ops, analysis.span_ps or analysis.device_time_ps,
                                    analysis.target, len(analysis.profile.devices) or None, ran, analysis.costs,
-                                   _target_source(analysis), lambda: op_executions(analysis.profile)))
+                                   _target_source(analysis), lambda: op_executions(analysis.profile),
+                                   _device_programs(analysis)))
+
+
+def _device_programs(analysis) -> Callable[[], pd.DataFrame | None]:
+    """The distinct (device, module, program_id) of the run's executions, from its merged host partials."""
+    run = analysis.run_ops
+    return (lambda: None) if run is None else run.device_programs
 
 
 def from_hlo(path: str | Path, chip: Chip | None = None, target_source: str = "--target") -> Parallelism:

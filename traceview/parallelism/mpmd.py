@@ -91,8 +91,7 @@ def measure_mpmd(executions: pd.DataFrame) -> MeasuredSchedule | None:
     if executions is None or executions.empty or not need <= set(executions.columns):
         return None
     keys = [c for c in ("device", "module", "program_id") if c in executions.columns]
-    stages = _stages(_op_frame(executions[keys].drop_duplicates().assign(op="", start_ps=0, duration_ps=0,
-                                                                          step=0)))
+    stages = _stages(_program_frame(executions[keys].drop_duplicates()))
     if stages is None:      # decided on the (device, program) pairs, before the executions are copied
         return None
     ops = _op_frame(executions)
@@ -106,6 +105,16 @@ def measure_mpmd(executions: pd.DataFrame) -> MeasuredSchedule | None:
     if checked == 0 or held < checked:
         return None
     return _schedule(ops, runs, held, checked)
+
+
+def may_have_stages(programs: pd.DataFrame) -> bool:
+    """Whether the distinct (device, module[, program_id]) pairs a trace ran could make a pipeline of a program
+    per stage (:func:`measure_mpmd` then reads the executions): decided without one execution."""
+    return not programs.empty and _stages(_program_frame(programs)) is not None
+
+
+def _program_frame(programs: pd.DataFrame) -> pd.DataFrame:
+    return _op_frame(programs.assign(op="", start_ps=0, duration_ps=0, step=0))
 
 
 def _op_frame(executions: pd.DataFrame) -> pd.DataFrame:

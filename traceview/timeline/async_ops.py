@@ -10,6 +10,8 @@ time-by-bound split counts only the exposed time.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pandas as pd
 
@@ -44,22 +46,47 @@ def pair_times(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, pairs: pd
     out; ops with no paired start get NaN. Columnar: one sort and one search
     over all pairs and devices at once.
     """
+    return pair_times_in_chunks([(raw, rows)], ops, pairs)
+
+
+def pair_times_in_chunks(chunks: Iterable[tuple[pd.DataFrame, np.ndarray]], ops: pd.DataFrame,
+                         pairs: pd.DataFrame) -> pd.DataFrame:
+    """:func:`pair_times` over rows given in chunks (raw table, op rows), each holding whole devices (a run's
+    hosts): the pairs of a device are all in its chunk, so the sums per op add up over the chunks."""
     out = pd.DataFrame({"in_flight_ps": np.nan, "pair_exposed_ps": np.nan}, index=ops.index)
-    if raw.empty or pairs.empty or ops.empty:
+    if pairs.empty or ops.empty:
         return out
     pairs = pairs.reset_index(drop=True)
+    roles = _op_roles(ops, pairs)
+    paired = np.zeros(len(ops), dtype=bool)
+    sums = np.zeros((2, len(ops)), dtype=np.int64)
+    for raw, rows in chunks:
+        if not raw.empty:
+            _add_pair_sums(raw, rows, roles, len(pairs), paired, sums)
+    for k, column in enumerate(("in_flight_ps", "pair_exposed_ps")):
+        out.loc[paired, column] = sums[k][paired].astype("float64")
+    return out
+
+
+def _op_roles(ops: pd.DataFrame, pairs: pd.DataFrame) -> np.ndarray:
+    """Per op row, plus a last entry for row -1: (pair index, 0 for its start / 1 for its done); (-1, -1)."""
     role_of = {**{(m, s): (i, 0) for i, (m, s, _) in enumerate(pairs.itertuples(index=False))},
                **{(m, d): (i, 1) for i, (m, _, d) in enumerate(pairs.itertuples(index=False))}}
     # Each op's role is looked up once by name, then spread to its executions by row index.
-    op_role = np.array([role_of.get(k, (-1, -1)) for k in zip(ops["module"].astype(str), ops["op"].astype(str))]
-                       + [(-1, -1)], dtype=np.int32)                      # the last entry serves row -1
+    return np.array([role_of.get(k, (-1, -1)) for k in zip(ops["module"].astype(str), ops["op"].astype(str))]
+                    + [(-1, -1)], dtype=np.int32)
+
+
+def _add_pair_sums(raw: pd.DataFrame, rows: np.ndarray, op_role: np.ndarray, n_pairs: int, paired: np.ndarray,
+                   sums: np.ndarray) -> None:
+    """Pair one table's executions; per op of a paired start, add its in-flight and exposed ps to ``sums``."""
     chosen = np.flatnonzero(op_role[:, 0][rows] >= 0)
     if chosen.size == 0:
-        return out
+        return
     pair_index, is_start = op_role[rows[chosen]].T
     is_start = is_start == 0
     device = column_codes(raw["device"])[0][chosen].astype(np.int64)
-    group = device * len(pairs) + pair_index
+    group = device * n_pairs + pair_index
     start = raw["start_ps"].to_numpy()[chosen]
 
     # Each start finds the first done of its group that begins at or after it.
@@ -69,14 +96,12 @@ def pair_times(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, pairs: pd
     ok = at >= 0
     first, matched = chosen[first[ok]], chosen[done[at[ok]]]        # raw rows of each start and its done
     if first.size == 0:
-        return out
+        return
     op_of_start = rows[first]
-    paired = np.bincount(op_of_start, minlength=len(ops)) > 0
+    paired |= np.bincount(op_of_start, minlength=paired.size) > 0
     start_ps, duration, own = (raw[c].to_numpy() for c in ("start_ps", "duration_ps", "self_ps"))
-    for column, values in (("in_flight_ps", start_ps[matched] + duration[matched] - start_ps[first]),
-                           ("pair_exposed_ps", own[first] + own[matched])):
-        out.loc[paired, column] = exact_sums(op_of_start, values, len(ops))[paired].astype("float64")
-    return out
+    sums[0] += exact_sums(op_of_start, start_ps[matched] + duration[matched] - start_ps[first], paired.size)
+    sums[1] += exact_sums(op_of_start, own[first] + own[matched], paired.size)
 
 
 def _first_at_or_after(groups: np.ndarray, times: np.ndarray, query_groups: np.ndarray,

@@ -15,6 +15,8 @@ twice and its idle share is lower than this one.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pandas as pd
 
@@ -152,17 +154,44 @@ def step_busy_by_label(raw: pd.DataFrame, labels: np.ndarray, n_labels: int,
     Columns: step, active_devices, and one column per label index (0..n_labels-1), in ps.
     Vectorized over all (step, device) groups: O(n log n) per label, no Python loop per group.
     """
+    return step_busy_in_chunks([(raw, labels)], n_labels, steps)
+
+
+def step_busy_in_chunks(chunks: Iterable[tuple[pd.DataFrame, np.ndarray]], n_labels: int,
+                        steps: pd.DataFrame) -> pd.DataFrame:
+    """:func:`step_busy_by_label` over rows given in chunks (raw table, each row's label), each holding whole
+    devices (a run's hosts): the per-step sums and device counts add up over the chunks."""
     columns = ["step", "active_devices", *range(n_labels)]
-    if raw.empty or steps.empty or "step" not in raw.columns:
+    if steps.empty:
         return pd.DataFrame(columns=columns)
     step_ids = steps["step"].to_numpy(dtype=np.int64)
-    lo_of = steps["start_ps"].to_numpy(dtype=np.int64)
-    hi_of = lo_of + steps["time_ps"].to_numpy(dtype=np.int64)
+    window = (steps["start_ps"].to_numpy(dtype=np.int64), steps["time_ps"].to_numpy(dtype=np.int64))
+    counts = np.zeros(len(step_ids), dtype=np.int64)
+    sums = np.zeros((len(step_ids), n_labels), dtype=np.float64)
+    for raw, labels in chunks:
+        if raw.empty or "step" not in raw.columns:
+            continue
+        _add_step_busy(raw, labels, n_labels, step_ids, window, counts, sums)
+    present = np.flatnonzero(counts)
+    if not present.size:
+        return pd.DataFrame(columns=columns)
+    order = present[np.argsort(step_ids[present], kind="stable")]
+    table: dict[str | int, np.ndarray] = {"step": step_ids[order], "active_devices": counts[order]}
+    table.update({k: sums[order, k] / counts[order] for k in range(n_labels)})
+    return pd.DataFrame(table, columns=columns)
+
+
+def _add_step_busy(raw: pd.DataFrame, labels: np.ndarray, n_labels: int, step_ids: np.ndarray,
+                   window: tuple[np.ndarray, np.ndarray], counts: np.ndarray, sums: np.ndarray) -> None:
+    """One table's busy time by label per step, summed over its devices, added to ``sums``; its devices with
+    ops in each step added to ``counts``. (The sums are whole numbers of ps: the order of adding keeps them.)"""
+    lo_of = window[0]
+    hi_of = lo_of + window[1]
     where = _step_positions(raw["step"], step_ids)
     devices = device_codes(raw)[0]
     inside = (where >= 0) & (devices >= 0)
     if not inside.any():
-        return pd.DataFrame(columns=columns)
+        return
     where, devices = where[inside], devices[inside].astype(np.int64)
     starts = raw["start_ps"].to_numpy(dtype=np.int64)[inside]
     ends = raw["duration_ps"].to_numpy(dtype=np.int64)[inside]
@@ -173,21 +202,15 @@ def step_busy_by_label(raw: pd.DataFrame, labels: np.ndarray, n_labels: int,
         np.clip(times, lo, hi_of[where], out=times)
         times -= lo
     # Groups numbered device-major, (device, step): rows come grouped by device and in time order,
-    # so the sort by group is nearly free. Each step's parts are summed over its devices below;
-    # they are whole numbers of ps, so the order of that sum does not change it.
+    # so the sort by group is nearly free.
     n_steps = len(step_ids)
     groups, group_keys = _sorted_codes(devices * n_steps + where)
     n_groups = len(group_keys)
     parts = _grouped_busy_by_label(starts, ends, labels[inside], groups.astype(np.int64), n_groups, n_labels)
     step_of_group = group_keys % n_steps
-    counts = np.bincount(step_of_group, minlength=n_steps)
-    sums = np.stack([np.bincount(step_of_group, weights=parts[:, k], minlength=n_steps)
-                     for k in range(n_labels)], axis=1)
-    present = np.flatnonzero(counts)
-    order = present[np.argsort(step_ids[present], kind="stable")]
-    table: dict[str | int, np.ndarray] = {"step": step_ids[order], "active_devices": counts[order].astype(np.int64)}
-    table.update({k: sums[order, k] / counts[order] for k in range(n_labels)})
-    return pd.DataFrame(table, columns=columns)
+    counts += np.bincount(step_of_group, minlength=n_steps)
+    for k in range(n_labels):
+        sums[:, k] += np.bincount(step_of_group, weights=parts[:, k], minlength=n_steps)
 
 
 def _step_positions(step: pd.Series, step_ids: np.ndarray) -> np.ndarray:

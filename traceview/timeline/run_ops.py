@@ -8,17 +8,17 @@ pairs) is computed by the same functions over the rows the parts kept, in the ru
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from traceview.timeline.async_ops import pair_times
-from traceview.timeline.devices import DEVICE_COLUMNS, device_busy_by_label, device_time, step_busy_by_label
+from traceview.timeline.async_ops import pair_times_in_chunks
+from traceview.timeline.devices import DEVICE_COLUMNS, device_busy_by_label, device_time, step_busy_in_chunks
 from traceview.timeline.grouping import exact_sums
 from traceview.timeline.host_ops import KeepRows, OpsPart, looks_async
-from traceview.timeline.timing import judged_and_exposed
-from traceview.timeline.timing import per_step_self_time as raw_per_step_self_time
+from traceview.timeline.timing import judged_and_exposed_in_chunks, per_step_self_time_in_chunks
 
 
 class NeedRows(Exception):
@@ -39,7 +39,7 @@ class RunOps:
     group_rows: list[np.ndarray]         # per part: each group's row in ``stats`` (-1: none)
     devices: list[str]                   # devices with rows, sorted
     part_devices: list[np.ndarray]       # per part: its device codes -> codes into ``devices``
-    _kept: dict = field(default_factory=dict, repr=False)   # kept_rows' tables, built once
+    _chunks: list[list[int]] | None = field(default=None, repr=False)   # parts that share devices, together
 
     @property
     def n_rows(self) -> int:
@@ -49,23 +49,59 @@ class RunOps:
     def op_time_ps(self) -> int:
         return sum(p.op_time_ps for p in self.parts)
 
+    def device_programs(self) -> pd.DataFrame | None:
+        """The distinct (device, module, program_id) of all rows, from the parts' groups; None when some row
+        has no group (a key missing) and the groups cannot tell."""
+        if any(int(p.occurrences.sum()) != p.n_rows or (p.device < 0).any() for p in self.parts):
+            return None
+        frames = [pd.DataFrame({"device": [p.devices[d] for d in p.device],
+                                "module": [p.modules[m] for m in p.module], "program_id": p.program_id})
+                  for p in self.parts]
+        if not frames:
+            return pd.DataFrame(columns=["device", "module", "program_id"])
+        return pd.concat(frames, ignore_index=True).drop_duplicates(ignore_index=True)
+
     # ------------------------------------------------------------------ rows kept by the parts
 
-    def kept_rows(self, full_only: bool, op_index: np.ndarray | None = None) -> tuple[pd.DataFrame, np.ndarray]:
-        """The rows the parts kept, in run order, as a raw op table (device, start_ps, duration_ps,
-        self_ps, step), and each one's op row (through ``op_index``: op id -> current row). ``full_only``:
-        only the rows of devices kept whole (not the async-looking rows of simple devices)."""
-        cached = self._kept.get(full_only)
-        if cached is None:
-            cached = self._kept[full_only] = self._kept_rows(full_only)
-        raw, op_rows = cached
-        if op_index is not None:
-            op_rows = np.append(op_index, -1)[op_rows]
-        return raw, op_rows
+    def chunks(self, full_only: bool, op_index: np.ndarray | None = None) -> Iterator[tuple[pd.DataFrame, np.ndarray]]:
+        """The rows the parts kept, as raw op tables (device, start_ps, duration_ps, self_ps, step) one chunk
+        at a time, each with its rows' op rows (through ``op_index``: op id -> current row). A chunk is one
+        part, or the parts that share a device (or rows with no device), in run order: every device's rows
+        are in one chunk, so whatever is measured per device adds up over the chunks, and no table of every
+        host's rows is ever built. ``full_only``: only the rows of devices kept whole (not the async-looking
+        rows of simple devices)."""
+        for members in self._chunk_parts():
+            yield self._kept_rows(members, full_only, op_index)
 
-    def _kept_rows(self, full_only: bool) -> tuple[pd.DataFrame, np.ndarray]:
+    def _chunk_parts(self) -> list[list[int]]:
+        if self._chunks is None:
+            owner: dict[object, int] = {}
+            root = list(range(len(self.parts)))
+
+            def find(i: int) -> int:
+                while root[i] != i:
+                    root[i] = root[root[i]]
+                    i = root[i]
+                return i
+
+            for i, p in enumerate(self.parts):
+                names: list[object] = [p.devices[d] for d in np.flatnonzero(p.has_rows)]
+                if (p.kept_device < 0).any():
+                    names.append(None)                           # rows with no device pair up across hosts
+                for name in names:
+                    j = owner.setdefault(name, i)
+                    root[find(i)] = find(j)
+            groups: dict[int, list[int]] = {}
+            for i in range(len(self.parts)):
+                groups.setdefault(find(i), []).append(i)
+            self._chunks = sorted(groups.values())
+        return self._chunks
+
+    def _kept_rows(self, members: list[int], full_only: bool,
+                   op_index: np.ndarray | None) -> tuple[pd.DataFrame, np.ndarray]:
         frames, rows = [], []
-        for p, gr, dmap in zip(self.parts, self.group_rows, self.part_devices):
+        for i in members:
+            p, gr, dmap = self.parts[i], self.group_rows[i], self.part_devices[i]
             take = ~p.kept_alone if full_only and p.kept_alone.any() else slice(None)
             dev = p.kept_device[take]
             frames.append((np.where(dev >= 0, np.append(dmap, -1)[dev], -1), p.kept_start[take],
@@ -77,7 +113,10 @@ class RunOps:
             "start_ps": cols[1].astype(np.int64, copy=False), "duration_ps": cols[2].astype(np.int64, copy=False),
             "self_ps": cols[3].astype(np.int64, copy=False), "step": cols[4].astype(np.int32, copy=False)},
             copy=False)
-        return raw, _joined(rows)
+        op_rows = _joined(rows)
+        if op_index is not None:
+            op_rows = np.append(op_index, -1)[op_rows]
+        return raw, op_rows
 
     def check_pairs(self, pairs: pd.DataFrame) -> None:
         """Raise NeedRows when an op of an async pair ran on a simple device but its rows were not kept
@@ -103,11 +142,9 @@ class RunOps:
         if pairs.empty:                 # nothing to pair: pair_times' all-NaN answer without the rows
             timed = pd.DataFrame({"in_flight_ps": np.nan, "pair_exposed_ps": np.nan}, index=ops.index)
         else:
-            kept, kept_rows = self.kept_rows(full_only=False)
-            timed = pair_times(kept, ops, kept_rows, pairs)
-        full, full_rows = self.kept_rows(full_only=True)
-        return judged_and_exposed(full, ops, full_rows, pairs, timed=timed,
-                                  exposed_alone=self._exposed_alone(len(ops)) if self.n_rows else None)
+            timed = pair_times_in_chunks(self.chunks(full_only=False), ops, pairs)
+        return judged_and_exposed_in_chunks(_Replay(lambda: self.chunks(full_only=True)), ops, pairs, timed=timed,
+                                            exposed_alone=self._exposed_alone(len(ops)) if self.n_rows else None)
 
     def _exposed_alone(self, n_ops: int) -> np.ndarray:
         """Per op row, the summed min(duration, self) of its rows on simple devices."""
@@ -133,10 +170,10 @@ class RunOps:
                 if name not in shared:  # noqa: SIM102
                     busy, first, last = int(p.busy_ps[d]), int(p.first_ps[d]), int(p.last_ps[d])
                     rows[name] = (name, busy, last - first - busy, last - first, first, last, int(p.dev_op_time_ps[d]))
-        if shared:
-            raw, _ = self.kept_rows(full_only=True)
-            table = device_time(raw)
-            for r in table.itertuples(index=False):
+        for raw, _ in self.chunks(full_only=True) if shared else ():
+            if raw.empty:
+                continue
+            for r in device_time(raw).itertuples(index=False):
                 if r.device in shared:
                     rows[r.device] = tuple(r)
         if not rows:
@@ -163,9 +200,11 @@ class RunOps:
     def busy_by_label(self, op_labels: np.ndarray, n_labels: int, op_index: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """timeline.devices.device_busy_by_label over all rows, devices in name order; ``op_labels``:
         each op row's label (-1: none)."""
-        raw, op_rows = self.kept_rows(full_only=True, op_index=op_index)
         labels_of = np.append(op_labels, -1)
-        out = device_busy_by_label(raw, labels_of[op_rows], n_labels) if len(raw) else {}
+        out: dict[str, np.ndarray] = {}
+        for raw, op_rows in self.chunks(full_only=True, op_index=op_index):
+            if len(raw):
+                out.update(device_busy_by_label(raw, labels_of[op_rows], n_labels))
         for p, gr in zip(self.parts, self.group_rows):
             solo = np.flatnonzero((p.device >= 0) & (p.length_ps > 0))
             if not solo.size:
@@ -185,8 +224,19 @@ class RunOps:
     def step_busy_by_label(self, op_labels: np.ndarray, n_labels: int, steps: pd.DataFrame,
                            op_index: np.ndarray | None = None) -> pd.DataFrame:
         """timeline.devices.step_busy_by_label over all rows (only devices kept whole have rows in steps)."""
-        raw, op_rows = self.kept_rows(full_only=True, op_index=op_index)
-        return step_busy_by_label(raw, np.append(op_labels, -1)[op_rows], n_labels, steps)
+        labels_of = np.append(op_labels, -1)
+        return step_busy_in_chunks(((raw, labels_of[op_rows]) for raw, op_rows in self.chunks(True, op_index)),
+                                   n_labels, steps)
+
+
+class _Replay:
+    """An iterable that starts ``make()`` afresh each time it is iterated (chunks are built as they are read)."""
+
+    def __init__(self, make):
+        self._make = make
+
+    def __iter__(self):
+        return iter(self._make())
 
 
 def _joined(arrays: list[np.ndarray]) -> np.ndarray:
@@ -361,6 +411,6 @@ def _distinct_devices(ids: np.ndarray, dev: np.ndarray, n_ops: int, n_devices: i
 
 def per_step_self_time(run: RunOps, n_ops: int, index: pd.Index) -> pd.Series:
     """timeline.timing.per_step_self_time over all rows: every row in a step is a kept row."""
-    raw, rows = run.kept_rows(full_only=True)
-    ops = pd.DataFrame(index=index)
-    return raw_per_step_self_time(raw, ops, rows)
+    found = [np.unique(p.kept_step[~p.kept_alone] if p.kept_alone.any() else p.kept_step) for p in run.parts]
+    return per_step_self_time_in_chunks(run.chunks(full_only=True), index,
+                                        np.concatenate(found) if found else np.zeros(0, dtype=np.int32))

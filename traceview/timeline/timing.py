@@ -8,12 +8,18 @@ returns (``rows``), never through a join on names.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pandas as pd
 
-from traceview.timeline.async_ops import pair_times
+from traceview.timeline.async_ops import pair_times_in_chunks
 from traceview.timeline.grouping import device_rows, exact_sums
 from traceview.timeline.intervals import covered_length, union
+
+# Rows in chunks (raw table, op rows), each holding whole devices; a list, or an iterable that can be iterated
+# again (judged_and_exposed_in_chunks reads it twice when it pairs the async ops itself).
+Chunks = Iterable[tuple[pd.DataFrame, np.ndarray]]
 
 
 def judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, pairs: pd.DataFrame,
@@ -24,12 +30,19 @@ def judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, p
     time and exposed for the start's and done's own time; their dones are
     then neither judged nor counted again (NaN judged time, 0 exposed).
     Other collectives are exposed for the time no other op overlaps them.
-    ``rows``: each raw row's row in ``ops``. From a run's merged host parts (timeline.run_ops):
-    ``raw`` holds the rows of devices whose ops overlap, ``timed`` the pairs' times measured on
-    the rows the parts kept, ``exposed_alone`` per op the exposed time of its rows on the other
-    devices (where nothing overlaps them).
+    ``rows``: each raw row's row in ``ops``.
     """
-    timed = pair_times(raw, ops, rows, pairs) if timed is None else timed
+    return judged_and_exposed_in_chunks([(raw, rows)], ops, pairs, timed, exposed_alone)
+
+
+def judged_and_exposed_in_chunks(chunks: Chunks, ops: pd.DataFrame, pairs: pd.DataFrame,
+                                 timed: pd.DataFrame | None = None,
+                                 exposed_alone: np.ndarray | None = None) -> pd.DataFrame:
+    """:func:`judged_and_exposed` over rows in chunks (raw table, op rows), each holding whole devices. From a
+    run's merged host parts (timeline.run_ops): the chunks hold the rows of devices whose ops overlap,
+    ``timed`` the pairs' times measured on the rows the parts kept, ``exposed_alone`` per op the exposed time
+    of its rows on the other devices (where nothing overlaps them)."""
+    timed = pair_times_in_chunks(chunks, ops, pairs) if timed is None else timed
     paired = timed["in_flight_ps"].notna().to_numpy()
     paired_with: list[str | None] = [None] * len(ops)
     if paired.any():
@@ -40,7 +53,7 @@ def judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, p
     is_done = np.array([p is not None for p in paired_with], dtype=bool)
     # The exposed time of paired starts and their dones is the pair's: no need to measure it by overlap.
     out = ops.assign(judged_time_ps=ops["self_time_ps"].astype("float64"),
-                     exposed_time_ps=_exposed_time(raw, ops, rows, skip=paired | is_done, alone=exposed_alone))
+                     exposed_time_ps=_exposed_time(chunks, ops, skip=paired | is_done, alone=exposed_alone))
     if not paired.any():
         return out
     out.loc[paired, "judged_time_ps"] = timed["in_flight_ps"].to_numpy()[paired]
@@ -51,8 +64,7 @@ def judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, p
     return out
 
 
-def _exposed_time(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, skip: np.ndarray,
-                  alone: np.ndarray | None = None) -> pd.Series:
+def _exposed_time(chunks: Chunks, ops: pd.DataFrame, skip: np.ndarray, alone: np.ndarray | None = None) -> pd.Series:
     """Per collective op: its time not overlapped by non-collective ops on the same device.
 
     NaN for ops that are not collectives. A synchronous collective is exposed
@@ -61,19 +73,29 @@ def _exposed_time(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, skip: 
     exposed time measured elsewhere (rows no other op overlaps), added for the measured ops.
     """
     out = pd.Series(np.nan, index=ops.index, dtype="float64")
-    if (raw.empty and alone is None) or "collective_kind" not in ops.columns:
+    if "collective_kind" not in ops.columns:
         return out
     is_coll = (ops["collective_kind"].fillna("").astype(str) != "").to_numpy()
     if not is_coll.any():
         return out
-    extra = np.where(is_coll & ~skip, alone, 0) if alone is not None else np.zeros(len(ops), dtype=np.int64)
-    if raw.empty:
-        return pd.Series(extra.astype("float64"), index=ops.index).where(is_coll)
+    sums = np.where(is_coll & ~skip, alone, 0) if alone is not None else np.zeros(len(ops), dtype=np.int64)
+    measured = False
+    for raw, rows in chunks:
+        if not raw.empty:
+            sums = sums + _measured_exposure(raw, rows, is_coll, is_coll & ~skip)
+            measured = True
+    if not measured and alone is None:
+        return out
+    return pd.Series(sums.astype("float64"), index=ops.index).where(is_coll)
+
+
+def _measured_exposure(raw: pd.DataFrame, rows: np.ndarray, is_coll: np.ndarray, measured_ops: np.ndarray) -> np.ndarray:
+    """Per op, the summed exposed time of its executions in ``raw`` that are measured (``measured_ops``)."""
     # In device order: each device's rows are one stretch; exposed time is summed per op in any order.
     by_device = device_rows(raw)
     rows = by_device.take(rows)
     raw_coll = np.append(is_coll, False)[rows]          # row -1 (no op) is no collective
-    measured = np.append(is_coll & ~skip, False)[rows]
+    measured = np.append(measured_ops, False)[rows]
     starts = by_device.take(raw["start_ps"].to_numpy())
     ends = starts + by_device.take(raw["duration_ps"].to_numpy())
     self_ps = by_device.take(raw["self_ps"].to_numpy())
@@ -87,8 +109,7 @@ def _exposed_time(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, skip: 
         u_starts, u_ends = union(starts[work], ends[work])
         uncovered = (ends[coll] - starts[coll]) - covered_length(starts[coll], ends[coll], u_starts, u_ends)
         exposed[coll] = np.minimum(uncovered, self_ps[coll])  # nested child ops keep their own time
-    sums = exact_sums(rows[measured], exposed[measured], len(ops)) + extra
-    return pd.Series(sums.astype("float64"), index=ops.index).where(is_coll)
+    return exact_sums(rows[measured], exposed[measured], len(is_coll))
 
 
 MAX_STEPS_PER_OP = 1000
@@ -99,23 +120,42 @@ def per_step_self_time(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray) -
     against per-step distributions even from a stored JSON baseline. None without steps (or when
     none of the op's executions falls in the first MAX_STEPS_PER_OP steps). ``rows``: each raw
     row's row in ``ops``."""
-    out = pd.Series([None] * len(ops), index=ops.index, dtype=object)
-    if raw.empty:
+    return per_step_self_time_in_chunks([(raw, rows)], ops.index)
+
+
+def per_step_self_time_in_chunks(chunks: Chunks, index: pd.Index, found: np.ndarray | None = None) -> pd.Series:
+    """:func:`per_step_self_time` over rows given in chunks (raw table, op rows); ``index``: the ops' index;
+    ``found``: the steps the rows are in, when known (else read from the chunks first)."""
+    n_ops = len(index)
+    out = pd.Series([None] * n_ops, index=index, dtype=object)
+    if found is None:
+        found = _concat_unique([raw["step"].to_numpy() for raw, _ in chunks if not raw.empty])
+    found = found[found >= 0]
+    if not found.size:
         return out
-    step = raw["step"].to_numpy()
-    in_step = step >= 0
-    if not in_step.any():
-        return out
-    steps = np.sort(pd.unique(step[in_step]))[:MAX_STEPS_PER_OP]
+    steps = np.sort(pd.unique(found))[:MAX_STEPS_PER_OP]
     n_steps = len(steps)
-    if steps[0] == 0 and steps[-1] == n_steps - 1:      # steps 0..n-1: a step is its own position
-        where = step.astype(np.int64)
-        kept = np.flatnonzero(in_step & (rows >= 0) & (step < n_steps))
-    else:
-        where = np.minimum(np.searchsorted(steps, step), n_steps - 1)
-        kept = np.flatnonzero(in_step & (rows >= 0) & (steps[where] == step))
-    sums = exact_sums(rows[kept] * n_steps + where[kept], raw["self_ps"].to_numpy()[kept], len(ops) * n_steps)
-    sums = sums.reshape(len(ops), n_steps)
-    counted = np.bincount(rows[kept], minlength=len(ops)) > 0
-    lists = [sums[i].tolist() if counted[i] else None for i in range(len(ops))]
-    return pd.Series(lists, index=ops.index, dtype=object)
+    sums = np.zeros(n_ops * n_steps, dtype=np.int64)
+    counted = np.zeros(n_ops, dtype=bool)
+    for raw, rows in chunks:
+        if raw.empty:
+            continue
+        step = raw["step"].to_numpy()
+        in_step = step >= 0
+        if steps[0] == 0 and steps[-1] == n_steps - 1:      # steps 0..n-1: a step is its own position
+            where = step.astype(np.int64)
+            kept = np.flatnonzero(in_step & (rows >= 0) & (step < n_steps))
+        else:
+            where = np.minimum(np.searchsorted(steps, step), n_steps - 1)
+            kept = np.flatnonzero(in_step & (rows >= 0) & (steps[where] == step))
+        sums += exact_sums(rows[kept] * n_steps + where[kept], raw["self_ps"].to_numpy()[kept], n_ops * n_steps)
+        counted |= np.bincount(rows[kept], minlength=n_ops) > 0
+    table = sums.reshape(n_ops, n_steps)
+    lists = [table[i].tolist() if counted[i] else None for i in range(n_ops)]
+    return pd.Series(lists, index=index, dtype=object)
+
+
+def _concat_unique(arrays: list[np.ndarray]) -> np.ndarray:
+    """The distinct values of the arrays together (each made distinct first: few steps, many rows)."""
+    uniques = [pd.unique(a) for a in arrays]
+    return np.concatenate(uniques) if uniques else np.zeros(0, dtype=np.int64)
