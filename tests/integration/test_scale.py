@@ -175,6 +175,43 @@ def test_allocator_events_read_with_the_hosts_equal_a_read_of_the_files(pod, cac
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
+def test_host_threads_cut_where_read_equal_the_run_cut_in_the_parent(pod, cache_dir, jobs):
+    """Each host's threads are cut into interval sets where it is read; the idle causes from them equal those
+    from every host's events cut at once."""
+    import dataclasses
+
+    from traceview.advice.idle import idle_causes
+    from traceview.timeline.activity import merge_activity
+
+    profile = load_profile(pod, options=ReadOptions(jobs=jobs, cache=False))
+    activity = merge_activity([p.activity for p in profile.op_parts])
+    assert activity.hosts is not None and set(activity.hosts) == {"hostA", "hostB", "hostC"}
+    assert any(activity.hosts.values())
+    a = idle_causes(activity, profile.host_events)
+    b = idle_causes(dataclasses.replace(activity, hosts=None), profile.host_events)
+    assert a.causes == b.causes and a.evidence == b.evidence and a.feeding_threads == b.feeding_threads
+    assert sum(a.causes.values()) == a.idle_ps > 0
+    pd.testing.assert_frame_equal(a.per_device, b.per_device)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_pods_kept_rows_wait_on_disk_with_identical_output(pod, cache_dir, monkeypatch, jobs):
+    """`analyze` keeps no op table: each host's kept rows and device intervals are moved to the run's spill
+    file as the host comes in (memory maps, dropped from the process after use); the output is the same
+    byte for byte as with every array in memory."""
+    import numpy as np
+
+    profile = load_profile(pod, options=ReadOptions(jobs=jobs, cache=False, keep_ops=False))
+    spilled = [p for p in profile.op_parts if p.kept_start.size]
+    assert spilled and all(isinstance(p.kept_start, np.memmap) for p in spilled)
+    assert all(isinstance(d.busy[0], np.memmap) for p in profile.op_parts for d in p.activity.devices.values())
+    on_disk = _analyze_json(pod, "--no-cache", "--jobs", str(jobs))
+    monkeypatch.setenv("TRACEVIEW_NO_SPILL", "1")
+    in_memory = _analyze_json(pod, "--no-cache", "--jobs", str(jobs))
+    assert on_disk == in_memory and json.loads(on_disk)["summary"]["idle_causes"]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
 def test_a_broken_host_is_a_warning_naming_it(pod, cache_dir, jobs):
     (pod / "hostB.xplane.pb").write_bytes(b"\x0a\x05garbage")
     profile = load_profile(pod, options=ReadOptions(cache=False, jobs=jobs))

@@ -10,7 +10,7 @@ import pytest
 from traceview.advice.idle import CAUSES, idle_causes
 from traceview.advice.stragglers import stragglers
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS
-from traceview.timeline.activity import merge_activity, reduce_activity
+from traceview.timeline.activity import merge_activity, reduce_activity, with_host_threads
 
 NAMES = ["fusion.1", "all-reduce.2", "all-gather-start.3", "copy.4", "nccl_AllReduce"]
 
@@ -39,6 +39,9 @@ def _same(a, b) -> None:
                         y.busy + (y.collective_starts, y.collective_names)):
             np.testing.assert_array_equal(u, v)
     assert set(a.op_lines) == set(b.op_lines)
+    for u, v in zip(a.busy_union, b.busy_union):
+        np.testing.assert_array_equal(u, v)
+    assert a.busy_union[0].size > 0
     key = ["step", "device", "host"]
     pd.testing.assert_frame_equal(a.step_spans.sort_values(key).reset_index(drop=True),
                                   b.step_spans.sort_values(key).reset_index(drop=True), check_dtype=False)
@@ -67,6 +70,50 @@ def test_hosts_merged_equal_one_pass(seed):
     pd.testing.assert_frame_equal(sa.steps, sb.steps)
     pd.testing.assert_frame_equal(sa.host_steps, sb.host_steps)
     assert (sa.device, sa.host, sa.most_often_last) == (sb.device, sb.host, sb.most_often_last)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_stragglers_summed_host_by_host_equal_one_pass(seed):
+    """Hosts whose devices are their own: each host's step spans are summed up alone and merged step by step
+    (no table of every (step, device)); the same tables and names as one pass, ties of the latest included."""
+    rng = np.random.default_rng(seed)
+    hosts = [host_ops(rng, f"h{i}", [f"h{i}/GPU:0", f"h{i}/GPU:1"], 120) for i in range(4)]
+    hosts[3]["start_ps"] = hosts[1]["start_ps"].to_numpy()     # h3 a copy of h1's times: ties at every step
+    hosts[3]["duration_ps"] = hosts[1]["duration_ps"].to_numpy()
+    hosts[3]["step"] = hosts[1]["step"].to_numpy()
+    whole = pd.concat(hosts, ignore_index=True).astype(dict(OP_COLUMNS))
+    merged = merge_activity([reduce_activity(h) for h in hosts])
+    assert merged.span_bounds is not None and merged.span_bounds[-1] == len(merged.step_spans)
+    a, b = stragglers(merged), stragglers(whole)
+    assert len(a.steps) and len(a.host_steps)
+    pd.testing.assert_frame_equal(a.steps, b.steps)
+    pd.testing.assert_frame_equal(a.host_steps, b.host_steps)
+    assert (a.device, a.host, a.most_often_last, a.host_most_often_last) == \
+        (b.device, b.host, b.most_often_last, b.host_most_often_last)
+    assert a.device_late_steps == b.device_late_steps and a.host_late_steps == b.host_late_steps
+
+
+def test_threads_cut_per_host_equal_the_run_cut_whole_and_a_host_in_two_files_is_cut_whole():
+    rng = np.random.default_rng(9)
+    hosts = [host_ops(rng, "h0", ["h0/GPU:0"], 200), host_ops(rng, "h1", ["h1/GPU:0"], 150)]
+    events = [pd.DataFrame({"host": h, "thread": ["main", "main", "io"], "start_ps": [0, 500, 100],
+                            "name": ["PjitFunction(f)", "block_until_ready", "BufferFromHostBuffer"],
+                            "duration_ps": [400, 3000, 2000]}) for h in ("h0", "h1")]
+    events = [e.astype({k: v for k, v in HOST_EVENT_COLUMNS.items() if k in e.columns}) for e in events]
+    both = pd.concat(events, ignore_index=True)
+    cut = merge_activity([with_host_threads(reduce_activity(h), e) for h, e in zip(hosts, events)])
+    assert cut.hosts is not None and set(cut.hosts) == {"h0", "h1"}
+    whole = merge_activity([reduce_activity(h) for h in hosts])
+    assert whole.hosts is None                          # not cut where read: the idle causes cut the events
+    a, b = idle_causes(cut, both), idle_causes(whole, both)
+    assert a.causes == b.causes and a.evidence == b.evidence and a.feeding_threads == b.feeding_threads
+    assert a.causes["transfer"] > 0 and a.causes["host"] + a.causes["launch"] > 0
+    pd.testing.assert_frame_equal(a.per_device, b.per_device)
+    # the second file also names host h0: its threads must be cut together with the first file's
+    renamed = events[1].assign(host="h0").astype({"host": "category"})
+    twice = merge_activity([with_host_threads(reduce_activity(hosts[0]), events[0]),
+                            with_host_threads(reduce_activity(hosts[1]), renamed)])
+    assert twice.hosts is None
 
 
 def test_an_empty_table_has_no_activity():

@@ -49,29 +49,88 @@ def stragglers(ops: pd.DataFrame | Activity) -> Stragglers:
     if frame["device"].nunique() < 2:
         out.reason = "one device: no straggler to find"
         return out
-    out.steps, out.most_often_last, out.device_late_steps = _late(frame, "device")
+    out.steps, out.most_often_last, out.device_late_steps = _late(frame, "device", activity.span_bounds)
     out.device = out.most_often_last if 2 * out.device_late_steps > len(out.steps) >= 2 else None
     if frame["host"].nunique() >= 2:
-        out.host_steps, out.host_most_often_last, out.host_late_steps = _late(frame, "host")
+        out.host_steps, out.host_most_often_last, out.host_late_steps = _late(frame, "host", activity.span_bounds)
         out.host = out.host_most_often_last if 2 * out.host_late_steps > len(out.host_steps) >= 2 else None
     return out
 
 
-def _late(frame: pd.DataFrame, who: str) -> tuple[pd.DataFrame, str | None, int]:
-    parts = frame.groupby(["step", who], sort=True).agg(start=("start", "min"), end=("end", "max")).reset_index()
-    counts = parts.groupby("step", sort=True)["start"].transform("size")
-    parts = parts[counts.to_numpy() >= 2].reset_index(drop=True)
+def _late(frame: pd.DataFrame, who: str, bounds: list[int] | None = None) -> tuple[pd.DataFrame, str | None, int]:
+    """The per-step table for ``who`` (device or host), who finished last most often, and in how many steps.
+    ``bounds``: where each host's rows begin in ``frame``; when no ``who`` is in two hosts' rows, each
+    host's rows are summed up alone and the sums merged step by step (a pod: never one table of every
+    (step, device) at once)."""
+    if bounds is not None and _apart([frame[who].iloc[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]):
+        return _ranked(_merged_per_step([_per_step(frame.iloc[lo:hi], who) for lo, hi in zip(bounds[:-1], bounds[1:])]))
+    return _ranked(_per_step(frame, who))
+
+
+def _apart(columns: list[pd.Series]) -> bool:
+    """Whether no name is in two of the columns."""
+    names = [set(c.unique()) for c in columns]
+    return sum(len(n) for n in names) == len(set().union(*names))
+
+
+@dataclass
+class _PerStep:
+    """Per step (ascending): how many take part, the earliest and latest start and end, who has the latest
+    (the first in name order among ties), and the sum of their ends."""
+
+    step: np.ndarray
+    count: np.ndarray
+    first_start: np.ndarray
+    last_start: np.ndarray
+    last_starter: np.ndarray
+    first_end: np.ndarray
+    last_end: np.ndarray
+    last_finisher: np.ndarray
+    end_sum: np.ndarray
+
+
+def _per_step(frame: pd.DataFrame, who: str) -> _PerStep:
+    parts = frame.groupby(["step", who], sort=True, observed=True).agg(
+        start=("start", "min"), end=("end", "max")).reset_index()
     by_step = parts.groupby("step", sort=True)
-    first_start, last_start = by_step["start"].min(), by_step["start"].max()
-    first_end, last_end = by_step["end"].min(), by_step["end"].max()
-    size = by_step.size()
+    names = parts[who].to_numpy()
+    return _PerStep(by_step.size().index.to_numpy(dtype=np.int64), by_step.size().to_numpy(dtype=np.int64),
+                    by_step["start"].min().to_numpy(dtype=np.int64), by_step["start"].max().to_numpy(dtype=np.int64),
+                    names[by_step["start"].idxmax().to_numpy()], by_step["end"].min().to_numpy(dtype=np.int64),
+                    by_step["end"].max().to_numpy(dtype=np.int64), names[by_step["end"].idxmax().to_numpy()],
+                    by_step["end"].sum().to_numpy(dtype=np.int64))
+
+
+def _merged_per_step(parts: list[_PerStep]) -> _PerStep:
+    """Hosts' per-step sums merged (no name in two hosts): counts and sums add, extremes combine, ties of the
+    latest go to the first name."""
+    steps = np.unique(np.concatenate([p.step for p in parts])) if parts else np.zeros(0, dtype=np.int64)
+    n = steps.size
+    big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    out = _PerStep(steps, np.zeros(n, np.int64), np.full(n, big), np.full(n, small), np.full(n, "", dtype=object),
+                   np.full(n, big), np.full(n, small), np.full(n, "", dtype=object), np.zeros(n, np.int64))
+    for p in parts:
+        at = np.searchsorted(steps, p.step)
+        out.count[at] += p.count
+        out.end_sum[at] += p.end_sum
+        np.minimum.at(out.first_start, at, p.first_start)
+        np.minimum.at(out.first_end, at, p.first_end)
+        for value, name, latest, who in ((p.last_start, p.last_starter, out.last_start, out.last_starter),
+                                         (p.last_end, p.last_finisher, out.last_end, out.last_finisher)):
+            names = np.asarray([str(x) for x in name], dtype=object)
+            wins = (value > latest[at]) | ((value == latest[at]) & (names < who[at]))
+            latest[at[wins]] = value[wins]
+            who[at[wins]] = names[wins]
+    return out
+
+
+def _ranked(per: _PerStep) -> tuple[pd.DataFrame, str | None, int]:
+    keep = per.count >= 2
     table = pd.DataFrame({
-        "step": size.index.to_numpy(dtype=np.int64), "devices": size.to_numpy(dtype=np.int64),
-        "last_to_start": parts.loc[by_step["start"].idxmax().to_numpy(), who].to_numpy(),
-        "start_lag_ps": (last_start - first_start).to_numpy(dtype=np.int64),
-        "last_to_finish": parts.loc[by_step["end"].idxmax().to_numpy(), who].to_numpy(),
-        "finish_lag_ps": (last_end - first_end).to_numpy(dtype=np.int64),
-        "wait_ps": (last_end * size - by_step["end"].sum()).to_numpy(dtype=np.int64)}, columns=STEP_COLUMNS)
+        "step": per.step[keep], "devices": per.count[keep], "last_to_start": per.last_starter[keep],
+        "start_lag_ps": per.last_start[keep] - per.first_start[keep], "last_to_finish": per.last_finisher[keep],
+        "finish_lag_ps": per.last_end[keep] - per.first_end[keep],
+        "wait_ps": per.last_end[keep] * per.count[keep] - per.end_sum[keep]}, columns=STEP_COLUMNS)
     late = table.loc[table["finish_lag_ps"] > 0, "last_to_finish"].value_counts()
     if late.empty:
         return table, None, 0

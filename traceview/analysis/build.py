@@ -292,15 +292,18 @@ def run_ops(profile: Profile, per_device: bool, pairs: pd.DataFrame) -> RunOps:
 
 
 def _reduced_again(profile: Profile, parts: list, need: NeedRows) -> list:
+    """The parts, those in ``need`` reduced again keeping the rows asked for (each keeps its activity, which
+    does not depend on the rows kept and may hold its host's threads, cut where it was read)."""
     parts = list(parts)
     if profile.op_parts is None or len(profile.ops) == sum(p.n_rows for p in parts):
         bounds = np.concatenate(([0], np.cumsum([p.n_rows for p in parts])))
-        for i, keep in need.keep.items():
-            parts[i] = reduce_ops(profile.ops.iloc[bounds[i]:bounds[i + 1]], keep)
-        return parts
-    if profile.reduce_again is None:
+        again = {i: reduce_ops(profile.ops.iloc[bounds[i]:bounds[i + 1]], keep) for i, keep in need.keep.items()}
+    elif profile.reduce_again is None:
         raise RuntimeError("the profile's op partials lack rows and it cannot be read again")
-    for i, part in profile.reduce_again(need.keep).items():
+    else:
+        again = profile.reduce_again(need.keep)
+    for i, part in again.items():
+        part.activity = parts[i].activity
         parts[i] = part
     return parts
 

@@ -17,14 +17,17 @@ advice reads no op execution again and holds none.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
-from traceview.timeline.grouping import column_codes
+from traceview.timeline.grouping import column_codes, matches
+from traceview.timeline.host_threads import HostSets, host_threads
 from traceview.timeline.intervals import union
 
 COLLECTIVE = re.compile(
@@ -32,6 +35,7 @@ COLLECTIVE = re.compile(
     r"|\bsend\b|\brecv\b|nccl|rccl|AllReduce|AllGather|ReduceScatter|AllToAll", re.IGNORECASE)
 
 SPAN_COLUMNS = ["step", "device", "host", "start", "end"]
+_NONE = np.empty(0, dtype=np.int64)
 
 
 @dataclass
@@ -54,15 +58,19 @@ class Activity:
     devices: dict[str, DeviceActivity] = field(default_factory=dict)
     op_lines: list[tuple[str, str]] = field(default_factory=list)
     step_spans: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SPAN_COLUMNS))
+    # where each host's rows of ``step_spans`` begin (and the table ends) when the table is the hosts' spans
+    # end to end, no device in two hosts' files; None otherwise
+    span_bounds: list[int] | None = None
+    # the union of every device's busy intervals (where any device runs an op)
+    busy_union: tuple[np.ndarray, np.ndarray] = field(default_factory=lambda: (_NONE, _NONE))
+    # per host, its threads' interval sets (timeline.host_threads), cut where the host was read; None: not
+    # cut (the idle causes then cut the run's host events themselves)
+    hosts: dict[str, HostSets] | None = None
 
 
-def matches(column: pd.Series, pattern: re.Pattern) -> np.ndarray:
-    """Per row, whether its name matches ``pattern``; a categorical column is matched once per name."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        hit = np.asarray(pd.Series(column.cat.categories.astype(str)).str.contains(pattern), dtype=bool)
-        codes = column.cat.codes.to_numpy()
-        return np.where(codes >= 0, np.append(hit, False)[codes], False)
-    return column.astype(str).str.contains(pattern).to_numpy()
+def with_host_threads(activity: Activity, host_events: pd.DataFrame) -> Activity:
+    """The activity of one host's op table with that host's threads cut (``host_events``: the same file's)."""
+    return dataclasses.replace(activity, hosts=host_threads(activity.op_lines, host_events))
 
 
 def reduce_activity(ops: pd.DataFrame) -> Activity:
@@ -88,6 +96,7 @@ def reduce_activity(ops: pd.DataFrame) -> Activity:
             busy=union(starts[rows], ends[rows]), first_ps=int(starts[rows].min()), last_ps=int(ends[rows].max()),
             host=str(hosts[host_codes[rows[0]]]), collective_starts=starts[collective],
             collective_names=op_text[op_codes[collective]])
+    out.busy_union = _union_of_unions([d.busy for d in out.devices.values()])
     lines = ops[["host", "line"]].drop_duplicates()
     out.op_lines = list(dict.fromkeys(zip(lines["host"].astype(str), lines["line"].astype(str))))
     out.step_spans = _step_spans(ops, starts, ends)
@@ -108,8 +117,8 @@ def _step_spans(ops: pd.DataFrame, starts: np.ndarray, ends: np.ndarray) -> pd.D
                           "host": h_codes[inside], "start": starts[inside], "end": ends[inside]})
     spans = frame.groupby(["step", "device", "host"], sort=False).agg(start=("start", "min"), end=("end", "max"))
     spans = spans.reset_index()
-    spans["device"] = d_names[spans["device"].to_numpy()]
-    spans["host"] = h_names[spans["host"].to_numpy()]
+    spans["device"] = pd.Categorical(d_names[spans["device"].to_numpy()])     # categories in name order
+    spans["host"] = pd.Categorical(h_names[spans["host"].to_numpy()])
     return spans
 
 
@@ -132,14 +141,31 @@ def merge_activity(parts: Sequence[Activity]) -> Activity:
             out.devices[name] = dev if seen is None else _merged_device(seen, dev)
         out.op_lines.extend(part.op_lines)
     out.op_lines = list(dict.fromkeys(out.op_lines))
+    out.hosts = _merged_hosts(parts)
+    out.busy_union = _union_of_unions([p.busy_union for p in parts])
     spans = [p.step_spans for p in parts if not p.step_spans.empty]
     if len(spans) > 1:
-        both = pd.concat(spans, ignore_index=True)
-        out.step_spans = (both.groupby(["step", "device", "host"], sort=False)
-                          .agg(start=("start", "min"), end=("end", "max")).reset_index())
+        out.step_spans, out.span_bounds = _merged_spans(spans)
     elif spans:
         out.step_spans = spans[0]
     return out
+
+
+def _merged_spans(spans: list[pd.DataFrame]) -> tuple[pd.DataFrame, list[int] | None]:
+    """The hosts' step spans as one table: end to end, names as categoricals in name order (and where each
+    host's rows begin); the spans of a device seen in several hosts' files grouped into one (step, device,
+    host) each (no bounds then)."""
+    both = pd.DataFrame({"step": np.concatenate([s["step"].to_numpy() for s in spans])}, copy=False)
+    for name in ("device", "host"):
+        both[name] = union_categoricals([pd.Categorical(s[name]) for s in spans], sort_categories=True)
+    for name in ("start", "end"):
+        both[name] = np.concatenate([s[name].to_numpy() for s in spans])
+    devices = [set(s["device"].unique()) for s in spans]
+    if sum(len(d) for d in devices) == len(set().union(*devices)):
+        # each (step, device, host) in one host's spans: nothing to group
+        return both, np.concatenate(([0], np.cumsum([len(s) for s in spans]))).tolist()
+    return both.groupby(["step", "device", "host"], sort=False, observed=True).agg(
+        start=("start", "min"), end=("end", "max")).reset_index(), None
 
 
 def _merged_device(a: DeviceActivity, b: DeviceActivity) -> DeviceActivity:
@@ -150,3 +176,32 @@ def _merged_device(a: DeviceActivity, b: DeviceActivity) -> DeviceActivity:
                           first_ps=min(a.first_ps, b.first_ps), last_ps=max(a.last_ps, b.last_ps), host=a.host,
                           collective_starts=starts[order],
                           collective_names=np.concatenate([a.collective_names, b.collective_names])[order])
+
+
+def _merged_hosts(parts: Sequence[Activity]) -> dict[str, HostSets] | None:
+    """The hosts' thread sets side by side; None when a part was not cut or two parts name the same host (its
+    threads must then be cut from both files' events together)."""
+    if any(p.hosts is None for p in parts):
+        return None
+    out: dict[str, HostSets] = {}
+    seen: set[str] = set()
+    for p in parts:
+        names = set(p.hosts or ()) | {host for host, _ in p.op_lines}
+        if names & seen:
+            return None
+        seen |= names
+        out.update(p.hosts or {})
+    return out
+
+
+def _union_of_unions(sets: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The union of interval sets, each a union already (disjoint, sorted), folded pairwise (a pod's hosts:
+    each level's unions are no larger than their inputs, and where the devices run in step, far smaller),
+    never one table of every set."""
+    sets = [s for s in sets if s[0].size]
+    if not sets:
+        return _NONE, _NONE
+    while len(sets) > 1:
+        sets = [union(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])) for a, b in zip(sets[::2], sets[1::2])] \
+            + ([sets[-1]] if len(sets) % 2 else [])
+    return sets[0]

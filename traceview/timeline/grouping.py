@@ -9,6 +9,7 @@ point at its aggregated op row.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -128,3 +129,12 @@ def device_rows(raw: pd.DataFrame) -> DeviceRows:
     counts = np.bincount(codes[codes >= 0] if missing else codes, minlength=len(names))
     bounds = missing + np.concatenate(([0], np.cumsum(counts)))
     return DeviceRows(None if grouped else np.argsort(codes, kind="stable"), bounds, names)
+
+
+def matches(column: pd.Series, pattern: re.Pattern) -> np.ndarray:
+    """Per row, whether its name matches ``pattern``; a categorical column is matched once per name."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        hit = np.asarray(pd.Series(column.cat.categories.astype(str)).str.contains(pattern), dtype=bool)
+        codes = column.cat.codes.to_numpy()
+        return np.where(codes >= 0, np.append(hit, False)[codes], False)
+    return column.astype(str).str.contains(pattern).to_numpy()

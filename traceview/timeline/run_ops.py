@@ -18,6 +18,7 @@ from traceview.timeline.async_ops import pair_times_in_chunks
 from traceview.timeline.devices import DEVICE_COLUMNS, device_busy_by_label, device_time, step_busy_in_chunks
 from traceview.timeline.grouping import exact_sums
 from traceview.timeline.host_ops import KeepRows, OpsPart, looks_async
+from traceview.timeline.spill import release
 from traceview.timeline.timing import judged_and_exposed_in_chunks, per_step_self_time_in_chunks
 
 
@@ -72,6 +73,8 @@ class RunOps:
         rows of simple devices)."""
         for members in self._chunk_parts():
             yield self._kept_rows(members, full_only, op_index)
+            for i in members:
+                release(self.parts[i].kept_start)   # a spilled part's pages leave the process (timeline.spill)
 
     def _chunk_parts(self) -> list[list[int]]:
         if self._chunks is None:
@@ -411,6 +414,9 @@ def _distinct_devices(ids: np.ndarray, dev: np.ndarray, n_ops: int, n_devices: i
 
 def per_step_self_time(run: RunOps, n_ops: int, index: pd.Index) -> pd.Series:
     """timeline.timing.per_step_self_time over all rows: every row in a step is a kept row."""
-    found = [np.unique(p.kept_step[~p.kept_alone] if p.kept_alone.any() else p.kept_step) for p in run.parts]
+    found = []
+    for p in run.parts:
+        found.append(np.unique(p.kept_step[~p.kept_alone] if p.kept_alone.any() else p.kept_step))
+        release(p.kept_start)
     return per_step_self_time_in_chunks(run.chunks(full_only=True), index,
                                         np.concatenate(found) if found else np.zeros(0, dtype=np.int32))

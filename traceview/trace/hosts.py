@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from traceview.timeline.host_ops import OpsPart
+    from traceview.timeline.spill import RowSpill
 
 DASK_ENV = "TRACEVIEW_DASK"
 JOBS_ENV = "TRACEVIEW_JOBS"
@@ -87,9 +88,11 @@ def reduced(result: HostResult, keep_ops: bool) -> HostResult:
     """The result with its op table reduced (the one reduction every way of reading runs), and the
     table itself dropped unless ``keep_ops``."""
     if result.data is not None and result.part is None:
+        from traceview.timeline.activity import with_host_threads
         from traceview.timeline.host_ops import reduce_ops
 
         result.part = reduce_ops(result.data.ops)
+        result.part.activity = with_host_threads(result.part.activity, result.data.host_events)
     if result.data is not None and not keep_ops and len(result.data.ops):
         from traceview.parsers.profile import OP_COLUMNS, empty_frame
 
@@ -119,14 +122,16 @@ def parse_jobs(value: str | int, what: str = "--jobs") -> int:
 
 def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None = None,
                progress: Callable[[int], None] | None = None, keep_ops: bool = True,
-               store: bool = False, allocator: bool = False) -> list[HostResult]:
+               store: bool = False, allocator: bool = False, spill: RowSpill | None = None) -> list[HostResult]:
     """Results in the order of `paths`, each with its op table reduced (and kept too with `keep_ops`);
     `store`: put the tables read in the table cache. `dask`: a scheduler address (or a Client);
-    else `jobs` local processes. ``allocator``: each host's allocator events read where it is read."""
+    else `jobs` local processes. ``allocator``: each host's allocator events read where it is read.
+    ``spill``: each part's kept rows moved to this file as its host comes in (timeline.spill)."""
     if not paths:
         return []
+    arrived = _arrival(progress, spill)
     if dask:
-        results = _read_dask(paths, dask, progress, keep_ops=keep_ops or store, allocator=allocator)
+        results = _read_dask(paths, dask, arrived, keep_ops=keep_ops or store, allocator=allocator)
         if store:
             from traceview.trace import table_cache
 
@@ -140,13 +145,22 @@ def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None =
         out = []
         for p in paths:
             out.append(read_host(p, keep_ops, store, background=True, allocator=allocator))
-            if progress is not None:
-                progress(1)
+            arrived(out[-1])
         return out
-    return _read_pool(paths, min(jobs, len(paths)), progress, keep_ops, store, allocator)
+    return _read_pool(paths, min(jobs, len(paths)), arrived, keep_ops, store, allocator)
 
 
-def _read_pool(paths: Sequence[str], jobs: int, progress, keep_ops: bool, store: bool,
+def _arrival(progress: Callable[[int], None] | None, spill: RowSpill | None) -> Callable[[HostResult], None]:
+    """What happens as each host's result comes in: its kept rows spilled, the progress advanced."""
+    def arrived(result: HostResult) -> None:
+        if spill is not None and result.part is not None:
+            spill.keep(result.part)
+        if progress is not None:
+            progress(1)
+    return arrived
+
+
+def _read_pool(paths: Sequence[str], jobs: int, arrived: Callable[[HostResult], None], keep_ops: bool, store: bool,
                allocator: bool) -> list[HostResult]:
     from concurrent.futures import as_completed
 
@@ -162,12 +176,12 @@ def _read_pool(paths: Sequence[str], jobs: int, progress, keep_ops: bool, store:
         for fut in as_completed(futures):
             i = futures[fut]
             try:
-                results[i] = fut.result()
+                result = fut.result()
             except Exception as exc:  # noqa: BLE001 - a worker that died (memory, signal)
-                results[i] = HostResult(paths[i], error=f"{paths[i]}: the reading process failed "
-                                                        f"({type(exc).__name__}: {exc})", internal=True)
-            if progress is not None:
-                progress(1)
+                result = HostResult(paths[i], error=f"{paths[i]}: the reading process failed "
+                                                    f"({type(exc).__name__}: {exc})", internal=True)
+            arrived(result)
+            results[i] = result
     return [r for r in results if r is not None]
 
 
@@ -228,7 +242,8 @@ def _start_method() -> str:
     return "forkserver" if "forkserver" in methods else "spawn"
 
 
-def _read_dask(paths: Sequence[str], address, progress, keep_ops: bool, allocator: bool = False) -> list[HostResult]:
+def _read_dask(paths: Sequence[str], address, arrived: Callable[[HostResult], None], keep_ops: bool,
+               allocator: bool = False) -> list[HostResult]:
     try:
         from distributed import Client, as_completed
     except ImportError:
@@ -247,12 +262,12 @@ def _read_dask(paths: Sequence[str], address, progress, keep_ops: bool, allocato
         for fut in as_completed(futures):
             i = index[fut.key]
             try:
-                results[i] = _as_given(fut.result(), paths[i])
+                result = _as_given(fut.result(), paths[i])
             except Exception as exc:  # noqa: BLE001 - the worker died or could not run the task
-                results[i] = HostResult(paths[i], error=f"{paths[i]}: the Dask task failed "
-                                                        f"({type(exc).__name__}: {exc})", internal=True)
-            if progress is not None:
-                progress(1)
+                result = HostResult(paths[i], error=f"{paths[i]}: the Dask task failed "
+                                                    f"({type(exc).__name__}: {exc})", internal=True)
+            arrived(result)
+            results[i] = result
         return [r for r in results if r is not None]
     finally:
         if own:

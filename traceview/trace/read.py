@@ -124,6 +124,7 @@ def _read_host_files(files: list[str], opts: ReadOptions, use_cache: bool, dask:
     (and stored in the cache where they are read, a pool's workers, or by a writer thread while the
     analysis goes on)."""
     results: dict[str, HostResult] = {}
+    spill = _row_spill(files, opts)
     if use_cache:
         from traceview.trace import table_cache
 
@@ -131,12 +132,27 @@ def _read_host_files(files: list[str], opts: ReadOptions, use_cache: bool, dask:
             data = table_cache.get(f)
             if data is not None:
                 results[f] = reduced(HostResult(f, data=data), opts.keep_ops)
+                if spill is not None and results[f].part is not None:
+                    spill.keep(results[f].part)
                 advance(1)
     missed = [f for f in files if f not in results]
     for r in read_hosts(missed, jobs=opts.jobs, dask=dask, progress=advance, keep_ops=opts.keep_ops,
-                        store=use_cache, allocator=opts.allocator_events):
+                        store=use_cache, allocator=opts.allocator_events, spill=spill):
         results[r.path] = r
     return results
+
+
+def _row_spill(files: list[str], opts: ReadOptions):
+    """Where a pod's kept rows wait (timeline.spill): a run of several hosts whose op tables are not kept
+    (``analyze``; the API and the dashboard keep every op execution in memory anyway). None: in memory."""
+    if opts.keep_ops or len(files) < 2 or os.environ.get("TRACEVIEW_NO_SPILL"):
+        return None
+    from traceview.timeline.spill import RowSpill
+
+    try:
+        return RowSpill()
+    except OSError:          # no writable temporary folder: the rows stay in memory
+        return None
 
 
 def _raise_none_read(path: str | Path, failures: list[HostResult], total: int) -> NoReturn:
