@@ -167,6 +167,9 @@ class Profile:
     # Reads the op executions again (``() -> ops``, as the reader's options say: the table cache or not),
     # for a view that needs them when ``ops`` was not kept.
     read_ops: Callable | None = None
+    # Reads the host events again (``() -> host_events``), for a view that needs them when the reader did not
+    # keep them (``analyze``: each host's threads were cut where it was read, timeline.host_threads).
+    read_host_events: Callable | None = None
     # Per host file (``source.files``), its allocator events read where the host was read (the memory
     # view's runtime peaks); None, or None for a file: the memory view reads that file itself.
     allocator_parts: list | None = None

@@ -211,6 +211,27 @@ def test_a_pods_kept_rows_wait_on_disk_with_identical_output(pod, cache_dir, mon
     assert on_disk == in_memory and json.loads(on_disk)["summary"]["idle_causes"]
 
 
+def test_two_files_of_one_host_have_their_threads_cut_together(shared_traces, cache_dir, tmp_path):
+    """A host written twice (a file and its gzip copy): its threads cannot be cut file by file, so `analyze`
+    (which keeps no host events) reads them again; the idle causes equal those of a read that kept them."""
+    import gzip
+
+    from traceview.advice.view import advice_report
+    from traceview.analysis.build import build_analysis
+
+    run = tmp_path / "dup" / "plugins" / "profile" / "r1"
+    run.mkdir(parents=True)
+    raw = (shared_traces / MI300X).read_bytes()
+    (run / "hostA.xplane.pb").write_bytes(raw)
+    (run / "hostA.xplane.pb.gz").write_bytes(gzip.compress(raw))
+    lean = load_profile(run, options=ReadOptions(jobs=1, cache=False, keep_ops=False))
+    full = load_profile(run, options=ReadOptions(jobs=1, cache=False))
+    assert lean.host_events.empty and not full.host_events.empty
+    a, b = advice_report(build_analysis(lean)).idle, advice_report(build_analysis(full)).idle
+    assert a.causes == b.causes and a.evidence == b.evidence and sum(a.causes.values()) == a.idle_ps > 0
+    assert a.feeding_threads and a.feeding_threads == b.feeding_threads
+
+
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_a_broken_host_is_a_warning_naming_it(pod, cache_dir, jobs):
     (pod / "hostB.xplane.pb").write_bytes(b"\x0a\x05garbage")

@@ -13,6 +13,7 @@ from traceview.advice.idle import CAUSES, IdleCauses, idle_causes
 from traceview.advice.providers import DEFAULT_PROVIDERS
 from traceview.advice.stragglers import Stragglers, stragglers
 from traceview.timeline.activity import Activity, merge_activity, reduce_activity
+from traceview.trace.read import host_events
 
 TOP = 5      # the items ``analyze`` prints
 
@@ -50,7 +51,9 @@ def advice_report(pipeline: Any, views: dict[str, ViewGetter] | None = None,
     ``memory``; ``scopes`` and ``serving`` as their JSON records), built only if a provider asks."""
     profile = pipeline.profile
     activity = run_activity(profile)
-    idle = idle_causes(activity, profile.host_events, pipeline.steps)
+    # each host's threads were cut where it was read; else the run's host events (read again if not kept)
+    idle = idle_causes(activity, profile.host_events if activity.hosts is not None else host_events(profile),
+                       pipeline.steps)
     late = stragglers(activity)
     active = len(pipeline.device_times) if not pipeline.device_times.empty else 0
     span = pipeline.span_ps / active if active else 0.0

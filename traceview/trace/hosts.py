@@ -85,18 +85,20 @@ def _allocator_events(path: str) -> pd.DataFrame | None:
 
 
 def reduced(result: HostResult, keep_ops: bool) -> HostResult:
-    """The result with its op table reduced (the one reduction every way of reading runs), and the
-    table itself dropped unless ``keep_ops``."""
+    """The result with its op table reduced (the one reduction every way of reading runs) and its host
+    threads cut, and both tables dropped unless ``keep_ops``."""
     if result.data is not None and result.part is None:
         from traceview.timeline.activity import with_host_threads
         from traceview.timeline.host_ops import reduce_ops
 
         result.part = reduce_ops(result.data.ops)
         result.part.activity = with_host_threads(result.part.activity, result.data.host_events)
-    if result.data is not None and not keep_ops and len(result.data.ops):
-        from traceview.parsers.profile import OP_COLUMNS, empty_frame
+    if result.data is not None and not keep_ops and (len(result.data.ops) or len(result.data.host_events)):
+        from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, empty_frame
 
-        result.data = dataclasses.replace(result.data, ops=empty_frame(OP_COLUMNS))  # no view keeps the rows alive
+        # no view keeps the rows alive; the host's threads are cut already (its activity's ``hosts``)
+        result.data = dataclasses.replace(result.data, ops=empty_frame(OP_COLUMNS),
+                                          host_events=empty_frame(HOST_EVENT_COLUMNS))
     return result
 
 

@@ -113,7 +113,8 @@ def load_profile(path: str | Path, run: str | None = None,
         warnings=warnings,
         op_parts=op_parts,
         reduce_again=functools.partial(_reduce_again, ok_files),
-        read_ops=functools.cache(functools.partial(_read_ops, ok_files, use_cache)),   # read once, if ever
+        read_ops=functools.cache(functools.partial(_read_table, ok_files, use_cache, "ops")),   # once, if ever
+        read_host_events=functools.cache(functools.partial(_read_table, ok_files, use_cache, "host_events")),
         allocator_parts=allocator_parts if any(a is not None for a in allocator_parts) else None,
     )
 
@@ -227,6 +228,13 @@ def op_executions(profile: Profile) -> pd.DataFrame:
     return profile.read_ops()
 
 
+def host_events(profile: Profile) -> pd.DataFrame:
+    """The host events of ``profile``, read again from its files when the reader did not keep them."""
+    if not profile.host_events.empty or not profile.ops.empty or profile.read_host_events is None:
+        return profile.host_events       # kept with the executions (or nothing to read again)
+    return profile.read_host_events()
+
+
 def allocator_frames(profile: Profile) -> list[pd.DataFrame]:
     """The allocator events of each of the profile's ``*.xplane.pb`` files (JSON traces have none): as read
     with its host, else read from the file now."""
@@ -239,7 +247,8 @@ def allocator_frames(profile: Profile) -> list[pd.DataFrame]:
             for f, part in zip(files, parts) if is_xplane_file(Path(f))]
 
 
-def _read_ops(files: list[str], use_cache: bool) -> pd.DataFrame:
+def _read_table(files: list[str], use_cache: bool, table: str) -> pd.DataFrame:
+    """One table (``ops`` or ``host_events``) of every file, read again (from the table cache if it may)."""
     frames = []
     for f in files:
         data = None
@@ -247,5 +256,5 @@ def _read_ops(files: list[str], use_cache: bool) -> pd.DataFrame:
             from traceview.trace import table_cache as tablecache
 
             data = tablecache.get(f)
-        frames.append((data if data is not None else read_trace_file(f)).ops)
-    return _concat(frames, OP_COLUMNS)
+        frames.append(getattr(data if data is not None else read_trace_file(f), table))
+    return _concat(frames, OP_COLUMNS if table == "ops" else HOST_EVENT_COLUMNS)
