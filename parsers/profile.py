@@ -173,3 +173,6 @@ class Profile:
     # Per host file (``source.files``), its allocator events read where the host was read (the memory
     # view's runtime peaks); None, or None for a file: the memory view reads that file itself.
     allocator_parts: list | None = None
+    # Processes the analysis of a run of many hosts may use for its per-host measures (timeline.forked): the
+    # reading's (``--jobs``, one per core by default); 1 for a single host.
+    jobs: int = 1

@@ -211,6 +211,28 @@ def test_a_pods_kept_rows_wait_on_disk_with_identical_output(pod, cache_dir, mon
     assert on_disk == in_memory and json.loads(on_disk)["summary"]["idle_causes"]
 
 
+def test_a_pods_advice_measured_in_forked_processes_equals_one_process(pod, cache_dir):
+    """The idle causes (device by device), the stragglers (host by host) and the per-chunk measures of the
+    analysis computed in two forked processes equal those of one."""
+    import dataclasses
+
+    from traceview.advice.view import advice_report
+    from traceview.analysis.build import build_analysis
+    from traceview.analysis.record import analysis_json
+
+    profile = load_profile(pod, options=ReadOptions(jobs=2, cache=False, keep_ops=False))
+    assert profile.jobs == 2
+    one = dataclasses.replace(profile, jobs=1)
+    a, b = build_analysis(profile), build_analysis(one)
+    assert a.run_ops.jobs == 2 and b.run_ops.jobs == 1
+    assert json.dumps(analysis_json(a)) == json.dumps(analysis_json(b))
+    x, y = advice_report(a), advice_report(b)
+    assert x.idle.causes == y.idle.causes and x.idle.evidence == y.idle.evidence and sum(x.idle.causes.values())
+    pd.testing.assert_frame_equal(x.idle.per_device, y.idle.per_device)
+    pd.testing.assert_frame_equal(x.idle.per_step, y.idle.per_step)
+    pd.testing.assert_frame_equal(x.stragglers.steps, y.stragglers.steps)
+
+
 def test_two_files_of_one_host_have_their_threads_cut_together(shared_traces, cache_dir, tmp_path):
     """A host written twice (a file and its gzip copy): its threads cannot be cut file by file, so `analyze`
     (which keeps no host events) reads them again; the idle causes equal those of a read that kept them."""

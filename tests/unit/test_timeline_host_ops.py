@@ -57,14 +57,14 @@ def run_tables(seed: int, steps: bool, overlap: float):
     return hosts, raw
 
 
-def merged(hosts, per_device=False, pairs=PAIRS):
+def merged(hosts, per_device=False, pairs=PAIRS, jobs=1):
     parts = [reduce_ops(h) for h in hosts]
-    run = merge_parts(parts, per_device)
+    run = merge_parts(parts, per_device, jobs)
     try:
         run.check_pairs(pairs)
     except NeedRows as need:
         parts = [reduce_ops(h, need.keep.get(i)) for i, h in enumerate(hosts)]
-        run = merge_parts(parts, per_device)
+        run = merge_parts(parts, per_device, jobs)
         run.check_pairs(pairs)                       # now every pair member's rows are there
     return run
 
@@ -79,11 +79,13 @@ def steps_of(raw: pd.DataFrame) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("per_device", [False, True])
-@pytest.mark.parametrize("seed,steps,overlap", [(1, False, 0.0), (2, False, 0.3), (3, True, 0.1), (4, True, 0.0)])
-def test_merged_parts_equal_one_pass_over_all_rows(seed, steps, overlap, per_device):
+@pytest.mark.parametrize("seed,steps,overlap,jobs", [(1, False, 0.0, 1), (2, False, 0.3, 2), (3, True, 0.1, 2),
+                                                     (4, True, 0.0, 1)])
+def test_merged_parts_equal_one_pass_over_all_rows(seed, steps, overlap, per_device, jobs):
+    """jobs 2: the hosts' rows are measured in forked processes (timeline.forked), with the same results."""
     hosts, raw = run_tables(seed, steps, overlap)
     stats, rows = aggregate_ops(raw, per_device)
-    run = merged(hosts, per_device)
+    run = merged(hosts, per_device, jobs=jobs)
     pd.testing.assert_frame_equal(run.stats, stats)
     pd.testing.assert_frame_equal(run.device_time(), device_time(raw))
 

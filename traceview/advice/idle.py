@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from traceview.timeline.activity import Activity, reduce_activity
+from traceview.timeline.forked import fork_map_items
 from traceview.timeline.host_threads import (
     DISPATCH,
     EMPTY,
@@ -70,58 +71,38 @@ class IdleCauses:
 
 
 def idle_causes(ops: pd.DataFrame | Activity, host_events: pd.DataFrame,
-                steps: pd.DataFrame | None = None) -> IdleCauses:
+                steps: pd.DataFrame | None = None, jobs: int = 1) -> IdleCauses:
     """Split every active device's idle time into :data:`CAUSES`.
 
     ``ops``: the run's activity (``timeline.activity``, its hosts' reductions merged), or the op
     executions themselves (``parsers.profile.OP_COLUMNS``: host, device, line, op, start_ps,
     duration_ps), reduced here; ``host_events``: the host threads (``HOST_EVENT_COLUMNS``); ``steps``:
-    step, start_ps, time_ps (the analysis' step table) for the per-step split.
+    step, start_ps, time_ps (the analysis' step table) for the per-step split. ``jobs``: processes the
+    devices may be split over (a pod's: timeline.forked; the same result whatever it is).
     """
     activity = ops if isinstance(ops, Activity) else reduce_activity(ops)
     if activity.n_rows == 0:
         return IdleCauses(reason="the trace has no device op executions")
-    devices = {name: (d.busy, (d.first_ps, d.last_ps), d.host, (d.collective_starts, d.collective_names))
-               for name, d in activity.devices.items()}
-    # In a device's gaps it runs nothing, so "another device is busy" there is "any device is busy".
-    any_busy = activity.busy_union
     hosts = activity.hosts if activity.hosts is not None else host_threads(activity.op_lines, host_events)
-    per_device: list[dict] = []
-    evidence_time: dict[str, dict[tuple[str, str], int]] = {c: {} for c in CAUSES}
     if steps is None or steps.empty:
         steps = pd.DataFrame({"step": [], "start_ps": [], "time_ps": []})
     step_ids = steps["step"].to_numpy(dtype=np.int64)
     step_lo = steps["start_ps"].to_numpy(dtype=np.int64)
-    step_hi = step_lo + steps["time_ps"].to_numpy(dtype=np.int64)
+    windows = (step_lo, step_lo + steps["time_ps"].to_numpy(dtype=np.int64))
+    devices = list(activity.devices.items())
+    found = fork_map_items(lambda item: _device_causes(item[0], item[1], hosts, activity.busy_union, windows),
+                           devices, jobs)
+    per_device = [f.row for f in found]
     per_step = {c: np.zeros(step_ids.size, dtype=np.int64) for c in CAUSES}
+    evidence_time: dict[str, dict[tuple[str, str], int]] = {c: {} for c in CAUSES}
     feeding: set[str] = set()
-    for device, ((b_starts, b_ends), (first, last), host, collectives) in devices.items():
-        gaps = complement(b_starts, b_ends, first, last)
-        sets = hosts.get(host, HostSets())
-        feeding.update(f"{host}/{t}" for t in sets.threads)
-        at_collective = _gaps_before(gaps, collectives)
-        candidates = {
-            "transfer": sets.transfer,
-            # the waits are few, the busy intervals of a pod many: cut the few by the many
-            "sync": intersect(*union(*_concat([at_collective, sets.wait])), *any_busy),
-            "launch": union(*_concat([sets.dispatch, sets.wait])),
-            "host": sets.active,
-        }
-        left, parts = gaps, {}
-        for cause in ORDER:
-            parts[cause] = intersect(*left, *candidates[cause])
-            left = subtract(*left, *parts[cause])
-        parts["unknown"] = left
-        lengths = {c: int((parts[c][1] - parts[c][0]).sum()) for c in CAUSES}
-        per_device.append({"device": device, "idle_ps": int((gaps[1] - gaps[0]).sum()),
-                           **{f"{c}_ps": lengths[c] for c in CAUSES}})
+    for f in found:
+        feeding.update(f.feeding)
         for c in CAUSES:
-            if step_ids.size and lengths[c]:
-                per_step[c] += covered_length(step_lo, step_hi, *parts[c])
-            if lengths[c]:
-                _add_evidence(evidence_time[c], c, parts[c], sets, at_collective, collectives)
-        release(b_starts)          # a pod's device and host intervals wait on disk (timeline.spill)
-        release(sets.active[0])
+            if c in f.per_step:
+                per_step[c] += f.per_step[c]
+            for key, t in f.evidence[c].items():
+                evidence_time[c][key] = evidence_time[c].get(key, 0) + t
     device_table = pd.DataFrame(per_device, columns=["device", "idle_ps", *(f"{c}_ps" for c in CAUSES)])
     causes = {c: int(device_table[f"{c}_ps"].sum()) for c in CAUSES}
     step_table = pd.DataFrame({"step": step_ids, **{f"{c}_ps": per_step[c] for c in CAUSES}})
@@ -133,6 +114,52 @@ def idle_causes(ops: pd.DataFrame | Activity, host_events: pd.DataFrame,
                       per_device=device_table, per_step=step_table, feeding_threads=sorted(feeding),
                       reason=None if any(hosts.values()) else "the trace has no host thread that dispatches "
                       "to a device: idle time is unknown")
+
+
+@dataclass
+class _DeviceCauses:
+    """One device's idle time by cause (its row of the per-device table), per step (cause -> ps per step,
+    causes with time only), the evidence (cause -> {(name, source): ps}) and its host's feeding threads."""
+
+    row: dict
+    per_step: dict[str, np.ndarray]
+    evidence: dict[str, dict[tuple[str, str], int]]
+    feeding: list[str]
+
+
+def _device_causes(device: str, d, hosts: dict[str, HostSets], any_busy: Intervals,
+                   windows: tuple[np.ndarray, np.ndarray]) -> _DeviceCauses:
+    """Each instant of the device's gaps given to the first cause that holds there."""
+    gaps = complement(d.busy[0], d.busy[1], d.first_ps, d.last_ps)
+    sets = hosts.get(d.host, HostSets())
+    collectives = (d.collective_starts, d.collective_names)
+    at_collective = _gaps_before(gaps, collectives)
+    candidates = {
+        "transfer": sets.transfer,
+        # In a device's gaps it runs nothing, so "another device is busy" there is "any device is busy";
+        # the waits are few, the busy intervals of a pod many: cut the few by the many
+        "sync": intersect(*union(*_concat([at_collective, sets.wait])), *any_busy),
+        "launch": union(*_concat([sets.dispatch, sets.wait])),
+        "host": sets.active,
+    }
+    left, parts = gaps, {}
+    for cause in ORDER:
+        parts[cause] = intersect(*left, *candidates[cause])
+        left = subtract(*left, *parts[cause])
+    parts["unknown"] = left
+    lengths = {c: int((parts[c][1] - parts[c][0]).sum()) for c in CAUSES}
+    out = _DeviceCauses(row={"device": device, "idle_ps": int((gaps[1] - gaps[0]).sum()),
+                             **{f"{c}_ps": lengths[c] for c in CAUSES}},
+                        per_step={}, evidence={c: {} for c in CAUSES},
+                        feeding=[f"{d.host}/{t}" for t in sets.threads])
+    for c in CAUSES:
+        if windows[0].size and lengths[c]:
+            out.per_step[c] = covered_length(windows[0], windows[1], *parts[c])
+        if lengths[c]:
+            _add_evidence(out.evidence[c], c, parts[c], sets, at_collective, collectives)
+    release(d.busy[0])            # a pod's device and host intervals wait on disk (timeline.spill)
+    release(sets.active[0])
+    return out
 
 
 # ------------------------------------------------------------------ the device side

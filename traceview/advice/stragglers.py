@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from traceview.timeline.activity import Activity, reduce_activity
+from traceview.timeline.forked import fork_map_items
 
 STEP_COLUMNS = ["step", "devices", "last_to_start", "start_lag_ps", "last_to_finish", "finish_lag_ps", "wait_ps"]
 
@@ -36,9 +37,10 @@ class Stragglers:
     reason: str | None = None          # why there is no per-step table
 
 
-def stragglers(ops: pd.DataFrame | Activity) -> Stragglers:
+def stragglers(ops: pd.DataFrame | Activity, jobs: int = 1) -> Stragglers:
     """Stragglers from the run's activity (``timeline.activity``: each (step, device, host)'s first start
-    and last end), or from the op executions (``parsers.profile.OP_COLUMNS``), reduced here."""
+    and last end), or from the op executions (``parsers.profile.OP_COLUMNS``), reduced here. ``jobs``:
+    processes a pod's hosts may be summed up in (timeline.forked)."""
     activity = ops if isinstance(ops, Activity) else reduce_activity(ops)
     if activity.n_rows == 0:
         return Stragglers(reason="the trace has no device op executions")
@@ -49,21 +51,24 @@ def stragglers(ops: pd.DataFrame | Activity) -> Stragglers:
     if frame["device"].nunique() < 2:
         out.reason = "one device: no straggler to find"
         return out
-    out.steps, out.most_often_last, out.device_late_steps = _late(frame, "device", activity.span_bounds)
+    out.steps, out.most_often_last, out.device_late_steps = _late(frame, "device", activity.span_bounds, jobs)
     out.device = out.most_often_last if 2 * out.device_late_steps > len(out.steps) >= 2 else None
     if frame["host"].nunique() >= 2:
-        out.host_steps, out.host_most_often_last, out.host_late_steps = _late(frame, "host", activity.span_bounds)
+        out.host_steps, out.host_most_often_last, out.host_late_steps = _late(frame, "host", activity.span_bounds,
+                                                                              jobs)
         out.host = out.host_most_often_last if 2 * out.host_late_steps > len(out.host_steps) >= 2 else None
     return out
 
 
-def _late(frame: pd.DataFrame, who: str, bounds: list[int] | None = None) -> tuple[pd.DataFrame, str | None, int]:
+def _late(frame: pd.DataFrame, who: str, bounds: list[int] | None = None,
+          jobs: int = 1) -> tuple[pd.DataFrame, str | None, int]:
     """The per-step table for ``who`` (device or host), who finished last most often, and in how many steps.
     ``bounds``: where each host's rows begin in ``frame``; when no ``who`` is in two hosts' rows, each
     host's rows are summed up alone and the sums merged step by step (a pod: never one table of every
     (step, device) at once)."""
     if bounds is not None and _apart([frame[who].iloc[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]):
-        return _ranked(_merged_per_step([_per_step(frame.iloc[lo:hi], who) for lo, hi in zip(bounds[:-1], bounds[1:])]))
+        hosts = list(zip(bounds[:-1], bounds[1:]))
+        return _ranked(_merged_per_step(fork_map_items(lambda b: _per_step(frame.iloc[b[0]:b[1]], who), hosts, jobs)))
     return _ranked(_per_step(frame, who))
 
 

@@ -53,8 +53,8 @@ def advice_report(pipeline: Any, views: dict[str, ViewGetter] | None = None,
     activity = run_activity(profile)
     # each host's threads were cut where it was read; else the run's host events (read again if not kept)
     idle = idle_causes(activity, profile.host_events if activity.hosts is not None else host_events(profile),
-                       pipeline.steps)
-    late = stragglers(activity)
+                       pipeline.steps, jobs=profile.jobs)
+    late = stragglers(activity, jobs=profile.jobs)
     active = len(pipeline.device_times) if not pipeline.device_times.empty else 0
     span = pipeline.span_ps / active if active else 0.0
     context = AdviceContext(pipeline=pipeline, span_ps=float(span), active_devices=active,

@@ -277,7 +277,7 @@ def run_ops(profile: Profile, per_device: bool, pairs: pd.DataFrame) -> RunOps:
     # Each request keeps strictly more rows than the parts held: the devices shared by hosts, then the
     # pairs' members; a merge still short after that is a bug, never a silently partial answer.
     for _ in range(_MERGE_TRIES):
-        run = merge_parts(parts, per_device)
+        run = merge_parts(parts, per_device, jobs=profile.jobs)
         try:
             need = run.shared_devices()
             if need:

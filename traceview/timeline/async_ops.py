@@ -10,12 +10,11 @@ time-by-bound split counts only the exposed time.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 import pandas as pd
 
 from traceview.parsers.hlo_model import HloModule
+from traceview.timeline.forked import ForEach, one_chunk
 from traceview.timeline.grouping import column_codes, exact_sums
 
 
@@ -46,13 +45,12 @@ def pair_times(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, pairs: pd
     out; ops with no paired start get NaN. Columnar: one sort and one search
     over all pairs and devices at once.
     """
-    return pair_times_in_chunks([(raw, rows)], ops, pairs)
+    return pair_times_in_chunks(one_chunk(raw, rows), ops, pairs)
 
 
-def pair_times_in_chunks(chunks: Iterable[tuple[pd.DataFrame, np.ndarray]], ops: pd.DataFrame,
-                         pairs: pd.DataFrame) -> pd.DataFrame:
-    """:func:`pair_times` over rows given in chunks (raw table, op rows), each holding whole devices (a run's
-    hosts): the pairs of a device are all in its chunk, so the sums per op add up over the chunks."""
+def pair_times_in_chunks(for_each: ForEach, ops: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
+    """:func:`pair_times` over rows in chunks (``for_each``: timeline.forked), each holding whole devices (a
+    run's hosts): the pairs of a device are all in its chunk, so the sums per op add up over the chunks."""
     out = pd.DataFrame({"in_flight_ps": np.nan, "pair_exposed_ps": np.nan}, index=ops.index)
     if pairs.empty or ops.empty:
         return out
@@ -60,9 +58,10 @@ def pair_times_in_chunks(chunks: Iterable[tuple[pd.DataFrame, np.ndarray]], ops:
     roles = _op_roles(ops, pairs)
     paired = np.zeros(len(ops), dtype=bool)
     sums = np.zeros((2, len(ops)), dtype=np.int64)
-    for raw, rows in chunks:
-        if not raw.empty:
-            _add_pair_sums(raw, rows, roles, len(pairs), paired, sums)
+    for found in for_each(lambda raw, rows: _pair_sums(raw, rows, roles, len(pairs))):
+        if found is not None:
+            paired |= found[0]
+            sums += found[1]
     for k, column in enumerate(("in_flight_ps", "pair_exposed_ps")):
         out.loc[paired, column] = sums[k][paired].astype("float64")
     return out
@@ -77,12 +76,15 @@ def _op_roles(ops: pd.DataFrame, pairs: pd.DataFrame) -> np.ndarray:
                     + [(-1, -1)], dtype=np.int32)
 
 
-def _add_pair_sums(raw: pd.DataFrame, rows: np.ndarray, op_role: np.ndarray, n_pairs: int, paired: np.ndarray,
-                   sums: np.ndarray) -> None:
-    """Pair one table's executions; per op of a paired start, add its in-flight and exposed ps to ``sums``."""
+def _pair_sums(raw: pd.DataFrame, rows: np.ndarray, op_role: np.ndarray,
+               n_pairs: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Pair one table's executions: per op, whether it was paired as a start, and its summed in-flight and
+    exposed ps (None: nothing paired)."""
+    if raw.empty:
+        return None
     chosen = np.flatnonzero(op_role[:, 0][rows] >= 0)
     if chosen.size == 0:
-        return
+        return None
     pair_index, is_start = op_role[rows[chosen]].T
     is_start = is_start == 0
     device = column_codes(raw["device"])[0][chosen].astype(np.int64)
@@ -96,12 +98,13 @@ def _add_pair_sums(raw: pd.DataFrame, rows: np.ndarray, op_role: np.ndarray, n_p
     ok = at >= 0
     first, matched = chosen[first[ok]], chosen[done[at[ok]]]        # raw rows of each start and its done
     if first.size == 0:
-        return
+        return None
+    n_ops = op_role.shape[0] - 1
     op_of_start = rows[first]
-    paired |= np.bincount(op_of_start, minlength=paired.size) > 0
     start_ps, duration, own = (raw[c].to_numpy() for c in ("start_ps", "duration_ps", "self_ps"))
-    sums[0] += exact_sums(op_of_start, start_ps[matched] + duration[matched] - start_ps[first], paired.size)
-    sums[1] += exact_sums(op_of_start, own[first] + own[matched], paired.size)
+    return (np.bincount(op_of_start, minlength=n_ops) > 0,
+            np.stack([exact_sums(op_of_start, start_ps[matched] + duration[matched] - start_ps[first], n_ops),
+                      exact_sums(op_of_start, own[first] + own[matched], n_ops)]))
 
 
 def _first_at_or_after(groups: np.ndarray, times: np.ndarray, query_groups: np.ndarray,

@@ -15,11 +15,10 @@ twice and its idle share is lower than this one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 import pandas as pd
 
+from traceview.timeline.forked import ForEach, one_chunk
 from traceview.timeline.grouping import device_codes, device_rows, exact_sums
 from traceview.timeline.intervals import tagged_union, union
 
@@ -154,13 +153,13 @@ def step_busy_by_label(raw: pd.DataFrame, labels: np.ndarray, n_labels: int,
     Columns: step, active_devices, and one column per label index (0..n_labels-1), in ps.
     Vectorized over all (step, device) groups: O(n log n) per label, no Python loop per group.
     """
-    return step_busy_in_chunks([(raw, labels)], n_labels, steps)
+    return step_busy_in_chunks(one_chunk(raw, labels), n_labels, steps)
 
 
-def step_busy_in_chunks(chunks: Iterable[tuple[pd.DataFrame, np.ndarray]], n_labels: int,
-                        steps: pd.DataFrame) -> pd.DataFrame:
-    """:func:`step_busy_by_label` over rows given in chunks (raw table, each row's label), each holding whole
-    devices (a run's hosts): the per-step sums and device counts add up over the chunks."""
+def step_busy_in_chunks(for_each: ForEach, n_labels: int, steps: pd.DataFrame) -> pd.DataFrame:
+    """:func:`step_busy_by_label` over rows in chunks (``for_each``: timeline.forked; each chunk's raw table
+    and each row's label), each holding whole devices (a run's hosts): the per-step sums and device counts add
+    up over the chunks."""
     columns = ["step", "active_devices", *range(n_labels)]
     if steps.empty:
         return pd.DataFrame(columns=columns)
@@ -168,10 +167,10 @@ def step_busy_in_chunks(chunks: Iterable[tuple[pd.DataFrame, np.ndarray]], n_lab
     window = (steps["start_ps"].to_numpy(dtype=np.int64), steps["time_ps"].to_numpy(dtype=np.int64))
     counts = np.zeros(len(step_ids), dtype=np.int64)
     sums = np.zeros((len(step_ids), n_labels), dtype=np.float64)
-    for raw, labels in chunks:
-        if raw.empty or "step" not in raw.columns:
-            continue
-        _add_step_busy(raw, labels, n_labels, step_ids, window, counts, sums)
+    for part in for_each(lambda raw, labels: _step_busy(raw, labels, n_labels, step_ids, window)):
+        if part is not None:
+            counts += part[0]
+            sums += part[1]
     present = np.flatnonzero(counts)
     if not present.size:
         return pd.DataFrame(columns=columns)
@@ -181,17 +180,19 @@ def step_busy_in_chunks(chunks: Iterable[tuple[pd.DataFrame, np.ndarray]], n_lab
     return pd.DataFrame(table, columns=columns)
 
 
-def _add_step_busy(raw: pd.DataFrame, labels: np.ndarray, n_labels: int, step_ids: np.ndarray,
-                   window: tuple[np.ndarray, np.ndarray], counts: np.ndarray, sums: np.ndarray) -> None:
-    """One table's busy time by label per step, summed over its devices, added to ``sums``; its devices with
-    ops in each step added to ``counts``. (The sums are whole numbers of ps: the order of adding keeps them.)"""
+def _step_busy(raw: pd.DataFrame, labels: np.ndarray, n_labels: int, step_ids: np.ndarray,
+               window: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+    """One table's devices with ops in each step, and its busy time by label per step summed over its devices
+    (whole numbers of ps: the order they are added in keeps them); None: no row in a step."""
+    if raw.empty or "step" not in raw.columns:
+        return None
     lo_of = window[0]
     hi_of = lo_of + window[1]
     where = _step_positions(raw["step"], step_ids)
     devices = device_codes(raw)[0]
     inside = (where >= 0) & (devices >= 0)
     if not inside.any():
-        return
+        return None
     where, devices = where[inside], devices[inside].astype(np.int64)
     starts = raw["start_ps"].to_numpy(dtype=np.int64)[inside]
     ends = raw["duration_ps"].to_numpy(dtype=np.int64)[inside]
@@ -208,9 +209,10 @@ def _add_step_busy(raw: pd.DataFrame, labels: np.ndarray, n_labels: int, step_id
     n_groups = len(group_keys)
     parts = _grouped_busy_by_label(starts, ends, labels[inside], groups.astype(np.int64), n_groups, n_labels)
     step_of_group = group_keys % n_steps
-    counts += np.bincount(step_of_group, minlength=n_steps)
+    sums = np.zeros((n_steps, n_labels), dtype=np.float64)
     for k in range(n_labels):
-        sums[:, k] += np.bincount(step_of_group, weights=parts[:, k], minlength=n_steps)
+        sums[:, k] = np.bincount(step_of_group, weights=parts[:, k], minlength=n_steps)
+    return np.bincount(step_of_group, minlength=n_steps), sums
 
 
 def _step_positions(step: pd.Series, step_ids: np.ndarray) -> np.ndarray:

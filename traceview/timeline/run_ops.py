@@ -8,14 +8,16 @@ pairs) is computed by the same functions over the rows the parts kept, in the ru
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from traceview.timeline.async_ops import pair_times_in_chunks
 from traceview.timeline.devices import DEVICE_COLUMNS, device_busy_by_label, device_time, step_busy_in_chunks
+from traceview.timeline.forked import fork_map
 from traceview.timeline.grouping import exact_sums
 from traceview.timeline.host_ops import KeepRows, OpsPart, looks_async
 from traceview.timeline.spill import release
@@ -40,6 +42,7 @@ class RunOps:
     group_rows: list[np.ndarray]         # per part: each group's row in ``stats`` (-1: none)
     devices: list[str]                   # devices with rows, sorted
     part_devices: list[np.ndarray]       # per part: its device codes -> codes into ``devices``
+    jobs: int = 1                        # processes the per-chunk measures may use (timeline.forked)
     _chunks: list[list[int]] | None = field(default=None, repr=False)   # parts that share devices, together
 
     @property
@@ -64,17 +67,25 @@ class RunOps:
 
     # ------------------------------------------------------------------ rows kept by the parts
 
-    def chunks(self, full_only: bool, op_index: np.ndarray | None = None) -> Iterator[tuple[pd.DataFrame, np.ndarray]]:
-        """The rows the parts kept, as raw op tables (device, start_ps, duration_ps, self_ps, step) one chunk
-        at a time, each with its rows' op rows (through ``op_index``: op id -> current row). A chunk is one
-        part, or the parts that share a device (or rows with no device), in run order: every device's rows
-        are in one chunk, so whatever is measured per device adds up over the chunks, and no table of every
-        host's rows is ever built. ``full_only``: only the rows of devices kept whole (not the async-looking
-        rows of simple devices)."""
-        for members in self._chunk_parts():
-            yield self._kept_rows(members, full_only, op_index)
-            for i in members:
-                release(self.parts[i].kept_start)   # a spilled part's pages leave the process (timeline.spill)
+    def for_each(self, task: Callable[[pd.DataFrame, np.ndarray], Any], full_only: bool,
+                 op_index: np.ndarray | None = None) -> list[Any]:
+        """``task(raw, op_rows)`` on every chunk of the rows the parts kept, the results in chunk order: a raw
+        op table (device, start_ps, duration_ps, self_ps, step) and its rows' op rows (through ``op_index``:
+        op id -> current row). A chunk is one part, or the parts that share a device (or rows with no device),
+        in run order: every device's rows are in one chunk, so whatever is measured per device adds up over
+        the chunks, and no table of every host's rows is ever built. The chunks are measured in ``jobs``
+        forked processes (timeline.forked). ``full_only``: only the rows of devices kept whole (not the
+        async-looking rows of simple devices)."""
+        chunks = self._chunk_parts()
+
+        def measure(k: int) -> Any:
+            try:
+                return task(*self._kept_rows(chunks[k], full_only, op_index))
+            finally:
+                for i in chunks[k]:
+                    release(self.parts[i].kept_start)   # a spilled part's pages leave the process (timeline.spill)
+
+        return fork_map(measure, len(chunks), self.jobs)
 
     def _chunk_parts(self) -> list[list[int]]:
         if self._chunks is None:
@@ -145,8 +156,9 @@ class RunOps:
         if pairs.empty:                 # nothing to pair: pair_times' all-NaN answer without the rows
             timed = pd.DataFrame({"in_flight_ps": np.nan, "pair_exposed_ps": np.nan}, index=ops.index)
         else:
-            timed = pair_times_in_chunks(self.chunks(full_only=False), ops, pairs)
-        return judged_and_exposed_in_chunks(_Replay(lambda: self.chunks(full_only=True)), ops, pairs, timed=timed,
+            timed = pair_times_in_chunks(lambda task: self.for_each(task, full_only=False), ops, pairs)
+        return judged_and_exposed_in_chunks(lambda task: self.for_each(task, full_only=True), ops, pairs,
+                                            timed=timed,
                                             exposed_alone=self._exposed_alone(len(ops)) if self.n_rows else None)
 
     def _exposed_alone(self, n_ops: int) -> np.ndarray:
@@ -173,10 +185,9 @@ class RunOps:
                 if name not in shared:  # noqa: SIM102
                     busy, first, last = int(p.busy_ps[d]), int(p.first_ps[d]), int(p.last_ps[d])
                     rows[name] = (name, busy, last - first - busy, last - first, first, last, int(p.dev_op_time_ps[d]))
-        for raw, _ in self.chunks(full_only=True) if shared else ():
-            if raw.empty:
-                continue
-            for r in device_time(raw).itertuples(index=False):
+        tables = self.for_each(lambda raw, _: None if raw.empty else device_time(raw), True) if shared else []
+        for table in tables:
+            for r in table.itertuples(index=False) if table is not None else ():
                 if r.device in shared:
                     rows[r.device] = tuple(r)
         if not rows:
@@ -205,9 +216,9 @@ class RunOps:
         each op row's label (-1: none)."""
         labels_of = np.append(op_labels, -1)
         out: dict[str, np.ndarray] = {}
-        for raw, op_rows in self.chunks(full_only=True, op_index=op_index):
-            if len(raw):
-                out.update(device_busy_by_label(raw, labels_of[op_rows], n_labels))
+        for found in self.for_each(lambda raw, op_rows: device_busy_by_label(raw, labels_of[op_rows], n_labels)
+                                   if len(raw) else {}, True, op_index):
+            out.update(found)
         for p, gr in zip(self.parts, self.group_rows):
             solo = np.flatnonzero((p.device >= 0) & (p.length_ps > 0))
             if not solo.size:
@@ -228,18 +239,9 @@ class RunOps:
                            op_index: np.ndarray | None = None) -> pd.DataFrame:
         """timeline.devices.step_busy_by_label over all rows (only devices kept whole have rows in steps)."""
         labels_of = np.append(op_labels, -1)
-        return step_busy_in_chunks(((raw, labels_of[op_rows]) for raw, op_rows in self.chunks(True, op_index)),
-                                   n_labels, steps)
-
-
-class _Replay:
-    """An iterable that starts ``make()`` afresh each time it is iterated (chunks are built as they are read)."""
-
-    def __init__(self, make):
-        self._make = make
-
-    def __iter__(self):
-        return iter(self._make())
+        return step_busy_in_chunks(
+            lambda task: self.for_each(lambda raw, op_rows: task(raw, labels_of[op_rows]), True, op_index),
+            n_labels, steps)
 
 
 def _joined(arrays: list[np.ndarray]) -> np.ndarray:
@@ -249,13 +251,16 @@ def _joined(arrays: list[np.ndarray]) -> np.ndarray:
     return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
-def merge_parts(parts: list[OpsPart], per_device: bool = False) -> RunOps:
-    """Merge host parts (in the run's host order) into the aggregated op table of all their rows."""
+def merge_parts(parts: list[OpsPart], per_device: bool = False, jobs: int = 1) -> RunOps:
+    """Merge host parts (in the run's host order) into the aggregated op table of all their rows; ``jobs``:
+    the processes its per-chunk measures may use."""
     devices, part_devices = _run_devices(parts)
     groups = _stacked_groups(parts, part_devices)
     ids, by_pos = _op_numbers(groups, per_device)
     stats = _op_stats(groups, ids, by_pos, devices, per_device)
-    return _ranked_by_self_time(parts, stats, ids, per_device, devices, part_devices)
+    run = _ranked_by_self_time(parts, stats, ids, per_device, devices, part_devices)
+    run.jobs = jobs
+    return run
 
 
 def _run_devices(parts: list[OpsPart]) -> tuple[list[str], list[np.ndarray]]:
@@ -418,5 +423,5 @@ def per_step_self_time(run: RunOps, n_ops: int, index: pd.Index) -> pd.Series:
     for p in run.parts:
         found.append(np.unique(p.kept_step[~p.kept_alone] if p.kept_alone.any() else p.kept_step))
         release(p.kept_start)
-    return per_step_self_time_in_chunks(run.chunks(full_only=True), index,
+    return per_step_self_time_in_chunks(lambda task: run.for_each(task, full_only=True), index,
                                         np.concatenate(found) if found else np.zeros(0, dtype=np.int32))

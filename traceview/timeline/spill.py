@@ -1,22 +1,28 @@
-"""A pod's kept rows on disk: the rows each host's part keeps (timeline.host_ops) written to one temporary
-file of the run as the hosts come in, and read back through memory maps one host at a time.
+"""A pod's kept rows on disk: the arrays each host's part holds (timeline.host_ops: its kept rows; its
+activity's busy intervals and host threads) written to a file per host as the hosts come in, and read back
+through memory maps one host at a time.
 
-A part's kept rows are what grows most with a pod's hosts (about 40 bytes per execution that overlaps another op
-or may be half of an async pair; every row of a trace whose ops nest). Held in memory, 128 hosts of the TPU
-v6e timeline are a gigabyte in the parent; the merged analysis reads them host by host anyway
-(``RunOps.chunks``), so they wait on disk instead, with the host's device activity (busy intervals,
-host threads: what the idle causes read device by device): each part's arrays become read-only views of the
-file, and after each host (or device) is measured its pages are dropped from the process (``madvise(MADV_DONTNEED)``; the
-kernel's page cache keeps them while there is room, so the next pass reads them from memory). The file is
-unlinked from the start: it vanishes when the process ends, however it ends.
+They are what grows with a pod's hosts (about 40 bytes per execution that overlaps another op or may be half
+of an async pair: every row of a trace whose ops nest). Held in memory, 128 hosts of the TPU v6e timeline
+are a gigabyte in the parent; the merged analysis reads them host by host anyway (``RunOps.chunks``, the idle
+causes device by device), so they wait on disk instead: each part's arrays become read-only views of its
+file, and after each host (or device) is measured its pages are dropped from the process
+(``madvise(MADV_DONTNEED)``; the kernel's page cache keeps them while there is room, so the next pass reads
+them from memory). A pool's workers write their hosts' files themselves, so the big arrays never travel
+through a pipe. Each file is unlinked as soon as it is mapped: it vanishes when the process ends, however
+it ends.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import mmap
+import os
+import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,45 +34,80 @@ KEPT_FIELDS = ("kept_group", "kept_device", "kept_start", "kept_duration", "kept
 _ALIGN = 64
 
 
-class RowSpill:
-    """The run's spill file: :meth:`keep` moves a part's kept rows, and its activity's interval arrays, into it."""
+@dataclass
+class Layout:
+    """Where a part's arrays lie in its spill file: the file, and per array (offset, dtype, shape)."""
 
-    def __init__(self, directory: str | None = None) -> None:
-        self._file = tempfile.TemporaryFile(prefix="traceview-rows-", dir=directory)
-        self._end = 0
+    path: str
+    size: int
+    arrays: list[tuple[int, str, tuple[int, ...]]]
+
+
+class RowSpill:
+    """The run's spill folder: one file per part, unlinked as soon as it is mapped (the mapping keeps it).
+
+    :meth:`keep` moves a part's arrays to disk here; a pool worker writes its part with :func:`write_part`
+    into :meth:`path_for` and the parent maps it with :func:`adopt` (the big arrays never travel through a
+    pipe). :meth:`close` removes the folder and anything a failed host left in it.
+    """
+
+    def __init__(self) -> None:
+        self.directory = tempfile.mkdtemp(prefix="traceview-spill-")
+        self._count = itertools.count()
+
+    def path_for(self, index: int) -> str:
+        return os.path.join(self.directory, f"host{index}.rows")
 
     def keep(self, part: OpsPart) -> OpsPart:
-        """The part with its large arrays moved to the file (they become read-only views of it, one region
-        per part): the kept rows, each device's busy intervals and collective starts, the run-wide busy
-        union, and its host threads' interval sets (timeline.host_threads)."""
-        slots = [(get, put) for get, put in _slots(part) if not get().dtype.hasobject]
-        arrays = [np.ascontiguousarray(get()) for get, _ in slots]
-        if not any(a.size for a in arrays):
+        """The part with its large arrays moved to disk (read-only views of a file, one per part)."""
+        try:
+            layout = write_part(part, os.path.join(self.directory, f"kept{next(self._count)}.rows"))
+        except OSError:                  # a full or read-only disk: the arrays stay in memory
             return part
-        mapped = self._write(arrays)
-        for (_, put), view in zip(slots, mapped):
-            put(view)
-        return part
-
-    def _write(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
-        start = at = self._end
-        offsets = []
-        self._file.seek(start)
-        for a in arrays:
-            pad = -at % _ALIGN
-            self._file.write(b"\0" * pad)
-            at += pad
-            offsets.append(at)
-            a.tofile(self._file)
-            at += a.nbytes
-        self._file.flush()
-        self._end = at
-        region = np.memmap(self._file, dtype=np.uint8, mode="r", offset=start, shape=(max(at - start, 1),))
-        return [region[off - start:off - start + a.nbytes].view(a.dtype).reshape(a.shape)
-                for a, off in zip(arrays, offsets)]
+        return adopt(part, layout) if layout is not None else part
 
     def close(self) -> None:
-        self._file.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def write_part(part: OpsPart, path: str) -> Layout | None:
+    """Write the part's large arrays to ``path`` and leave empty ones of the same types in their place (a
+    small part to send); None, and the part untouched, when it has none. ``adopt`` puts them back."""
+    slots = _numeric_slots(part)
+    arrays = [np.ascontiguousarray(get()) for get, _ in slots]
+    if not any(a.size for a in arrays):
+        return None
+    entries = []
+    at = 0
+    with open(path, "wb") as handle:
+        for a in arrays:
+            pad = -at % _ALIGN
+            handle.write(b"\0" * pad)
+            at += pad
+            entries.append((at, a.dtype.str, a.shape))
+            a.tofile(handle)
+            at += a.nbytes
+    for (_, put), a in zip(slots, arrays):
+        put(np.empty((0,) * a.ndim, dtype=a.dtype))
+    return Layout(path, at, entries)
+
+
+def adopt(part: OpsPart, layout: Layout) -> OpsPart:
+    """The part with its arrays as read-only views of its spill file (mapped, then unlinked)."""
+    with open(layout.path, "rb") as handle:
+        region = np.memmap(handle, dtype=np.uint8, mode="r", shape=(max(layout.size, 1),))
+    try:
+        os.unlink(layout.path)
+    except OSError:          # the folder is removed at the end anyway
+        pass
+    for (_, put), (offset, dtype, shape) in zip(_numeric_slots(part), layout.arrays):
+        size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        put(region[offset:offset + size].view(np.dtype(dtype)).reshape(shape))
+    return part
+
+
+def _numeric_slots(part: OpsPart) -> list:
+    return [(get, put) for get, put in _slots(part) if not get().dtype.hasobject]
 
 
 def _slots(part: OpsPart) -> list[tuple[Callable[[], np.ndarray], Callable[[np.ndarray], None]]]:

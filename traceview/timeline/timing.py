@@ -8,18 +8,13 @@ returns (``rows``), never through a join on names.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 import pandas as pd
 
 from traceview.timeline.async_ops import pair_times_in_chunks
+from traceview.timeline.forked import ForEach, one_chunk
 from traceview.timeline.grouping import device_rows, exact_sums
 from traceview.timeline.intervals import covered_length, union
-
-# Rows in chunks (raw table, op rows), each holding whole devices; a list, or an iterable that can be iterated
-# again (judged_and_exposed_in_chunks reads it twice when it pairs the async ops itself).
-Chunks = Iterable[tuple[pd.DataFrame, np.ndarray]]
 
 
 def judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, pairs: pd.DataFrame,
@@ -32,17 +27,18 @@ def judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, p
     Other collectives are exposed for the time no other op overlaps them.
     ``rows``: each raw row's row in ``ops``.
     """
-    return judged_and_exposed_in_chunks([(raw, rows)], ops, pairs, timed, exposed_alone)
+    return judged_and_exposed_in_chunks(one_chunk(raw, rows), ops, pairs, timed, exposed_alone)
 
 
-def judged_and_exposed_in_chunks(chunks: Chunks, ops: pd.DataFrame, pairs: pd.DataFrame,
+def judged_and_exposed_in_chunks(for_each: ForEach, ops: pd.DataFrame, pairs: pd.DataFrame,
                                  timed: pd.DataFrame | None = None,
                                  exposed_alone: np.ndarray | None = None) -> pd.DataFrame:
-    """:func:`judged_and_exposed` over rows in chunks (raw table, op rows), each holding whole devices. From a
+    """:func:`judged_and_exposed` over rows in chunks (``for_each``: timeline.forked), each holding whole
+    devices. From a
     run's merged host parts (timeline.run_ops): the chunks hold the rows of devices whose ops overlap,
     ``timed`` the pairs' times measured on the rows the parts kept, ``exposed_alone`` per op the exposed time
     of its rows on the other devices (where nothing overlaps them)."""
-    timed = pair_times_in_chunks(chunks, ops, pairs) if timed is None else timed
+    timed = pair_times_in_chunks(for_each, ops, pairs) if timed is None else timed
     paired = timed["in_flight_ps"].notna().to_numpy()
     paired_with: list[str | None] = [None] * len(ops)
     if paired.any():
@@ -53,7 +49,7 @@ def judged_and_exposed_in_chunks(chunks: Chunks, ops: pd.DataFrame, pairs: pd.Da
     is_done = np.array([p is not None for p in paired_with], dtype=bool)
     # The exposed time of paired starts and their dones is the pair's: no need to measure it by overlap.
     out = ops.assign(judged_time_ps=ops["self_time_ps"].astype("float64"),
-                     exposed_time_ps=_exposed_time(chunks, ops, skip=paired | is_done, alone=exposed_alone))
+                     exposed_time_ps=_exposed_time(for_each, ops, skip=paired | is_done, alone=exposed_alone))
     if not paired.any():
         return out
     out.loc[paired, "judged_time_ps"] = timed["in_flight_ps"].to_numpy()[paired]
@@ -64,7 +60,7 @@ def judged_and_exposed_in_chunks(chunks: Chunks, ops: pd.DataFrame, pairs: pd.Da
     return out
 
 
-def _exposed_time(chunks: Chunks, ops: pd.DataFrame, skip: np.ndarray, alone: np.ndarray | None = None) -> pd.Series:
+def _exposed_time(for_each: ForEach, ops: pd.DataFrame, skip: np.ndarray, alone: np.ndarray | None = None) -> pd.Series:
     """Per collective op: its time not overlapped by non-collective ops on the same device.
 
     NaN for ops that are not collectives. A synchronous collective is exposed
@@ -80,9 +76,10 @@ def _exposed_time(chunks: Chunks, ops: pd.DataFrame, skip: np.ndarray, alone: np
         return out
     sums = np.where(is_coll & ~skip, alone, 0) if alone is not None else np.zeros(len(ops), dtype=np.int64)
     measured = False
-    for raw, rows in chunks:
-        if not raw.empty:
-            sums = sums + _measured_exposure(raw, rows, is_coll, is_coll & ~skip)
+    for found in for_each(lambda raw, rows: None if raw.empty else
+                          _measured_exposure(raw, rows, is_coll, is_coll & ~skip)):
+        if found is not None:
+            sums = sums + found
             measured = True
     if not measured and alone is None:
         return out
@@ -120,42 +117,42 @@ def per_step_self_time(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray) -
     against per-step distributions even from a stored JSON baseline. None without steps (or when
     none of the op's executions falls in the first MAX_STEPS_PER_OP steps). ``rows``: each raw
     row's row in ``ops``."""
-    return per_step_self_time_in_chunks([(raw, rows)], ops.index)
+    return per_step_self_time_in_chunks(one_chunk(raw, rows), ops.index)
 
 
-def per_step_self_time_in_chunks(chunks: Chunks, index: pd.Index, found: np.ndarray | None = None) -> pd.Series:
-    """:func:`per_step_self_time` over rows given in chunks (raw table, op rows); ``index``: the ops' index;
-    ``found``: the steps the rows are in, when known (else read from the chunks first)."""
+def per_step_self_time_in_chunks(for_each: ForEach, index: pd.Index, found: np.ndarray | None = None) -> pd.Series:
+    """:func:`per_step_self_time` over rows in chunks (``for_each``: timeline.forked); ``index``: the ops'
+    index; ``found``: the steps the rows are in, when known (else read from the chunks first)."""
     n_ops = len(index)
     out = pd.Series([None] * n_ops, index=index, dtype=object)
     if found is None:
-        found = _concat_unique([raw["step"].to_numpy() for raw, _ in chunks if not raw.empty])
+        uniques = [u for u in for_each(lambda raw, rows: pd.unique(raw["step"].to_numpy())) if u.size]
+        found = np.concatenate(uniques) if uniques else np.zeros(0, dtype=np.int64)
     found = found[found >= 0]
     if not found.size:
         return out
     steps = np.sort(pd.unique(found))[:MAX_STEPS_PER_OP]
-    n_steps = len(steps)
-    sums = np.zeros(n_ops * n_steps, dtype=np.int64)
+    sums = np.zeros(n_ops * len(steps), dtype=np.int64)
     counted = np.zeros(n_ops, dtype=bool)
-    for raw, rows in chunks:
-        if raw.empty:
-            continue
-        step = raw["step"].to_numpy()
-        in_step = step >= 0
-        if steps[0] == 0 and steps[-1] == n_steps - 1:      # steps 0..n-1: a step is its own position
-            where = step.astype(np.int64)
-            kept = np.flatnonzero(in_step & (rows >= 0) & (step < n_steps))
-        else:
-            where = np.minimum(np.searchsorted(steps, step), n_steps - 1)
-            kept = np.flatnonzero(in_step & (rows >= 0) & (steps[where] == step))
-        sums += exact_sums(rows[kept] * n_steps + where[kept], raw["self_ps"].to_numpy()[kept], n_ops * n_steps)
-        counted |= np.bincount(rows[kept], minlength=n_ops) > 0
-    table = sums.reshape(n_ops, n_steps)
+    for part in for_each(lambda raw, rows: None if raw.empty else _step_sums(raw, rows, steps, n_ops)):
+        if part is not None:
+            sums += part[0]
+            counted |= part[1]
+    table = sums.reshape(n_ops, len(steps))
     lists = [table[i].tolist() if counted[i] else None for i in range(n_ops)]
     return pd.Series(lists, index=index, dtype=object)
 
 
-def _concat_unique(arrays: list[np.ndarray]) -> np.ndarray:
-    """The distinct values of the arrays together (each made distinct first: few steps, many rows)."""
-    uniques = [pd.unique(a) for a in arrays]
-    return np.concatenate(uniques) if uniques else np.zeros(0, dtype=np.int64)
+def _step_sums(raw: pd.DataFrame, rows: np.ndarray, steps: np.ndarray, n_ops: int) -> tuple[np.ndarray, np.ndarray]:
+    """One table's self time per (op, step of ``steps``), and which ops have a row in those steps."""
+    n_steps = len(steps)
+    step = raw["step"].to_numpy()
+    in_step = step >= 0
+    if steps[0] == 0 and steps[-1] == n_steps - 1:      # steps 0..n-1: a step is its own position
+        where = step.astype(np.int64)
+        kept = np.flatnonzero(in_step & (rows >= 0) & (step < n_steps))
+    else:
+        where = np.minimum(np.searchsorted(steps, step), n_steps - 1)
+        kept = np.flatnonzero(in_step & (rows >= 0) & (steps[where] == step))
+    return (exact_sums(rows[kept] * n_steps + where[kept], raw["self_ps"].to_numpy()[kept], n_ops * n_steps),
+            np.bincount(rows[kept], minlength=n_ops) > 0)

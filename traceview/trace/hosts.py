@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from traceview.timeline.host_ops import OpsPart
-    from traceview.timeline.spill import RowSpill
+    from traceview.timeline.spill import Layout, RowSpill
 
 DASK_ENV = "TRACEVIEW_DASK"
 JOBS_ENV = "TRACEVIEW_JOBS"
@@ -42,14 +42,16 @@ class HostResult:
     internal: bool = False          # a bug in traceview, not a bad file
     part: OpsPart | None = None     # its op table reduced (timeline.host_ops)
     allocator: pd.DataFrame | None = None   # its allocator events, when asked for and read without error
+    spilled: Layout | None = None   # where the part's large arrays were written (timeline.spill), if they were
 
 
 def read_host(path: str, keep_ops: bool = True, store: bool = False, background: bool = False,
-              allocator: bool = False) -> HostResult:
+              allocator: bool = False, spill_path: str | None = None) -> HostResult:
     """Read one host file and reduce its op table; every failure is caught and described (this runs in
     workers). ``store``: put the tables in the table cache (``background``: by a writer thread);
     ``keep_ops``: send the op table back too (else only its reduction travels); ``allocator``: read its
-    allocator events too (for the memory view: where the host is read, not again in the parent)."""
+    allocator events too (for the memory view: where the host is read, not again in the parent);
+    ``spill_path``: write the part's large arrays there (timeline.spill), the parent maps them."""
     from traceview.errors import TraceError
     from traceview.parsers.trace_file import read_trace_file
 
@@ -60,6 +62,13 @@ def read_host(path: str, keep_ops: bool = True, store: bool = False, background:
 
             table_cache.put(path, data, background=background)
         result = reduced(HostResult(path, data=data), keep_ops)
+        if spill_path is not None and result.part is not None:
+            from traceview.timeline.spill import write_part
+
+            try:
+                result.spilled = write_part(result.part, spill_path)
+            except OSError:              # a full or read-only disk: the arrays travel as before
+                result.spilled = None
         if allocator:
             result.allocator = _allocator_events(path)
         return result
@@ -149,13 +158,17 @@ def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None =
             out.append(read_host(p, keep_ops, store, background=True, allocator=allocator))
             arrived(out[-1])
         return out
-    return _read_pool(paths, min(jobs, len(paths)), arrived, keep_ops, store, allocator)
+    return _read_pool(paths, min(jobs, len(paths)), arrived, keep_ops, store, allocator, spill)
 
 
 def _arrival(progress: Callable[[int], None] | None, spill: RowSpill | None) -> Callable[[HostResult], None]:
     """What happens as each host's result comes in: its kept rows spilled, the progress advanced."""
     def arrived(result: HostResult) -> None:
-        if spill is not None and result.part is not None:
+        if result.spilled is not None and result.part is not None:
+            from traceview.timeline.spill import adopt
+
+            adopt(result.part, result.spilled)
+        elif spill is not None and result.part is not None:
             spill.keep(result.part)
         if progress is not None:
             progress(1)
@@ -163,7 +176,7 @@ def _arrival(progress: Callable[[int], None] | None, spill: RowSpill | None) -> 
 
 
 def _read_pool(paths: Sequence[str], jobs: int, arrived: Callable[[HostResult], None], keep_ops: bool, store: bool,
-               allocator: bool) -> list[HostResult]:
+               allocator: bool, spill: RowSpill | None = None) -> list[HostResult]:
     from concurrent.futures import as_completed
 
     method = _start_method()
@@ -174,7 +187,8 @@ def _read_pool(paths: Sequence[str], jobs: int, arrived: Callable[[HostResult], 
         _warm_reader_for(paths)  # the forked workers inherit the compiled reader
     results: list[HostResult | None] = [None] * len(paths)
     with process_pool(jobs, method) as pool:
-        futures = {pool.submit(read_host, p, keep_ops, store, False, allocator): i for i, p in enumerate(paths)}
+        futures = {pool.submit(read_host, p, keep_ops, store, False, allocator,
+                               spill.path_for(i) if spill is not None else None): i for i, p in enumerate(paths)}
         for fut in as_completed(futures):
             i = futures[fut]
             try:

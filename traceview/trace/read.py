@@ -20,7 +20,7 @@ from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUM
 from traceview.parsers.remote import url_of
 from traceview.parsers.trace_file import read_trace_file
 from traceview.parsers.xplane import TraceData
-from traceview.trace.hosts import DASK_ENV, HostResult, read_hosts, reduced
+from traceview.trace.hosts import DASK_ENV, HostResult, default_jobs, read_hosts, reduced
 
 
 @dataclass
@@ -116,7 +116,16 @@ def load_profile(path: str | Path, run: str | None = None,
         read_ops=functools.cache(functools.partial(_read_table, ok_files, use_cache, "ops")),   # once, if ever
         read_host_events=functools.cache(functools.partial(_read_table, ok_files, use_cache, "host_events")),
         allocator_parts=allocator_parts if any(a is not None for a in allocator_parts) else None,
+        jobs=_analysis_jobs(opts, len(parts)),
     )
+
+
+def _analysis_jobs(opts: ReadOptions, hosts: int) -> int:
+    """Processes the run's analysis may use per host: as many as read it (a Dask cluster's reads: this
+    machine's cores), one for a single host."""
+    if hosts < 2:
+        return 1
+    return opts.jobs if opts.jobs is not None and not opts.dask else default_jobs()
 
 
 def _read_host_files(files: list[str], opts: ReadOptions, use_cache: bool, dask: str | None,
@@ -137,9 +146,13 @@ def _read_host_files(files: list[str], opts: ReadOptions, use_cache: bool, dask:
                     spill.keep(results[f].part)
                 advance(1)
     missed = [f for f in files if f not in results]
-    for r in read_hosts(missed, jobs=opts.jobs, dask=dask, progress=advance, keep_ops=opts.keep_ops,
-                        store=use_cache, allocator=opts.allocator_events, spill=spill):
-        results[r.path] = r
+    try:
+        for r in read_hosts(missed, jobs=opts.jobs, dask=dask, progress=advance, keep_ops=opts.keep_ops,
+                            store=use_cache, allocator=opts.allocator_events, spill=spill):
+            results[r.path] = r
+    finally:
+        if spill is not None:
+            spill.close()          # every file mapped is unlinked already: only a failed host's remains
     return results
 
 
@@ -152,7 +165,7 @@ def _row_spill(files: list[str], opts: ReadOptions):
 
     try:
         return RowSpill()
-    except OSError:          # no writable temporary folder: the rows stay in memory
+    except OSError:          # no writable temporary folder: the arrays stay in memory
         return None
 
 
