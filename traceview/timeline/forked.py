@@ -8,8 +8,11 @@ are already unlinked), so only an index goes to each and only its small result c
 in the items' order and the callers combine them as they would one by one: the output is the same byte for
 byte whatever ``jobs`` is.
 
-Forked only where forking is safe: Linux, no other thread running but the main one and at most one helper
-(the table cache's writer), and where there are at least two items and two jobs; else one by one, here.
+Forked only where forking is safe: Linux, no other Python thread running but the main one and at most one
+helper (the table cache's writer, a progress bar), and where there are at least two items and two jobs; else
+one by one, here. A process that ran JAX forks too (its threads are native ones the children never call into,
+as for the reading pool: traceview.trace.hosts), without JAX's warning about it. ``TRACEVIEW_NO_FORK=1``:
+never.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,7 +36,11 @@ def fork_map(task: Callable[[int], Any], count: int, jobs: int) -> list[Any]:
     global _TASK
     _TASK = task
     try:
-        with multiprocessing.get_context("fork").Pool(min(jobs, count)) as pool:
+        with warnings.catch_warnings():
+            # JAX warns at every fork of a process that ran it; the children never call into JAX
+            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+            pool = multiprocessing.get_context("fork").Pool(min(jobs, count))
+        with pool:
             return pool.map(_run, range(count), chunksize=max(1, count // (4 * jobs)))
     finally:
         _TASK = None
