@@ -32,6 +32,7 @@ from traceview.errors import UserError
 from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
 from traceview.parsers.discover import Run, find_run, is_trace_file, list_runs
+from traceview.trace.read import ReadOptions
 
 # The choice in the target box that keeps the chip the analysis was built with.
 AS_LOADED = "as loaded"
@@ -95,8 +96,10 @@ def hardware(hardware_file: str | None) -> dict[str, Chip]:
 # A parsed 2-million-event trace holds about 1 GB: keep few of them.
 @st.cache_resource(show_spinner="Reading the trace...", max_entries=3)
 def _base(request: LoadRequest, stamp: tuple) -> traceview.Analysis:
+    # the allocator events read with each host (from the table cache too): the advice weighs the memory view
     result = traceview.load(request.path, run=request.run, target=request.target,
-                            hardware_file=request.hardware_file, hlo=request.hlo, stage=request.stage or "after")
+                            hardware_file=request.hardware_file, hlo=request.hlo, stage=request.stage or "after",
+                            read_options=ReadOptions(allocator_events=True))
     with _lock:
         _loaded.add((request, stamp))
     return result
