@@ -38,8 +38,8 @@ READY = "first page ready"
 QUIET_S = 3.0
 # A first page drawn from a stored record: the full analysis (seconds of CPU on a pod) starts once that page
 # was drawn and the browser had a moment for it (ANALYSIS_AFTER_PAGE_S), or when no browser came within
-# ANALYSIS_WAIT_S; started at once it slowed the page's drawing by half a second (docs/scale.md).
-ANALYSIS_AFTER_PAGE_S = 1.0
+# ANALYSIS_WAIT_S; started at once it slowed the page's drawing by about half a second (docs/dashboard.md).
+ANALYSIS_AFTER_PAGE_S = 2.0
 ANALYSIS_WAIT_S = 5.0
 
 _shown = threading.Event()
