@@ -36,9 +36,10 @@ READY = "first page ready"
 # After the first page was drawn, the browser still fetches Streamlit's scripts from this process for a
 # moment: the other tabs' imports (about a second of CPU, holding the GIL) wait that long.
 QUIET_S = 3.0
-# A first page drawn from a stored record: the full analysis (seconds of CPU on a pod) starts once that page
-# was drawn and the browser had a moment for it (ANALYSIS_AFTER_PAGE_S), or when no browser came within
-# ANALYSIS_WAIT_S; started at once it slowed the page's drawing by about half a second (docs/dashboard.md).
+# After READY, the full analysis (seconds of CPU on a pod, when the first page came from a stored record) or
+# the writing of its record (when it did not) starts once the first page was drawn and the browser had a
+# moment for it (ANALYSIS_AFTER_PAGE_S), or when no browser came within ANALYSIS_WAIT_S; the analysis started
+# at once slowed the page's drawing by about half a second (docs/dashboard.md).
 ANALYSIS_AFTER_PAGE_S = 2.0
 ANALYSIS_WAIT_S = 5.0
 
@@ -132,7 +133,7 @@ def warm(config: DashboardConfig, out: TextIO | None = None, wait_for_page: bool
         seconds, from_record = warm_first_page(config)
         how = "read from the stored analysis" if from_record else "analysed"
         print(f"traceview dashboard: {config.path} {how} in {seconds:.1f} s, {READY}", file=out, flush=True)
-        if from_record and wait_for_page and _shown.wait(ANALYSIS_WAIT_S):
+        if wait_for_page and _shown.wait(ANALYSIS_WAIT_S):
             time.sleep(ANALYSIS_AFTER_PAGE_S)
         seconds = warm_analysis(config)   # without a stored record, only stores this one
         if from_record:

@@ -453,7 +453,7 @@ def test_first_page_from_the_stored_record_in_chromium(browser, sample_traces, t
         _settle(browser, 1, "Timeline")
         shots.append(browser.screenshot(tmp_path / "dashboard_record_timeline.png"))
     server_log = log.read_text()
-    assert "Traceback" not in server_log and "analysed in" in server_log, server_log[-3000:]
+    assert "Traceback" not in server_log, server_log[-3000:]
     _keep(shots)
     for shot in shots:
         assert _not_blank(shot) > 200, f"{shot.name} looks blank"
