@@ -186,3 +186,21 @@ def test_warm_up_reads_the_record_then_the_analysis_and_keeps_its_own(sample_tra
     lines = again.getvalue().splitlines()
     assert "read from the stored analysis" in lines[0] and warm.READY in lines[0]
     assert "analysed in" in lines[1]
+
+
+def test_a_record_stored_from_a_terminal_is_found(sample_traces, result_cache, tmp_path, monkeypatch):
+    """`traceview analyze --format json` run in a terminal (its key says stdout had colour) while the dashboard
+    runs elsewhere: the JSON is the same, and the dashboard finds it under the coloured key."""
+    from traceview.commands import runner
+
+    path = _copy(sample_traces / "mlp", tmp_path)
+    with monkeypatch.context() as patch:
+        patch.setattr(runner, "_colour", lambda: True)
+        cli = _analyze(path, tmp_path)
+    keys = data.record_keys(_config(path))
+    assert len(keys) == 3 and len(set(keys)) == 3
+    assert resultcache.get(keys[0]) is None and resultcache.get(keys[1]) is not None
+    config = _config(path)
+    request = data.opening_request(config)
+    found = data.stored_front(config, request, request.stamp())
+    assert found is not None and found.record == cli
