@@ -4,7 +4,9 @@ The sidebar picks what to look at (a path, a run and host of a log dir, an
 uploaded trace, the target chip); the tabs show one analysis. Every number
 comes from the same Analysis and report records as `traceview analyze`.
 Bad input is shown as the one-line UserError message, never a traceback.
-Only the open tab's content runs (dashboards/tabs.py).
+Only the open tab's content runs (dashboards/tabs.py). While the full
+analysis is loading, a stored record of it draws the header and the Overview
+(dashboards/front.py); the other tabs wait for the analysis.
 """
 
 from __future__ import annotations
@@ -24,9 +26,12 @@ from traceview.dashboards.data import (
     default_run,
     hardware,
     load_view,
+    loaded,
     runs_of,
     save_upload,
+    stored_front,
 )
+from traceview.dashboards.front import Front
 from traceview.errors import UserError
 from traceview.render.escape import markdown_code, markdown_text
 
@@ -61,30 +66,41 @@ def _sidebar(config: DashboardConfig) -> LoadRequest:
                        target=config.target)
 
 
-def _target_box(loaded: View) -> str:
+def _target_box(request: LoadRequest, first: Front) -> str:
     """The chip to judge on: the one the trace was loaded with (detected or --target), or any other."""
-    db = hardware(loaded.request.hardware_file)
-    chip = loaded.chip
-    how = "none" if chip is None else f"{chip.name} ({'detected' if loaded.analysis.target_detected else 'given'})"
+    db = hardware(request.hardware_file)
+    chip = first.chip
+    how = "none" if chip is None else f"{chip.name} ({'detected' if first.detected else 'given'})"
     return st.sidebar.selectbox("target chip", [AS_LOADED] + list(db), key="target",
                                 format_func=lambda o: how if o == AS_LOADED else o,
                                 help="judge every op against this chip's roofline (re-targeting does not "
                                      "re-read the trace)")
 
 
-def _header(view: View) -> None:
-    src = view.analysis.profile.source
-    chip = view.chip
-    st.markdown(f"### {markdown_text(src.path)}" + (f"  ·  run {markdown_code(src.run)}" if src.run else ""))
+def _header(first: Front) -> None:
+    src = first.record["source"]
+    chip = first.chip
+    st.markdown(f"### {markdown_text(src['path'])}" + (f"  ·  run {markdown_code(src['run'])}" if src["run"] else ""))
     how = "no target chip" if chip is None else \
-        f"target **{chip.name}** ({'detected from the trace' if view.analysis.target_detected else 'chosen'})"
-    hosts = markdown_text(", ".join(src.hosts))
-    st.caption(f"{how} · hosts: {hosts} · {len(view.analysis.profile.ops):,} device op executions")
-    if view.analysis.warnings:
-        count = len(view.analysis.warnings)
+        f"target **{chip.name}** ({'detected from the trace' if first.detected else 'chosen'})"
+    hosts = markdown_text(", ".join(src["hosts"]))
+    st.caption(f"{how} · hosts: {hosts} · {first.executions:,} device op executions")
+    warnings = first.record["warnings"]
+    if warnings:
+        count = len(warnings)
         with st.expander(f"{count} warning{'s' if count > 1 else ''}", expanded=False):
-            for warning in view.analysis.warnings:
+            for warning in warnings:
                 st.markdown(f"- {markdown_text(warning)}")
+
+
+def _waiting(request: LoadRequest) -> View:
+    """The full analysis, for a tab opened while it is still loading: the tab says so meanwhile."""
+    note = st.empty()
+    note.info("Loading the full analysis for this tab (the Overview was drawn from the stored analysis "
+              "record; its figures are the same)...")
+    view = load_view(request)
+    note.empty()
+    return view
 
 
 def main() -> None:
@@ -93,11 +109,22 @@ def main() -> None:
     config = from_env()
     try:
         request = _sidebar(config)
-        loaded = load_view(request)
-        chip = _target_box(loaded)
-        view = loaded if chip == AS_LOADED else load_view(request, chip)
-        _header(view)
-        tabs.render(view)
+        stamp = request.stamp()
+        first = None if loaded(request, stamp) else stored_front(config, request, stamp)
+        view: View | None = None
+        if first is None:   # no stored record: everything waits for the analysis
+            view = load_view(request)
+            first = view.front
+        chip = _target_box(request, first)
+        if chip != AS_LOADED:
+            view = load_view(request, chip)
+            first = view.front
+        _header(first)
+        if view is None:
+            tabs.render(first, lambda: _waiting(request))
+        else:
+            done = view
+            tabs.render(first, lambda: done)
         warm.page_shown(time.perf_counter() - started, st.session_state.get(tabs.TAB_KEY))
     except UserError as exc:
         st.error(markdown_text(exc))

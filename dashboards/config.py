@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 PREFIX = "TRACEVIEW_DASHBOARD_"
-_FIELDS = ("path", "run", "target", "hardware_file", "hlo", "stage", "history")
+_FIELDS = ("path", "run", "target", "hardware_file", "hlo", "stage", "history", "record_keys")
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,9 @@ class DashboardConfig:
     hlo: str | None = None            # XLA dump folder or HLO file
     stage: str | None = None          # "after" (default) or "before" optimizations, for dumped HLO
     history: str | None = None        # a history store (SQLite file or postgresql:// URL) for the History tab
+    # Result-cache keys (comma-separated) under which the analyze JSON record of the opening trace may be
+    # stored, the last one the dashboard's own (dashboards/front.py); `traceview dashboard` computes them.
+    record_keys: str | None = None
 
     def to_env(self) -> dict[str, str]:
         """The variables that make the app open this configuration."""

@@ -6,13 +6,18 @@ modification times (a re-captured trace is read again) plus the run and
 options. A target change goes through `Analysis.retarget` on that cached
 analysis, which returns a new one. The numbers shown always come from
 `traceview.analysis.record` (the JSON contract), so the page and the CLI agree.
+The header and the Overview draw a `front.Front` (the analysis' JSON record),
+which a record stored in the result cache can stand for until the analysis is
+loaded (`stored_front`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import tempfile
+import threading
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import pandas as pd
@@ -22,10 +27,12 @@ import traceview
 from traceview.analysis.build import PipelineResult
 from traceview.analysis.record import summary_record
 from traceview.dashboards.config import DashboardConfig
+from traceview.dashboards.front import Front, from_analysis, store, stored
 from traceview.errors import UserError
 from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
 from traceview.parsers.discover import Run, find_run, is_trace_file, list_runs
+from traceview.trace.read import ReadOptions
 
 # The choice in the target box that keeps the chip the analysis was built with.
 AS_LOADED = "as loaded"
@@ -69,6 +76,11 @@ class View:
     def chip(self) -> Chip | None:
         return self.result.target
 
+    @cached_property
+    def front(self) -> Front:
+        """The header's and the Overview's record of this analysis."""
+        return from_analysis(self.result.to_json(), self.chip, (self.request, self.stamp, self.target_label))
+
     @property
     def as_loaded(self) -> traceview.Analysis:
         """The analysis on the chip it was loaded with: views that do not depend on the chip (memory
@@ -84,8 +96,24 @@ def hardware(hardware_file: str | None) -> dict[str, Chip]:
 # A parsed 2-million-event trace holds about 1 GB: keep few of them.
 @st.cache_resource(show_spinner="Reading the trace...", max_entries=3)
 def _base(request: LoadRequest, stamp: tuple) -> traceview.Analysis:
-    return traceview.load(request.path, run=request.run, target=request.target, hardware_file=request.hardware_file,
-                          hlo=request.hlo, stage=request.stage or "after")
+    # the allocator events read with each host (from the table cache too): the advice weighs the memory view
+    result = traceview.load(request.path, run=request.run, target=request.target,
+                            hardware_file=request.hardware_file, hlo=request.hlo, stage=request.stage or "after",
+                            read_options=ReadOptions(allocator_events=True))
+    with _lock:
+        _loaded.add((request, stamp))
+    return result
+
+
+# The (request, stamp) pairs whose analysis was loaded in this process: until then, a stored record may draw
+# the first page (the cache itself cannot be asked whether it holds an entry without waiting for it).
+_loaded: set[tuple] = set()
+_lock = threading.Lock()
+
+
+def loaded(request: LoadRequest, stamp: tuple) -> bool:
+    with _lock:
+        return (request, stamp) in _loaded
 
 
 @st.cache_resource(show_spinner="Re-targeting...", max_entries=16)
@@ -111,6 +139,37 @@ def load_view(request: LoadRequest, chip_name: str = AS_LOADED) -> View:
     Raises UserError (the one-line message the page shows) for bad input.
     """
     return _view(request, request.stamp(), chip_name)
+
+
+def record_keys(config: DashboardConfig) -> list[str]:
+    return [k for k in (config.record_keys or "").split(",") if k]
+
+
+def stored_front(config: DashboardConfig, request: LoadRequest, stamp: tuple) -> Front | None:
+    """The first page of `request` from a record stored in the result cache, when `traceview dashboard`
+    found where one may be (config.record_keys: for its opening request only), and one is there."""
+    keys = record_keys(config)
+    if not keys or request != opening_request(config):
+        return None
+    return _stored_front(tuple(keys), request, stamp)
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)
+def _stored_front(keys: tuple[str, ...], request: LoadRequest, stamp: tuple) -> Front | None:
+    return stored(list(keys), request.path, [f for f, _, _ in stamp], hardware(request.hardware_file),
+                        (request, stamp, AS_LOADED))
+
+
+def store_record(config: DashboardConfig, view: View) -> bool:
+    """Keep the loaded analysis' record under the dashboard's own key (the last of config.record_keys), so
+    that the next opening of the same inputs draws its first page from it; only while the files are those
+    the analysis read."""
+    keys = record_keys(config)
+    if not keys or view.request.stamp() != view.stamp:
+        return False
+    from traceview.render import jsontext
+
+    return store(keys[-1], jsontext.dumps(view.result.to_json()) + "\n")
 
 
 def runs_of(path: str) -> list[Run]:

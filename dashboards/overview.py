@@ -1,5 +1,9 @@
 """Overview: what to fix first (the ranked advice, each item a link to its tab), devices, step time split
-by bound, MFU, and the biggest gaps in one sentence each."""
+by bound, MFU, and the biggest gaps in one sentence each.
+
+Drawn from the analysis' JSON record alone (dashboards/front.py), so that a
+stored record draws it before the full analysis is loaded, with the same
+figures."""
 
 from __future__ import annotations
 
@@ -10,11 +14,10 @@ import streamlit as st
 
 from traceview.analysis.roofline import GAIN_DEFINITION
 from traceview.dashboards.bars import share_bar_html, stacked_columns_html
-from traceview.dashboards.data import View
+from traceview.dashboards.front import ChipTraits, Front
 from traceview.dashboards.tabs import TAB_KEY, TABS
-from traceview.hardware.chips import Chip, dtype_class
-from traceview.hardware.detect import device_model_name
-from traceview.render.advice import saving_sentence
+from traceview.hardware.chips import dtype_class
+from traceview.render.advice import saving_words
 from traceview.render.charts import BOUND_COLOURS
 from traceview.render.escape import markdown_text
 from traceview.render.tables import markdown_table
@@ -38,36 +41,36 @@ def bound_split(summary: dict) -> pd.DataFrame:
     return frame
 
 
-def resource_name(bound: str, record: dict, chip: Chip | None) -> str:
+def resource_name(bound: str, record: dict, chip: ChipTraits | None) -> str:
     """Which roofline term an op hits: '<dtype> peak', 'HBM', 'ICI' / 'NVLink' / 'PCIe'..."""
     if bound == "compute":
         dtype = record.get("dtype")
         klass = dtype_class(dtype) if dtype else None
-        if chip is not None and klass and klass not in chip.peak_flops and klass in chip.dtype_fallbacks:
-            return f"{chip.dtype_fallbacks[klass][0]} peak"      # the peak the rule used, not the dtype's
+        if chip is not None and klass and klass not in chip.peak_dtypes and chip.fallback(klass) is not None:
+            return f"{chip.fallback(klass)} peak"      # the peak the rule used, not the dtype's
         return f"{klass or dtype or 'compute'} peak"
     if bound == "memory":
         return "HBM" if chip is None or chip.kind != "CPU" else "memory"
     if bound == "communication":
         if record.get("collective_kind") == "host-transfer":
             return "PCIe"
-        if chip is not None and chip.interconnect is not None:
-            return _LINK_NAMES.get(chip.interconnect.type, chip.interconnect.type)
+        if chip is not None and chip.link is not None:
+            return _LINK_NAMES.get(chip.link, chip.link)
         return "interconnect"
     return "unknown"
 
 
-def gap_sentences(view: View, limit: int = 5) -> list[str]:
+def gap_sentences(front: Front, limit: int = 5) -> list[str]:
     """'all-reduce.3: 121 ms measured, 45 ms at the ICI roofline, communication-bound (76 ms to gain)',
     ranked by gain (what the device would save; for async work at most the time it waited)."""
-    ops = view.ops
+    ops = front.ops
     rank = "gain_us" if "gain_us" in ops.columns else "gap_us"
     if rank not in ops.columns:
         return []
     ranked = ops[ops[rank].fillna(0) > 0].sort_values(rank, ascending=False, kind="stable").head(limit)
     sentences = []
     for r in ranked.to_dict("records"):
-        resource = resource_name(r["bound"], r, view.chip)
+        resource = resource_name(r["bound"], r, front.chip)
         measured = r.get("projected_time_us") if r.get("projected_time_us") == r.get("projected_time_us") and \
             r.get("projected_time_us") is not None else r["judged_time_us"]
         waited = ""
@@ -93,26 +96,25 @@ def steps_frame(summary: dict, limit: int | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["step", "bound", "time_ms"])
 
 
-def device_frame(view: View) -> pd.DataFrame:
+def device_frame(front: Front) -> pd.DataFrame:
     """One row per device of the trace; with one host, devices are named without it (the header names it)."""
-    one_host = len(view.analysis.profile.source.hosts) == 1
-    rows = [{"device": d.id.split("/", 1)[-1] if one_host else d.id, "kind": d.kind, "model": device_model_name(d),
-             "peak FLOP/s": fmt_si(d.peak_flops, "FLOP/s"), "HBM": fmt_si(d.hbm_bandwidth, "B/s")}
-            for d in view.analysis.profile.devices]
+    one_host = len(front.record["source"]["hosts"]) == 1
+    rows = [{"device": d["id"].split("/", 1)[-1] if one_host else d["id"], "kind": d["kind"],
+             "model": d["model_name"], "peak FLOP/s": fmt_si(d["peak_flops"], "FLOP/s"),
+             "HBM": fmt_si(d["hbm_bandwidth"], "B/s")}
+            for d in front.record["devices"]]
     return pd.DataFrame(rows)
 
 
-def advice_rows(view: View, limit: int = ADVICE_ITEMS) -> list[dict]:
-    """The first ``limit`` items of ``Analysis.advice()``: rank, kind, title, saving (a sentence), the first
-    piece of evidence, and the tab that shows it (the Overview when the dashboard has no such tab)."""
-    report = view.result.advice()
-    rows = []
-    for item in report.items[:limit]:
-        rows.append({"rank": item.rank, "kind": item.kind, "title": item.title,
-                     "saving": saving_sentence(item, report.span_ps),
-                     "evidence": item.evidence[0] if item.evidence else "",
-                     "tab": item.tab if item.tab in TABS else "Overview"})
-    return rows
+def advice_rows(front: Front, limit: int = ADVICE_ITEMS) -> list[dict]:
+    """The first ``limit`` items of the record's ``advice`` (``Analysis.advice()``): rank, kind, title, saving
+    (a sentence), the first piece of evidence, and the tab that shows it (the Overview when the dashboard has
+    no such tab)."""
+    return [{"rank": item["rank"], "kind": item["kind"], "title": item["title"],
+             "saving": saving_words(item["saving_us"], item["saving_share"]),
+             "evidence": item["evidence"][0] if item["evidence"] else "",
+             "tab": item["tab"] if item["tab"] in TABS else "Overview"}
+            for item in front.record["advice"][:limit]]
 
 
 def _open_tab(name: str) -> None:
@@ -133,29 +135,33 @@ class Parts:
     advice: list[dict]           # advice_rows
 
 
-def parts(view: View) -> Parts:
-    return _parts(view, (view.request, view.stamp, view.target_label))
+def parts(front: Front) -> Parts:
+    return _parts(front, front.key)
+
+
+def build_parts(front: Front) -> Parts:
+    s = front.summary
+    split = bound_split(s)
+    frame = steps_frame(s, MAX_STEP_BARS)
+    return Parts(split=split, sentences=gap_sentences(front),
+                 steps=[x["time_us"] for x in s.get("steps", []) if x.get("time_us") is not None],
+                 steps_frame=frame, devices=device_frame(front),
+                 split_chart=split_bar_chart(split) if len(split) else None,
+                 steps_chart=steps_chart(frame) if len(frame) else None, advice=advice_rows(front))
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
-def _parts(_view: View, key: tuple) -> Parts:
-    s = _view.summary
-    split = bound_split(s)
-    frame = steps_frame(s, MAX_STEP_BARS)
-    return Parts(split=split, sentences=gap_sentences(_view),
-                 steps=[x["time_us"] for x in s.get("steps", []) if x.get("time_us") is not None],
-                 steps_frame=frame, devices=device_frame(_view),
-                 split_chart=split_bar_chart(split) if len(split) else None,
-                 steps_chart=steps_chart(frame) if len(frame) else None, advice=advice_rows(_view))
+def _parts(_front: Front, key: tuple) -> Parts:
+    return build_parts(_front)
 
 
-def render(view: View) -> None:
-    s = view.summary
-    p = parts(view)
+def render(front: Front) -> None:
+    s = front.summary
+    p = parts(front)
     _advice(p.advice)
     steps = p.steps
     cols = st.columns(5)
-    active, listed = len(view.analysis.active_devices), len(view.analysis.profile.devices)
+    active, listed = s.get("active_devices") or 0, len(front.record["devices"])
     cols[0].metric("devices", active, help=f"devices with at least one op ({listed} in the trace)")
     cols[1].metric("steps", len(steps))
     cols[2].metric("median step", fmt_time_us(float(pd.Series(steps).median())) if steps else "-")
@@ -207,9 +213,9 @@ def _advice(rows: list[dict]) -> None:
                         help=f"open the {row['tab']} tab")
 
 
-def warm(view: View) -> None:
+def warm(front: Front) -> None:
     """Build what `render` draws."""
-    parts(view)
+    parts(front)
 
 
 def _devices(frame: pd.DataFrame) -> None:

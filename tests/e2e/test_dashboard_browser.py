@@ -421,3 +421,39 @@ def test_timeline_of_a_pod_in_chromium(browser, shared_traces, tmp_path):
     assert "Traceback" not in panel + drilled
     _keep([shot, clicked])
     assert _not_blank(shot) > 50 and _not_blank(clicked) > 200
+
+
+def test_first_page_from_the_stored_record_in_chromium(browser, sample_traces, tmp_path):
+    """A run analysed before (`traceview analyze --format json` stored its output): the server says the first
+    page is ready once it read that record, the Overview shows the CLI's figures, and a tab that needs the
+    full analysis shows its content once it is loaded (docs/scale.md, "The dashboard's first page")."""
+    import json
+    import subprocess
+    import sys
+
+    trace = sample_traces / "host_bound"
+    env = {**os.environ, "TRACEVIEW_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TRACEVIEW_NO_RESULT_CACHE", None)
+    out = tmp_path / "analyze.json"
+    subprocess.run([sys.executable, "-m", "traceview", "analyze", str(trace), "--format", "json", "-o", str(out)],
+                   env=env, check=True, timeout=300)
+    cli = json.loads(out.read_text())
+    log = tmp_path / "server.log"
+    with _server(trace, log, env=env, timeout=120) as url:
+        deadline = time.monotonic() + 60
+        while "first page ready" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "read from the stored analysis" in log.read_text(), log.read_text()[-2000:]
+        _open_overview(browser, url)
+        _settle(browser, 2, "Overview")
+        panel = _visible_panel(browser)
+        assert fmt_share(cli["summary"]["mfu"]) in panel and cli["advice"][0]["title"] in panel
+        shots = [browser.screenshot(tmp_path / "dashboard_record_overview.png")]
+        _click_tab(browser, "Timeline", "idle gaps")
+        _settle(browser, 1, "Timeline")
+        shots.append(browser.screenshot(tmp_path / "dashboard_record_timeline.png"))
+    server_log = log.read_text()
+    assert "Traceback" not in server_log, server_log[-3000:]
+    _keep(shots)
+    for shot in shots:
+        assert _not_blank(shot) > 200, f"{shot.name} looks blank"

@@ -174,6 +174,61 @@ def test_allocator_events_read_with_the_hosts_equal_a_read_of_the_files(pod, cac
         pd.testing.assert_frame_equal(a, b, check_exact=True)
 
 
+def test_allocator_events_from_the_table_cache_equal_a_read_of_the_files(pod, cache_dir, monkeypatch):
+    """A host read from the table cache brings its allocator events from the cache too (no read of its file
+    for the memory view): the same frames as read from the files, and the same analyze output."""
+    from traceview.parsers import allocator_events
+    from traceview.trace.read import allocator_frames
+
+    files = sorted(str(f) for f in pod.glob("*.xplane.pb"))
+    expected = {f: allocator_events.read_allocator_events(Path(f)) for f in files}
+    assert all(len(frame) for frame in expected.values())
+    plain = _analyze_json(pod, "--no-cache")
+    cold = _analyze_json(pod)                           # reads the files, stores tables and allocator events
+    assert len(list(cache_dir.glob("*" + table_cache.ALLOCATOR_SUFFIX))) == 3
+    for f in files:
+        pd.testing.assert_frame_equal(table_cache.get_allocator(f), expected[f], check_exact=True)
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("allocator events read from the file on a cache hit")
+    with monkeypatch.context() as patch:
+        patch.setattr(allocator_events, "read_allocator_events", no_read)
+        profile = load_profile(pod, options=ReadOptions(keep_ops=False, allocator_events=True))
+        for f, frame in zip(profile.source.files, allocator_frames(profile)):
+            pd.testing.assert_frame_equal(frame, expected[f], check_exact=True)
+        warm = _analyze_json(pod)
+    assert plain == cold == warm
+
+    # tables cached before their allocator events were (an older entry): read from the file once, then kept
+    for entry in cache_dir.glob("*" + table_cache.ALLOCATOR_SUFFIX):
+        entry.unlink()
+    profile = load_profile(pod, options=ReadOptions(keep_ops=False, allocator_events=True))
+    assert [len(p) for p in profile.allocator_parts] == [len(expected[f]) for f in profile.source.files]
+    table_cache.flush()
+    assert len(list(cache_dir.glob("*" + table_cache.ALLOCATOR_SUFFIX))) == 3
+
+
+def test_allocator_entry_round_trips_strings_none_and_empty(tmp_path, cache_dir):
+    from traceview.parsers.allocator_events import empty_allocator_frame
+
+    f = tmp_path / "h.xplane.pb"
+    f.write_bytes(b"x")
+    empty = empty_allocator_frame()
+    assert table_cache.put_allocator(f, empty)
+    pd.testing.assert_frame_equal(table_cache.get_allocator(f), empty, check_exact=True)
+    frame = pd.DataFrame({"host": pd.Categorical(["h", "h", "h"]), "time_ps": [3, 1, 2],
+                          "tf_op": pd.Series(["dot", None, "é\udc80"], dtype=object),
+                          "shape": pd.Series([None, None, None], dtype=object)})
+    assert table_cache.put_allocator(f, frame)
+    got = table_cache.get_allocator(f)
+    pd.testing.assert_frame_equal(got, frame, check_exact=True)
+    assert got["tf_op"][1] is None and got["shape"][0] is None
+    assert not table_cache.put_allocator(f, frame.assign(tf_op=pd.Series([1, "a", None], dtype=object)))
+    entry = table_cache.entry_path(f).with_suffix(table_cache.ALLOCATOR_SUFFIX)
+    entry.write_bytes(entry.read_bytes()[:-5])        # truncated: a miss, and removed
+    assert table_cache.get_allocator(f) is None and not entry.exists()
+
+
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_host_threads_cut_where_read_equal_the_run_cut_in_the_parent(pod, cache_dir, jobs):
     """Each host's threads are cut into interval sets where it is read; the idle causes from them equal those

@@ -51,6 +51,30 @@ def streamlit_command(args: argparse.Namespace) -> list[str]:
             "--global.showWarningOnDirectExecution", "false", "--client.toolbarMode", "viewer"]
 
 
+def record_keys(args: argparse.Namespace) -> list[str]:
+    """Where the result cache may hold the analyze JSON record of what the dashboard opens, so its first page
+    is drawn before the full analysis is loaded (traceview.dashboards.front): `traceview analyze PATH --format
+    json` with the same options (the user ran it before), then the dashboard's own record (stored by an
+    earlier `traceview dashboard` of the same inputs). [] when the result cache is off."""
+    import hashlib
+
+    from traceview.commands import analyze, runner
+
+    parser = argparse.ArgumentParser(add_help=False)
+    analyze.register(parser.add_subparsers(dest="command"))
+    argv = ["analyze", args.path, "--format", "json", "--stage", args.stage]
+    for flag, value in (("--run", args.run), ("--target", args.target), ("--hardware-file", args.hardware_file),
+                        ("--hlo", args.hlo)):
+        if value is not None:
+            argv += [flag, value]
+    if args.no_cache:
+        argv.append("--no-cache")
+    keys = runner.stored_keys(parser.parse_args(argv))
+    if not keys:
+        return []
+    return [*keys, hashlib.sha256(f"dashboard record\0{keys[0]}".encode()).hexdigest()]
+
+
 def _absolute(path: str | None) -> str | None:
     """The server may run from another folder: hand it absolute paths."""
     return None if path is None else str(Path(path).expanduser().resolve())
@@ -82,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         history = history if "://" in history else _absolute(history)
     config = DashboardConfig(path=_absolute(args.path), run=args.run, target=args.target,
                              hardware_file=_absolute(args.hardware_file), hlo=_absolute(args.hlo), stage=args.stage,
-                             history=history)
+                             history=history, record_keys=",".join(record_keys(args)) or None)
     env = {**os.environ, **config.to_env(), **read_options_env(args)}
     print(f"traceview dashboard on {args.path}: http://{args.host}:{args.port}  (Ctrl-C to stop)", flush=True)
     proc = subprocess.Popen(streamlit_command(args), env=env)

@@ -112,8 +112,21 @@ def _key_or_none(args: argparse.Namespace) -> str | None:
         return None
 
 
-def cache_key(args: argparse.Namespace) -> str:
-    """The hex digest naming the output of this command on its inputs as they are now."""
+def stored_keys(args: argparse.Namespace) -> list[str]:
+    """The keys `args`'s output may be stored under, whether its stdout was coloured or not (for an output
+    colour does not change, like JSON, read by another process than the one that ran it); [] when not
+    cached."""
+    if not enabled(args):
+        return []
+    try:
+        return [cache_key(args, colour=False), cache_key(args, colour=True)]
+    except (_Uncacheable, OSError, ValueError, TypeError, RecursionError):
+        return []
+
+
+def cache_key(args: argparse.Namespace, colour: bool | None = None) -> str:
+    """The hex digest naming the output of this command on its inputs as they are now (`colour`: whether
+    stdout gets colour; None: as this process's stdout does)."""
     options = {k: v for k, v in sorted(vars(args).items()) if k not in _NOT_IN_KEY}
     for k, v in options.items():
         if v is not None and not isinstance(v, (str, int, float, bool)):
@@ -132,7 +145,7 @@ def cache_key(args: argparse.Namespace) -> str:
             inputs.append([name, _identity(path)])
         else:
             inputs.append([name, *_source_inputs(path, budget, trace=name != "hlo")])
-    ident = [KEY_FORMAT, __version__, source_fingerprint(), options, _colour(),
+    ident = [KEY_FORMAT, __version__, source_fingerprint(), options, _colour() if colour is None else colour,
              os.getcwd() if relative else None, inputs]
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode("utf-8", "surrogatepass")).hexdigest()
 

@@ -15,9 +15,15 @@ from traceview.units import fmt_pct, fmt_share, fmt_time_us
 def saving_sentence(item: Advice, span_ps: float) -> str:
     """What an item would save, per device and as a share of the span, in words."""
     if item.saving_ps is None:
+        return saving_words(None, None)
+    return saving_words(item.saving_ps / 1e6, item.saving_ps / span_ps if span_ps else None)
+
+
+def saving_words(saving_us: float | None, share: float | None) -> str:
+    """The same sentence from an item of the JSON ``advice`` list (its ``saving_us`` and ``saving_share``)."""
+    if saving_us is None:
         return "saving not estimated"
-    share = item.saving_ps / span_ps if span_ps else None
-    return f"saves up to {fmt_time_us(item.saving_ps / 1e6)} per device ({fmt_share(share)} of the span)"
+    return f"saves up to {fmt_time_us(saving_us)} per device ({fmt_share(share)} of the span)"
 
 
 def advice_sections(report: AdviceReport, top: int = TOP) -> list[Section]:

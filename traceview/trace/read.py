@@ -133,15 +133,18 @@ def _read_host_files(files: list[str], opts: ReadOptions, use_cache: bool, dask:
     """Each host file's tables: from the table cache where it holds the file as it is now, else read
     (and stored in the cache where they are read, a pool's workers, or by a writer thread while the
     analysis goes on)."""
+    from traceview.trace import table_cache
+
     results: dict[str, HostResult] = {}
     spill = _row_spill(files, opts)
     if use_cache:
-        from traceview.trace import table_cache
-
         for f in files:
             data = table_cache.get(f)
             if data is not None:
-                results[f] = reduced(HostResult(f, data=data), opts.keep_ops)
+                result = HostResult(f, data=data)
+                if opts.allocator_events:
+                    result.allocator = _cached_allocator_events(f)
+                results[f] = reduced(result, opts.keep_ops)
                 if spill is not None and results[f].part is not None:
                     spill.keep(results[f].part)
                 advance(1)
@@ -150,6 +153,8 @@ def _read_host_files(files: list[str], opts: ReadOptions, use_cache: bool, dask:
         for r in read_hosts(missed, jobs=opts.jobs, dask=dask, progress=advance, keep_ops=opts.keep_ops,
                             store=use_cache, allocator=opts.allocator_events, spill=spill):
             results[r.path] = r
+            if use_cache and r.allocator is not None:
+                table_cache.put_allocator(r.path, r.allocator, background=True)
     finally:
         if spill is not None:
             spill.close()          # every file mapped is unlinked already: only a failed host's remains
@@ -167,6 +172,25 @@ def _row_spill(files: list[str], opts: ReadOptions):
         return RowSpill()
     except OSError:          # no writable temporary folder: the arrays stay in memory
         return None
+
+
+def _cached_allocator_events(path: str) -> pd.DataFrame | None:
+    """A cached host's allocator events: from their own cache entry, else read from its file now (and
+    stored there); None for a file that has none to read (a JSON trace) or cannot be read (the memory view
+    then reads it itself and says why)."""
+    from traceview.parsers.allocator_events import read_allocator_events
+    from traceview.parsers.discover import is_xplane_file
+    from traceview.trace import table_cache
+
+    found = table_cache.get_allocator(path)
+    if found is not None or not is_xplane_file(Path(path)):
+        return found
+    try:
+        found = read_allocator_events(Path(path))
+    except Exception:  # noqa: BLE001 - the memory view reads it again and says why
+        return None
+    table_cache.put_allocator(path, found, background=True)
+    return found
 
 
 def _raise_none_read(path: str | Path, failures: list[HostResult], total: int) -> NoReturn:

@@ -13,6 +13,11 @@ one read, the columns are views of it. It lives under
 ``$XDG_CACHE_HOME/traceview`` (default ``~/.cache/traceview``;
 ``TRACEVIEW_CACHE_DIR`` overrides).
 
+Beside it, a host's allocator events (the memory view's input: parsers.allocator_events)
+are kept in an entry of their own (``.alloc``, same key and layout) once they
+were read: a command that reads the tables from the cache then reads them
+from there too, not from the file.
+
 The cache is an accelerator only: a read-only or missing directory, a full
 disk, a corrupt or foreign entry are all a miss, never an error. The oldest
 entries go when the total passes ``TRACEVIEW_CACHE_MAX_MB`` (default 4096).
@@ -40,6 +45,7 @@ from traceview.version import __version__
 
 FORMAT = 2
 SUFFIX = ".tables"
+ALLOCATOR_SUFFIX = ".alloc"
 _SUFFIX = SUFFIX
 _MAGIC = b"TVTABLES"
 _ALIGN = 64
@@ -51,7 +57,7 @@ _READER_MODULES = ("traceview.parsers.xplane", "traceview.parsers.xspace_schema"
                    "traceview.parsers.xspace_kernels", "traceview.parsers.xspace_file", "traceview.parsers.compressed",
                    "traceview.parsers.discover", "traceview.parsers.profile", "traceview.trace.table_cache",
                    "traceview.parsers.trace_json", "traceview.parsers.trace_file",
-                   "traceview.parsers.remote")
+                   "traceview.parsers.remote", "traceview.parsers.allocator_events")
 # The TraceData fields an entry holds: a TraceData with other fields is not stored (nothing silently lost).
 _FIELDS = {"host", "ops", "host_events", "steps", "devices", "hlo_protos", "environment", "warnings"}
 _fingerprint: str | None = None
@@ -113,6 +119,44 @@ def get(path: str | Path) -> TraceData | None:
     return data
 
 
+def get_allocator(path: str | Path) -> pd.DataFrame | None:
+    """The cached allocator events of this file, or None (absent, stale, unreadable or corrupt entry)."""
+    if _pending:
+        flush()
+    entry = entry_path(path)
+    if entry is None:
+        return None
+    entry = entry.with_suffix(ALLOCATOR_SUFFIX)
+    if not entry.is_file():
+        return None
+    try:
+        arrays = _read_arrays(entry)
+        meta = json.loads(arrays["meta"].tobytes())
+        if meta.get("format") != FORMAT:
+            raise ValueError("other format")
+        frame = _unpack_frame("allocator", meta["columns"], arrays)
+    except Exception:  # a corrupt or foreign entry is a miss
+        remove(entry)
+        return None
+    touch(entry)
+    return frame
+
+
+def put_allocator(path: str | Path, frame: pd.DataFrame, background: bool = False) -> bool:
+    """Store the allocator events read from this file (as put stores its tables)."""
+    entry = entry_path(path)
+    if entry is None:
+        return False
+    try:
+        arrays: dict[str, np.ndarray] = {}
+        columns = _pack_frame("allocator", frame, arrays)
+        arrays["meta"] = np.frombuffer(json.dumps({"format": FORMAT, "columns": columns}).encode(), dtype=np.uint8)
+        plan = _plan(arrays)
+    except (_Unstorable, ValueError, TypeError):
+        return False
+    return _put_planned(entry.with_suffix(ALLOCATOR_SUFFIX), plan, background)
+
+
 def put(path: str | Path, data: TraceData, background: bool = False) -> bool:
     """Store the tables read from this file; False (and nothing stored) when that is not possible.
 
@@ -129,6 +173,10 @@ def put(path: str | Path, data: TraceData, background: bool = False) -> bool:
         plan = _plan(_pack(data))
     except (_Unstorable, ValueError, TypeError):
         return False
+    return _put_planned(entry, plan, background)
+
+
+def _put_planned(entry: Path, plan: tuple[bytes, list[tuple[int, np.ndarray]], list], background: bool) -> bool:
     if not background:
         return _store(entry, plan, verify=False)
     # A thread of its own that ends with the write (no idle thread left for a later fork to copy);
@@ -162,7 +210,7 @@ def _store(entry: Path, plan: tuple[bytes, list[tuple[int, np.ndarray]], list], 
         if verify and not _unchanged(header, payload, fills):
             raise _Unstorable("a table changed while it was written")
 
-    if not store(entry, _SUFFIX, write):
+    if not store(entry, entry.suffix, write):
         return False
     try:
         for old in entry.parent.glob("*.npz"):  # entries of the first format are never read again
@@ -308,31 +356,7 @@ def _pack(data: TraceData) -> dict[str, np.ndarray]:
     if {f.name for f in fields(data)} != _FIELDS:
         raise _Unstorable("TraceData has fields this cache format does not know")
     arrays: dict[str, np.ndarray] = {}
-    tables: dict[str, list] = {}
-    for table in _TABLES:
-        frame: pd.DataFrame = getattr(data, table)
-        if not isinstance(frame.index, pd.RangeIndex) or frame.index.start != 0 or frame.index.step != 1:
-            raise _Unstorable("only tables with a default index are stored")
-        columns = []
-        for i, name in enumerate(frame.columns):
-            column = frame.iloc[:, i]
-            key = f"{table}:{i}"
-            if isinstance(column.dtype, pd.CategoricalDtype):
-                cats = column.cat.categories
-                if not all(isinstance(c, str) for c in cats):
-                    raise _Unstorable("non-string categories")
-                encoded = [c.encode("utf-8", "surrogatepass") for c in cats]
-                arrays[key + ":codes"] = column.cat.codes.to_numpy()
-                arrays[key + ":text"] = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-                arrays[key + ":ends"] = np.cumsum([len(e) for e in encoded], dtype=np.int64)
-                columns.append([name, "category", str(cats.dtype), bool(column.cat.ordered)])
-            else:
-                values = column.to_numpy()
-                if values.dtype == object:
-                    raise _Unstorable("object column")
-                arrays[key] = values
-                columns.append([name, str(column.dtype)])
-        tables[table] = columns
+    tables = {table: _pack_frame(table, getattr(data, table), arrays) for table in _TABLES}
     names = list(data.hlo_protos)
     for i, name in enumerate(names):
         arrays[f"hlo:{i}"] = np.frombuffer(bytes(data.hlo_protos[name]), dtype=np.uint8)
@@ -347,24 +371,70 @@ def _unpack(arrays: dict[str, np.ndarray]) -> TraceData:
     meta = json.loads(arrays["meta"].tobytes())
     if meta.get("format") != FORMAT:
         raise ValueError("other format")
-    frames = {}
-    for table in _TABLES:
-        out = {}
-        for i, spec in enumerate(meta["tables"][table]):
-            name, dtype = spec[0], spec[1]
-            key = f"{table}:{i}"
-            if dtype == "category":
-                text = arrays[key + ":text"].tobytes()
-                ends = arrays[key + ":ends"].tolist()
-                starts = [0] + ends[:-1]
-                cats = [text[s:e].decode("utf-8", "surrogatepass") for s, e in zip(starts, ends)]
-                out[name] = pd.Categorical.from_codes(arrays[key + ":codes"],
-                                                      categories=pd.Index(cats, dtype=spec[2]), ordered=spec[3])
-            else:
-                out[name] = arrays[key].astype(dtype, copy=False)
-        frames[table] = pd.DataFrame(out, copy=False)
+    frames = {table: _unpack_frame(table, meta["tables"][table], arrays) for table in _TABLES}
     hlo = {name: arrays[f"hlo:{i}"].tobytes() for i, name in enumerate(meta["hlo"])}
     devices = [Device(**_from_json(d)) for d in meta["devices"]]
     return TraceData(host=meta["host"], ops=frames["ops"], host_events=frames["host_events"],
                      steps=frames["steps"], devices=devices, hlo_protos=hlo,
                      environment=_from_json(meta["environment"]), warnings=meta["warnings"])
+
+
+def _texts(key: str, cats: list[str], arrays: dict[str, np.ndarray]) -> None:
+    encoded = [c.encode("utf-8", "surrogatepass") for c in cats]
+    arrays[key + ":text"] = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    arrays[key + ":ends"] = np.cumsum([len(e) for e in encoded], dtype=np.int64)
+
+
+def _pack_frame(table: str, frame: pd.DataFrame, arrays: dict[str, np.ndarray]) -> list[list]:
+    """Add the arrays of one table's columns to ``arrays``; returns their specs. Categorical columns are
+    stored as codes and their categories; a column of strings and None (``text``) as codes (-1: None) and
+    its distinct strings; any other object column cannot be stored."""
+    if not isinstance(frame.index, pd.RangeIndex) or frame.index.start != 0 or frame.index.step != 1:
+        raise _Unstorable("only tables with a default index are stored")
+    columns: list[list] = []
+    for i, name in enumerate(frame.columns):
+        column = frame.iloc[:, i]
+        key = f"{table}:{i}"
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            cats = column.cat.categories
+            if not all(isinstance(c, str) for c in cats):
+                raise _Unstorable("non-string categories")
+            _texts(key, list(cats), arrays)
+            arrays[key + ":codes"] = column.cat.codes.to_numpy()
+            columns.append([name, "category", str(cats.dtype), bool(column.cat.ordered)])
+            continue
+        values = column.to_numpy()
+        if values.dtype != object:
+            arrays[key] = values
+            columns.append([name, str(column.dtype)])
+            continue
+        if not all(v is None or type(v) is str for v in values):
+            raise _Unstorable("object column")
+        distinct = sorted({v for v in values if v is not None})
+        where = {v: k for k, v in enumerate(distinct)}
+        _texts(key, distinct, arrays)
+        arrays[key + ":codes"] = np.array([-1 if v is None else where[v] for v in values], dtype=np.int64)
+        columns.append([name, "text"])
+    return columns
+
+
+def _unpack_frame(table: str, specs: list[list], arrays: dict[str, np.ndarray]) -> pd.DataFrame:
+    out = {}
+    for i, spec in enumerate(specs):
+        name, dtype = spec[0], spec[1]
+        key = f"{table}:{i}"
+        if dtype in ("category", "text"):
+            text = arrays[key + ":text"].tobytes()
+            ends = arrays[key + ":ends"].tolist()
+            starts = [0] + ends[:-1]
+            cats = [text[s:e].decode("utf-8", "surrogatepass") for s, e in zip(starts, ends)]
+            codes = arrays[key + ":codes"]
+            if dtype == "category":
+                out[name] = pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype=spec[2]),
+                                                      ordered=spec[3])
+            else:
+                values = np.array([None, *cats], dtype=object)   # code -1 -> None
+                out[name] = pd.Series(values[codes.astype(np.int64) + 1], dtype=object)
+        else:
+            out[name] = arrays[key].astype(dtype, copy=False)
+    return pd.DataFrame(out, copy=False)
