@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -254,8 +255,6 @@ def test_a_pods_kept_rows_wait_on_disk_with_identical_output(pod, cache_dir, mon
     """`analyze` keeps no op table: each host's kept rows and device intervals are moved to the run's spill
     file as the host comes in (memory maps, dropped from the process after use); the output is the same
     byte for byte as with every array in memory."""
-    import numpy as np
-
     profile = load_profile(pod, options=ReadOptions(jobs=jobs, cache=False, keep_ops=False))
     spilled = [p for p in profile.op_parts if p.kept_start.size]
     assert spilled and all(isinstance(p.kept_start, np.memmap) for p in spilled)
@@ -391,12 +390,22 @@ def test_dask_workers_split_lines_over_their_share_of_the_machine(pod, cache_dir
         client.run(_pretend_eight_cores)
         assert set(client.run(_split_threads).values()) == {8}   # before any reading: every core
         readers = hosts._readers_by_machine(client)
-        futures = [client.submit(hosts._read_on_dask_worker, path, False, readers, workers=[address], pure=False)
+        futures = [client.submit(hosts._read_on_dask_worker, path, None, False, readers, workers=[address], pure=False)
                    for path, address in zip(paths, client.scheduler_info()["workers"])]  # one task on each worker
         assert [f.result().error for f in futures] == [None, None]
         assert set(client.run(_split_threads).values()) == {2}
         results = hosts.read_hosts(paths, dask=client, keep_ops=False)   # the whole way, every host
         assert [r.error for r in results] == [None] * len(paths)
+        # workers on this machine see the spill folder: they write their hosts' arrays there themselves
+        from traceview.timeline.spill import RowSpill
+
+        spill = RowSpill()
+        try:
+            results = hosts.read_hosts(paths, dask=client, keep_ops=False, spill=spill)
+            assert all(r.spilled is not None for r in results)
+            assert all(isinstance(r.part.kept_start, np.memmap) for r in results if r.part.kept_start.size)
+        finally:
+            spill.close()
 
 
 def _free_port() -> int:

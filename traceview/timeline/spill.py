@@ -19,6 +19,7 @@ import functools
 import itertools
 import mmap
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 KEPT_FIELDS = ("kept_group", "kept_device", "kept_start", "kept_duration", "kept_self", "kept_step", "kept_alone")
 _ALIGN = 64
+_TOKEN = "token"
 
 
 @dataclass
@@ -54,6 +56,9 @@ class RowSpill:
     def __init__(self) -> None:
         self.directory = tempfile.mkdtemp(prefix="traceview-spill-")
         self._count = itertools.count()
+        self.token = secrets.token_hex(16)       # a worker elsewhere finds this folder only if it reads this
+        with open(os.path.join(self.directory, _TOKEN), "w", encoding="ascii") as handle:
+            handle.write(self.token)
 
     def path_for(self, index: int) -> str:
         return os.path.join(self.directory, f"host{index}.rows")
@@ -68,6 +73,16 @@ class RowSpill:
 
     def close(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def sees_folder(path: str, token: str) -> bool:
+    """Whether this process sees the spill folder of ``path`` (the same machine, or a shared file system): it
+    holds the token its run wrote there."""
+    try:
+        with open(os.path.join(os.path.dirname(path), _TOKEN), encoding="ascii") as handle:
+            return handle.read(64) == token
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def write_part(part: OpsPart, path: str) -> Layout | None:

@@ -142,7 +142,7 @@ def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None =
         return []
     arrived = _arrival(progress, spill)
     if dask:
-        results = _read_dask(paths, dask, arrived, keep_ops=keep_ops or store, allocator=allocator)
+        results = _read_dask(paths, dask, arrived, keep_ops=keep_ops or store, allocator=allocator, spill=spill)
         if store:
             from traceview.trace import table_cache
 
@@ -259,7 +259,7 @@ def _start_method() -> str:
 
 
 def _read_dask(paths: Sequence[str], address, arrived: Callable[[HostResult], None], keep_ops: bool,
-               allocator: bool = False) -> list[HostResult]:
+               allocator: bool = False, spill: RowSpill | None = None) -> list[HostResult]:
     try:
         from distributed import Client, as_completed
     except ImportError:
@@ -271,8 +271,12 @@ def _read_dask(paths: Sequence[str], address, arrived: Callable[[HostResult], No
         raise UserError(f"--dask {address}: cannot reach the scheduler ({exc})") from None
     try:
         # Workers may run elsewhere: they get absolute paths (the results keep the caller's spelling).
-        futures = client.map(_read_on_dask_worker, [os.path.abspath(p) for p in paths], keep_ops=keep_ops,
-                             allocator=allocator, readers=_readers_by_machine(client), pure=False)
+        # A worker that sees the spill folder (this machine, or a shared file system) writes its hosts' large
+        # arrays there itself; the others send them back.
+        spill_paths = [spill.path_for(i) if spill is not None else None for i in range(len(paths))]
+        futures = client.map(_read_on_dask_worker, [os.path.abspath(p) for p in paths], spill_paths,
+                             keep_ops=keep_ops, allocator=allocator, readers=_readers_by_machine(client),
+                             spill_token=spill.token if spill is not None else None, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         results: list[HostResult | None] = [None] * len(paths)
         for fut in as_completed(futures):
@@ -301,7 +305,8 @@ def _readers_by_machine(client) -> dict[str, int]:
     return readers
 
 
-def _read_on_dask_worker(path: str, keep_ops: bool, readers: dict[str, int], allocator: bool = False) -> HostResult:
+def _read_on_dask_worker(path: str, spill_path: str | None, keep_ops: bool, readers: dict[str, int],
+                         allocator: bool = False, spill_token: str | None = None) -> HostResult:
     """read_host in a Dask worker thread, with the compiled reader loaded, splitting lines over its share
     of the machine's cores only: every thread of every worker on that machine may be reading a host at
     once (a worker that joined later counts its own threads)."""
@@ -320,7 +325,10 @@ def _read_on_dask_worker(path: str, keep_ops: bool, readers: dict[str, int], all
         # A worker reads host after host, as a pool's worker does: load the compiled reader once (a pool's
         # workers inherit it from the parent), or every host of a few MB would go through the numpy path.
         xspace_fast.warm_up()
-    return read_host(path, keep_ops, allocator=allocator)
+    from traceview.timeline.spill import sees_folder
+
+    seen = spill_path is not None and spill_token is not None and sees_folder(spill_path, spill_token)
+    return read_host(path, keep_ops, allocator=allocator, spill_path=spill_path if seen else None)
 
 
 def _as_given(result: HostResult, path: str) -> HostResult:
