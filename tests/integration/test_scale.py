@@ -285,6 +285,13 @@ def test_a_pods_advice_measured_in_forked_processes_equals_one_process(pod, cach
     pd.testing.assert_frame_equal(x.idle.per_device, y.idle.per_device)
     pd.testing.assert_frame_equal(x.idle.per_step, y.idle.per_step)
     pd.testing.assert_frame_equal(x.stragglers.steps, y.stragglers.steps)
+    from traceview.memory.view import memory_from_analysis
+
+    m, n = memory_from_analysis(a).memories, memory_from_analysis(b).memories
+    assert len(m) == len(n) >= 2 and [p.device for p in m] == [p.device for p in n]
+    for p, q in zip(m, n):
+        assert (p.peak_bytes, p.peak_time_ps, p.at_peak) == (q.peak_bytes, q.peak_time_ps, q.at_peak)
+        pd.testing.assert_frame_equal(p.timeline, q.timeline)
 
 
 def test_two_files_of_one_host_have_their_threads_cut_together(shared_traces, cache_dir, tmp_path):

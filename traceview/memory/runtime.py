@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from traceview.timeline.forked import fork_map_items
+
 MAX_TIMELINE_POINTS = 1000
 
 
@@ -95,35 +97,39 @@ def _active_at_peak(events: pd.DataFrame, peak_row: int) -> list[dict]:
     return rows
 
 
-def runtime_peaks(events: pd.DataFrame, timeline_points: int = MAX_TIMELINE_POINTS) -> list[RuntimePeak]:
-    """One RuntimePeak per (host, allocator) in an allocator event table (parsers.allocator_events)."""
-    out: list[RuntimePeak] = []
+def runtime_peaks(events: pd.DataFrame, timeline_points: int = MAX_TIMELINE_POINTS, jobs: int = 1) -> list[RuntimePeak]:
+    """One RuntimePeak per (host, allocator) in an allocator event table (parsers.allocator_events); ``jobs``:
+    processes a pod's allocators may be split over (timeline.forked; the same peaks whatever it is)."""
     if events.empty:
-        return out
-    for (host, memory), group in events.groupby(["host", "memory"], observed=True, sort=True):
-        group = group.sort_values("time_ps", kind="stable").reset_index(drop=True)
-        group["step"] = fill_steps(group["step"].to_numpy())
-        usage = (group["stack_bytes"] + group["heap_bytes"]).to_numpy()
-        peak_row = int(len(usage) - 1 - np.argmax(usage[::-1]))  # the latest of equal maxima
-        p = group.iloc[peak_row]
-        stack, heap, free = int(p["stack_bytes"]), int(p["heap_bytes"]), int(p["free_bytes"])
-        capacity = stack + heap + free if free > 0 else None
-        at_peak = _active_at_peak(group, peak_row)
-        attributed = sum(r["size_bytes"] for r in at_peak)
-        if heap - attributed > 0:
-            at_peak.append({"size_bytes": heap - attributed, "requested_bytes": None, "shape": None,
-                            "op": "allocated before the profile", "region_type": None, "data_type": None,
-                            "step": None, "time_ps": None, "address": None, "kind": "before profile"})
-        if stack > 0:
-            at_peak.append({"size_bytes": stack, "requested_bytes": None, "shape": None, "op": "stack",
-                            "region_type": "stack", "data_type": None, "step": None, "time_ps": None,
-                            "address": None, "kind": "stack"})
-        at_peak.sort(key=lambda r: -r["size_bytes"])
-        timeline = _downsample(group[["time_ps", "stack_bytes", "heap_bytes", "step"]], peak_row, timeline_points)
-        out.append(RuntimePeak(
-            device=f"{host}/{memory}", name=str(memory), host=str(host), capacity_bytes=capacity,
-            peak_bytes=int(usage[peak_row]), stack_bytes=stack, heap_bytes=heap, free_bytes=free,
-            fragmentation=float(p["fragmentation"]), peak_time_ps=int(p["time_ps"]), step=int(p["step"]),
-            lifetime_peak_bytes=int(group["peak_bytes_in_use"].max()), events=len(group),
-            timeline=timeline.reset_index(drop=True), at_peak=at_peak))
-    return out
+        return []
+    groups = list(events.groupby(["host", "memory"], observed=True, sort=True))
+    return fork_map_items(lambda item: _runtime_peak(item[0][0], item[0][1], item[1], timeline_points), groups, jobs)
+
+
+def _runtime_peak(host, memory, group: pd.DataFrame, timeline_points: int) -> RuntimePeak:
+    """One allocator's peak: when its use was highest, what was live then, and its use over time."""
+    group = group.sort_values("time_ps", kind="stable").reset_index(drop=True)
+    group["step"] = fill_steps(group["step"].to_numpy())
+    usage = (group["stack_bytes"] + group["heap_bytes"]).to_numpy()
+    peak_row = int(len(usage) - 1 - np.argmax(usage[::-1]))  # the latest of equal maxima
+    p = group.iloc[peak_row]
+    stack, heap, free = int(p["stack_bytes"]), int(p["heap_bytes"]), int(p["free_bytes"])
+    capacity = stack + heap + free if free > 0 else None
+    at_peak = _active_at_peak(group, peak_row)
+    attributed = sum(r["size_bytes"] for r in at_peak)
+    if heap - attributed > 0:
+        at_peak.append({"size_bytes": heap - attributed, "requested_bytes": None, "shape": None,
+                        "op": "allocated before the profile", "region_type": None, "data_type": None,
+                        "step": None, "time_ps": None, "address": None, "kind": "before profile"})
+    if stack > 0:
+        at_peak.append({"size_bytes": stack, "requested_bytes": None, "shape": None, "op": "stack",
+                        "region_type": "stack", "data_type": None, "step": None, "time_ps": None,
+                        "address": None, "kind": "stack"})
+    at_peak.sort(key=lambda r: -r["size_bytes"])
+    timeline = _downsample(group[["time_ps", "stack_bytes", "heap_bytes", "step"]], peak_row, timeline_points)
+    return RuntimePeak(
+        device=f"{host}/{memory}", name=str(memory), host=str(host), capacity_bytes=capacity,
+        peak_bytes=int(usage[peak_row]), stack_bytes=stack, heap_bytes=heap, free_bytes=free,
+        fragmentation=float(p["fragmentation"]), peak_time_ps=int(p["time_ps"]), step=int(p["step"]),
+        lifetime_peak_bytes=int(group["peak_bytes_in_use"].max()), events=len(group),
+        timeline=timeline.reset_index(drop=True), at_peak=at_peak)

@@ -54,7 +54,7 @@ def fill_from_profile(report: MemoryReport, profile: Profile) -> None:
     if not report.events.empty:
         starts.append(int(report.events["time_ps"].min()))
     report.origin_ps = min(starts) if starts else 0
-    report.memories = runtime_peaks(report.events)
+    report.memories = runtime_peaks(report.events, jobs=profile.jobs)
     where = report.source
     if not report.memories:
         report.warnings.append(f"{where}: no allocator events (MemoryAllocation/MemoryDeallocation) in the trace: "
