@@ -375,9 +375,16 @@ def self_times(start: np.ndarray, duration: np.ndarray) -> np.ndarray:
     Events sorted by (start, longest first); an event's depth is the number
     of earlier events still open at its start, and its parent is the last
     event one level up. Partial overlaps count only the overlapping part;
-    zero-length events neither have nor are children. One compiled walk when
-    the reader's kernels are loaded, else one vectorized pass per level.
+    zero-length events neither have nor are children. One compiled pass when
+    the reader's kernels are loaded (a line in that order already: no
+    temporary column), else one vectorized pass per level.
     """
+    from traceview.parsers import xspace_fast
+
+    if xspace_fast.loaded():
+        in_order = xspace_fast.self_times_in_order(start, duration)
+        if in_order is not None:
+            return in_order
     self_ps = duration.astype(np.int64, copy=True)
     idx = np.flatnonzero(duration > 0)
     if idx.size < 2:
@@ -391,8 +398,6 @@ def self_times(start: np.ndarray, duration: np.ndarray) -> np.ndarray:
         s, e, idx = s[order], e[order], idx[order]
         if np.all(s[1:] >= np.maximum.accumulate(e)[:-1]):
             return self_ps  # nothing overlaps once in order
-    from traceview.parsers import xspace_fast
-
     children = xspace_fast.nested_children(s, e) if xspace_fast.loaded() else _nested_children(s, e)
     self_ps[idx] = np.maximum(duration[idx] - children, 0)
     return self_ps

@@ -148,6 +148,16 @@ def _call_each(k) -> None:
                   np.zeros((1, count), np.int8), np.zeros((1, count), np.uint64), np.zeros((1, count), np.uint32))
     k.space_outline(buf, buf.size, np.zeros((0, 5), dtype=np.int64))
     k.nested_children(np.array([0, 1], dtype=np.int64), np.array([3, 2], dtype=np.int64), np.array([2, 3], dtype=np.int64))
+    k.self_times_in_order(np.array([0, 1], dtype=np.int64), np.array([3, 1], dtype=np.int64), np.zeros(2, np.int64))
+
+
+def self_times_in_order(start: np.ndarray, duration: np.ndarray) -> np.ndarray | None:
+    """xspace_kernels.self_times_in_order: the self times of a line in (start, longest first) order, in one
+    compiled pass and no temporary column; None when its events are not in that order."""
+    start = np.ascontiguousarray(start, dtype=np.int64)
+    duration = np.ascontiguousarray(duration, dtype=np.int64)
+    out = np.empty(duration.size, dtype=np.int64)
+    return out if _kernels().self_times_in_order(start, duration, out) else None
 
 
 def nested_children(s: np.ndarray, e: np.ndarray) -> np.ndarray:

@@ -441,6 +441,92 @@ def nested_children(s, e, ends):
     return children
 
 
+@njit(cache=True, nogil=True)
+def self_times_in_order(start, duration, out):
+    """xplane.self_times of a line whose events of positive length are in (start, longest first) order,
+    straight from its columns into ``out``; returns False (``out`` unspecified) when they are not.
+
+    The same walk as nested_children, with no sorted copy of the ends: the
+    earlier events still open at an event's start are kept in a min-heap of
+    their ends (starts only grow, so an event closed once stays closed), its
+    depth is their number. Events of no or negative length neither have nor
+    are children; a self time is max(duration - children's time, 0).
+    """
+    n = start.size
+    overlap = False
+    reach = np.int64(0)
+    prev_s = np.int64(0)
+    prev_e = np.int64(0)
+    seen = False
+    for i in range(n):  # the order, and whether anything overlaps at all (then self time = duration)
+        out[i] = duration[i]
+        if duration[i] <= 0:
+            continue
+        s = start[i]
+        e = s + duration[i]
+        if seen:
+            if s < prev_s or (s == prev_s and e > prev_e):
+                return False
+            if s < reach:
+                overlap = True
+            reach = max(reach, e)
+        else:
+            reach = e
+            seen = True
+        prev_s, prev_e = s, e
+    if not overlap:
+        return True
+    heap = np.empty(n, dtype=np.int64)   # ends of the earlier events still open (a binary min-heap)
+    last = np.empty(n, dtype=np.int64)   # per depth, the last event seen at it (-1: none), set up to top
+    size = 0
+    top = -1
+    for i in range(n):
+        if duration[i] <= 0:
+            continue
+        s = start[i]
+        e = s + duration[i]
+        while size > 0 and heap[0] <= s:  # pop the smallest end
+            size -= 1
+            moved = heap[size]
+            j = 0
+            while True:
+                c = 2 * j + 1
+                if c >= size:
+                    break
+                if c + 1 < size and heap[c + 1] < heap[c]:
+                    c += 1
+                if heap[c] >= moved:
+                    break
+                heap[j] = heap[c]
+                j = c
+            if size > 0:
+                heap[j] = moved
+        depth = size
+        if depth > 0:
+            parent = last[depth - 1]
+            if parent >= 0:
+                covered = min(e, start[parent] + duration[parent]) - s
+                if covered > 0:
+                    out[parent] -= covered
+        while top < depth:
+            top += 1
+            last[top] = -1
+        last[depth] = i
+        j = size  # push e
+        size += 1
+        while j > 0:
+            up = (j - 1) // 2
+            if heap[up] <= e:
+                break
+            heap[j] = heap[up]
+            j = up
+        heap[j] = e
+    for i in range(n):
+        if duration[i] > 0 and out[i] < 0:
+            out[i] = 0
+    return True
+
+
 # ---------------------------------------------------------------- the file's outline (xspace_fast.parse_space)
 
 
