@@ -71,14 +71,35 @@ def read_allocator_events(path: str | Path, host: str | None = None) -> pd.DataF
     from traceview.parsers.xspace_file import load_xspace  # file checks and decompression live there
 
     path = Path(path)
-    # The plain protobuf path: allocator events are picked by their raw bytes (the compiled reader's lines
-    # keep no per-event bytes), and only the host plane's few matching events are decoded.
-    space = load_xspace(path, fast=False)
     host = host or host_of(path)
-    plane = next((p for p in space.planes if p.name == HOST_PLANE), None)
+    plane = _host_plane_alone(path)
     if plane is None:
+        # The plain protobuf path: allocator events are picked by their raw bytes (the compiled reader's lines
+        # keep no per-event bytes), and only the host plane's few matching events are decoded.
+        space = load_xspace(path, fast=False)
+        plane = next((p for p in space.planes if p.name == HOST_PLANE), False)
+    if plane is False:
         return empty_allocator_frame()
     return allocator_events_of_plane(plane, host, str(path))
+
+
+def _host_plane_alone(path: Path):
+    """The host plane parsed from its own bytes (xspace_fast.plane_of_file: the device planes are not read
+    again after the trace's read); False when the file has none; None where the whole file must be read."""
+    from google.protobuf.message import DecodeError
+
+    from traceview.parsers import xspace_fast
+    from traceview.parsers.xspace_schema import XSpaceRaw
+
+    raw = xspace_fast.plane_of_file(path, HOST_PLANE)
+    if raw is None:
+        return None
+    if not raw:
+        return False
+    try:
+        return type(XSpaceRaw().planes.add()).FromString(raw)  # XPlaneRaw: its lines' events stay bytes
+    except DecodeError:  # e.g. a name that is not UTF-8: the whole-file path repairs and warns
+        return None
 
 
 def allocator_events_of_plane(plane, host: str, where: str) -> pd.DataFrame:
