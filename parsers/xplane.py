@@ -207,11 +207,26 @@ class _Events:
         self.counter["events"] = self.counter.get("events", 0) + dropped
         self.view = view
         self.mid = self.cols.metadata_id
-        self.start = self.cols.offset_ps + np.int64(line_ps if dropped < len(cols) else 0)
+        # The offsets become start times in place (a column of their own: nothing reads the offsets after).
+        self.start = self.cols.offset_ps
+        self.start += np.int64(line_ps if dropped < len(cols) else 0)
         self.duration = self.cols.duration_ps
 
     def __len__(self) -> int:
-        return self.mid.size
+        return self.duration.size
+
+    def has_stat(self, name: str) -> bool:
+        """Whether the stat was asked for and the plane knows it (else every event lacks it)."""
+        return name in self._column
+
+    def release(self) -> None:
+        """Drop the decoded stats and metadata ids (the caller is done with them): only start and duration
+        stay. Keeps the peak of a large line's read lower."""
+        self._column = {}
+        self.mid = np.zeros(0, dtype=np.int64)
+        self.cols = dataclasses.replace(self.cols, metadata_id=self.mid, offset_ps=self.mid, duration_ps=self.mid,
+                                        kind=np.zeros((0, 0), np.int8), bits=np.zeros((0, 0), np.uint64),
+                                        size=np.zeros((0, 0), np.uint32))
 
     def _stat(self, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         k = self._column.get(name)
@@ -541,40 +556,62 @@ def _float(v) -> float:
 _OP_STATS = ("hlo_op", "hlo_module", "program_id", "level 0", "run_id")
 
 
-def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.ndarray | None = None) -> _Chunk:
+def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.ndarray | None = None,
+               last_use: bool = False) -> _Chunk:
     """Op rows for events named by per-event hlo_op / hlo_module / program_id stats (GPU kernels, CPU thunks).
 
     Events with no HLO op (memcpys, TensorFlow kernels) are named by their
-    framework op (the ``level 0`` stat), else by the kernel name.
+    framework op (the ``level 0`` stat), else by the kernel name. ``keep``:
+    the rows to take (all by default); ``last_use``: nothing reads ``ev``
+    after this (its stat columns are dropped once read). Each column is
+    freed once used and taken without a copy where it is the whole line:
+    a line of millions of kernels is the peak of a GPU trace's read.
     """
-    sel = slice(None) if keep is None else np.flatnonzero(keep)
-    start, dur = ev.start[sel], ev.duration[sel]
+    rows = None if keep is None else np.flatnonzero(keep)
+
+    def sel(column: np.ndarray) -> np.ndarray:
+        return column if rows is None else column[rows]
+
+    start, dur = sel(ev.start), sel(ev.duration)
     # Text stats stay codes into distinct strings: no Python object per event.
     ops = _Vocab()
     hlo_codes, hlo_strings = ev.text_codes("hlo_op")
-    op = ops.take(hlo_codes[sel], hlo_strings)
+    op = ops.take(sel(hlo_codes), hlo_strings)
+    del hlo_codes
     unnamed = op < 0
     if unnamed.any():
         fw_codes, fw_strings = ev.text_codes("level 0")
-        framework = ops.take(fw_codes[sel], [f.split("#", 1)[0] for f in fw_strings])
-        md = view.md_index(ev.mid[sel])
+        framework = ops.take(sel(fw_codes), [f.split("#", 1)[0] for f in fw_strings])
+        md = view.md_index(sel(ev.mid))
         kernel_names = [m.name for m in view.md_list] + [""]
         kernel = ops.take(np.where(md >= 0, md, len(kernel_names) - 1), kernel_names)
         op = np.where(unnamed, np.where(framework >= 0, framework, kernel), op)
+        del fw_codes, framework, md, kernel
+    del unnamed
     modules = _Vocab()
     mod_codes, mod_strings = ev.text_codes("hlo_module")
-    module = modules.take(mod_codes[sel], mod_strings)
+    module = modules.take(sel(mod_codes), mod_strings)
+    del mod_codes
     module[module < 0] = modules.code("")
     pid, has_pid = ev.ints("program_id")
-    run_id, _ = ev.ints("run_id")
+    pid[~has_pid] = -1                                  # a column of its own: -1 where unknown, in place
+    program_id = sel(pid)
+    del pid, has_pid
+    run_id = sel(ev.ints("run_id")[0]) if ev.has_stat("run_id") else None
+    if last_use:
+        ev.release()
     n = start.size
+    op_names = ops.categorical(op)
+    module_names = modules.categorical(module)
+    del op, module
     chunk = _Chunk(
         device=device, line=line_name, start=start, duration=dur, self_ps=self_times(start, dur),
-        op=ops.categorical(op), module=modules.categorical(module),
+        op=op_names, module=module_names,
         category=pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [""]),
-        program_id=np.where(has_pid, pid, -1)[sel], flops=np.full(n, np.nan), bytes_=np.full(n, np.nan),
+        program_id=program_id, flops=np.full(n, np.nan), bytes_=np.full(n, np.nan),
     )
-    chunk.extra["run_id"] = run_id[sel]
+    if run_id is not None:
+        chunk.extra["run_id"] = run_id
     return chunk
 
 
@@ -706,7 +743,8 @@ class _Reader:
         else:
             for name, line in lines.items():
                 if name.startswith(_GPU_STREAM_PREFIX):
-                    self.chunks.append(_stat_rows(view, dev.id, name, self._events(view, line, _OP_STATS)))
+                    self.chunks.append(_stat_rows(view, dev.id, name, self._events(view, line, _OP_STATS),
+                                                  last_use=True))
         if _STEPS_LINE in lines:
             ev = self._events(view, lines[_STEPS_LINE])
             numbers = []  # each metadata name's step number (-1: none), then -1 for unknown metadata
@@ -819,8 +857,9 @@ class _Reader:
             "trace_flops": _joined([c.flops for c in self.chunks], np.float64),
             "trace_bytes": _joined([c.bytes_ for c in self.chunks], np.float64),
         }, copy=False)  # columns as they are: no copy into 2-D blocks
+        with_runs = any("run_id" in c.extra for c in self.chunks)  # none: every run id is 0
         self._run_ids = np.concatenate([c.extra.get("run_id", np.zeros(c.start.size, dtype=np.int64))
-                                        for c in self.chunks])
+                                        for c in self.chunks]) if with_runs else None
         return as_declared(frame, OP_COLUMNS)
 
     def _host_frame(self) -> pd.DataFrame:
@@ -875,6 +914,8 @@ class _Reader:
         if rows:
             return rows
         # No module execution events (GPU, CPU): an execution is a run_id, else nothing.
+        if self._run_ids is None:
+            return []
         mask = (ops["module"] == main).to_numpy() & (self._run_ids != 0)
         if not mask.any():
             return []
