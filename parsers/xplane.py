@@ -257,12 +257,15 @@ class _Events:
         Ref values name a stat metadata; str values are decoded from UTF-8
         (each distinct one once); numbers are written in decimal; bytes count as absent.
         """
-        codes = np.full(len(self), -1, dtype=np.int64)
         stat = self._stat(name)
         if stat is None:
-            return codes, []
+            return np.full(len(self), -1, dtype=np.int64), []
         kind, bits, size = stat
         vocab = _Vocab()
+        if len(self) and (kind == STAT_REF).all():  # the usual GPU line (hlo_op, hlo_module): no gathers
+            inverse, distinct = _distinct_ints(bits)
+            return vocab.take(inverse, [self.view.stat_names.get(int(i), "") for i in distinct]), vocab.strings
+        codes = np.full(len(self), -1, dtype=np.int64)
         ref = np.flatnonzero(kind == STAT_REF)
         if ref.size:
             inverse, distinct = _distinct_ints(bits[ref])
