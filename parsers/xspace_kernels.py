@@ -204,17 +204,25 @@ def event_position(buf, n, k):
         tag, q = _vint(buf, p, n)
         if q < 0:
             return n
-        if tag == np.uint64(0x22):
-            if seen == k:
-                return p
-            seen += 1
-        value, vs, ve = _value(buf, np.int64(tag & np.uint64(7)), q, n)
-        if ve < 0:
+        wire = tag & np.uint64(7)
+        if wire == 0:
+            _, p = _vint(buf, q, n)
+        elif wire == 2:
+            if tag == np.uint64(0x22):
+                if seen == k:
+                    return p
+                seen += 1
+            length, s = _vint(buf, q, n)
+            if s < 0 or length > np.uint64(n - s):
+                return n
+            p = s + np.int64(length)
+        elif wire == 1 or wire == 5:
+            p = q + np.int64(8 if wire == 1 else 4)
+        else:
             return n
-        p = ve
+        if p < 0 or p > n:
+            return n
     return n
-
-
 
 
 @njit(cache=True, nogil=True)
