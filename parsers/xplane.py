@@ -352,9 +352,18 @@ class _Vocab:
         used = np.flatnonzero(np.bincount(codes + 1, minlength=len(self.strings) + 1)[1:])
         texts = [self.strings[i] for i in used.tolist()]
         order = sorted(range(len(texts)), key=texts.__getitem__)
-        remap = np.full(len(self.strings) + 1, -1, dtype=np.int64)
+        remap = np.full(len(self.strings) + 1, -1, dtype=_code_dtype(len(order)))  # codes of the size pandas keeps
         remap[used[order]] = np.arange(len(order))
         return pd.Categorical.from_codes(remap[codes], categories=pd.Index([texts[i] for i in order]))
+
+
+def _code_dtype(categories: int) -> type:
+    """The integer type pandas keeps a Categorical's codes in for this many categories (so it need not
+    convert them)."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if categories < np.iinfo(dtype).max:
+            return dtype
+    return np.int64
 
 
 def categorical(values: np.ndarray) -> pd.Categorical:
