@@ -173,6 +173,8 @@ def _valid_events(cols: WideEvents, line_ps: int) -> tuple[WideEvents, int]:
     and how many are not."""
     if not 0 <= line_ps <= MAX_TIME_PS:  # times count from the session start: never before it
         good = np.zeros(len(cols), dtype=bool)
+    elif not len(cols) or _all_valid(cols.offset_ps, cols.duration_ps, line_ps):
+        return cols, 0
     else:
         off, dur = cols.offset_ps, cols.duration_ps
         good = (off >= 0) & (dur >= 0) & (off <= MAX_TIME_PS) & (dur <= MAX_TIME_PS)
@@ -183,6 +185,13 @@ def _valid_events(cols: WideEvents, line_ps: int) -> tuple[WideEvents, int]:
     return dataclasses.replace(
         cols, metadata_id=cols.metadata_id[good], offset_ps=cols.offset_ps[good], duration_ps=cols.duration_ps[good],
         kind=cols.kind[:, good], bits=cols.bits[:, good], size=cols.size[:, good]), bad
+
+
+def _all_valid(off: np.ndarray, dur: np.ndarray, line_ps: int) -> bool:
+    """Whether every event is valid, from four reductions (no column allocated): the usual case."""
+    off_max, dur_max = int(off.max()), int(dur.max())
+    return (int(off.min()) >= 0 and int(dur.min()) >= 0 and off_max <= MAX_TIME_PS and dur_max <= MAX_TIME_PS
+            and off_max + dur_max <= MAX_TIME_PS - line_ps)
 
 
 class _Events:
@@ -251,20 +260,20 @@ class _Events:
                 values[dbl] = np.where(ok, as_float, 0).astype(np.int64)
         return values, present
 
-    def text_codes(self, name: str) -> tuple[np.ndarray, list[str]]:
+    def text_codes(self, name: str, vocab: _Vocab | None = None) -> tuple[np.ndarray, list[str]]:
         """The stat as text per event: (code per event, -1 where absent; distinct strings).
 
         Ref values name a stat metadata; str values are decoded from UTF-8
         (each distinct one once); numbers are written in decimal; bytes count as absent.
+        With ``vocab``, the codes are that vocabulary's (its strings returned).
         """
+        vocab = _Vocab() if vocab is None else vocab
         stat = self._stat(name)
         if stat is None:
-            return np.full(len(self), -1, dtype=np.int64), []
+            return np.full(len(self), -1, dtype=np.int64), vocab.strings
         kind, bits, size = stat
-        vocab = _Vocab()
         if len(self) and (kind == STAT_REF).all():  # the usual GPU line (hlo_op, hlo_module): no gathers
-            inverse, distinct = _distinct_ints(bits)
-            return vocab.take(inverse, [self.view.stat_names.get(int(i), "") for i in distinct]), vocab.strings
+            return _ref_codes(bits, vocab, self.view.stat_names), vocab.strings
         codes = np.full(len(self), -1, dtype=np.int64)
         ref = np.flatnonzero(kind == STAT_REF)
         if ref.size:
@@ -280,6 +289,22 @@ class _Events:
             inverse, distinct = _distinct_ints(bits[other])
             codes[other] = vocab.take(inverse, [str(int(v)) for v in distinct.view(np.int64)])
         return codes, vocab.strings
+
+
+def _ref_codes(values: np.ndarray, vocab: _Vocab, stat_names: dict[int, str]) -> np.ndarray:
+    """``vocab`` codes of the stat metadata names that ref values (uint64) point to; what
+    vocab.take(_distinct_ints(values)) gives, in one gather through a table when the ids are small."""
+    top = int(values.max())
+    if top >= max(1 << 16, 4 * values.size):
+        inverse, distinct = _distinct_ints(values)
+        return vocab.take(inverse, [stat_names.get(int(i), "") for i in distinct])
+    ids = values.view(np.int64)  # below 2^63 here
+    seen = np.zeros(top + 1, dtype=bool)
+    seen[ids] = True
+    distinct = np.flatnonzero(seen)
+    table = np.full(top + 1, -1, dtype=np.int64)
+    table[distinct] = vocab.take(np.arange(distinct.size), [stat_names.get(int(i), "") for i in distinct.tolist()])
+    return table[ids]
 
 
 def _distinct_ints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -352,7 +377,7 @@ class _Vocab:
         used = np.flatnonzero(np.bincount(codes + 1, minlength=len(self.strings) + 1)[1:])
         texts = [self.strings[i] for i in used.tolist()]
         order = sorted(range(len(texts)), key=texts.__getitem__)
-        remap = np.full(len(self.strings) + 1, -1, dtype=_code_dtype(len(order)))  # codes of the size pandas keeps
+        remap: np.ndarray = np.full(len(self.strings) + 1, -1, dtype=_code_dtype(len(order)))  # codes of the size pandas keeps
         remap[used[order]] = np.arange(len(order))
         return pd.Categorical.from_codes(remap[codes], categories=pd.Index([texts[i] for i in order]))
 
@@ -587,9 +612,7 @@ def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.
     start, dur = sel(ev.start), sel(ev.duration)
     # Text stats stay codes into distinct strings: no Python object per event.
     ops = _Vocab()
-    hlo_codes, hlo_strings = ev.text_codes("hlo_op")
-    op = ops.take(sel(hlo_codes), hlo_strings)
-    del hlo_codes
+    op = sel(ev.text_codes("hlo_op", ops)[0])
     unnamed = op < 0
     if unnamed.any():
         fw_codes, fw_strings = ev.text_codes("level 0")
@@ -601,9 +624,7 @@ def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.
         del fw_codes, framework, md, kernel
     del unnamed
     modules = _Vocab()
-    mod_codes, mod_strings = ev.text_codes("hlo_module")
-    module = modules.take(sel(mod_codes), mod_strings)
-    del mod_codes
+    module = sel(ev.text_codes("hlo_module", modules)[0])
     module[module < 0] = modules.code("")
     pid, has_pid = ev.ints("program_id")
     pid[~has_pid] = -1                                  # a column of its own: -1 where unknown, in place
