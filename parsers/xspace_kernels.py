@@ -406,9 +406,12 @@ def decode_wide(buf, p0, n, first_event, wanted, mid, off, dur, kind, bits, size
                 break
             for k in range(n_wanted):
                 if wanted[k] == sid:
+                    # sizes only where a string is (or was: a repeated stat's last one counts), so a
+                    # column of numbers and refs leaves its zeroed (untouched) size pages unmapped
+                    if vsize != 0 or kind[k, i] == 5 or kind[k, i] == 6:
+                        size[k, i] = np.uint32(vsize)
                     kind[k, i] = vkind
                     bits[k, i] = vbits
-                    size[k, i] = np.uint32(vsize)
                     break
         if err:
             break
