@@ -935,6 +935,8 @@ class _Reader:
 
     def _module_steps(self, ops: pd.DataFrame) -> list[dict[str, np.ndarray]]:
         """Each execution of the module with the most device time is a step."""
+        if not self.module_execs and self._run_ids is None:
+            return []  # no module executions and no run ids: nothing to cut steps from (no pass over the rows)
         timed = ops[ops["module"] != ""]
         if timed.empty:
             return []

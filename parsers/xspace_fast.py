@@ -292,45 +292,6 @@ def parse_space(data: bytes) -> FastSpace:
 
 
 
-def plane_of_file(path: str | os.PathLike, name: str) -> bytes | None:
-    """The bytes of the first plane called `name` in a plain (uncompressed) XSpace file, found by the
-    compiled outline in a memory map of the file: the rest of the file is never read (a device plane's
-    lines stay on disk). b"" when the file has no such plane; None where this way does not apply (the
-    kernels not loaded in this process, a compressed, odd or oversized file): the caller then reads the
-    file whole, as before."""
-    import mmap
-
-    from traceview.parsers.compressed import _SUFFIXES, PROTO_LIMIT, compression_of
-
-    if not loaded() or os.path.splitext(str(path))[1].lower() in _SUFFIXES:
-        return None
-    try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            if not 0 < size <= PROTO_LIMIT:
-                return None
-            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):
-        return None
-    try:
-        if compression_of(mapped[:8]) is not None:
-            return None
-        outline = _outline(np.frombuffer(mapped, dtype=np.uint8))  # no view of the map outlives this line
-        if outline is None:
-            return None
-        wanted = name.encode()
-        planes = outline[outline[:, 0] < 0]
-        planes = planes[planes[:, 1] == 1]                 # the XSpace's planes (field 1), in file order
-        names = outline[(outline[:, 0] >= 0) & (outline[:, 1] == 2)]  # each plane's name (XPlane field 2)
-        found = b""
-        for plane, start, end in zip(names[:, 0].tolist(), names[:, 3].tolist(), names[:, 4].tolist()):
-            if mapped[start:end] == wanted:
-                found = mapped[int(planes[plane, 3]):int(planes[plane, 4])]
-                break
-        return found
-    finally:
-        mapped.close()
-
 def _outline(buf: np.ndarray) -> np.ndarray | None:
     """xspace_kernels.space_outline's rows (counted, then filled), or None where protobuf must parse."""
     k = _kernels()

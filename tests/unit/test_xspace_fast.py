@@ -277,35 +277,3 @@ def test_a_kernel_not_in_numbas_cache_is_announced_before_it_compiles(tmp_path):
                            cwd=tmp_path, env=env) for _ in range(2)]
     assert [r.returncode for r in runs] == [0, 0], runs[0].stderr[-2000:] + runs[1].stderr[-2000:]
     assert [r.stdout.strip() for r in runs] == ["[True, False]", "[]"]
-
-
-def test_allocator_events_from_the_host_plane_alone_equal_the_whole_file_read(shared_traces, sample_traces,
-                                                                             tmp_path, monkeypatch):
-    """Once the kernels are loaded, the allocator events come from the host plane's bytes alone (a memory
-    map and the outline); the same frames as parsing the whole file, and a cut file still fails."""
-    from traceview.errors import TraceError
-    from traceview.parsers import allocator_events
-
-    assert xspace_fast.enabled()
-    files = _trace_files(shared_traces) + _trace_files(sample_traces)
-    with_events = 0
-    for f in files:
-        assert xspace_fast.plane_of_file(f, "/host:CPU") is not None, f
-        alone = allocator_events.read_allocator_events(f)
-        with monkeypatch.context() as m:
-            m.setattr(xspace_fast, "plane_of_file", lambda *a: None)
-            whole = allocator_events.read_allocator_events(f)
-        pd.testing.assert_frame_equal(alone, whole, check_exact=True)
-        with_events += len(alone) > 0
-    assert with_events
-    data = files[0].read_bytes()
-    for cut in (len(data) // 3, len(data) // 2):
-        bad = tmp_path / "cut.xplane.pb"
-        bad.write_bytes(data[:cut])
-        assert xspace_fast.plane_of_file(bad, "/host:CPU") is None
-        with pytest.raises(TraceError, match="cut.xplane.pb"):
-            allocator_events.read_allocator_events(bad)
-    gz = tmp_path / "t.xplane.pb.gz"
-    gz.write_bytes(b"\x1f\x8b" + data[:10])
-    assert xspace_fast.plane_of_file(gz, "/host:CPU") is None
-    assert xspace_fast.plane_of_file(files[0], "no such plane") == b""
