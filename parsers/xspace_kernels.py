@@ -42,13 +42,13 @@ def slices_equal(buf, starts, ends, ref_starts, ref_ends):
 # raising (see xspace_fast._ERRORS).
 
 
-# The hot loops (line_head, decode_wide) call only _vint and _fixed, and
-# write each field's checks out where they read it: numba's inline="always"
-# of the tuple-returning _field (five values, several exits) made them 4-8
-# times slower, and so did a _vint that zeroes its value on error (measured:
-# docs/scale.md, "Issue 30: GPU cold at parity"). LLVM inlines the small
-# helpers itself. _field and _value serve the cold paths (event_position, the
-# file's outline).
+# The loops over a line (line_head, event_position, decode_wide) call only
+# _vint and _fixed, and write each field's checks out where they read it:
+# numba's inline="always" of the tuple-returning _field (five values, several
+# exits) made them 4-8 times slower, and so did a _vint that zeroes its value
+# on error (measured: docs/scale.md, "GPU cold at parity with xprof-rs").
+# LLVM inlines the small helpers itself. _field and _value serve the file's
+# outline (a few hundred fields).
 
 
 @njit(cache=True, nogil=True)
