@@ -9,9 +9,8 @@ from numba import njit
 
 
 @njit(cache=True)
-def slice_hashes(buf, starts, ends):
-    """FNV-1a 64-bit hash of each buf[start:end]."""
-    out = np.empty(starts.size, dtype=np.uint64)
+def slice_hashes(buf, starts, ends, out):
+    """FNV-1a 64-bit hash of each buf[start:end], into ``out``."""
     for i in range(starts.size):
         h = np.uint64(14695981039346656037)
         for p in range(starts[i], ends[i]):
@@ -135,12 +134,12 @@ def _field(buf, p, end):
 
 
 @njit(cache=True, nogil=True)
-def line_head(buf, n):
+def line_head(buf, n, head):
     """A line's own fields and its event count, every top-level field checked (as _field reads them).
 
-    head: id, timestamp_ns, duration_ps, display_id, name start/end, display_name start/end, events, error.
+    head (10 zeros, filled): id, timestamp_ns, duration_ps, display_id, name start/end, display_name
+    start/end, events, error.
     """
-    head = np.zeros(10, dtype=np.int64)
     count = np.int64(0)
     p = np.int64(0)
     while p < n:
@@ -423,9 +422,9 @@ def decode_wide(buf, p0, n, first_event, wanted, mid, off, dur, kind, bits, size
 
 
 @njit(cache=True, nogil=True)
-def nested_children(s, e, ends):
-    """Per event, the time its directly nested events cover, for events in (start, longest first) order
-    (``ends``: the events' ends, sorted).
+def nested_children(s, e, ends, children, last):
+    """Per event, the time its directly nested events cover (into ``children``, zeroed), for events in
+    (start, longest first) order (``ends``: the events' ends, sorted; ``last``: n entries of -1).
 
     The same definition as xplane.self_times' vectorized pass, in one walk: an
     event's depth is the number of earlier events still open at its start (ends
@@ -434,9 +433,7 @@ def nested_children(s, e, ends):
     event inside its parent (none for a partial overlap past the parent's end)
     counts as the parent's children's time.
     """
-    n = s.size
-    children = np.zeros(n, dtype=np.int64)
-    last = np.full(n, -1, dtype=np.int64)      # per depth, the last event seen at it
+    n = s.size                                 # last: per depth, the last event seen at it
     closed = 0
     for i in range(n):
         while closed < n and ends[closed] <= s[i]:
@@ -449,13 +446,13 @@ def nested_children(s, e, ends):
                 if covered > 0:
                     children[parent] += covered
         last[depth] = i
-    return children
 
 
 @njit(cache=True, nogil=True)
-def self_times_in_order(start, duration, out):
+def self_times_in_order(start, duration, out, heap, last):
     """xplane.self_times of a line whose events of positive length are in (start, longest first) order,
     straight from its columns into ``out``; returns False (``out`` unspecified) when they are not.
+    ``heap``, ``last``: room for as many numbers as events (only what the nesting needs is touched).
 
     The same walk as nested_children, with no sorted copy of the ends: the
     earlier events still open at an event's start are kept in a min-heap of
@@ -487,8 +484,8 @@ def self_times_in_order(start, duration, out):
         prev_s, prev_e = s, e
     if not overlap:
         return True
-    heap = np.empty(n, dtype=np.int64)   # ends of the earlier events still open (a binary min-heap)
-    last = np.empty(n, dtype=np.int64)   # per depth, the last event seen at it (-1: none), set up to top
+    # heap: ends of the earlier events still open (a binary min-heap); last: per depth, the last event
+    # seen at it (-1: none), set up to top
     size = 0
     top = -1
     for i in range(n):
