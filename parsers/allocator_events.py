@@ -104,14 +104,15 @@ def _host_plane_alone(path: Path):
 
 _NAME_FIELDS = 8        # a plane's name is looked for among its first fields (writers put it second)
 _NAME_BYTES = 4096
+_SPACE_FIELDS = 4096    # more top-level fields (planes, errors, hostnames) than this: left to protobuf
 
 
 def _plane_bytes(path: Path, name: str) -> bytes | None:
     """The bytes of the first plane of a plain (uncompressed) XSpace file named `name`, found by reading
     field headers only (a few bytes each; no memory map): the rest of the file is not read. Every field
     of the XSpace is checked to lie within the file. b"": no such plane; None: the whole-file read must
-    decide (a compressed, malformed or oversized file, or a plane whose name is not among its first
-    fields)."""
+    decide (a compressed, malformed or oversized file, one of thousands of top-level fields, or a plane
+    whose name is not among its first fields)."""
     from traceview.parsers.compressed import _SUFFIXES, PROTO_LIMIT, compression_of
 
     if path.suffix.lower() in _SUFFIXES:
@@ -123,9 +124,10 @@ def _plane_bytes(path: Path, name: str) -> bytes | None:
             if not 0 < size <= PROTO_LIMIT or compression_of(fh.read(8)) is not None:
                 return None
             found: tuple[int, int] | None = None
-            pos = 0
+            pos = fields = 0
             while pos < size:  # the XSpace's fields: planes (1), errors, warnings, hostnames
-                field = _field_at(fh, pos, size)
+                fields += 1
+                field = _field_at(fh, pos, size) if fields <= _SPACE_FIELDS else None
                 if field is None:
                     return None
                 number, wire, start, end = field

@@ -60,3 +60,18 @@ def test_a_plane_named_late_is_left_to_the_whole_file_read(tmp_path):
         assert len(body) < 128
         path.write_bytes(bytes([0x0A, len(body)]) + body)  # one plane: XSpace field 1
         assert allocator_events._plane_bytes(path, allocator_events.HOST_PLANE) == found
+
+
+def test_a_file_of_many_small_fields_is_left_to_protobuf(tmp_path, monkeypatch):
+    """Header reads are one seek each: a file of thousands of tiny top-level fields goes to protobuf."""
+    monkeypatch.setattr(allocator_events, "_SPACE_FIELDS", 10)
+    space = XSpace()
+    space.planes.add(name=allocator_events.HOST_PLANE)
+    for i in range(11):
+        space.hostnames.append(f"h{i}")
+    path = tmp_path / "many.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    assert allocator_events._plane_bytes(path, allocator_events.HOST_PLANE) is None
+    del space.hostnames[5:]
+    path.write_bytes(space.SerializeToString())
+    assert allocator_events._plane_bytes(path, allocator_events.HOST_PLANE) == space.planes[0].SerializeToString()
