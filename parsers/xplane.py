@@ -623,9 +623,13 @@ def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.
         op = np.where(unnamed, np.where(framework >= 0, framework, kernel), op)
         del fw_codes, framework, md, kernel
     del unnamed
+    op_names = ops.categorical(op)                      # small codes now, the int64 ones freed
+    del op
     modules = _Vocab()
     module = sel(ev.text_codes("hlo_module", modules)[0])
     module[module < 0] = modules.code("")
+    module_names = modules.categorical(module)
+    del module
     pid, has_pid = ev.ints("program_id")
     pid[~has_pid] = -1                                  # a column of its own: -1 where unknown, in place
     program_id = sel(pid)
@@ -634,9 +638,6 @@ def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.
     if last_use:
         ev.release()
     n = start.size
-    op_names = ops.categorical(op)
-    module_names = modules.categorical(module)
-    del op, module
     chunk = _Chunk(
         device=device, line=line_name, start=start, duration=dur, self_ps=self_times(start, dur),
         op=op_names, module=module_names,
