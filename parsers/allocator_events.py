@@ -13,6 +13,7 @@ host plane's allocator events, once, into one DataFrame (ALLOCATOR_COLUMNS).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -71,14 +72,138 @@ def read_allocator_events(path: str | Path, host: str | None = None) -> pd.DataF
     from traceview.parsers.xspace_file import load_xspace  # file checks and decompression live there
 
     path = Path(path)
-    # The plain protobuf path: allocator events are picked by their raw bytes (the compiled reader's lines
-    # keep no per-event bytes), and only the host plane's few matching events are decoded.
-    space = load_xspace(path, fast=False)
     host = host or host_of(path)
-    plane = next((p for p in space.planes if p.name == HOST_PLANE), None)
+    plane = _host_plane_alone(path)
     if plane is None:
+        # The plain protobuf path: allocator events are picked by their raw bytes (the compiled reader's lines
+        # keep no per-event bytes), and only the host plane's few matching events are decoded.
+        space = load_xspace(path, fast=False)
+        plane = next((p for p in space.planes if p.name == HOST_PLANE), False)
+    if plane is False:
         return empty_allocator_frame()
     return allocator_events_of_plane(plane, host, str(path))
+
+
+def _host_plane_alone(path: Path):
+    """The host plane parsed from its own bytes (_plane_bytes: after the trace's read, its device planes
+    are not read again); False when the file has none; None where the whole file must be read."""
+    from google.protobuf.message import DecodeError
+
+    from traceview.parsers.xspace_schema import XSpaceRaw
+
+    raw = _plane_bytes(path, HOST_PLANE)
+    if raw is None:
+        return None
+    if not raw:
+        return False
+    try:
+        return type(XSpaceRaw().planes.add()).FromString(raw)  # XPlaneRaw: its lines' events stay bytes
+    except DecodeError:  # e.g. a name that is not UTF-8: the whole-file path repairs and warns
+        return None
+
+
+_NAME_FIELDS = 8        # a plane's name is looked for among its first fields (writers put it second)
+_NAME_BYTES = 4096
+_SPACE_FIELDS = 4096    # more top-level fields (planes, errors, hostnames) than this: left to protobuf
+
+
+def _plane_bytes(path: Path, name: str) -> bytes | None:
+    """The bytes of the first plane of a plain (uncompressed) XSpace file named `name`, found by reading
+    field headers only (a few bytes each; no memory map): the rest of the file is not read. Every field
+    of the XSpace is checked to lie within the file. b"": no such plane; None: the whole-file read must
+    decide (a compressed, malformed or oversized file, one of thousands of top-level fields, or a plane
+    whose name is not among its first fields)."""
+    from traceview.parsers.compressed import _SUFFIXES, PROTO_LIMIT, compression_of
+
+    if path.suffix.lower() in _SUFFIXES:
+        return None
+    wanted = name.encode()
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if not 0 < size <= PROTO_LIMIT or compression_of(fh.read(8)) is not None:
+                return None
+            found: tuple[int, int] | None = None
+            pos = fields = 0
+            while pos < size:  # the XSpace's fields: planes (1), errors, warnings, hostnames
+                fields += 1
+                field = _field_at(fh, pos, size) if fields <= _SPACE_FIELDS else None
+                if field is None:
+                    return None
+                number, wire, start, end = field
+                if number == 1 and found is None:
+                    plane_name = _plane_name(fh, start, end) if wire == 2 else None
+                    if plane_name is None:
+                        return None
+                    if plane_name == wanted:
+                        found = (start, end)
+                pos = end
+            if found is None:
+                return b""
+            fh.seek(found[0])
+            data = fh.read(found[1] - found[0])
+            return data if len(data) == found[1] - found[0] else None
+    except OSError:
+        return None
+
+
+def _plane_name(fh, start: int, end: int) -> bytes | None:
+    """A plane's name (XPlane field 2) among its first fields; b"" when it has none; None when not found
+    among them or malformed."""
+    pos = start
+    for _ in range(_NAME_FIELDS):
+        if pos >= end:
+            return b""
+        field = _field_at(fh, pos, end)
+        if field is None:
+            return None
+        number, wire, value_start, value_end = field
+        if number == 2:
+            if wire != 2 or value_end - value_start > _NAME_BYTES:
+                return None
+            fh.seek(value_start)
+            return fh.read(value_end - value_start)
+        pos = value_end
+    return None
+
+
+def _field_at(fh, pos: int, limit: int) -> tuple[int, int, int, int] | None:
+    """(field number, wire type, value start, value end) of the field whose tag is at `pos`; None when it
+    is malformed or runs past `limit`."""
+    fh.seek(pos)
+    head = fh.read(min(20, limit - pos))
+    tag, at = _varint_at(head, 0)
+    if tag is None or tag >> 3 == 0:
+        return None
+    number, wire = tag >> 3, tag & 7
+    if wire == 0:
+        value, after = _varint_at(head, at)
+        if value is None:
+            return None
+        start, end = pos + at, pos + after
+    elif wire == 2:
+        length, after = _varint_at(head, at)
+        if length is None:
+            return None
+        start = pos + after
+        end = start + length
+    elif wire in (1, 5):
+        start = pos + at
+        end = start + (8 if wire == 1 else 4)
+    else:
+        return None
+    return (number, wire, start, end) if end <= limit else None
+
+
+def _varint_at(data: bytes, at: int) -> tuple[int | None, int]:
+    """(value, position after it) of the varint at `at`; value None when it runs past `data` or 10 bytes."""
+    value = shift = 0
+    for i in range(at, min(len(data), at + 10)):
+        value |= (data[i] & 0x7F) << shift
+        if data[i] < 0x80:
+            return value, i + 1
+        shift += 7
+    return None, at
 
 
 def allocator_events_of_plane(plane, host: str, where: str) -> pd.DataFrame:

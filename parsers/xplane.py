@@ -173,6 +173,8 @@ def _valid_events(cols: WideEvents, line_ps: int) -> tuple[WideEvents, int]:
     and how many are not."""
     if not 0 <= line_ps <= MAX_TIME_PS:  # times count from the session start: never before it
         good = np.zeros(len(cols), dtype=bool)
+    elif not len(cols) or _all_valid(cols.offset_ps, cols.duration_ps, line_ps):
+        return cols, 0
     else:
         off, dur = cols.offset_ps, cols.duration_ps
         good = (off >= 0) & (dur >= 0) & (off <= MAX_TIME_PS) & (dur <= MAX_TIME_PS)
@@ -183,6 +185,13 @@ def _valid_events(cols: WideEvents, line_ps: int) -> tuple[WideEvents, int]:
     return dataclasses.replace(
         cols, metadata_id=cols.metadata_id[good], offset_ps=cols.offset_ps[good], duration_ps=cols.duration_ps[good],
         kind=cols.kind[:, good], bits=cols.bits[:, good], size=cols.size[:, good]), bad
+
+
+def _all_valid(off: np.ndarray, dur: np.ndarray, line_ps: int) -> bool:
+    """Whether every event is valid, from four reductions (no column allocated): the usual case."""
+    off_max, dur_max = int(off.max()), int(dur.max())
+    return (int(off.min()) >= 0 and int(dur.min()) >= 0 and off_max <= MAX_TIME_PS and dur_max <= MAX_TIME_PS
+            and off_max + dur_max <= MAX_TIME_PS - line_ps)
 
 
 class _Events:
@@ -207,11 +216,26 @@ class _Events:
         self.counter["events"] = self.counter.get("events", 0) + dropped
         self.view = view
         self.mid = self.cols.metadata_id
-        self.start = self.cols.offset_ps + np.int64(line_ps if dropped < len(cols) else 0)
+        # The offsets become start times in place (a column of their own: nothing reads the offsets after).
+        self.start = self.cols.offset_ps
+        self.start += np.int64(line_ps if dropped < len(cols) else 0)
         self.duration = self.cols.duration_ps
 
     def __len__(self) -> int:
-        return self.mid.size
+        return self.duration.size
+
+    def has_stat(self, name: str) -> bool:
+        """Whether the stat was asked for and the plane knows it (else every event lacks it)."""
+        return name in self._column
+
+    def release(self) -> None:
+        """Drop the decoded stats and metadata ids (the caller is done with them): only start and duration
+        stay. Keeps the peak of a large line's read lower."""
+        self._column = {}
+        self.mid = np.zeros(0, dtype=np.int64)
+        self.cols = dataclasses.replace(self.cols, metadata_id=self.mid, offset_ps=self.mid, duration_ps=self.mid,
+                                        kind=np.zeros((0, 0), np.int8), bits=np.zeros((0, 0), np.uint64),
+                                        size=np.zeros((0, 0), np.uint32))
 
     def _stat(self, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         k = self._column.get(name)
@@ -236,18 +260,21 @@ class _Events:
                 values[dbl] = np.where(ok, as_float, 0).astype(np.int64)
         return values, present
 
-    def text_codes(self, name: str) -> tuple[np.ndarray, list[str]]:
+    def text_codes(self, name: str, vocab: _Vocab | None = None) -> tuple[np.ndarray, list[str]]:
         """The stat as text per event: (code per event, -1 where absent; distinct strings).
 
         Ref values name a stat metadata; str values are decoded from UTF-8
         (each distinct one once); numbers are written in decimal; bytes count as absent.
+        With ``vocab``, the codes are that vocabulary's (its strings returned).
         """
-        codes = np.full(len(self), -1, dtype=np.int64)
+        vocab = _Vocab() if vocab is None else vocab
         stat = self._stat(name)
         if stat is None:
-            return codes, []
+            return np.full(len(self), -1, dtype=np.int64), vocab.strings
         kind, bits, size = stat
-        vocab = _Vocab()
+        if len(self) and (kind == STAT_REF).all():  # the usual GPU line (hlo_op, hlo_module): no gathers
+            return _ref_codes(bits, vocab, self.view.stat_names), vocab.strings
+        codes = np.full(len(self), -1, dtype=np.int64)
         ref = np.flatnonzero(kind == STAT_REF)
         if ref.size:
             inverse, distinct = _distinct_ints(bits[ref])
@@ -262,6 +289,22 @@ class _Events:
             inverse, distinct = _distinct_ints(bits[other])
             codes[other] = vocab.take(inverse, [str(int(v)) for v in distinct.view(np.int64)])
         return codes, vocab.strings
+
+
+def _ref_codes(values: np.ndarray, vocab: _Vocab, stat_names: dict[int, str]) -> np.ndarray:
+    """``vocab`` codes of the stat metadata names that ref values (uint64) point to; what
+    vocab.take(_distinct_ints(values)) gives, in one gather through a table when the ids are small."""
+    top = int(values.max())
+    if top >= max(1 << 16, 4 * values.size):
+        inverse, distinct = _distinct_ints(values)
+        return vocab.take(inverse, [stat_names.get(int(i), "") for i in distinct])
+    ids = values.view(np.int64)  # below 2^63 here
+    seen = np.zeros(top + 1, dtype=bool)
+    seen[ids] = True
+    distinct = np.flatnonzero(seen)
+    table = np.full(top + 1, -1, dtype=np.int64)
+    table[distinct] = vocab.take(np.arange(distinct.size), [stat_names.get(int(i), "") for i in distinct.tolist()])
+    return table[ids]
 
 
 def _distinct_ints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -334,9 +377,18 @@ class _Vocab:
         used = np.flatnonzero(np.bincount(codes + 1, minlength=len(self.strings) + 1)[1:])
         texts = [self.strings[i] for i in used.tolist()]
         order = sorted(range(len(texts)), key=texts.__getitem__)
-        remap = np.full(len(self.strings) + 1, -1, dtype=np.int64)
+        remap: np.ndarray = np.full(len(self.strings) + 1, -1, dtype=_code_dtype(len(order)))  # codes of the size pandas keeps
         remap[used[order]] = np.arange(len(order))
         return pd.Categorical.from_codes(remap[codes], categories=pd.Index([texts[i] for i in order]))
+
+
+def _code_dtype(categories: int) -> type:
+    """The integer type pandas keeps a Categorical's codes in for this many categories (so it need not
+    convert them)."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if categories < np.iinfo(dtype).max:
+            return dtype
+    return np.int64
 
 
 def categorical(values: np.ndarray) -> pd.Categorical:
@@ -375,9 +427,16 @@ def self_times(start: np.ndarray, duration: np.ndarray) -> np.ndarray:
     Events sorted by (start, longest first); an event's depth is the number
     of earlier events still open at its start, and its parent is the last
     event one level up. Partial overlaps count only the overlapping part;
-    zero-length events neither have nor are children. One compiled walk when
-    the reader's kernels are loaded, else one vectorized pass per level.
+    zero-length events neither have nor are children. One compiled pass when
+    the reader's kernels are loaded (a line in that order already: no
+    temporary column), else one vectorized pass per level.
     """
+    from traceview.parsers import xspace_fast
+
+    if xspace_fast.loaded():
+        in_order = xspace_fast.self_times_in_order(start, duration)
+        if in_order is not None:
+            return in_order
     self_ps = duration.astype(np.int64, copy=True)
     idx = np.flatnonzero(duration > 0)
     if idx.size < 2:
@@ -391,8 +450,6 @@ def self_times(start: np.ndarray, duration: np.ndarray) -> np.ndarray:
         s, e, idx = s[order], e[order], idx[order]
         if np.all(s[1:] >= np.maximum.accumulate(e)[:-1]):
             return self_ps  # nothing overlaps once in order
-    from traceview.parsers import xspace_fast
-
     children = xspace_fast.nested_children(s, e) if xspace_fast.loaded() else _nested_children(s, e)
     self_ps[idx] = np.maximum(duration[idx] - children, 0)
     return self_ps
@@ -536,40 +593,59 @@ def _float(v) -> float:
 _OP_STATS = ("hlo_op", "hlo_module", "program_id", "level 0", "run_id")
 
 
-def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.ndarray | None = None) -> _Chunk:
+def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.ndarray | None = None,
+               last_use: bool = False) -> _Chunk:
     """Op rows for events named by per-event hlo_op / hlo_module / program_id stats (GPU kernels, CPU thunks).
 
     Events with no HLO op (memcpys, TensorFlow kernels) are named by their
-    framework op (the ``level 0`` stat), else by the kernel name.
+    framework op (the ``level 0`` stat), else by the kernel name. ``keep``:
+    the rows to take (all by default); ``last_use``: nothing reads ``ev``
+    after this (its stat columns are dropped once read). Each column is
+    freed once used and taken without a copy where it is the whole line:
+    a line of millions of kernels is the peak of a GPU trace's read.
     """
-    sel = slice(None) if keep is None else np.flatnonzero(keep)
-    start, dur = ev.start[sel], ev.duration[sel]
+    rows = None if keep is None else np.flatnonzero(keep)
+
+    def sel(column: np.ndarray) -> np.ndarray:
+        return column if rows is None else column[rows]
+
+    start, dur = sel(ev.start), sel(ev.duration)
     # Text stats stay codes into distinct strings: no Python object per event.
     ops = _Vocab()
-    hlo_codes, hlo_strings = ev.text_codes("hlo_op")
-    op = ops.take(hlo_codes[sel], hlo_strings)
+    op = sel(ev.text_codes("hlo_op", ops)[0])
     unnamed = op < 0
     if unnamed.any():
         fw_codes, fw_strings = ev.text_codes("level 0")
-        framework = ops.take(fw_codes[sel], [f.split("#", 1)[0] for f in fw_strings])
-        md = view.md_index(ev.mid[sel])
+        framework = ops.take(sel(fw_codes), [f.split("#", 1)[0] for f in fw_strings])
+        md = view.md_index(sel(ev.mid))
         kernel_names = [m.name for m in view.md_list] + [""]
         kernel = ops.take(np.where(md >= 0, md, len(kernel_names) - 1), kernel_names)
         op = np.where(unnamed, np.where(framework >= 0, framework, kernel), op)
+        del fw_codes, framework, md, kernel
+    del unnamed
+    op_names = ops.categorical(op)                      # small codes now, the int64 ones freed
+    del op
     modules = _Vocab()
-    mod_codes, mod_strings = ev.text_codes("hlo_module")
-    module = modules.take(mod_codes[sel], mod_strings)
+    module = sel(ev.text_codes("hlo_module", modules)[0])
     module[module < 0] = modules.code("")
+    module_names = modules.categorical(module)
+    del module
     pid, has_pid = ev.ints("program_id")
-    run_id, _ = ev.ints("run_id")
+    pid[~has_pid] = -1                                  # a column of its own: -1 where unknown, in place
+    program_id = sel(pid)
+    del pid, has_pid
+    run_id = sel(ev.ints("run_id")[0]) if ev.has_stat("run_id") else None
+    if last_use:
+        ev.release()
     n = start.size
     chunk = _Chunk(
         device=device, line=line_name, start=start, duration=dur, self_ps=self_times(start, dur),
-        op=ops.categorical(op), module=modules.categorical(module),
+        op=op_names, module=module_names,
         category=pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [""]),
-        program_id=np.where(has_pid, pid, -1)[sel], flops=np.full(n, np.nan), bytes_=np.full(n, np.nan),
+        program_id=program_id, flops=np.full(n, np.nan), bytes_=np.full(n, np.nan),
     )
-    chunk.extra["run_id"] = run_id[sel]
+    if run_id is not None:
+        chunk.extra["run_id"] = run_id
     return chunk
 
 
@@ -701,7 +777,8 @@ class _Reader:
         else:
             for name, line in lines.items():
                 if name.startswith(_GPU_STREAM_PREFIX):
-                    self.chunks.append(_stat_rows(view, dev.id, name, self._events(view, line, _OP_STATS)))
+                    self.chunks.append(_stat_rows(view, dev.id, name, self._events(view, line, _OP_STATS),
+                                                  last_use=True))
         if _STEPS_LINE in lines:
             ev = self._events(view, lines[_STEPS_LINE])
             numbers = []  # each metadata name's step number (-1: none), then -1 for unknown metadata
@@ -814,8 +891,9 @@ class _Reader:
             "trace_flops": _joined([c.flops for c in self.chunks], np.float64),
             "trace_bytes": _joined([c.bytes_ for c in self.chunks], np.float64),
         }, copy=False)  # columns as they are: no copy into 2-D blocks
+        with_runs = any("run_id" in c.extra for c in self.chunks)  # none: every run id is 0
         self._run_ids = np.concatenate([c.extra.get("run_id", np.zeros(c.start.size, dtype=np.int64))
-                                        for c in self.chunks])
+                                        for c in self.chunks]) if with_runs else None
         return as_declared(frame, OP_COLUMNS)
 
     def _host_frame(self) -> pd.DataFrame:
@@ -858,6 +936,8 @@ class _Reader:
 
     def _module_steps(self, ops: pd.DataFrame) -> list[dict[str, np.ndarray]]:
         """Each execution of the module with the most device time is a step."""
+        if not self.module_execs and self._run_ids is None:
+            return []  # no module executions and no run ids: nothing to cut steps from (no pass over the rows)
         timed = ops[ops["module"] != ""]
         if timed.empty:
             return []
@@ -870,6 +950,8 @@ class _Reader:
         if rows:
             return rows
         # No module execution events (GPU, CPU): an execution is a run_id, else nothing.
+        if self._run_ids is None:
+            return []
         mask = (ops["module"] == main).to_numpy() & (self._run_ids != 0)
         if not mask.any():
             return []

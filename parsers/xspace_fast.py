@@ -141,19 +141,33 @@ def _call_each(k) -> None:
     read-only to numba: another type would be another compiled version)."""
     line = b"\x12\x01l\x22\x08\x08\x01\x22\x04\x08\x02\x2a\x00"  # one event: metadata id 1, stat 2 = ""
     buf = np.frombuffer(line, dtype=np.uint8)
-    head = k.line_head(buf, buf.size)
+    head = k.line_head(buf, buf.size, np.zeros(10, dtype=np.int64))
     count = int(head[8])
     k.event_position(buf, buf.size, count)
     k.decode_wide(buf, 0, buf.size, 0, np.array([2], dtype=np.int64), *(np.zeros(count, np.int64) for _ in range(3)),
                   np.zeros((1, count), np.int8), np.zeros((1, count), np.uint64), np.zeros((1, count), np.uint32))
     k.space_outline(buf, buf.size, np.zeros((0, 5), dtype=np.int64))
-    k.nested_children(np.array([0, 1], dtype=np.int64), np.array([3, 2], dtype=np.int64), np.array([2, 3], dtype=np.int64))
+    two = (np.zeros(2, np.int64) for _ in range(3))
+    k.nested_children(np.array([0, 1], dtype=np.int64), np.array([3, 2], dtype=np.int64), np.array([2, 3], dtype=np.int64),
+                      np.zeros(2, np.int64), np.full(2, -1, np.int64))
+    k.self_times_in_order(np.array([0, 1], dtype=np.int64), np.array([3, 1], dtype=np.int64), *two)
+
+
+def self_times_in_order(start: np.ndarray, duration: np.ndarray) -> np.ndarray | None:
+    """xspace_kernels.self_times_in_order: the self times of a line in (start, longest first) order, in one
+    compiled pass and no temporary column; None when its events are not in that order."""
+    start = np.ascontiguousarray(start, dtype=np.int64)
+    duration = np.ascontiguousarray(duration, dtype=np.int64)
+    out, heap, last = (np.empty(duration.size, dtype=np.int64) for _ in range(3))  # untouched room costs nothing
+    return out if _kernels().self_times_in_order(start, duration, out, heap, last) else None
 
 
 def nested_children(s: np.ndarray, e: np.ndarray) -> np.ndarray:
     """xspace_kernels.nested_children of events in (start, longest first) order (numpy sorts the ends faster)."""
     s, e = np.ascontiguousarray(s, dtype=np.int64), np.ascontiguousarray(e, dtype=np.int64)
-    return _kernels().nested_children(s, e, np.sort(e))
+    children = np.zeros(s.size, dtype=np.int64)
+    _kernels().nested_children(s, e, np.sort(e), children, np.full(s.size, -1, dtype=np.int64))
+    return children
 
 
 class EventRegion:
@@ -214,7 +228,7 @@ class RawLine:
 
     def __init__(self, data: bytes | memoryview) -> None:
         buf = np.frombuffer(data, dtype=np.uint8)  # no copy: every kernel read is bounded by its message
-        head = _kernels().line_head(buf, len(data))
+        head = _kernels().line_head(buf, len(data), np.zeros(10, dtype=np.int64))
         if head[-1]:
             raise WireError(_ERRORS.get(int(head[-1]), "malformed line bytes"))
         self.id, self.timestamp_ns, self.duration_ps, self.display_id = (int(v) for v in head[:4])
@@ -281,6 +295,7 @@ def parse_space(data: bytes) -> FastSpace:
     return FastSpace(planes, XSpaceLines.FromString(b"".join(own)))
 
 
+
 def _outline(buf: np.ndarray) -> np.ndarray | None:
     """xspace_kernels.space_outline's rows (counted, then filled), or None where protobuf must parse."""
     k = _kernels()
@@ -318,7 +333,7 @@ def distinct_slices(buffer: bytes | memoryview, starts: np.ndarray,
     buf = np.frombuffer(buffer, dtype=np.uint8)
     starts, ends = starts.astype(np.int64, copy=False), ends.astype(np.int64, copy=False)
     with _loading():
-        hashes = k.slice_hashes(buf, starts, ends)
+        hashes = k.slice_hashes(buf, starts, ends, np.empty(starts.size, dtype=np.uint64))
     _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     with _loading():

@@ -106,6 +106,9 @@ def looks_async(name: str) -> bool:
 def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
     """Reduce one op table (profile.OP_COLUMNS; any row order, any number of devices) to its part."""
     keep = keep or KeepRows()
+    # First, while nothing below is allocated yet: the two reductions' working columns never coexist
+    # (a 2 M-row table's peak).
+    activity = reduce_activity(ops)
     n = len(ops)
     dev, devices = _device_codes(ops["device"])
     gid = _group_numbers(ops, dev, len(devices))
@@ -151,7 +154,7 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
         kept_group=gid[rows], kept_device=dev[rows].astype(np.int32), kept_start=start[rows],
         kept_duration=duration[rows], kept_self=self_ps[rows], kept_step=step[rows].astype(np.int32),
         kept_alone=alone[rows],
-        kept_names=keep.names, kept_devices=keep.devices, activity=reduce_activity(ops),
+        kept_names=keep.names, kept_devices=keep.devices, activity=activity,
     )
 
 
