@@ -204,9 +204,14 @@ def apply_target(analysis: PipelineResult, chip: Chip, detected: bool = False,
         total = projected_total(float(analysis.device_time_ps), float(analysis.idle_ps), self_ps, self_ps * ratio)
     run = analysis.run_ops
     op_index = analysis.op_index if analysis.op_index is not None else np.arange(len(ops), dtype=np.int64)
+    step_split = None
     if run is not None:
         op_labels = bound_codes(ops)
-        by_bound = totals_by_bound(run.busy_by_label(op_labels, len(BOUNDS), op_index))
+        # the busy time by bound per device and per step, in one pass over the kept rows
+        bare_steps = without_step_bounds(analysis.steps)
+        measure_steps = run.n_rows > 0 and not bare_steps.empty
+        busy, step_split = run.busy_split(op_labels, len(BOUNDS), bare_steps if measure_steps else None, op_index)
+        by_bound = totals_by_bound(busy)
     else:
         rows = _op_rows(analysis)
         labels = raw_labels(ops, rows)
@@ -224,7 +229,7 @@ def apply_target(analysis: PipelineResult, chip: Chip, detected: bool = False,
     analysis.ops = ranked.reset_index(drop=True)
     analysis.target, analysis.target_detected, analysis.summary = chip, detected, summary
     if run is not None:
-        analysis.steps = _run_steps_by_bound(run, op_labels, op_index, analysis.steps)
+        analysis.steps = bare_steps if step_split is None else with_step_bounds(bare_steps, step_split)
         analysis.op_index = _reordered(op_index, order)
     else:
         analysis.op_rows = _reordered(rows, order)
@@ -306,15 +311,6 @@ def _reduced_again(profile: Profile, parts: list, need: NeedRows) -> list:
         part.activity = parts[i].activity
         parts[i] = part
     return parts
-
-
-def _run_steps_by_bound(run: RunOps, op_labels: np.ndarray, op_index: np.ndarray | None,
-                        steps: pd.DataFrame) -> pd.DataFrame:
-    """accounting.steps_by_bound over the run's rows, from its merged partials."""
-    steps = without_step_bounds(steps)
-    if run.n_rows == 0 or steps.empty:
-        return steps
-    return with_step_bounds(steps, run.step_busy_by_label(op_labels, len(BOUNDS), steps, op_index))
 
 
 def _op_rows(analysis: PipelineResult) -> np.ndarray:

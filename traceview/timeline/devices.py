@@ -160,14 +160,28 @@ def step_busy_in_chunks(for_each: ForEach, n_labels: int, steps: pd.DataFrame) -
     """:func:`step_busy_by_label` over rows in chunks (``for_each``: timeline.forked; each chunk's raw table
     and each row's label), each holding whole devices (a run's hosts): the per-step sums and device counts add
     up over the chunks."""
+    if steps.empty:
+        return step_busy_table([], n_labels, steps)
+    return step_busy_table(for_each(lambda raw, labels: step_busy_part(raw, labels, n_labels, steps)), n_labels,
+                           steps)
+
+
+def step_busy_part(raw: pd.DataFrame, labels: np.ndarray, n_labels: int,
+                   steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
+    """One chunk's part of :func:`step_busy_in_chunks` (None: no row in a step)."""
+    window = (steps["start_ps"].to_numpy(dtype=np.int64), steps["time_ps"].to_numpy(dtype=np.int64))
+    return _step_busy(raw, labels, n_labels, steps["step"].to_numpy(dtype=np.int64), window)
+
+
+def step_busy_table(parts: list, n_labels: int, steps: pd.DataFrame) -> pd.DataFrame:
+    """The per-step table from the chunks' parts (:func:`step_busy_part`)."""
     columns = ["step", "active_devices", *range(n_labels)]
     if steps.empty:
         return pd.DataFrame(columns=columns)
     step_ids = steps["step"].to_numpy(dtype=np.int64)
-    window = (steps["start_ps"].to_numpy(dtype=np.int64), steps["time_ps"].to_numpy(dtype=np.int64))
     counts = np.zeros(len(step_ids), dtype=np.int64)
     sums = np.zeros((len(step_ids), n_labels), dtype=np.float64)
-    for part in for_each(lambda raw, labels: _step_busy(raw, labels, n_labels, step_ids, window)):
+    for part in parts:
         if part is not None:
             counts += part[0]
             sums += part[1]

@@ -16,7 +16,13 @@ import numpy as np
 import pandas as pd
 
 from traceview.timeline.async_ops import pair_times_in_chunks
-from traceview.timeline.devices import DEVICE_COLUMNS, device_busy_by_label, device_time, step_busy_in_chunks
+from traceview.timeline.devices import (
+    DEVICE_COLUMNS,
+    device_busy_by_label,
+    device_time,
+    step_busy_part,
+    step_busy_table,
+)
 from traceview.timeline.forked import fork_map
 from traceview.timeline.grouping import exact_sums
 from traceview.timeline.host_ops import KeepRows, OpsPart, looks_async
@@ -214,11 +220,31 @@ class RunOps:
     def busy_by_label(self, op_labels: np.ndarray, n_labels: int, op_index: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """timeline.devices.device_busy_by_label over all rows, devices in name order; ``op_labels``:
         each op row's label (-1: none)."""
+        return self.busy_split(op_labels, n_labels, None, op_index)[0]
+
+    def step_busy_by_label(self, op_labels: np.ndarray, n_labels: int, steps: pd.DataFrame,
+                           op_index: np.ndarray | None = None) -> pd.DataFrame:
+        """timeline.devices.step_busy_by_label over all rows (only devices kept whole have rows in steps)."""
+        table = self.busy_split(op_labels, n_labels, steps, op_index)[1]
+        assert table is not None
+        return table
+
+    def busy_split(self, op_labels: np.ndarray, n_labels: int, steps: pd.DataFrame | None,
+                   op_index: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], pd.DataFrame | None]:
+        """:meth:`busy_by_label` and, with ``steps``, :meth:`step_busy_by_label`, in one pass over the rows."""
         labels_of = np.append(op_labels, -1)
+
+        def measure(raw: pd.DataFrame, op_rows: np.ndarray) -> tuple[dict, Any]:
+            labels = labels_of[op_rows]
+            busy = device_busy_by_label(raw, labels, n_labels) if len(raw) else {}
+            by_step = step_busy_part(raw, labels, n_labels, steps) if steps is not None and not steps.empty \
+                else None
+            return busy, by_step
+
+        found = self.for_each(measure, True, op_index)
         out: dict[str, np.ndarray] = {}
-        for found in self.for_each(lambda raw, op_rows: device_busy_by_label(raw, labels_of[op_rows], n_labels)
-                                   if len(raw) else {}, True, op_index):
-            out.update(found)
+        for busy, _ in found:
+            out.update(busy)
         for p, gr in zip(self.parts, self.group_rows):
             solo = np.flatnonzero((p.device >= 0) & (p.length_ps > 0))
             if not solo.size:
@@ -233,15 +259,10 @@ class RunOps:
             for d in np.unique(dev):
                 name = p.devices[d]
                 out[name] = out[name] + sums[d, :n_labels] if name in out else sums[d, :n_labels]
-        return {name: out[name] for name in sorted(out)}
-
-    def step_busy_by_label(self, op_labels: np.ndarray, n_labels: int, steps: pd.DataFrame,
-                           op_index: np.ndarray | None = None) -> pd.DataFrame:
-        """timeline.devices.step_busy_by_label over all rows (only devices kept whole have rows in steps)."""
-        labels_of = np.append(op_labels, -1)
-        return step_busy_in_chunks(
-            lambda task: self.for_each(lambda raw, op_rows: task(raw, labels_of[op_rows]), True, op_index),
-            n_labels, steps)
+        busy = {name: out[name] for name in sorted(out)}
+        if steps is None:
+            return busy, None
+        return busy, step_busy_table([by_step for _, by_step in found], n_labels, steps)
 
 
 def _joined(arrays: list[np.ndarray]) -> np.ndarray:
