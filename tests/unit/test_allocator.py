@@ -97,3 +97,29 @@ def test_pool_workers_keep_freed_memory():
                 print(pool.submit(mmapped_by_malloc).result())
     """)
     assert int(worker) == 0
+
+
+def test_freed_memory_goes_back_after_the_block():
+    """Inside the block freed heap stays in the process (the reader's fewer page faults); after it the
+    process's own thresholds are back and the free heap is handed to the kernel (a Dask worker's memory)."""
+    code = textwrap.dedent("""
+        import numpy as np
+        from traceview.trace.allocator import freed_memory_kept, _glibc
+        if _glibc() is None:
+            print("skip"); raise SystemExit
+        def rss():
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * 4096 >> 20
+        base = rss()
+        with freed_memory_kept():
+            blocks = [np.ones(250_000) for _ in range(400)]     # 2 MB each: heap, below the mmap threshold
+            del blocks
+            inside = rss()
+        print(base, inside, rss())
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    if out == ["skip"]:
+        pytest.skip("not glibc")
+    base, inside, after = map(int, out)
+    assert inside - base > 500            # 800 MB freed, kept for reuse inside the block
+    assert after - base < 100             # handed back after it

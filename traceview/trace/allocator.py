@@ -11,12 +11,18 @@ docs/scale.md, "Freed memory kept for reuse").
 
 Only the ``traceview`` program and its pool workers call this (short-lived
 processes); a library caller's process, and the dashboard's long-running
-server, keep their allocator as they set it.
+server, keep their allocator as they set it. A Dask worker (long-running, its
+memory watched by Dask) has them only while it reads a host
+(:func:`freed_memory_kept`): then its own settings come back and the freed
+memory goes back to the kernel.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+from collections.abc import Iterator
 
 # mallopt(3) parameters, from glibc's <malloc.h>.
 _M_TRIM_THRESHOLD = -1
@@ -26,18 +32,55 @@ MMAP_THRESHOLD = 32 << 20   # the highest glibc's own adjustment goes on 64-bit 
 TRIM_THRESHOLD = 1 << 30    # free heap kept for reuse before any goes back to the kernel
 
 
+GLIBC_DEFAULT = 128 << 10   # both thresholds' start values
+
+
 def keep_freed_memory() -> bool:
     """Set the thresholds above; False where there is no glibc (macOS, musl, Windows) or it refuses."""
-    if not sys.platform.startswith("linux"):
+    return _set(MMAP_THRESHOLD, TRIM_THRESHOLD)
+
+
+@contextlib.contextmanager
+def freed_memory_kept() -> Iterator[None]:
+    """The thresholds above for the time of a block, then the process's own (its ``MALLOC_*_THRESHOLD_``
+    environment, else glibc's start values) and the free heap handed back to the kernel (``malloc_trim``)."""
+    changed = keep_freed_memory()
+    try:
+        yield
+    finally:
+        if changed:
+            _set(_env_int("MALLOC_MMAP_THRESHOLD_", GLIBC_DEFAULT), _env_int("MALLOC_TRIM_THRESHOLD_", GLIBC_DEFAULT))
+            libc = _glibc()
+            if libc is not None:
+                libc.malloc_trim(0)
+
+
+def _set(mmap_threshold: int, trim_threshold: int) -> bool:
+    libc = _glibc()
+    if libc is None:
         return False
+    import ctypes
+
+    mallopt = libc.mallopt
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold)) and bool(mallopt(_M_TRIM_THRESHOLD, trim_threshold))
+
+
+def _glibc():
+    """glibc, where this process runs on it (None on macOS, musl, Windows: musl's mallopt does nothing)."""
+    if not sys.platform.startswith("linux"):
+        return None
     import ctypes
 
     try:
         libc = ctypes.CDLL("libc.so.6")
     except OSError:
-        return False
-    if not hasattr(libc, "gnu_get_libc_version"):   # not glibc: musl's mallopt does nothing
-        return False
-    mallopt = libc.mallopt
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+        return None
+    return libc if hasattr(libc, "gnu_get_libc_version") else None
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return min(max(0, int(os.environ.get(name, default))), 2**31 - 1)
+    except ValueError:
+        return default
