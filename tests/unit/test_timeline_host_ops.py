@@ -89,11 +89,17 @@ def test_merged_parts_equal_one_pass_over_all_rows(seed, steps, overlap, per_dev
     pd.testing.assert_frame_equal(run.stats, stats)
     pd.testing.assert_frame_equal(run.device_time(), device_time(raw))
 
+    ops = _same_measures(run, raw, stats, rows, seed, steps)
+    assert run.judged_and_exposed(ops, PAIRS)["judged_time_ps"].notna().any()
+
+
+def _same_measures(run, raw: pd.DataFrame, stats: pd.DataFrame, rows: np.ndarray, seed: int,
+                   steps: bool) -> pd.DataFrame:
+    """What the merge measures on the kept rows equals the row-level functions over all rows: judged and
+    exposed time, per-step self time, busy time by label per device (and per step); the ops it judged."""
     ops = stats.assign(collective_kind=[("all-reduce" if o in COLLECTIVES else None) for o in stats["op"]])
     pd.testing.assert_frame_equal(run.judged_and_exposed(ops, PAIRS), judged_and_exposed(raw, ops, rows, PAIRS))
-    assert run.judged_and_exposed(ops, PAIRS)["judged_time_ps"].notna().any()
     pd.testing.assert_series_equal(per_step_self_time(run, len(ops), ops.index), raw_per_step(raw, ops, rows))
-
     labels = np.random.default_rng(seed).integers(-1, 4, len(ops))
     expected = device_busy_by_label(raw, np.append(labels, -1)[rows], 4)
     got = run.busy_by_label(labels, 4)
@@ -104,6 +110,7 @@ def test_merged_parts_equal_one_pass_over_all_rows(seed, steps, overlap, per_dev
         table = steps_of(raw)
         pd.testing.assert_frame_equal(run.step_busy_by_label(labels, 4, table),
                                       step_busy_by_label(raw, np.append(labels, -1)[rows], 4, table))
+    return ops
 
 
 def test_a_device_that_runs_one_op_at_a_time_ships_no_rows():
@@ -144,19 +151,7 @@ def test_a_device_in_two_hosts_files_is_kept_whole(steps):
     pd.testing.assert_frame_equal(run.device_time(), device_time(all_rows))
     # everything measured per device equals one pass over all rows, the shared device's rows together
     stats, rows = aggregate_ops(all_rows, False)
-    ops = stats.assign(collective_kind=[("all-reduce" if o in COLLECTIVES else None) for o in stats["op"]])
-    pd.testing.assert_frame_equal(run.judged_and_exposed(ops, PAIRS), judged_and_exposed(all_rows, ops, rows, PAIRS))
-    pd.testing.assert_series_equal(per_step_self_time(run, len(ops), ops.index), raw_per_step(all_rows, ops, rows))
-    labels = np.random.default_rng(7).integers(-1, 4, len(ops))
-    expected = device_busy_by_label(all_rows, np.append(labels, -1)[rows], 4)
-    got = run.busy_by_label(labels, 4)
-    assert list(got) == list(expected)
-    for name in expected:
-        np.testing.assert_array_equal(got[name], expected[name])
-    if steps:
-        table = steps_of(all_rows)
-        pd.testing.assert_frame_equal(run.step_busy_by_label(labels, 4, table),
-                                      step_busy_by_label(all_rows, np.append(labels, -1)[rows], 4, table))
+    _same_measures(run, all_rows, stats, rows, 7, steps)
 
 
 def profile_of(raw: pd.DataFrame, op_parts=None) -> Profile:
