@@ -82,7 +82,8 @@ def steps_of(raw: pd.DataFrame) -> pd.DataFrame:
 @pytest.mark.parametrize("seed,steps,overlap,jobs", [(1, False, 0.0, 1), (2, False, 0.3, 2), (3, True, 0.1, 2),
                                                      (4, True, 0.0, 1)])
 def test_merged_parts_equal_one_pass_over_all_rows(seed, steps, overlap, per_device, jobs):
-    """jobs 2: the hosts' rows are measured in forked processes (timeline.forked), with the same results."""
+    """jobs 2: the hosts' rows measured in forked processes where this process may fork (the forking itself:
+    test_timeline_forked.py and test_scale.py, in fresh interpreters), with the same results."""
     hosts, raw = run_tables(seed, steps, overlap)
     stats, rows = aggregate_ops(raw, per_device)
     run = merged(hosts, per_device, jobs=jobs)
