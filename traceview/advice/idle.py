@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from traceview.timeline.activity import Activity, reduce_activity
-from traceview.timeline.forked import fork_map_items
+from traceview.timeline.forked import batches, fork_map_items
 from traceview.timeline.host_threads import (
     DISPATCH,
     EMPTY,
@@ -90,19 +90,13 @@ def idle_causes(ops: pd.DataFrame | Activity, host_events: pd.DataFrame,
     step_lo = steps["start_ps"].to_numpy(dtype=np.int64)
     windows = (step_lo, step_lo + steps["time_ps"].to_numpy(dtype=np.int64))
     devices = list(activity.devices.items())
-    found = fork_map_items(lambda item: _device_causes(item[0], item[1], hosts, activity.busy_union, windows),
-                           devices, jobs)
-    per_device = [f.row for f in found]
-    per_step = {c: np.zeros(step_ids.size, dtype=np.int64) for c in CAUSES}
-    evidence_time: dict[str, dict[tuple[str, str], int]] = {c: {} for c in CAUSES}
-    feeding: set[str] = set()
-    for f in found:
-        feeding.update(f.feeding)
-        for c in CAUSES:
-            if c in f.per_step:
-                per_step[c] += f.per_step[c]
-            for key, t in f.evidence[c].items():
-                evidence_time[c][key] = evidence_time[c].get(key, 0) + t
+
+    def run_of_devices(run: range) -> _Causes:            # a forked task: its devices, added up before they travel
+        return _Causes.added([_device_causes(*devices[i], hosts, activity.busy_union, windows) for i in run],
+                             step_ids.size)
+
+    total = _Causes.added(fork_map_items(run_of_devices, batches(len(devices), jobs), jobs), step_ids.size)
+    per_device, per_step, evidence_time, feeding = total.rows, total.per_step, total.evidence, total.feeding
     device_table = pd.DataFrame(per_device, columns=["device", "idle_ps", *(f"{c}_ps" for c in CAUSES)])
     causes = {c: int(device_table[f"{c}_ps"].sum()) for c in CAUSES}
     step_table = pd.DataFrame({"step": step_ids, **{f"{c}_ps": per_step[c] for c in CAUSES}})
@@ -125,6 +119,31 @@ class _DeviceCauses:
     per_step: dict[str, np.ndarray]
     evidence: dict[str, dict[tuple[str, str], int]]
     feeding: list[str]
+
+
+@dataclass
+class _Causes:
+    """Devices' causes added up, in device order: their rows, per-step sums, evidence and feeding threads."""
+
+    rows: list[dict]
+    per_step: dict[str, np.ndarray]
+    evidence: dict[str, dict[tuple[str, str], int]]
+    feeding: set[str]
+
+    @staticmethod
+    def added(found: list, n_steps: int) -> _Causes:
+        """``found`` (:class:`_DeviceCauses` or :class:`_Causes`, in device order) added up: the same sums, rows
+        and evidence order as one device after another."""
+        out = _Causes([], {c: np.zeros(n_steps, dtype=np.int64) for c in CAUSES}, {c: {} for c in CAUSES}, set())
+        for f in found:
+            out.rows.extend([f.row] if isinstance(f, _DeviceCauses) else f.rows)
+            out.feeding.update(f.feeding)
+            for c in CAUSES:
+                if c in f.per_step:
+                    out.per_step[c] += f.per_step[c]
+                for key, t in f.evidence[c].items():
+                    out.evidence[c][key] = out.evidence[c].get(key, 0) + t
+        return out
 
 
 def _device_causes(device: str, d, hosts: dict[str, HostSets], any_busy: Intervals,

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from traceview.timeline.activity import Activity, reduce_activity
-from traceview.timeline.forked import fork_map_items
+from traceview.timeline.forked import batches, fork_map_items
 
 STEP_COLUMNS = ["step", "devices", "last_to_start", "start_lag_ps", "last_to_finish", "finish_lag_ps", "wait_ps"]
 
@@ -68,7 +68,10 @@ def _late(frame: pd.DataFrame, who: str, bounds: list[int] | None = None,
     (step, device) at once)."""
     if bounds is not None and _apart([frame[who].iloc[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]):
         hosts = list(zip(bounds[:-1], bounds[1:]))
-        return _ranked(_merged_per_step(fork_map_items(lambda b: _per_step(frame.iloc[b[0]:b[1]], who), hosts, jobs)))
+        # each forked task sums up a run of hosts and merges them before its result travels
+        runs = fork_map_items(lambda run: _merged_per_step([_per_step(frame.iloc[hosts[i][0]:hosts[i][1]], who)
+                                                            for i in run]), batches(len(hosts), jobs), jobs)
+        return _ranked(_merged_per_step(runs))
     return _ranked(_per_step(frame, who))
 
 

@@ -70,3 +70,11 @@ ForEach = Callable[[Callable[[Any, Any], Any]], list[Any]]
 def one_chunk(raw: Any, rows: Any) -> ForEach:
     """The ``ForEach`` of a single table (the row-level functions: every row in one chunk)."""
     return lambda task: [task(raw, rows)]
+
+
+def batches(count: int, jobs: int) -> list[range]:
+    """``range(count)`` cut into at most ``4 * jobs`` contiguous runs (one forked task each, whose results
+    it merges before they travel: a pod's per-host results never all held at once)."""
+    parts = max(1, min(count, 4 * max(jobs, 1)))
+    bounds = [count * k // parts for k in range(parts + 1)]
+    return [range(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
