@@ -60,9 +60,10 @@ def traits_from_record(target: dict[str, Any], db: dict[str, Chip]) -> ChipTrait
     fallbacks and link from the hardware table's chip of that name, which the analysis judged with (a chip
     the table does not hold, built from the trace's own figures, has neither)."""
     known = db.get(target["name"])
+    table = traits_of(known) if known is not None else None
     return ChipTraits(name=target["name"], kind=target["kind"], peak_dtypes=frozenset(target["peak_flops"]),
-                      dtype_fallbacks=traits_of(known).dtype_fallbacks if known is not None else (),
-                      link=traits_of(known).link if known is not None else None)
+                      dtype_fallbacks=table.dtype_fallbacks if table is not None else (),
+                      link=table.link if table is not None else None)
 
 
 @dataclass(eq=False)

@@ -111,19 +111,10 @@ def idle_causes(ops: pd.DataFrame | Activity, host_events: pd.DataFrame,
 
 
 @dataclass
-class _DeviceCauses:
-    """One device's idle time by cause (its row of the per-device table), per step (cause -> ps per step,
-    causes with time only), the evidence (cause -> {(name, source): ps}) and its host's feeding threads."""
-
-    row: dict
-    per_step: dict[str, np.ndarray]
-    evidence: dict[str, dict[tuple[str, str], int]]
-    feeding: list[str]
-
-
-@dataclass
 class _Causes:
-    """Devices' causes added up, in device order: their rows, per-step sums, evidence and feeding threads."""
+    """Devices' idle time by cause added up, in device order: their rows of the per-device table, per step
+    (cause -> ps per step; a single device: only the causes it has time for), the evidence (cause ->
+    {(name, source): ps}) and their hosts' feeding threads."""
 
     rows: list[dict]
     per_step: dict[str, np.ndarray]
@@ -132,11 +123,11 @@ class _Causes:
 
     @staticmethod
     def added(found: list, n_steps: int) -> _Causes:
-        """``found`` (:class:`_DeviceCauses` or :class:`_Causes`, in device order) added up: the same sums, rows
-        and evidence order as one device after another."""
+        """``found`` (in device order) added up: the same sums, rows and evidence order as one device after
+        another."""
         out = _Causes([], {c: np.zeros(n_steps, dtype=np.int64) for c in CAUSES}, {c: {} for c in CAUSES}, set())
         for f in found:
-            out.rows.extend([f.row] if isinstance(f, _DeviceCauses) else f.rows)
+            out.rows.extend(f.rows)
             out.feeding.update(f.feeding)
             for c in CAUSES:
                 if c in f.per_step:
@@ -147,7 +138,7 @@ class _Causes:
 
 
 def _device_causes(device: str, d, hosts: dict[str, HostSets], any_busy: Intervals,
-                   windows: tuple[np.ndarray, np.ndarray]) -> _DeviceCauses:
+                   windows: tuple[np.ndarray, np.ndarray]) -> _Causes:
     """Each instant of the device's gaps given to the first cause that holds there."""
     gaps = complement(d.busy[0], d.busy[1], d.first_ps, d.last_ps)
     sets = hosts.get(d.host, HostSets())
@@ -167,10 +158,9 @@ def _device_causes(device: str, d, hosts: dict[str, HostSets], any_busy: Interva
         left = subtract(*left, *parts[cause])
     parts["unknown"] = left
     lengths = {c: int((parts[c][1] - parts[c][0]).sum()) for c in CAUSES}
-    out = _DeviceCauses(row={"device": device, "idle_ps": int((gaps[1] - gaps[0]).sum()),
-                             **{f"{c}_ps": lengths[c] for c in CAUSES}},
-                        per_step={}, evidence={c: {} for c in CAUSES},
-                        feeding=[f"{d.host}/{t}" for t in sets.threads])
+    out = _Causes(rows=[{"device": device, "idle_ps": int((gaps[1] - gaps[0]).sum()),
+                         **{f"{c}_ps": lengths[c] for c in CAUSES}}],
+                  per_step={}, evidence={c: {} for c in CAUSES}, feeding={f"{d.host}/{t}" for t in sets.threads})
     for c in CAUSES:
         if windows[0].size and lengths[c]:
             out.per_step[c] = covered_length(windows[0], windows[1], *parts[c])

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from traceview.timeline.activity import Activity, reduce_activity
+from traceview.timeline.activity import Activity, names_apart, reduce_activity
 from traceview.timeline.forked import batches, fork_map_items
 
 STEP_COLUMNS = ["step", "devices", "last_to_start", "start_lag_ps", "last_to_finish", "finish_lag_ps", "wait_ps"]
@@ -66,19 +66,14 @@ def _late(frame: pd.DataFrame, who: str, bounds: list[int] | None = None,
     ``bounds``: where each host's rows begin in ``frame``; when no ``who`` is in two hosts' rows, each
     host's rows are summed up alone and the sums merged step by step (a pod: never one table of every
     (step, device) at once)."""
-    if bounds is not None and _apart([frame[who].iloc[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]):
+    if bounds is not None and names_apart([set(frame[who].iloc[lo:hi].unique())
+                                           for lo, hi in zip(bounds[:-1], bounds[1:])]):
         hosts = list(zip(bounds[:-1], bounds[1:]))
         # each forked task sums up a run of hosts and merges them before its result travels
         runs = fork_map_items(lambda run: _merged_per_step([_per_step(frame.iloc[hosts[i][0]:hosts[i][1]], who)
                                                             for i in run]), batches(len(hosts), jobs), jobs)
         return _ranked(_merged_per_step(runs))
     return _ranked(_per_step(frame, who))
-
-
-def _apart(columns: list[pd.Series]) -> bool:
-    """Whether no name is in two of the columns."""
-    names = [set(c.unique()) for c in columns]
-    return sum(len(n) for n in names) == len(set().union(*names))
 
 
 @dataclass

@@ -160,8 +160,7 @@ def _merged_spans(spans: list[pd.DataFrame]) -> tuple[pd.DataFrame, list[int] | 
         both[name] = union_categoricals([pd.Categorical(s[name]) for s in spans], sort_categories=True)
     for name in ("start", "end"):
         both[name] = np.concatenate([s[name].to_numpy() for s in spans])
-    devices = [set(s["device"].unique()) for s in spans]
-    if sum(len(d) for d in devices) == len(set().union(*devices)):
+    if names_apart([set(s["device"].unique()) for s in spans]):
         # each (step, device, host) in one host's spans: nothing to group
         return both, np.concatenate(([0], np.cumsum([len(s) for s in spans]))).tolist()
     return both.groupby(["step", "device", "host"], sort=False, observed=True).agg(
@@ -181,17 +180,15 @@ def _merged_device(a: DeviceActivity, b: DeviceActivity) -> DeviceActivity:
 def _merged_hosts(parts: Sequence[Activity]) -> dict[str, HostSets] | None:
     """The hosts' thread sets side by side; None when a part was not cut or two parts name the same host (its
     threads must then be cut from both files' events together)."""
-    if any(p.hosts is None for p in parts):
+    if any(p.hosts is None for p in parts) or \
+            not names_apart([set(p.hosts or ()) | {host for host, _ in p.op_lines} for p in parts]):
         return None
-    out: dict[str, HostSets] = {}
-    seen: set[str] = set()
-    for p in parts:
-        names = set(p.hosts or ()) | {host for host, _ in p.op_lines}
-        if names & seen:
-            return None
-        seen |= names
-        out.update(p.hosts or {})
-    return out
+    return {host: sets for p in parts for host, sets in (p.hosts or {}).items()}
+
+
+def names_apart(groups: Sequence[set]) -> bool:
+    """Whether no name is in two of the groups (each host's devices or hosts: its own, then)."""
+    return sum(len(g) for g in groups) == len(set().union(*groups))
 
 
 def _union_of_unions(sets: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceview.timeline.forked import ForEach, one_chunk
 from traceview.timeline.grouping import device_codes, device_rows, exact_sums
 from traceview.timeline.intervals import tagged_union, union
 
@@ -153,24 +152,8 @@ def step_busy_by_label(raw: pd.DataFrame, labels: np.ndarray, n_labels: int,
     Columns: step, active_devices, and one column per label index (0..n_labels-1), in ps.
     Vectorized over all (step, device) groups: O(n log n) per label, no Python loop per group.
     """
-    return step_busy_in_chunks(one_chunk(raw, labels), n_labels, steps)
-
-
-def step_busy_in_chunks(for_each: ForEach, n_labels: int, steps: pd.DataFrame) -> pd.DataFrame:
-    """:func:`step_busy_by_label` over rows in chunks (``for_each``: timeline.forked; each chunk's raw table
-    and each row's label), each holding whole devices (a run's hosts): the per-step sums and device counts add
-    up over the chunks."""
-    if steps.empty:
-        return step_busy_table([], n_labels, steps)
-    return step_busy_table(for_each(lambda raw, labels: step_busy_part(raw, labels, n_labels, steps)), n_labels,
-                           steps)
-
-
-def step_busy_part(raw: pd.DataFrame, labels: np.ndarray, n_labels: int,
-                   steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
-    """One chunk's part of :func:`step_busy_in_chunks` (None: no row in a step)."""
-    window = (steps["start_ps"].to_numpy(dtype=np.int64), steps["time_ps"].to_numpy(dtype=np.int64))
-    return _step_busy(raw, labels, n_labels, steps["step"].to_numpy(dtype=np.int64), window)
+    parts = [] if steps.empty else [step_busy_part(raw, labels, n_labels, steps)]
+    return step_busy_table(parts, n_labels, steps)
 
 
 def step_busy_table(parts: list, n_labels: int, steps: pd.DataFrame) -> pd.DataFrame:
@@ -194,14 +177,16 @@ def step_busy_table(parts: list, n_labels: int, steps: pd.DataFrame) -> pd.DataF
     return pd.DataFrame(table, columns=columns)
 
 
-def _step_busy(raw: pd.DataFrame, labels: np.ndarray, n_labels: int, step_ids: np.ndarray,
-               window: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+def step_busy_part(raw: pd.DataFrame, labels: np.ndarray, n_labels: int,
+                   steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
     """One table's devices with ops in each step, and its busy time by label per step summed over its devices
-    (whole numbers of ps: the order they are added in keeps them); None: no row in a step."""
+    (whole numbers of ps: the order they are added in keeps them); None: no row in a step. A run's chunks,
+    each holding whole devices, add up (:func:`step_busy_table`)."""
     if raw.empty or "step" not in raw.columns:
         return None
-    lo_of = window[0]
-    hi_of = lo_of + window[1]
+    step_ids = steps["step"].to_numpy(dtype=np.int64)
+    lo_of = steps["start_ps"].to_numpy(dtype=np.int64)
+    hi_of = lo_of + steps["time_ps"].to_numpy(dtype=np.int64)
     where = _step_positions(raw["step"], step_ids)
     devices = device_codes(raw)[0]
     inside = (where >= 0) & (devices >= 0)

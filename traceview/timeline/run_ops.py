@@ -94,8 +94,8 @@ class RunOps:
         return fork_map(measure, len(chunks), self.jobs)
 
     def _chunk_parts(self) -> list[list[int]]:
+        """The parts in chunks: parts that hold rows of one device (or both rows with no device) together."""
         if self._chunks is None:
-            owner: dict[object, int] = {}
             root = list(range(len(self.parts)))
 
             def find(i: int) -> int:
@@ -104,18 +104,24 @@ class RunOps:
                     i = root[i]
                 return i
 
-            for i, p in enumerate(self.parts):
-                names: list[object] = [p.devices[d] for d in np.flatnonzero(p.has_rows)]
-                if (p.kept_device < 0).any():
-                    names.append(None)                           # rows with no device pair up across hosts
-                for name in names:
-                    j = owner.setdefault(name, i)
-                    root[find(i)] = find(j)
+            owners = self._device_owners()
+            owners[None] = [i for i, p in enumerate(self.parts) if (p.kept_device < 0).any()]   # pair up too
+            for parts in owners.values():
+                for i in parts[1:]:
+                    root[find(i)] = find(parts[0])
             groups: dict[int, list[int]] = {}
             for i in range(len(self.parts)):
                 groups.setdefault(find(i), []).append(i)
             self._chunks = sorted(groups.values())
         return self._chunks
+
+    def _device_owners(self) -> dict[str | None, list[int]]:
+        """Per device with rows, the parts that hold them (in order)."""
+        owners: dict[str | None, list[int]] = {}
+        for i, p in enumerate(self.parts):
+            for d in np.flatnonzero(p.has_rows):
+                owners.setdefault(p.devices[d], []).append(i)
+        return owners
 
     def _kept_rows(self, members: list[int], full_only: bool,
                    op_index: np.ndarray | None) -> tuple[pd.DataFrame, np.ndarray]:
@@ -179,12 +185,8 @@ class RunOps:
 
     def device_time(self) -> pd.DataFrame:
         """timeline.devices.device_time over all rows."""
-        owner: dict[str, list[int]] = {}
-        for i, p in enumerate(self.parts):
-            for d in np.flatnonzero(p.has_rows):
-                owner.setdefault(p.devices[d], []).append(i)
         rows: dict[str, tuple] = {}
-        shared = {d for d, o in owner.items() if len(o) > 1}
+        shared = {d for d, o in self._device_owners().items() if len(o) > 1}
         for p in self.parts:
             for d in np.flatnonzero(p.has_rows):
                 name = p.devices[d]
@@ -202,13 +204,9 @@ class RunOps:
 
     def shared_devices(self) -> dict[int, KeepRows]:
         """Parts to read again: a device whose rows are in several parts must be kept whole in each."""
-        owner: dict[str, list[int]] = {}
-        for i, p in enumerate(self.parts):
-            for d in np.flatnonzero(p.has_rows):
-                owner.setdefault(p.devices[d], []).append(i)
         need: dict[int, KeepRows] = {}
-        for name, parts in owner.items():
-            if len(parts) < 2:
+        for name, parts in self._device_owners().items():
+            if len(parts) < 2 or name is None:
                 continue
             for i in parts:
                 p = self.parts[i]

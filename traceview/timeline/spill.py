@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 KEPT_FIELDS = ("kept_group", "kept_device", "kept_start", "kept_duration", "kept_self", "kept_step", "kept_alone")
 _ALIGN = 64
 _TOKEN = "token"
+Slot = tuple[Callable[[], np.ndarray], Callable[[np.ndarray], None]]   # read an array, replace it
 
 
 @dataclass
@@ -121,42 +122,39 @@ def adopt(part: OpsPart, layout: Layout) -> OpsPart:
     return part
 
 
-def _numeric_slots(part: OpsPart) -> list:
+def _numeric_slots(part: OpsPart) -> list[Slot]:
     return [(get, put) for get, put in _slots(part) if not get().dtype.hasobject]
 
 
-def _slots(part: OpsPart) -> list[tuple[Callable[[], np.ndarray], Callable[[np.ndarray], None]]]:
-    """(read, replace) of every numeric array of the part worth moving to disk."""
-    slots: list[tuple[Callable[[], np.ndarray], Callable[[np.ndarray], None]]] = [
-        (functools.partial(getattr, part, name), functools.partial(setattr, part, name)) for name in KEPT_FIELDS]
+def _slots(part: OpsPart) -> list[Slot]:
+    """(read, replace) of every array of the part worth moving to disk."""
     activity = part.activity
-    slots += _pair_slots(activity, "busy_union")
+    slots = _attr_slots(part, KEPT_FIELDS) + _tuple_slots(activity, "busy_union")
     for device in activity.devices.values():
-        slots += _pair_slots(device, "busy")
-        slots.append((functools.partial(getattr, device, "collective_starts"),
-                      functools.partial(setattr, device, "collective_starts")))
+        slots += _tuple_slots(device, "busy") + _attr_slots(device, ("collective_starts",))
     for sets in (activity.hosts or {}).values():
         for name in ("transfer", "dispatch", "wait", "active"):
-            slots += _pair_slots(sets, name)
+            slots += _tuple_slots(sets, name)
         if sets.pieces is not None:
-            pieces = sets.pieces
-            slots += [(functools.partial(getattr, pieces, name), functools.partial(setattr, pieces, name))
-                      for name in ("starts", "ends", "name", "feeding")]
-            slots += _tuple_slots(pieces, "transfers", 3)
+            slots += _attr_slots(sets.pieces, ("starts", "ends", "name", "feeding"))
+            slots += _tuple_slots(sets.pieces, "transfers")
     return slots
 
 
-def _pair_slots(owner, name: str) -> list:
-    return _tuple_slots(owner, name, 2)
+def _attr_slots(owner: object, names: tuple[str, ...]) -> list[Slot]:
+    return [(functools.partial(getattr, owner, name), functools.partial(setattr, owner, name)) for name in names]
 
 
-def _tuple_slots(owner, name: str, size: int) -> list:
+def _tuple_slots(owner: object, name: str) -> list[Slot]:
     """Slots for each array of a tuple attribute (the tuple is rebuilt around the replaced array)."""
+    def get(k: int) -> np.ndarray:
+        return getattr(owner, name)[k]
+
     def put(k: int, view: np.ndarray) -> None:
         values = list(getattr(owner, name))
         values[k] = view
         setattr(owner, name, tuple(values))
-    return [(functools.partial(lambda k: getattr(owner, name)[k], k), functools.partial(put, k)) for k in range(size)]
+    return [(functools.partial(get, k), functools.partial(put, k)) for k in range(len(getattr(owner, name)))]
 
 
 def release(array: object) -> None:

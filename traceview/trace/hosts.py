@@ -70,7 +70,7 @@ def read_host(path: str, keep_ops: bool = True, store: bool = False, background:
             except OSError:              # a full or read-only disk: the arrays travel as before
                 result.spilled = None
         if allocator:
-            result.allocator = _allocator_events(path)
+            result.allocator = allocator_events(path)
         return result
     except TraceError as exc:
         return HostResult(path, error=str(exc))
@@ -79,7 +79,7 @@ def read_host(path: str, keep_ops: bool = True, store: bool = False, background:
                           internal=True)
 
 
-def _allocator_events(path: str) -> pd.DataFrame | None:
+def allocator_events(path: str) -> pd.DataFrame | None:
     """The file's allocator events; None where they cannot be read here (the memory view then reads the
     file itself and reports what is wrong, as it would have)."""
     from pathlib import Path

@@ -20,7 +20,7 @@ from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUM
 from traceview.parsers.remote import url_of
 from traceview.parsers.trace_file import read_trace_file
 from traceview.parsers.xplane import TraceData
-from traceview.trace.hosts import DASK_ENV, HostResult, default_jobs, read_hosts, reduced
+from traceview.trace.hosts import DASK_ENV, HostResult, allocator_events, default_jobs, read_hosts, reduced
 
 
 @dataclass
@@ -178,18 +178,13 @@ def _cached_allocator_events(path: str) -> pd.DataFrame | None:
     """A cached host's allocator events: from their own cache entry, else read from its file now (and
     stored there); None for a file that has none to read (a JSON trace) or cannot be read (the memory view
     then reads it itself and says why)."""
-    from traceview.parsers.allocator_events import read_allocator_events
-    from traceview.parsers.discover import is_xplane_file
     from traceview.trace import table_cache
 
     found = table_cache.get_allocator(path)
-    if found is not None or not is_xplane_file(Path(path)):
-        return found
-    try:
-        found = read_allocator_events(Path(path))
-    except Exception:  # noqa: BLE001 - the memory view reads it again and says why
-        return None
-    table_cache.put_allocator(path, found, background=True)
+    if found is None:
+        found = allocator_events(path)
+        if found is not None:
+            table_cache.put_allocator(path, found, background=True)
     return found
 
 

@@ -30,8 +30,10 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -105,13 +107,21 @@ def entry_path(path: str | Path) -> Path | None:
 
 def get(path: str | Path) -> TraceData | None:
     """The cached tables of this file, or None (absent, stale, unreadable or corrupt entry)."""
+    return _get(path, SUFFIX, _unpack)
+
+
+def _get(path: str | Path, suffix: str, unpack: Callable[[dict[str, np.ndarray]], Any]) -> Any:
+    """The entry of this file with this suffix, unpacked; None when absent, stale or corrupt (then removed)."""
     if _pending:
         flush()  # an entry this process is still writing
     entry = entry_path(path)
-    if entry is None or not entry.is_file():
+    if entry is None:
+        return None
+    entry = entry.with_suffix(suffix)
+    if not entry.is_file():
         return None
     try:
-        data = _unpack(_read_arrays(entry))
+        data = unpack(_read_arrays(entry))
     except Exception:  # a corrupt or foreign entry is a miss
         remove(entry)
         return None
@@ -121,25 +131,14 @@ def get(path: str | Path) -> TraceData | None:
 
 def get_allocator(path: str | Path) -> pd.DataFrame | None:
     """The cached allocator events of this file, or None (absent, stale, unreadable or corrupt entry)."""
-    if _pending:
-        flush()
-    entry = entry_path(path)
-    if entry is None:
-        return None
-    entry = entry.with_suffix(ALLOCATOR_SUFFIX)
-    if not entry.is_file():
-        return None
-    try:
-        arrays = _read_arrays(entry)
-        meta = json.loads(arrays["meta"].tobytes())
-        if meta.get("format") != FORMAT:
-            raise ValueError("other format")
-        frame = _unpack_frame("allocator", meta["columns"], arrays)
-    except Exception:  # a corrupt or foreign entry is a miss
-        remove(entry)
-        return None
-    touch(entry)
-    return frame
+    return _get(path, ALLOCATOR_SUFFIX, _unpack_allocator)
+
+
+def _unpack_allocator(arrays: dict[str, np.ndarray]) -> pd.DataFrame:
+    meta = json.loads(arrays["meta"].tobytes())
+    if meta.get("format") != FORMAT:
+        raise ValueError("other format")
+    return _unpack_frame("allocator", meta["columns"], arrays)
 
 
 def put_allocator(path: str | Path, frame: pd.DataFrame, background: bool = False) -> bool:
