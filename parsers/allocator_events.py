@@ -22,6 +22,7 @@ import pandas as pd
 
 from traceview.errors import TraceError
 from traceview.parsers.discover import host_of
+from traceview.parsers.xplane import MAX_TIME_PS
 from traceview.parsers.xspace_schema import (
     STAT_BYTES,
     STAT_DOUBLE,
@@ -237,7 +238,9 @@ def allocator_events_of_plane(plane, host: str, where: str) -> pd.DataFrame:
             index[int(cols.stat_event[r])][stat_names.get(int(cols.stat_id[r]), "")] = _value(cols, int(r), stat_names)
         base = int(line.timestamp_ns) * 1000
         for e in picked:
-            rows.append(_row(host, kinds[int(mids[e])], base + int(cols.offset_ps[e]), index[int(e)]))
+            time_ps = base + int(cols.offset_ps[e])
+            if 0 <= time_ps <= MAX_TIME_PS:      # a time that cannot be (negative, overflowing) is dropped, as the
+                rows.append(_row(host, kinds[int(mids[e])], time_ps, index[int(e)]))    # op reader drops it
     if not rows:
         return empty_allocator_frame()
     frame = pd.DataFrame(rows, columns=list(ALLOCATOR_COLUMNS))

@@ -580,3 +580,18 @@ def test_event_field_with_a_huge_length_never_hangs(tmp_path, length):
     finally:
         pool.close()
     assert outcome in ("ok", "error"), detail
+
+
+def test_allocator_events_at_impossible_times_are_dropped(shared_traces, tmp_path):
+    """Found by the fuzzer (seed 31): a host line starting at -2^63 ns made the memory view's reader crash
+    (OverflowError); its events are dropped, as the op reader drops them."""
+    from traceview.parsers.allocator_events import read_allocator_events
+
+    space = XSpace()
+    space.ParseFromString((shared_traces / "AMD-AGI-TraceLens/jax08_gemm/tw003.xplane.pb").read_bytes())
+    whole = read_allocator_events(_write(tmp_path, space, "whole.xplane.pb"))
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    for line in host.lines:
+        line.timestamp_ns = -(1 << 63)
+    events = read_allocator_events(_write(tmp_path, space))
+    assert len(whole) > 0 and events.empty

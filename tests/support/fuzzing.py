@@ -698,6 +698,21 @@ def _check_json_numbers(obj, path: str = "") -> None:
             raise Garbage(f"{path} = {obj}")
 
 
+def _run_allocator_events(path: Path) -> None:
+    """The memory view's reader of the host plane (found by reading the file's field headers alone): a clean
+    refusal or events with no negative time or size."""
+    from traceview.errors import UserError
+    from traceview.parsers.allocator_events import read_allocator_events
+
+    try:
+        events = read_allocator_events(path)
+    except UserError:
+        return
+    for column in ("time_ps", "stack_bytes", "heap_bytes", "allocation_bytes", "requested_bytes"):
+        if column in events and len(events) and (events[column].to_numpy() < 0).any():
+            raise Garbage(f"allocator events: negative {column}")
+
+
 def _run_xplane(path: Path) -> None:
     """Both readers: the compiled one (numba, for large files) must end as cleanly as the pure one, and
     where both read the file, give the same tables."""
@@ -715,6 +730,7 @@ def _run_xplane(path: Path) -> None:
             _check_trace_data(compiled)
     data = read_xplane(path, fast=False)
     _check_trace_data(data)
+    _run_allocator_events(path)
     if compiled is not None:
         import pandas as pd
 
