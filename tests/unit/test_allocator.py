@@ -99,10 +99,12 @@ def test_pool_workers_keep_freed_memory():
     assert int(worker) == 0
 
 
-def test_freed_memory_goes_back_after_the_block():
-    """Inside the block freed heap stays in the process (the reader's fewer page faults); after it the
-    process's own thresholds are back and the free heap is handed to the kernel (a Dask worker's memory)."""
+def test_freed_memory_stays_between_blocks_and_goes_back_when_idle():
+    """Inside the blocks freed heap stays in the process (the reader's fewer page faults), and from one block
+    to the next begun within the linger (a Dask worker reading host after host); once none has run for the
+    linger, the process's own thresholds are back and the free heap is handed to the kernel."""
     code = textwrap.dedent("""
+        import time
         import numpy as np
         from traceview.trace.allocator import freed_memory_kept, _glibc
         if _glibc() is None:
@@ -110,16 +112,25 @@ def test_freed_memory_goes_back_after_the_block():
         def rss():
             with open("/proc/self/statm") as f:
                 return int(f.read().split()[1]) * 4096 >> 20
-        base = rss()
-        with freed_memory_kept():
+        def churn():
             blocks = [np.ones(250_000) for _ in range(400)]     # 2 MB each: heap, below the mmap threshold
             del blocks
+        base = rss()
+        with freed_memory_kept(linger_s=0.5):
+            churn()
             inside = rss()
-        print(base, inside, rss())
+        between = rss()
+        with freed_memory_kept(linger_s=0.5):
+            pass
+        time.sleep(0.2)
+        still = rss()                          # the second block restarted the linger
+        time.sleep(1.0)
+        print(base, inside, between, still, rss())
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     if out == ["skip"]:
         pytest.skip("not glibc")
-    base, inside, after = map(int, out)
+    base, inside, between, still, after = map(int, out)
     assert inside - base > 500            # 800 MB freed, kept for reuse inside the block
-    assert after - base < 100             # handed back after it
+    assert between - base > 500 and still - base > 500     # and between blocks
+    assert after - base < 100             # handed back once idle

@@ -371,6 +371,20 @@ def test_detect_target_for_a_whole_trace(db, shared_traces):
     assert sum("memory bandwidth" in w for w in warnings) == 1
 
 
+def test_detect_target_on_a_pod_detects_each_set_of_facts_once(db):
+    """Devices stating the same facts share one detection; the chip kept is the first device's (its
+    sources name it), the counts and merged messages are those of detecting each device."""
+    pod = [Device(id=f"host{h}/TPU:{d}", host=f"host{h}", kind="TPU", model="TPU v6 Lite", peak_flops=9.0e14)
+           for h in range(3) for d in range(2)]
+    odd = Device(id="host9/TPU:0", host="host9", kind="TPU", model="TPU v5p")
+    chip, warnings = detect_target([*pod, odd], db)
+    assert chip.name == "tpu-v6e" and "host0/TPU:0" in chip.sources["peak_flops.bf16"]
+    assert any("6 devices" in w and "tpu-v5p (1 devices)" in w for w in warnings)
+    # the peak stated differs from the table: one message, merged over the six devices
+    stated = [w for w in warnings if "bf16 peak" in w]
+    assert len(stated) == 1 and stated[0].startswith("host0/TPU:0 and 5 more devices")
+
+
 def test_detect_target_mixed_and_empty(db):
     h100 = Device(id="a/GPU:0", host="a", kind="GPU", compute_capability="9.0", core_count=132,
                   memory_bytes=85e9)

@@ -26,14 +26,52 @@ def _fresh(code: str) -> str:
 @linux_only
 def test_forked_results_come_in_order_from_other_processes():
     out = _fresh("""
-        import os
+        import os, time
         from traceview.timeline import forked
         assert forked._can_fork()
-        got = forked.fork_map(lambda i: (i * i, os.getpid()), 40, 2)
+        def task(i):
+            time.sleep(0.01)          # long enough for the forked process to take items too
+            return i * i, os.getpid()
+        got = forked.fork_map(task, 40, 2)
         assert [v for v, _ in got] == [i * i for i in range(40)]
         print(len({pid for _, pid in got} - {os.getpid()}))
     """)
     assert int(out) >= 1                       # the work ran in forked processes
+
+
+@linux_only
+def test_a_forked_process_that_dies_is_an_error_not_a_hang():
+    out = _fresh("""
+        import os, time
+        from traceview.timeline import forked
+        parent = os.getpid()
+        def task(i):
+            if os.getpid() != parent:
+                os._exit(9)               # killed, as by the kernel's OOM killer
+            time.sleep(0.01)
+            return i
+        try:
+            forked.fork_map(task, 20, 2)
+        except RuntimeError as exc:
+            print(exc)
+    """)
+    assert "ended without its results" in out and "9" in out
+
+
+@linux_only
+def test_a_result_that_does_not_pickle_is_an_error():
+    out = _fresh("""
+        import os, threading, time
+        from traceview.timeline import forked
+        def task(i):
+            time.sleep(0.01)
+            return threading.Lock()       # no pickle
+        try:
+            forked.fork_map(task, 20, 2)
+        except RuntimeError as exc:
+            print(exc)
+    """)
+    assert "does not pickle" in out
 
 
 @linux_only

@@ -59,8 +59,14 @@ def detect_target(devices: list[Device], db: dict[str, Chip]) -> tuple[Chip | No
     stated = [d for d in pool if _identity_stated(d)] or pool
     by_message: dict[str, list[str]] = {}
     found: dict[str, tuple[Chip, int]] = {}
+    seen: dict[tuple, tuple[Chip | None, list[str]]] = {}
     for device in stated:
-        chip, messages = _detect(device, db)
+        # A pod's devices state the same facts: each set is detected once (the chip kept for a name is the
+        # first device's, whose id its sources name; messages never name the device).
+        facts = _facts(device)
+        if facts not in seen:
+            seen[facts] = _detect(device, db)
+        chip, messages = seen[facts]
         for message in messages:
             by_message.setdefault(message, []).append(device.id)
         if chip is not None:
@@ -78,6 +84,12 @@ def detect_target(devices: list[Device], db: dict[str, Chip]) -> tuple[Chip | No
         warnings.append(f"{len(silent)} device planes state no model or peaks (e.g. {silent[0].id}); "
                         f"assumed to be {name} like the others")
     return chip, warnings
+
+
+def _facts(device: Device) -> tuple:
+    """What detection reads of a device (its id too where it may name an ad-hoc chip: no model stated)."""
+    return (device.kind, device.model, device.vendor, device.peak_flops, device.hbm_bandwidth, device.memory_bytes,
+            device.clock_hz, device.core_count, device.compute_capability, None if device.model else device.id)
 
 
 def _detect(device: Device, db: dict[str, Chip]) -> tuple[Chip | None, list[str]]:

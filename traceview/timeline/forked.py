@@ -17,33 +17,126 @@ never.
 
 from __future__ import annotations
 
+import gc
 import os
+import pickle
+import signal
 import sys
 import threading
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
-
-_TASK: Callable[[int], Any] | None = None
 
 
 def fork_map(task: Callable[[int], Any], count: int, jobs: int) -> list[Any]:
-    """``[task(i) for i in range(count)]``, computed by ``jobs`` forked processes when it can be."""
-    if jobs <= 1 or count < 2 or not _can_fork():
+    """``[task(i) for i in range(count)]``, computed by ``jobs`` processes when it can be: this one and
+    ``jobs - 1`` forked from it, each taking the next item until none is left."""
+    jobs = min(jobs, count)
+    if jobs <= 1 or not _can_fork():
         return [task(i) for i in range(count)]
-    import multiprocessing
+    return _Workers(task, count, jobs).results()
 
-    global _TASK
-    _TASK = task
-    try:
-        with warnings.catch_warnings():
-            # JAX warns at every fork of a process that ran it; the children never call into JAX
-            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
-            pool = multiprocessing.get_context("fork").Pool(min(jobs, count))
-        with pool:
-            return pool.map(_run, range(count), chunksize=max(1, count // (4 * jobs)))
-    finally:
-        _TASK = None
+
+class _Workers:
+    """The forked half of :func:`fork_map`. The processes share a counter (the next item); each child pickles
+    its ``(index, result)`` pairs into a pipe of its own once the items run out, and the parent reads them
+    after its own share: its results never travel, and a child that dies is an error, not a hang."""
+
+    def __init__(self, task: Callable[[int], Any], count: int, jobs: int) -> None:
+        import multiprocessing
+
+        self.task, self.count = task, count
+        self.next = multiprocessing.get_context("fork").Value("q", 0)
+        self.children: list[tuple[int, int]] = []     # (pid, read end of its pipe)
+        gc.freeze()             # the children's collections leave the inherited objects' pages alone
+        try:
+            with warnings.catch_warnings():
+                # JAX warns at every fork of a process that ran it; the children never call into JAX
+                warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+                for _ in range(jobs - 1):
+                    self._fork()
+        except BaseException:
+            self._stop()
+            raise
+        finally:
+            gc.unfreeze()
+
+    def _fork(self) -> None:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:                      # the child: its share, then its answer, then gone
+            code = 1
+            try:
+                os.close(read)
+                answer = self._share()
+                try:
+                    data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+                except Exception:         # noqa: BLE001 - an error or a result that does not pickle
+                    failed = answer.index if isinstance(answer, _Failed) else 0
+                    data = pickle.dumps(_Failed(failed, RuntimeError(f"a forked task's answer does not pickle: "
+                                                                     f"{answer!r:.200}")))
+                with os.fdopen(write, "wb") as out:
+                    out.write(data)
+                code = 0
+            except BaseException:         # noqa: BLE001 - an interrupt, a closed pipe: the parent sees the status
+                pass
+            finally:
+                os._exit(code)
+        os.close(write)
+        self.children.append((pid, read))
+
+    def _share(self) -> list[tuple[int, Any]] | _Failed:
+        """This process's items and their results, or the first error one raised."""
+        done: list[tuple[int, Any]] = []
+        while True:
+            with self.next.get_lock():
+                index = self.next.value
+                self.next.value = index + 1
+            if index >= self.count:
+                return done
+            try:
+                done.append((index, self.task(index)))
+            except Exception as exc:     # noqa: BLE001 - it reaches the caller
+                with self.next.get_lock():
+                    self.next.value = self.count      # every process stops taking items
+                return _Failed(index, exc)
+
+    def results(self) -> list[Any]:
+        try:
+            mine = self._share()
+            answers = [mine] + [self._answer(pid, read) for pid, read in self.children]
+        finally:
+            self._stop()
+        failed = [a for a in answers if isinstance(a, _Failed)]
+        if failed:
+            raise min(failed, key=lambda f: f.index).error
+        out: list[Any] = [None] * self.count
+        for answer in answers:
+            for index, value in answer:
+                out[index] = value
+        return out
+
+    def _answer(self, pid: int, read: int) -> Any:
+        with os.fdopen(read, "rb") as pipe:
+            data = pipe.read()
+        self.children = [c for c in self.children if c[0] != pid]
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0 or not data:
+            raise RuntimeError(f"a forked process of traceview ended without its results "
+                               f"(exit status {os.waitstatus_to_exitcode(status)})")
+        return pickle.loads(data)
+
+    def _stop(self) -> None:
+        """Children still running (the parent failed first): ended and reaped."""
+        for pid, read in self.children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+            os.close(read)
+        self.children = []
 
 
 def fork_map_items(task: Callable[[Any], Any], items: Sequence[Any], jobs: int) -> list[Any]:
@@ -51,9 +144,10 @@ def fork_map_items(task: Callable[[Any], Any], items: Sequence[Any], jobs: int) 
     return fork_map(lambda i: task(items[i]), len(items), jobs)
 
 
-def _run(index: int) -> Any:
-    assert _TASK is not None
-    return _TASK(index)
+@dataclass
+class _Failed:
+    index: int
+    error: BaseException
 
 
 def _can_fork() -> bool:

@@ -93,6 +93,7 @@ class OpsPart:
     kept_self: np.ndarray
     kept_step: np.ndarray
     kept_alone: np.ndarray                # bool: an alone row (kept only as a possible async pair member)
+    kept_steps: np.ndarray                # int32, the distinct steps of the kept rows that are not alone
     kept_names: frozenset = field(default_factory=frozenset)   # (module, op) kept in full besides the async-looking
     kept_devices: frozenset = field(default_factory=frozenset)  # devices kept in full (KeepRows.devices)
     activity: Activity = field(default_factory=Activity)       # for the idle causes and stragglers
@@ -153,7 +154,7 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
         dev_op_time_ps=per_device.op_time_ps, has_rows=per_device.has_rows,
         kept_group=gid[rows], kept_device=dev[rows].astype(np.int32), kept_start=start[rows],
         kept_duration=duration[rows], kept_self=self_ps[rows], kept_step=step[rows].astype(np.int32),
-        kept_alone=alone[rows],
+        kept_alone=alone[rows], kept_steps=pd.unique(step[rows][~alone[rows]]).astype(np.int32),
         kept_names=keep.names, kept_devices=keep.devices, activity=activity,
     )
 

@@ -12,9 +12,9 @@ docs/scale.md, "Freed memory kept for reuse").
 Only the ``traceview`` program and its pool workers call this (short-lived
 processes); a library caller's process, and the dashboard's long-running
 server, keep their allocator as they set it. A Dask worker (long-running, its
-memory watched by Dask) has them only while it reads a host
-(:func:`freed_memory_kept`): then its own settings come back and the freed
-memory goes back to the kernel.
+memory watched by Dask) has them only while it reads hosts
+(:func:`freed_memory_kept`): a second after its last read, its own settings
+come back and the freed memory goes back to the kernel.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Iterator
 
 # mallopt(3) parameters, from glibc's <malloc.h>.
@@ -40,19 +41,60 @@ def keep_freed_memory() -> bool:
     return _set(MMAP_THRESHOLD, TRIM_THRESHOLD)
 
 
+LINGER_S = 1.0             # a worker's freed memory goes back this long after its last read ended
+
+
 @contextlib.contextmanager
-def freed_memory_kept() -> Iterator[None]:
-    """The thresholds above for the time of a block, then the process's own (its ``MALLOC_*_THRESHOLD_``
-    environment, else glibc's start values) and the free heap handed back to the kernel (``malloc_trim``)."""
-    changed = keep_freed_memory()
+def freed_memory_kept(linger_s: float = LINGER_S) -> Iterator[None]:
+    """The thresholds above while blocks run, then, ``linger_s`` after the last one ended with none begun
+    since, the process's own (its ``MALLOC_*_THRESHOLD_`` environment, else glibc's start values) and the
+    free heap handed back to the kernel (``malloc_trim``). A worker reading host after host keeps its freed
+    memory from one to the next (the next host's columns would fault every page in again) and gives it back
+    once it is idle."""
+    global _blocks, _lent, _timer
+    with _lock:
+        if _timer is not None:
+            _timer.cancel()
+            _timer = None
+        if _blocks == 0 and not _lent:
+            _lent = keep_freed_memory()
+        _blocks += 1
     try:
         yield
     finally:
-        if changed:
-            _set(_env_int("MALLOC_MMAP_THRESHOLD_", GLIBC_DEFAULT), _env_int("MALLOC_TRIM_THRESHOLD_", GLIBC_DEFAULT))
-            libc = _glibc()
-            if libc is not None:
-                libc.malloc_trim(0)
+        with _lock:
+            _blocks -= 1
+            if _blocks == 0 and _lent:
+                if linger_s > 0:
+                    _timer = threading.Timer(linger_s, _give_back_if_idle)
+                    _timer.daemon = True
+                    _timer.start()
+                else:
+                    _give_back()
+
+
+_lock = threading.Lock()
+_blocks = 0                                # blocks of freed_memory_kept running in this process
+_lent = False                              # whether they set the thresholds, not yet given back
+_timer: threading.Timer | None = None
+
+
+def _give_back_if_idle() -> None:
+    global _timer
+    with _lock:
+        _timer = None
+        if _blocks == 0 and _lent:
+            _give_back()
+
+
+def _give_back() -> None:
+    """The process's own thresholds again, and the free heap to the kernel (call with ``_lock`` held)."""
+    global _lent
+    _lent = False
+    _set(_env_int("MALLOC_MMAP_THRESHOLD_", GLIBC_DEFAULT), _env_int("MALLOC_TRIM_THRESHOLD_", GLIBC_DEFAULT))
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
 
 
 def _set(mmap_threshold: int, trim_threshold: int) -> bool:
