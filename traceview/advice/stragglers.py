@@ -51,29 +51,35 @@ def stragglers(ops: pd.DataFrame | Activity, jobs: int = 1) -> Stragglers:
     if frame["device"].nunique() < 2:
         out.reason = "one device: no straggler to find"
         return out
-    out.steps, out.most_often_last, out.device_late_steps = _late(frame, "device", activity.span_bounds, jobs)
+    whos = ["device", "host"] if frame["host"].nunique() >= 2 else ["device"]
+    per = _per_step_of(frame, whos, activity.span_bounds, jobs)
+    out.steps, out.most_often_last, out.device_late_steps = _ranked(per["device"])
     out.device = out.most_often_last if 2 * out.device_late_steps > len(out.steps) >= 2 else None
-    if frame["host"].nunique() >= 2:
-        out.host_steps, out.host_most_often_last, out.host_late_steps = _late(frame, "host", activity.span_bounds,
-                                                                              jobs)
+    if "host" in per:
+        out.host_steps, out.host_most_often_last, out.host_late_steps = _ranked(per["host"])
         out.host = out.host_most_often_last if 2 * out.host_late_steps > len(out.host_steps) >= 2 else None
     return out
 
 
-def _late(frame: pd.DataFrame, who: str, bounds: list[int] | None = None,
-          jobs: int = 1) -> tuple[pd.DataFrame, str | None, int]:
-    """The per-step table for ``who`` (device or host), who finished last most often, and in how many steps.
-    ``bounds``: where each host's rows begin in ``frame``; when no ``who`` is in two hosts' rows, each
-    host's rows are summed up alone and the sums merged step by step (a pod: never one table of every
-    (step, device) at once)."""
-    if bounds is not None and names_apart([set(frame[who].iloc[lo:hi].unique())
-                                           for lo, hi in zip(bounds[:-1], bounds[1:])]):
+def _per_step_of(frame: pd.DataFrame, whos: list[str], bounds: list[int] | None = None,
+                 jobs: int = 1) -> dict[str, _PerStep]:
+    """Per ``who`` (device, host): its per-step sums. ``bounds``: where each host's rows begin in ``frame``;
+    a ``who`` that is in no two hosts' rows is summed up host by host and the sums merged step by step (a
+    pod: never one table of every (step, device) at once), all such in one pass over the hosts."""
+    apart: list[str] = []
+    if bounds is not None:
         hosts = list(zip(bounds[:-1], bounds[1:]))
+        apart = [who for who in whos if names_apart([set(frame[who].iloc[lo:hi].unique()) for lo, hi in hosts])]
+    out: dict[str, _PerStep] = {}
+    if apart:
+        def run_of_hosts(run: range) -> list[_PerStep]:
+            spans = [frame.iloc[hosts[i][0]:hosts[i][1]] for i in run]
+            return [_merged_per_step([_per_step(host, who) for host in spans]) for who in apart]
+
         # each forked task sums up a run of hosts and merges them before its result travels
-        runs = fork_map_items(lambda run: _merged_per_step([_per_step(frame.iloc[hosts[i][0]:hosts[i][1]], who)
-                                                            for i in run]), batches(len(hosts), jobs), jobs)
-        return _ranked(_merged_per_step(runs))
-    return _ranked(_per_step(frame, who))
+        runs = fork_map_items(run_of_hosts, batches(len(hosts), jobs), jobs)
+        out = {who: _merged_per_step([run[k] for run in runs]) for k, who in enumerate(apart)}
+    return {who: out[who] if who in out else _per_step(frame, who) for who in whos}
 
 
 @dataclass
