@@ -16,6 +16,7 @@ import pandas as pd
 from traceview.analysis.build import PipelineResult
 from traceview.analysis.roofline import GAIN_DEFINITION
 from traceview.hardware.detect import device_model_name
+from traceview.parsers.profile import Device
 from traceview.parsers.xplane import as_uint64
 from traceview.units import PS_PER_US, json_scalar
 from traceview.version import __version__
@@ -86,8 +87,10 @@ def op_records(ops: pd.DataFrame) -> list[dict]:
 
 
 def _device_records(analysis: PipelineResult) -> list[dict]:
-    return [{**{k: json_scalar(v) for k, v in dataclasses.asdict(d).items() if k != "stats"},
-             "model_name": device_model_name(d)} for d in analysis.profile.devices]
+    # the fields one by one: dataclasses.asdict would deep-copy each device's stats only to drop them
+    names = [f.name for f in dataclasses.fields(Device) if f.name != "stats"]
+    return [{**{k: json_scalar(getattr(d, k)) for k in names}, "model_name": device_model_name(d)}
+            for d in analysis.profile.devices]
 
 
 def us_from_ps(ps) -> float | None:

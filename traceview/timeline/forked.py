@@ -167,8 +167,9 @@ def one_chunk(raw: Any, rows: Any) -> ForEach:
 
 
 def batches(count: int, jobs: int) -> list[range]:
-    """``range(count)`` cut into at most ``4 * jobs`` contiguous runs (one forked task each, whose results
-    it merges before they travel: a pod's per-host results never all held at once)."""
-    parts = max(1, min(count, 4 * max(jobs, 1)))
+    """``range(count)`` cut into at most ``16 * jobs`` contiguous runs (one forked task each, whose results
+    it merges before they travel: a pod's per-host results never all held at once). Sixteen per process:
+    the processes take runs as they finish one, so they end at most a run's time apart."""
+    parts = max(1, min(count, 16 * max(jobs, 1)))
     bounds = [count * k // parts for k in range(parts + 1)]
     return [range(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
