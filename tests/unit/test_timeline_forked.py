@@ -96,3 +96,19 @@ def test_one_job_or_one_item_runs_here(monkeypatch):
     assert forked.fork_map(lambda i: os.getpid(), 1, 4) == [parent]
     monkeypatch.setenv("TRACEVIEW_NO_FORK", "1")
     assert forked.fork_map(lambda i: os.getpid(), 5, 4) == [parent] * 5
+
+
+@linux_only
+def test_no_process_to_fork_leaves_the_work_here():
+    out = _fresh("""
+        import os
+        from traceview.timeline import forked
+        def refuse():
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        os.fork = refuse
+        got = forked.fork_map(lambda i: (i, os.getpid()), 30, 2)
+        assert [i for i, _ in got] == list(range(30))
+        print(len({pid for _, pid in got}), len(os.listdir("/proc/self/fd")))
+    """)
+    processes, _ = map(int, out.split())
+    assert processes == 1

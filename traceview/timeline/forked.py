@@ -35,7 +35,13 @@ def fork_map(task: Callable[[int], Any], count: int, jobs: int) -> list[Any]:
     jobs = min(jobs, count)
     if jobs <= 1 or not _can_fork():
         return [task(i) for i in range(count)]
-    return _Workers(task, count, jobs).results()
+    import multiprocessing
+
+    try:
+        counter = multiprocessing.get_context("fork").Value("q", 0)
+    except OSError:              # no shared semaphores here (a /dev/shm the process may not write)
+        return [task(i) for i in range(count)]
+    return _Workers(task, count, jobs, counter).results()
 
 
 class _Workers:
@@ -43,11 +49,8 @@ class _Workers:
     its ``(index, result)`` pairs into a pipe of its own once the items run out, and the parent reads them
     after its own share: its results never travel, and a child that dies is an error, not a hang."""
 
-    def __init__(self, task: Callable[[int], Any], count: int, jobs: int) -> None:
-        import multiprocessing
-
-        self.task, self.count = task, count
-        self.next = multiprocessing.get_context("fork").Value("q", 0)
+    def __init__(self, task: Callable[[int], Any], count: int, jobs: int, counter: Any) -> None:
+        self.task, self.count, self.next = task, count, counter
         self.children: list[tuple[int, int]] = []     # (pid, read end of its pipe)
         gc.freeze()             # the children's collections leave the inherited objects' pages alone
         try:
@@ -56,6 +59,8 @@ class _Workers:
                 warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
                 for _ in range(jobs - 1):
                     self._fork()
+        except OSError:          # no more processes or memory for one: those started share the items
+            pass
         except BaseException:
             self._stop()
             raise
@@ -64,7 +69,12 @@ class _Workers:
 
     def _fork(self) -> None:
         read, write = os.pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read)
+            os.close(write)
+            raise
         if pid == 0:                      # the child: its share, then its answer, then gone
             code = 1
             try:
