@@ -64,9 +64,14 @@ class RunOps:
         has no group (a key missing) and the groups cannot tell."""
         if any(int(p.occurrences.sum()) != p.n_rows or (p.device < 0).any() for p in self.parts):
             return None
-        frames = [pd.DataFrame({"device": [p.devices[d] for d in p.device],
-                                "module": [p.modules[m] for m in p.module], "program_id": p.program_id})
-                  for p in self.parts]
+        frames = []
+        for p in self.parts:       # each part's distinct triples first (in order): a host has few, and many groups
+            triples = np.stack([p.device.astype(np.int64), p.module.astype(np.int64), p.program_id])
+            first = np.sort(np.unique(triples, axis=1, return_index=True)[1]) if triples.shape[1] else \
+                np.zeros(0, dtype=np.int64)
+            frames.append(pd.DataFrame({"device": [p.devices[d] for d in p.device[first]],
+                                        "module": [p.modules[m] for m in p.module[first]],
+                                        "program_id": p.program_id[first]}))
         if not frames:
             return pd.DataFrame(columns=["device", "module", "program_id"])
         return pd.concat(frames, ignore_index=True).drop_duplicates(ignore_index=True)
