@@ -704,7 +704,13 @@ def read_xplane(path: str | Path, host: str | None = None, fast: bool | None = N
     """Read one XSpace file into a TraceData (tables for one host)."""
     path = Path(path)
     host = host or host_of(path)
-    return _Reader(load_xspace(path, fast=fast), host, str(path)).read()
+    space = load_xspace(path, fast=fast)
+    try:
+        return _Reader(space, host, str(path)).read()
+    finally:
+        close = getattr(space, "close", None)  # a mapped file (parsers/xspace_map.py): unmapped now
+        if close is not None:
+            close()
 
 
 class _Reader:

@@ -82,25 +82,57 @@ def reduce_activity(ops: pd.DataFrame) -> Activity:
     ends = starts + ops["duration_ps"].to_numpy(dtype=np.int64)
     host_codes, host_names = column_codes(ops["host"])
     hosts = np.array([str(h) for h in host_names] + ["nan"], dtype=object)   # code -1: a missing host
-    codes, device_names = pd.factorize(ops["device"])
     is_collective = matches(ops["op"], COLLECTIVE)
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(device_names) + 1))
     op_codes, op_names = column_codes(ops["op"])
     op_text = np.array([str(v) for v in op_names] + ["nan"], dtype=object)
-    for k, name in enumerate(device_names):
-        rows = order[bounds[k]:bounds[k + 1]]
-        collective = rows[is_collective[rows]]
+    for name, rows in _device_rows(ops["device"]):
+        if isinstance(rows, slice):
+            collective = np.flatnonzero(is_collective[rows]) + rows.start
+            first = rows.start
+        else:
+            collective = rows[is_collective[rows]]
+            first = rows[0]
         collective = collective[np.argsort(starts[collective], kind="stable")]
         out.devices[str(name)] = DeviceActivity(
             busy=union(starts[rows], ends[rows]), first_ps=int(starts[rows].min()), last_ps=int(ends[rows].max()),
-            host=str(hosts[host_codes[rows[0]]]), collective_starts=starts[collective],
+            host=str(hosts[host_codes[first]]), collective_starts=starts[collective],
             collective_names=op_text[op_codes[collective]])
     out.busy_union = _union_of_unions([d.busy for d in out.devices.values()])
-    lines = ops[["host", "line"]].drop_duplicates()
-    out.op_lines = list(dict.fromkeys(zip(lines["host"].astype(str), lines["line"].astype(str))))
+    out.op_lines = _op_lines(ops)
     out.step_spans = _step_spans(ops, starts, ends)
     return out
+
+
+def _device_rows(column: pd.Series) -> list[tuple[object, slice | np.ndarray]]:
+    """Each device (in order of first appearance; a missing one has no rows) and its rows in table order:
+    a slice where its rows lie together (the reader's tables are grouped by device), else their indices."""
+    codes, names = column_codes(column)
+    if codes.size:
+        runs = np.flatnonzero(codes[1:] != codes[:-1]) + 1
+        run_starts = np.concatenate(([0], runs))
+        run_codes = codes[run_starts]
+        if np.unique(run_codes).size == run_codes.size:   # each device's rows in one run
+            run_ends = np.append(run_starts[1:], codes.size)
+            return [(names[c], slice(int(lo), int(hi)))
+                    for c, lo, hi in zip(run_codes.tolist(), run_starts.tolist(), run_ends.tolist()) if c >= 0]
+    codes, device_names = pd.factorize(column)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(device_names) + 1))
+    return [(name, order[bounds[k]:bounds[k + 1]]) for k, name in enumerate(device_names)]
+
+
+def _op_lines(ops: pd.DataFrame) -> list[tuple[str, str]]:
+    """The distinct (host, line) pairs of the rows, in order of first appearance (a missing name: ``nan``)."""
+    host_codes, host_text = _codes_and_text(ops["host"])
+    line_codes, line_text = _codes_and_text(ops["line"])
+    width = len(line_text)                                  # codes + 1 (-1: missing) below it
+    pair = host_codes.astype(np.int64) * width
+    pair += line_codes
+    pair += width + 1
+    runs = pair[np.concatenate(([0], np.flatnonzero(pair[1:] != pair[:-1]) + 1))]   # rows of a line lie together
+    pairs = pd.unique(runs)                                 # in order of first appearance
+    return list(dict.fromkeys((str(host_text[h]), str(line_text[k]))
+                              for h, k in zip((pairs // width - 1).tolist(), (pairs % width - 1).tolist())))
 
 
 def _step_spans(ops: pd.DataFrame, starts: np.ndarray, ends: np.ndarray) -> pd.DataFrame:

@@ -159,22 +159,25 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
 
 
 def _device_codes(column: pd.Series) -> tuple[np.ndarray, list[str]]:
-    """Per row, its device's code (int64, -1: no device) into the device names sorted; the names."""
+    """Per row, its device's code (signed integers, -1: no device) into the device names sorted; the names."""
     codes, values = column_codes(column)
     names = [str(v) for v in values]
     order = sorted(range(len(names)), key=names.__getitem__)
     devices = [names[i] for i in order]
     if order == list(range(len(order))):
-        return codes.astype(np.int64), devices                       # names in order already
+        return codes, devices                                         # names in order already: the column's codes
     remap = np.full(len(names) + 1, -1, dtype=np.int64)
     remap[order] = np.arange(len(order))
     return remap[codes], devices                                      # codes in sorted name order, -1 kept
 
 
 def _step_numbers(ops: pd.DataFrame) -> np.ndarray:
-    """Per row, its step number (int64; -1: in no step, or the table has no step column)."""
+    """Per row, its step number (integers, the column's own where it holds them; -1: in no step, or the table
+    has no step column)."""
     step = ops["step"].to_numpy() if "step" in ops else np.full(len(ops), -1)
-    if step.dtype.kind in "iu":
+    if step.dtype.kind == "i":
+        return step
+    if step.dtype.kind == "u":
         return step.astype(np.int64)
     return np.asarray(pd.to_numeric(pd.Series(step), errors="coerce").fillna(-1), dtype=np.int64)
 
@@ -251,7 +254,8 @@ def _group_numbers(ops: pd.DataFrame, dev: np.ndarray, n_devices: int) -> np.nda
     gid = np.full(n, -1, dtype=np.int64)
     if not n:
         return gid
-    combined = dev + 1
+    combined = dev.astype(np.int64)                     # a column of its own: the steps below work in place
+    combined += 1
     width = n_devices + 1
     missing = np.zeros(n, dtype=bool)
     for name in OP_KEY:
@@ -266,14 +270,17 @@ def _group_numbers(ops: pd.DataFrame, dev: np.ndarray, n_devices: int) -> np.nda
             codes = np.maximum(codes, 0)
         size = max(len(values), 1)
         if width * size >= 2 ** 62:                      # renumber before the combined key could overflow
-            combined, uniques = pd.factorize(combined)
+            combined, uniques = pd.factorize(combined, size_hint=min(width, n))
+            combined = combined.astype(np.int64, copy=False)
             width = len(uniques)
-        combined = combined * size + codes
+        combined *= size
+        combined += codes
         width *= size
     keyed = ~missing
+    # the hash table sized for the distinct keys there can be, not one slot per row (a 2 M-row table: 34 MB)
     if keyed.all():
-        return pd.factorize(combined)[0].astype(np.int64)
-    gid[keyed] = pd.factorize(combined[keyed])[0]
+        return pd.factorize(combined, size_hint=min(width, n))[0].astype(np.int64, copy=False)
+    gid[keyed] = pd.factorize(combined[keyed], size_hint=min(width, n))[0]
     return gid
 
 
