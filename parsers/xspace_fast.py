@@ -15,6 +15,7 @@ malformed file raises WireError, as the pure decoder does.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -67,7 +68,57 @@ def _kernels():
             return None
         with _cache_loading_without_refresh():
             _call_each(xspace_kernels)
+        _drop_compiler_pages()
         return xspace_kernels
+
+
+_COMPILER_LIBRARY = "libllvmlite"
+_MADV_DONTNEED = 4  # Linux <sys/mman.h>
+
+
+def _drop_compiler_pages() -> None:
+    """Once the kernels are loaded, take LLVM's own code out of this process's resident set.
+
+    Loading a cached kernel runs LLVM (libllvmlite: 65-70 MB of its code and
+    read-only data touched); the loaded kernels never call into it again. Its
+    read-only mappings that hold no page of their own (smaps ``Anonymous: 0``:
+    every page is the file's, as it is on disk) are released with
+    ``madvise(MADV_DONTNEED)``; the pages stay in the kernel's page cache, and
+    a later compile (a kernel not in numba's cache) maps them again. Linux
+    only; anything unexpected leaves the mappings as they are.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+        madvise.argtypes, madvise.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
+        for start, end in _read_only_file_pages(_COMPILER_LIBRARY):
+            madvise(start, end - start, _MADV_DONTNEED)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _read_only_file_pages(library: str) -> list[tuple[int, int]]:
+    """(start, end) of each mapping of a file named like `library` that is not writable and holds no
+    anonymous (copied-on-write) page, from /proc/self/smaps."""
+    found: list[tuple[int, int]] = []
+    current: tuple[int, int] | None = None
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head, _, rest = line.partition(" ")
+            if not head.endswith(":"):                 # a mapping's first line: range, permissions, ..., path
+                fields = rest.split()
+                current = None
+                if len(fields) >= 5 and library in fields[-1] and "w" not in fields[0]:
+                    lo, hi = head.split("-")
+                    current = (int(lo, 16), int(hi, 16))
+            elif head == "Anonymous:" and current is not None:
+                if int(rest.split()[0]) == 0:
+                    found.append(current)
+                current = None
+    return found
 
 
 @contextmanager
