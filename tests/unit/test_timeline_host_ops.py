@@ -229,7 +229,7 @@ def test_union_length_and_alone_in_steps_equal_whole_columns(chunk, seed, monkey
     from traceview.timeline import host_ops
     from traceview.timeline.intervals import union
 
-    monkeypatch.setattr(host_ops, "_CHUNK", chunk)
+    monkeypatch.setattr(host_ops, "STEP_ROWS", chunk)
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 60))
     s = np.sort(rng.integers(0, 80, size=n)).astype(np.int64)
@@ -241,10 +241,33 @@ def test_union_length_and_alone_in_steps_equal_whole_columns(chunk, seed, monkey
     want_busy = int(np.maximum(reach[last] - s[first], 0).sum())
     after = np.append(True, s[1:] >= reach[:-1])
     before = np.append(s[1:] >= e[:-1], True)
-    busy, alone = host_ops._union_and_alone(s, e, True)
-    assert busy == want_busy
+    busy, last, alone = host_ops._union_and_alone(s, e - s, True)
+    assert busy == want_busy and last == int(e.max())
     np.testing.assert_array_equal(alone, after & before)
-    assert host_ops._union_and_alone(s, e, False) == (busy, None)
+    assert host_ops._union_and_alone(s, e - s, False) == (busy, last, None)
     if (e >= s).all():                                    # the same length as the union intervals'
         u_start, u_end = union(s, e)
         assert busy == int((u_end - u_start).sum())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_groups_numbered_by_lookup_equal_those_of_the_combined_key(seed, monkeypatch):
+    """Few possible keys: numbered in steps through a lookup table; else by factorizing one combined key
+    column: the same numbers (order of first appearance, -1 where a key is missing), devices missing too."""
+    from traceview.timeline import host_ops
+
+    rng = np.random.default_rng(seed)
+    n = 500
+    ops = pd.DataFrame({
+        "device": pd.Categorical(rng.choice(["d0", "d1", None], size=n, p=[0.45, 0.45, 0.1])),
+        "program_id": rng.integers(0, 3, size=n),
+        "module": pd.Categorical(rng.choice(["m", "n", None], size=n, p=[0.5, 0.45, 0.05])),
+        "op": pd.Categorical(rng.choice(["a", "b", "c", None], size=n, p=[0.3, 0.3, 0.3, 0.1])),
+    })
+    dev, devices = host_ops._device_codes(ops["device"])
+    monkeypatch.setattr(host_ops, "STEP_ROWS", 7)
+    small = host_ops._group_numbers(ops, dev, len(devices))
+    monkeypatch.setattr(host_ops, "_SMALL_KEYS", 0)
+    combined = host_ops._group_numbers(ops, dev, len(devices))
+    np.testing.assert_array_equal(small, combined)
+    assert small.dtype == np.int64 and (small == -1).any() and small.max() >= 10

@@ -28,7 +28,7 @@ from pandas.api.types import union_categoricals
 
 from traceview.timeline.grouping import column_codes, matches
 from traceview.timeline.host_threads import HostSets, host_threads
-from traceview.timeline.intervals import union
+from traceview.timeline.intervals import STEP_ROWS, union, union_in_steps
 
 COLLECTIVE = re.compile(
     r"all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|collective-broadcast"
@@ -79,7 +79,7 @@ def reduce_activity(ops: pd.DataFrame) -> Activity:
     if ops.empty:
         return out
     starts = ops["start_ps"].to_numpy(dtype=np.int64)
-    ends = starts + ops["duration_ps"].to_numpy(dtype=np.int64)
+    durations = ops["duration_ps"].to_numpy(dtype=np.int64)
     host_codes, host_names = column_codes(ops["host"])
     hosts = np.array([str(h) for h in host_names] + ["nan"], dtype=object)   # code -1: a missing host
     is_collective = matches(ops["op"], COLLECTIVE)
@@ -93,14 +93,21 @@ def reduce_activity(ops: pd.DataFrame) -> Activity:
             collective = rows[is_collective[rows]]
             first = rows[0]
         collective = collective[np.argsort(starts[collective], kind="stable")]
+        s, d = starts[rows], durations[rows]
+        busy = union_in_steps(s, d)        # a device's rows in time order (the reader's): no column of ends
         out.devices[str(name)] = DeviceActivity(
-            busy=union(starts[rows], ends[rows]), first_ps=int(starts[rows].min()), last_ps=int(ends[rows].max()),
+            busy=busy if busy is not None else union(s, s + d), first_ps=int(s.min()), last_ps=_last_end(s, d),
             host=str(hosts[host_codes[first]]), collective_starts=starts[collective],
             collective_names=op_text[op_codes[collective]])
     out.busy_union = _union_of_unions([d.busy for d in out.devices.values()])
     out.op_lines = _op_lines(ops)
-    out.step_spans = _step_spans(ops, starts, ends)
+    out.step_spans = _step_spans(ops, starts, durations)
     return out
+
+
+def _last_end(starts: np.ndarray, durations: np.ndarray) -> int:
+    """The largest start + duration, in steps (no column of ends)."""
+    return max(int((starts[a:a + STEP_ROWS] + durations[a:a + STEP_ROWS]).max()) for a in range(0, starts.size, STEP_ROWS))
 
 
 def _device_rows(column: pd.Series) -> list[tuple[object, slice | np.ndarray]]:
@@ -125,17 +132,19 @@ def _op_lines(ops: pd.DataFrame) -> list[tuple[str, str]]:
     """The distinct (host, line) pairs of the rows, in order of first appearance (a missing name: ``nan``)."""
     host_codes, host_text = _codes_and_text(ops["host"])
     line_codes, line_text = _codes_and_text(ops["line"])
+    if not host_codes.size:
+        return []
+    change = host_codes[1:] != host_codes[:-1]             # rows of a line lie together: only the runs count
+    change |= line_codes[1:] != line_codes[:-1]
+    runs = np.concatenate(([0], np.flatnonzero(change) + 1))
     width = len(line_text)                                  # codes + 1 (-1: missing) below it
-    pair = host_codes.astype(np.int64) * width
-    pair += line_codes
-    pair += width + 1
-    runs = pair[np.concatenate(([0], np.flatnonzero(pair[1:] != pair[:-1]) + 1))]   # rows of a line lie together
-    pairs = pd.unique(runs)                                 # in order of first appearance
+    pair = (host_codes[runs].astype(np.int64) + 1) * width + line_codes[runs] + 1
+    pairs = pd.unique(pair)                                 # in order of first appearance
     return list(dict.fromkeys((str(host_text[h]), str(line_text[k]))
                               for h, k in zip((pairs // width - 1).tolist(), (pairs % width - 1).tolist())))
 
 
-def _step_spans(ops: pd.DataFrame, starts: np.ndarray, ends: np.ndarray) -> pd.DataFrame:
+def _step_spans(ops: pd.DataFrame, starts: np.ndarray, durations: np.ndarray) -> pd.DataFrame:
     """Per (step, device, host) of the rows in a step: their first start and last end (grouped by codes,
     named after)."""
     if "step" not in ops.columns:
@@ -146,7 +155,8 @@ def _step_spans(ops: pd.DataFrame, starts: np.ndarray, ends: np.ndarray) -> pd.D
     d_codes, d_names = _codes_and_text(ops["device"])
     h_codes, h_names = _codes_and_text(ops["host"])
     frame = pd.DataFrame({"step": ops["step"].to_numpy()[inside], "device": d_codes[inside],
-                          "host": h_codes[inside], "start": starts[inside], "end": ends[inside]})
+                          "host": h_codes[inside], "start": starts[inside],
+                          "end": starts[inside] + durations[inside]})
     spans = frame.groupby(["step", "device", "host"], sort=False).agg(start=("start", "min"), end=("end", "max"))
     spans = spans.reset_index()
     spans["device"] = pd.Categorical(d_names[spans["device"].to_numpy()])     # categories in name order

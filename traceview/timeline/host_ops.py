@@ -38,6 +38,7 @@ import pandas as pd
 from traceview.timeline.activity import Activity, reduce_activity
 from traceview.timeline.aggregate import OP_KEY
 from traceview.timeline.grouping import column_codes, exact_sums, first_rows
+from traceview.timeline.intervals import STEP_ROWS
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
     flops, flops_n = _reported(ops["trace_flops"], g, counted, n_groups)
     nbytes, nbytes_n = _reported(ops["trace_bytes"], g, counted, n_groups)
 
-    per_device, alone = _device_totals(dev, devices, start, start + duration, self_ps, keep.devices)
+    per_device, alone = _device_totals(dev, devices, start, duration, self_ps, keep.devices)
     alone &= has_key & (step < 0)
     module_names = [str(v) for v in module_values]
     op_names = [str(v) for v in op_values]
@@ -193,7 +194,7 @@ class _DeviceTotals:
     has_rows: np.ndarray
 
 
-def _device_totals(dev: np.ndarray, devices: list[str], start: np.ndarray, end: np.ndarray,
+def _device_totals(dev: np.ndarray, devices: list[str], start: np.ndarray, duration: np.ndarray,
                    self_ps: np.ndarray, kept_devices: frozenset[str]) -> tuple[_DeviceTotals, np.ndarray]:
     """Each device's totals, and per row whether it is alone on its device (no other row overlaps it;
     False on devices kept in full and on devices with a negative duration)."""
@@ -209,16 +210,16 @@ def _device_totals(dev: np.ndarray, devices: list[str], start: np.ndarray, end: 
         if hi == lo:
             continue
         rows: slice | np.ndarray = slice(lo, hi) if by_device is None else by_device[lo:hi]
-        s, e = start[rows], end[rows]
+        s, d = start[rows], duration[rows]
         has_rows[i] = True
-        first_ps[i], last_ps[i] = int(s.min()), int(e.max())
+        first_ps[i] = int(s.min())
         dev_time[i] = int(self_ps[rows].sum())
         if not (s[1:] >= s[:-1]).all():
             o = np.argsort(s, kind="stable")
             rows = (np.arange(lo, hi) if by_device is None else by_device[lo:hi])[o]
-            s, e = s[o], e[o]
-        check = devices[i] not in kept_devices and not (e < s).any()
-        busy[i], alone_sorted = _union_and_alone(s, e, check)
+            s, d = s[o], d[o]
+        check = devices[i] not in kept_devices and not (d < 0).any()   # an end before its start
+        busy[i], last_ps[i], alone_sorted = _union_and_alone(s, d, check)
         if alone_sorted is not None:
             alone[rows] = alone_sorted
     return _DeviceTotals(busy, first_ps, last_ps, dev_time, has_rows), alone
@@ -243,8 +244,8 @@ def _alone_sums(gid: np.ndarray, alone: np.ndarray, duration: np.ndarray, self_p
                 exact_sums(gid[solo], np.minimum(duration[solo], self_ps[solo]), n_groups))
     length = np.zeros(n_groups + 1, dtype=np.int64)  # most: the others go to an extra group, dropped
     exposed = np.zeros(n_groups + 1, dtype=np.int64)
-    for a in range(0, gid.size, _CHUNK):              # in steps: no working column as long as the table
-        rows = slice(a, a + _CHUNK)
+    for a in range(0, gid.size, STEP_ROWS):              # in steps: no working column as long as the table
+        rows = slice(a, a + STEP_ROWS)
         solo_gid = np.where(alone[rows], gid[rows], n_groups)
         length += exact_sums(solo_gid, np.maximum(duration[rows], 0), n_groups + 1)
         exposed += exact_sums(solo_gid, np.minimum(duration[rows], self_ps[rows]), n_groups + 1)
@@ -258,10 +259,7 @@ def _group_numbers(ops: pd.DataFrame, dev: np.ndarray, n_devices: int) -> np.nda
     gid = np.full(n, -1, dtype=np.int64)
     if not n:
         return gid
-    combined = dev.astype(np.int64)                     # a column of its own: the steps below work in place
-    combined += 1
-    width = n_devices + 1
-    missing = np.zeros(n, dtype=bool)
+    keys: list[tuple[np.ndarray, int]] = []             # each key column's codes (-1: missing) and their count
     for name in OP_KEY:
         column = ops[name]
         if not isinstance(column.dtype, pd.CategoricalDtype):
@@ -269,10 +267,17 @@ def _group_numbers(ops: pd.DataFrame, dev: np.ndarray, n_devices: int) -> np.nda
             if values.dtype.kind in "iu" and values.size and values.min() == values.max():
                 continue                                  # one program throughout: adds nothing
         codes, values = column_codes(column)
+        keys.append((codes, max(len(values), 1)))
+    if (n_devices + 1) * int(np.prod([size for _, size in keys])) <= _SMALL_KEYS:
+        return _small_key_numbers(gid, dev, n_devices, keys)
+    combined = dev.astype(np.int64)                     # a column of its own: the steps below work in place
+    combined += 1
+    width = n_devices + 1
+    missing = np.zeros(n, dtype=bool)
+    for codes, size in keys:
         if codes.size and codes.min() < 0:
             missing |= codes < 0
             codes = np.maximum(codes, 0)
-        size = max(len(values), 1)
         if width * size >= 2 ** 62:                      # renumber before the combined key could overflow
             combined, uniques = pd.factorize(combined, size_hint=min(width, n))
             combined = combined.astype(np.int64, copy=False)
@@ -288,18 +293,51 @@ def _group_numbers(ops: pd.DataFrame, dev: np.ndarray, n_devices: int) -> np.nda
     return gid
 
 
+_SMALL_KEYS = 1 << 16  # up to this many possible (device, key codes) values, groups are numbered by a lookup table
+
+
+def _small_key_numbers(gid: np.ndarray, dev: np.ndarray, n_devices: int,
+                       keys: list[tuple[np.ndarray, int]]) -> np.ndarray:
+    """_group_numbers where the combined key has few possible values: in steps of STEP_ROWS rows, each
+    step's keys looked up in a table of the numbers given so far, the new ones numbered in order of first
+    appearance (pd.unique); no working column as long as the table."""
+    lookup = np.full((n_devices + 1) * int(np.prod([size for _, size in keys])), -1, dtype=np.int64)
+    numbered = 0
+    for a in range(0, gid.size, STEP_ROWS):
+        combined = dev[a:a + STEP_ROWS].astype(np.int64)
+        combined += 1
+        missing = None
+        for codes, size in keys:
+            step = codes[a:a + STEP_ROWS]
+            absent = step < 0
+            if absent.any():
+                missing = absent if missing is None else missing | absent
+                step = np.maximum(step, 0)
+            combined *= size
+            combined += step
+        ids = lookup[combined]
+        new = ids < 0 if missing is None else (ids < 0) & ~missing
+        if new.any():
+            first_seen = pd.unique(combined[new])          # in order of first appearance
+            lookup[first_seen] = np.arange(numbered, numbered + first_seen.size)
+            numbered += first_seen.size
+            ids = lookup[combined]
+        if missing is not None:
+            ids[missing] = -1
+        gid[a:a + STEP_ROWS] = ids
+    return gid
+
+
 def _codes_at(codes: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return codes[rows].astype(np.int64) if rows.size else np.zeros(0, dtype=np.int64)
 
 
-_CHUNK = 1 << 18  # rows per step of the passes over a device's intervals: their working columns stay this long
+def _union_and_alone(s: np.ndarray, d: np.ndarray, with_alone: bool) -> tuple[int, int, np.ndarray | None]:
+    """Of intervals [s, s + d) sorted by start: the length of their union (intervals of no length add nothing,
+    as in intervals.union), the last end, and with `with_alone`, per interval whether no other one overlaps it
+    by any length.
 
-
-def _union_and_alone(s: np.ndarray, e: np.ndarray, with_alone: bool) -> tuple[int, np.ndarray | None]:
-    """Of intervals sorted by start: the length of their union (intervals of no length add nothing, as in
-    intervals.union), and with `with_alone`, per interval whether no other one overlaps it by any length.
-
-    One pass in steps of _CHUNK intervals, carrying the running maximum of the ends and the open block:
+    One pass in steps of STEP_ROWS intervals, carrying the running maximum of the ends and the open block:
     no working column as long as the device's rows (a 2 M-row device: 80 MB less at the read's peak).
     A block starts where an interval begins after everything before it ended; its length is the reach
     (running maximum of the ends) at its last interval minus its start, counted when positive.
@@ -309,9 +347,10 @@ def _union_and_alone(s: np.ndarray, e: np.ndarray, with_alone: bool) -> tuple[in
     busy = 0
     reach_before = None       # the reach at the interval before the step
     open_start = None         # the start of the block still open at the step's first interval
-    for a in range(0, n, _CHUNK):
-        b = min(a + _CHUNK, n)
-        sc, ec = s[a:b], e[a:b]
+    for a in range(0, n, STEP_ROWS):
+        b = min(a + STEP_ROWS, n)
+        sc = s[a:b]
+        ec = sc + d[a:b]
         reach = np.maximum.accumulate(ec)
         if reach_before is not None:
             np.maximum(reach, reach_before, out=reach)
@@ -339,7 +378,7 @@ def _union_and_alone(s: np.ndarray, e: np.ndarray, with_alone: bool) -> tuple[in
         reach_before = reach[-1]
     if open_start is not None:
         busy += max(int(reach_before) - open_start, 0)
-    return busy, alone
+    return busy, int(reach_before) if reach_before is not None else 0, alone
 
 
 def _first_present(column: pd.Series, ids: np.ndarray, first: np.ndarray, kept: np.ndarray) -> tuple[list, np.ndarray]:
