@@ -298,8 +298,6 @@ class EventRegion:
         for previous, target in zip(firsts[:-2], firsts[1:-1]):
             at.append(at[-1] + int(kernels.event_position(self.buf[at[-1]:], n - at[-1], target - previous)))
         at.append(n)
-        if self.pages is not None:  # the walk touched the first parts' pages: out again until decoded
-            self.pages.drop(self.origin, self.origin + at[-2])
         return [(at[i], at[i + 1], firsts[i], firsts[i + 1] - firsts[i]) for i in range(ways)]
 
 
@@ -310,8 +308,6 @@ class RawLine:
     def __init__(self, data: bytes | memoryview, pages: MappedFile | None = None, origin: int = 0) -> None:
         buf = np.frombuffer(data, dtype=np.uint8)  # no copy: every kernel read is bounded by its message
         head = _kernels().line_head(buf, len(data), np.zeros(10, dtype=np.int64))
-        if pages is not None:  # the walk touched every event's tag: out of the process until it is decoded
-            pages.drop(origin, origin + len(data))
         if head[-1]:
             raise WireError(_ERRORS.get(int(head[-1]), "malformed line bytes"))
         self.id, self.timestamp_ns, self.duration_ps, self.display_id = (int(v) for v in head[:4])
