@@ -338,15 +338,15 @@ def _union_and_alone(s: np.ndarray, d: np.ndarray, with_alone: bool) -> tuple[in
     by any length.
 
     One pass in steps of STEP_ROWS intervals, carrying the running maximum of the ends and the open block:
-    no working column as long as the device's rows (a 2 M-row device: 80 MB less at the read's peak).
+    no working column as long as the device's rows (ends, their running maximum, the blocks' bounds).
     A block starts where an interval begins after everything before it ended; its length is the reach
     (running maximum of the ends) at its last interval minus its start, counted when positive.
     """
     n = s.size
     alone = np.empty(n, dtype=bool) if with_alone else None
     busy = 0
-    reach_before = None       # the reach at the interval before the step
-    open_start = None         # the start of the block still open at the step's first interval
+    reach_before: int | None = None   # the reach at the interval before the step
+    open_start: int | None = None     # the start of the block still open at the step's first interval
     for a in range(0, n, STEP_ROWS):
         b = min(a + STEP_ROWS, n)
         sc = s[a:b]
@@ -359,8 +359,8 @@ def _union_and_alone(s: np.ndarray, d: np.ndarray, with_alone: bool) -> tuple[in
         np.greater(sc[1:], reach[:-1], out=new[1:])
         firsts = np.flatnonzero(new)
         if open_start is not None:
-            if new[0]:            # the open block ended with the step before
-                busy += max(int(reach_before) - open_start, 0)
+            if new[0] and reach_before is not None:   # the open block ended with the step before
+                busy += max(reach_before - open_start, 0)
                 open_start = None
             elif firsts.size:     # it ends before this step's first new block
                 busy += max(int(reach[firsts[0] - 1]) - open_start, 0)
@@ -375,10 +375,10 @@ def _union_and_alone(s: np.ndarray, d: np.ndarray, with_alone: bool) -> tuple[in
             out[:-1] &= sc[1:] >= ec[:-1]
             if b < n:
                 out[-1] &= bool(s[b] >= ec[-1])
-        reach_before = reach[-1]
-    if open_start is not None:
-        busy += max(int(reach_before) - open_start, 0)
-    return busy, int(reach_before) if reach_before is not None else 0, alone
+        reach_before = int(reach[-1])
+    if open_start is not None and reach_before is not None:
+        busy += max(reach_before - open_start, 0)
+    return busy, reach_before if reach_before is not None else 0, alone
 
 
 def _first_present(column: pd.Series, ids: np.ndarray, first: np.ndarray, kept: np.ndarray) -> tuple[list, np.ndarray]:
