@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -197,6 +199,39 @@ def test_fresh_process_loads_kernels_without_numba_target_setup(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "False", "False"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/smaps")
+def test_llvm_pages_leave_the_resident_set_once_the_kernels_are_loaded(tmp_path):
+    """A fresh process: after loading the kernels, LLVM's read-only library mappings with no page of their
+    own hold (almost) nothing resident, its copied-on-write ones are left alone, and the kernels still run."""
+    xspace_fast.warm_up()
+    code = (
+        "import numpy as np\n"
+        "from traceview.parsers import xspace_fast\n"
+        "assert xspace_fast.enabled()\n"
+        "dropped = set(xspace_fast._read_only_file_pages('libllvmlite'))\n"
+        "resident, kept = 0, 0\n"
+        "current = None\n"
+        "for line in open('/proc/self/smaps'):\n"
+        "    head = line.split()[0]\n"
+        "    if not head.endswith(':'):\n"
+        "        lo, hi = (int(x, 16) for x in head.split('-'))\n"
+        "        current = (lo, hi) if 'libllvmlite' in line else None\n"
+        "    elif head == 'Rss:' and current is not None:\n"
+        "        kb = int(line.split()[1])\n"
+        "        if current in dropped: resident += kb\n"
+        "        else: kept += kb\n"
+        "print(len(dropped), resident, kept)\n"
+        "print(xspace_fast.nested_children(np.array([0, 1]), np.array([3, 2])).tolist())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    counts, children = out.stdout.splitlines()
+    mappings, resident_kb, kept_kb = (int(x) for x in counts.split())
+    assert mappings >= 2 and resident_kb < 4096       # 65-70 MB before: only pages touched since remain
+    assert kept_kb < 8192                              # the written (relro, data) mappings: small, untouched
+    assert children == "[1, 0]"
 
 
 def _parsed_whole(data: bytes) -> xspace_fast.FastSpace:
