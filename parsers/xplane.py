@@ -642,7 +642,7 @@ def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.
         device=device, line=line_name, start=start, duration=dur, self_ps=self_times(start, dur),
         op=op_names, module=module_names,
         category=pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [""]),
-        program_id=program_id, flops=np.full(n, np.nan), bytes_=np.full(n, np.nan),
+        program_id=program_id, flops=unreported(n), bytes_=unreported(n),
     )
     if run_id is not None:
         chunk.extra["run_id"] = run_id
@@ -704,7 +704,13 @@ def read_xplane(path: str | Path, host: str | None = None, fast: bool | None = N
     """Read one XSpace file into a TraceData (tables for one host)."""
     path = Path(path)
     host = host or host_of(path)
-    return _Reader(load_xspace(path, fast=fast), host, str(path)).read()
+    space = load_xspace(path, fast=fast)
+    try:
+        return _Reader(space, host, str(path)).read()
+    finally:
+        close = getattr(space, "close", None)  # a mapped file (parsers/xspace_map.py): unmapped now
+        if close is not None:
+            close()
 
 
 class _Reader:
@@ -976,9 +982,23 @@ def _step_block(device: str, step: np.ndarray, start: np.ndarray, duration: np.n
             "source": np.full(n, source, dtype=object)}
 
 
+def unreported(n: int) -> np.ndarray:
+    """A float column of n NaN (a figure the trace does not report: GPU and CPU rows' flops and bytes) that
+    holds no memory: one value seen n times, read-only. A Profile's own op table gets writable copies
+    (trace.read); a table only reduced (``analyze``) never holds the 16 bytes per row of its two columns."""
+    return np.broadcast_to(np.float64(np.nan), (n,))
+
+
+def is_unreported(a: np.ndarray) -> bool:
+    """Whether `a` is an :func:`unreported` column."""
+    return a.ndim == 1 and a.strides == (0,) and a.dtype == np.float64 and (a.size == 0 or bool(np.isnan(a[0])))
+
+
 def _joined(arrays: list[np.ndarray], dtype) -> np.ndarray:
     """The arrays end to end, as `dtype`: an array of its own (no view of another), so a table can hold it
-    without a copy."""
+    without a copy; unreported columns stay one (no memory)."""
+    if dtype == np.float64 and all(is_unreported(a) for a in arrays):
+        return unreported(sum(a.size for a in arrays))
     if len(arrays) == 1:
         a = arrays[0]
         own = a.dtype == dtype and a.flags.owndata and a.flags.c_contiguous and a.flags.writeable

@@ -15,20 +15,28 @@ malformed file raises WireError, as the pure decoder does.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from traceview.parsers.xspace_schema import WideEvents, WireError
+
+if TYPE_CHECKING:
+    import mmap
+
+    from traceview.parsers.xspace_map import MappedFile
 
 _ERRORS = {1: "field tag runs past the end of its message", 2: "unsupported wire type", 3: "field number 0",
            4: "length-delimited field runs past the end of its message", 5: "field runs past the end of its message",
            6: "varint longer than 10 bytes", 7: "stat id runs past the end of its stat",
            8: "more events than the line holds"}
 _SPLIT_EVENTS = 200_000  # lines with this many events are decoded in parts at once, one per core (each >= half this)
+_PIECE_EVENTS = 131_072  # a mapped file's line is decoded this many events at a time, each piece's pages then dropped
 
 
 def loaded() -> bool:
@@ -60,7 +68,57 @@ def _kernels():
             return None
         with _cache_loading_without_refresh():
             _call_each(xspace_kernels)
+        _drop_compiler_pages()
         return xspace_kernels
+
+
+_COMPILER_LIBRARY = "libllvmlite"
+_MADV_DONTNEED = 4  # Linux <sys/mman.h>
+
+
+def _drop_compiler_pages() -> None:
+    """Once the kernels are loaded, take LLVM's own code out of this process's resident set.
+
+    Loading a cached kernel runs LLVM (libllvmlite: 65-70 MB of its code and
+    read-only data touched); the loaded kernels never call into it again. Its
+    read-only mappings that hold no page of their own (smaps ``Anonymous: 0``:
+    every page is the file's, as it is on disk) are released with
+    ``madvise(MADV_DONTNEED)``; the pages stay in the kernel's page cache, and
+    a later compile (a kernel not in numba's cache) maps them again. Linux
+    only; anything unexpected leaves the mappings as they are.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+        madvise.argtypes, madvise.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
+        for start, end in _read_only_file_pages(_COMPILER_LIBRARY):
+            madvise(start, end - start, _MADV_DONTNEED)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _read_only_file_pages(library: str) -> list[tuple[int, int]]:
+    """(start, end) of each mapping of a file named like `library` that is not writable and holds no
+    anonymous (copied-on-write) page, from /proc/self/smaps."""
+    found: list[tuple[int, int]] = []
+    current: tuple[int, int] | None = None
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head, _, rest = line.partition(" ")
+            if not head.endswith(":"):                 # a mapping's first line: range, permissions, ..., path
+                fields = rest.split()
+                current = None
+                if len(fields) >= 5 and library in fields[-1] and "w" not in fields[0]:
+                    lo, hi = head.split("-")
+                    current = (int(lo, 16), int(hi, 16))
+            elif head == "Anonymous:" and current is not None:
+                if int(rest.split()[0]) == 0:
+                    found.append(current)
+                current = None
+    return found
 
 
 @contextmanager
@@ -171,10 +229,16 @@ def nested_children(s: np.ndarray, e: np.ndarray) -> np.ndarray:
 
 
 class EventRegion:
-    """A line's events, undecoded: what decode_wide takes in place of a list of messages."""
+    """A line's events, undecoded: what decode_wide takes in place of a list of messages.
 
-    def __init__(self, data: bytes | memoryview, buf: np.ndarray, count: int) -> None:
+    ``pages``/``origin``: the mapped file the line lies in and where it starts there; its decoded ranges
+    are then dropped from the process as each piece of the line is done (parsers/xspace_map.py).
+    """
+
+    def __init__(self, data: bytes | memoryview, buf: np.ndarray, count: int,
+                 pages: MappedFile | None = None, origin: int = 0) -> None:
         self.data, self.buf, self.count = data, buf, count
+        self.pages, self.origin = pages, origin
 
     def __len__(self) -> int:
         return self.count
@@ -192,13 +256,12 @@ class EventRegion:
         columns: tuple[np.ndarray, ...] = (ids, mid, off, dur, kind, bits, size)
         parts = self._parts(k)
         if len(parts) == 1:
-            results = [k.decode_wide(self.buf, 0, n, 0, *columns)]
+            results = [self._decode(k, 0, n, 0, columns)]
         else:  # the kernel releases the GIL: the parts run at once, each filling its own events' columns
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(max_workers=len(parts)) as pool:
-                futures = [pool.submit(k.decode_wide, self.buf, p0, p1, first, *columns)
-                           for p0, p1, first, _ in parts]
+                futures = [pool.submit(self._decode, k, p0, p1, first, columns) for p0, p1, first, _ in parts]
                 results = [f.result() for f in futures]
         for (read, err), (_, _, _, want) in zip(results, parts):
             if err:
@@ -206,6 +269,21 @@ class EventRegion:
             if read != want:
                 raise WireError(_ERRORS[8])
         return WideEvents(mid, off, dur, stat_ids=ids, kind=kind, bits=bits, size=size, buffer=self.data)
+
+    def _decode(self, kernels, p0: int, p1: int, first: int, columns: tuple[np.ndarray, ...]) -> tuple[int, int]:
+        """(events read, error code) of bytes [p0, p1) of the line, as events first, first + 1, ...; in a
+        mapped file, in pieces of _PIECE_EVENTS events, each piece's pages dropped once it is decoded."""
+        if self.pages is None:
+            return kernels.decode_wide(self.buf, p0, p1, first, *columns)
+        read, q = 0, p0
+        while True:
+            end = q + int(kernels.event_position(self.buf[q:p1], p1 - q, _PIECE_EVENTS))
+            got, err = kernels.decode_wide(self.buf, q, end, first + read, *columns)
+            self.pages.drop(self.origin + q, self.origin + end)
+            read += int(got)
+            if err or end >= p1:
+                return read, int(err)
+            q = end
 
     def _parts(self, kernels) -> list[tuple[int, int, int, int]]:
         """(first byte, end byte, first event, events) of each equal run of the line's events, one per
@@ -224,9 +302,10 @@ class EventRegion:
 
 
 class RawLine:
-    """An XLine whose events stay undecoded until asked for (the attributes the reader uses)."""
+    """An XLine whose events stay undecoded until asked for (the attributes the reader uses); ``pages``,
+    ``origin``: see EventRegion."""
 
-    def __init__(self, data: bytes | memoryview) -> None:
+    def __init__(self, data: bytes | memoryview, pages: MappedFile | None = None, origin: int = 0) -> None:
         buf = np.frombuffer(data, dtype=np.uint8)  # no copy: every kernel read is bounded by its message
         head = _kernels().line_head(buf, len(data), np.zeros(10, dtype=np.int64))
         if head[-1]:
@@ -237,7 +316,7 @@ class RawLine:
             self.display_name = str(data[head[6]:head[7]], "utf-8")
         except UnicodeDecodeError as exc:
             raise WireError(f"line name is not UTF-8 ({exc.reason})") from None
-        self.events = EventRegion(data, buf, int(head[8]))
+        self.events = EventRegion(data, buf, int(head[8]), pages, origin)
 
 
 class _Plane:
@@ -253,13 +332,21 @@ class _Plane:
 class FastSpace:
     """An XSpace read through its outline: planes, errors and warnings as the reader expects them."""
 
-    def __init__(self, planes: list[_Plane], space) -> None:
+    def __init__(self, planes: list[_Plane], space, mapped: MappedFile | None = None) -> None:
         self.planes = planes
         self.errors, self.warnings, self.hostnames = list(space.errors), list(space.warnings), list(space.hostnames)
+        self._mapped = mapped
+
+    def close(self) -> None:
+        """Done with the file's bytes: a mapped file is unmapped (its lease ends) once no view of it is left."""
+        self.planes = []
+        if self._mapped is not None:
+            self._mapped.close()
 
 
-def parse_space(data: bytes) -> FastSpace:
-    """Parse a whole file (raises DecodeError from protobuf, WireError from the line walk).
+def parse_space(data: bytes | mmap.mmap, mapped: MappedFile | None = None) -> FastSpace:
+    """Parse a whole file (raises DecodeError from protobuf, WireError from the line walk); `data` is
+    `mapped`'s bytes when the file is mapped (parsers/xspace_map.py).
 
     The compiled outline finds each plane's fields and lines in the file's bytes:
     protobuf parses only what is not a line (metadata, stats, the XSpace's own
@@ -273,7 +360,7 @@ def parse_space(data: bytes) -> FastSpace:
     outline = _outline(buf)
     if outline is None:
         space = XSpaceLines()
-        space.ParseFromString(data)
+        space.ParseFromString(bytes(data) if mapped is not None else data)
         return _from_message(space)
     view = memoryview(data)  # each line a view of the file's bytes: a slice of bytes would copy it
     plane_of, number, tag_at, value_at, end_at = (outline[:, k].tolist() for k in range(5))
@@ -288,11 +375,11 @@ def parse_space(data: bytes) -> FastSpace:
             else:
                 own.append(data[tag:end])
         elif field == 3:
-            lines[plane].append(RawLine(view[start:end]))
+            lines[plane].append(RawLine(view[start:end], mapped, start))
         else:
             rest[plane].append(data[tag:end])
     planes = [_Plane(ls, XPlaneLines.FromString(b"".join(r))) for ls, r in zip(lines, rest)]
-    return FastSpace(planes, XSpaceLines.FromString(b"".join(own)))
+    return FastSpace(planes, XSpaceLines.FromString(b"".join(own)), mapped)
 
 
 

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from google.protobuf.message import DecodeError
 
 from traceview.errors import TraceError
+from traceview.parsers import compressed
 from traceview.parsers.compressed import read_limited
+from traceview.parsers.remote import url_of
 from traceview.parsers.xspace_lenient import repair_utf8
 from traceview.parsers.xspace_schema import WireError, XSpaceRaw
+
+if TYPE_CHECKING:
+    from traceview.parsers.xspace_map import MappedFile
 
 # Files this large take the compiled reader when numba is installed: below it, loading numba costs a fresh
 # process more than the compiled loops save (the measurements: docs/scale.md, "The compiled reader").
@@ -23,8 +29,9 @@ TASK_ENV_PLANE = "Task Environment"
 _START_STAT = "profile_start_time"
 
 
-def _parse_space(data: bytes, fast: bool | None):
-    """XSpaceRaw (pure path), or xspace_fast's FastSpace for large files when numba is there (`fast`: force)."""
+def _parse_space(data: bytes, fast: bool | None, mapped: MappedFile | None = None):
+    """XSpaceRaw (pure path), or xspace_fast's FastSpace for large files when numba is there (`fast`: force);
+    `data` is `mapped`'s bytes when the file is mapped (its decoded pages are then dropped as it goes)."""
     if fast is None:
         fast = len(data) >= _FAST_MIN_BYTES
         if not fast and len(data) >= _FAST_WARM_MIN_BYTES:
@@ -35,7 +42,7 @@ def _parse_space(data: bytes, fast: bool | None):
         from traceview.parsers import xspace_fast
 
         if xspace_fast.enabled():
-            return xspace_fast.parse_space(data)
+            return xspace_fast.parse_space(data, mapped)
     space = XSpaceRaw()
     space.ParseFromString(data)
     return space
@@ -48,18 +55,19 @@ def load_xspace(path: str | Path, fast: bool | None = None) -> XSpaceRaw:
     corrupt file, or one that is not an XSpace.
     """
     path = Path(path)
-    data = read_limited(path, error=TraceError, what="trace file")
+    mapped = _mapped(path, fast)
+    data = mapped.map if mapped is not None else read_limited(path, error=TraceError, what="trace file")
     if not data:
         raise TraceError(f"{path}: file is empty")
     fixed = 0
     try:
         try:
-            space = _parse_space(data, fast)
+            space = _parse_space(data, fast, mapped)
         except DecodeError as exc:
             if "UTF-8" not in str(exc):
                 raise
             # A name that is not valid UTF-8 (e.g. a thread name cut mid-character) costs that name, not the file.
-            data, fixed = repair_utf8(data, XSpaceRaw)
+            data, fixed = repair_utf8(bytes(data), XSpaceRaw)
             space = XSpaceRaw()
             space.ParseFromString(data)
             space.warnings.append(f"{fixed} name(s) or string stat(s) not valid UTF-8; "
@@ -74,6 +82,19 @@ def load_xspace(path: str | Path, fast: bool | None = None) -> XSpaceRaw:
     if not space.planes or not any(p.name for p in space.planes):
         raise TraceError(f"{path}: not a profiler trace (no named XPlane in it)")
     return space
+
+
+def _mapped(path: Path, fast: bool | None) -> MappedFile | None:
+    """The file mapped (parsers/xspace_map.py) when the compiled reader will read it (a large file, numba
+    there, not turned off); None: read it into memory."""
+    if fast is False or url_of(path) is not None:
+        return None
+    from traceview.parsers import xspace_fast
+    from traceview.parsers.xspace_map import map_file
+
+    if not xspace_fast.enabled():
+        return None
+    return map_file(path, 0 if fast else _FAST_MIN_BYTES, compressed.PROTO_LIMIT)
 
 
 def _wrong_wire_type(space) -> str | None:

@@ -18,13 +18,14 @@ TRACES = ["sample_traces/transformer", "sample_traces/sharded", "openxla-xprof/t
           "AMD-AGI-TraceLens/jax08_gemm/tw003.xplane.pb"]
 
 
-def _analyze(path, out, monkeypatch, compiled: bool) -> tuple[bytes, int]:
-    calls = []
+def _analyze(path, out, monkeypatch, compiled: bool) -> tuple[bytes, int, int]:
+    calls, mapped = [], []
     parse = xspace_fast.parse_space
 
-    def counted(data):
+    def counted(data, pages=None):
         calls.append(len(data))
-        return parse(data)
+        mapped.append(pages is not None)
+        return parse(data, pages)
 
     monkeypatch.setattr(xspace_fast, "parse_space", counted)
     if compiled:
@@ -34,14 +35,16 @@ def _analyze(path, out, monkeypatch, compiled: bool) -> tuple[bytes, int]:
         monkeypatch.setenv("TRACEVIEW_NO_NUMBA", "1")
     assert main(["analyze", str(path), "--format", "json", "--no-cache", "--jobs", "1", "-o", str(out)]) == 0
     monkeypatch.undo()
-    return out.read_bytes(), len(calls)
+    return out.read_bytes(), len(calls), sum(mapped)
 
 
 @pytest.mark.parametrize("trace", TRACES)
 def test_pure_path_analyzes_as_the_compiled_one(trace, shared_traces, tmp_path, monkeypatch):
     path = shared_traces / trace if not trace.startswith("sample_traces/") else trace
-    pure, pure_calls = _analyze(path, tmp_path / "pure.json", monkeypatch, compiled=False)
-    compiled, compiled_calls = _analyze(path, tmp_path / "compiled.json", monkeypatch, compiled=True)
+    pure, pure_calls, _ = _analyze(path, tmp_path / "pure.json", monkeypatch, compiled=False)
+    compiled, compiled_calls, mapped = _analyze(path, tmp_path / "compiled.json", monkeypatch, compiled=True)
     assert pure_calls == 0 and compiled_calls >= 1  # each path was the one taken
+    # an uncompressed file is mapped, its pages dropped as decoded (parsers/xspace_map.py): the same bytes out
+    assert mapped == compiled_calls
     assert b'"ops"' in pure and len(pure) > 1000
     assert pure == compiled

@@ -462,3 +462,23 @@ def test_cpu_op_times_run_to_their_end_markers(sample_traces, sample):
         assert abs(ours[key][1] - total_ns) <= count + 1e-6 * total_ns, (key, ours[key][1], total_ns)
     # The rule matters: some ops run far past their launch event.
     assert any(total > 2 * launch for _, total, launch in ref.values())
+
+
+def test_unreported_figures_hold_no_memory_and_a_profile_can_change_them():
+    """GPU and CPU rows' trace flops and bytes (the trace does not report them): read as one NaN seen on every
+    row (no 16 bytes per row), the same values as before; a Profile's op table holds writable columns."""
+    from traceview.parsers.xplane import is_unreported
+    from traceview.trace.read import ReadOptions, load_profile
+
+    path = "sample_traces/transformer"
+    (trace,) = sorted(__import__("pathlib").Path(path).rglob("*.xplane.pb"))
+    ops = read_xplane(trace).ops
+    for name in ("trace_flops", "trace_bytes"):
+        values = ops[name].to_numpy()
+        assert is_unreported(values) and values.nbytes == 8 * len(ops) and np.isnan(values).all()
+    profile = load_profile(path, options=ReadOptions(cache=False, jobs=1))
+    assert len(profile.ops) == len(ops)
+    for name in ("trace_flops", "trace_bytes"):
+        assert not is_unreported(profile.ops[name].to_numpy())
+        profile.ops.loc[profile.ops.index[0], name] = 2.0
+        assert profile.ops[name].iloc[0] == 2.0 and profile.ops[name].iloc[1:].isna().all()

@@ -722,6 +722,9 @@ def _run_xplane(path: Path) -> None:
 
     compiled = None
     if xspace_fast.enabled():
+        # fast=True maps the file (parsers/xspace_map.py); its lines are decoded in pieces of a few events
+        # here, so the mutations meet the pieces' boundaries and page drops, not only a line's end
+        xspace_fast._PIECE_EVENTS = 16
         try:
             compiled = read_xplane(path, fast=True)
         except UserError:

@@ -1,6 +1,7 @@
 """Interval union / coverage against a brute-force count on a picosecond grid."""
 
 import numpy as np
+import pytest
 
 from traceview.timeline.intervals import covered_length, tagged_union, total_length, union
 
@@ -80,3 +81,25 @@ def test_intersect_subtract_complement_match_a_grid() -> None:
         window = np.zeros(width + 20, dtype=bool)
         window[10:150] = True
         assert np.array_equal(brute_mask(*gaps, width + 20), window & ~gb)
+
+
+@pytest.mark.parametrize("step", [1, 2, 5, 1 << 18])
+@pytest.mark.parametrize("seed", range(8))
+def test_union_in_steps_equals_union(step, seed, monkeypatch):
+    """Walked in steps (the open block and the reach carried across), sorted starts with empty, negative,
+    touching and nested intervals: the same disjoint intervals as the whole-column union; unsorted: None."""
+    from traceview.timeline import intervals
+
+    monkeypatch.setattr(intervals, "STEP_ROWS", step)
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 50))
+    starts = np.sort(rng.integers(0, 100, size=n)).astype(np.int64)
+    durations = rng.integers(-2, 12, size=n).astype(np.int64)
+    got = intervals.union_in_steps(starts, durations)
+    want = intervals.union(starts, starts + durations)
+    assert got is not None
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    assert got[0].dtype == want[0].dtype == np.int64
+    if n > 2 and starts[0] != starts[-1]:
+        assert intervals.union_in_steps(starts[::-1].copy(), durations) is None

@@ -111,3 +111,22 @@ def test_background_put_of_a_table_changed_meanwhile_stores_nothing(cache_dir, t
     assert not list(cache_dir.glob("*" + table_cache.SUFFIX))
     assert not list(cache_dir.glob(".tmp-*"))
     assert table_cache.get(f) is None
+
+
+def test_an_unreported_column_is_stored_once_and_read_back_writable(cache_dir, tmp_path):
+    """The reader's unreported figures (one NaN seen on every row, read-only, no memory) are stored as one
+    value without being made contiguous first, and come back as an ordinary column."""
+    from traceview.parsers.xplane import is_unreported, unreported
+
+    f = tmp_path / "h.xplane.pb"
+    f.write_bytes(b"x")
+    data = _data()
+    columns = {name: data.ops[name].array for name in data.ops.columns} | {"flops": unreported(len(data.ops))}
+    data.ops = pd.DataFrame(columns, copy=False)        # as the reader builds its tables: no copy
+    assert is_unreported(data.ops["flops"].to_numpy())
+    assert table_cache.put(f, data)
+    got = table_cache.get(f)
+    assert got is not None
+    _same(got, data)
+    assert not is_unreported(got.ops["flops"].to_numpy())
+    got.ops.loc[0, "flops"] = 1.0

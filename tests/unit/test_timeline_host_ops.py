@@ -218,3 +218,56 @@ def test_run_ops_fails_loudly_when_reading_again_never_keeps_the_rows():
     with pytest.raises(RuntimeError, match="still lack rows"):
         run_ops(profile, False, PAIRS)
     assert len(calls) >= 2
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 1 << 18])
+@pytest.mark.parametrize("seed", range(6))
+def test_union_length_and_alone_in_steps_equal_whole_columns(chunk, seed, monkeypatch):
+    """The device pass in steps of `chunk` intervals (carrying the reach and the open block) gives the union
+    length and the alone flags of the whole-column formulas (blocks from the running maximum of the ends),
+    ties, nesting, touching and empty intervals, and intervals that end before they start, included."""
+    from traceview.timeline import host_ops
+    from traceview.timeline.intervals import union
+
+    monkeypatch.setattr(host_ops, "STEP_ROWS", chunk)
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    s = np.sort(rng.integers(0, 80, size=n)).astype(np.int64)
+    e = s + rng.integers(-3 if seed % 3 == 0 else 0, 15, size=n)
+    reach = np.maximum.accumulate(e)
+    new = np.append(True, s[1:] > reach[:-1])
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, n - 1)
+    want_busy = int(np.maximum(reach[last] - s[first], 0).sum())
+    after = np.append(True, s[1:] >= reach[:-1])
+    before = np.append(s[1:] >= e[:-1], True)
+    busy, last, alone = host_ops._union_and_alone(s, e - s, True)
+    assert busy == want_busy and last == int(e.max())
+    np.testing.assert_array_equal(alone, after & before)
+    assert host_ops._union_and_alone(s, e - s, False) == (busy, last, None)
+    if (e >= s).all():                                    # the same length as the union intervals'
+        u_start, u_end = union(s, e)
+        assert busy == int((u_end - u_start).sum())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_groups_numbered_by_lookup_equal_those_of_the_combined_key(seed, monkeypatch):
+    """Few possible keys: numbered in steps through a lookup table; else by factorizing one combined key
+    column: the same numbers (order of first appearance, -1 where a key is missing), devices missing too."""
+    from traceview.timeline import host_ops
+
+    rng = np.random.default_rng(seed)
+    n = 500
+    ops = pd.DataFrame({
+        "device": pd.Categorical(rng.choice(["d0", "d1", None], size=n, p=[0.45, 0.45, 0.1])),
+        "program_id": rng.integers(0, 3, size=n),
+        "module": pd.Categorical(rng.choice(["m", "n", None], size=n, p=[0.5, 0.45, 0.05])),
+        "op": pd.Categorical(rng.choice(["a", "b", "c", None], size=n, p=[0.3, 0.3, 0.3, 0.1])),
+    })
+    dev, devices = host_ops._device_codes(ops["device"])
+    monkeypatch.setattr(host_ops, "STEP_ROWS", 7)
+    small = host_ops._group_numbers(ops, dev, len(devices))
+    monkeypatch.setattr(host_ops, "_SMALL_KEYS", 0)
+    combined = host_ops._group_numbers(ops, dev, len(devices))
+    np.testing.assert_array_equal(small, combined)
+    assert small.dtype == np.int64 and (small == -1).any() and small.max() >= 10

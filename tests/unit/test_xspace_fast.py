@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -46,12 +50,23 @@ def test_switched_off_by_environment(monkeypatch):
     assert xspace_fast.enabled()
 
 
-def _region(events: list[bytes]) -> xspace_fast.EventRegion:
+def _region(events: list[bytes], mapped_in: Path | None = None) -> xspace_fast.EventRegion:
+    """The events as one line of a parsed space (``mapped_in``: written to a file there, and mapped)."""
     space = XSpaceRaw()
     line = space.planes.add(name="p").lines.add(name="l", timestamp_ns=7)
     for e in events:
         line.events.append(e)
-    (fast_line,) = xspace_fast.parse_space(space.SerializeToString()).planes[0].lines
+    data = space.SerializeToString()
+    if mapped_in is None:
+        (fast_line,) = xspace_fast.parse_space(data).planes[0].lines
+    else:
+        from traceview.parsers.xspace_map import map_file
+
+        mapped_in.write_bytes(data)
+        mapped = map_file(mapped_in, 0, 1 << 30)
+        assert mapped is not None
+        (fast_line,) = xspace_fast.parse_space(mapped.map, mapped).planes[0].lines
+        assert fast_line.events.pages is mapped
     assert fast_line.name == "l" and fast_line.timestamp_ns == 7
     return fast_line.events
 
@@ -69,11 +84,14 @@ def _wide_equal(a, b) -> None:
         assert a.buffer[sa:sa + n] == b.buffer[sb:sb + n]
 
 
+@pytest.mark.parametrize("mapped", [False, True])
 @pytest.mark.parametrize("threads", [1, 2, 3, 8])
 @pytest.mark.parametrize("wanted", [[2], [1, 3], [3, 1, 2], [], [7]])
-def test_wide_columns_equal_on_every_stat_kind(wanted, threads, monkeypatch):
-    """The one-pass compiled decoder (whole, or in parts on several threads) and the pure one agree,
-    repeated and id-less stats included."""
+def test_wide_columns_equal_on_every_stat_kind(wanted, threads, mapped, monkeypatch, tmp_path):
+    """The one-pass compiled decoder (whole, or in parts on several threads; a mapped file's line in pieces of
+    a few events, each piece's pages dropped once decoded) and the pure one agree, repeated and id-less stats
+    included."""
+    monkeypatch.setattr(xspace_fast, "_PIECE_EVENTS", 7)
     monkeypatch.setattr(xspace_fast, "_SPLIT_EVENTS", 10 if threads > 1 else 10**9)
     monkeypatch.setattr(xspace_fast, "_cores", lambda: threads)
     rng = np.random.default_rng(2)
@@ -100,7 +118,7 @@ def test_wide_columns_equal_on_every_stat_kind(wanted, threads, monkeypatch):
             raw += bytes([0x22, 4, 0x20, 5, 0x08, 2])
         events.append(raw)
     ids = np.array(wanted, dtype=np.int64)
-    fast = decode_wide(_region(events), ids)
+    fast = decode_wide(_region(events, tmp_path / "line.xplane.pb" if mapped else None), ids)
     pure = decode_wide(events, ids)
     _wide_equal(fast, pure)
     if 2 in wanted:  # every event has a stat 2 in its last position only when i % 7 == 0
@@ -124,15 +142,18 @@ def test_a_line_splits_into_equal_runs_at_event_boundaries(ways, monkeypatch):
         assert bytes(region.buf[start + 2:start + 2 + len(events[first])]) == events[first]
 
 
-def test_malformed_events_raise_wire_error_both_ways():
+def test_malformed_events_raise_wire_error_both_ways(monkeypatch, tmp_path):
     from tests.unit.test_wire_bounds import MALFORMED
 
+    monkeypatch.setattr(xspace_fast, "_PIECE_EVENTS", 1)   # a mapped line: the bad event in a piece of its own
     good = XEvent(metadata_id=1, offset_ps=10, duration_ps=5).SerializeToString()
     for case, data in MALFORMED.items():
         with pytest.raises(WireError):
             decode_events([good, data])
         with pytest.raises(WireError):
             decode_wide(_region([good, data]), np.array([1], dtype=np.int64))
+        with pytest.raises(WireError):
+            decode_wide(_region([good, data, good], tmp_path / "bad.xplane.pb"), np.array([1], dtype=np.int64))
         with pytest.raises(WireError):
             decode_wide([good, data], np.array([1], dtype=np.int64))
         del case
@@ -178,6 +199,39 @@ def test_fresh_process_loads_kernels_without_numba_target_setup(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "False", "False"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/smaps")
+def test_llvm_pages_leave_the_resident_set_once_the_kernels_are_loaded(tmp_path):
+    """A fresh process: after loading the kernels, LLVM's read-only library mappings with no page of their
+    own hold (almost) nothing resident, its copied-on-write ones are left alone, and the kernels still run."""
+    xspace_fast.warm_up()
+    code = (
+        "import numpy as np\n"
+        "from traceview.parsers import xspace_fast\n"
+        "assert xspace_fast.enabled()\n"
+        "dropped = set(xspace_fast._read_only_file_pages('libllvmlite'))\n"
+        "resident, kept = 0, 0\n"
+        "current = None\n"
+        "for line in open('/proc/self/smaps'):\n"
+        "    head = line.split()[0]\n"
+        "    if not head.endswith(':'):\n"
+        "        lo, hi = (int(x, 16) for x in head.split('-'))\n"
+        "        current = (lo, hi) if 'libllvmlite' in line else None\n"
+        "    elif head == 'Rss:' and current is not None:\n"
+        "        kb = int(line.split()[1])\n"
+        "        if current in dropped: resident += kb\n"
+        "        else: kept += kb\n"
+        "print(len(dropped), resident, kept)\n"
+        "print(xspace_fast.nested_children(np.array([0, 1]), np.array([3, 2])).tolist())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    counts, children = out.stdout.splitlines()
+    mappings, resident_kb, kept_kb = (int(x) for x in counts.split())
+    assert mappings >= 2 and resident_kb < 4096       # 65-70 MB before: only pages touched since remain
+    assert kept_kb < 8192                              # the written (relro, data) mappings: small, untouched
+    assert children == "[1, 0]"
 
 
 def _parsed_whole(data: bytes) -> xspace_fast.FastSpace:

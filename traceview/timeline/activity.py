@@ -28,7 +28,7 @@ from pandas.api.types import union_categoricals
 
 from traceview.timeline.grouping import column_codes, matches
 from traceview.timeline.host_threads import HostSets, host_threads
-from traceview.timeline.intervals import union
+from traceview.timeline.intervals import STEP_ROWS, union, union_in_steps
 
 COLLECTIVE = re.compile(
     r"all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|collective-broadcast"
@@ -79,31 +79,72 @@ def reduce_activity(ops: pd.DataFrame) -> Activity:
     if ops.empty:
         return out
     starts = ops["start_ps"].to_numpy(dtype=np.int64)
-    ends = starts + ops["duration_ps"].to_numpy(dtype=np.int64)
+    durations = ops["duration_ps"].to_numpy(dtype=np.int64)
     host_codes, host_names = column_codes(ops["host"])
     hosts = np.array([str(h) for h in host_names] + ["nan"], dtype=object)   # code -1: a missing host
-    codes, device_names = pd.factorize(ops["device"])
     is_collective = matches(ops["op"], COLLECTIVE)
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(device_names) + 1))
     op_codes, op_names = column_codes(ops["op"])
     op_text = np.array([str(v) for v in op_names] + ["nan"], dtype=object)
-    for k, name in enumerate(device_names):
-        rows = order[bounds[k]:bounds[k + 1]]
-        collective = rows[is_collective[rows]]
+    for name, rows in _device_rows(ops["device"]):
+        if isinstance(rows, slice):
+            collective = np.flatnonzero(is_collective[rows]) + rows.start
+            first = rows.start
+        else:
+            collective = rows[is_collective[rows]]
+            first = rows[0]
         collective = collective[np.argsort(starts[collective], kind="stable")]
+        s, d = starts[rows], durations[rows]
+        busy = union_in_steps(s, d)        # a device's rows in time order (the reader's): no column of ends
         out.devices[str(name)] = DeviceActivity(
-            busy=union(starts[rows], ends[rows]), first_ps=int(starts[rows].min()), last_ps=int(ends[rows].max()),
-            host=str(hosts[host_codes[rows[0]]]), collective_starts=starts[collective],
+            busy=busy if busy is not None else union(s, s + d), first_ps=int(s.min()), last_ps=_last_end(s, d),
+            host=str(hosts[host_codes[first]]), collective_starts=starts[collective],
             collective_names=op_text[op_codes[collective]])
     out.busy_union = _union_of_unions([d.busy for d in out.devices.values()])
-    lines = ops[["host", "line"]].drop_duplicates()
-    out.op_lines = list(dict.fromkeys(zip(lines["host"].astype(str), lines["line"].astype(str))))
-    out.step_spans = _step_spans(ops, starts, ends)
+    out.op_lines = _op_lines(ops)
+    out.step_spans = _step_spans(ops, starts, durations)
     return out
 
 
-def _step_spans(ops: pd.DataFrame, starts: np.ndarray, ends: np.ndarray) -> pd.DataFrame:
+def _last_end(starts: np.ndarray, durations: np.ndarray) -> int:
+    """The largest start + duration, in steps (no column of ends)."""
+    return max(int((starts[a:a + STEP_ROWS] + durations[a:a + STEP_ROWS]).max()) for a in range(0, starts.size, STEP_ROWS))
+
+
+def _device_rows(column: pd.Series) -> list[tuple[object, slice | np.ndarray]]:
+    """Each device (in order of first appearance; a missing one has no rows) and its rows in table order:
+    a slice where its rows lie together (the reader's tables are grouped by device), else their indices."""
+    codes, names = column_codes(column)
+    if codes.size:
+        runs = np.flatnonzero(codes[1:] != codes[:-1]) + 1
+        run_starts = np.concatenate(([0], runs))
+        run_codes = codes[run_starts]
+        if np.unique(run_codes).size == run_codes.size:   # each device's rows in one run
+            run_ends = np.append(run_starts[1:], codes.size)
+            return [(names[c], slice(int(lo), int(hi)))
+                    for c, lo, hi in zip(run_codes.tolist(), run_starts.tolist(), run_ends.tolist()) if c >= 0]
+    codes, device_names = pd.factorize(column)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(device_names) + 1))
+    return [(name, order[bounds[k]:bounds[k + 1]]) for k, name in enumerate(device_names)]
+
+
+def _op_lines(ops: pd.DataFrame) -> list[tuple[str, str]]:
+    """The distinct (host, line) pairs of the rows, in order of first appearance (a missing name: ``nan``)."""
+    host_codes, host_text = _codes_and_text(ops["host"])
+    line_codes, line_text = _codes_and_text(ops["line"])
+    if not host_codes.size:
+        return []
+    change = host_codes[1:] != host_codes[:-1]             # rows of a line lie together: only the runs count
+    change |= line_codes[1:] != line_codes[:-1]
+    runs = np.concatenate(([0], np.flatnonzero(change) + 1))
+    width = len(line_text)                                  # codes + 1 (-1: missing) below it
+    pair = (host_codes[runs].astype(np.int64) + 1) * width + line_codes[runs] + 1
+    pairs = pd.unique(pair)                                 # in order of first appearance
+    return list(dict.fromkeys((str(host_text[h]), str(line_text[k]))
+                              for h, k in zip((pairs // width - 1).tolist(), (pairs % width - 1).tolist())))
+
+
+def _step_spans(ops: pd.DataFrame, starts: np.ndarray, durations: np.ndarray) -> pd.DataFrame:
     """Per (step, device, host) of the rows in a step: their first start and last end (grouped by codes,
     named after)."""
     if "step" not in ops.columns:
@@ -114,7 +155,8 @@ def _step_spans(ops: pd.DataFrame, starts: np.ndarray, ends: np.ndarray) -> pd.D
     d_codes, d_names = _codes_and_text(ops["device"])
     h_codes, h_names = _codes_and_text(ops["host"])
     frame = pd.DataFrame({"step": ops["step"].to_numpy()[inside], "device": d_codes[inside],
-                          "host": h_codes[inside], "start": starts[inside], "end": ends[inside]})
+                          "host": h_codes[inside], "start": starts[inside],
+                          "end": starts[inside] + durations[inside]})
     spans = frame.groupby(["step", "device", "host"], sort=False).agg(start=("start", "min"), end=("end", "max"))
     spans = spans.reset_index()
     spans["device"] = pd.Categorical(d_names[spans["device"].to_numpy()])     # categories in name order

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from traceview.timeline.intervals import STEP_ROWS
+
 # A float64 sum is exact while every partial sum stays below this (integers of 53 bits).
 _EXACT_FLOAT = 2.0 ** 53
 _LOW_BITS = 26
@@ -62,9 +64,22 @@ def group_ids(raw: pd.DataFrame, key: list[str]) -> tuple[np.ndarray, int]:
 
 
 def first_rows(ids: np.ndarray, n_groups: int) -> np.ndarray:
-    """For each group 0..n_groups-1, the first row carrying it (ids from :func:`group_ids`)."""
-    seen = np.maximum.accumulate(np.concatenate(([-1], ids[:-1]))) if ids.size else ids
-    first = np.flatnonzero(ids > seen)     # groups are numbered as they first appear: a new one tops the rest
+    """For each group 0..n_groups-1, the first row carrying it (ids from :func:`group_ids`).
+
+    Groups are numbered as they first appear: a new one tops every id before it. Walked in steps of
+    STEP_ROWS rows carrying the highest id so far (no working column as long as the table).
+    """
+    found = []
+    top = -1                               # the highest id before the step
+    for a in range(0, ids.size, STEP_ROWS):
+        step = ids[a:a + STEP_ROWS]
+        seen = np.empty(step.size, dtype=np.int64)
+        seen[0] = top
+        np.maximum.accumulate(step[:-1], out=seen[1:])
+        np.maximum(seen, top, out=seen)
+        found.append(np.flatnonzero(step > seen) + a)
+        top = max(top, int(seen[-1]), int(step[-1]))
+    first = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
     return first[:n_groups]
 
 

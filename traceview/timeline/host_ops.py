@@ -38,6 +38,7 @@ import pandas as pd
 from traceview.timeline.activity import Activity, reduce_activity
 from traceview.timeline.aggregate import OP_KEY
 from traceview.timeline.grouping import column_codes, exact_sums, first_rows
+from traceview.timeline.intervals import STEP_ROWS
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
     flops, flops_n = _reported(ops["trace_flops"], g, counted, n_groups)
     nbytes, nbytes_n = _reported(ops["trace_bytes"], g, counted, n_groups)
 
-    per_device, alone = _device_totals(dev, devices, start, start + duration, self_ps, keep.devices)
+    per_device, alone = _device_totals(dev, devices, start, duration, self_ps, keep.devices)
     alone &= has_key & (step < 0)
     module_names = [str(v) for v in module_values]
     op_names = [str(v) for v in op_values]
@@ -160,22 +161,25 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
 
 
 def _device_codes(column: pd.Series) -> tuple[np.ndarray, list[str]]:
-    """Per row, its device's code (int64, -1: no device) into the device names sorted; the names."""
+    """Per row, its device's code (signed integers, -1: no device) into the device names sorted; the names."""
     codes, values = column_codes(column)
     names = [str(v) for v in values]
     order = sorted(range(len(names)), key=names.__getitem__)
     devices = [names[i] for i in order]
     if order == list(range(len(order))):
-        return codes.astype(np.int64), devices                       # names in order already
+        return codes, devices                                         # names in order already: the column's codes
     remap = np.full(len(names) + 1, -1, dtype=np.int64)
     remap[order] = np.arange(len(order))
     return remap[codes], devices                                      # codes in sorted name order, -1 kept
 
 
 def _step_numbers(ops: pd.DataFrame) -> np.ndarray:
-    """Per row, its step number (int64; -1: in no step, or the table has no step column)."""
+    """Per row, its step number (integers, the column's own where it holds them; -1: in no step, or the table
+    has no step column)."""
     step = ops["step"].to_numpy() if "step" in ops else np.full(len(ops), -1)
-    if step.dtype.kind in "iu":
+    if step.dtype.kind == "i":
+        return step
+    if step.dtype.kind == "u":
         return step.astype(np.int64)
     return np.asarray(pd.to_numeric(pd.Series(step), errors="coerce").fillna(-1), dtype=np.int64)
 
@@ -191,7 +195,7 @@ class _DeviceTotals:
     has_rows: np.ndarray
 
 
-def _device_totals(dev: np.ndarray, devices: list[str], start: np.ndarray, end: np.ndarray,
+def _device_totals(dev: np.ndarray, devices: list[str], start: np.ndarray, duration: np.ndarray,
                    self_ps: np.ndarray, kept_devices: frozenset[str]) -> tuple[_DeviceTotals, np.ndarray]:
     """Each device's totals, and per row whether it is alone on its device (no other row overlaps it;
     False on devices kept in full and on devices with a negative duration)."""
@@ -207,19 +211,18 @@ def _device_totals(dev: np.ndarray, devices: list[str], start: np.ndarray, end: 
         if hi == lo:
             continue
         rows: slice | np.ndarray = slice(lo, hi) if by_device is None else by_device[lo:hi]
-        s, e = start[rows], end[rows]
+        s, d = start[rows], duration[rows]
         has_rows[i] = True
-        first_ps[i], last_ps[i] = int(s.min()), int(e.max())
+        first_ps[i] = int(s.min())
         dev_time[i] = int(self_ps[rows].sum())
         if not (s[1:] >= s[:-1]).all():
             o = np.argsort(s, kind="stable")
             rows = (np.arange(lo, hi) if by_device is None else by_device[lo:hi])[o]
-            s, e = s[o], e[o]
-        reach = np.maximum.accumulate(e)
-        busy[i] = _union_length(s, e, reach)
-        if devices[i] in kept_devices or (e < s).any():
-            continue
-        alone[rows] = _alone(s, e, reach)
+            s, d = s[o], d[o]
+        check = devices[i] not in kept_devices and not (d < 0).any()   # an end before its start
+        busy[i], last_ps[i], alone_sorted = _union_and_alone(s, d, check)
+        if alone_sorted is not None:
+            alone[rows] = alone_sorted
     return _DeviceTotals(busy, first_ps, last_ps, dev_time, has_rows), alone
 
 
@@ -240,9 +243,14 @@ def _alone_sums(gid: np.ndarray, alone: np.ndarray, duration: np.ndarray, self_p
         solo = np.flatnonzero(alone)
         return (exact_sums(gid[solo], np.maximum(duration[solo], 0), n_groups),
                 exact_sums(gid[solo], np.minimum(duration[solo], self_ps[solo]), n_groups))
-    solo_gid = np.where(alone, gid, n_groups)         # most: the others go to an extra group, dropped
-    return (exact_sums(solo_gid, np.maximum(duration, 0), n_groups + 1)[:n_groups],
-            exact_sums(solo_gid, np.minimum(duration, self_ps), n_groups + 1)[:n_groups])
+    length = np.zeros(n_groups + 1, dtype=np.int64)  # most: the others go to an extra group, dropped
+    exposed = np.zeros(n_groups + 1, dtype=np.int64)
+    for a in range(0, gid.size, STEP_ROWS):              # in steps: no working column as long as the table
+        rows = slice(a, a + STEP_ROWS)
+        solo_gid = np.where(alone[rows], gid[rows], n_groups)
+        length += exact_sums(solo_gid, np.maximum(duration[rows], 0), n_groups + 1)
+        exposed += exact_sums(solo_gid, np.minimum(duration[rows], self_ps[rows]), n_groups + 1)
+    return length[:n_groups], exposed[:n_groups]
 
 
 def _group_numbers(ops: pd.DataFrame, dev: np.ndarray, n_devices: int) -> np.ndarray:
@@ -252,9 +260,7 @@ def _group_numbers(ops: pd.DataFrame, dev: np.ndarray, n_devices: int) -> np.nda
     gid = np.full(n, -1, dtype=np.int64)
     if not n:
         return gid
-    combined = dev + 1
-    width = n_devices + 1
-    missing = np.zeros(n, dtype=bool)
+    keys: list[tuple[np.ndarray, int]] = []             # each key column's codes (-1: missing) and their count
     for name in OP_KEY:
         column = ops[name]
         if not isinstance(column.dtype, pd.CategoricalDtype):
@@ -262,19 +268,64 @@ def _group_numbers(ops: pd.DataFrame, dev: np.ndarray, n_devices: int) -> np.nda
             if values.dtype.kind in "iu" and values.size and values.min() == values.max():
                 continue                                  # one program throughout: adds nothing
         codes, values = column_codes(column)
+        keys.append((codes, max(len(values), 1)))
+    if (n_devices + 1) * int(np.prod([size for _, size in keys])) <= _SMALL_KEYS:
+        return _small_key_numbers(gid, dev, n_devices, keys)
+    combined = dev.astype(np.int64)                     # a column of its own: the steps below work in place
+    combined += 1
+    width = n_devices + 1
+    missing = np.zeros(n, dtype=bool)
+    for codes, size in keys:
         if codes.size and codes.min() < 0:
             missing |= codes < 0
             codes = np.maximum(codes, 0)
-        size = max(len(values), 1)
         if width * size >= 2 ** 62:                      # renumber before the combined key could overflow
-            combined, uniques = pd.factorize(combined)
+            combined, uniques = pd.factorize(combined, size_hint=min(width, n))
+            combined = combined.astype(np.int64, copy=False)
             width = len(uniques)
-        combined = combined * size + codes
+        combined *= size
+        combined += codes
         width *= size
     keyed = ~missing
+    # the hash table sized for the distinct keys there can be, not one slot per row (a 2 M-row table: 34 MB)
     if keyed.all():
-        return pd.factorize(combined)[0].astype(np.int64)
-    gid[keyed] = pd.factorize(combined[keyed])[0]
+        return pd.factorize(combined, size_hint=min(width, n))[0].astype(np.int64, copy=False)
+    gid[keyed] = pd.factorize(combined[keyed], size_hint=min(width, n))[0]
+    return gid
+
+
+_SMALL_KEYS = 1 << 16  # up to this many possible (device, key codes) values, groups are numbered by a lookup table
+
+
+def _small_key_numbers(gid: np.ndarray, dev: np.ndarray, n_devices: int,
+                       keys: list[tuple[np.ndarray, int]]) -> np.ndarray:
+    """_group_numbers where the combined key has few possible values: in steps of STEP_ROWS rows, each
+    step's keys looked up in a table of the numbers given so far, the new ones numbered in order of first
+    appearance (pd.unique); no working column as long as the table."""
+    lookup = np.full((n_devices + 1) * int(np.prod([size for _, size in keys])), -1, dtype=np.int64)
+    numbered = 0
+    for a in range(0, gid.size, STEP_ROWS):
+        combined = dev[a:a + STEP_ROWS].astype(np.int64)
+        combined += 1
+        missing = None
+        for codes, size in keys:
+            step = codes[a:a + STEP_ROWS]
+            absent = step < 0
+            if absent.any():
+                missing = absent if missing is None else missing | absent
+                step = np.maximum(step, 0)
+            combined *= size
+            combined += step
+        ids = lookup[combined]
+        new = ids < 0 if missing is None else (ids < 0) & ~missing
+        if new.any():
+            first_seen = pd.unique(combined[new])          # in order of first appearance
+            lookup[first_seen] = np.arange(numbered, numbered + first_seen.size)
+            numbered += first_seen.size
+            ids = lookup[combined]
+        if missing is not None:
+            ids[missing] = -1
+        gid[a:a + STEP_ROWS] = ids
     return gid
 
 
@@ -282,32 +333,53 @@ def _codes_at(codes: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return codes[rows].astype(np.int64) if rows.size else np.zeros(0, dtype=np.int64)
 
 
-def _alone(s: np.ndarray, e: np.ndarray, reach: np.ndarray) -> np.ndarray:
-    """Per interval (sorted by start; ``reach``: the running maximum of the ends), whether no other
-    interval of the list overlaps it by any length."""
+def _union_and_alone(s: np.ndarray, d: np.ndarray, with_alone: bool) -> tuple[int, int, np.ndarray | None]:
+    """Of intervals [s, s + d) sorted by start: the length of their union (intervals of no length add nothing,
+    as in intervals.union), the last end, and with `with_alone`, per interval whether no other one overlaps it
+    by any length.
+
+    One pass in steps of STEP_ROWS intervals, carrying the running maximum of the ends and the open block:
+    no working column as long as the device's rows (ends, their running maximum, the blocks' bounds).
+    A block starts where an interval begins after everything before it ended; its length is the reach
+    (running maximum of the ends) at its last interval minus its start, counted when positive.
+    """
     n = s.size
-    if n == 1:
-        return np.ones(1, dtype=bool)
-    after = np.ones(n, dtype=bool)                # nothing before it reaches into it
-    after[1:] = s[1:] >= reach[:-1]
-    before = np.ones(n, dtype=bool)               # nothing after it starts inside it
-    before[:-1] = s[1:] >= e[:-1]
-    return after & before
-
-
-def _union_length(starts: np.ndarray, ends: np.ndarray, reach: np.ndarray) -> int:
-    """Length of the union of intervals sorted by start (``reach``: the running maximum of the ends);
-    intervals of no length add nothing, as in intervals.union."""
-    if starts.size == 0:
-        return 0
-    # A block starts where an interval begins after everything before it ended; its length is the
-    # reach at its end minus its start. Empty intervals only lengthen nothing: reach never drops.
-    new_block = np.empty(starts.size, dtype=bool)
-    new_block[0] = True
-    np.greater(starts[1:], reach[:-1], out=new_block[1:])
-    first = np.flatnonzero(new_block)
-    last = np.append(first[1:] - 1, starts.size - 1)
-    return int(np.maximum(reach[last] - starts[first], 0).sum())
+    alone = np.empty(n, dtype=bool) if with_alone else None
+    busy = 0
+    reach_before: int | None = None   # the reach at the interval before the step
+    open_start: int | None = None     # the start of the block still open at the step's first interval
+    for a in range(0, n, STEP_ROWS):
+        b = min(a + STEP_ROWS, n)
+        sc = s[a:b]
+        ec = sc + d[a:b]
+        reach = np.maximum.accumulate(ec)
+        if reach_before is not None:
+            np.maximum(reach, reach_before, out=reach)
+        new = np.empty(b - a, dtype=bool)
+        new[0] = reach_before is None or bool(sc[0] > reach_before)
+        np.greater(sc[1:], reach[:-1], out=new[1:])
+        firsts = np.flatnonzero(new)
+        if open_start is not None:
+            if new[0] and reach_before is not None:   # the open block ended with the step before
+                busy += max(reach_before - open_start, 0)
+                open_start = None
+            elif firsts.size:     # it ends before this step's first new block
+                busy += max(int(reach[firsts[0] - 1]) - open_start, 0)
+                open_start = None
+        if firsts.size:
+            busy += int(np.maximum(reach[firsts[1:] - 1] - sc[firsts[:-1]], 0).sum())
+            open_start = int(sc[firsts[-1]])
+        if alone is not None:     # nothing before it reaches into it, nothing after it starts inside it
+            out = alone[a:b]
+            out[0] = reach_before is None or bool(sc[0] >= reach_before)
+            np.greater_equal(sc[1:], reach[:-1], out=out[1:])
+            out[:-1] &= sc[1:] >= ec[:-1]
+            if b < n:
+                out[-1] &= bool(s[b] >= ec[-1])
+        reach_before = int(reach[-1])
+    if open_start is not None and reach_before is not None:
+        busy += max(reach_before - open_start, 0)
+    return busy, reach_before if reach_before is not None else 0, alone
 
 
 def _first_present(column: pd.Series, ids: np.ndarray, first: np.ndarray, kept: np.ndarray) -> tuple[list, np.ndarray]:

@@ -9,11 +9,51 @@ from __future__ import annotations
 
 import numpy as np
 
+# Rows per step of the passes that walk a long sorted column in steps (union_in_steps, and host_ops'
+# device pass): their working columns stay this long, whatever the table's length.
+STEP_ROWS = 1 << 18
+
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Disjoint, sorted intervals covering exactly the union of [starts, ends)."""
     u_starts, u_ends, _ = tagged_union(starts, ends, None)
     return u_starts, u_ends
+
+
+def union_in_steps(starts: np.ndarray, durations: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`union` of [start, start + duration) for starts in order (None when they are not), walked in
+    steps of STEP_ROWS intervals carrying the running maximum of the ends and the open block: no working
+    column (ends, their running maximum) as long as the input."""
+    n = starts.size
+    if n and not (starts[1:] >= starts[:-1]).all():
+        return None
+    out_starts: list[np.ndarray] = []
+    out_ends: list[np.ndarray] = []
+    reach_before = None       # the running maximum of the ends before the step (None: no interval yet)
+    for a in range(0, n, STEP_ROWS):
+        s = np.asarray(starts[a:a + STEP_ROWS], dtype=np.int64)
+        e = s + np.asarray(durations[a:a + STEP_ROWS], dtype=np.int64)
+        keep = e > s
+        if not keep.all():
+            s, e = s[keep], e[keep]
+        if not s.size:
+            continue
+        reach = np.maximum.accumulate(e)
+        if reach_before is not None:
+            np.maximum(reach, reach_before, out=reach)
+        new = np.empty(s.size, dtype=bool)
+        new[0] = reach_before is None or bool(s[0] > reach_before)
+        np.greater(s[1:], reach[:-1], out=new[1:])
+        first = np.flatnonzero(new)
+        if reach_before is not None and first.size:      # the block open before the step ends here
+            out_ends.append(np.array([reach_before if first[0] == 0 else reach[first[0] - 1]], dtype=np.int64))
+        out_starts.append(s[first])
+        out_ends.append(reach[first[1:] - 1])
+        reach_before = reach[-1]
+    if reach_before is None:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    out_ends.append(np.array([reach_before], dtype=np.int64))  # the last block
+    return np.concatenate(out_starts), np.concatenate(out_ends)
 
 
 def tagged_union(starts: np.ndarray, ends: np.ndarray,

@@ -29,7 +29,9 @@ from collections.abc import Iterator
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 
-MMAP_THRESHOLD = 32 << 20   # the highest glibc's own adjustment goes on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX)
+# Blocks of 8 MiB and more (columns of a million rows) still get pages of their own, handed back when freed:
+# kept in the heap, a 2 M-row file's columns raised its peak by 19 MB for no time saved (docs/scale.md).
+MMAP_THRESHOLD = 8 << 20
 TRIM_THRESHOLD = 1 << 30    # free heap kept for reuse before any goes back to the kernel
 
 

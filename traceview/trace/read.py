@@ -19,7 +19,7 @@ from traceview.parsers.discover import find_run, host_of, is_trace_file, path_te
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Profile, Source, empty_frame
 from traceview.parsers.remote import url_of
 from traceview.parsers.trace_file import read_trace_file
-from traceview.parsers.xplane import TraceData
+from traceview.parsers.xplane import TraceData, is_unreported
 from traceview.trace.hosts import DASK_ENV, HostResult, allocator_events, default_jobs, read_hosts, reduced
 
 
@@ -229,7 +229,7 @@ def _concat(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.DataFrame
     if not frames:
         return empty_frame(columns)
     if len(frames) == 1:
-        return frames[0]
+        return _writable(frames[0])
     from pandas.api.types import union_categoricals
 
     out = {}
@@ -239,6 +239,19 @@ def _concat(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.DataFrame
         else:
             out[name] = np.concatenate([f[name].to_numpy() for f in frames]).astype(dtype, copy=False)
     return pd.DataFrame(out, copy=False)  # columns as they are: no copy into 2-D blocks
+
+
+def _writable(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with a column of its own for each unreported column of the reader (one NaN seen on every row,
+    read-only: parsers.xplane.unreported), so that the Profile's tables can be changed in place."""
+    fixed = {name: frame[name].to_numpy().copy() for name in frame.columns
+             if frame[name].dtype == np.float64 and is_unreported(frame[name].to_numpy())}
+    if not fixed:
+        return frame
+    out = frame.copy(deep=False)
+    for name, values in fixed.items():
+        out[name] = values
+    return out
 
 
 def is_trace_path(path: Path) -> bool:

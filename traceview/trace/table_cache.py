@@ -248,7 +248,6 @@ def _plan(arrays: dict[str, np.ndarray]) -> tuple[bytes, list[tuple[int, np.ndar
     fills: list[tuple[np.ndarray, str]] = []
     offset = 0
     for name, a in arrays.items():
-        a = np.ascontiguousarray(a)
         if a.dtype.name not in _DTYPES:
             raise _Unstorable(f"dtype {a.dtype}")
         fill = _constant(a)
@@ -256,6 +255,7 @@ def _plan(arrays: dict[str, np.ndarray]) -> tuple[bytes, list[tuple[int, np.ndar
             specs.append([name, a.dtype.name, list(a.shape), -1, fill, 0])
             fills.append((a, fill))
             continue
+        a = np.ascontiguousarray(a)      # after the check: a column of one value held once stays so
         offset = -(-offset // _ALIGN) * _ALIGN
         specs.append([name, a.dtype.name, list(a.shape), offset, a.nbytes, _checksum(a)])
         payload.append((offset, a))
