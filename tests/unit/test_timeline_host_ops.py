@@ -271,3 +271,43 @@ def test_groups_numbered_by_lookup_equal_those_of_the_combined_key(seed, monkeyp
     combined = host_ops._group_numbers(ops, dev, len(devices))
     np.testing.assert_array_equal(small, combined)
     assert small.dtype == np.int64 and (small == -1).any() and small.max() >= 10
+
+
+def _step_times_grouped(steps: pd.DataFrame) -> pd.DataFrame:
+    """The grouped formulas step_times falls back to (pandas' own min, max, mean and nunique)."""
+    grouped = steps.assign(end_ps=steps["start_ps"] + steps["duration_ps"]).groupby("step", sort=True)
+    return pd.DataFrame({"start_ps": grouped["start_ps"].min(),
+                         "time_ps": grouped["end_ps"].max() - grouped["start_ps"].min(),
+                         "device_mean_ps": grouped["duration_ps"].mean(),
+                         "devices": grouped["device"].nunique()}).reset_index()
+
+
+@pytest.mark.parametrize("seen_cells", [1 << 26, 0])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_step_times_in_slices_equal_the_grouped_formulas(seed, seen_cells, monkeypatch):
+    """A pod's step table (a row per step and device, in any order, repeated rows, rows with no device) gives
+    the same table through the columnar slices, with the (step, device) cells in a table of flags or hashed."""
+    from traceview.timeline import aggregate
+
+    monkeypatch.setattr(aggregate, "_SLICE", 1000)
+    monkeypatch.setattr(aggregate, "_SEEN_CELLS", seen_cells)
+    rng = np.random.default_rng(seed)
+    n = 5000
+    devices = [f"host{i // 4}/TPU:{i % 4}" for i in range(40)]
+    device = pd.Categorical([devices[i] for i in rng.integers(0, 40, n)], categories=sorted(devices))
+    device[rng.random(n) < 0.05] = np.nan
+    steps = pd.DataFrame({"device": device, "step": rng.integers(-1, 300, n).astype(np.int32),
+                          "start_ps": rng.integers(0, 10**12, n), "duration_ps": rng.integers(0, 10**9, n)})
+    steps = pd.concat([steps, steps.iloc[:700]], ignore_index=True)        # repeated rows
+    got = aggregate._step_times_columnar(steps)
+    assert got is not None and got.equals(_step_times_grouped(steps))
+    assert aggregate.step_times(steps).equals(got)
+
+
+def test_step_times_whose_sums_could_lose_exactness_take_the_grouped_formulas():
+    steps = pd.DataFrame({"device": pd.Categorical(["a", "b"]), "step": np.array([0, 0], np.int32),
+                          "start_ps": [0, 5], "duration_ps": [2**52 + 1, 2**52 + 3]})
+    from traceview.timeline import aggregate
+
+    assert aggregate._step_times_columnar(steps) is None
+    assert step_times(steps).equals(_step_times_grouped(steps))

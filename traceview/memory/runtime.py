@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from traceview.timeline.forked import fork_map_items
+from traceview.timeline.forked import fork_map
 
 MAX_TIMELINE_POINTS = 1000
 
@@ -102,8 +102,17 @@ def runtime_peaks(events: pd.DataFrame, timeline_points: int = MAX_TIMELINE_POIN
     processes a pod's allocators may be split over (timeline.forked; the same peaks whatever it is)."""
     if events.empty:
         return []
-    groups = list(events.groupby(["host", "memory"], observed=True, sort=True))
-    return fork_map_items(lambda item: _runtime_peak(item[0][0], item[0][1], item[1], timeline_points), groups, jobs)
+    grouped = events.groupby(["host", "memory"], observed=True, sort=True)
+    # each group's rows taken where it is measured (a pod's hundreds of groups never all copied at once)
+    number = grouped.ngroup().to_numpy()
+    order = np.argsort(number, kind="stable")
+    bounds = np.searchsorted(number[order], np.arange(number.max() + 2))
+    keys = list(grouped.size().index)
+
+    def peak(i: int) -> RuntimePeak:
+        return _runtime_peak(keys[i][0], keys[i][1], events.iloc[order[bounds[i]:bounds[i + 1]]], timeline_points)
+
+    return fork_map(peak, len(keys), jobs)
 
 
 def _runtime_peak(host, memory, group: pd.DataFrame, timeline_points: int) -> RuntimePeak:
