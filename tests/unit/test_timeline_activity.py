@@ -83,7 +83,7 @@ def test_stragglers_summed_host_by_host_equal_one_pass(seed):
     hosts[3]["step"] = hosts[1]["step"].to_numpy()
     whole = pd.concat(hosts, ignore_index=True).astype(dict(OP_COLUMNS))
     merged = merge_activity([reduce_activity(h) for h in hosts])
-    assert merged.span_bounds is not None and merged.span_bounds[-1] == len(merged.step_spans)
+    assert merged.host_spans is not None and len(merged.host_spans) == 4 and merged.step_spans.empty
     a, b = stragglers(merged), stragglers(whole)
     assert len(a.steps) and len(a.host_steps)
     pd.testing.assert_frame_equal(a.steps, b.steps)
@@ -121,3 +121,19 @@ def test_an_empty_table_has_no_activity():
     act = reduce_activity(empty)
     assert act.n_rows == 0 and not act.devices and act.step_spans.empty
     assert idle_causes(act, pd.DataFrame()).reason == "the trace has no device op executions"
+
+
+def test_stragglers_of_a_host_in_two_files_with_devices_apart_equal_one_pass():
+    """Devices apart, a host's name in two files: devices summed host by host, hosts from the joined spans."""
+    rng = np.random.default_rng(5)
+    hosts = [host_ops(rng, "h0", ["h0/GPU:0"], 150), host_ops(rng, "h1", ["h1/GPU:0"], 150),
+             host_ops(rng, "h0", ["h0/GPU:1"], 150)]
+    whole = pd.concat(hosts, ignore_index=True).astype(dict(OP_COLUMNS))
+    merged = merge_activity([reduce_activity(h) for h in hosts])
+    assert merged.host_spans is not None
+    a, b = stragglers(merged), stragglers(whole)
+    assert len(a.steps) and len(a.host_steps)
+    pd.testing.assert_frame_equal(a.steps, b.steps)
+    pd.testing.assert_frame_equal(a.host_steps, b.host_steps)
+    assert (a.device, a.host, a.most_often_last, a.host_most_often_last) == \
+        (b.device, b.host, b.most_often_last, b.host_most_often_last)

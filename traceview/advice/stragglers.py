@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from traceview.timeline.activity import Activity, names_apart, reduce_activity
+from traceview.timeline.activity import Activity, joined_spans, names_apart, reduce_activity
 from traceview.timeline.forked import batches, fork_map_items
 
 STEP_COLUMNS = ["step", "devices", "last_to_start", "start_lag_ps", "last_to_finish", "finish_lag_ps", "wait_ps"]
@@ -44,15 +44,15 @@ def stragglers(ops: pd.DataFrame | Activity, jobs: int = 1) -> Stragglers:
     activity = ops if isinstance(ops, Activity) else reduce_activity(ops)
     if activity.n_rows == 0:
         return Stragglers(reason="the trace has no device op executions")
-    frame = activity.step_spans
-    if frame.empty:
+    tables = [t for t in activity.span_tables() if not t.empty]
+    if not tables:
         return Stragglers(reason="the trace marks no steps")
     out = Stragglers()
-    if frame["device"].nunique() < 2:
+    if _distinct(tables, "device") < 2:
         out.reason = "one device: no straggler to find"
         return out
-    whos = ["device", "host"] if frame["host"].nunique() >= 2 else ["device"]
-    per = _per_step_of(frame, whos, activity.span_bounds, jobs)
+    whos = ["device", "host"] if _distinct(tables, "host") >= 2 else ["device"]
+    per = _per_step_of(tables, whos, jobs)
     out.steps, out.most_often_last, out.device_late_steps = _ranked(per["device"])
     out.device = out.most_often_last if 2 * out.device_late_steps > len(out.steps) >= 2 else None
     if "host" in per:
@@ -61,25 +61,28 @@ def stragglers(ops: pd.DataFrame | Activity, jobs: int = 1) -> Stragglers:
     return out
 
 
-def _per_step_of(frame: pd.DataFrame, whos: list[str], bounds: list[int] | None = None,
-                 jobs: int = 1) -> dict[str, _PerStep]:
-    """Per ``who`` (device, host): its per-step sums. ``bounds``: where each host's rows begin in ``frame``;
-    a ``who`` that is in no two hosts' rows is summed up host by host and the sums merged step by step (a
+def _distinct(tables: list[pd.DataFrame], who: str) -> int:
+    return len(set().union(*(set(t[who].dropna().unique()) for t in tables)))
+
+
+def _per_step_of(tables: list[pd.DataFrame], whos: list[str], jobs: int = 1) -> dict[str, _PerStep]:
+    """Per ``who`` (device, host): its per-step sums. ``tables``: the step spans, one table or one per host;
+    a ``who`` that is in no two hosts' tables is summed up host by host and the sums merged step by step (a
     pod: never one table of every (step, device) at once), all such in one pass over the hosts."""
-    apart: list[str] = []
-    if bounds is not None:
-        hosts = list(zip(bounds[:-1], bounds[1:]))
-        apart = [who for who in whos if names_apart([set(frame[who].iloc[lo:hi].unique()) for lo, hi in hosts])]
+    apart = [who for who in whos if names_apart([set(t[who].unique()) for t in tables])] if len(tables) > 1 else []
     out: dict[str, _PerStep] = {}
     if apart:
         def run_of_hosts(run: range) -> list[_PerStep]:
-            spans = [frame.iloc[hosts[i][0]:hosts[i][1]] for i in run]
-            return [_merged_per_step([_per_step(host, who) for host in spans]) for who in apart]
+            return [_merged_per_step([_per_step(tables[i], who) for i in run]) for who in apart]
 
         # each forked task sums up a run of hosts and merges them before its result travels
-        runs = fork_map_items(run_of_hosts, batches(len(hosts), jobs), jobs)
+        runs = fork_map_items(run_of_hosts, batches(len(tables), jobs), jobs)
         out = {who: _merged_per_step([run[k] for run in runs]) for k, who in enumerate(apart)}
-    return {who: out[who] if who in out else _per_step(frame, who) for who in whos}
+    rest = [who for who in whos if who not in out]
+    if rest:
+        frame = tables[0] if len(tables) == 1 else joined_spans(tables)
+        out.update({who: _per_step(frame, who) for who in rest})
+    return {who: out[who] for who in whos}
 
 
 @dataclass

@@ -58,14 +58,18 @@ class Activity:
     devices: dict[str, DeviceActivity] = field(default_factory=dict)
     op_lines: list[tuple[str, str]] = field(default_factory=list)
     step_spans: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SPAN_COLUMNS))
-    # where each host's rows of ``step_spans`` begin (and the table ends) when the table is the hosts' spans
-    # end to end, no device in two hosts' files; None otherwise
-    span_bounds: list[int] | None = None
+    # a run's hosts' step spans, one table each, when no device is in two hosts' files (``step_spans`` is then
+    # left empty: a pod's spans are never one table of every (step, device)); None otherwise
+    host_spans: list[pd.DataFrame] | None = None
     # the union of every device's busy intervals (where any device runs an op)
     busy_union: tuple[np.ndarray, np.ndarray] = field(default_factory=lambda: (_NONE, _NONE))
     # per host, its threads' interval sets (timeline.host_threads), cut where the host was read; None: not
     # cut (the idle causes then cut the run's host events themselves)
     hosts: dict[str, HostSets] | None = None
+
+    def span_tables(self) -> list[pd.DataFrame]:
+        """The step spans: one table per host where they were kept apart, else the one table."""
+        return self.host_spans if self.host_spans is not None else [self.step_spans]
 
 
 def with_host_threads(activity: Activity, host_events: pd.DataFrame) -> Activity:
@@ -186,27 +190,25 @@ def merge_activity(parts: Sequence[Activity]) -> Activity:
     out.hosts = _merged_hosts(parts)
     out.busy_union = _union_of_unions([p.busy_union for p in parts])
     spans = [p.step_spans for p in parts if not p.step_spans.empty]
-    if len(spans) > 1:
-        out.step_spans, out.span_bounds = _merged_spans(spans)
+    if len(spans) > 1 and names_apart([set(s["device"].unique()) for s in spans]):
+        out.host_spans = spans       # each (step, device, host) in one host's spans: nothing to merge
+    elif len(spans) > 1:
+        # the spans of a device seen in several hosts' files grouped into one (step, device, host) each
+        out.step_spans = joined_spans(spans).groupby(["step", "device", "host"], sort=False, observed=True).agg(
+            start=("start", "min"), end=("end", "max")).reset_index()
     elif spans:
         out.step_spans = spans[0]
     return out
 
 
-def _merged_spans(spans: list[pd.DataFrame]) -> tuple[pd.DataFrame, list[int] | None]:
-    """The hosts' step spans as one table: end to end, names as categoricals in name order (and where each
-    host's rows begin); the spans of a device seen in several hosts' files grouped into one (step, device,
-    host) each (no bounds then)."""
+def joined_spans(spans: list[pd.DataFrame]) -> pd.DataFrame:
+    """Step span tables end to end as one, names as categoricals in name order."""
     both = pd.DataFrame({"step": np.concatenate([s["step"].to_numpy() for s in spans])}, copy=False)
     for name in ("device", "host"):
         both[name] = union_categoricals([pd.Categorical(s[name]) for s in spans], sort_categories=True)
     for name in ("start", "end"):
         both[name] = np.concatenate([s[name].to_numpy() for s in spans])
-    if names_apart([set(s["device"].unique()) for s in spans]):
-        # each (step, device, host) in one host's spans: nothing to group
-        return both, np.concatenate(([0], np.cumsum([len(s) for s in spans]))).tolist()
-    return both.groupby(["step", "device", "host"], sort=False, observed=True).agg(
-        start=("start", "min"), end=("end", "max")).reset_index(), None
+    return both
 
 
 def _merged_device(a: DeviceActivity, b: DeviceActivity) -> DeviceActivity:
