@@ -84,13 +84,7 @@ def test_stragglers_summed_host_by_host_equal_one_pass(seed):
     whole = pd.concat(hosts, ignore_index=True).astype(dict(OP_COLUMNS))
     merged = merge_activity([reduce_activity(h) for h in hosts])
     assert merged.host_spans is not None and len(merged.host_spans) == 4 and merged.step_spans.empty
-    a, b = stragglers(merged), stragglers(whole)
-    assert len(a.steps) and len(a.host_steps)
-    pd.testing.assert_frame_equal(a.steps, b.steps)
-    pd.testing.assert_frame_equal(a.host_steps, b.host_steps)
-    assert (a.device, a.host, a.most_often_last, a.host_most_often_last) == \
-        (b.device, b.host, b.most_often_last, b.host_most_often_last)
-    assert a.device_late_steps == b.device_late_steps and a.host_late_steps == b.host_late_steps
+    _assert_same_stragglers(stragglers(merged), stragglers(whole))
 
 
 def test_threads_cut_per_host_equal_the_run_cut_whole_and_a_host_in_two_files_is_cut_whole():
@@ -131,9 +125,14 @@ def test_stragglers_of_a_host_in_two_files_with_devices_apart_equal_one_pass():
     whole = pd.concat(hosts, ignore_index=True).astype(dict(OP_COLUMNS))
     merged = merge_activity([reduce_activity(h) for h in hosts])
     assert merged.host_spans is not None
-    a, b = stragglers(merged), stragglers(whole)
+    _assert_same_stragglers(stragglers(merged), stragglers(whole))
+
+
+def _assert_same_stragglers(a, b) -> None:
+    """The stragglers found from merged activities equal those of one pass: tables, names and counts."""
     assert len(a.steps) and len(a.host_steps)
     pd.testing.assert_frame_equal(a.steps, b.steps)
     pd.testing.assert_frame_equal(a.host_steps, b.host_steps)
     assert (a.device, a.host, a.most_often_last, a.host_most_often_last) == \
         (b.device, b.host, b.most_often_last, b.host_most_often_last)
+    assert a.device_late_steps == b.device_late_steps and a.host_late_steps == b.host_late_steps
