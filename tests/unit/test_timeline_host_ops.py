@@ -155,6 +155,22 @@ def test_a_device_in_two_hosts_files_is_kept_whole(steps):
     _same_measures(run, all_rows, stats, rows, 7, steps)
 
 
+@pytest.mark.parametrize("steps", [False, True])
+def test_rows_with_no_device_in_two_hosts_files_are_measured_together(steps):
+    """Rows naming no device, in two hosts' files: those hosts form one chunk (such rows pair up across hosts),
+    and every measure equals one pass over all rows."""
+    hosts, _ = run_tables(11, steps=steps, overlap=0.2)
+    hosts = [h.copy() for h in hosts]
+    for i in (0, 2):
+        hosts[i].loc[hosts[i].index[::37], "device"] = np.nan
+    all_rows = pd.concat(hosts, ignore_index=True).astype({k: v for k, v in OP_COLUMNS.items()})
+    run = merged(hosts)
+    assert [p.kept_without_device for p in run.parts] == [True, False, True]
+    assert run._chunk_parts() == [[0, 2], [1]]
+    stats, rows = aggregate_ops(all_rows, False)
+    _same_measures(run, all_rows, stats, rows, 11, steps)
+
+
 def profile_of(raw: pd.DataFrame, op_parts=None) -> Profile:
     return Profile(source=Source(path="synthetic", run=None, hosts=["h0", "h1", "h2"], files=[]),
                    ops=raw if op_parts is None else empty_frame(OP_COLUMNS),

@@ -95,6 +95,7 @@ class OpsPart:
     kept_step: np.ndarray
     kept_alone: np.ndarray                # bool: an alone row (kept only as a possible async pair member)
     kept_steps: np.ndarray                # int32, the distinct steps of the kept rows that are not alone
+    kept_without_device: bool             # whether some kept row has no device
     kept_names: frozenset = field(default_factory=frozenset)   # (module, op) kept in full besides the async-looking
     kept_devices: frozenset = field(default_factory=frozenset)  # devices kept in full (KeepRows.devices)
     activity: Activity = field(default_factory=Activity)       # for the idle causes and stragglers
@@ -140,6 +141,7 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
     kept = ~alone | (np.append(wanted, False)[gid] if wanted.any() else False)
     length, exposed_alone = _alone_sums(gid, alone, duration, self_ps, n_groups)
     rows = np.flatnonzero(kept)
+    kept_device = dev[rows].astype(np.int32)
     return OpsPart(
         n_rows=n, op_time_ps=int(self_ps.sum()) if n else 0,
         first_row=first.astype(np.int64), device=dev[first].astype(np.int32) if n_groups else np.zeros(0, np.int32),
@@ -153,10 +155,10 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
         devices=devices, modules=module_names, op_names=op_names,
         busy_ps=per_device.busy_ps, first_ps=per_device.first_ps, last_ps=per_device.last_ps,
         dev_op_time_ps=per_device.op_time_ps, has_rows=per_device.has_rows,
-        kept_group=gid[rows], kept_device=dev[rows].astype(np.int32), kept_start=start[rows],
+        kept_group=gid[rows], kept_device=kept_device, kept_start=start[rows],
         kept_duration=duration[rows], kept_self=self_ps[rows], kept_step=step[rows].astype(np.int32),
         kept_alone=alone[rows], kept_steps=pd.unique(step[rows][~alone[rows]]).astype(np.int32),
-        kept_names=keep.names, kept_devices=keep.devices, activity=activity,
+        kept_without_device=bool((kept_device < 0).any()), kept_names=keep.names, kept_devices=keep.devices, activity=activity,
     )
 
 

@@ -110,7 +110,7 @@ class RunOps:
                 return i
 
             owners = self._device_owners()
-            owners[None] = [i for i, p in enumerate(self.parts) if _has_rows_without_device(p)]   # pair up too
+            owners[None] = [i for i, p in enumerate(self.parts) if p.kept_without_device]   # pair up too
             for parts in owners.values():
                 for i in parts[1:]:
                     root[find(i)] = find(parts[0])
@@ -446,12 +446,3 @@ def per_step_self_time(run: RunOps, n_ops: int, index: pd.Index) -> pd.Series:
     found = [p.kept_steps for p in run.parts]      # each host's, found as it was read
     return per_step_self_time_in_chunks(lambda task: run.for_each(task, full_only=True), index,
                                         np.concatenate(found) if found else np.zeros(0, dtype=np.int32))
-
-
-def _has_rows_without_device(part: OpsPart) -> bool:
-    """Whether some kept row of the part has no device; a spilled part's pages leave the process after (a
-    pod's parts are asked one after another: never all their rows in memory at once)."""
-    try:
-        return bool((part.kept_device < 0).any())
-    finally:
-        release(part.kept_start)
