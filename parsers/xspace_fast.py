@@ -61,15 +61,33 @@ on_compile: Callable[[bool], None] | None = None
 
 @lru_cache(maxsize=1)
 def _kernels():
+    """The kernels: their machine code linked without numba where a process built it before
+    (xspace_native), else through numba (which then builds that file for the next processes)."""
+    from traceview.parsers import xspace_native
+
     with _LOAD_LOCK:
+        native = xspace_native.load()
+        if native is not None:
+            _drop_compiler_pages()  # loading llvmlite's library touched 45-50 MB of it
+            return native
         try:
             from traceview.parsers import xspace_kernels
         except ImportError:  # numba absent
             return None
         with _cache_loading_without_refresh():
-            _call_each(xspace_kernels)
+            if xspace_native.supported():
+                _announce(True)
+                native = xspace_native.build(xspace_kernels)
+                _announce(False)
+            if native is None:
+                _call_each(xspace_kernels)
         _drop_compiler_pages()
-        return xspace_kernels
+        return native or xspace_kernels
+
+
+def _announce(compiling: bool) -> None:
+    if on_compile is not None:
+        on_compile(compiling)
 
 
 _COMPILER_LIBRARY = "libllvmlite"
@@ -418,7 +436,7 @@ def distinct_slices(buffer: bytes | memoryview, starts: np.ndarray,
         return None
     k = _kernels()
     buf = np.frombuffer(buffer, dtype=np.uint8)
-    starts, ends = starts.astype(np.int64, copy=False), ends.astype(np.int64, copy=False)
+    starts, ends = np.ascontiguousarray(starts, dtype=np.int64), np.ascontiguousarray(ends, dtype=np.int64)
     with _loading():
         hashes = k.slice_hashes(buf, starts, ends, np.empty(starts.size, dtype=np.uint64))
     _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)

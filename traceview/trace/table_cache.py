@@ -56,7 +56,8 @@ _DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32
 _TABLES = ("ops", "host_events", "steps")
 # Modules whose code decides what the tables hold.
 _READER_MODULES = ("traceview.parsers.xplane", "traceview.parsers.xspace_schema", "traceview.parsers.xspace_fast",
-                   "traceview.parsers.xspace_kernels", "traceview.parsers.xspace_file", "traceview.parsers.compressed",
+                   "traceview.parsers.xspace_kernels", "traceview.parsers.xspace_native",
+                   "traceview.parsers.xspace_file", "traceview.parsers.compressed",
                    "traceview.parsers.discover", "traceview.parsers.profile", "traceview.trace.table_cache",
                    "traceview.parsers.trace_json", "traceview.parsers.trace_file",
                    "traceview.parsers.remote", "traceview.parsers.allocator_events")
