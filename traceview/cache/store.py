@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -54,9 +55,31 @@ def store(entry: Path, suffix: str, write: Callable[[BinaryIO], None]) -> bool:
     return True
 
 
+# (folder, suffix) -> (bytes of its entries as this process last counted them plus what it stored since,
+# when it counted them): see evict.
+_tallies: dict[tuple[str, str], tuple[int, float]] = {}
+_RECOUNT_S = 5.0
+
+
 def evict(folder: Path, suffix: str, keep: Path) -> None:
     """Drop the least recently used entries (files named *suffix in `folder`) until they fit in
-    max_bytes(); `keep` (the entry just stored) goes last, when it alone is over the limit."""
+    max_bytes(); `keep` (the entry just stored) goes last, when it alone is over the limit.
+
+    The folder is counted (every entry stat'ed) at most every few seconds by a process: in between, what
+    it stores is added to its last count, and only a sum over the limit counts again. A pod's hundreds of
+    hosts, each stored as it is read, made counting the folder after each quadratic. Entries that other
+    processes store meanwhile are seen at the next count, a few seconds later at most.
+    """
+    key, limit, now = (str(folder), suffix), max_bytes(), time.monotonic()
+    counted = _tallies.get(key)
+    if counted is not None and now - counted[1] < _RECOUNT_S:
+        try:
+            added = keep.stat().st_size
+        except OSError:
+            added = 0
+        if counted[0] + added <= limit:
+            _tallies[key] = (counted[0] + added, counted[1])
+            return
     sized = []
     try:
         entries = [f for f in folder.iterdir() if f.name.endswith(suffix)]
@@ -69,7 +92,6 @@ def evict(folder: Path, suffix: str, keep: Path) -> None:
             continue
         if stat.S_ISREG(st.st_mode):
             sized.append((st.st_mtime, st.st_size, f))
-    limit = max_bytes()
     total = sum(size for _, size, _ in sized)
     for _, size, f in sorted(sized, key=lambda t: t[0]):
         if total <= limit:
@@ -79,6 +101,8 @@ def evict(folder: Path, suffix: str, keep: Path) -> None:
             total -= size
     if total > limit:
         remove(keep)
+        total -= sum(size for _, size, f in sized if f == keep)
+    _tallies[key] = (total, now)
 
 
 def touch(path: Path) -> None:

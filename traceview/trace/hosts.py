@@ -48,7 +48,8 @@ class HostResult:
 def read_host(path: str, keep_ops: bool = True, store: bool = False, background: bool = False,
               allocator: bool = False, spill_path: str | None = None) -> HostResult:
     """Read one host file and reduce its op table; every failure is caught and described (this runs in
-    workers). ``store``: put the tables in the table cache (``background``: by a writer thread);
+    workers). ``store``: put the tables (and allocator events) in the table cache (``background``: by a
+    writer thread);
     ``keep_ops``: send the op table back too (else only its reduction travels); ``allocator``: read its
     allocator events too (for the memory view: where the host is read, not again in the parent);
     ``spill_path``: write the part's large arrays there (timeline.spill), the parent maps them."""
@@ -71,6 +72,10 @@ def read_host(path: str, keep_ops: bool = True, store: bool = False, background:
                 result.spilled = None
         if allocator:
             result.allocator = allocator_events(path)
+            if store and result.allocator is not None:
+                from traceview.trace import table_cache
+
+                table_cache.put_allocator(path, result.allocator, background=background)
         return result
     except TraceError as exc:
         return HostResult(path, error=str(exc))
@@ -146,9 +151,11 @@ def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None =
         if store:
             from traceview.trace import table_cache
 
-            for r in results:
+            for r in results:       # the workers may not see this machine's cache: stored here
                 if r.data is not None:
                     table_cache.put(r.path, r.data, background=True)
+                if r.allocator is not None:
+                    table_cache.put_allocator(r.path, r.allocator, background=True)
         return [reduced(r, keep_ops) for r in results]
     jobs = default_jobs() if jobs is None else jobs
     if jobs <= 1 or len(paths) == 1:

@@ -153,8 +153,6 @@ def _read_host_files(files: list[str], opts: ReadOptions, use_cache: bool, dask:
         for r in read_hosts(missed, jobs=opts.jobs, dask=dask, progress=advance, keep_ops=opts.keep_ops,
                             store=use_cache, allocator=opts.allocator_events, spill=spill):
             results[r.path] = r
-            if use_cache and r.allocator is not None:
-                table_cache.put_allocator(r.path, r.allocator, background=True)
     finally:
         if spill is not None:
             spill.close()          # every file mapped is unlinked already: only a failed host's remains

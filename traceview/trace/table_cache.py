@@ -212,12 +212,17 @@ def _store(entry: Path, plan: tuple[bytes, list[tuple[int, np.ndarray]], list], 
 
     if not store(entry, entry.suffix, write):
         return False
-    try:
-        for old in entry.parent.glob("*.npz"):  # entries of the first format are never read again
-            remove(old)
-    except OSError:
-        pass
+    if str(entry.parent) not in _swept:  # entries of the first format are never read again: once per folder
+        _swept.add(str(entry.parent))
+        try:
+            for old in entry.parent.glob("*.npz"):
+                remove(old)
+        except OSError:
+            pass
     return True
+
+
+_swept: set[str] = set()
 
 
 def _checksum(a: np.ndarray) -> int:
