@@ -26,13 +26,21 @@ from traceview.parsers.xplane import MAX_TIME_PS
 from traceview.parsers.xspace_schema import (
     STAT_BYTES,
     STAT_DOUBLE,
+    STAT_INT64,
+    STAT_NO_VALUE,
     STAT_REF,
     STAT_STR,
+    STAT_UINT64,
     WireError,
+    XSpaceRaw,
     decode_events,
+    decode_wide,
 )
 
+XLineRaw = type(XSpaceRaw().planes.add().lines.add())
+
 HOST_PLANE = "/host:CPU"
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 ALLOCATION, DEALLOCATION = "MemoryAllocation", "MemoryDeallocation"
 
 # One row per allocator event, in time order per memory.
@@ -97,6 +105,13 @@ def _host_plane_alone(path: Path):
         return None
     if not raw:
         return False
+    from traceview.parsers import xspace_fast
+
+    if xspace_fast.enabled():  # its lines walked by the compiled reader, each decoded whole at once
+        try:
+            return xspace_fast.parse_space(b"\x0a" + _varint(len(raw)) + raw).planes[0]
+        except (DecodeError, WireError):
+            pass                # the raw path below says what is wrong, as it did
     try:
         return type(XSpaceRaw().planes.add()).FromString(raw)  # XPlaneRaw: its lines' events stay bytes
     except DecodeError:  # e.g. a name that is not UTF-8: the whole-file path repairs and warns
@@ -208,20 +223,157 @@ def _varint_at(data: bytes, at: int) -> tuple[int | None, int]:
 
 
 def allocator_events_of_plane(plane, host: str, where: str) -> pd.DataFrame:
-    """The allocator events of one (raw) host plane."""
+    """The allocator events of one host plane (raw protobuf, or read by xspace_fast), as columns: no Python
+    object per event."""
     md_names = {k: v.name for k, v in plane.event_metadata.items()}
     kinds = {k: ("alloc" if n == ALLOCATION else "free") for k, n in md_names.items()
              if n in (ALLOCATION, DEALLOCATION)}
     if not kinds:
         return empty_allocator_frame()
     stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
-    wanted = np.array([k for k, n in stat_names.items() if n in _WANTED], dtype=np.int64)
+    ids = {n: k for k, n in stat_names.items() if n in _WANTED}
+    wanted = np.array(list(ids.values()), dtype=np.int64)
+    if len(ids) < sum(n in _WANTED for n in stat_names.values()):
+        # Two stat ids of one name: which counts depends on their order in each event, which the columns
+        # do not keep; then the event's last one, as a row by row read takes it.
+        every = np.array([k for k, n in stat_names.items() if n in _WANTED], dtype=np.int64)
+        return _frame(_rows_by_name(plane, kinds, stat_names, every, host, where))
+    prefixes = tuple(b"\x08" + _varint(k) for k in kinds)
+    kind_ids = np.fromiter(kinds, dtype=np.int64, count=len(kinds))
+    parts = []
+    for line in plane.lines:
+        cols = _line_columns(line, prefixes, wanted, where)
+        if cols is None:
+            continue
+        base = int(line.timestamp_ns) * 1000
+        if not _INT64_MIN <= base <= _INT64_MAX:
+            continue
+        picked = np.flatnonzero(np.isin(cols.metadata_id, kind_ids))
+        # a time that cannot be (negative, overflowing) is dropped, as the op reader drops it; compared as
+        # offsets, which cannot overflow
+        offsets = cols.offset_ps[picked]
+        picked = picked[(offsets >= -base) & (offsets <= MAX_TIME_PS - base)]
+        if picked.size:
+            parts.append(_columns(cols, picked, base, list(ids), stat_names, kinds))
+    if not parts:
+        return empty_allocator_frame()
+    columns = {name: (np.concatenate([p[name] for p in parts]) if isinstance(parts[0][name], np.ndarray)
+                      else [v for p in parts for v in p[name]]) for name in parts[0]}
+    columns["host"] = [host] * len(columns["time_ps"])
+    return _frame(columns)
+
+
+def _line_columns(line, prefixes: tuple[bytes, ...], wanted: np.ndarray, where: str):
+    """A line's events with the wanted stats as columns (xspace_schema.decode_wide), or None when none of
+    its events can be an allocator event. A line read by xspace_fast is decoded whole (compiled); a raw
+    line, or one with a malformed event anywhere (decoded the raw way then, so the error is the same),
+    only its events that may be allocator events."""
+    events = line.events
+    if hasattr(events, "decode_wide"):
+        try:
+            return decode_wide(events, wanted)
+        except WireError:
+            events = XLineRaw.FromString(bytes(events.data)).events
+    # The profiler writes each event's metadata id first (field 1, tag 0x08): only the events whose id is an
+    # allocator event's (varints are prefix-free), and any event written otherwise.
+    raw = [e for e in events if e.startswith(prefixes) or not e.startswith(b"\x08")]
+    if not raw:
+        return None
+    try:
+        return decode_wide(raw, wanted)
+    except WireError as exc:
+        raise TraceError(f"{where}: corrupt events on line {line.name!r} ({exc})") from exc
+
+
+def _columns(cols, picked: np.ndarray, base_ps: int, names: list[str], stat_names: dict[int, str],
+             kinds: dict[int, str]) -> dict:
+    """The frame's columns for the picked events of one line (their stats as _row reads them)."""
+    stat = {name: k for k, name in enumerate(names)}
+    kind = cols.kind[:, picked]
+    bits = cols.bits[:, picked]
+    n = picked.size
+
+    def texts(name: str) -> list[str | None]:
+        """A stat's text per event (a string's, or a reference's name), None where it has none or it is empty."""
+        k = stat.get(name)
+        if k is None:
+            return [None] * n
+        out: list[str | None] = [None] * n
+        for i in np.flatnonzero((kind[k] == STAT_STR) | (kind[k] == STAT_REF)).tolist():
+            if kind[k, i] == STAT_STR:
+                start = int(bits[k, i])
+                text = bytes(cols.buffer[start:start + int(cols.size[k, picked[i]])]).decode("utf-8", "replace")
+            else:
+                text = stat_names.get(int(bits[k, i]), "")
+            out[i] = text or None
+        return out
+
+    def integers(name: str, default: int) -> np.ndarray:
+        """A stat as _int reads it: integers as they are, a double truncated, a text parsed (else `default`)."""
+        out = np.full(n, default, dtype=np.int64)
+        k = stat.get(name)
+        if k is None:
+            return out
+        is_int = (kind[k] == STAT_NO_VALUE) | (kind[k] == STAT_UINT64) | (kind[k] == STAT_INT64)
+        out[is_int] = bits[k, is_int].view(np.int64)
+        doubles = bits[k].view(np.float64)
+        is_double = (kind[k] == STAT_DOUBLE) & np.isfinite(doubles) & (np.abs(doubles) < 2.0**63)
+        out[is_double] = doubles[is_double].astype(np.int64)
+        for i, text in enumerate(texts(name)):
+            if text is not None:  # a number past 64 bits keeps its low 64 (an address's unsigned ones)
+                out[i] = (_int(text, default) + 2**63) % 2**64 - 2**63
+        return out
+
+    named = texts("allocator_name")
+    numbered: list[int | None] = [None] * n      # else the last present of these, as a number
+    for key in ("index_on_host", "device_ordinal"):
+        k = stat.get(key)
+        if k is not None:
+            values = integers(key, 0)
+            for i in np.flatnonzero((kind[k] != 0) & (kind[k] != STAT_BYTES)).tolist():
+                numbered[i] = int(values[i])
+    row: dict = {"memory": [a if a is not None else "unknown" if b is None else str(b) for a, b in zip(named, numbered)],
+                 "time_ps": cols.offset_ps[picked] + np.int64(base_ps),
+                 "kind": [kinds[m] for m in cols.metadata_id[picked].tolist()]}
+    fragmentation = np.zeros(n, dtype=np.float64)
+    k = stat.get("fragmentation")
+    if k is not None:
+        whole = (kind[k] == STAT_NO_VALUE) | (kind[k] == STAT_UINT64) | (kind[k] == STAT_INT64)
+        fragmentation[whole] = bits[k, whole].view(np.int64)
+        fragmentation[kind[k] == STAT_DOUBLE] = bits[k, kind[k] == STAT_DOUBLE].view(np.float64)
+    row["fragmentation"] = fragmentation
+    for name, column in _INT_STATS.items():
+        row[column] = integers(name, -1 if column == "step" else 0)
+    row["address"] = row["address"].view(np.uint64)
+    row["tf_op"], row["region_type"] = texts("tf_op"), texts("region_type")
+    row["shape"] = [a if a is not None else b for a, b in zip(texts("tensor_shapes"), texts("shape"))]
+    row["data_type"] = texts("data_type")
+    return row
+
+
+def _frame(columns) -> pd.DataFrame:
+    """The frame of these columns (or rows), in time order (stable), typed as ALLOCATOR_COLUMNS."""
+    frame = pd.DataFrame(columns, columns=list(ALLOCATOR_COLUMNS))
+    if not len(frame):
+        return empty_allocator_frame()
+    frame = frame.sort_values("time_ps", kind="stable").reset_index(drop=True).astype(ALLOCATOR_COLUMNS)
+    for name, dtype in ALLOCATOR_COLUMNS.items():
+        if dtype == "object":  # absent strings stay None (pandas makes an all-None column NaN)
+            frame[name] = pd.Series([v if isinstance(v, str) else None for v in frame[name]], index=frame.index,
+                                    dtype=object)
+    return frame
+
+
+def _rows_by_name(plane, kinds: dict[int, str], stat_names: dict[int, str], wanted: np.ndarray, host: str,
+                  where: str) -> list[dict]:
+    """One dict per allocator event, its stats by name (the last of one name in the event counts)."""
     prefixes = tuple(b"\x08" + _varint(k) for k in kinds)
     rows: list[dict] = []
     for line in plane.lines:
-        # The profiler writes each event's metadata id first (field 1, tag 0x08): decode only the events
-        # whose id is an allocator event's (varints are prefix-free), and any event written otherwise.
-        raw = [e for e in line.events if e.startswith(prefixes) or not e.startswith(b"\x08")]
+        events = line.events
+        if hasattr(events, "data"):
+            events = XLineRaw.FromString(bytes(events.data)).events
+        raw = [e for e in events if e.startswith(prefixes) or not e.startswith(b"\x08")]
         if not raw:
             continue
         try:
@@ -229,27 +381,16 @@ def allocator_events_of_plane(plane, host: str, where: str) -> pd.DataFrame:
         except WireError as exc:
             raise TraceError(f"{where}: corrupt events on line {line.name!r} ({exc})") from exc
         mids = cols.metadata_id
-        is_mem = np.isin(mids, np.fromiter(kinds, dtype=np.int64, count=len(kinds)))
-        if not is_mem.any():
-            continue
-        picked = np.flatnonzero(is_mem)
+        picked = np.flatnonzero(np.isin(mids, np.fromiter(kinds, dtype=np.int64, count=len(kinds))))
         index: dict[int, dict] = {int(e): {} for e in picked}
         for r in np.flatnonzero(np.isin(cols.stat_event, picked)):
             index[int(cols.stat_event[r])][stat_names.get(int(cols.stat_id[r]), "")] = _value(cols, int(r), stat_names)
         base = int(line.timestamp_ns) * 1000
         for e in picked:
             time_ps = base + int(cols.offset_ps[e])
-            if 0 <= time_ps <= MAX_TIME_PS:      # a time that cannot be (negative, overflowing) is dropped, as the
-                rows.append(_row(host, kinds[int(mids[e])], time_ps, index[int(e)]))    # op reader drops it
-    if not rows:
-        return empty_allocator_frame()
-    frame = pd.DataFrame(rows, columns=list(ALLOCATOR_COLUMNS))
-    frame = frame.sort_values("time_ps", kind="stable").reset_index(drop=True).astype(ALLOCATOR_COLUMNS)
-    for name, dtype in ALLOCATOR_COLUMNS.items():
-        if dtype == "object":  # absent strings stay None (pandas makes an all-None column NaN)
-            frame[name] = pd.Series([v if isinstance(v, str) else None for v in frame[name]], index=frame.index,
-                                    dtype=object)
-    return frame
+            if 0 <= time_ps <= MAX_TIME_PS:
+                rows.append(_row(host, kinds[int(mids[e])], time_ps, index[int(e)]))
+    return rows
 
 
 def _varint(value: int) -> bytes:
