@@ -35,6 +35,7 @@ from traceview.parsers.xspace_schema import (
     XSpaceRaw,
     decode_events,
     decode_wide,
+    varint_bytes,
 )
 
 XLineRaw = type(XSpaceRaw().planes.add().lines.add())
@@ -109,7 +110,7 @@ def _host_plane_alone(path: Path):
 
     if xspace_fast.enabled():  # its lines walked by the compiled reader, each decoded whole at once
         try:
-            return xspace_fast.parse_space(b"\x0a" + _varint(len(raw)) + raw).planes[0]
+            return xspace_fast.parse_plane(raw)
         except (DecodeError, WireError):
             pass                # the raw path below says what is wrong, as it did
     try:
@@ -238,7 +239,7 @@ def allocator_events_of_plane(plane, host: str, where: str) -> pd.DataFrame:
         # do not keep; then the event's last one, as a row by row read takes it.
         every = np.array([k for k, n in stat_names.items() if n in _WANTED], dtype=np.int64)
         return _frame(_rows_by_name(plane, kinds, stat_names, every, host, where))
-    prefixes = tuple(b"\x08" + _varint(k) for k in kinds)
+    prefixes = tuple(b"\x08" + varint_bytes(k) for k in kinds)
     kind_ids = np.fromiter(kinds, dtype=np.int64, count=len(kinds))
     parts = []
     for line in plane.lines:
@@ -367,7 +368,7 @@ def _frame(columns) -> pd.DataFrame:
 def _rows_by_name(plane, kinds: dict[int, str], stat_names: dict[int, str], wanted: np.ndarray, host: str,
                   where: str) -> list[dict]:
     """One dict per allocator event, its stats by name (the last of one name in the event counts)."""
-    prefixes = tuple(b"\x08" + _varint(k) for k in kinds)
+    prefixes = tuple(b"\x08" + varint_bytes(k) for k in kinds)
     rows: list[dict] = []
     for line in plane.lines:
         events = line.events
@@ -391,19 +392,6 @@ def _rows_by_name(plane, kinds: dict[int, str], stat_names: dict[int, str], want
             if 0 <= time_ps <= MAX_TIME_PS:
                 rows.append(_row(host, kinds[int(mids[e])], time_ps, index[int(e)]))
     return rows
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    value &= (1 << 64) - 1
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 def _value(cols, r: int, stat_names: dict[int, str]):

@@ -372,6 +372,10 @@ def parse_space(data: bytes | mmap.mmap, mapped: MappedFile | None = None) -> Fa
     A file whose outline is not the plain one is parsed whole by protobuf, as it
     always was (its errors are protobuf's).
     """
+    return _space(data, mapped)
+
+
+def _space(data: bytes | mmap.mmap, mapped: MappedFile | None) -> FastSpace:
     from traceview.parsers.xspace_schema import XPlaneLines, XSpaceLines
 
     buf = np.frombuffer(data, dtype=np.uint8)
@@ -399,6 +403,13 @@ def parse_space(data: bytes | mmap.mmap, mapped: MappedFile | None = None) -> Fa
     planes = [_Plane(ls, XPlaneLines.FromString(b"".join(r))) for ls, r in zip(lines, rest)]
     return FastSpace(planes, XSpaceLines.FromString(b"".join(own)), mapped)
 
+
+def parse_plane(raw: bytes) -> _Plane:
+    """One XPlane's own bytes (a field's value, as parsers.allocator_events finds them) parsed as
+    parse_space parses a plane: its lines left to the compiled line walk."""
+    from traceview.parsers.xspace_schema import varint_bytes
+
+    return _space(b"\x0a" + varint_bytes(len(raw)) + raw, None).planes[0]  # an XSpace of this plane (field 1)
 
 
 def _outline(buf: np.ndarray) -> np.ndarray | None:

@@ -294,6 +294,19 @@ def _joined(raw_events) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
     return data, buf, ends - lengths, ends
 
 
+def varint_bytes(value: int) -> bytes:
+    """A number's protobuf varint (its low 64 bits)."""
+    out = bytearray()
+    value &= (1 << 64) - 1
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if not value:
+            out.append(byte)
+            return bytes(out)
+        out.append(byte | 0x80)
+
+
 def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Decode one varint at each position: (values as uint64, positions after them).
 
