@@ -3,8 +3,9 @@
 With ``numba`` installed (a core dependency where it has wheels), a large file's
 XLines are kept as raw bytes by protobuf (XSpaceLines) and each is walked by a
 compiled loop: every event and wanted stat in one pass, straight into the
-same WideEvents the pure numpy decoder (xspace_schema.decode_wide) gives. The compiled code is cached on disk (numba's ``cache=True``), so only
-the first use on a machine pays the compile. Without numba, or with
+same WideEvents the pure numpy decoder (xspace_schema.decode_wide) gives. The compiled code is kept on disk,
+by numba (``cache=True``) and as one object file linked without numba (xspace_native), so only the first
+use on a machine pays the compile. Without numba, or with
 ``TRACEVIEW_NO_NUMBA=1``, nothing here is used and the pure path reads the file;
 tests/unit/test_xspace_fast.py checks that both give identical tables.
 
