@@ -32,13 +32,12 @@ from traceview.parsers.xspace_schema import (
     STAT_STR,
     STAT_UINT64,
     WireError,
-    XSpaceRaw,
+    XLineRaw,
+    XPlaneRaw,
     decode_events,
     decode_wide,
     varint_bytes,
 )
-
-XLineRaw = type(XSpaceRaw().planes.add().lines.add())
 
 HOST_PLANE = "/host:CPU"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -99,8 +98,6 @@ def _host_plane_alone(path: Path):
     are not read again); False when the file has none; None where the whole file must be read."""
     from google.protobuf.message import DecodeError
 
-    from traceview.parsers.xspace_schema import XSpaceRaw
-
     raw = _plane_bytes(path, HOST_PLANE)
     if raw is None:
         return None
@@ -108,13 +105,15 @@ def _host_plane_alone(path: Path):
         return False
     from traceview.parsers import xspace_fast
 
-    if xspace_fast.enabled():  # its lines walked by the compiled reader, each decoded whole at once
+    # Where the trace's read loaded the compiled reader (a large file, a pod's hosts), the plane's lines
+    # are walked by it, each decoded whole; a small trace's read does not load it for this.
+    if xspace_fast.loaded():
         try:
             return xspace_fast.parse_plane(raw)
         except (DecodeError, WireError):
             pass                # the raw path below says what is wrong, as it did
     try:
-        return type(XSpaceRaw().planes.add()).FromString(raw)  # XPlaneRaw: its lines' events stay bytes
+        return XPlaneRaw.FromString(raw)  # its lines' events stay bytes
     except DecodeError:  # e.g. a name that is not UTF-8: the whole-file path repairs and warns
         return None
 
@@ -232,14 +231,14 @@ def allocator_events_of_plane(plane, host: str, where: str) -> pd.DataFrame:
     if not kinds:
         return empty_allocator_frame()
     stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
-    ids = {n: k for k, n in stat_names.items() if n in _WANTED}
-    wanted = np.array(list(ids.values()), dtype=np.int64)
-    if len(ids) < sum(n in _WANTED for n in stat_names.values()):
+    every = [k for k, n in stat_names.items() if n in _WANTED]
+    ids = {stat_names[k]: k for k in every}
+    if len(ids) < len(every):
         # Two stat ids of one name: which counts depends on their order in each event, which the columns
         # do not keep; then the event's last one, as a row by row read takes it.
-        every = np.array([k for k, n in stat_names.items() if n in _WANTED], dtype=np.int64)
-        return _frame(_rows_by_name(plane, kinds, stat_names, every, host, where))
-    prefixes = tuple(b"\x08" + varint_bytes(k) for k in kinds)
+        return _frame(_rows_by_name(plane, kinds, stat_names, np.array(every, dtype=np.int64), host, where))
+    wanted = np.array(list(ids.values()), dtype=np.int64)
+    prefixes = _prefixes(kinds)
     kind_ids = np.fromiter(kinds, dtype=np.int64, count=len(kinds))
     parts = []
     for line in plane.lines:
@@ -269,21 +268,36 @@ def _line_columns(line, prefixes: tuple[bytes, ...], wanted: np.ndarray, where: 
     its events can be an allocator event. A line read by xspace_fast is decoded whole (compiled); a raw
     line, or one with a malformed event anywhere (decoded the raw way then, so the error is the same),
     only its events that may be allocator events."""
-    events = line.events
-    if hasattr(events, "decode_wide"):
+    if hasattr(line.events, "decode_wide"):
         try:
-            return decode_wide(events, wanted)
+            return decode_wide(line.events, wanted)
         except WireError:
-            events = XLineRaw.FromString(bytes(events.data)).events
-    # The profiler writes each event's metadata id first (field 1, tag 0x08): only the events whose id is an
-    # allocator event's (varints are prefix-free), and any event written otherwise.
-    raw = [e for e in events if e.startswith(prefixes) or not e.startswith(b"\x08")]
+            pass
+    raw = _candidates(line, prefixes)
     if not raw:
         return None
     try:
         return decode_wide(raw, wanted)
     except WireError as exc:
         raise TraceError(f"{where}: corrupt events on line {line.name!r} ({exc})") from exc
+
+
+def _prefixes(kinds: dict[int, str]) -> tuple[bytes, ...]:
+    """How an allocator event's bytes begin: its metadata id, written first (field 1, tag 0x08)."""
+    return tuple(b"\x08" + varint_bytes(k) for k in kinds)
+
+
+def _candidates(line, prefixes: tuple[bytes, ...]) -> list[bytes]:
+    """A line's events that may be allocator events, as bytes: those whose metadata id is an allocator
+    event's (varints are prefix-free), and any written otherwise. A line read by xspace_fast keeps no
+    per-event bytes: its own bytes are parsed for them."""
+    events = line.events
+    if hasattr(events, "data"):
+        events = XLineRaw.FromString(bytes(events.data)).events
+    return [e for e in events if e.startswith(prefixes) or not e.startswith(b"\x08")]
+
+
+_WHOLE_KINDS = (STAT_NO_VALUE, STAT_UINT64, STAT_INT64)   # a stat read as an int64 (no value: 0)
 
 
 def _columns(cols, picked: np.ndarray, base_ps: int, names: list[str], stat_names: dict[int, str],
@@ -315,7 +329,7 @@ def _columns(cols, picked: np.ndarray, base_ps: int, names: list[str], stat_name
         k = stat.get(name)
         if k is None:
             return out
-        is_int = (kind[k] == STAT_NO_VALUE) | (kind[k] == STAT_UINT64) | (kind[k] == STAT_INT64)
+        is_int = np.isin(kind[k], _WHOLE_KINDS)
         out[is_int] = bits[k, is_int].view(np.int64)
         doubles = bits[k].view(np.float64)
         is_double = (kind[k] == STAT_DOUBLE) & np.isfinite(doubles) & (np.abs(doubles) < 2.0**63)
@@ -339,7 +353,7 @@ def _columns(cols, picked: np.ndarray, base_ps: int, names: list[str], stat_name
     fragmentation = np.zeros(n, dtype=np.float64)
     k = stat.get("fragmentation")
     if k is not None:
-        whole = (kind[k] == STAT_NO_VALUE) | (kind[k] == STAT_UINT64) | (kind[k] == STAT_INT64)
+        whole = np.isin(kind[k], _WHOLE_KINDS)
         fragmentation[whole] = bits[k, whole].view(np.int64)
         fragmentation[kind[k] == STAT_DOUBLE] = bits[k, kind[k] == STAT_DOUBLE].view(np.float64)
     row["fragmentation"] = fragmentation
@@ -368,13 +382,10 @@ def _frame(columns) -> pd.DataFrame:
 def _rows_by_name(plane, kinds: dict[int, str], stat_names: dict[int, str], wanted: np.ndarray, host: str,
                   where: str) -> list[dict]:
     """One dict per allocator event, its stats by name (the last of one name in the event counts)."""
-    prefixes = tuple(b"\x08" + varint_bytes(k) for k in kinds)
+    prefixes = _prefixes(kinds)
     rows: list[dict] = []
     for line in plane.lines:
-        events = line.events
-        if hasattr(events, "data"):
-            events = XLineRaw.FromString(bytes(events.data)).events
-        raw = [e for e in events if e.startswith(prefixes) or not e.startswith(b"\x08")]
+        raw = _candidates(line, prefixes)
         if not raw:
             continue
         try:

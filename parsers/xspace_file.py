@@ -89,6 +89,12 @@ def _mapped(path: Path, fast: bool | None) -> MappedFile | None:
     there, not turned off); None: read it into memory."""
     if fast is False or url_of(path) is not None:
         return None
+    if fast is None:
+        try:
+            if path.stat().st_size < _FAST_MIN_BYTES:
+                return None     # read by the numpy decoder: the compiled one is not loaded for it
+        except OSError:
+            return None         # the read says what is wrong
     from traceview.parsers import xspace_fast
     from traceview.parsers.xspace_map import map_file
 

@@ -41,6 +41,7 @@ import re
 import struct
 import sys
 from collections.abc import Callable
+from functools import lru_cache
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,7 @@ def _caller(name: str, address: int, args: tuple[str, ...], returns: str) -> Cal
     c_args = [t for a in arrays for t in ((ctypes.c_int64,) if a is None else
                                           (ctypes.c_void_p,) + (ctypes.c_int64,) * a[1])]
     function = ctypes.CFUNCTYPE(None, *c_args, ctypes.c_void_p)(address)  # releases the GIL while it runs
+    finish = _FINISH[returns] if returns in _FINISH else (lambda values, _, k=int(returns[3:]): values[k])
 
     def call(*values: Any) -> Any:
         flat: list[int] = []
@@ -143,18 +145,16 @@ def _caller(name: str, address: int, args: tuple[str, ...], returns: str) -> Cal
             flat.extend(value.shape)
         result = (ctypes.c_int64 * 2)()
         function(*flat, ctypes.addressof(result))
-        if returns == "pair":
-            return int(result[0]), int(result[1])
-        if returns == "int":
-            return int(result[0])
-        if returns == "bool":
-            return bool(result[0])
-        if returns.startswith("arg"):
-            return values[int(returns[3:])]
-        return None
+        return finish(values, result)
 
     call.__name__ = name
     return call
+
+
+# What a call returns, from its arguments and the two numbers the C function wrote ("arg<k>": its k-th argument).
+_FINISH: dict[str, Callable[[tuple, Any], Any]] = {
+    "pair": lambda _, r: (int(r[0]), int(r[1])), "int": lambda _, r: int(r[0]),
+    "bool": lambda _, r: bool(r[0]), "none": lambda _, r: None}
 
 
 # ------------------------------------------------------------------ building (needs numba)
@@ -229,9 +229,8 @@ def _link(header: dict[str, Any], obj: bytes) -> NativeKernels | None:
     # ends the process when it fails.
     module = llvm.parse_assembly("\n".join(f'@"{s}" = external global i8' for s in undefined))
     engine = llvm.create_mcjit_compiler(module, llvm.Target.from_default_triple().create_target_machine())
-    process = ctypes.CDLL(None)
     for symbol in undefined:
-        target = _STUB if symbol in _NEVER_CALLED else getattr(process, symbol)
+        target = _STUB if symbol in _NEVER_CALLED else getattr(_process(), symbol)
         engine.add_global_mapping(module.get_global_variable(symbol), ctypes.cast(target, ctypes.c_void_p).value)
     engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
     engine.finalize_object()
@@ -249,10 +248,15 @@ def _never_called() -> None:
 _STUB = ctypes.CFUNCTYPE(None)(_never_called)
 
 
+@lru_cache(maxsize=1)
+def _process() -> ctypes.CDLL:
+    """This process's own symbols (Python's C API, libc)."""
+    return ctypes.CDLL(None)
+
+
 def _resolvable(undefined: list[str]) -> bool:
-    """Every symbol either stubbed or found in this process (Python's C API, libc)."""
-    process = ctypes.CDLL(None)
-    return all(s in _NEVER_CALLED or hasattr(process, s) for s in undefined)
+    """Every symbol either stubbed or found in this process."""
+    return all(s in _NEVER_CALLED or hasattr(_process(), s) for s in undefined)
 
 
 def undefined_symbols(obj: bytes) -> list[str]:

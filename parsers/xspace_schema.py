@@ -151,11 +151,13 @@ XStat = _CLASSES["XStat"]
 XEventMetadata = _CLASSES["XEventMetadata"]
 XStatMetadata = _CLASSES["XStatMetadata"]
 XSpaceRaw = _CLASSES["XSpaceRaw"]
+XPlaneRaw = _CLASSES["XPlaneRaw"]
+XLineRaw = _CLASSES["XLineRaw"]
 XSpaceLines = _CLASSES["XSpaceLines"]
 XPlaneLines = _CLASSES["XPlaneLines"]
 
 __all__ = ["XSpace", "XPlane", "XLine", "XEvent", "XStat", "XEventMetadata", "XStatMetadata", "XSpaceRaw",
-           "XSpaceLines", "XPlaneLines", "EventColumns", "decode_events", "WideEvents", "decode_wide", "WireError"]
+           "XPlaneRaw", "XLineRaw", "XSpaceLines", "XPlaneLines", "EventColumns", "decode_events", "WideEvents", "decode_wide", "WireError"]
 
 
 # ------------------------------------------------------------------ columnar decoding

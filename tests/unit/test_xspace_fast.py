@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from traceview.parsers.xplane import read_xplane
+from traceview.parsers.xspace_file import _FAST_MIN_BYTES
 from traceview.parsers.xspace_schema import (
     STAT_BYTES,
     STAT_STR,
@@ -339,3 +340,16 @@ def test_a_kernel_not_in_numbas_cache_is_announced_before_it_compiles(tmp_path):
                            cwd=tmp_path, env=env) for _ in range(2)]
     assert [r.returncode for r in runs] == [0, 0], runs[0].stderr[-2000:] + runs[1].stderr[-2000:]
     assert [r.stdout.strip() for r in runs] == ["[True, False]", "[]"]
+
+
+def test_a_small_file_is_read_without_loading_the_compiled_reader(sample_traces):
+    """Below the compiled reader's size, nothing loads it (a first use on a machine would compile it for a
+    file the numpy decoder reads): a fresh process reads a sample with neither numba nor llvmlite imported."""
+    path = sorted(sample_traces.rglob("*.xplane.pb"))[0]
+    assert path.stat().st_size < _FAST_MIN_BYTES
+    code = ("import sys\nfrom traceview.parsers.xplane import read_xplane\n"
+            f"assert len(read_xplane({str(path)!r}).ops)\nprint('numba' in sys.modules, 'llvmlite' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]
+

@@ -55,12 +55,11 @@ def read_host(path: str, keep_ops: bool = True, store: bool = False, background:
     ``spill_path``: write the part's large arrays there (timeline.spill), the parent maps them."""
     from traceview.errors import TraceError
     from traceview.parsers.trace_file import read_trace_file
+    from traceview.trace import table_cache
 
     try:
         data = read_trace_file(path)
         if store:
-            from traceview.trace import table_cache
-
             table_cache.put(path, data, background=background)
         result = reduced(HostResult(path, data=data), keep_ops)
         if spill_path is not None and result.part is not None:
@@ -73,8 +72,6 @@ def read_host(path: str, keep_ops: bool = True, store: bool = False, background:
         if allocator:
             result.allocator = allocator_events(path)
             if store and result.allocator is not None:
-                from traceview.trace import table_cache
-
                 table_cache.put_allocator(path, result.allocator, background=background)
         return result
     except TraceError as exc:
