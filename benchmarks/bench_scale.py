@@ -24,7 +24,11 @@ and prints wall time, peak memory (largest process, from wait4) and ratios:
   Dask cluster (a scheduler and one single-threaded worker process per core,
   started in a process of its own before the timing): time, time per host
   (linear growth), peak memory against the smallest pod's, speed-ups (the Dask workers warmed by one
-  untimed run first, as a cluster that read a profile before is).
+  untimed run first, as a cluster that read a profile before is). The
+  cluster's processes are stopped (SIGSTOP) while the other ways are timed:
+  idle, it took 1.2-1.4 s of CPU per 15 s (heartbeats, each worker's
+  profiler and memory monitor), which on 2 cores slowed the all-cores run
+  alone (128 hosts: 11.75 against 11.30 s) and no user's pool shares.
 
 Each timed command runs --repeat times (default 3; the cold ones with the cache
 emptied before each) and the median is shown with the range: on a shared
@@ -215,7 +219,29 @@ class DaskCluster:
         if not self.address:
             raise SystemExit("the local Dask cluster did not start (pip install 'traceview[dask]')")
 
+    def processes(self) -> list:
+        """The cluster's processes: its scheduler's and its workers' (psutil comes with distributed)."""
+        import psutil
+
+        try:
+            top = psutil.Process(self.proc.pid)
+            return [top, *top.children(recursive=True)]
+        except psutil.Error:
+            return []
+
+    def pause(self) -> None:
+        """Stop the idle cluster while other ways are timed (SIGSTOP): on two cores its heartbeats, workers'
+        profilers and memory monitors took the share of a core that a run of all cores needs."""
+        for p in self.processes():
+            p.suspend()
+
+    def resume(self) -> None:
+        for p in self.processes():
+            p.resume()
+        time.sleep(1.0)     # heartbeats and timers due while it was stopped run now, not in the timed run
+
     def close(self) -> None:
+        self.resume()
         if self.proc.stdin:
             self.proc.stdin.close()
         try:
@@ -246,7 +272,7 @@ def bench_pods(root: Path, kind: str, host_events: int, sizes: list[int], repeat
                 # untimed: the workers import traceview, pandas and the compiled reader once, as the workers
                 # of a cluster that has read a profile before already have
                 run([*base, str(outs / "warm.json"), "--dask", cluster.address])
-            rounds = [{way: run(cmd) for way, cmd in ways.items()} for _ in range(max(1, repeat))]
+            rounds = [{way: timed_way(way, cmd, cluster) for way, cmd in ways.items()} for _ in range(max(1, repeat))]
             res: dict = {"hosts": hosts, "events_per_host": n, "cores": cores}
             for way in ways:
                 res[way] = median_run([r[way] for r in rounds])
@@ -259,6 +285,15 @@ def bench_pods(root: Path, kind: str, host_events: int, sizes: list[int], repeat
         if cluster is not None:
             cluster.close()
     return out
+
+
+def timed_way(way: str, cmd: list[str], cluster: DaskCluster | None) -> dict:
+    """One pod run; a Dask cluster runs only while its own way is timed (DaskCluster.pause)."""
+    if cluster is not None and way == "dask":
+        cluster.resume()
+    elif cluster is not None:
+        cluster.pause()
+    return run(cmd)
 
 
 def cpu_jiffies() -> tuple[int, int] | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import os
 import sys
@@ -74,14 +73,6 @@ def main(argv: list[str] | None = None) -> int:
 INTERNAL_ERROR = 3
 
 
-# The program's collector runs 30-70 times less often than Python's default (700, 10, 10) makes it: it
-# collected 553 times in the parent of a 128-host `--jobs 2` run (0.30-0.33 s, most of it full collections
-# over pandas' and the analysis' objects), 978 times with `--jobs 1` (0.65 s), 211 times on the 2 M-event GPU
-# trace (0.045 s); with these, 14-17 and 7 times (0.07-0.08 s, 0.025-0.03 s), the same peak RSS. Forked
-# workers inherit them. docs/scale.md, "Issue 30: fourth session".
-_GC_THRESHOLDS = (20_000, 50, 50)
-
-
 def console() -> NoReturn:
     """The ``traceview`` program: run the command, then leave at once with its exit status.
 
@@ -90,13 +81,14 @@ def console() -> NoReturn:
     docs/scale.md has the cost), all of it after the output is complete. Here
     the output streams and the table cache's writer are flushed first, then the
     process ends (``os._exit``). In-process callers use :func:`main`, which
-    returns, and keep their own malloc settings (see traceview.trace.allocator).
+    returns, and keep their own malloc and collector settings (traceview.trace.allocator, .collector).
     """
     if sys.argv[1:] != ["--version"]:
         from traceview.trace.allocator import keep_freed_memory
+        from traceview.trace.collector import collect_less_often
 
         keep_freed_memory()               # this process is traceview's own, and short-lived
-        gc.set_threshold(*_GC_THRESHOLDS)
+        collect_less_often()              # and its forked workers' (traceview.trace.collector)
     code = main()
     cache = sys.modules.get("traceview.trace.table_cache")
     if cache is not None:

@@ -15,6 +15,8 @@ import textwrap
 
 import pytest
 
+from traceview.trace.collector import THRESHOLDS
+
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc only")
 
 PROBE = textwrap.dedent("""
@@ -92,16 +94,14 @@ def test_the_traceview_program_keeps_freed_memory_but_not_for_version():
 
 
 def test_the_traceview_program_collects_less_often_but_not_for_version():
-    """The program's own process raises the collector's thresholds (cli._GC_THRESHOLDS); --version's fast
+    """The program's own process raises the collector's thresholds (traceview.trace.collector); --version's fast
     path and in-process callers of main keep Python's."""
     code = ("import gc, sys\nimport traceview.cli as cli\nsys.argv = ['traceview', *ARGS]\n"
             "cli.main = lambda: (print(*gc.get_threshold()), 0)[1]\ncli.console()\n")
     runs = [subprocess.run([sys.executable, "-c", code.replace("ARGS", args)], capture_output=True, text=True,
                            timeout=60) for args in ("['analyze', 'somewhere']", "['--version']")]
     assert [r.returncode for r in runs] == [0, 0], runs[0].stderr + runs[1].stderr
-    from traceview.cli import _GC_THRESHOLDS
-
-    assert runs[0].stdout.split() == [str(t) for t in _GC_THRESHOLDS]
+    assert runs[0].stdout.split() == [str(t) for t in THRESHOLDS]
     assert runs[1].stdout.split() == [str(t) for t in gc.get_threshold()] != runs[0].stdout.split()
 
 

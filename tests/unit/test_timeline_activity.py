@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from traceview.advice.idle import CAUSES, idle_causes
-from traceview.advice.stragglers import stragglers
+from traceview.advice.stragglers import _MISSING, _distinct, _names_in, stragglers
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS
-from traceview.timeline.activity import merge_activity, reduce_activity, with_host_threads
+from traceview.timeline.activity import merge_activity, names_apart, reduce_activity, with_host_threads
 
 NAMES = ["fusion.1", "all-reduce.2", "all-gather-start.3", "copy.4", "nccl_AllReduce"]
 
@@ -136,3 +136,21 @@ def _assert_same_stragglers(a, b) -> None:
     assert (a.device, a.host, a.most_often_last, a.host_most_often_last) == \
         (b.device, b.host, b.most_often_last, b.host_most_often_last)
     assert a.device_late_steps == b.device_late_steps and a.host_late_steps == b.host_late_steps
+
+
+@pytest.mark.parametrize("categorical", [True, False])
+def test_the_names_a_span_table_holds_with_rows_that_have_none(categorical):
+    """stragglers counts devices and hosts, and tells whether hosts share names, from each table's names:
+    a categorical's from the codes it uses (unused categories are not names it holds); a row with no name is
+    one marker, the same in every table, and no name to count."""
+    def column(values, unused=()):
+        if categorical:
+            return pd.Series(pd.Categorical(values, categories=sorted({v for v in values if v} | set(unused))))
+        return pd.Series(values, dtype=object)
+
+    a = _names_in(column(["d0", None, "d1", "d0"], unused=["never"]))
+    b = _names_in(column([None, "d2"]))
+    c = _names_in(column(["d3"]))
+    assert a == {"d0", "d1", _MISSING} and b == {"d2", _MISSING} and c == {"d3"}
+    assert _distinct([a, b, c]) == 4
+    assert not names_apart([a, b]) and names_apart([a, c])

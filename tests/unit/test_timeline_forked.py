@@ -114,3 +114,40 @@ def test_no_process_to_fork_leaves_the_work_here():
     """)
     processes, leaked = map(int, out.split())
     assert processes == 1 and leaked == 0      # all here, the pipe made for the child closed
+
+
+@linux_only
+def test_children_that_answered_are_reaped_by_the_next_fork_map_not_waited_for():
+    out = _fresh("""
+        import os, time
+        from traceview.timeline import forked
+        def task(i):
+            time.sleep(0.01)
+            return os.getpid()
+        first = set(forked.fork_map(task, 20, 2)) - {os.getpid()}
+        assert first and first <= set(forked._ending)      # answered, then left to end on their own
+        time.sleep(0.5)
+        second = set(forked.fork_map(task, 20, 2)) - {os.getpid()}
+        reaped = []
+        for pid in first:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+                reaped.append(False)                     # still ours to reap
+            except ChildProcessError:
+                reaped.append(True)
+        print(all(reaped), not (first & set(forked._ending)), second <= set(forked._ending))
+    """)
+    assert out == "True True True"
+
+
+@pytest.mark.parametrize(("count", "jobs"), [(0, 2), (1, 2), (5, 2), (32, 2), (128, 2), (256, 2), (1000, 8), (7, 1)])
+def test_batches_cover_the_items_in_order_in_shrinking_runs(count, jobs):
+    runs = forked.batches(count, jobs)
+    assert [i for run in runs for i in run] == list(range(count))
+    lengths = [len(run) for run in runs]
+    assert all(a >= b for a, b in zip(lengths, lengths[1:]))          # the long runs first
+    assert all(length >= max(1, count // (64 * jobs)) for length in lengths[:-1])
+    if count >= 4 * jobs:
+        assert lengths[0] <= -(-count // (2 * jobs))                      # no process's first run is half
+        assert lengths[-1] <= max(1, count // (64 * jobs), count // 50)    # the last ones short
+        assert len(runs) <= 16 * jobs + 8                                  # few results to merge

@@ -48,11 +48,12 @@ def stragglers(ops: pd.DataFrame | Activity, jobs: int = 1) -> Stragglers:
     if not tables:
         return Stragglers(reason="the trace marks no steps")
     out = Stragglers()
-    if _distinct(tables, "device") < 2:
+    names = {who: [_names_in(t[who]) for t in tables] for who in ("device", "host")}
+    if _distinct(names["device"]) < 2:
         out.reason = "one device: no straggler to find"
         return out
-    whos = ["device", "host"] if _distinct(tables, "host") >= 2 else ["device"]
-    per = _per_step_of(tables, whos, jobs)
+    whos = ["device", "host"] if _distinct(names["host"]) >= 2 else ["device"]
+    per = _per_step_of(tables, whos, jobs, names)
     out.steps, out.most_often_last, out.device_late_steps = _ranked(per["device"])
     out.device = out.most_often_last if 2 * out.device_late_steps > len(out.steps) >= 2 else None
     if "host" in per:
@@ -61,15 +62,31 @@ def stragglers(ops: pd.DataFrame | Activity, jobs: int = 1) -> Stragglers:
     return out
 
 
-def _distinct(tables: list[pd.DataFrame], who: str) -> int:
-    return len(set().union(*(set(t[who].dropna().unique()) for t in tables)))
+_MISSING = object()     # a row with no name: the same in every table
 
 
-def _per_step_of(tables: list[pd.DataFrame], whos: list[str], jobs: int = 1) -> dict[str, _PerStep]:
-    """Per ``who`` (device, host): its per-step sums. ``tables``: the step spans, one table or one per host;
-    a ``who`` that is in no two hosts' tables is summed up host by host and the sums merged step by step (a
-    pod: never one table of every (step, device) at once), all such in one pass over the hosts."""
-    apart = [who for who in whos if names_apart([set(t[who].unique()) for t in tables])] if len(tables) > 1 else []
+def _names_in(column: pd.Series) -> set:
+    """The names a column holds (:data:`_MISSING` for a row with none); a categorical's from its codes."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy()
+        used = np.unique(codes)
+        names = set(column.cat.categories[used[used >= 0]])
+        return names | {_MISSING} if used.size and used[0] < 0 else names
+    return {_MISSING if pd.isna(name) else name for name in column.unique()}
+
+
+def _distinct(names: list[set]) -> int:
+    """How many names the tables hold together (rows with none not counted)."""
+    return len(set().union(*names) - {_MISSING})
+
+
+def _per_step_of(tables: list[pd.DataFrame], whos: list[str], jobs: int,
+                 names: dict[str, list[set]]) -> dict[str, _PerStep]:
+    """Per ``who`` (device, host): its per-step sums. ``tables``: the step spans, one table or one per host
+    (``names``: per ``who``, the names each holds); a ``who`` that is in no two hosts' tables is summed up host
+    by host and the sums merged step by step (a pod: never one table of every (step, device) at once), all
+    such in one pass over the hosts."""
+    apart = [who for who in whos if names_apart(names[who])] if len(tables) > 1 else []
     out: dict[str, _PerStep] = {}
     if apart:
         def run_of_hosts(run: range) -> list[_PerStep]:

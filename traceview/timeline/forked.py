@@ -46,10 +46,12 @@ def fork_map(task: Callable[[int], Any], count: int, jobs: int) -> list[Any]:
 
 class _Workers:
     """The forked half of :func:`fork_map`. The processes share a counter (the next item); each child pickles
-    its ``(index, result)`` pairs into a pipe of its own once the items run out, and the parent reads them
-    after its own share: its results never travel, and a child that dies is an error, not a hang."""
+    each result as it comes and sends its ``(index, pickled result)`` pairs into a pipe of its own once the
+    items run out, and the parent reads them after its own share: its results never travel, and a child that
+    dies is an error, not a hang."""
 
     def __init__(self, task: Callable[[int], Any], count: int, jobs: int, counter: Any) -> None:
+        _reap_ended()
         self.task, self.count, self.next = task, count, counter
         self.children: list[tuple[int, int]] = []     # (pid, read end of its pipe)
         gc.freeze()             # the children's collections leave the inherited objects' pages alone
@@ -79,13 +81,12 @@ class _Workers:
             code = 1
             try:
                 os.close(read)
-                answer = self._share()
+                answer = self._share(pickled=True)
                 try:
                     data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
-                except Exception:         # noqa: BLE001 - an error or a result that does not pickle
+                except Exception:         # noqa: BLE001 - an error that does not pickle (results are bytes)
                     failed = answer.index if isinstance(answer, _Failed) else 0
-                    data = pickle.dumps(_Failed(failed, RuntimeError(f"a forked task's answer does not pickle: "
-                                                                     f"{answer!r:.200}")))
+                    data = pickle.dumps(_Failed(failed, RuntimeError(f"a forked task failed: {answer!r:.200}")))
                 with os.fdopen(write, "wb") as out:
                     out.write(data)
                 code = 0
@@ -96,8 +97,9 @@ class _Workers:
         os.close(write)
         self.children.append((pid, read))
 
-    def _share(self) -> list[tuple[int, Any]] | _Failed:
-        """This process's items and their results, or the first error one raised."""
+    def _share(self, pickled: bool = False) -> list[tuple[int, Any]] | _Failed:
+        """This process's items and their results, or the first error one raised. ``pickled``: each result
+        pickled as it comes (a child's: its answer is then ready to send as soon as the items run out)."""
         done: list[tuple[int, Any]] = []
         while True:
             with self.next.get_lock():
@@ -106,36 +108,54 @@ class _Workers:
             if index >= self.count:
                 return done
             try:
-                done.append((index, self.task(index)))
+                result = self.task(index)
             except Exception as exc:     # noqa: BLE001 - it reaches the caller
-                with self.next.get_lock():
-                    self.next.value = self.count      # every process stops taking items
-                return _Failed(index, exc)
+                return self._failed(index, exc)
+            if pickled:
+                try:
+                    result = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+                except Exception as exc:  # noqa: BLE001 - a result that does not pickle
+                    return self._failed(index, RuntimeError(f"a forked task's answer does not pickle: {exc}"))
+            done.append((index, result))
+
+    def _failed(self, index: int, error: BaseException) -> _Failed:
+        with self.next.get_lock():
+            self.next.value = self.count      # every process stops taking items
+        return _Failed(index, error)
 
     def results(self) -> list[Any]:
         try:
             mine = self._share()
-            answers = [mine] + [self._answer(pid, read) for pid, read in self.children]
+            theirs = [self._answer(pid, read) for pid, read in self.children]
         finally:
             self._stop()
-        failed = [a for a in answers if isinstance(a, _Failed)]
-        if failed:
+        failed = [a for a in (mine, *theirs) if isinstance(a, _Failed)]
+        if failed or isinstance(mine, _Failed):
             raise min(failed, key=lambda f: f.index).error
         out: list[Any] = [None] * self.count
-        for answer in answers:
-            for index, value in answer:
-                out[index] = value
+        for index, value in mine:
+            out[index] = value
+        for answer in theirs:
+            for index, data in answer:
+                out[index] = pickle.loads(data)
         return out
 
     def _answer(self, pid: int, read: int) -> Any:
+        """A child's answer. One that came whole is not waited for: its process, a copy of this one, takes a
+        while to end (docs/scale.md), and is reaped at the next fork_map (or by init once we are gone)."""
         with os.fdopen(read, "rb") as pipe:
             data = pipe.read()
         self.children = [c for c in self.children if c[0] != pid]
-        _, status = os.waitpid(pid, 0)
-        if os.waitstatus_to_exitcode(status) != 0 or not data:
+        try:
+            answer = pickle.loads(data) if data else None
+        except Exception:            # noqa: BLE001 - cut short: the exit status says why
+            answer = None
+        if answer is None:
+            _, status = os.waitpid(pid, 0)
             raise RuntimeError(f"a forked process of traceview ended without its results "
                                f"(exit status {os.waitstatus_to_exitcode(status)})")
-        return pickle.loads(data)
+        _ending.append(pid)
+        return answer
 
     def _stop(self) -> None:
         """Children still running (the parent failed first): ended and reaped."""
@@ -147,6 +167,20 @@ class _Workers:
             os.waitpid(pid, 0)
             os.close(read)
         self.children = []
+
+
+_ending: list[int] = []       # children that gave their answer and are ending: reaped without waiting
+
+
+def _reap_ended() -> None:
+    """Reap the children of earlier fork_maps that have ended (a finished child is a zombie until then)."""
+    for pid in list(_ending):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:     # reaped elsewhere
+            done = pid
+        if done:
+            _ending.remove(pid)
 
 
 def fork_map_items(task: Callable[[Any], Any], items: Sequence[Any], jobs: int) -> list[Any]:
@@ -177,9 +211,16 @@ def one_chunk(raw: Any, rows: Any) -> ForEach:
 
 
 def batches(count: int, jobs: int) -> list[range]:
-    """``range(count)`` cut into at most ``16 * jobs`` contiguous runs (one forked task each, whose results
-    it merges before they travel: a pod's per-host results never all held at once). Sixteen per process:
-    the processes take runs as they finish one, so they end at most a run's time apart."""
-    parts = max(1, min(count, 16 * max(jobs, 1)))
-    bounds = [count * k // parts for k in range(parts + 1)]
-    return [range(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    """``range(count)`` cut into contiguous runs, one forked task each, whose results it merges before they
+    travel (a pod's per-host results are never all held at once). The runs shrink as they go (guided
+    scheduling): each is ``1 / (2 * jobs)`` of what is left, and at least ``count / (64 * jobs)`` long, so
+    the processes, taking runs as they finish one, end at most a short run's time apart, with few runs to
+    merge."""
+    jobs = max(jobs, 1)
+    shortest = max(1, count // (64 * jobs))
+    out, start = [], 0
+    while start < count:
+        length = max(shortest, -(-(count - start) // (2 * jobs)))
+        out.append(range(start, min(count, start + length)))
+        start += length
+    return out

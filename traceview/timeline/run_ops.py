@@ -64,17 +64,18 @@ class RunOps:
         has no group (a key missing) and the groups cannot tell."""
         if any(int(p.occurrences.sum()) != p.n_rows or (p.device < 0).any() for p in self.parts):
             return None
-        frames = []
+        columns = ["device", "module", "program_id"]
+        if not self.parts:
+            return pd.DataFrame(columns=columns)
+        seen: dict[tuple, None] = {}       # in order of first appearance
         for p in self.parts:       # each part's distinct triples first (in order): a host has few, and many groups
             triples = np.stack([p.device.astype(np.int64), p.module.astype(np.int64), p.program_id])
             first = np.sort(np.unique(triples, axis=1, return_index=True)[1]) if triples.shape[1] else \
                 np.zeros(0, dtype=np.int64)
-            frames.append(pd.DataFrame({"device": [p.devices[d] for d in p.device[first]],
-                                        "module": [p.modules[m] for m in p.module[first]],
-                                        "program_id": p.program_id[first]}))
-        if not frames:
-            return pd.DataFrame(columns=["device", "module", "program_id"])
-        return pd.concat(frames, ignore_index=True).drop_duplicates(ignore_index=True)
+            for d, m, program in zip(p.device[first].tolist(), p.module[first].tolist(), p.program_id[first].tolist()):
+                seen.setdefault((p.devices[d], p.modules[m], program), None)
+        table = pd.DataFrame(list(seen), columns=columns)
+        return table.astype({"program_id": np.int64}) if table.empty else table
 
     # ------------------------------------------------------------------ rows kept by the parts
 

@@ -331,9 +331,11 @@ def _read_on_dask_worker(path: str, spill_path: str | None, keep_ops: bool, read
         xspace_fast.warm_up()
     from traceview.timeline.spill import sees_folder
     from traceview.trace.allocator import freed_memory_kept
+    from traceview.trace.collector import fewer_collections
 
     seen = spill_path is not None and spill_token is not None and sees_folder(spill_path, spill_token)
-    with freed_memory_kept():       # fewer page faults while it reads; the worker's own settings after
+    # fewer page faults and collections while it reads; the worker's own settings after
+    with freed_memory_kept(), fewer_collections():
         return read_host(path, keep_ops, allocator=allocator, spill_path=spill_path if seen else None)
 
 
