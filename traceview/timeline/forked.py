@@ -26,7 +26,7 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 
 def fork_map(task: Callable[[int], Any], count: int, jobs: int) -> list[Any]:
@@ -130,10 +130,10 @@ class _Workers:
         finally:
             self._stop()
         failed = [a for a in (mine, *theirs) if isinstance(a, _Failed)]
-        if failed or isinstance(mine, _Failed):
+        if failed:
             raise min(failed, key=lambda f: f.index).error
         out: list[Any] = [None] * self.count
-        for index, value in mine:
+        for index, value in cast(list, mine):
             out[index] = value
         for answer in theirs:
             for index, data in answer:

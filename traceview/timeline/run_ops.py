@@ -65,8 +65,6 @@ class RunOps:
         if any(int(p.occurrences.sum()) != p.n_rows or (p.device < 0).any() for p in self.parts):
             return None
         columns = ["device", "module", "program_id"]
-        if not self.parts:
-            return pd.DataFrame(columns=columns)
         seen: dict[tuple, None] = {}       # in order of first appearance
         for p in self.parts:       # each part's distinct triples first (in order): a host has few, and many groups
             triples = np.stack([p.device.astype(np.int64), p.module.astype(np.int64), p.program_id])
