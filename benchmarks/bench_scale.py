@@ -103,6 +103,17 @@ def run(cmd: list[str], env: dict | None = None, out: Path | None = None) -> dic
             "error": err.decode(errors="replace").strip().splitlines()[-1:] if code else []}
 
 
+def run_together(cmds: list[list[str]]) -> dict:
+    """Wall time until every command, all started at once, has ended; exit status of the worst. Two copies of
+    the one-process run measure the machine's own ceiling for two processes (shared caches and memory
+    bandwidth, the hypervisor): the speed-up no split of one run over two processes can beat here."""
+    t = time.perf_counter()
+    procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for cmd in cmds]
+    codes = [p.wait() for p in procs]
+    return {"seconds": time.perf_counter() - t, "rc": max(codes, key=abs), "peak_mb": float("nan"),
+            "cpu": float("nan"), "sys": float("nan"), "error": []}
+
+
 def repeated(times: int, measure, before=None) -> dict:
     """``measure()`` run ``times`` times (``before()`` ahead of each): the median run, with every time."""
     runs = []
@@ -229,6 +240,17 @@ class DaskCluster:
         except psutil.Error:
             return []
 
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds so far of the scheduler's process (the cluster's own) and of its workers, summed."""
+        out = {"scheduler": 0.0, "workers": 0.0}
+        for k, p in enumerate(self.processes()):
+            try:
+                times = p.cpu_times()
+            except Exception:  # noqa: BLE001 - a process that ended meanwhile
+                continue
+            out["scheduler" if k == 0 else "workers"] += times.user + times.system
+        return out
+
     def pause(self) -> None:
         """Stop the idle cluster while other ways are timed (SIGSTOP): on two cores its heartbeats, workers'
         profilers and memory monitors took the share of a core that a run of all cores needs."""
@@ -264,10 +286,12 @@ def bench_pods(root: Path, kind: str, host_events: int, sizes: list[int], repeat
             outs = root / f"pod{hosts}-out"
             outs.mkdir()
             base = [tv, "analyze", str(run_dir), "--format", "json", "--no-cache", "-o"]
-            ways = {"jobs1": [*base, str(outs / "jobs1.json"), "--jobs", "1"],
+            ways: dict[str, list] = {"jobs1": [*base, str(outs / "jobs1.json"), "--jobs", "1"],
                     "jobsN": [*base, str(outs / "jobsN.json"), "--jobs", str(cores)]}
             if cluster is not None:
                 ways["dask"] = [*base, str(outs / "dask.json"), "--dask", cluster.address]
+            # two copies of the one-process run at once (not compared: they write their own files)
+            ways["two_copies"] = [[*base, str(outs / f"copy{k}.json"), "--jobs", "1"] for k in range(2)]
             if cluster is not None and hosts == sizes[0]:
                 # untimed: the workers import traceview, pandas and the compiled reader once, as the workers
                 # of a cluster that has read a profile before already have
@@ -276,9 +300,11 @@ def bench_pods(root: Path, kind: str, host_events: int, sizes: list[int], repeat
             res: dict = {"hosts": hosts, "events_per_host": n, "cores": cores}
             for way in ways:
                 res[way] = median_run([r[way] for r in rounds])
-            res["pair_ratios"] = [r["jobs1"]["seconds"] / r["jobsN"]["seconds"] for r in rounds
-                                  if not r["jobs1"]["rc"] and not r["jobsN"]["rc"]]
-            res["identical"] = _identical([outs / f"{way}.json" for way in ways])
+            res["pair_ratios"] = _round_ratios(rounds, "jobsN")
+            res["ceilings"] = [2 * x for x in _round_ratios(rounds, "two_copies")]
+            if cluster is not None:
+                res["dask_ratios"] = _round_ratios(rounds, "dask")
+            res["identical"] = _identical([outs / f"{way}.json" for way in ways if way != "two_copies"])
             out.append(res)
             shutil.rmtree(run_dir.parents[2])     # the hard links share one file: little disk, but free it
     finally:
@@ -287,13 +313,23 @@ def bench_pods(root: Path, kind: str, host_events: int, sizes: list[int], repeat
     return out
 
 
-def timed_way(way: str, cmd: list[str], cluster: DaskCluster | None) -> dict:
-    """One pod run; a Dask cluster runs only while its own way is timed (DaskCluster.pause)."""
+def _round_ratios(rounds: list[dict], way: str) -> list[float]:
+    """Per round, the one-process time over ``way``'s (rounds where either failed left out)."""
+    return [r["jobs1"]["seconds"] / r[way]["seconds"] for r in rounds if not r["jobs1"]["rc"] and not r[way]["rc"]]
+
+
+def timed_way(way: str, cmd: list, cluster: DaskCluster | None) -> dict:
+    """One pod run; a Dask cluster runs only while its own way is timed (DaskCluster.pause), and then the CPU
+    its scheduler and workers spent is counted too."""
     if cluster is not None and way == "dask":
         cluster.resume()
-    elif cluster is not None:
+        before = cluster.cpu()
+        result = run(cmd)
+        result["cluster_cpu"] = {k: cluster.cpu().get(k, 0.0) - v for k, v in before.items()}
+        return result
+    if cluster is not None:
         cluster.pause()
-    return run(cmd)
+    return run_together(cmd) if way == "two_copies" else run(cmd)
 
 
 def cpu_jiffies() -> tuple[int, int] | None:
@@ -340,6 +376,18 @@ def print_pods(pods: list[dict]) -> None:
         print(f"{p['hosts']} hosts: speed-up of each round (--jobs 1 / --jobs {cores}): "
               f"{', '.join(f'{r:.2f}x' for r in p['pair_ratios'])}; CPU of the median runs (workers included): "
               f"--jobs 1 {p['jobs1']['cpu']:.1f} s, --jobs {cores} {p['jobsN']['cpu']:.1f} s")
+        ceiling = statistics.median(p["ceilings"]) if p["ceilings"] else float("nan")
+        share = statistics.median(p["pair_ratios"]) / ceiling if p["pair_ratios"] else float("nan")
+        copies = p["two_copies"]["all_seconds"]
+        print(f"  this machine's ceiling (two copies of --jobs 1 at once: {p['two_copies']['seconds']:.2f} s "
+              f"({min(copies):.2f}-{max(copies):.2f})): {ceiling:.2f}x "
+              f"(rounds {', '.join(f'{c:.2f}x' for c in p['ceilings'])}); --jobs {cores} reaches {100 * share:.0f}% of it")
+        if "dask" in p and p["dask_ratios"]:
+            cl = p["dask"].get("cluster_cpu") or {}
+            print(f"  Dask: rounds {', '.join(f'{r:.2f}x' for r in p['dask_ratios'])} "
+                  f"({100 * statistics.median(p['dask_ratios']) / ceiling:.0f}% of the ceiling); CPU of its median "
+                  f"run: client {p['dask']['cpu']:.1f} s, workers {cl.get('workers', float('nan')):.1f} s, "
+                  f"scheduler {cl.get('scheduler', float('nan')):.1f} s")
 
 
 def main() -> None:

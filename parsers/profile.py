@@ -170,9 +170,10 @@ class Profile:
     # Reads the host events again (``() -> host_events``), for a view that needs them when the reader did not
     # keep them (``analyze``: each host's threads were cut where it was read, timeline.host_threads).
     read_host_events: Callable | None = None
-    # Per host file (``source.files``), its allocator events read where the host was read (the memory
-    # view's runtime peaks); None, or None for a file: the memory view reads that file itself.
-    allocator_parts: list | None = None
+    # Per host file (``source.files``), its allocator events reduced to their peaks where the host was read
+    # (timeline.memory_peaks.HostPeaks, the memory view's runtime peaks); None, or None for a file: the
+    # memory view reads that file itself.
+    memory_parts: list | None = None
     # Processes the analysis of a run of many hosts may use for its per-host measures (timeline.forked): the
     # reading's (``--jobs``, one per core by default); 1 for a single host.
     jobs: int = 1

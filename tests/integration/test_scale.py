@@ -156,35 +156,65 @@ def test_pool_and_serial_give_identical_output(pod, cache_dir):
     assert sorted(json.loads(serial)["source"]["hosts"]) == ["hostA", "hostB", "hostC"]
 
 
-@pytest.mark.parametrize("jobs", [1, 2])
-def test_allocator_events_read_with_the_hosts_equal_a_read_of_the_files(pod, cache_dir, jobs):
-    """analyze reads each host's allocator events where it reads the host (a pool worker), not again in the
-    parent: the same frames the memory view reads from the files."""
-    from traceview.parsers.allocator_events import read_allocator_events
-    from traceview.trace.read import allocator_frames
+def _peak_rows(peaks) -> list[dict]:
+    """Runtime peaks as comparable rows (every field; the timeline's columns as lists)."""
+    return [{**{k: v for k, v in vars(p).items() if k != "timeline"}, "timeline": p.timeline.to_dict("list")}
+            for p in peaks]
 
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_allocator_peaks_reduced_with_the_hosts_equal_those_of_every_event_at_once(pod, cache_dir, jobs):
+    """analyze reduces each host's allocator events to their peaks where it reads the host (a pool worker):
+    the peaks, their order and the first event's time are those of one table of every file's events."""
+    from traceview.parsers.allocator_events import read_allocator_events
+    from traceview.timeline.memory_peaks import runtime_peaks
+    from traceview.trace.read import runtime_memory
+
+    frames = [read_allocator_events(f) for f in sorted(pod.glob("*.xplane.pb"))]
+    assert all(len(frame) for frame in frames)
+    everything = pd.concat(frames, ignore_index=True)
+    expected = runtime_peaks(everything)
+    assert len({p.host for p in expected}) == 3
     opts = ReadOptions(cache=False, jobs=jobs, keep_ops=False, allocator_events=True)
     profile = load_profile(pod, options=opts)
-    assert profile.allocator_parts is not None and len(profile.allocator_parts) == 3
-    for f, part in zip(profile.source.files, profile.allocator_parts):
-        pd.testing.assert_frame_equal(part, read_allocator_events(Path(f)), check_exact=True)
-    assert all(len(p) for p in profile.allocator_parts)
-    plain = load_profile(pod, options=ReadOptions(cache=False, jobs=1))
-    assert plain.allocator_parts is None            # not asked for: the memory view reads the files
-    for a, b in zip(allocator_frames(plain), allocator_frames(profile)):
-        pd.testing.assert_frame_equal(a, b, check_exact=True)
+    assert profile.memory_parts is not None and len(profile.memory_parts) == 3
+    assert [sum(p.events for p in part.peaks) for part in profile.memory_parts] == [len(f) for f in frames]
+    peaks, first = runtime_memory(profile)
+    assert _peak_rows(peaks) == _peak_rows(expected)
+    assert first == int(everything["time_ps"].min())
+    plain = load_profile(pod, options=ReadOptions(cache=False, jobs=jobs))
+    assert plain.memory_parts is None            # not asked for: the memory view reads the files
+    assert _peak_rows(runtime_memory(plain)[0]) == _peak_rows(expected)
+
+
+def test_merged_peaks_keep_the_order_of_one_table_and_refuse_a_host_split_over_files(shared_traces):
+    """Hosts given out of order come out in the order of one table; two files holding one host's allocator
+    give no merged peaks (only their events together tell its peak)."""
+    from traceview.parsers.allocator_events import read_allocator_events
+    from traceview.timeline.memory_peaks import host_peaks, merged_peaks, runtime_peaks
+
+    events = read_allocator_events(shared_traces / MI300X)
+    assert events["memory"].nunique() > 1
+    named = [events.assign(host=pd.Categorical([h] * len(events))) for h in ("zeta", "alpha", "mid")]
+    merged = merged_peaks([host_peaks(frame) for frame in named])
+    assert merged is not None and [p.host for p in merged][0] == "alpha"
+    assert _peak_rows(merged) == _peak_rows(runtime_peaks(pd.concat(named, ignore_index=True)))
+    half = len(events) // 2
+    split = [events.iloc[:half].reset_index(drop=True), events.iloc[half:].reset_index(drop=True)]
+    assert merged_peaks([host_peaks(frame) for frame in split]) is None
 
 
 def test_allocator_events_from_the_table_cache_equal_a_read_of_the_files(pod, cache_dir, monkeypatch):
     """A host read from the table cache brings its allocator events from the cache too (no read of its file
-    for the memory view): the same frames as read from the files, and the same analyze output."""
+    for the memory view): the same peaks as read from the files, and the same analyze output."""
     from traceview.parsers import allocator_events
-    from traceview.trace.read import allocator_frames
+    from traceview.trace.read import runtime_memory
 
     files = sorted(str(f) for f in pod.glob("*.xplane.pb"))
     expected = {f: allocator_events.read_allocator_events(Path(f)) for f in files}
     assert all(len(frame) for frame in expected.values())
     plain = _analyze_json(pod, "--no-cache")
+    read_now = runtime_memory(load_profile(pod, options=ReadOptions(cache=False, jobs=1)))
     cold = _analyze_json(pod)                           # reads the files, stores tables and allocator events
     assert len(list(cache_dir.glob("*" + table_cache.ALLOCATOR_SUFFIX))) == 3
     for f in files:
@@ -195,8 +225,8 @@ def test_allocator_events_from_the_table_cache_equal_a_read_of_the_files(pod, ca
     with monkeypatch.context() as patch:
         patch.setattr(allocator_events, "read_allocator_events", no_read)
         profile = load_profile(pod, options=ReadOptions(keep_ops=False, allocator_events=True))
-        for f, frame in zip(profile.source.files, allocator_frames(profile)):
-            pd.testing.assert_frame_equal(frame, expected[f], check_exact=True)
+        peaks, first = runtime_memory(profile)
+        assert _peak_rows(peaks) == _peak_rows(read_now[0]) and first == read_now[1]
         warm = _analyze_json(pod)
     assert plain == cold == warm
 
@@ -204,7 +234,8 @@ def test_allocator_events_from_the_table_cache_equal_a_read_of_the_files(pod, ca
     for entry in cache_dir.glob("*" + table_cache.ALLOCATOR_SUFFIX):
         entry.unlink()
     profile = load_profile(pod, options=ReadOptions(keep_ops=False, allocator_events=True))
-    assert [len(p) for p in profile.allocator_parts] == [len(expected[f]) for f in profile.source.files]
+    assert [sum(p.events for p in part.peaks) for part in profile.memory_parts] == \
+        [len(expected[f]) for f in profile.source.files]
     table_cache.flush()
     assert len(list(cache_dir.glob("*" + table_cache.ALLOCATOR_SUFFIX))) == 3
 
@@ -378,6 +409,10 @@ def test_dask_local_cluster_equals_local(pod, cache_dir, monkeypatch):
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster:
         assert _analyze_json(pod.name, "--no-cache", "--dask", cluster.scheduler_address) == local
+        # with the cache: the workers send each host's allocator events too, stored here beside its tables
+        assert _analyze_json(pod.name, "--dask", cluster.scheduler_address) == local
+        table_cache.flush()
+        assert len(list(cache_dir.glob("*" + table_cache.ALLOCATOR_SUFFIX))) == 2
         monkeypatch.setenv("TRACEVIEW_DASK", cluster.scheduler_address)
         assert _analyze_json(pod.name, "--no-cache") == local
 

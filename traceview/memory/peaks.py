@@ -6,10 +6,9 @@ from pathlib import Path
 
 from traceview.memory.headroom import is_device_memory
 from traceview.memory.modules import static_peaks_from_dump, static_peaks_from_protos
-from traceview.memory.runtime import runtime_peaks
 from traceview.memory.static import StaticPeak
 from traceview.parsers.profile import Profile
-from traceview.trace.read import allocator_frames
+from traceview.trace.read import runtime_memory
 
 
 def _static_keys(peaks: list[StaticPeak]) -> dict[str, int]:
@@ -23,16 +22,11 @@ def _static_keys(peaks: list[StaticPeak]) -> dict[str, int]:
 
 def profile_peaks(profile: Profile) -> tuple[dict[str, int], list[str]]:
     """Runtime peaks of the profile's device allocators and static peaks of its HLO modules."""
-    import pandas as pd
-
-    frames = allocator_frames(profile)  # JSON: none
-    frames = [f for f in frames if not f.empty]
+    peaks = [p for p in runtime_memory(profile)[0] if is_device_memory(p.name)]   # JSON: none
     out: dict[str, int] = {}
-    if frames:
-        peaks = [p for p in runtime_peaks(pd.concat(frames, ignore_index=True)) if is_device_memory(p.name)]
-        hosts = {p.host for p in peaks}
-        for p in peaks:
-            out[f"runtime:{p.name if len(hosts) == 1 else p.device}"] = p.peak_bytes
+    hosts = {p.host for p in peaks}
+    for p in peaks:
+        out[f"runtime:{p.name if len(hosts) == 1 else p.device}"] = p.peak_bytes
     static, warnings = static_peaks_from_protos(profile.hlo_protos, profile.source.path)
     out.update(_static_keys(static))
     return out, warnings

@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pandas as pd
-
 from traceview.analysis.build import PipelineResult
 from traceview.errors import UserError
 from traceview.hardware.chips import Chip
@@ -14,11 +12,10 @@ from traceview.hardware.database import load_hardware
 from traceview.hardware.detect import detect_target
 from traceview.memory.headroom import Headroom, headroom, is_device_memory
 from traceview.memory.modules import static_peaks_from_dump, static_peaks_from_protos
-from traceview.memory.runtime import RuntimePeak, runtime_peaks
 from traceview.memory.static import StaticPeak
-from traceview.parsers.allocator_events import empty_allocator_frame
 from traceview.parsers.profile import Profile
-from traceview.trace.read import allocator_frames
+from traceview.timeline.memory_peaks import RuntimePeak
+from traceview.trace.read import runtime_memory
 
 
 @dataclass
@@ -30,7 +27,6 @@ class MemoryReport:
     target_detected: bool = False
     target_source: str | None = None         # "--target", "trace" or "dump: <target config file>"
     origin_ps: int = 0                       # time zero of the report's times (the trace's first event)
-    events: pd.DataFrame = field(default_factory=empty_allocator_frame)
     warnings: list[str] = field(default_factory=list)
 
     def memory_headroom(self, peak: RuntimePeak) -> Headroom | None:
@@ -43,18 +39,14 @@ class MemoryReport:
 
 
 def fill_from_profile(report: MemoryReport, profile: Profile) -> None:
-    """Runtime peaks from the allocator events of the profile's trace files (as read with their hosts, or
-    read now), static peaks from its HLO."""
-    frames = allocator_frames(profile)
-    frames = [f for f in frames if not f.empty]
-    if frames:
-        report.events = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    """Runtime peaks from the allocator events of the profile's trace files (as reduced where their hosts
+    were read, or read now), static peaks from its HLO."""
+    report.memories, first = runtime_memory(profile)
     report.warnings += profile.warnings
     starts = [int(profile.ops["start_ps"].min())] if not profile.ops.empty else []
-    if not report.events.empty:
-        starts.append(int(report.events["time_ps"].min()))
+    if first is not None:
+        starts.append(first)
     report.origin_ps = min(starts) if starts else 0
-    report.memories = runtime_peaks(report.events, jobs=profile.jobs)
     where = report.source
     if not report.memories:
         report.warnings.append(f"{where}: no allocator events (MemoryAllocation/MemoryDeallocation) in the trace: "

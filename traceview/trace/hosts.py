@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from traceview.timeline.host_ops import OpsPart
+    from traceview.timeline.memory_peaks import HostPeaks
     from traceview.timeline.spill import Layout, RowSpill
 
 DASK_ENV = "TRACEVIEW_DASK"
@@ -41,17 +42,19 @@ class HostResult:
     error: str | None = None        # one line naming the file
     internal: bool = False          # a bug in traceview, not a bad file
     part: OpsPart | None = None     # its op table reduced (timeline.host_ops)
-    allocator: pd.DataFrame | None = None   # its allocator events, when asked for and read without error
+    memory: HostPeaks | None = None   # its allocator events reduced (when asked for and read without error)
+    allocator: pd.DataFrame | None = None   # the events themselves, only where the caller stores them
     spilled: Layout | None = None   # where the part's large arrays were written (timeline.spill), if they were
 
 
 def read_host(path: str, keep_ops: bool = True, store: bool = False, background: bool = False,
-              allocator: bool = False, spill_path: str | None = None) -> HostResult:
+              allocator: bool = False, spill_path: str | None = None, send_allocator: bool = False) -> HostResult:
     """Read one host file and reduce its op table; every failure is caught and described (this runs in
     workers). ``store``: put the tables (and allocator events) in the table cache (``background``: by a
     writer thread);
     ``keep_ops``: send the op table back too (else only its reduction travels); ``allocator``: read its
-    allocator events too (for the memory view: where the host is read, not again in the parent);
+    allocator events too and reduce them to their peaks (for the memory view: where the host is read, not
+    again in the parent; ``send_allocator``: the events travel too, for a caller that stores them);
     ``spill_path``: write the part's large arrays there (timeline.spill), the parent maps them."""
     from traceview.errors import TraceError
     from traceview.parsers.trace_file import read_trace_file
@@ -62,6 +65,7 @@ def read_host(path: str, keep_ops: bool = True, store: bool = False, background:
         if store:
             table_cache.put(path, data, background=background)
         result = reduced(HostResult(path, data=data), keep_ops)
+        del data        # the tables the reduction dropped are freed before the allocator events are read
         if spill_path is not None and result.part is not None:
             from traceview.timeline.spill import write_part
 
@@ -70,9 +74,14 @@ def read_host(path: str, keep_ops: bool = True, store: bool = False, background:
             except OSError:              # a full or read-only disk: the arrays travel as before
                 result.spilled = None
         if allocator:
-            result.allocator = allocator_events(path)
-            if store and result.allocator is not None:
-                table_cache.put_allocator(path, result.allocator, background=background)
+            events = allocator_events(path)
+            if events is not None:
+                from traceview.timeline.memory_peaks import host_peaks
+
+                if store:
+                    table_cache.put_allocator(path, events, background=background)
+                result.memory = host_peaks(events)
+                result.allocator = events if send_allocator else None
         return result
     except TraceError as exc:
         return HostResult(path, error=str(exc))
@@ -144,7 +153,8 @@ def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None =
         return []
     arrived = _arrival(progress, spill)
     if dask:
-        results = _read_dask(paths, dask, arrived, keep_ops=keep_ops or store, allocator=allocator, spill=spill)
+        results = _read_dask(paths, dask, arrived, keep_ops=keep_ops or store, allocator=allocator, spill=spill,
+                             send_allocator=store)
         if store:
             from traceview.trace import table_cache
 
@@ -153,6 +163,7 @@ def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None =
                     table_cache.put(r.path, r.data, background=True)
                 if r.allocator is not None:
                     table_cache.put_allocator(r.path, r.allocator, background=True)
+                    r.allocator = None
         return [reduced(r, keep_ops) for r in results]
     jobs = default_jobs() if jobs is None else jobs
     if jobs <= 1 or len(paths) == 1:
@@ -263,7 +274,7 @@ def _start_method() -> str:
 
 
 def _read_dask(paths: Sequence[str], address, arrived: Callable[[HostResult], None], keep_ops: bool,
-               allocator: bool = False, spill: RowSpill | None = None) -> list[HostResult]:
+               allocator: bool = False, spill: RowSpill | None = None, send_allocator: bool = False) -> list[HostResult]:
     try:
         from distributed import Client, as_completed
     except ImportError:
@@ -279,7 +290,8 @@ def _read_dask(paths: Sequence[str], address, arrived: Callable[[HostResult], No
         # arrays there itself; the others send them back.
         spill_paths = [spill.path_for(i) if spill is not None else None for i in range(len(paths))]
         futures = client.map(_read_on_dask_worker, [os.path.abspath(p) for p in paths], spill_paths,
-                             keep_ops=keep_ops, allocator=allocator, readers=_readers_by_machine(client),
+                             keep_ops=keep_ops, allocator=allocator, send_allocator=send_allocator,
+                             readers=_readers_by_machine(client),
                              spill_token=spill.token if spill is not None else None, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         results: list[HostResult | None] = [None] * len(paths)
@@ -310,7 +322,8 @@ def _readers_by_machine(client) -> dict[str, int]:
 
 
 def _read_on_dask_worker(path: str, spill_path: str | None, keep_ops: bool, readers: dict[str, int],
-                         allocator: bool = False, spill_token: str | None = None) -> HostResult:
+                         allocator: bool = False, spill_token: str | None = None,
+                         send_allocator: bool = False) -> HostResult:
     """read_host in a Dask worker thread, with the compiled reader loaded, splitting lines over its share
     of the machine's cores only: every thread of every worker on that machine may be reading a host at
     once (a worker that joined later counts its own threads)."""
@@ -336,7 +349,8 @@ def _read_on_dask_worker(path: str, spill_path: str | None, keep_ops: bool, read
     seen = spill_path is not None and spill_token is not None and sees_folder(spill_path, spill_token)
     # fewer page faults and collections while it reads; the worker's own settings after
     with freed_memory_kept(), fewer_collections():
-        return read_host(path, keep_ops, allocator=allocator, spill_path=spill_path if seen else None)
+        return read_host(path, keep_ops, allocator=allocator, spill_path=spill_path if seen else None,
+                         send_allocator=send_allocator)
 
 
 def _as_given(result: HostResult, path: str) -> HostResult:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
 import pandas as pd
@@ -21,6 +21,9 @@ from traceview.parsers.remote import url_of
 from traceview.parsers.trace_file import read_trace_file
 from traceview.parsers.xplane import TraceData, is_unreported
 from traceview.trace.hosts import DASK_ENV, HostResult, allocator_events, default_jobs, read_hosts, reduced
+
+if TYPE_CHECKING:
+    from traceview.timeline.memory_peaks import RuntimePeak
 
 
 @dataclass
@@ -79,7 +82,7 @@ def load_profile(path: str | Path, run: str | None = None,
     results = _read_host_files(files, opts, use_cache, dask, advance)
     parts: list[TraceData] = []
     op_parts: list = []
-    allocator_parts: list = []
+    memory_parts: list = []
     warnings: list[str] = list(found.warnings)   # names like trace files that are not regular files
     failures: list[HostResult] = []
     ok_files: list[str] = []
@@ -88,7 +91,7 @@ def load_profile(path: str | Path, run: str | None = None,
         if r.data is not None:
             parts.append(r.data)
             op_parts.append(r.part)
-            allocator_parts.append(r.allocator)
+            memory_parts.append(r.memory)
             ok_files.append(f)
         else:
             failures.append(r)
@@ -115,7 +118,7 @@ def load_profile(path: str | Path, run: str | None = None,
         reduce_again=functools.partial(_reduce_again, ok_files),
         read_ops=functools.cache(functools.partial(_read_table, ok_files, use_cache, "ops")),   # once, if ever
         read_host_events=functools.cache(functools.partial(_read_table, ok_files, use_cache, "host_events")),
-        allocator_parts=allocator_parts if any(a is not None for a in allocator_parts) else None,
+        memory_parts=memory_parts if any(m is not None for m in memory_parts) else None,
         jobs=_analysis_jobs(opts, len(parts)),
     )
 
@@ -143,7 +146,11 @@ def _read_host_files(files: list[str], opts: ReadOptions, use_cache: bool, dask:
             if data is not None:
                 result = HostResult(f, data=data)
                 if opts.allocator_events:
-                    result.allocator = _cached_allocator_events(f)
+                    events = _cached_allocator_events(f)
+                    if events is not None:
+                        from traceview.timeline.memory_peaks import host_peaks
+
+                        result.memory = host_peaks(events)
                 results[f] = reduced(result, opts.keep_ops)
                 if spill is not None and results[f].part is not None:
                     spill.keep(results[f].part)
@@ -278,16 +285,30 @@ def host_events(profile: Profile) -> pd.DataFrame:
     return profile.read_host_events()
 
 
-def allocator_frames(profile: Profile) -> list[pd.DataFrame]:
-    """The allocator events of each of the profile's ``*.xplane.pb`` files (JSON traces have none): as read
-    with its host, else read from the file now."""
+def runtime_memory(profile: Profile) -> tuple[list[RuntimePeak], int | None]:
+    """The runtime peak of every allocator in the profile's ``*.xplane.pb`` files (JSON traces have none), in
+    the order one table of all their events gives, and the time of their first allocator event: each file's
+    as reduced where its host was read, the others' read now (``profile.jobs`` processes)."""
     from traceview.parsers.allocator_events import read_allocator_events
     from traceview.parsers.discover import is_xplane_file
+    from traceview.timeline.forked import fork_map
+    from traceview.timeline.memory_peaks import host_peaks, merged_peaks, runtime_peaks
 
-    files = profile.source.files
-    parts = profile.allocator_parts if profile.allocator_parts is not None else [None] * len(files)
-    return [part if part is not None else read_allocator_events(Path(f))
-            for f, part in zip(files, parts) if is_xplane_file(Path(f))]
+    listed = profile.source.files
+    known = profile.memory_parts if profile.memory_parts is not None else [None] * len(listed)
+    files = [f for f in listed if is_xplane_file(Path(f))]
+    parts = [part for f, part in zip(listed, known) if is_xplane_file(Path(f))]
+    missing = [i for i, part in enumerate(parts) if part is None]
+    found = fork_map(lambda k: host_peaks(read_allocator_events(Path(files[missing[k]]))), len(missing), profile.jobs)
+    for i, part in zip(missing, found):
+        parts[i] = part
+    firsts = [p.first_ps for p in parts if p is not None and p.first_ps is not None]
+    first = min(firsts) if firsts else None
+    peaks = merged_peaks([p for p in parts if p is not None])
+    if peaks is None:       # two files of one host: its allocators measured over all their events at once
+        frames = [f for f in (read_allocator_events(Path(name)) for name in files) if not f.empty]
+        peaks = runtime_peaks(pd.concat(frames, ignore_index=True), jobs=profile.jobs)
+    return peaks, first
 
 
 def _read_table(files: list[str], use_cache: bool, table: str) -> pd.DataFrame:

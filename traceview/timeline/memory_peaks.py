@@ -14,10 +14,16 @@ beyond them was allocated before the profile started: it is one row,
 "allocated before the profile", and the stack is another, so the rows add up
 to the peak. (XProf restricts its table to the peak's step and folds the rest
 into "unused preallocated device memory".)
+
+A pod's hosts are reduced to their peaks where each is read (:func:`host_peaks`, in the reading process):
+what reaches the parent is bounded per allocator (a timeline of at most ``MAX_TIMELINE_POINTS`` and what was
+live at the peak), not every host's events; :func:`merged_peaks` puts them in the order one table of every
+event gives.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -142,3 +148,26 @@ def _runtime_peak(host, memory, group: pd.DataFrame, timeline_points: int) -> Ru
         fragmentation=float(p["fragmentation"]), peak_time_ps=int(p["time_ps"]), step=int(p["step"]),
         lifetime_peak_bytes=int(group["peak_bytes_in_use"].max()), events=len(group),
         timeline=timeline.reset_index(drop=True), at_peak=at_peak)
+
+
+@dataclass
+class HostPeaks:
+    """One trace file's allocator events reduced to what the memory view reads."""
+
+    peaks: list[RuntimePeak]          # per (host, allocator) of the file, as runtime_peaks orders them
+    first_ps: int | None              # its first allocator event's time (None: it has none)
+
+
+def host_peaks(events: pd.DataFrame, jobs: int = 1) -> HostPeaks:
+    """A file's allocator events (parsers.allocator_events) reduced to its allocators' peaks."""
+    return HostPeaks(runtime_peaks(events, jobs=jobs), int(events["time_ps"].min()) if len(events) else None)
+
+
+def merged_peaks(parts: Sequence[HostPeaks]) -> list[RuntimePeak] | None:
+    """The files' peaks as :func:`runtime_peaks` gives them over every file's events at once: hosts in order
+    (a stable sort: each file keeps its allocators' order); None when two files hold events of one (host,
+    allocator), whose peak only their events together tell."""
+    peaks = [p for part in parts for p in part.peaks]
+    if len({(p.host, p.name) for p in peaks}) < len(peaks):
+        return None
+    return sorted(peaks, key=lambda p: p.host)
