@@ -28,7 +28,12 @@ and prints wall time, peak memory (largest process, from wait4) and ratios:
   cluster's processes are stopped (SIGSTOP) while the other ways are timed:
   idle, it took 1.2-1.4 s of CPU per 15 s (heartbeats, each worker's
   profiler and memory monitor), which on 2 cores slowed the all-cores run
-  alone (128 hosts: 11.75 against 11.30 s) and no user's pool shares.
+  alone (128 hosts: 11.75 against 11.30 s) and no user's pool shares;
+* this machine's own ceiling for each pod: two copies of the ``--jobs 1`` run
+  started at once, twice the one-process time over theirs (shared caches,
+  memory bandwidth and the hypervisor cost two processes that share nothing
+  at all this much), and the share of it ``--jobs N`` and Dask reach, with
+  the CPU of the Dask run's client, workers and scheduler.
 
 Each timed command runs --repeat times (default 3; the cold ones with the cache
 emptied before each) and the median is shown with the range: on a shared
