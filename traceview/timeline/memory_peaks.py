@@ -158,9 +158,9 @@ class HostPeaks:
     first_ps: int | None              # its first allocator event's time (None: it has none)
 
 
-def host_peaks(events: pd.DataFrame, jobs: int = 1) -> HostPeaks:
+def host_peaks(events: pd.DataFrame) -> HostPeaks:
     """A file's allocator events (parsers.allocator_events) reduced to its allocators' peaks."""
-    return HostPeaks(runtime_peaks(events, jobs=jobs), int(events["time_ps"].min()) if len(events) else None)
+    return HostPeaks(runtime_peaks(events), int(events["time_ps"].min()) if len(events) else None)
 
 
 def merged_peaks(parts: Sequence[HostPeaks]) -> list[RuntimePeak] | None:

@@ -296,15 +296,14 @@ def runtime_memory(profile: Profile) -> tuple[list[RuntimePeak], int | None]:
 
     listed = profile.source.files
     known = profile.memory_parts if profile.memory_parts is not None else [None] * len(listed)
-    files = [f for f in listed if is_xplane_file(Path(f))]
-    parts = [part for f, part in zip(listed, known) if is_xplane_file(Path(f))]
-    missing = [i for i, part in enumerate(parts) if part is None]
-    found = fork_map(lambda k: host_peaks(read_allocator_events(Path(files[missing[k]]))), len(missing), profile.jobs)
-    for i, part in zip(missing, found):
-        parts[i] = part
-    firsts = [p.first_ps for p in parts if p is not None and p.first_ps is not None]
+    given = [(f, part) for f, part in zip(listed, known) if is_xplane_file(Path(f))]
+    files = [f for f, _ in given]
+    missing = [f for f, part in given if part is None]
+    found = iter(fork_map(lambda k: host_peaks(read_allocator_events(Path(missing[k]))), len(missing), profile.jobs))
+    parts = [part if part is not None else next(found) for _, part in given]
+    firsts = [p.first_ps for p in parts if p.first_ps is not None]
     first = min(firsts) if firsts else None
-    peaks = merged_peaks([p for p in parts if p is not None])
+    peaks = merged_peaks(parts)
     if peaks is None:       # two files of one host: its allocators measured over all their events at once
         frames = [f for f in (read_allocator_events(Path(name)) for name in files) if not f.empty]
         peaks = runtime_peaks(pd.concat(frames, ignore_index=True), jobs=profile.jobs)
