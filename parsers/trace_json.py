@@ -26,15 +26,16 @@ the first marker of its name at or after its start that no earlier op took.
 
 Events are pulled into columns by one list comprehension per field after
 ``json.loads`` (the decoder's dicts are the only Python object per event);
-everything after is numpy/pandas. Bounds: the decompressed text is at most
-:data:`JSON_LIMIT` bytes, nesting deeper than the decoder allows is a one-line
-error, and events with missing, negative or overflowing times are dropped with
-a warning.
+everything after is numpy/pandas, and every table chunk holds many lines (a
+file of 100,000 threads costs what one thread of as many events costs).
+Decoding and its bounds (size, values, events, hostile strings) are
+:mod:`traceview.parsers.trace_json_text`; ``ts`` and ``dur`` must be JSON
+numbers, and events with missing, non-numeric, negative or overflowing times
+are dropped with a warning.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -43,8 +44,8 @@ import numpy as np
 import pandas as pd
 
 from traceview.errors import TraceError
-from traceview.parsers.compressed import read_limited
 from traceview.parsers.profile import Device
+from traceview.parsers.trace_json_text import event_times, load_events
 from traceview.parsers.xplane import (
     _GPU_STREAM_PREFIX,
     _MODULE_EVENT,
@@ -63,41 +64,21 @@ from traceview.parsers.xplane import (
     self_times,
 )
 
-# Decompressed JSON text read at most: the decoded events take several times this in memory.
-JSON_LIMIT = 1 << 30
 _DEVICE_PROCESS = re.compile(r"^/device:(TPU|GPU):(\d+)$")
 _INT32_MAX = (1 << 31) - 1
 _PS_PER_US = 1_000_000
 # Complete events, and instant events (XProf exports a zero-length event as one).
 _TIMED_PHASES = frozenset(("X", "i", "I"))
+# Devices one file may name (device processes, or CPU device ordinals): each is a table chunk of its own.
+MAX_DEVICES = 4096
 
 
 def read_trace_json(path: str | Path, host: str | None = None) -> TraceData:
     """Read one trace-event JSON file into a TraceData (tables for one host)."""
     from traceview.parsers.discover import host_of
 
-    text = read_limited(path, limit=JSON_LIMIT, error=TraceError, what="trace JSON")
-    events = _trace_events(_decode(text, path), path)
+    events = load_events(path)
     return _JsonReader(host or host_of(Path(path)), str(path)).read(events)
-
-
-def _decode(text: bytes, path: object):
-    if not text.strip():
-        raise TraceError(f"{path}: file is empty")
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise TraceError(f"{path}: not readable trace JSON (nested too deeply)") from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise TraceError(f"{path}: not readable trace JSON ({exc})") from None
-
-
-def _trace_events(doc, path: object) -> list[dict]:
-    """The event list of the JSON Object format (``{"traceEvents": [...]}``) or the JSON Array format."""
-    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
-    if not isinstance(events, list):
-        raise TraceError(f"{path}: not a trace-event JSON file (no traceEvents list)")
-    return [e for e in events if type(e) is dict]
 
 
 def _key(value) -> int | str:
@@ -106,7 +87,7 @@ def _key(value) -> int | str:
 
 
 def _numbers(values: list) -> np.ndarray:
-    """Numbers (or numeric strings) as float64; NaN for anything else."""
+    """Numbers (or numeric strings: the args are stats as text) as float64; NaN for anything else."""
     try:
         return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=np.float64)
     except OverflowError:  # an integer beyond any float: rare, so only then one value at a time
@@ -123,8 +104,8 @@ def _number(value) -> float:
 
 
 def _times_ps(values: list) -> np.ndarray:
-    """Microsecond numbers -> int64 picoseconds; -1 for anything missing, not a number or out of range."""
-    us = _numbers(values)
+    """Microsecond JSON numbers -> int64 picoseconds; -1 for anything missing, not a number or out of range."""
+    us = event_times(values)
     with np.errstate(invalid="ignore", over="ignore"):
         ps = np.rint(us * _PS_PER_US)
         good = np.isfinite(ps) & (ps >= 0) & (ps <= MAX_TIME_PS)
@@ -132,10 +113,13 @@ def _times_ps(values: list) -> np.ndarray:
 
 
 class _Columns:
-    """The complete events of one group (a thread or a process) as columns."""
+    """Complete events as columns; ``group`` numbers each row's (pid, tid) line, a line's rows side by side,
+    and ``line`` names it (a Categorical, once the rows are taken for a table)."""
 
-    def __init__(self, start: np.ndarray, duration: np.ndarray, names: list, args: list[dict]) -> None:
+    def __init__(self, start: np.ndarray, duration: np.ndarray, names: list, args: list[dict],
+                 group: np.ndarray, line: pd.Categorical | None = None) -> None:
         self.start, self.duration, self.names, self.args = start, duration, names, args
+        self.group, self.line = group, line
 
     def __len__(self) -> int:
         return self.start.size
@@ -159,14 +143,58 @@ class _Columns:
         return out
 
     def take(self, rows: np.ndarray) -> _Columns:
+        line = None if self.line is None else self.line[rows]
         return _Columns(self.start[rows], self.duration[rows], [self.names[i] for i in rows],
-                        [self.args[i] for i in rows])
+                        [self.args[i] for i in rows], self.group[rows], line)
+
+    def self_ps(self) -> np.ndarray:
+        """Each event's self time within its own line (lines are never nested in one another)."""
+        if not len(self):
+            return self.duration.astype(np.int64, copy=True)
+        cuts = np.flatnonzero(np.diff(self.group)) + 1
+        if not cuts.size:
+            return self_times(self.start, self.duration)
+        out = self.duration.astype(np.int64, copy=True)
+        lo, hi = np.concatenate([[0], cuts]), np.concatenate([cuts, [len(self)]])
+        several = hi - lo > 1   # a line of one event is all self time: only the others are computed
+        for a, b in zip(lo[several], hi[several]):
+            out[a:b] = self_times(self.start[a:b], self.duration[a:b])
+        return out
 
 
 def _text(value) -> str | None:
     if value is None or isinstance(value, (dict, list)):
         return None
     return value if isinstance(value, str) else str(value)
+
+
+class _Lines:
+    """The complete events of a file grouped by line: any set of lines is taken as one block of rows, so the
+    work per line is a few array slices, never a table chunk of its own (a file may hold 100,000 threads)."""
+
+    def __init__(self, cols: _Columns, keys: list[tuple], names: list[str]) -> None:
+        self.cols, self.keys, self.names = cols, keys, names
+        self.bounds = np.searchsorted(cols.group, np.arange(len(keys) + 1))
+        codes, categories = pd.factorize(pd.Series(names, dtype=object))
+        self.name_codes, self.categories = codes, pd.Index(categories)
+
+    def size(self, group: int) -> int:
+        return int(self.bounds[group + 1] - self.bounds[group])
+
+    def named(self, groups: list[int]) -> dict[str, int]:
+        """Line name -> its group (the last of a name wins, as in a dict of names)."""
+        return {self.names[g]: g for g in groups}
+
+    def take(self, groups: list[int]) -> _Columns:
+        """The rows of these lines, line by line in the order given, each row naming its line."""
+        if not groups:
+            rows = np.zeros(0, dtype=np.int64)
+        else:
+            rows = np.concatenate([np.arange(self.bounds[g], self.bounds[g + 1]) for g in groups])
+        cols = self.cols.take(rows)
+        line = pd.Categorical.from_codes(self.name_codes[cols.group], categories=self.categories)
+        cols.line = line.remove_unused_categories()
+        return cols
 
 
 class _JsonReader(_Reader):
@@ -177,85 +205,85 @@ class _JsonReader(_Reader):
 
     def read(self, events: list[dict]) -> TraceData:
         processes, threads = _names(events)
-        groups = self._complete_events(events)
-        if not groups:
+        lines = self._complete_events(events, threads)
+        if not len(lines.cols):
+            if self.dropped["events"]:
+                raise TraceError(f"{self.path}: no event has a usable time ({self.dropped['events']} dropped: "
+                                 "ts/dur missing, not a JSON number, negative or overflowing)")
             raise TraceError(f"{self.path}: the trace holds no events (empty profile)")
-        by_process: dict[int | str, dict[int | str, _Columns]] = {}
-        for (pid, tid), cols in groups.items():
-            by_process.setdefault(pid, {})[tid] = cols
+        by_process: dict[int | str, list[int]] = {}
+        for group, (pid, _tid) in enumerate(lines.keys):
+            if lines.size(group):
+                by_process.setdefault(pid, []).append(group)
         device_procs = []
-        host_procs = []
-        for pid, lines in by_process.items():
+        host_groups: list[int] = []
+        for pid, groups in by_process.items():
             m = _DEVICE_PROCESS.match(processes.get(pid, ""))
             if m:
-                device_procs.append((m[1], int(m[2]), lines, pid))
+                device_procs.append((m[1], int(m[2]), groups))
             else:
-                host_procs.append((pid, lines))
-        for kind, ordinal, lines, pid in sorted(device_procs, key=lambda d: (d[0], d[1])):
-            named = {threads.get((pid, tid), str(tid)): cols for tid, cols in lines.items()}
-            self._device_process(kind, str(ordinal), named)
+                host_groups += groups
+        if len(device_procs) > MAX_DEVICES:
+            raise TraceError(f"{self.path}: {len(device_procs):,} device processes, more than the "
+                             f"{MAX_DEVICES:,} a trace file is read with")
+        for kind, ordinal, groups in sorted(device_procs, key=lambda d: (d[0], d[1])):
+            self._device_process(kind, str(ordinal), lines, groups)
         device_has_ops = bool(self.chunks)
-        annotations = self._host_processes(host_procs, threads, cpu_ops=not device_has_ops)
+        annotations = self._host_processes(lines, host_groups, cpu_ops=not device_has_ops)
         ops = self._ops_frame()
         ops, steps = self._assign_steps(ops, annotations)
         if self.dropped["events"]:
-            self.warnings.append(f"{self.path}: dropped {self.dropped['events']} event(s) with missing, negative "
-                                 "or overflowing times (corrupt trace?)")
+            self.warnings.append(f"{self.path}: dropped {self.dropped['events']} event(s) with missing, negative, "
+                                 "overflowing or non-numeric times (corrupt trace?)")
         if ops.empty:
             self.warnings.append(f"{self.path}: no device op events in this trace")
         return TraceData(host=self.host, ops=ops, host_events=self._host_frame(), steps=steps,
                          devices=self.devices, warnings=self.warnings)
 
-    def _complete_events(self, events: list[dict]) -> dict[tuple, _Columns]:
-        """Complete ("X") and instant ("i", "I": zero duration) events grouped by (pid, tid), in file order;
-        events with bad times are counted."""
+    def _complete_events(self, events: list[dict], threads: dict) -> _Lines:
+        """Complete ("X") and instant ("i", "I": zero duration) events with good times, by line in order of
+        first appearance, each line's in file order; events with bad times are counted."""
         phases = [ph if type(ph := e.get("ph")) is str else "" for e in events]
         complete = [e for e, ph in zip(events, phases) if ph in _TIMED_PHASES]
         other = sum(1 for ph in phases if ph in ("B", "E"))
         if other:
             self.warnings.append(f"{self.path}: ignored {other} begin/end (ph B/E) event(s): only complete "
                                  "(ph X) events are read")
-        if not complete:
-            return {}
         start = _times_ps([e.get("ts") for e in complete])
         duration = _times_ps([e.get("dur", 0) if e.get("ph") == "X" else 0 for e in complete])
         good = (start >= 0) & (duration >= 0)
         good &= start + np.where(good, duration, 0) <= MAX_TIME_PS
         self.dropped["events"] += int(good.size - np.count_nonzero(good))
-        keys = pd.factorize(pd.Series([(_key(e.get("pid")), _key(e.get("tid"))) for e in complete],
-                                      dtype=object))
-        codes, uniques = keys
-        names = [_text(e.get("name")) or "" for e in complete]
-        args = [a if type(a := e.get("args")) is dict else {} for e in complete]
-        order = np.argsort(codes, kind="stable")
-        bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
-        out = {}
-        for k, key in enumerate(uniques):
-            rows = order[bounds[k]:bounds[k + 1]]
-            rows = rows[good[rows]]
-            if rows.size:
-                out[key] = _Columns(start[rows], duration[rows], [names[i] for i in rows], [args[i] for i in rows])
-        return out
+        codes, uniques = pd.factorize(pd.Series([(_key(e.get("pid")), _key(e.get("tid"))) for e in complete],
+                                                dtype=object))
+        rows = np.flatnonzero(good)
+        rows = rows[np.argsort(codes[rows], kind="stable")]
+        cols = _Columns(start[rows], duration[rows], [_text(complete[i].get("name")) or "" for i in rows],
+                        [a if type(a := complete[i].get("args")) is dict else {} for i in rows],
+                        codes[rows].astype(np.int64))
+        keys = list(uniques)
+        return _Lines(cols, keys, [threads.get(k, str(k[1])) for k in keys])
 
     # --- device processes
 
-    def _device_process(self, kind: str, ordinal: str, lines: dict[str, _Columns]) -> None:
+    def _device_process(self, kind: str, ordinal: str, lines: _Lines, groups: list[int]) -> None:
         dev = Device(id=f"{self.host}/{kind}:{ordinal}", host=self.host, kind=kind,
                      vendor="Google" if kind == "TPU" else None)
         self.devices.append(dev)
+        named = lines.named(groups)
         if kind == "TPU":
-            modules = lines.get(_TPU_MODULES_LINE)
-            mod_exec = _module_executions(modules) if modules is not None else None
+            modules = named.get(_TPU_MODULES_LINE)
+            mod_exec = _module_executions(lines.take([modules])) if modules is not None else None
             if mod_exec is not None:
                 self.module_execs[dev.id] = mod_exec
-            if _TPU_OPS_LINE in lines:
-                self.chunks.append(self._tpu_ops(dev.id, lines[_TPU_OPS_LINE], mod_exec))
+            if _TPU_OPS_LINE in named:
+                self.chunks.append(self._tpu_ops(dev.id, lines.take([named[_TPU_OPS_LINE]]), mod_exec))
         else:
-            for name, cols in lines.items():
-                if name.startswith(_GPU_STREAM_PREFIX):
-                    self.chunks.append(_stat_rows(dev.id, name, cols))
-        if _STEPS_LINE in lines:
-            cols = lines[_STEPS_LINE]
+            streams = [g for g in groups if lines.names[g].startswith(_GPU_STREAM_PREFIX)]
+            if streams:
+                self.chunks.append(_stat_rows(dev.id, lines.take(streams)))
+        if _STEPS_LINE in named:
+            cols = lines.take([named[_STEPS_LINE]])
             numbers = [_to_int(n) for n in cols.names]
             step = np.array([n if n is not None and 0 <= n < _INT32_MAX else -1 for n in numbers], dtype=np.int64)
             unnamed = step < 0
@@ -290,46 +318,48 @@ class _JsonReader(_Reader):
 
     # --- host processes
 
-    def _host_processes(self, procs: list, threads: dict, cpu_ops: bool):
+    def _host_processes(self, lines: _Lines, groups: list[int], cpu_ops: bool):
         """Host events; CPU op rows when no device has ops; the step annotations as (start, end, step)."""
-        ann: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        cpu_device = f"{self.host}/CPU"
-        cpu_devices: set[str] = set()
-        lines = [(threads.get((pid, tid), str(tid)), cols) for pid, by_tid in procs for tid, cols in by_tid.items()]
-        op_ends = _end_markers([cols for _, cols in lines]) if cpu_ops else None
-        for name, cols in lines:
-            keep_host = np.ones(len(cols), dtype=bool)
-            if cpu_ops:
-                hlo_op = cols.text("hlo_op")
-                is_op = np.array([h is not None for h in hlo_op], dtype=bool)
-                if is_op.any():
-                    ordinal, has_ordinal = cols.ints("device_ordinal")
-                    extension = _extension_to_marker(cols, hlo_op, is_op, op_ends)
-                    groups = [(f"{cpu_device}:{k}", is_op & has_ordinal & (ordinal == k))
-                              for k in np.unique(ordinal[is_op & has_ordinal])]
-                    if (is_op & ~has_ordinal).any():
-                        groups.append((cpu_device, is_op & ~has_ordinal))
-                    for device, rows in groups:
-                        chunk = _stat_rows(device, name, cols.take(np.flatnonzero(rows)))
-                        chunk.duration = chunk.duration + extension[rows]
-                        chunk.self_ps = chunk.self_ps + extension[rows]
-                        self.chunks.append(chunk)
-                        cpu_devices.add(device)
-                    keep_host = ~is_op
-            step_num, has_step = cols.ints("step_num")
-            has_step &= (step_num >= 0) & (step_num < _INT32_MAX)
-            if has_step.any():
-                ann.append((cols.start[has_step], cols.start[has_step] + cols.duration[has_step], step_num[has_step]))
-            rows = np.flatnonzero(keep_host)
-            self.host_chunks.append(dict(thread=name, start=cols.start[rows], duration=cols.duration[rows],
-                                         name=pd.Categorical([cols.names[i] for i in rows])))
-        for device in sorted(cpu_devices, key=_device_order):
-            self.devices.append(Device(id=device, host=self.host, kind="CPU"))
-        if not ann:
+        if not groups:
             return None
-        a_start, a_end, a_step = (np.concatenate(x) for x in zip(*ann))
+        cols = lines.take(groups)
+        keep_host = np.ones(len(cols), dtype=bool)
+        if cpu_ops:
+            hlo_op = cols.text("hlo_op")
+            is_op = np.array([h is not None for h in hlo_op], dtype=bool)
+            if is_op.any():
+                keep_host = ~is_op
+                self._cpu_ops(cols, hlo_op, is_op)
+        step_num, has_step = cols.ints("step_num")
+        has_step &= (step_num >= 0) & (step_num < _INT32_MAX)
+        rows = np.flatnonzero(keep_host)
+        self.host_chunks.append(dict(thread=cols.line[rows], start=cols.start[rows], duration=cols.duration[rows],
+                                     name=pd.Categorical([cols.names[i] for i in rows])))
+        if not has_step.any():
+            return None
+        a_start, a_end = cols.start[has_step], cols.start[has_step] + cols.duration[has_step]
         order = np.argsort(a_start, kind="stable")
-        return a_start[order], a_end[order], a_step[order]
+        return a_start[order], a_end[order], step_num[has_step][order]
+
+    def _cpu_ops(self, cols: _Columns, hlo_op: list, is_op: np.ndarray) -> None:
+        """Op rows of the host events with an ``hlo_op`` arg: one device per ``device_ordinal``."""
+        cpu_device = f"{self.host}/CPU"
+        ordinal, has_ordinal = cols.ints("device_ordinal")
+        extension = _extension_to_marker(cols, hlo_op, is_op, _end_markers(cols))
+        ordinals = np.unique(ordinal[is_op & has_ordinal])
+        if ordinals.size > MAX_DEVICES:
+            raise TraceError(f"{self.path}: {ordinals.size:,} CPU device ordinals, more than the "
+                             f"{MAX_DEVICES:,} a trace file is read with")
+        groups = [(f"{cpu_device}:{k}", is_op & has_ordinal & (ordinal == k)) for k in ordinals]
+        if (is_op & ~has_ordinal).any():
+            groups.append((cpu_device, is_op & ~has_ordinal))
+        for device, rows in groups:
+            chunk = _stat_rows(device, cols.take(np.flatnonzero(rows)))
+            chunk.duration = chunk.duration + extension[rows]
+            chunk.self_ps = chunk.self_ps + extension[rows]
+            self.chunks.append(chunk)
+        for device in sorted((d for d, _ in groups), key=_device_order):
+            self.devices.append(Device(id=device, host=self.host, kind="CPU"))
 
 
 def _names(events: list[dict]) -> tuple[dict, dict]:
@@ -363,8 +393,9 @@ def _module_executions(cols: _Columns) -> tuple:
             np.array(pids, dtype=np.int64)[order])
 
 
-def _stat_rows(device: str, line: str, cols: _Columns) -> _Chunk:
-    """Op rows named by hlo_op args (else the framework op of ``level 0``, else the event name)."""
+def _stat_rows(device: str, cols: _Columns) -> _Chunk:
+    """Op rows named by hlo_op args (else the framework op of ``level 0``, else the event name), each on its
+    own line (``cols.line``)."""
     hlo_op = cols.text("hlo_op")
     framework = cols.text("level 0")
     op = [h if h is not None else (f.split("#", 1)[0] if f is not None else n)
@@ -372,9 +403,9 @@ def _stat_rows(device: str, line: str, cols: _Columns) -> _Chunk:
     pid, has_pid = cols.ints("program_id")
     run_id, _ = cols.ints("run_id")
     n = len(cols)
+    assert cols.line is not None
     chunk = _Chunk(
-        device=device, line=line, start=cols.start, duration=cols.duration,
-        self_ps=self_times(cols.start, cols.duration),
+        device=device, line=cols.line, start=cols.start, duration=cols.duration, self_ps=cols.self_ps(),
         op=pd.Categorical(op), module=pd.Categorical([m or "" for m in cols.text("hlo_module")]),
         category=pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [""]),
         program_id=np.where(has_pid, pid, -1), flops=np.full(n, np.nan), bytes_=np.full(n, np.nan),
@@ -383,31 +414,28 @@ def _stat_rows(device: str, line: str, cols: _Columns) -> _Chunk:
     return chunk
 
 
-def _end_markers(lines: list[_Columns]) -> dict[str, np.ndarray]:
+def _end_markers(cols: _Columns) -> dict[str, np.ndarray]:
     """Op name -> sorted end times of its ``end: <op>`` markers, over every host thread."""
-    found: dict[str, list[np.ndarray]] = {}
-    for cols in lines:
-        rows = [i for i, n in enumerate(cols.names) if n.startswith(END_MARKER_PREFIX)]
-        if not rows:
-            continue
-        idx = np.array(rows)
-        ends = cols.start[idx] + cols.duration[idx]
-        names = pd.Series([cols.names[i][len(END_MARKER_PREFIX):] for i in rows])
-        for name, positions in names.groupby(names, sort=False).indices.items():
-            found.setdefault(name, []).append(ends[positions])
-    return {name: np.sort(np.concatenate(parts)) for name, parts in found.items()}
+    rows = [i for i, n in enumerate(cols.names) if n.startswith(END_MARKER_PREFIX)]
+    if not rows:
+        return {}
+    idx = np.array(rows)
+    ends = cols.start[idx] + cols.duration[idx]
+    names = pd.Series([cols.names[i][len(END_MARKER_PREFIX):] for i in rows])
+    return {name: np.sort(ends[positions]) for name, positions in names.groupby(names, sort=False).indices.items()}
 
 
 def _extension_to_marker(cols: _Columns, hlo_op: list, is_op: np.ndarray,
-                         op_ends: dict[str, np.ndarray] | None) -> np.ndarray:
-    """Per event, how far its ``end:`` marker lies past its own end (0 when none; see the module doc)."""
+                         op_ends: dict[str, np.ndarray]) -> np.ndarray:
+    """Per event, how far its ``end:`` marker lies past its own end (0 when none; see the module doc); the
+    markers are taken greedily per thread and op name."""
     extension = np.zeros(len(cols), dtype=np.int64)
     if not op_ends:
         return extension
     rows = np.flatnonzero(is_op)
-    names = pd.Series([hlo_op[i] for i in rows])
+    keys = pd.Series(list(zip(cols.group[rows].tolist(), [hlo_op[i] for i in rows])), dtype=object)
     own_end = cols.start + cols.duration
-    for name, positions in names.groupby(names, sort=False).indices.items():
+    for (_line, name), positions in keys.groupby(keys, sort=False).indices.items():
         ends = op_ends.get(name)
         if ends is None:
             continue
@@ -421,4 +449,3 @@ def _extension_to_marker(cols: _Columns, hlo_op: list, is_op: np.ndarray,
         idx, taken = idx[ok], taken[ok]
         extension[idx] = np.maximum(ends[taken] - own_end[idx], 0)
     return extension
-

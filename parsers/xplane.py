@@ -35,6 +35,7 @@ import pandas as pd
 
 from traceview.errors import TraceError
 from traceview.parsers.discover import host_of
+from traceview.parsers.gpu_kernels import GpuKernelRows
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Device, as_declared, empty_frame
 from traceview.parsers.xspace_file import load_xspace
 from traceview.parsers.xspace_schema import (
@@ -491,7 +492,7 @@ class _Chunk:
     """Op rows of one line, before they become DataFrame columns."""
 
     device: str
-    line: str
+    line: str | pd.Categorical   # one line, or each row's (trace JSON: many lines in one chunk)
     start: np.ndarray
     duration: np.ndarray
     self_ps: np.ndarray
@@ -591,14 +592,20 @@ def _float(v) -> float:
 
 # Per-event stats that name an op on GPU streams and CPU threads.
 _OP_STATS = ("hlo_op", "hlo_module", "program_id", "level 0", "run_id")
+# A kernel replayed from a CUDA graph (an XLA command buffer) carries the graph's id; its launch, the
+# correlation id. Read only on planes that have the stat (no cost for traces without graphs).
+_CUDA_GRAPH_STAT = "cuda_graph_id"
+_GRAPH_STATS = (_CUDA_GRAPH_STAT, "correlation_id")
 
 
 def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.ndarray | None = None,
-               last_use: bool = False) -> _Chunk:
+               last_use: bool = False, kernels: bool = False) -> _Chunk:
     """Op rows for events named by per-event hlo_op / hlo_module / program_id stats (GPU kernels, CPU thunks).
 
     Events with no HLO op (memcpys, TensorFlow kernels) are named by their
-    framework op (the ``level 0`` stat), else by the kernel name. ``keep``:
+    framework op (the ``level 0`` stat), else by the kernel name. ``kernels`` (GPU streams): keep each
+    row's kernel (its metadata's index, ``extra["kernel"]``) and, for kernels run inside a CUDA graph, the
+    graph launch they belong to (``extra["graph_launch"]``, -1 outside graphs). ``keep``:
     the rows to take (all by default); ``last_use``: nothing reads ``ev``
     after this (its stat columns are dropped once read). Each column is
     freed once used and taken without a copy where it is the whole line:
@@ -635,6 +642,12 @@ def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.
     program_id = sel(pid)
     del pid, has_pid
     run_id = sel(ev.ints("run_id")[0]) if ev.has_stat("run_id") else None
+    kernel = view.md_index(sel(ev.mid)).astype(np.int32) if kernels else None
+    graph_launch = None
+    if kernels and ev.has_stat(_CUDA_GRAPH_STAT):
+        in_graph = sel(ev.ints(_CUDA_GRAPH_STAT)[1])
+        launch, has_launch = ev.ints("correlation_id")
+        graph_launch = np.where(in_graph, np.where(sel(has_launch), sel(launch), 0), -1)
     if last_use:
         ev.release()
     n = start.size
@@ -646,6 +659,10 @@ def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.
     )
     if run_id is not None:
         chunk.extra["run_id"] = run_id
+    if kernel is not None:
+        chunk.extra["kernel"] = kernel
+    if graph_launch is not None:
+        chunk.extra["graph_launch"] = graph_launch
     return chunk
 
 
@@ -724,6 +741,7 @@ class _Reader:
         self.step_rows: list[dict[str, np.ndarray]] = []  # blocks of step rows (see _step_block)
         self.module_execs: dict[str, tuple] = {}  # device -> (start, end, names, pids) from XLA Modules
         self.dropped: dict[str, int] = {"events": 0, "device_times": 0}  # impossible times (see _Events)
+        self.kernels = GpuKernelRows(path)
 
     def read(self) -> TraceData:
         planes = list(self.space.planes)
@@ -731,14 +749,16 @@ class _Reader:
         if not any(events_per_plane.values()):
             raise TraceError(f"{self.path}: the trace holds no events (empty profile)")
         device_planes = [(p, m) for p in planes if (m := _DEVICE_PLANE.match(p.name))]
+        hlo_protos, environment = self._metadata(planes)
+        self.kernels.hlo_protos = hlo_protos
         for plane, m in sorted(device_planes, key=lambda pm: (pm[1][1], int(pm[1][2]))):
             self._device_plane(plane, m[1], m[2])
+        self.warnings += self.kernels.notes()
         device_has_ops = bool(self.chunks)
         host_plane = next((p for p in planes if p.name == HOST_PLANE), None)
         annotations = None
         if host_plane is not None:
             annotations = self._host_plane(host_plane, cpu_ops=not device_has_ops)
-        hlo_protos, environment = self._metadata(planes)
         # The raw events are no longer needed: drop them before the tables are built (peak memory).
         device_names = [(p.name, m[1], m[2]) for p, m in device_planes if m]
         self.space = plane = None
@@ -781,10 +801,14 @@ class _Reader:
                 ev = self._events(view, lines[_TPU_OPS_LINE], ("device_offset_ps", "device_duration_ps"))
                 self.chunks.append(_tpu_ops(view, dev.id, ev, _TPU_OPS_LINE, modules, mod_exec))
         else:
+            stats = _OP_STATS + (_GRAPH_STATS if _CUDA_GRAPH_STAT in view.stat_ids else ())
+            kernel_names = [m.name for m in view.md_list]
             for name, line in lines.items():
                 if name.startswith(_GPU_STREAM_PREFIX):
-                    self.chunks.append(_stat_rows(view, dev.id, name, self._events(view, line, _OP_STATS),
-                                                  last_use=True))
+                    chunk = _stat_rows(view, dev.id, name, self._events(view, line, stats), last_use=True,
+                                       kernels=True)
+                    self.kernels.add(chunk, kernel_names)
+                    self.chunks.append(chunk)
         if _STEPS_LINE in lines:
             ev = self._events(view, lines[_STEPS_LINE])
             numbers = []  # each metadata name's step number (-1: none), then -1 for unknown metadata
@@ -896,6 +920,8 @@ class _Reader:
             "step": np.full(sum(sizes), -1, dtype=np.int32),
             "trace_flops": _joined([c.flops for c in self.chunks], np.float64),
             "trace_bytes": _joined([c.bytes_ for c in self.chunks], np.float64),
+            "executions": _joined([c.extra.get("executions", np.ones(c.start.size, dtype=np.int8))
+                                   for c in self.chunks], np.int8),
         }, copy=False)  # columns as they are: no copy into 2-D blocks
         with_runs = any("run_id" in c.extra for c in self.chunks)  # none: every run id is 0
         self._run_ids = np.concatenate([c.extra.get("run_id", np.zeros(c.start.size, dtype=np.int64))
@@ -1006,7 +1032,15 @@ def _joined(arrays: list[np.ndarray], dtype) -> np.ndarray:
     return np.concatenate(arrays).astype(dtype, copy=False)
 
 
-def _repeat_cat(values: list[str], sizes: list[int]) -> pd.Categorical:
+def _repeat_cat(values: list, sizes: list[int]) -> pd.Categorical:
+    """Per-row labels of chunks: a chunk's one label (a str) repeated over its rows, or its own per-row
+    labels (a Categorical: the trace JSON reader puts many lines in one chunk)."""
+    if any(isinstance(v, pd.Categorical) for v in values):
+        from pandas.api.types import union_categoricals
+
+        return union_categoricals([v if isinstance(v, pd.Categorical) else
+                                   pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [v])
+                                   for v, n in zip(values, sizes)])
     cats = pd.Categorical(values)
     return pd.Categorical.from_codes(np.repeat(cats.codes, sizes), cats.categories)
 

@@ -972,7 +972,7 @@ def _worker(conn, timeout_s: float) -> None:
         import traceview.parsers.compressed as compressed
 
         compressed.PROTO_LIMIT = compressed.TEXT_LIMIT = FUZZ_DECOMPRESS_LIMIT
-        import traceview.parsers.trace_json as trace_json
+        import traceview.parsers.trace_json_text as trace_json
 
         trace_json.JSON_LIMIT = FUZZ_DECOMPRESS_LIMIT
     except ImportError:  # an older traceview (the fuzzer run against another version)
