@@ -328,6 +328,7 @@ class _Reader:
             self._dropped_line(self.pending_line)
         if self.module_name is None:
             self._headerless()
+        self._tuple_element_operands()
         self._check_operands()
         desugar_async(self.computations, self.warnings)
         if self.comp is not None:
@@ -422,6 +423,29 @@ class _Reader:
                 self.pending, self.pending_line = [s], number
             return
         self._instruction(comp, s, number, truncated_ok=number >= self.last_line)
+
+    def _tuple_element_operands(self) -> None:
+        """Current XLA prints a use of a tuple's element as ``%name#index`` (no get-tuple-element line);
+        the proto form still has the get-tuple-element. Each such operand becomes one, named as printed and
+        placed after the tuple, so the model (and every cost) is the same from either form."""
+        for comp in self.computations.values():
+            defined = {inst.name: pos for pos, inst in enumerate(comp.instructions)}
+            added: dict[str, tuple[int, Instruction]] = {}
+            for inst in comp.instructions:
+                for op in inst.operands:
+                    base, sep, index = op.rpartition("#")
+                    if not sep or op in defined or op in added or base not in defined or not index.isdigit():
+                        continue
+                    tuple_inst = comp.instructions[defined[base]]
+                    elements = tuple_inst.shape.tuple_shapes
+                    if len(index) > 9 or int(index) >= len(elements):
+                        raise self.error(inst.line or 0, f"instruction {inst.name!r} uses {op!r}: {base!r} has "
+                                         f"{len(elements)} tuple element(s)")
+                    added[op] = (defined[base], Instruction(
+                        name=op, opcode="get-tuple-element", shape=elements[int(index)], operands=[base],
+                        attributes={"index": index}, line=inst.line))
+            for pos, gte in sorted(added.values(), key=lambda item: item[0], reverse=True):
+                comp.instructions.insert(pos + 1, gte)
 
     def _check_operands(self) -> None:
         """Every operand must name an instruction of its computation."""

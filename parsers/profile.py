@@ -29,7 +29,13 @@ OP_COLUMNS: dict[str, str] = {
     "step": "int32",            # step number, -1 when outside every step
     "trace_flops": "float64",   # flops the trace itself reports for the op (TPU), NaN if none
     "trace_bytes": "float64",   # bytes_accessed the trace reports (TPU), NaN if none
+    # 1 where the row starts an execution of its op, 0 for a further kernel of the same execution (a
+    # GPU op may launch several: a cuBLAS call's memset and GEMM); occurrences count executions,
+    # rows count kernels (XProf's occurrences). Readers that cannot tell leave every row 1.
+    "executions": "int8",
 }
+# Columns a reader may leave out, and the value every row then has.
+OP_COLUMN_DEFAULTS: dict[str, int] = {"executions": 1}
 
 # Host-side events: python, runtime and framework threads.
 HOST_EVENT_COLUMNS: dict[str, str] = {
@@ -69,6 +75,8 @@ def as_declared(frame: pd.DataFrame, columns: dict[str, str]) -> pd.DataFrame:
     A whole-frame ``astype`` copies every column even when none changes, and
     readers build their columns typed already.
     """
+    if columns is OP_COLUMNS and any(name not in frame.columns for name in OP_COLUMN_DEFAULTS):
+        frame = frame.assign(**{name: value for name, value in OP_COLUMN_DEFAULTS.items() if name not in frame.columns})
     wrong = {name: dtype for name, dtype in columns.items() if not _has_dtype(frame[name], dtype)}
     return frame.astype(wrong) if wrong else frame
 

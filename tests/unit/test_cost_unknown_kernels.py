@@ -92,7 +92,7 @@ def _profile(kernel_names: list[str], module: str):
         "host": "host", "device": device, "line": "XLA Ops", "module": module, "program_id": -1,
         "op": kernel_names, "category": "custom-call",
         "start_ps": [i * ms for i in range(len(kernel_names))], "duration_ps": ms, "self_ps": ms, "step": -1,
-        "trace_flops": np.nan, "trace_bytes": np.nan,
+        "trace_flops": np.nan, "trace_bytes": np.nan, "executions": 1,
     }).astype(OP_COLUMNS)
     return Profile(source=Source(path="synthetic", run=None, hosts=["host"], files=[]), ops=ops,
                    host_events=empty_frame(HOST_EVENT_COLUMNS), steps=empty_frame(STEP_COLUMNS),

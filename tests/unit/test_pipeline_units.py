@@ -33,6 +33,7 @@ def raw_ops(rows: list[tuple]) -> pd.DataFrame:
     frame["program_id"] = 7
     frame["category"] = ""
     frame["trace_bytes"] = np.nan
+    frame["executions"] = np.int8(1)
     for column in ("host", "device", "line", "module", "op", "category"):
         frame[column] = frame[column].astype("category")
     return frame

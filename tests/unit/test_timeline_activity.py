@@ -26,7 +26,7 @@ def host_ops(rng: np.random.Generator, host: str, devices: list[str], rows: int)
             "host": host, "device": device, "line": rng.choice(["XLA Ops", "Stream #1"], rows),
             "module": "m", "program_id": 1, "op": rng.choice(NAMES, rows), "category": "",
             "start_ps": start, "duration_ps": dur, "self_ps": dur, "step": rng.integers(-1, 4, rows),
-            "trace_flops": np.nan, "trace_bytes": np.nan}))
+            "trace_flops": np.nan, "trace_bytes": np.nan, "executions": 1}))
     return pd.concat(frames, ignore_index=True).astype(dict(OP_COLUMNS))
 
 

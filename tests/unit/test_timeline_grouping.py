@@ -29,6 +29,7 @@ def random_raw(seed: int, n: int = 400, missing: bool = False) -> pd.DataFrame:
         "step": rng.integers(-1, 5, n).astype("int32"),
         "trace_flops": np.where(rng.random(n) < 0.5, np.nan, rng.random(n)),
         "trace_bytes": np.nan,
+        "executions": np.where(rng.random(n) < 0.2, 0, 1).astype(np.int8),   # further kernels of an execution
     })
     raw["self_ps"] = raw["duration_ps"] - rng.integers(0, 2, n)
     if missing:
@@ -74,7 +75,8 @@ def test_op_stats_sums_as_a_plain_groupby_does():
     raw = random_raw(3)
     stats = op_stats(raw).set_index(KEY)
     grouped = raw.astype({"module": str, "op": str}).groupby(KEY)
-    want = pd.DataFrame({"occurrences": grouped.size(), "total_time_ps": grouped["duration_ps"].sum(),
+    want = pd.DataFrame({"occurrences": grouped["executions"].sum(), "kernels": grouped.size(),
+                         "total_time_ps": grouped["duration_ps"].sum(),
                          "self_time_ps": grouped["self_ps"].sum(), "devices": grouped["device"].nunique(),
                          "trace_flops": grouped["trace_flops"].sum(min_count=1)})
     got = stats.loc[want.index, list(want.columns)]

@@ -44,7 +44,8 @@ def host_table(rng: np.random.Generator, host: str, n_devices: int, rows: int, o
             "start_ps": start, "duration_ps": dur, "self_ps": self_ps,
             "step": rng.integers(-1, 3, rows) if steps else -1,
             "trace_flops": np.where(rng.random(rows) < 0.5, rng.integers(0, 1000, rows).astype(float), np.nan),
-            "trace_bytes": np.nan}))
+            "trace_bytes": np.nan,
+            "executions": np.where(rng.random(rows) < 0.2, 0, 1)}))   # some rows: a further kernel of an execution
     out = pd.concat(frames, ignore_index=True)
     return out.astype({k: v for k, v in OP_COLUMNS.items()})
 

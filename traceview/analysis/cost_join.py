@@ -17,7 +17,7 @@ COST_COLUMNS = ["opcode", "shape", "dtype", "flops", "transcendentals", "bytes_r
                 "group_size", "groups", "crosses_dcn", "ring_directions", "unknown", "source_file",
                 "source_line", "fusion_kind", "computation", "cost_category", "fingerprint",
                 "execution_thread", "cost_lower_bound", "contraction", "op_name",
-                "source_function"]
+                "source_function", "precision", "partial_access"]
 
 NUMERIC_COST_COLUMNS = {"flops", "transcendentals", "bytes_read", "bytes_written", "bytes_accessed",
                         "payload_bytes", "group_size", "ring_directions", "source_line"}

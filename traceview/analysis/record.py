@@ -52,6 +52,7 @@ OP_FIELDS = {
     "t_comm_ps": "t_comm_us",
     "roofline_time_ps": "roofline_time_us",
     "efficiency": "efficiency",
+    "above_roofline_reason": "above_roofline_reason",
     "gap_ps": "gap_us",
     "gain_ps": "gain_us",
     "projected_time_ps": "projected_time_us",

@@ -238,6 +238,8 @@ def roofline(ops: pd.DataFrame, chip: Chip, time_column: str = "time_ps") -> tup
     classes = DTYPE_CLASSES + ("missing",)
     klass = _per_value(out, "dtype", lambda v: classes.index(dtype_class(v) or "missing"), "int8")
     peak = _per_value(out, "dtype", lambda v: chip.peak_flops_for(v) or np.nan, "float64")
+    tf32 = _tf32_rows(out, klass, classes.index("fp32"), chip)
+    peak[tf32] = chip.peak_flops.get("tf32", np.nan)
     t_compute = _term(flops, peak)
     t_memory = _term(nbytes, chip.hbm_bandwidth)
     kinds = _per_value(out, "collective_kind", kind_index, "int8")
@@ -288,7 +290,39 @@ def roofline(ops: pd.DataFrame, chip: Chip, time_column: str = "time_ps") -> tup
     warnings = _fallback_warnings(chip, np.where((flops > 0) & on_matrix_units, klass, -1), classes, time)
     warnings += _unknown_warnings(out, reason, time, klass, classes, chip)
     warnings += _faster_warning(out)
+    out["above_roofline_reason"] = _above_roofline_reasons(out)
+    if tf32.any():
+        warnings.append(f"{int(tf32.sum())} f32 matrix op(s) at XLA's default precision are judged against the TF32 "
+                        f"tensor-core peak of {chip.name} ({chip.peak_flops['tf32'] / 1e12:.1f} TFLOP/s), as the "
+                        "GPU runs them; precision=HIGHEST ones against its fp32 peak")
     return out, warnings
+
+
+ABOVE_ROOFLINE_GENERIC = ("measured faster than the roofline allows: data served from the L2 cache or on-chip "
+                          "memory rather than HBM, or FLOPs or bytes the cost model overcounts for this op")
+
+
+def _above_roofline_reasons(out: pd.DataFrame) -> np.ndarray:
+    """Per op, why it could run faster than its roofline (None where it did not): the cost table's reason
+    for this op (an in-place update, a partial read) where it has one, else the generic causes."""
+    efficiency = out["efficiency"].to_numpy(dtype="float64", na_value=np.nan) if "efficiency" in out.columns \
+        else np.full(len(out), np.nan)
+    faster = efficiency > 1.0                   # every op above its roofline says why, within the tolerance too
+    reasons = np.full(len(out), None, dtype=object)
+    if faster.any():
+        own = out["partial_access"].fillna("").astype(str).to_numpy() if "partial_access" in out.columns \
+            else np.full(len(out), "", dtype=object)
+        reasons[faster] = np.where(own[faster] != "", own[faster], ABOVE_ROOFLINE_GENERIC)
+    return reasons
+
+
+def _tf32_rows(out: pd.DataFrame, klass: np.ndarray, fp32: int, chip: Chip) -> np.ndarray:
+    """The f32 contractions a chip with TF32 tensor cores runs as TF32: XLA's DEFAULT and HIGH precision
+    (precision=HIGHEST, or a F32_F32_F32 algorithm, keeps full f32)."""
+    if "tf32" not in chip.peak_flops or "contraction" not in out.columns:
+        return np.zeros(len(out), dtype=bool)
+    highest = out["precision"].astype(str).eq("highest").to_numpy() if "precision" in out.columns else False
+    return _flag(out, "contraction") & (klass == fp32) & ~highest
 
 
 def gain_ps(gap: np.ndarray, exposed: np.ndarray) -> np.ndarray:

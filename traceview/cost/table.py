@@ -26,7 +26,7 @@ COLUMNS: dict[str, str] = {
     "crosses_dcn": "object", "ring_directions": "float64", "unknown": "bool", "note": "object", "source_file": "object",
     "source_line": "float64", "fusion_kind": "object",
     "trip_count": "float64", "execution_thread": "object", "cost_lower_bound": "bool", "contraction": "bool",
-    "op_name": "object", "source_function": "object",
+    "op_name": "object", "source_function": "object", "precision": "object", "partial_access": "object",
 }
 def _roots(module: HloModule) -> list[Computation]:
     """The entry computation; without one, every computation that nothing calls."""
@@ -179,7 +179,8 @@ def _row(module: HloModule, comp: Computation, inst: Instruction, mult: float, a
             float(coll.ring_directions) if coll and coll.ring_directions else np.nan, cost.unknown, cost.note,
             md.get("source_file", ""), float(line) if line and line.isdigit() else np.nan, inst.fusion_kind or "",
             _trips(inst, comp, analysis), execution_thread(inst, analysis, comp), cost.lower_bound,
-            _is_contraction(wrapped or inst, dominant), md.get("op_name", ""), md.get("source_function", ""))
+            _is_contraction(wrapped or inst, dominant), md.get("op_name", ""), md.get("source_function", ""),
+            _precision(wrapped or inst, analysis), _partial_access(inst, analysis))
 
 
 def _trips(inst: Instruction, comp: Computation, analysis: ModuleAnalysis) -> float:
@@ -187,6 +188,46 @@ def _trips(inst: Instruction, comp: Computation, analysis: ModuleAnalysis) -> fl
         return np.nan
     count = analysis.trip_count(inst, comp).count
     return float(count) if count is not None else np.nan
+
+
+_HIGHEST = ("highest", "alg_dot_f32_f32_f32")
+
+
+def _precision(inst: Instruction, analysis: ModuleAnalysis) -> str:
+    """``"highest"`` when the op's contraction asks for full f32 precision (``operand_precision={highest,...}``,
+    a HIGHEST or F32_F32_F32 algorithm in a library call's config), else ``""`` (XLA's DEFAULT / HIGH: an f32
+    dot that a GPU with TF32 tensor cores runs as TF32)."""
+    parts = [inst]
+    if inst.opcode == "fusion" and (fused := analysis.called(inst, "calls")) is not None:
+        parts += [sub for sub in fused.instructions if sub.opcode in ("dot", "convolution", "custom-call", "fusion")]
+    for part in parts:
+        text = (part.attributes.get("operand_precision", "") + " " + part.attributes.get("algorithm", "") + " "
+                + (part.backend_config or "")).lower()
+        if any(word in text for word in _HIGHEST):
+            return "highest"
+    return ""
+
+
+_IN_PLACE = frozenset({"scatter", "dynamic-update-slice"})
+_PART_READ = frozenset({"slice", "dynamic-slice", "gather"})
+
+
+def _partial_access(inst: Instruction, analysis: ModuleAnalysis) -> str:
+    """Why the op may touch fewer bytes than XLA's cost analysis counts (``""``: no such reason): an in-place
+    update (scatter, dynamic-update-slice) writes only its updates but is counted over the whole buffer; a
+    slice or gather behind a bitcast or reshape reads part of an operand that is counted whole. Shown for an
+    op measured faster than its roofline."""
+    inner = [inst]
+    if inst.opcode == "fusion" and (fused := analysis.called(inst, "calls")) is not None:
+        inner = fused.instructions
+    opcodes = {sub.opcode for sub in inner}
+    if opcodes & _IN_PLACE:
+        return (f"updates a buffer in place ({', '.join(sorted(opcodes & _IN_PLACE))}): XLA's cost counts the whole "
+                "buffer, the kernel touches only the updated part")
+    if opcodes & _PART_READ:
+        return (f"reads part of an operand ({', '.join(sorted(opcodes & _PART_READ))}): XLA's cost counts the "
+                "whole operand where the slice sits behind a bitcast or reshape")
+    return ""
 
 
 def _is_contraction(inst: Instruction, dominant) -> bool:

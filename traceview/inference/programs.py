@@ -68,6 +68,7 @@ class Program:
     module: str
     program_id: int | None
     parameters: list[Parameter]
+    output_shapes: list[Shape] = field(default_factory=list)   # the entry's outputs, in output-index order
 
     def of_role(self, role: str) -> list[Parameter]:
         return [p for p in self.parameters if p.role == role]
@@ -96,6 +97,12 @@ class Program:
     @property
     def kv_cache_bytes(self) -> int:
         return sum(p.bytes for p in self.caches)
+
+    def makes_cache_of(self, other: Program) -> list[int]:
+        """The outputs of this program shaped as ``other``'s KV cache parameters: a prefill that creates
+        the cache a decode step then updates (it takes no cache, so none is updated in place here)."""
+        wanted = {(p.shape.element_type, p.shape.dims) for p in other.caches}
+        return [i for i, s in enumerate(self.output_shapes) if (s.element_type, s.dims) in wanted]
 
     @property
     def paged(self) -> bool:
@@ -159,6 +166,7 @@ def read_program(module: HloModule) -> Program:
     if entry is None:
         return program
     by_number = {p.number: p for p in params}
+    program.output_shapes = [out.shape for out in _outputs(entry)]
     aliases = parse_aliases(module.attributes.get("input_output_alias", ""))
     names = _Names()
     for index, output in enumerate(_outputs(entry)):

@@ -128,7 +128,7 @@ def inference_from_analysis(pipeline: PipelineResult, ops: pd.DataFrame | None =
     calls = module_calls(pipeline.profile.ops if ops is None else ops)
     chip = pipeline.target
     report = InferenceReport([], [], chip, projected=bool(pipeline.projected))
-    cached: list[tuple[Program, pd.DataFrame]] = []
+    ran: list[tuple[Program, pd.DataFrame]] = []
     if programs is None:
         programs = [read_program(module) for module in pipeline.ran_modules]
     for module, program in zip(pipeline.ran_modules, programs):
@@ -136,9 +136,11 @@ def inference_from_analysis(pipeline: PipelineResult, ops: pd.DataFrame | None =
         if module.program_id is not None and not mine.empty and (mine["program_id"] == module.program_id).any():
             mine = mine[mine["program_id"] == module.program_id]
         report.programs.append(_program_record(program, mine))
-        if program.caches and not mine.empty:
-            cached.append((program, mine))
+        if not mine.empty:
+            ran.append((program, mine))
+    cached = [(program, mine) for program, mine in ran if program.caches]
     _recognise(report, cached)
+    _cache_makers(report, ran)
     costs = pipeline.ran_costs
     for phase in report.phases:
         _judge(phase, costs, chip, report.projected, pipeline.capture_chip)
@@ -183,6 +185,37 @@ def _recognise(report: InferenceReport, cached: list[tuple[Program, pd.DataFrame
             prefill.recognised_by.append(f"first call {abs(first[decode.module] - first[prefill.module]):.0f} us "
                                          f"{order} the first call of the decode step {decode.module}")
     report.phases.sort(key=lambda p: (p.phase != "prefill", first[p.module]))
+
+
+def _cache_makers(report: InferenceReport, ran: list[tuple[Program, pd.DataFrame]]) -> None:
+    """A prefill that creates the KV cache (returns it, takes none) and reads a prompt (several tokens per
+    sequence), run before a decode step that takes that cache: the prefill phase of that decode."""
+    decodes = [p for p in report.phases if p.phase == "decode"]
+    known = {p.module for p in report.phases}
+    for program, mine in ran:
+        if program.caches or program.module in known or (program.tokens_per_sequence or 0) <= 1:
+            continue
+        for decode in decodes:
+            outputs = program.makes_cache_of(decode.program)
+            first_decode = float(decode.calls["start_us"].min())
+            if not outputs or float(mine["start_us"].min()) > first_decode:
+                continue
+            shapes = {(p.shape.element_type, p.shape.dims) for p in decode.program.caches}
+            for param in program.parameters:     # a cache passed in to be filled (zeros) is no weight
+                if param.role == "weight" and (param.shape.element_type, param.shape.dims) in shapes:
+                    param.role = "kv_cache"
+            tok = program.tokens
+            phase = Phase("prefill", program, mine.sort_values("start_us", kind="stable"))
+            phase.recognised_by = [
+                f"outputs {', '.join(map(str, outputs))} have the shape of {decode.module}'s KV cache parameters: "
+                "it creates the cache the decode step updates",
+                f"{program.tokens_per_sequence} tokens per sequence per call"
+                + (f" (token input {tok.name} {tok.shape_text})" if tok else "") + ": a prompt, prefill",
+                f"first call {first_decode - float(mine['start_us'].min()):.0f} us before the first call of the "
+                f"decode step {decode.module}"]
+            report.phases.insert(0, phase)
+            known.add(program.module)
+            break
 
 
 def _evidence(program: Program, calls: pd.DataFrame, tokens: int | None, name: str, most: str) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceview.timeline.grouping import column_codes, exact_sums, first_rows, group_ids
+from traceview.timeline.grouping import column_codes, exact_sums, execution_counts, first_rows, group_ids
 
 OP_KEY = ["program_id", "module", "op"]
 
@@ -17,8 +17,9 @@ OP_KEY = ["program_id", "module", "op"]
 def op_stats(ops: pd.DataFrame, per_device: bool = False) -> pd.DataFrame:
     """One row per distinct op: occurrences, total and self time, devices.
 
-    Columns: [device,] program_id, module, op, category, occurrences,
-    total_time_ps, self_time_ps, devices, trace_flops, trace_bytes.
+    Columns: [device,] program_id, module, op, category, occurrences (executions),
+    kernels (rows: what XProf counts as occurrences on a GPU), total_time_ps, self_time_ps, devices,
+    trace_flops, trace_bytes.
     Sorted by self time, largest first.
     """
     return aggregate_ops(ops, per_device)[0]
@@ -32,7 +33,7 @@ def aggregate_ops(ops: pd.DataFrame, per_device: bool = False) -> tuple[pd.DataF
     """
     key = (["device"] if per_device else []) + OP_KEY
     if ops.empty:
-        return pd.DataFrame(columns=key + ["category", "occurrences", "total_time_ps", "self_time_ps",
+        return pd.DataFrame(columns=key + ["category", "occurrences", "kernels", "total_time_ps", "self_time_ps",
                                            "devices", "trace_flops", "trace_bytes"]), np.zeros(0, dtype=np.int64)
     ids, n_groups = group_ids(ops, key)
     kept = ids >= 0
@@ -40,7 +41,8 @@ def aggregate_ops(ops: pd.DataFrame, per_device: bool = False) -> tuple[pd.DataF
     first = first_rows(ids, n_groups)
     stats = pd.DataFrame({name: _values_at(ops[name], first) for name in key})
     stats["category"] = _first_present(ops["category"], ids, first, kept)
-    stats["occurrences"] = np.bincount(ids[counted], minlength=n_groups).astype(np.int64)
+    stats["occurrences"] = execution_counts(ids[counted], ops["executions"].to_numpy()[counted], n_groups)
+    stats["kernels"] = np.bincount(ids[counted], minlength=n_groups).astype(np.int64)
     stats["total_time_ps"] = exact_sums(ids[counted], ops["duration_ps"].to_numpy()[counted], n_groups)
     stats["self_time_ps"] = exact_sums(ids[counted], ops["self_ps"].to_numpy()[counted], n_groups)
     stats["devices"] = _distinct_per_group(ids, column_codes(ops["device"])[0], n_groups)

@@ -104,6 +104,14 @@ def exact_sums(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
+def execution_counts(index: np.ndarray, executions: np.ndarray, size: int) -> np.ndarray:
+    """Per group, its executions: the rows that start one (``executions`` 1; a further kernel of the same
+    execution is 0), counted without a float pass where every row starts one (TPU and CPU tables)."""
+    if executions.size and bool(executions.min() == 1):
+        return np.bincount(index, minlength=size).astype(np.int64)
+    return np.bincount(index, weights=executions, minlength=size).astype(np.int64)
+
+
 def device_codes(raw: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     """Per row, its device's position in the sorted list of device names with ops (-1 if missing)."""
     codes, values = column_codes(raw["device"])

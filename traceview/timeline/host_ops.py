@@ -37,7 +37,7 @@ import pandas as pd
 
 from traceview.timeline.activity import Activity, reduce_activity
 from traceview.timeline.aggregate import OP_KEY
-from traceview.timeline.grouping import column_codes, exact_sums, first_rows
+from traceview.timeline.grouping import column_codes, exact_sums, execution_counts, first_rows
 from traceview.timeline.intervals import STEP_ROWS
 
 
@@ -67,7 +67,8 @@ class OpsPart:
     op: np.ndarray                        # int32 code into ``op_names``
     category: list                        # first non-missing category (str), None when none is
     category_row: np.ndarray              # int64, the row it was found in (-1: none)
-    occurrences: np.ndarray               # int64
+    occurrences: np.ndarray               # int64, executions (parsers.profile: ``executions``)
+    kernels: np.ndarray                   # int64, rows
     total_ps: np.ndarray                  # int64
     self_ps: np.ndarray                   # int64
     trace_flops: np.ndarray               # float64 sums of the reported values (row order)
@@ -148,7 +149,8 @@ def reduce_ops(ops: pd.DataFrame, keep: KeepRows | None = None) -> OpsPart:
         program_id=ops["program_id"].to_numpy(dtype=np.int64)[first],
         module=group_module.astype(np.int32), op=group_op.astype(np.int32), category=category,
         category_row=category_row,
-        occurrences=np.bincount(g, minlength=n_groups).astype(np.int64),
+        occurrences=execution_counts(g, ops["executions"].to_numpy()[counted], n_groups),
+        kernels=np.bincount(g, minlength=n_groups).astype(np.int64),
         total_ps=exact_sums(g, duration[counted], n_groups), self_ps=exact_sums(g, self_ps[counted], n_groups),
         trace_flops=flops, trace_flops_n=flops_n, trace_bytes=nbytes, trace_bytes_n=nbytes_n,
         length_ps=length, exposed_alone_ps=exposed_alone,

@@ -62,7 +62,7 @@ class RunOps:
     def device_programs(self) -> pd.DataFrame | None:
         """The distinct (device, module, program_id) of all rows, from the parts' groups; None when some row
         has no group (a key missing) and the groups cannot tell."""
-        if any(int(p.occurrences.sum()) != p.n_rows or (p.device < 0).any() for p in self.parts):
+        if any(int(p.kernels.sum()) != p.n_rows or (p.device < 0).any() for p in self.parts):
             return None
         columns = ["device", "module", "program_id"]
         seen: dict[tuple, None] = {}       # in order of first appearance
@@ -298,7 +298,7 @@ def _run_devices(parts: list[OpsPart]) -> tuple[list[str], list[np.ndarray]]:
 @dataclass
 class _StackedGroups:
     """Every part's groups one after another, their codes made the run's: ``columns`` holds pos (first
-    row in the run), dev, pid, mod, op, occ, total, self, tf/tfn (trace flops, rows reporting them),
+    row in the run), dev, pid, mod, op, occ (executions), kern (kernels), total, self, tf/tfn (trace flops, rows reporting them),
     tb/tbn (trace bytes), cat_pos (row of the first category; -1: none), part."""
 
     columns: dict[str, np.ndarray]
@@ -311,7 +311,7 @@ def _stacked_groups(parts: list[OpsPart], part_devices: list[np.ndarray]) -> _St
     offsets = np.concatenate(([0], np.cumsum([p.n_rows for p in parts]))).astype(np.int64)
     modules: dict[str, int] = {}
     names: dict[str, int] = {}
-    cols: dict[str, list] = {k: [] for k in ("pos", "dev", "pid", "mod", "op", "occ", "total", "self", "tf", "tfn",
+    cols: dict[str, list] = {k: [] for k in ("pos", "dev", "pid", "mod", "op", "occ", "kern", "total", "self", "tf", "tfn",
                                              "tb", "tbn", "cat_pos", "part")}
     categories: list = []
     for i, (p, dmap) in enumerate(zip(parts, part_devices)):
@@ -323,6 +323,7 @@ def _stacked_groups(parts: list[OpsPart], part_devices: list[np.ndarray]) -> _St
         cols["mod"].append(mmap[p.module])
         cols["op"].append(omap[p.op])
         cols["occ"].append(p.occurrences)
+        cols["kern"].append(p.kernels)
         cols["total"].append(p.total_ps)
         cols["self"].append(p.self_ps)
         cols["tf"].append(p.trace_flops)
@@ -378,6 +379,7 @@ def _op_stats(groups: _StackedGroups, ids: np.ndarray, by_pos: np.ndarray, devic
     stats = pd.DataFrame(key_frame)
     stats["category"] = _first_category(ids, a["cat_pos"], groups.categories, n_ops)
     stats["occurrences"] = exact_sums(idx, a["occ"][has], n_ops)
+    stats["kernels"] = exact_sums(idx, a["kern"][has], n_ops)
     stats["total_time_ps"] = exact_sums(idx, a["total"][has], n_ops)
     stats["self_time_ps"] = exact_sums(idx, a["self"][has], n_ops)
     stats["devices"] = _distinct_devices(idx, a["dev"][has], n_ops, len(devices))
