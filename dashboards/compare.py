@@ -17,7 +17,8 @@ from traceview.render.escape import markdown_code, markdown_text
 from traceview.render.regress import diff_markdown
 from traceview.units import PS_PER_US, fmt_pct, fmt_time_us
 
-_OP_COLUMNS = ["status", "module", "op", "base_time_ps", "new_time_ps", "time_change_ps", "change", "change_low",
+_OP_COLUMNS = ["status", "module", "op", "time_statistic", "base_time_ps", "new_time_ps", "time_change_ps", "change",
+               "change_low",
                "change_high", "base_bound", "new_bound", "label_changed", "flops_change", "bytes_change",
                "matched_by", "base_op"]
 
@@ -89,8 +90,10 @@ def render(view: View) -> None:
     _headline(diff.summary)
     with st.expander("report (markdown, as `traceview diff` prints it)"):
         st.markdown(without_html_blocks(diff_markdown(diff)))
-    st.caption("Per op, times per step in microseconds; change = new/base - 1 (low/high: its confidence "
-               "interval when per-step times exist); biggest time change first.")
+    st.caption("Per op, times in microseconds: base and new are the median per step where both sides have "
+               "per-step times (time_statistic median/step), else the capture's total over its steps (mean/step); "
+               "change = new/base - 1 of those two (low/high: its confidence interval when per-step times exist); "
+               "biggest time change first.")
     percent = {c: st.column_config.NumberColumn(c, format="percent") for c in
                ("change", "change_low", "change_high", "flops_change", "bytes_change")}
     st.dataframe(ops_frame(diff), hide_index=True, width="stretch", height=420, column_config={

@@ -53,6 +53,9 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
     budgets.add_argument("--max-step-time", metavar="TIME", help="absolute: NEW's median step time at most this")
     budgets.add_argument("--min-mfu", metavar="PCT", help="absolute: NEW's MFU at least this")
     budgets.add_argument("--confidence", metavar="P", help="confidence of the noise intervals (default 0.95)")
+    budgets.add_argument("--programs", metavar="GLOBS",
+                         help="also gate these programs (comma-separated globs); by default only the programs "
+                              "that run every step are gated, the others reported")
     out = parser.add_argument_group("output")
     out.add_argument("--format", choices=FORMATS, default="table", help="report format (default: table)")
     out.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")

@@ -49,6 +49,9 @@ class Snapshot:
     modules: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MODULE_COLUMNS))
     warnings: list[str] = field(default_factory=list)
     memory: dict[str, int] = field(default_factory=dict)   # peak bytes: "runtime:<allocator>", "static:<module>"
+    # module, program_id, steps_run (steps it ran in), outside (ran outside every step): the programs that
+    # executed in the capture (regress.gating); None where the input records no executions (HLO)
+    programs: pd.DataFrame | None = None
 
     @property
     def n_steps(self) -> int:
@@ -114,6 +117,7 @@ def snapshot_from_analysis(analysis, label: str | None = None) -> Snapshot:
                     .rename("time_ps").reset_index().astype({"module": str, "op": str}))
     summary = analysis.summary or {}
     from traceview.memory.peaks import profile_peaks
+    from traceview.regress.gating import programs_that_ran
 
     memory, memory_warnings = profile_peaks(analysis.profile)
     return Snapshot(
@@ -124,7 +128,8 @@ def snapshot_from_analysis(analysis, label: str | None = None) -> Snapshot:
         time_by_bound_ps=_per_device_bounds(analysis),
         mfu=summary.get("mfu"), target=analysis.target.name if analysis.target is not None else None,
         device_time_ps=float(analysis.device_time_ps),
-        warnings=list(dict.fromkeys(list(analysis.warnings) + memory_warnings)), memory=memory)
+        warnings=list(dict.fromkeys(list(analysis.warnings) + memory_warnings)), memory=memory,
+        programs=programs_that_ran(raw))
 
 
 def _per_device_bounds(analysis) -> dict[str, float] | None:
@@ -244,6 +249,7 @@ def _snapshot_from_analysis_json(data: dict, path: Path) -> Snapshot:
         ops[column] = pd.to_numeric(ops[column], errors="coerce")
     ops["bound"] = ops["bound"].replace("", None).astype(object)
     op_steps = _op_steps_from_json(data.get("ops") or [])
+    from traceview.regress.gating import programs_from_records
     try:
         steps = np.array([round(float(s["time_us"]) * PS_PER_US) for s in summary.get("steps") or []],
                          dtype="float64")
@@ -258,7 +264,8 @@ def _snapshot_from_analysis_json(data: dict, path: Path) -> Snapshot:
         time_by_bound_ps={k: (v or 0.0) * PS_PER_US for k, v in by_bound.items()} if isinstance(by_bound, dict)
         else None,
         mfu=summary.get("mfu"), target=target.get("name") if isinstance(target, dict) else None,
-        device_time_ps=None if device_time is None else float(device_time) * PS_PER_US, warnings=warnings)
+        device_time_ps=None if device_time is None else float(device_time) * PS_PER_US, warnings=warnings,
+        programs=programs_from_records(data.get("ops") or [], len(steps)))
 
 
 def _snapshot_from_hlo_json(data: dict, path: Path) -> Snapshot:

@@ -22,6 +22,8 @@ Config file::
                                     # relative ("1%") or absolute ("256MiB", "1GB")
     max_step_time = "20ms"          # absolute: median step time of NEW
     min_mfu = 0.30                  # absolute: MFU of NEW
+    programs = ["jit_init*"]        # gate these programs too (by default only those that run
+                                    # every step are gated: regress/gating.py)
 
     [[check.ops]]                   # first matching rule wins
     pattern = "jit_train_step/ynn_fusion*"   # glob on "module/op" or on the op name
@@ -62,6 +64,17 @@ def parse_fraction(value, name: str = "value") -> float:
     if not math.isfinite(result) or result < 0:
         raise UserError(f"{name}: {value!r} must be a non-negative fraction")
     return result
+
+
+def parse_globs(value, name: str = "value") -> list[str]:
+    """["jit_a*", "jit_b"] or "jit_a*,jit_b" -> a list of non-empty globs."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(g, str) for g in items):
+        raise UserError(f"{name}: {value!r} is not a list of program names or globs")
+    globs = [g.strip() for g in items if g.strip()]
+    if not globs:
+        raise UserError(f"{name}: {value!r} names no program")
+    return globs
 
 
 def parse_duration_ps(value, name: str = "value") -> float:
@@ -153,6 +166,7 @@ class Budgets:
     max_step_time_ps: float | None = None
     min_mfu: float | None = None
     ops: list[OpRule] = field(default_factory=list)
+    programs: list[str] = field(default_factory=list)   # globs of programs gated even if not run every step
 
     def rule_for(self, module: str, op: str) -> OpRule | None:
         return next((r for r in self.ops if r.matches(module, op)), None)
@@ -171,6 +185,7 @@ BUDGET_KEYS = {
     "max_peak_memory_increase": ("max_peak_memory_increase", parse_memory_budget),
     "max_step_time": ("max_step_time_ps", parse_duration_ps),
     "min_mfu": ("min_mfu", parse_fraction),
+    "programs": ("programs", parse_globs),
 }
 _RULE_KEYS = {"pattern", "max_regression", "min_time", "ignore"}
 

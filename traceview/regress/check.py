@@ -4,7 +4,9 @@ A timing check fails only when the slowdown is larger than its budget and,
 where per-step times give an interval, real: the interval's lower bound is
 above zero. Ops below a minimum time per step are not judged (their timings
 are mostly noise). Static checks (FLOPs, bytes, collective bytes per module
-of an HLO dump) have no noise and compare exactly.
+of an HLO dump) have no noise and compare exactly. Checks of programs that do
+not run every step (initialisation, helpers) are reported but not gated unless
+the budgets name them (regress/gating.py).
 """
 
 from __future__ import annotations
@@ -14,15 +16,20 @@ from dataclasses import dataclass, field
 
 from traceview.regress.budgets import Budgets
 from traceview.regress.diff import Diff
+from traceview.regress.gating import ProgramGate, gate_program
 from traceview.regress.stats import Shift
 from traceview.units import finite
 
 
 @dataclass
 class Check:
-    """One checked quantity: `change` is relative (new/base - 1), `limit` the largest change allowed
-    (for "absolute" checks, the bound on `current` itself). Timed checks with per-step samples give
-    median per-step values, the Hodges-Lehmann change and its interval (`low`, `high`)."""
+    """One checked quantity: `change` is relative (current/baseline - 1, always of the two values shown),
+    `limit` the largest change allowed (for "absolute" checks, the bound on `current` itself).
+
+    `statistic` says what `baseline` and `current` are ("median/step", "mean/step", "per module",
+    "peak", ...): timed checks with per-step samples on both sides give the median per step and the
+    Mann-Whitney interval of the change (`low`, `high`); `baseline_total` / `current_total` are the
+    whole capture's totals (None where a total means nothing, e.g. a peak)."""
 
     name: str
     baseline: float | None
@@ -36,6 +43,11 @@ class Check:
     high: float | None = None
     method: str = ""
     detail: str = ""
+    statistic: str = ""
+    baseline_total: float | None = None
+    current_total: float | None = None
+    gated: bool = True             # False: reported, never failed (a program that does not run every step)
+    program: str | None = None     # the program (HLO module) an op, static or static-memory check is about
 
 
 @dataclass
@@ -49,6 +61,11 @@ class Verdict:
     budgets: Budgets
     notes: list[str] = field(default_factory=list)
     diff: Diff | None = None
+    programs: list[ProgramGate] = field(default_factory=list)   # every program a check was about
+
+    @property
+    def gated(self) -> list[Check]:
+        return [c for c in self.checks if c.gated]
 
     @property
     def passed(self) -> bool:
@@ -84,8 +101,13 @@ def _step_check(diff: Diff, budgets: Budgets) -> list[Check]:
     st = diff.summary.step_time
     assert st is not None  # a step shift comes with its step time
     passed, detail = _timing_passed(shift, shift.estimate, budgets.max_step_regression)
+    stepped = st.name == "step_time"
+    totals = (float(diff.base.step_times_ps.sum()), float(diff.new.step_times_ps.sum())) if stepped \
+        else (st.base_ps, st.new_ps)
     return [Check(st.name, st.base_ps, st.new_ps, shift.estimate, budgets.max_step_regression, passed,
-                  "ps", "step", shift.low, shift.high, shift.method, detail)]
+                  "ps", "step", shift.low, shift.high, shift.method, detail,
+                  statistic="median/step" if stepped else "whole capture", baseline_total=totals[0],
+                  current_total=totals[1])]
 
 
 def _op_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]]:
@@ -104,21 +126,17 @@ def _op_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]]:
         if max(base_t, new_t) < min_time:
             skipped += 1
             continue
+        # The row's own statistic (median per step with per-step times, else mean per step) and its change.
         shift = diff.op_shifts.get((row.module, row.op))
-        # With per-step times, typical (median) values and change, as for the step time; else per-step totals.
-        shown_base: float | None = base_t
-        shown_new: float | None = new_t
-        change: float | None
-        if shift is not None and shift.estimate is not None:
-            shown_base, shown_new, change = shift.base_median, shift.new_median, shift.estimate
-        else:
-            change = finite(row.change) if base_t > 0 else None
+        change = finite(row.change) if base_t > 0 else None
         passed, detail = _timing_passed(shift, change, limit)
         if row.matched_by not in ("name", ""):
             detail = (detail + "; " if detail else "") + f"was {row.base_op} (matched by {row.matched_by})"
-        checks.append(Check(op_check_name(row.module, row.op), shown_base, shown_new, change, limit, passed, "ps", "op",
-                            shift.low if shift else None, shift.high if shift else None,
-                            shift.method if shift else "per-step totals", detail))
+        checks.append(Check(op_check_name(row.module, row.op), base_t, new_t, change, limit, passed, "ps", "op",
+                            finite(row.change_low), finite(row.change_high),
+                            shift.method if shift else "per-step totals / steps", detail,
+                            statistic=row.time_statistic, baseline_total=finite(row.base_total_time_ps),
+                            current_total=finite(row.new_total_time_ps), program=row.module))
     notes = [f"{skipped} matched ops under the minimum op time were not judged"] if skipped else []
     return checks, notes
 
@@ -151,7 +169,8 @@ def _static_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]
             passed = change <= limit
             checks.append(Check(f"{quantity}:{row['module']}", base, new, None if math.isinf(change) else change,
                                 limit, passed, unit, "static", method="HLO cost model",
-                                detail="" if passed or base > 0 else "appears from zero"))
+                                detail="" if passed or base > 0 else "appears from zero", statistic="per module",
+                                program=row["module"]))
     return checks, notes
 
 
@@ -169,7 +188,8 @@ def _memory_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]
         checks.append(Check(f"peak_memory:{key}", b, n, None if math.isinf(change) else change,
                             None if math.isinf(limit) else limit, passed, "bytes", "memory",
                             method="allocator events" if key.startswith("runtime:") else "buffer assignment",
-                            detail=grew))
+                            detail=grew, statistic="peak",
+                            program=key[len("static:"):] if key.startswith("static:") else None))
     only = sorted(set(base) ^ set(new))
     notes = [f"peak memory of {len(only)} allocator(s)/module(s) found on one side only: {', '.join(only[:5])}"
              + (" ..." if len(only) > 5 else "")] if only else []
@@ -185,14 +205,15 @@ def _absolute_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[st
             notes.append("max_step_time not checked: the new input has no step times")
         else:
             checks.append(Check("max_step_time", None, new, None, budgets.max_step_time_ps,
-                                new <= budgets.max_step_time_ps, "ps", "absolute", method="median step time"))
+                                new <= budgets.max_step_time_ps, "ps", "absolute", method="median step time",
+                                statistic="median/step"))
     if budgets.min_mfu is not None:
         mfu = finite(diff.new.mfu)
         if mfu is None:
             notes.append("min_mfu not checked: the new input has no MFU (no target chip, or no FLOPs)")
         else:
             checks.append(Check("min_mfu", finite(diff.base.mfu), mfu, None, budgets.min_mfu,
-                                mfu >= budgets.min_mfu, "fraction", "absolute"))
+                                mfu >= budgets.min_mfu, "fraction", "absolute", statistic="whole capture"))
     return checks, notes
 
 
@@ -218,9 +239,31 @@ def _scope_checks(diff: Diff, budgets: Budgets) -> tuple[list[Check], list[str]]
         shift = Shift(change, low, high, row.method, 0, 0) if low is not None else None
         passed, detail = _timing_passed(shift, change, limit)
         checks.append(Check(f"scope:{row.scope}", base_t, new_t, change, limit, passed, "ps", "scope",
-                            low, high, row.method, detail))
+                            low, high, row.method, detail,
+                            statistic="mean/step" if row.method == "per-step totals" else "median/step"))
     notes = [f"{skipped} scopes under the minimum op time were not judged"] if skipped else []
     return checks, notes
+
+
+def _gate(checks: list[Check], diff: Diff, budgets: Budgets) -> list[ProgramGate]:
+    """Ungate the checks of programs that do not run every step; the gate of every program checked.
+
+    An op check stays gated when a per-op rule names it (a budget naming it)."""
+    sides = [(diff.base.programs, len(diff.base.step_times_ps)), (diff.new.programs, len(diff.new.step_times_ps))]
+    gates: dict[str, ProgramGate] = {}
+    for c in checks:
+        program = c.program
+        if program is None:
+            continue
+        if program not in gates:
+            gates[program] = gate_program(program, budgets.programs, sides)
+        gate = gates[program]
+        named = c.kind == "op" and budgets.rule_for(program, c.name[len(op_check_name(program, "")):]) is not None
+        if not gate.gated and not named:
+            over = "" if c.passed else "over budget, "
+            c.gated, c.passed = False, True
+            c.detail = f"{over}not gated ({gate.why})" + (f"; {c.detail}" if c.detail else "")
+    return sorted(gates.values(), key=lambda g: (not g.gated, g.program))
 
 
 def run_checks(diff: Diff, budgets: Budgets | None = None) -> Verdict:
@@ -234,6 +277,7 @@ def run_checks(diff: Diff, budgets: Budgets | None = None) -> Verdict:
     absolute, absolute_notes = _absolute_checks(diff, budgets)
     checks += op_checks + scope_checks + static + memory + absolute
     notes += scope_notes + static_notes + memory_notes + absolute_notes
+    programs = _gate(checks, diff, budgets)
     if not checks:
         notes.append("nothing to check: the inputs share no step times, judged ops or HLO modules")
-    return Verdict(checks=checks, budgets=budgets, notes=notes, diff=diff)
+    return Verdict(checks=checks, budgets=budgets, notes=notes, diff=diff, programs=programs)

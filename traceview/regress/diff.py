@@ -7,11 +7,14 @@ baseline still has), then by source location, each only where the key is
 unique on both sides. Times, FLOPs and bytes are compared per step, so two
 captures of different lengths compare fairly.
 
-Timing noise: a change between two captures is summarized by the
-Hodges-Lehmann shift of the per-step log times (the median of all pairwise
-log ratios new/base) with its distribution-free Mann-Whitney confidence
-interval, so a verdict can ask "is this slowdown real?" rather than compare
-one number against another.
+One statistic per row: where both sides have per-step times (the step time,
+an op, a scope), a row shows the median per step of each side and the change
+between those two medians (median new / median base - 1), so the change is
+the one between the columns beside it; beside it goes the distribution-free
+Mann-Whitney interval of the per-step log ratios, so a verdict can ask "is
+this slowdown real?". Without per-step times a row shows the mean per step
+(the capture's total over its steps) and their ratio. The whole capture's
+totals stay in their own columns (`*_total_time_ps`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import pandas as pd
 
 from traceview.regress.baseline import Snapshot, snapshot_from_analysis
 from traceview.regress.match import match_ops
-from traceview.regress.stats import Shift, relative_shift
+from traceview.regress.stats import Shift, median_change
 from traceview.vocabulary import BOUNDS_AND_IDLE
 
 STATUSES = ("same", "changed", "new", "vanished")
@@ -142,7 +145,8 @@ def _side(snap: Snapshot, rows: pd.Series) -> pd.DataFrame:
     efficiency = ops["roofline_time_ps"] / ops["judged_time_ps"].where(ops["judged_time_ps"] > 0)
     return pd.DataFrame({
         "op": ops["op"].to_numpy(), "module": ops["module"].to_numpy(),
-        "time_ps": (ops["time_ps"] / steps).to_numpy(), "flops": (ops["flops"] / steps).to_numpy(),
+        "time_ps": (ops["time_ps"] / steps).to_numpy(), "total_time_ps": ops["time_ps"].to_numpy(),
+        "flops": (ops["flops"] / steps).to_numpy(),
         "bytes": (ops["bytes"] / steps).to_numpy(),
         "collective_bytes": (ops["collective_bytes"] / steps).to_numpy(),
         "occurrences": (ops["occurrences"] / steps).to_numpy(), "efficiency": efficiency.to_numpy(),
@@ -177,7 +181,7 @@ def _op_shifts(base: Snapshot, new: Snapshot, pairs: pd.DataFrame,
     for kb, kn in zip(_keys(base, pairs["base"]), _keys(new, pairs["new"])):
         if kb in samples_b and kn in samples_n:
             module, op = kn.split("\0", 1)
-            out[(module, op)] = relative_shift(samples_b[kb], samples_n[kn], confidence)
+            out[(module, op)] = median_change(samples_b[kb], samples_n[kn], confidence)
     return out
 
 
@@ -191,21 +195,26 @@ def _op_frame(base: Snapshot, new: Snapshot, pairs: pd.DataFrame, shifts: dict[t
         "base_op": b["op"].to_numpy(),
         "matched_by": pairs["matched_by"].to_numpy(),
     })
-    for column in ("time_ps", "flops", "bytes", "collective_bytes", "occurrences", "efficiency", "bound"):
+    for column in ("time_ps", "total_time_ps", "flops", "bytes", "collective_bytes", "occurrences", "efficiency",
+                   "bound"):
         out[f"base_{column}"] = b[column].to_numpy()
         out[f"new_{column}"] = n[column].to_numpy()
     for column in ("opcode", "category", "source_file", "source_line"):
         out[column] = np.where(in_new, n[column], b[column])
-    # One op, one figure: where per-step times give a noise-aware shift, every table (checks, changed
-    # ops, JSON) shows its per-step medians and its change; otherwise per-step totals and their ratio.
+    # One op, one statistic: where per-step times exist on both sides every table (checks, changed ops,
+    # JSON) shows the per-step medians; otherwise the mean per step (total / steps). The change is always
+    # the one between the two shown values.
+    out["time_statistic"] = "mean/step"
+    out["base_steps"] = float(base.n_steps)
+    out["new_steps"] = float(new.n_steps)
     for i, (module, op) in enumerate(zip(out["module"], out["op"])):
         s = shifts.get((module, op))
         if s is not None and s.estimate is not None and s.base_median is not None and s.new_median is not None:
-            out.loc[i, "base_time_ps"], out.loc[i, "new_time_ps"] = s.base_median, s.new_median
+            out.loc[i, ["base_time_ps", "new_time_ps"]] = s.base_median, s.new_median
+            out.loc[i, ["time_statistic", "base_steps", "new_steps"]] = "median/step", s.n_base, s.n_new
     bt, nt = out["base_time_ps"].to_numpy(dtype="float64"), out["new_time_ps"].to_numpy(dtype="float64")
     out["time_change_ps"] = nt - bt
-    out["change"] = [s.estimate if (s := shifts.get((m, o))) is not None and s.estimate is not None else c
-                     for m, o, c in zip(out["module"], out["op"], _rel(bt, nt))]
+    out["change"] = _rel(bt, nt)
     out["flops_change"] = _rel(out["base_flops"].to_numpy(dtype="float64"), out["new_flops"].to_numpy(dtype="float64"))
     out["bytes_change"] = _rel(out["base_bytes"].to_numpy(dtype="float64"), out["new_bytes"].to_numpy(dtype="float64"))
     lows, highs = [], []
@@ -267,7 +276,7 @@ def _step_shift(base: Snapshot, new: Snapshot, confidence: float) -> Shift | Non
     if base.kind != "trace" or new.kind != "trace":
         return None
     if len(base.step_times_ps) and len(new.step_times_ps):
-        return relative_shift(base.step_times_ps, new.step_times_ps, confidence)
+        return median_change(base.step_times_ps, new.step_times_ps, confidence)
     if base.device_time_ps and new.device_time_ps:  # no steps: the whole capture, one number each
         ratio = new.device_time_ps / base.device_time_ps - 1.0
         return Shift(ratio, None, None, "total device time (no steps in the trace)", 1, 1)
@@ -325,9 +334,12 @@ def diff_analyses(base, new, confidence: float = 0.95, time_tolerance: float = 0
 
     `Diff.ops` columns: module, op (the new name), base_op, matched_by
     ("name", "fingerprint", "signature", "source", "" when unmatched), status
-    ("same", "changed", "new", "vanished"), base_/new_ time_ps, flops, bytes,
+    ("same", "changed", "new", "vanished"), base_/new_ time_ps (the median per
+    step where both sides have per-step op times, else the mean per step: see
+    time_statistic, "median/step" or "mean/step", over base_/new_steps steps),
+    base_/new_ total_time_ps (the whole capture), flops, bytes,
     collective_bytes, occurrences (all per step), efficiency, bound;
-    time_change_ps, change (relative time change), change_low/change_high
+    time_change_ps, change (new_time_ps / base_time_ps - 1), change_low/change_high
     (its confidence interval when per-step op times exist), flops_change,
     bytes_change, label_changed, opcode, category, source_file, source_line. `Diff.scopes`: each named
     scope's time per step on both sides (traceview.regress.scopes).

@@ -4,8 +4,9 @@ An op's scope is the path of its op_name metadata (traceview.scopes.paths)
 under its program; a scope's time per step is the sum of its ops' (and its
 descendants'), so a change is judged where the model code is, not per HLO op
 (XLA renames and re-fuses ops between builds; the scope path survives that).
-Where both sides have per-step op times, the change is the Hodges-Lehmann
-shift of the per-step scope times with its interval, as for the step time.
+Where both sides have per-step op times, a scope's row shows its median time
+per step on each side (over the steps it ran in), the change between those two
+medians and the Mann-Whitney interval, as for the step time and the ops.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from traceview.regress.baseline import Snapshot
-from traceview.regress.stats import relative_shift
+from traceview.regress.stats import median_change
 from traceview.scopes.paths import MAX_COMPONENTS, parse_op_name
 from traceview.scopes.tree import program_name
 
@@ -75,11 +76,11 @@ def scope_changes(base: Snapshot, new: Snapshot, confidence: float = 0.95) -> pd
             continue
         depth = int(n_rows["depth"].iloc[0])
         if stepped:
-            # every step of the capture counts: a scope absent from a step took 0 there
+            # medians over the steps the scope ran in (a step where it took no time is not a sample)
             bs = _all_steps(b_rows, base.n_steps)
             ns = _all_steps(n_rows, new.n_steps)
-            shift = relative_shift(bs, ns, confidence)
-            rows.append((scope, depth, float(np.median(bs)), float(np.median(ns)), shift.estimate, shift.low,
+            shift = median_change(bs, ns, confidence)
+            rows.append((scope, depth, shift.base_median, shift.new_median, shift.estimate, shift.low,
                          shift.high, shift.method))
         else:
             bt, nt = float(b_rows["time_ps"].sum()), float(n_rows["time_ps"].sum())

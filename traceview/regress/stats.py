@@ -1,9 +1,11 @@
-"""Timing noise: the Hodges-Lehmann shift of per-step log times with its Mann-Whitney confidence interval.
+"""Timing noise: relative changes of per-step times with their Mann-Whitney confidence interval.
 
-A change between two captures is summarized by the median of all pairwise
-log ratios new/base, with its distribution-free confidence interval, so a
-verdict can ask "is this slowdown real?" rather than compare one number
-against another.
+Two estimates of one change: `median_change` (median new / median base - 1,
+what diff and check report, so a row's change is the change between its own
+columns) and `relative_shift` (the Hodges-Lehmann shift, the median of all
+pairwise log ratios, which the history store's change points use). Both come
+with the distribution-free interval of the pairwise log ratios, so a verdict
+can ask "is this slowdown real?" rather than compare one number against another.
 """
 
 from __future__ import annotations
@@ -62,6 +64,21 @@ class Shift:
     new_median: float | None = None
 
 
+def _positive(base: np.ndarray, new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The positive samples of each side (a zero is no time, not a fast step)."""
+    base = np.asarray(base, dtype="float64")
+    new = np.asarray(new, dtype="float64")
+    return base[base > 0], new[new > 0]
+
+
+def _interval(diffs: np.ndarray, n: int, m: int, confidence: float) -> tuple[float, float] | None:
+    """Mann-Whitney interval of the relative shift from the sorted pairwise log differences, or None."""
+    k = _rank_for_interval(n, m, confidence)
+    if k < 1:
+        return None
+    return float(np.expm1(diffs[k - 1])), float(np.expm1(diffs[len(diffs) - k]))
+
+
 def relative_shift(base: np.ndarray, new: np.ndarray, confidence: float = 0.95) -> Shift:
     """Hodges-Lehmann estimate and Mann-Whitney interval of the ratio of typical values, minus 1.
 
@@ -69,9 +86,7 @@ def relative_shift(base: np.ndarray, new: np.ndarray, confidence: float = 0.95) 
     moves it little. With too few samples for the confidence asked (e.g. 2
     vs 2 at 95%), the estimate is the ratio of medians and no interval is given.
     """
-    base = np.asarray(base, dtype="float64")
-    new = np.asarray(new, dtype="float64")
-    base, new = base[base > 0], new[new > 0]
+    base, new = _positive(base, new)
     n, m = len(base), len(new)
     if n == 0 or m == 0:
         return Shift(None, None, None, "no samples", n, m)
@@ -80,8 +95,32 @@ def relative_shift(base: np.ndarray, new: np.ndarray, confidence: float = 0.95) 
         return Shift(medians[1] / medians[0] - 1.0, None, None, "ratio of medians", n, m, *medians)
     diffs = np.sort(np.subtract.outer(np.log(new), np.log(base)).ravel())
     estimate = float(np.expm1(np.median(diffs)))
-    k = _rank_for_interval(n, m, confidence)
-    if k < 1:
+    interval = _interval(diffs, n, m, confidence)
+    if interval is None:
         return Shift(estimate, None, None, "hodges-lehmann (too few steps for an interval)", n, m, *medians)
-    low, high = float(np.expm1(diffs[k - 1])), float(np.expm1(diffs[len(diffs) - k]))
-    return Shift(estimate, low, high, f"hodges-lehmann, {confidence:.0%} mann-whitney interval", n, m, *medians)
+    return Shift(estimate, *interval, f"hodges-lehmann, {confidence:.0%} mann-whitney interval", n, m, *medians)
+
+
+def median_change(base: np.ndarray, new: np.ndarray, confidence: float = 0.95) -> Shift:
+    """The change of the median per-step value (median new / median base - 1) with the Mann-Whitney interval.
+
+    A report row shows the two medians and this change, so the change is the
+    one between the columns beside it and a reader can check it by hand. The
+    interval is the distribution-free range of relative shifts that the rank
+    test does not reject (the same pairwise log ratios the Hodges-Lehmann
+    estimate uses); it answers "is this change real?" for the row.
+    """
+    base, new = _positive(base, new)
+    n, m = len(base), len(new)
+    if n == 0 or m == 0:
+        return Shift(None, None, None, "no samples", n, m)
+    medians = (float(np.median(base)), float(np.median(new)))
+    estimate = medians[1] / medians[0] - 1.0
+    what = f"ratio of medians of {n} vs {m} steps"
+    if n == 1 or m == 1:
+        return Shift(estimate, None, None, what + " (no interval from one step)", n, m, *medians)
+    diffs = np.sort(np.subtract.outer(np.log(new), np.log(base)).ravel())
+    interval = _interval(diffs, n, m, confidence)
+    if interval is None:
+        return Shift(estimate, None, None, what + " (too few steps for an interval)", n, m, *medians)
+    return Shift(estimate, *interval, f"{what}, {confidence:.0%} mann-whitney interval", n, m, *medians)

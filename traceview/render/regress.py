@@ -70,10 +70,28 @@ def _eff(base, new) -> str:
 
 def _headline(diff: Diff, verdict: Verdict) -> str:
     failed = len(verdict.failed)
-    total = len(verdict.checks)
+    total = len(verdict.gated)
+    ungated = len(verdict.checks) - total
+    rest = f" ({ungated} more reported, not gated)" if ungated else ""
     if verdict.passed:
-        return f"PASS: {total} checks within budget"
-    return f"FAIL: {failed} of {total} checks over budget"
+        return f"PASS: {total} gated checks within budget{rest}"
+    return f"FAIL: {failed} of {total} gated checks over budget{rest}"
+
+
+def _programs_line(verdict: Verdict, limit: int = 6) -> str | None:
+    """Which programs the checks gated and which they only report, with why (regress/gating.py)."""
+    if not verdict.programs:
+        return None
+    gated = [f"{g.program} ({g.why})" for g in verdict.programs if g.gated]
+    by_why: dict[str, list[str]] = {}
+    for g in verdict.programs:
+        if not g.gated:
+            by_why.setdefault(g.why, []).append(g.program)
+    parts = ["gated programs: " + ("; ".join(gated) if gated else "none")]
+    for why, names in by_why.items():
+        more = f" and {len(names) - limit} more" if len(names) > limit else ""
+        parts.append(f"reported, not gated ({why}): {', '.join(names[:limit])}{more}")
+    return "; ".join(parts)
 
 
 def _step_line(diff: Diff) -> str | None:
@@ -84,21 +102,27 @@ def _step_line(diff: Diff) -> str | None:
     text = f"{what} {_time(st.base_ps)} -> {_time(st.new_ps)}: {_change(st.change)}"
     if st.low is not None and st.high is not None:
         text += f" (interval {st.low:+.1%} .. {st.high:+.1%})"
-    steps = (diff.summary.base.steps, diff.summary.new.steps)
-    return text + f"; {st.method}; {steps[0]} vs {steps[1]} steps"
+    return text + f"; {st.method}"
 
 
 def _check_rows(checks: list[Check], on: bool = False) -> list[list[str]]:
     rows = []
     for c in checks:
-        result = colour("ok", "green", on) if c.passed else colour("FAIL", "red", on)
-        rows.append([c.name, _value(c.baseline, c.unit), _value(c.current, c.unit), _change(c.change),
-                     _interval(c), _limit(c), result, c.detail])
+        result = "not gated" if not c.gated else colour("ok", "green", on) if c.passed else colour("FAIL", "red", on)
+        rows.append([c.name, c.statistic or "-", _value(c.baseline, c.unit), _value(c.current, c.unit),
+                     _change(c.change), _interval(c), _limit(c), result, c.detail])
     return rows
 
 
-CHECK_HEADERS = ["check", "baseline", "current", "change", "interval", "limit", "result", "note"]
-CHECK_ALIGN = "lrrrrrll"
+CHECK_HEADERS = ["check", "statistic", "baseline", "current", "change", "interval", "limit", "result", "note"]
+CHECK_ALIGN = "llrrrrrll"
+
+
+def _legend(confidence: float) -> str:
+    """What the columns of the checks and ops tables are, said once under them."""
+    return (f"baseline, current: the row's statistic (median/step: median over the steps it ran in; "
+            f"mean/step: capture total / steps; per module; peak); change = current / baseline - 1; "
+            f"interval: {confidence:.0%} Mann-Whitney interval of the change from per-step times")
 
 
 def _bound_rows(diff: Diff) -> list[list[str]]:
@@ -117,8 +141,9 @@ def _bound_rows(diff: Diff) -> list[list[str]]:
 def _op_table(ops: pd.DataFrame, timed: bool) -> tuple[list[str], list[list[str]], str]:
     """Changed ops: times, bounds and efficiency for traces; FLOPs and bytes for HLO (no times)."""
     if timed:
-        headers = ["module", "op", "status", "base/step", "new/step", "time", "FLOPs", "bytes", "bound", "efficiency"]
-        align = "lllrrrrrll"
+        headers = ["module", "op", "status", "statistic", "base", "new", "time change", "FLOPs/step change",
+                   "bytes/step change", "bound", "efficiency"]
+        align = "llllrrrrrll"
     else:
         headers = ["module", "op", "status", "FLOPs base", "FLOPs new", "change", "bytes base", "bytes new", "change"]
         align = "lllrrrrrr"
@@ -126,7 +151,8 @@ def _op_table(ops: pd.DataFrame, timed: bool) -> tuple[list[str], list[list[str]
     for r in ops.to_dict("records"):
         name = r["op"] if r["matched_by"] in ("name", "") else f"{r['op']} (was {r['base_op']})"
         if timed:
-            rows.append([r["module"], name, r["status"], _time(r["base_time_ps"]), _time(r["new_time_ps"]),
+            rows.append([r["module"], name, r["status"], r.get("time_statistic") or "-",
+                         _time(r["base_time_ps"]), _time(r["new_time_ps"]),
                          _change(r["change"]), _change(r["flops_change"]), _change(r["bytes_change"]),
                          _bound(r["base_bound"], r["new_bound"]), _eff(r["base_efficiency"], r["new_efficiency"])])
         else:
@@ -201,7 +227,7 @@ def _sections(diff: Diff, verdict: Verdict, top: int) -> dict:
     }
 
 
-SCOPE_HEADERS = ["scope", "base", "new", "change", "interval"]
+SCOPE_HEADERS = ["scope", "statistic", "base", "new", "change", "interval"]
 
 
 def _scope_rows(diff: Diff, top: int) -> list[list[str]]:
@@ -210,7 +236,8 @@ def _scope_rows(diff: Diff, top: int) -> list[list[str]]:
     if scopes is None or scopes.empty:
         return []
     moved = scopes[scopes["depth"] > 1].head(top)
-    return [[r["scope"], _time(r["base_time_ps"]), _time(r["new_time_ps"]), _change(r["change"]),
+    return [[r["scope"], "mean/step" if r["method"] == "per-step totals" else "median/step",
+             _time(r["base_time_ps"]), _time(r["new_time_ps"]), _change(r["change"]),
              "-" if number(r["change_low"]) is None else f"{r['change_low']:+.1%} .. {r['change_high']:+.1%}"]
             for r in moved.to_dict("records")]
 
@@ -247,13 +274,15 @@ def diff_text(diff: Diff, verdict: Verdict | None = None, top: int = 15, colour_
     head = _headline(diff, verdict)
     out = [colour(f"traceview {__version__} {command}", "bold", on) + f"  {diff.base.label}  ->  {diff.new.label}",
            colour(head, "green" if verdict.passed else "red", on), ""]
-    for line in (s["step"], _work_line(diff), _mfu_line(s["mfu"]), s["counts"]):
+    for line in (s["step"], _work_line(diff), _mfu_line(s["mfu"]), s["counts"], _programs_line(verdict)):
         if line:
             out.append("  " + line)
     out.append("")
     if verdict.checks:
-        ordered = verdict.failed + [c for c in verdict.checks if c.passed]
-        out += [colour("Checks", "bold", on), text_table(CHECK_HEADERS, _check_rows(ordered, on), CHECK_ALIGN), ""]
+        ordered = verdict.failed + [c for c in verdict.checks if c.passed and c.gated] \
+            + [c for c in verdict.checks if not c.gated]
+        out += [colour("Checks", "bold", on), text_table(CHECK_HEADERS, _check_rows(ordered, on), CHECK_ALIGN),
+                _legend(verdict.budgets.confidence), ""]
     if s["bounds"]:
         out += [colour("Time by bound, per step", "bold", on),
                 text_table(["bound", "base", "new", "change"], s["bounds"], "lrrr"), ""]
@@ -262,7 +291,7 @@ def diff_text(diff: Diff, verdict: Verdict | None = None, top: int = 15, colour_
                 text_table(MODULE_HEADERS, s["modules"], MODULE_ALIGN), ""]
     if s["scopes"]:
         out += [colour(f"Named scopes, time per step (top {top} by change)", "bold", on),
-                text_table(SCOPE_HEADERS, s["scopes"], "lrrrr"), ""]
+                text_table(SCOPE_HEADERS, s["scopes"], "llrrrr"), ""]
     if s["ops"][1]:
         out += [colour(f"Changed ops (top {top})", "bold", on), text_table(*s["ops"]), ""]
     if s["new"]:
@@ -285,15 +314,20 @@ def diff_markdown(diff: Diff, verdict: Verdict | None = None, top: int = 15, com
     mark = ":white_check_mark:" if verdict.passed else ":x:"
     out = [f"### {mark} traceview {command}: {_headline(diff, verdict)}", "",
            f"{markdown_code(diff.base.label)} -> {markdown_code(diff.new.label)}", ""]
-    out += [f"- {markdown_text(line)}" for line in (s["step"], _work_line(diff), _mfu_line(s["mfu"]), s["counts"])
-            if line]
+    out += [f"- {markdown_text(line)}" for line in (s["step"], _work_line(diff), _mfu_line(s["mfu"]), s["counts"],
+                                                  _programs_line(verdict)) if line]
     out.append("")
     if verdict.failed:
         out += ["#### Over budget", "", markdown_table(CHECK_HEADERS, _check_rows(verdict.failed), CHECK_ALIGN), ""]
-    passed = [c for c in verdict.checks if c.passed]
+    passed = [c for c in verdict.checks if c.passed and c.gated]
     if passed:
         out += [f"<details><summary>{len(passed)} checks within budget</summary>", "",
                 markdown_table(CHECK_HEADERS, _check_rows(passed), CHECK_ALIGN), "", "</details>", ""]
+    ungated = [c for c in verdict.checks if not c.gated]
+    if ungated:
+        out += [f"<details><summary>{len(ungated)} checks reported, not gated (programs that do not run every "
+                "step)</summary>", "", markdown_table(CHECK_HEADERS, _check_rows(ungated), CHECK_ALIGN), "",
+                "</details>", ""]
     if s["bounds"]:
         out += ["#### Time by bound, per step", "", markdown_table(["bound", "base", "new", "change"], s["bounds"],
                                                                   "lrrr"), ""]
@@ -301,9 +335,11 @@ def diff_markdown(diff: Diff, verdict: Verdict | None = None, top: int = 15, com
         out += ["#### HLO modules (cost model)", "", markdown_table(MODULE_HEADERS, s["modules"], MODULE_ALIGN), ""]
     if s["scopes"]:
         out += [f"#### Named scopes, time per step (top {top} by change)", "",
-                markdown_table(SCOPE_HEADERS, s["scopes"], "lrrrr"), ""]
+                markdown_table(SCOPE_HEADERS, s["scopes"], "llrrrr"), ""]
     if s["ops"][1]:
         out += [f"#### Changed ops (top {top})", "", markdown_table(*s["ops"]), ""]
+    if verdict.checks or s["ops"][1]:
+        out += [f"_{markdown_text(_legend(verdict.budgets.confidence))}_", ""]
     for title, key in (("New ops", "new"), ("Vanished ops", "vanished")):
         if s[key]:
             out += [f"**{title}:** {markdown_text(s[key])}", ""]
@@ -320,7 +356,8 @@ def diff_markdown(diff: Diff, verdict: Verdict | None = None, top: int = 15, com
 def _check_record(c: Check) -> dict:
     record = dataclasses.asdict(c)
     if c.unit == "ps":  # JSON times are microseconds
-        for key in ("baseline", "current", "limit") if c.kind == "absolute" else ("baseline", "current"):
+        keys = ("baseline", "current", "baseline_total", "current_total")
+        for key in (*keys, "limit") if c.kind == "absolute" else keys:
             record[key] = None if record[key] is None else record[key] / PS_PER_US
         record["unit"] = "us"
     return {k: json_scalar(v) for k, v in record.items()}
@@ -367,6 +404,7 @@ def diff_json(diff: Diff, verdict: Verdict | None = None, command: str = "diff")
         "steps": _frame_records(diff.steps),
         "summary": _summary_record(diff.summary.to_dict()),
         "budgets": _clean_budgets(verdict),
+        "programs": [dataclasses.asdict(g) for g in verdict.programs],
         "notes": list(verdict.notes),
         "warnings": list(diff.warnings),
     }
@@ -395,15 +433,19 @@ def diff_junit(diff: Diff, verdict: Verdict | None = None) -> str:
     suites = ET.Element("testsuites", name="traceview", tests=str(len(verdict.checks)),
                         failures=str(len(verdict.failed)))
     suite = ET.SubElement(suites, "testsuite", name="traceview check", tests=str(len(verdict.checks)),
-                          failures=str(len(verdict.failed)), errors="0", skipped="0")
+                          failures=str(len(verdict.failed)), errors="0",
+                          skipped=str(len(verdict.checks) - len(verdict.gated)))
     props = ET.SubElement(suite, "properties")
     ET.SubElement(props, "property", name="baseline", value=diff.base.label)
     ET.SubElement(props, "property", name="current", value=diff.new.label)
     for c in verdict.checks:
         case = ET.SubElement(suite, "testcase", classname=f"traceview.{c.kind or 'check'}", name=c.name, time="0")
-        summary = (f"{c.name}: {_value(c.baseline, c.unit)} -> {_value(c.current, c.unit)} "
+        summary = (f"{c.name} ({c.statistic or '-'}): {_value(c.baseline, c.unit)} -> {_value(c.current, c.unit)} "
                    f"({_change(c.change)}; limit {_limit(c)}; interval {_interval(c)})")
-        if c.passed:
+        if not c.gated:
+            ET.SubElement(case, "skipped", message=c.detail)
+            ET.SubElement(case, "system-out").text = summary + f"; {c.detail}"
+        elif c.passed:
             ET.SubElement(case, "system-out").text = summary + (f"; {c.detail}" if c.detail else "")
         else:
             failure = ET.SubElement(case, "failure", message=summary, type="regression")
