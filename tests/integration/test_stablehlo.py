@@ -70,7 +70,7 @@ def test_without_jax_stablehlo_is_one_line_naming_what_to_install(lowered_train_
     from traceview.cli import main
 
     text, _ = lowered_train_step
-    monkeypatch.setattr(stablehlo, "_converter", lambda: None)
+    monkeypatch.setattr(stablehlo, "_has_converter", lambda: False)
     assert main(["hlo", str(text)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "StableHLO" in err[0] and "pip install" in err[0] and str(text) in err[0]
