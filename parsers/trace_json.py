@@ -333,6 +333,7 @@ class _JsonReader(_Reader):
         step_num, has_step = cols.ints("step_num")
         has_step &= (step_num >= 0) & (step_num < _INT32_MAX)
         rows = np.flatnonzero(keep_host)
+        assert cols.line is not None   # taken from the lines: each row names its own
         self.host_chunks.append(dict(thread=cols.line[rows], start=cols.start[rows], duration=cols.duration[rows],
                                      name=pd.Categorical([cols.names[i] for i in rows])))
         if not has_step.any():
