@@ -204,6 +204,7 @@ def _place_gap(kernels: Sequence[str], slots: list[_Slot | None], rows: range, g
         wanted_copy = bool(_MEMCPY.search(kernel))
         left_after = len(work) - pos                 # this kernel and the ones after it
         advance = (current is None or kernel in group or (is_main and has_main)
+                   or gap[current].copy != wanted_copy          # a GEMM never runs as a copy, nor a memcpy as a GEMM
                    or left_after <= len(gap) - current - 1)
         if advance:
             nxt = _next_slot(gap, -1 if current is None else current, wanted_copy)

@@ -652,7 +652,10 @@ def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.
         ev.release()
     n = start.size
     chunk = _Chunk(
-        device=device, line=line_name, start=start, duration=dur, self_ps=self_times(start, dur),
+        # Kernels on a GPU stream never nest: one that starts before the previous ends (programmatic dependent
+        # launch) overlaps it, and each keeps its whole time as its own, as XProf counts it.
+        device=device, line=line_name, start=start, duration=dur,
+        self_ps=dur.copy() if kernels else self_times(start, dur),
         op=op_names, module=module_names,
         category=pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [""]),
         program_id=program_id, flops=unreported(n), bytes_=unreported(n),

@@ -62,8 +62,21 @@ def test_hlo_op_stats_match_xprof(rel, tmp_path):
         pytest.skip(f"XProf's hlo_stats reports no HLO ops for {rel} (e.g. a TensorFlow trace without XLA)")
     ours = _ours(path)
     theirs = {(str(r["program_id"]), str(r["hlo_op_name"])): r for r in rows}
-    assert set(ours) == set(theirs)
+    # XProf leaves out a command buffer's kernels, or keeps them on its pseudo-op (command_buffer_1);
+    # traceview puts each on its instruction (tests/integration/test_nvidia_gpu.py checks those against the
+    # same program run without command buffers). Where XProf has the pseudo-op, those instructions' kernels
+    # and times add up to it.
+    placed = set(ours) - set(theirs)
+    buffers = set(theirs) - set(ours)
+    assert all(op.startswith("command_buffer") for _, op in buffers), buffers
+    for program in {p for p, _ in buffers}:
+        mine = [ours[k] for k in placed if k[0] == program]
+        xprof = [theirs[k] for k in buffers if k[0] == program]
+        assert sum(n for n, _, _ in mine) == sum(int(r["occurrences"]) for r in xprof), program
+        assert _close(sum(t for _, t, _ in mine), sum(float(r["total_time"]) for r in xprof)), program
     for key, r in theirs.items():
+        if key in buffers:
+            continue
         n, total, self_ = ours[key]
         assert n == int(r["occurrences"]), key
         assert _close(total, float(r["total_time"])), (key, total, r["total_time"])

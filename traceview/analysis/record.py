@@ -32,6 +32,7 @@ OP_FIELDS = {
     "category": "category",
     "opcode": "opcode",
     "occurrences": "occurrences",
+    "kernels": "kernels",
     "total_time_ps": "total_time_us",
     "self_time_ps": "self_time_us",
     "judged_time_ps": "judged_time_us",
