@@ -527,6 +527,7 @@ def test_many_threads_use_a_fork_server(pod, cache_dir, monkeypatch):
 
     expected = load_profile(pod, options=ReadOptions(cache=False, jobs=1))
     monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr("traceview.timeline.forked.threaded_runtime", lambda: None)  # JAX run by other tests
     assert _start_method() == "fork"
     monkeypatch.setattr(threading, "active_count", lambda: 6)  # e.g. a Streamlit server
     assert _start_method() == "forkserver"
@@ -538,8 +539,8 @@ def test_many_threads_use_a_fork_server(pod, cache_dir, monkeypatch):
 @pytest.mark.slow
 def test_a_script_without_a_main_guard_reads_hosts_in_a_pool_after_running_jax(pod, cache_dir, tmp_path):
     """The way people write a quick script: JAX used, then traceview.load with a pool, at top level and with
-    no ``if __name__ == "__main__"``. The workers are forked: a fork server (or spawn) would re-run the script
-    in each of them and the pool would break."""
+    no ``if __name__ == "__main__"``. Nothing forks after JAX started: the fork server re-runs the script, the
+    pool breaks, and the hosts are read in this process instead (with a warning): the same tables."""
     pytest.importorskip("jax")
     script = tmp_path / "quick_look.py"
     script.write_text(
@@ -555,6 +556,30 @@ def test_a_script_without_a_main_guard_reads_hosts_in_a_pool_after_running_jax(p
                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True", "3", "True"]
+
+
+def test_a_program_that_ran_jax_reads_hosts_in_a_fork_server_without_forking_itself(pod, cache_dir, tmp_path):
+    """After JAX started, the pool's workers come from a fork server (no os.fork of this multithreaded
+    process: JAX's fork warning would be an error here) and give the tables one process gives."""
+    pytest.importorskip("jax")
+    script = tmp_path / "guarded.py"
+    script.write_text(
+        "import sys\n"
+        "def main():\n"
+        "    import jax.numpy as jnp\n"
+        "    jnp.ones(4).sum().block_until_ready()\n"
+        "    from traceview.trace.hosts import _start_method\n"
+        "    from traceview.trace.read import ReadOptions, load_profile\n"
+        "    two = load_profile(sys.argv[1], options=ReadOptions(cache=False, jobs=2))\n"
+        "    one = load_profile(sys.argv[1], options=ReadOptions(cache=False, jobs=1))\n"
+        "    print(_start_method(), two.ops.equals(one.ops), len(two.source.hosts))\n"
+        "if __name__ == '__main__':\n"
+        "    main()\n"
+    )
+    out = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", str(script), str(pod)],
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["forkserver", "True", "3"]
 
 
 def test_capture_time_without_parsing_the_events(shared_traces, sample_traces):

@@ -151,3 +151,23 @@ def test_batches_cover_the_items_in_order_in_shrinking_runs(count, jobs):
         assert lengths[0] <= -(-count // (2 * jobs))                      # no process's first run is half
         assert lengths[-1] <= max(1, count // (64 * jobs), count // 50)    # the last ones short
         assert len(runs) <= 16 * jobs + 8                                  # few results to merge
+
+
+def test_nothing_forks_once_a_threaded_runtime_is_loaded(monkeypatch):
+    """JAX (or TensorFlow, PyTorch) loaded: its native threads may hold a lock at the fork, so fork_map
+    runs here and the reading pool uses a fork server."""
+    import types
+
+    from traceview.trace.hosts import _start_method
+
+    monkeypatch.delitem(sys.modules, "jaxlib", raising=False)
+    monkeypatch.setattr(forked, "THREADED_RUNTIMES", ("jaxlib", "a_runtime_of_the_test"))
+    monkeypatch.setattr(forked.threading, "active_count", lambda: 1)
+    if sys.platform.startswith("linux"):
+        assert forked.fork_is_safe() and _start_method() == "fork"
+    monkeypatch.setitem(sys.modules, "a_runtime_of_the_test", types.ModuleType("a_runtime_of_the_test"))
+    assert forked.threaded_runtime() == "a_runtime_of_the_test"
+    assert not forked.fork_is_safe() and not forked._can_fork()
+    assert _start_method() in ("forkserver", "spawn")
+    parent = os.getpid()
+    assert forked.fork_map(lambda i: os.getpid(), 6, 2) == [parent] * 6

@@ -302,17 +302,26 @@ def test_lines_are_views_of_the_file_not_copies():
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
-def test_pool_workers_split_lines_over_their_share_of_the_cores(monkeypatch):
+def test_pool_workers_split_lines_over_their_share_of_the_cores():
     """With --jobs N each worker splits a large line over cores/N threads: N workers each splitting over
-    every core would fight for them."""
-    from traceview.trace.hosts import process_pool
+    every core would fight for them. In a process of its own: this one may have run JAX, after which
+    nothing forks (traceview.timeline.forked.fork_is_safe)."""
+    import subprocess
+    import sys
 
-    monkeypatch.setattr(xspace_fast, "_cores", lambda: 8)
-    with process_pool(2, "fork") as pool:
-        assert pool.submit(xspace_fast._split_threads).result() == 4
-    with process_pool(16, "fork") as pool:
-        assert pool.submit(xspace_fast._split_threads).result() == 1
-    assert xspace_fast._split_threads() == 8            # the reading process itself: every core
+    code = (
+        "from traceview.parsers import xspace_fast\n"
+        "from traceview.trace.hosts import process_pool\n"
+        "xspace_fast._cores = lambda: 8\n"
+        "with process_pool(2, 'fork') as pool:\n"
+        "    print(pool.submit(xspace_fast._split_threads).result())\n"
+        "with process_pool(16, 'fork') as pool:\n"
+        "    print(pool.submit(xspace_fast._split_threads).result())\n"
+        "print(xspace_fast._split_threads())\n"
+    )
+    out = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["4", "1", "8"]        # the reading process itself: every core
 
 
 def test_a_kernel_not_in_numbas_cache_is_announced_before_it_compiles(tmp_path):

@@ -8,10 +8,10 @@ are already unlinked), so only an index goes to each and only its small result c
 in the items' order and the callers combine them as they would one by one: the output is the same byte for
 byte whatever ``jobs`` is.
 
-Forked only where forking is safe: Linux, no other Python thread running but the main one and at most one
-helper (the table cache's writer, a progress bar), and where there are at least two items and two jobs; else
-one by one, here. A process that ran JAX forks too (its threads are native ones the children never call into,
-as for the reading pool: traceview.trace.hosts), without JAX's warning about it. ``TRACEVIEW_NO_FORK=1``:
+Forked only where forking is safe (:func:`fork_is_safe`): Linux, no other Python thread running but the
+main one and at most one helper (the table cache's writer, a progress bar), no multithreaded runtime loaded
+(JAX, TensorFlow, PyTorch: their native threads may hold a lock at the fork that the child then waits on
+forever), and where there are at least two items and two jobs; else one by one, here. ``TRACEVIEW_NO_FORK=1``:
 never.
 """
 
@@ -23,7 +23,6 @@ import pickle
 import signal
 import sys
 import threading
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -56,11 +55,8 @@ class _Workers:
         self.children: list[tuple[int, int]] = []     # (pid, read end of its pipe)
         gc.freeze()             # the children's collections leave the inherited objects' pages alone
         try:
-            with warnings.catch_warnings():
-                # JAX warns at every fork of a process that ran it; the children never call into JAX
-                warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
-                for _ in range(jobs - 1):
-                    self._fork()
+            for _ in range(jobs - 1):
+                self._fork()
         except OSError:          # no more processes or memory for one: those started share the items
             pass
         except BaseException:
@@ -194,9 +190,26 @@ class _Failed:
     error: BaseException
 
 
-def _can_fork() -> bool:
+# Runtimes whose native thread pools start with them: a fork while one of their threads holds a lock (the
+# allocator's, a queue's) leaves that lock held forever in the child. Loaded at all counts as started: their
+# threads are not Python threads, so threading.active_count() does not see them.
+THREADED_RUNTIMES = ("jaxlib", "tensorflow", "torch")
+
+
+def threaded_runtime() -> str | None:
+    """The first multithreaded runtime loaded in this process (a THREADED_RUNTIMES name), or None."""
+    return next((name for name in THREADED_RUNTIMES if name in sys.modules), None)
+
+
+def fork_is_safe() -> bool:
+    """Whether this process may fork: Linux, at most one Python thread besides the main one (a progress bar,
+    the table cache's writer, which the child never touches) and no multithreaded runtime loaded."""
     return (sys.platform.startswith("linux") and hasattr(os, "fork") and threading.active_count() <= 2
-            and not os.environ.get("TRACEVIEW_NO_FORK"))
+            and threaded_runtime() is None)
+
+
+def _can_fork() -> bool:
+    return fork_is_safe() and not os.environ.get("TRACEVIEW_NO_FORK")
 
 
 # A run's kept rows come in chunks, each holding whole devices (a host, or the hosts sharing a device): a

@@ -200,20 +200,50 @@ def _read_pool(paths: Sequence[str], jobs: int, arrived: Callable[[HostResult], 
         cache.flush()  # no writer thread running while the workers are forked
     if method == "fork":
         _warm_reader_for(paths)  # the forked workers inherit the compiled reader
+    from concurrent.futures.process import BrokenProcessPool
+
     results: list[HostResult | None] = [None] * len(paths)
+    read_args = lambda i: (paths[i], keep_ops, store, False, allocator,  # noqa: E731
+                           spill.path_for(i) if spill is not None else None)
+    broken: list[int] = []
     with process_pool(jobs, method) as pool:
-        futures = {pool.submit(read_host, p, keep_ops, store, False, allocator,
-                               spill.path_for(i) if spill is not None else None): i for i, p in enumerate(paths)}
+        futures = {pool.submit(read_host, *read_args(i)): i for i in range(len(paths))}
         for fut in as_completed(futures):
             i = futures[fut]
             try:
                 result = fut.result()
+            except BrokenProcessPool:
+                broken.append(i)
+                continue
             except Exception as exc:  # noqa: BLE001 - a worker that died (memory, signal)
                 result = HostResult(paths[i], error=f"{paths[i]}: the reading process failed "
                                                     f"({type(exc).__name__}: {exc})", internal=True)
             arrived(result)
             results[i] = result
+    if broken:
+        _pool_broke(method)
+    for i in sorted(broken):   # read here, one after another: the same tables, only slower
+        result = read_host(*read_args(i))
+        arrived(result)
+        results[i] = result
     return [r for r in results if r is not None]
+
+
+def _pool_broke(method: str) -> None:
+    """Say why the hosts the pool did not read are read in this process (a warning, once per read)."""
+    import warnings
+
+    hint = (" (a script that calls traceview with jobs > 1 after starting JAX runs again in each worker "
+            "started by a fork server: put its top level under `if __name__ == \"__main__\":`)"
+            if method != "fork" else "")
+    warnings.warn(f"the reading pool ({method}) stopped; the remaining hosts are read in this process{hint}",
+                  RuntimeWarning, stacklevel=3)
+
+
+# What a fork server imports once, before it forks the pool's workers: each then starts with the reader and
+# its tables' libraries already loaded, as a forked worker does (a worker importing them itself takes about
+# a second; docs/scale.md).
+_SERVER_PRELOAD = ["__main__", "traceview.trace.hosts", "traceview.parsers.xplane"]
 
 
 def process_pool(jobs: int, method: str) -> ProcessPoolExecutor:
@@ -222,8 +252,22 @@ def process_pool(jobs: int, method: str) -> ProcessPoolExecutor:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method),
-                               initializer=_start_worker, initargs=(jobs,))
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        _preload_server(context)
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_start_worker, initargs=(jobs,))
+
+
+def _preload_server(context) -> None:
+    """Add the reader's modules to what the fork server preloads (kept: the caller's own preloads), before
+    the server starts; a server already running keeps what it has."""
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver          # noqa: SLF001 - the one server of this process
+    if getattr(server, "_forkserver_pid", None) is not None:
+        return
+    current = list(getattr(server, "_preload_modules", None) or [])
+    context.set_forkserver_preload(list(dict.fromkeys(current + _SERVER_PRELOAD)))
 
 
 def _start_worker(jobs: int) -> None:
@@ -253,22 +297,25 @@ def _size(path: str) -> int:
 
 
 def _start_method() -> str:
-    """fork where it is safe enough: the workers start at once with the reader already imported.
+    """fork where it is safe: the workers start at once with the reader already imported.
 
-    A process running many threads (the dashboard's Streamlit server) forks
-    badly (a lock held by another thread stays held in the child): there, a
-    fork server. The CLI has at most its progress-bar thread, which only writes
-    to stderr. A process that ran JAX still forks, though JAX warns about it:
-    its threads are native ones the workers never call into, while a fork
-    server would re-run an unguarded ``__main__`` script in every worker (a
-    script that imports JAX and calls ``traceview.load(run, jobs=2)`` at top
-    level would fail).
+    A process running many threads (the dashboard's Streamlit server) or a
+    multithreaded runtime (JAX, TensorFlow, PyTorch: a program that calls the
+    API after running its model) forks badly: a lock one of its threads holds
+    at the fork stays held in the child, a deadlock waiting to happen. There,
+    a fork server, which preloads the reader so its workers start about as fast
+    (``timeline.forked.fork_is_safe`` decides; the CLI has at most its
+    progress-bar thread and never loads JAX). A fork server imports the main
+    script in each worker, as spawn does: a script must keep its top level
+    under ``if __name__ == "__main__":``; one that does not breaks the pool,
+    and its hosts are then read in this process, with a warning.
     """
     import multiprocessing
-    import threading
+
+    from traceview.timeline.forked import fork_is_safe
 
     methods = multiprocessing.get_all_start_methods()
-    if "fork" in methods and sys.platform.startswith("linux") and threading.active_count() <= 2:
+    if "fork" in methods and fork_is_safe():
         return "fork"
     return "forkserver" if "forkserver" in methods else "spawn"
 
