@@ -43,6 +43,7 @@ class Run:
     hlo_proto_files: list[Path] = field(default_factory=list)
     _cached_time: tuple[datetime, str] | None = field(default=None, init=False, repr=False, compare=False)
     skipped: list[Path] = field(default_factory=list)  # named like a trace but no regular file (dir, FIFO, dangling link)
+    among: int = field(default=1, compare=False)  # how many runs PATH held when find_run picked this one
 
     @property
     def warnings(self) -> list[str]:
@@ -222,6 +223,7 @@ def find_run(path: str | Path, run: str | None = None) -> Run:
     """The run PATH means: the named one, else the newest."""
     runs = list_runs(path)
     if run is None:
+        runs[-1].among = len(runs)
         return runs[-1]
     for r in runs:
         if run in (r.name, str(r.path)):

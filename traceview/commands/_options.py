@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import traceview
+from traceview.errors import UserError
 
 
 def add_source(parser: argparse.ArgumentParser) -> None:
@@ -93,9 +94,27 @@ def load_from_args(args: argparse.Namespace, keep_ops: bool = True,
     import dataclasses
 
     options = dataclasses.replace(read_options_from_args(args), keep_ops=keep_ops, allocator_events=allocator_events)
+    name_the_run(args.path, args.run)
     return traceview.load(args.path, run=args.run, target=args.target, hlo=args.hlo, stage=args.stage,
                           hardware_file=args.hardware_file, progress=True,
                           per_device=getattr(args, "per_device", False), read_options=options)
+
+
+def name_the_run(path: str, run: str | None) -> None:
+    """One line on stderr naming the run a command reads when PATH holds several and none was named
+    (the newest is read): a terminal user sees which, whatever the command prints. The JSON outputs carry
+    the same as a warning (traceview.trace.read.load_profile)."""
+    if run is not None:
+        return
+    from traceview.parsers.discover import list_runs
+
+    try:
+        runs = list_runs(path)
+    except (UserError, OSError):
+        return      # the load says what is wrong with PATH
+    if len(runs) > 1:
+        print(f"traceview: {path} holds {len(runs)} runs: reading the newest, {runs[-1].name} "
+              "(--run NAME reads another; `traceview runs PATH` lists them)", file=sys.stderr)
 
 
 def target_from_args(args: argparse.Namespace):

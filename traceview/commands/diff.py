@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import traceview
-from traceview.commands._options import add_read_options, read_options_from_args, write_output
+from traceview.commands._options import add_read_options, name_the_run, read_options_from_args, write_output
 from traceview.errors import UserError
 
 if TYPE_CHECKING:
@@ -85,6 +85,8 @@ def compare(args: argparse.Namespace, base_path: str, new_path: str) -> int:
     from traceview.trace.read import read_options
 
     budgets = budgets_from_args(args)  # before the slow part: a bad flag fails fast
+    name_the_run(base_path, args.base_run)
+    name_the_run(new_path, args.run)
     sides = {"run": args.run, "base_run": args.base_run, "target": args.target,
              "hardware_file": args.hardware_file, "stage": args.stage}
     with read_options(read_options_from_args(args)):

@@ -16,6 +16,7 @@ from traceview.commands._options import (
     add_read_options,
     dump_target_from_args,
     dump_target_note,
+    name_the_run,
     read_options_from_args,
     target_from_args,
     write_output,
@@ -46,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if is_trace_path(Path(args.path)) or not Path(args.path).exists():
         # each host's allocator events read where the host is read (the pool's workers), not again here
         options = dataclasses.replace(read_options_from_args(args), allocator_events=True)
+        name_the_run(args.path, args.run)
         report = traceview.load(args.path, run=args.run, target=args.target, hardware_file=args.hardware_file,
                                 read_options=options).memory()
     else:

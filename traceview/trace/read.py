@@ -84,6 +84,9 @@ def load_profile(path: str | Path, run: str | None = None,
     op_parts: list = []
     memory_parts: list = []
     warnings: list[str] = list(found.warnings)   # names like trace files that are not regular files
+    if found.among > 1:   # every command's output then names the run it read
+        warnings.insert(0, f"{path} holds {found.among} runs: read the newest, {found.name} (--run NAME reads "
+                           "another; `traceview runs PATH` lists them)")
     failures: list[HostResult] = []
     ok_files: list[str] = []
     for f in files:
