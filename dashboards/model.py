@@ -33,6 +33,13 @@ def plain(text: object) -> str:
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _gain_text(row: dict, judged: bool) -> str:
+    """A node's gain in op time and, beside it, in wall time (never more than the busy time: docs/scopes.md)."""
+    if not judged:
+        return "gain unknown"
+    return f"gain {fmt_time_us(row['gain_us'])} of op time ({fmt_time_us(row['wall_gain_us'])} of wall time)"
+
+
 def icicle(nodes: pd.DataFrame, judged: bool) -> go.Figure:
     """The scope tree as a Plotly icicle (ids are the "/"-joined paths; what is shown goes through `plain`)."""
     nodes = nodes.nlargest(MAX_NODES, "total_us") if len(nodes) > MAX_NODES else nodes
@@ -41,7 +48,7 @@ def icicle(nodes: pd.DataFrame, judged: bool) -> go.Figure:
     parents = ["/".join(p[:-1]) if len(p) > 1 and "/".join(p[:-1]) in kept else "" for p in nodes["path"]]
     bounds = [dominant_bound(r) if judged else None for r in nodes.to_dict("records")]
     hover = [f"<b>{plain(i)}</b><br>{fmt_time_us(r['total_us'])} total, {fmt_time_us(r['self_us'])} own ops<br>"
-             f"gain {fmt_time_us(r['gain_us']) if judged else 'unknown'}, "
+             f"{_gain_text(r, judged)}, "
              f"efficiency {fmt_pct(r['efficiency']) if judged else 'unknown'}, {b or 'not judged'}<br>"
              f"forward {fmt_time_us(r['forward_us'])}, backward {fmt_time_us(r['backward_us'])}, "
              f"other {fmt_time_us(r['other_us'])}<br>{int(r['ops'])} ops"
@@ -119,7 +126,8 @@ def render(view: View) -> None:
             "text": [t if isinstance(t, str) else "" for t in lines["text"]],
             "time": [fmt_time_us(t) for t in lines["total_us"]],
             "share": [fmt_pct(t / tree.total_us if tree.total_us else None) for t in lines["total_us"]],
-            "gain": [fmt_time_us(g) if source.judged else "-" for g in lines["gain_us"]],
+            "gain (op time)": [fmt_time_us(g) if source.judged else "-" for g in lines["gain_us"]],
+            "gain (wall)": [fmt_time_us(g) if source.judged else "-" for g in lines["wall_gain_us"]],
             "bound": [dominant_bound(r) or "-" if source.judged else "-" for r in lines.to_dict("records")]}),
             width="stretch", hide_index=True)
     for warning in tree.warnings:

@@ -14,6 +14,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from traceview.timeline.overlap import Overlap
+from traceview.units import fmt_time_us
+
 UNQUANTIFIED = "no honest estimate of the time saved: ranked after the quantified items"
 
 
@@ -43,12 +46,14 @@ class AdviceContext:
     """What providers read. ``span_ps``: the active devices' mean span (first op start to last op end);
     ``active_devices``: how many devices ran ops; ``pipeline``: ``analysis.build.PipelineResult``;
     ``views``: name -> a function that builds that view (``parallelism``, ``memory``, ``idle``,
-    ``stragglers``, ``scopes``, ``serving``); each is built once, on first use."""
+    ``stragglers``, ``scopes``, ``serving``); each is built once, on first use. ``overlap``: the devices'
+    op time against their busy time (timeline.overlap), what turns an op-time gain into wall time."""
 
     pipeline: Any
     span_ps: float
     active_devices: int
     views: dict[str, ViewGetter] = field(default_factory=dict)
+    overlap: Overlap = field(default_factory=lambda: Overlap(0.0, 0.0))
     _built: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def view(self, name: str) -> Any:
@@ -61,6 +66,19 @@ class AdviceContext:
     def per_device(self, total_ps: float) -> float:
         """A time summed over the active devices, per device."""
         return total_ps / max(self.active_devices, 1)
+
+    def wall_per_device(self, op_time_ps: float) -> float:
+        """An op-time figure summed over the active devices (a gain, a self time), as wall time per device:
+        where ops overlap, never more than the busy time."""
+        return self.overlap.wall(self.per_device(op_time_ps))
+
+    def op_time_note(self, op_time_ps: float) -> str:
+        """What an op-time gain (summed over devices) was before it became wall time ("" without overlap)."""
+        if not self.overlap.overlapped:
+            return ""
+        ratio = self.overlap.op_time_ps / self.overlap.busy_ps
+        return (f"; gain {fmt_time_us(self.per_device(op_time_ps) / 1e6)} of op time per device, and the ops "
+                f"overlap {ratio:.2f}x (op time / busy time): the wall time saved is that / {ratio:.2f}")
 
 
 Provider = Callable[[AdviceContext], Iterable[Advice]]

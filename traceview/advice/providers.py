@@ -77,7 +77,7 @@ def op_provider(context: AdviceContext) -> Iterable[Advice]:
     ).reset_index().sort_values("gain", ascending=False)
     out = []
     for row in grouped.head(TOP_OPS).itertuples(index=False):
-        saving = context.per_device(float(row.gain))
+        saving = context.wall_per_device(float(row.gain))
         if saving <= 0 or saving < MIN_SHARE * context.span_ps:
             continue
         bound = str(row.bound) if isinstance(row.bound, str) else "unknown"
@@ -85,10 +85,10 @@ def op_provider(context: AdviceContext) -> Iterable[Advice]:
         title = f"op {row.op} ({row.module}): {bound}-bound" + (
             f" at {fmt_pct(efficiency)} of its roofline" if efficiency is not None else "")
         out.append(Advice(
-            kind="op", title=title, saving_ps=saving, removable_ps=context.per_device(float(row.removable)),
+            kind="op", title=title, saving_ps=saving, removable_ps=context.wall_per_device(float(row.removable)),
             rule=ROOFLINE_RULE, tab="Ops", fix=OP_FIX.get(bound, OP_FIX["unknown"]), evidence=(
                 f"measured {fmt_time_us(row.time / 1e6)} over {int(row.occurrences)} runs (all devices), "
-                f"roofline {fmt_time_us(row.roofline / 1e6)}",)))
+                f"roofline {fmt_time_us(row.roofline / 1e6)}{context.op_time_note(float(row.gain))}",)))
     return out
 
 
@@ -201,15 +201,16 @@ def scopes_provider(context: AdviceContext) -> Iterable[Advice]:
     nodes = [n for n in record["nodes"] if _number(n.get("self_gain_us")) > 0 and len(n.get("path") or ()) > 1]
     out = []
     for node in sorted(nodes, key=lambda n: -_number(n["self_gain_us"]))[:TOP_OPS]:
-        saving = context.per_device(_number(node["self_gain_us"]) * 1e6)
+        saving = context.wall_per_device(_number(node["self_gain_us"]) * 1e6)
         if saving < MIN_SHARE * context.span_ps:
             continue
-        removable = context.per_device(_number(node.get("self_us")) * 1e6) or None
+        removable = context.wall_per_device(_number(node.get("self_us")) * 1e6) or None
         bound = f"{node['bound']}-bound, " if isinstance(node.get("bound"), str) else ""
         out.append(Advice(kind="scope", title=f"scope {'/'.join(map(str, node['path']))}: {bound}time to gain at "
                           "the roofline", saving_ps=saving, removable_ps=removable, rule=ROOFLINE_RULE, tab="Model",
                           evidence=(f"its own ops: gain {fmt_time_us(saving / 1e6)} per device of "
-                                    f"{fmt_time_us((removable or 0) / 1e6)}",),
+                                    f"{fmt_time_us((removable or 0) / 1e6)} (wall time)"
+                                    f"{context.op_time_note(_number(node['self_gain_us']) * 1e6)}",),
                           fix="open the scope's ops (traceview scopes, the Model tab): each op's bound says "
                               "what to change"))
     return out

@@ -13,6 +13,7 @@ from traceview.advice.idle import CAUSES, IdleCauses, idle_causes
 from traceview.advice.providers import DEFAULT_PROVIDERS
 from traceview.advice.stragglers import Stragglers, stragglers
 from traceview.timeline.activity import Activity, merge_activity, reduce_activity
+from traceview.timeline.overlap import Overlap
 from traceview.trace.read import host_events
 
 TOP = 5      # the items ``analyze`` prints
@@ -58,7 +59,8 @@ def advice_report(pipeline: Any, views: dict[str, ViewGetter] | None = None,
     active = len(pipeline.device_times) if not pipeline.device_times.empty else 0
     span = pipeline.span_ps / active if active else 0.0
     context = AdviceContext(pipeline=pipeline, span_ps=float(span), active_devices=active,
-                            views={**(views or {}), "idle": lambda: idle, "stragglers": lambda: late})
+                            views={**(views or {}), "idle": lambda: idle, "stragglers": lambda: late},
+                            overlap=Overlap(float(pipeline.op_time_ps), float(pipeline.device_time_ps)))
     items: list[Advice] = []
     warnings: list[str] = []
     for provider in providers:

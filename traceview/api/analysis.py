@@ -158,7 +158,7 @@ class Analysis:
         top = tree.top_by_gain(3)
         if not top.empty:
             sections.append(Section("Where in the model: scopes with most to gain (traceview scopes PATH for the tree)",
-                                    tuple(top_scope_lines(top, tree.total_us))))
+                                    tuple(top_scope_lines(top, tree.total_us, tree.overlap))))
         if self._serving_found:
             from traceview.render.inference import section_lines
 

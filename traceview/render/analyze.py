@@ -17,6 +17,7 @@ from traceview.hardware.detect import device_model_name
 from traceview.parsers.xplane import as_uint64
 from traceview.render.escape import markdown_code, markdown_text, terminal_lines
 from traceview.render.tables import colour, markdown_table, text_table, use_colour
+from traceview.timeline.overlap import Overlap
 from traceview.units import PS_PER_US, fmt_pct, fmt_share, fmt_si, fmt_time_us
 from traceview.version import __version__
 from traceview.vocabulary import BOUNDS
@@ -101,18 +102,25 @@ def _step_rows(analysis: PipelineResult, limit: int = 20) -> tuple[list[str], li
     return headers, rows, align
 
 
+def overlap_of(analysis: PipelineResult) -> Overlap:
+    """The devices' op time against their busy time (timeline.overlap)."""
+    return Overlap(float(analysis.op_time_ps), float(analysis.device_time_ps))
+
+
 def _op_table(analysis: PipelineResult, top: int, on: bool) -> tuple[list[str], list[list[str]], str]:
     ops = analysis.ops.head(top)
     device_total = analysis.op_time_ps or 1
     judged = "bound" in ops.columns
     per_device = analysis.per_device and "device" in ops.columns
-    headers = (["device"] if per_device else []) + ["module", "op", "category", "count", "self", "% time"]
+    overlap = overlap_of(analysis)
+    wall = judged and overlap.overlapped
+    headers = (["device"] if per_device else []) + ["module", "op", "category", "count", "self", "% op time"]
     align = ("l" if per_device else "") + "lllrrr"
     if judged:
         projected = "projected_time_ps" in ops.columns
         headers += ["bound", "judged"] + (["projected"] if projected else []) + [
-            "roofline", "eff.", "gap", "gain", "FLOPs", "bytes", "dtype"]
-        align += "lr" + ("r" if projected else "") + "rrrrrrl"
+            "roofline", "eff.", "gap", "gain"] + (["wall gain"] if wall else []) + ["FLOPs", "bytes", "dtype"]
+        align += "lr" + ("r" if projected else "") + "rrrr" + ("r" if wall else "") + "rrl"
     # The same module name compiled twice (another shape) is told apart as XProf does: "jit_dot(49)".
     key = (["device"] if per_device else []) + ["module", "op"]
     repeated = analysis.ops.duplicated(key, keep=False).to_numpy()[:len(ops)]
@@ -134,9 +142,13 @@ def _op_table(analysis: PipelineResult, top: int, on: bool) -> tuple[list[str], 
             lower = r.get("cost_lower_bound")
             floor = ">= " if isinstance(lower, (bool, np.bool_)) and lower and r.get("roofline_time_ps") == r.get(
                 "roofline_time_ps") else ""
+            gain = r.get("gain_ps")
             cells += [floor + fmt_time_us(us_from_ps(r.get("roofline_time_ps"))), fmt_pct(r.get("efficiency")),
-                      fmt_time_us(us_from_ps(r.get("gap_ps"))), fmt_time_us(us_from_ps(r.get("gain_ps"))),
-                      fmt_si(r.get("flops")), fmt_si(r.get("bytes_accessed"), "B"),
+                      fmt_time_us(us_from_ps(r.get("gap_ps"))), fmt_time_us(us_from_ps(gain))]
+            if wall:
+                cells.append(fmt_time_us(us_from_ps(overlap.wall(gain) if gain == gain and gain is not None
+                                                    else None)))
+            cells += [fmt_si(r.get("flops")), fmt_si(r.get("bytes_accessed"), "B"),
                       r["dtype"] if isinstance(r.get("dtype"), str) and r["dtype"] else "-"]
         rows.append(cells)
     return headers, rows, align
@@ -150,6 +162,9 @@ def _summary_lines(analysis: PipelineResult, mesh_line: str | None) -> list[str]
              f"{fmt_time_us(us_from_ps(analysis.idle_ps))} ({fmt_pct(idle_share)}) = "
              f"{fmt_time_us(us_from_ps(total))} (span {fmt_time_us(us_from_ps(total / n_active if n_active else None))} "
              f"x {n_active})"]
+    overlap = overlap_of(analysis)
+    if overlap.overlapped:
+        lines.append(overlap.describe())
     inactive = analysis.inactive_devices
     if inactive:
         lines.append(f"{len(inactive)} devices ran no op and are left out: " + ", ".join(inactive[:8])

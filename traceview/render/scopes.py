@@ -11,6 +11,7 @@ from traceview.render.escape import markdown_text, terminal_lines
 from traceview.render.tables import markdown_table, text_table
 from traceview.scopes.paths import PASSES
 from traceview.scopes.tree import BOUND_NAMES, ScopeTree
+from traceview.timeline.overlap import Overlap
 from traceview.units import fmt_pct, fmt_si, fmt_time_us, json_scalar
 
 
@@ -32,6 +33,8 @@ def node_record(row: dict, judged: bool) -> dict[str, Any]:
         "path": list(row["path"]), "self_us": json_scalar(row["self_us"]), "total_us": json_scalar(row["total_us"]),
         "gain_us": json_scalar(row["gain_us"]) if judged else None,
         "self_gain_us": json_scalar(row["self_gain_us"]) if judged else None,
+        "wall_gain_us": json_scalar(row["wall_gain_us"]) if judged else None,
+        "self_wall_gain_us": json_scalar(row["self_wall_gain_us"]) if judged else None,
         "efficiency": json_scalar(row["efficiency"]) if judged else None,
         "time_by_bound_us": {b: json_scalar(row[f"{b}_us"]) for b in BOUND_NAMES} if judged else None,
         "bound": dominant_bound(row) if judged else None,
@@ -49,6 +52,8 @@ def scopes_json(tree: ScopeTree, depth: int | None = None) -> dict[str, Any]:
     return {
         "by": tree.by, "total_us": json_scalar(tree.total_us), "unattributed_us": json_scalar(tree.unattributed_us),
         "attributed_share": json_scalar(tree.attributed_share),
+        "busy_us": json_scalar(tree.overlap.busy_ps / 1e6),
+        "wall_per_op_time": json_scalar(tree.overlap.factor),
         "nodes": [node_record(row, tree.judged) for row in shown(tree, depth).to_dict("records")],
         "warnings": list(tree.warnings),
     }
@@ -62,7 +67,8 @@ def scopes_csv(tree: ScopeTree, depth: int | None = None) -> str:
         if column not in ("path", "text") or (column == "text" and tree.by == "source"):
             frame[column] = nodes[column].to_numpy()
     if not tree.judged:
-        for column in ["gain_us", "self_gain_us", "efficiency", *[f"{b}_us" for b in BOUND_NAMES]]:
+        for column in ["gain_us", "self_gain_us", "wall_gain_us", "self_wall_gain_us", "efficiency",
+                       *[f"{b}_us" for b in BOUND_NAMES]]:
             frame[column] = None
     buffer = io.StringIO()
     frame.to_csv(buffer, index=False)
@@ -81,19 +87,27 @@ def _rows(tree: ScopeTree, depth: int | None, markdown: bool) -> list[list[str]]
         passes = " / ".join(fmt_time_us(row[f"{p}_us"]) for p in PASSES)
         rows.append([label, fmt_time_us(row["total_us"]), fmt_pct(row["total_us"] / total),
                      fmt_time_us(row["self_us"]), fmt_time_us(row["gain_us"]) if tree.judged else "-",
+                     fmt_time_us(row["wall_gain_us"]) if tree.judged else "-",
                      bound or "-", fmt_pct(row["efficiency"]) if tree.judged else "-", passes,
                      fmt_si(row["flops"]), fmt_si(row["bytes_accessed"], "B"), str(int(row["ops"]))])
     return rows
 
 
-HEADERS = ["scope", "total", "share", "self", "gain", "bound", "efficiency", "fwd / bwd / other", "FLOPs",
-           "bytes", "ops"]
-ALIGN = "lrrrrlrrrrr"
+HEADERS = ["scope", "total", "share", "self", "gain", "wall gain", "bound", "efficiency", "fwd / bwd / other",
+           "FLOPs", "bytes", "ops"]
+ALIGN = "lrrrrrlrrrrr"
 
 
-def _headline(tree: ScopeTree) -> str:
-    return (f"by {tree.by}: {fmt_time_us(tree.total_us)} of op time, {fmt_pct(tree.attributed_share)} attributed, "
-            f"{fmt_time_us(tree.unattributed_us)} unattributed")
+def _headline(tree: ScopeTree) -> list[str]:
+    """What the table's figures are a part of: op time (total, share, self, gain) and busy time (wall gain)."""
+    busy = tree.overlap.busy_ps / 1e6
+    lines = [f"by {tree.by}: {fmt_time_us(tree.total_us)} of op time, {fmt_pct(tree.attributed_share)} attributed, "
+             f"{fmt_time_us(tree.unattributed_us)} unattributed; the devices were busy {fmt_time_us(busy)}",
+             "total, share, self, gain: op time (gain: what the scope's ops would save at their roofline); "
+             "wall gain: the same in wall time, at most the busy time"]
+    if tree.overlap.overlapped:
+        lines.append(tree.overlap.describe())
+    return lines
 
 
 def scopes_text(tree: ScopeTree, depth: int | None = None, markdown: bool = False) -> str:
@@ -103,17 +117,24 @@ def scopes_text(tree: ScopeTree, depth: int | None = None, markdown: bool = Fals
         headers[0] = "file / function / line"
     rows = _rows(tree, depth, markdown)
     if markdown:
-        out = [f"## traceview scopes ({markdown_text(tree.by)})", "", markdown_text(_headline(tree)), "",
+        out = [f"## traceview scopes ({markdown_text(tree.by)})", "",
+               *[f"- {markdown_text(line)}" for line in _headline(tree)], "",
                markdown_table(headers, rows, ALIGN) if rows else "_no attributed ops_"]
         out += [f"- warning: {markdown_text(w)}" for w in tree.warnings]
         return "\n".join(out) + "\n"
-    out = [_headline(tree), "", text_table(headers, rows, ALIGN) if rows else "no attributed ops"]
-    out += [f"warning: {w}" for w in tree.warnings]
+    out = [*_headline(tree), "", text_table(headers, rows, ALIGN) if rows else "no attributed ops"]
+    out += [f"warning: {w}" for w in tree.warnings if not w.startswith("ops overlap:")]
     return terminal_lines("\n".join(out)) + "\n"
 
 
-def top_scope_lines(top: pd.DataFrame, total_us: float) -> list[str]:
-    """The analyze report's lines for the scopes with most gain (ScopeTree.top_by_gain)."""
-    return [f"{'/'.join(row['path'])}: {fmt_time_us(row['self_gain_us'])} to gain of {fmt_time_us(row['self_us'])} "
-            f"({fmt_pct(row['self_us'] / total_us if total_us else None)} of op time), "
-            f"{dominant_bound(row) or 'unknown'}-bound" for row in top.to_dict("records")]
+def top_scope_lines(top: pd.DataFrame, total_us: float, overlap: Overlap | None = None) -> list[str]:
+    """The analyze report's lines for the scopes with most gain (ScopeTree.top_by_gain): each gain against
+    the op time it is part of, and, where ops overlap, first as the wall time it stands for."""
+    lines = []
+    for row in top.to_dict("records"):
+        share = fmt_pct(row["self_us"] / total_us if total_us else None)
+        gain = f"{fmt_time_us(row['self_gain_us'])} to gain of {fmt_time_us(row['self_us'])} ({share} of op time)"
+        if overlap is not None and overlap.overlapped:
+            gain = f"{fmt_time_us(row['self_wall_gain_us'])} of wall time to gain (op time: {gain})"
+        lines.append(f"{'/'.join(row['path'])}: {gain}, {dominant_bound(row) or 'unknown'}-bound")
+    return lines

@@ -16,12 +16,14 @@ import pandas as pd
 from traceview.analysis.build import PipelineResult
 from traceview.scopes.paths import MAX_COMPONENTS, PASSES, parse_op_name
 from traceview.scopes.source import line_texts
+from traceview.timeline.overlap import Overlap
 from traceview.units import PS_PER_US
 
 BOUND_NAMES = ("compute", "memory", "communication", "unknown")
 BY = ("scope", "source")
 # Per-node columns of ScopeTree.nodes (times in microseconds).
-NODE_COLUMNS = ["path", "depth", "name", "self_us", "total_us", "gain_us", "self_gain_us", "efficiency",
+NODE_COLUMNS = ["path", "depth", "name", "self_us", "total_us", "gain_us", "self_gain_us", "wall_gain_us",
+                "self_wall_gain_us", "efficiency",
                 *[f"{b}_us" for b in BOUND_NAMES], *[f"{p}_us" for p in PASSES],
                 "flops", "bytes_accessed", "ops", "text"]
 _SUMS = ["time", "gain", "roof", "roof_judged", "flops", "bytes", "ops",
@@ -38,6 +40,8 @@ class ScopeTree:
     path (a tuple) or None when unattributed. ``total_us`` is the op self time
     the analysis accounts; the roots' ``total_us`` plus ``unattributed_us`` equal it.
     ``judged``: whether a target chip judged the ops (else bound, gain and efficiency are unknown).
+    ``overlap``: the devices' op time against their busy time (timeline.overlap): ``gain_us`` is op
+    time, ``wall_gain_us`` the wall time it stands for (never more than the busy time).
     """
 
     by: str
@@ -47,6 +51,7 @@ class ScopeTree:
     unattributed_us: float
     judged: bool
     warnings: list[str] = field(default_factory=list)
+    overlap: Overlap = field(default_factory=lambda: Overlap(0.0, 0.0))
 
     @property
     def attributed_share(self) -> float | None:
@@ -64,10 +69,10 @@ class ScopeTree:
                            dtype=bool, count=len(self.op_paths))
 
     def top_by_gain(self, n: int = 3) -> pd.DataFrame:
-        """The ``n`` scopes whose own ops (placed at the scope itself, not below it) have the most gain:
-        the innermost named scopes, where a code change goes (a parent's gain is its children's)."""
-        nodes = self.nodes[self.nodes["self_gain_us"].notna() & (self.nodes["self_gain_us"] > 0)]
-        return nodes.sort_values("self_gain_us", ascending=False, kind="stable").head(n)
+        """The ``n`` scopes whose own ops (placed at the scope itself, not below it) have the most gain in
+        wall time: the innermost named scopes, where a code change goes (a parent's gain is its children's)."""
+        nodes = self.nodes[self.nodes["self_wall_gain_us"].notna() & (self.nodes["self_wall_gain_us"] > 0)]
+        return nodes.sort_values("self_wall_gain_us", ascending=False, kind="stable").head(n)
 
 
 def program_name(module: str) -> str:
@@ -160,11 +165,18 @@ def build_scopes(analysis: PipelineResult, by: str = "scope") -> ScopeTree:
     unattributed_ps = float(np.nansum(values["time"].to_numpy()[~attributed]))
     op_paths = pd.Series(paths, index=ops.index, dtype=object)
     nodes = _nodes(values[attributed], [p for p in paths if p is not None], by)
+    overlap = Overlap(float(analysis.op_time_ps), float(analysis.device_time_ps))
+    nodes["wall_gain_us"] = nodes["gain_us"] * overlap.factor
+    nodes["self_wall_gain_us"] = nodes["self_gain_us"] * overlap.factor
+    nodes = nodes[NODE_COLUMNS]
     warnings = _warnings(by, judged, total_ps, unattributed_ps, int((~attributed).sum()), ops, attributed)
     if analysis.projected and analysis.target is not None:
         warnings.append(f"projected onto {analysis.target.name}: times are as measured on the capture chip; gain and "
                         "efficiency are against the projected times (docs/api.md)")
-    return ScopeTree(by, nodes, op_paths, total_ps / PS_PER_US, unattributed_ps / PS_PER_US, judged, warnings)
+    if overlap.overlapped and judged:
+        warnings.append(overlap.describe() + ": wall_gain_us states each gain in wall time")
+    return ScopeTree(by, nodes, op_paths, total_ps / PS_PER_US, unattributed_ps / PS_PER_US, judged, warnings,
+                     overlap)
 
 
 def _nodes(values: pd.DataFrame, paths: list[tuple], by: str) -> pd.DataFrame:
