@@ -149,3 +149,17 @@ def test_current_gpu_dumps_read_with_module_flops_near_the_hand_count(name):
             + 4 * c["batch"] * c["heads"] * c["prompt"] ** 2 * head_dim * c["layers"]}
     for module, flops in expected.items():
         assert modules[module]["flops"] == pytest.approx(flops, rel=0.15), module
+
+
+def test_what_the_chip_was_seen_to_reach_beside_its_datasheet(loaded):
+    """The fastest GEMM and copy of the trace against the programs' own wall-clock rates (truth.json); the
+    roofline keeps the datasheet peaks."""
+    summary = loaded["kernels"].to_json()["summary"]
+    calls = _truth("kernels")["calls"]
+    assert summary["seen_flops"]["op"] == "custom-call.1"
+    assert summary["seen_flops"]["value"] == pytest.approx(calls["matmul"]["flop_per_s"], rel=0.10)
+    assert summary["seen_flops"]["share_of_peak"] == pytest.approx(calls["matmul"]["flop_per_s"] / PEAK_BF16, rel=0.10)
+    assert summary["seen_bandwidth"]["op"] == "wrapped_add"
+    assert summary["seen_bandwidth"]["value"] == pytest.approx(calls["add"]["byte_per_s"], rel=0.10)
+    projected = loaded["kernels"].retarget("h100-sxm").to_json()["summary"]
+    assert projected["seen_flops"] is None        # seen on the H200, not on the chip projected onto

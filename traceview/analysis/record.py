@@ -151,6 +151,10 @@ def summary_record(analysis: PipelineResult) -> dict:
                     "projected", "projection_model"):
             if key in s:
                 summary[key] = json_scalar(s.get(key)) if not isinstance(s.get(key), str) else s[key]
+        for key in ("seen_flops", "seen_bandwidth"):   # what the chip the trace ran on reached: not another's
+            seen = None if analysis.projected else s.get(key)
+            summary[key] = {k: json_scalar(v) if not isinstance(v, str) else v for k, v in seen.items()} \
+                if seen else None
         summary["roofline_time_us"] = us_from_ps(s.get("roofline_time_ps"))
         if "projected_time_ps" in s:
             summary["projected_time_us"] = us_from_ps(s["projected_time_ps"])

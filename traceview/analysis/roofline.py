@@ -442,8 +442,35 @@ def summarize(ops_frame: pd.DataFrame, chip: Chip, total_time_ps: float, idle_ps
         "roofline_time_ps": roof_program,
         "efficiency": efficiency, "efficiency_reason": efficiency_reason,
         "efficiency_definition": EFFICIENCY_DEFINITION,
+        "seen_flops": _seen_ceiling(frame, measured, "compute", "achieved_flops", chip, flops["mfu_peak_dtype"]),
+        "seen_bandwidth": _seen_ceiling(frame, measured, "memory", "achieved_bandwidth", chip, None),
         "warnings": warnings,
     }
+
+
+SEEN_MIN_SHARE = 0.005     # an op below this share of the op time is too short to say what the chip reaches
+
+
+def _seen_ceiling(frame: pd.DataFrame, measured: np.ndarray, bound: str, rate: str, chip: Chip,
+                  dtype: str | None) -> dict[str, Any] | None:
+    """What the chip was seen to reach in this trace, beside the datasheet figure the roofline keeps: the
+    highest FLOP/s (or HBM bytes/s) of an op bound by it, of at least ``SEEN_MIN_SHARE`` of the op time and
+    not above its roofline (an overcounted cost would read as a faster chip). None when no op qualifies."""
+    if rate not in frame.columns or "bound" not in frame.columns:
+        return None
+    values = _column(frame, rate)
+    total = float(np.nansum(measured))
+    ok = (frame["bound"].astype(str).to_numpy() == bound) & ~np.isnan(values) & (values > 0)
+    ok &= measured >= SEEN_MIN_SHARE * total if total > 0 else False
+    if "above_roofline_reason" in frame.columns:
+        ok &= frame["above_roofline_reason"].isna().to_numpy()
+    if not ok.any():
+        return None
+    best = int(np.flatnonzero(ok)[np.argmax(values[ok])])
+    peak = (chip.peak_flops_for(dtype) if dtype else None) if bound == "compute" else chip.hbm_bandwidth
+    op = str(frame["op"].iloc[best]) if "op" in frame.columns else ""
+    return {"value": float(values[best]), "op": op, "share_of_peak": float(values[best] / peak) if peak else None,
+            "peak_dtype": dtype if bound == "compute" else None}
 
 
 def _time_by_bound(frame: pd.DataFrame, measured: np.ndarray, bound: np.ndarray,
