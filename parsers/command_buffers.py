@@ -40,7 +40,7 @@ from traceview.parsers.hlo_model import Computation, HloModule, Instruction
 # Opcodes that launch nothing on the device (views, tuples, parameters, control markers).
 _NO_KERNEL = frozenset({
     "parameter", "constant", "bitcast", "get-tuple-element", "tuple", "after-all", "add-dependency",
-    "opt-barrier", "partition-id", "replica-id", "domain", "while", "conditional", "call",
+    "opt-barrier", "partition-id", "replica-id", "domain",
 })
 # Opcodes whose computations run as control flow (their instructions launch kernels of their own).
 _CONTROL_FLOW = frozenset({"while", "conditional", "call", "async-start"})
@@ -68,6 +68,7 @@ class _Slot:
     name: str
     library: bool          # launched by something other than an XLA-named kernel (library, copy, collective)
     copy: bool
+    control: bool = False  # a while / conditional / call: its kernels are those of the computations it runs
 
 
 @dataclass
@@ -76,6 +77,8 @@ class KernelSchedule:
     placement needs."""
 
     slots: dict[str, list[_Slot]] = field(default_factory=dict)      # computation -> its slots in order
+    children: dict[str, frozenset[str]] = field(default_factory=dict)  # computation -> those it runs as control flow
+    run_by: dict[str, _Slot] = field(default_factory=dict)            # computation -> the control-flow slot running it
     by_key: dict[str, _Slot] = field(default_factory=dict)          # kernel_key(name) -> slot
     same_kernel: dict[str, list[_Slot]] = field(default_factory=dict)  # instruction name -> slots sharing its kernel
     instructions: frozenset[str] = frozenset()                       # every instruction name of those computations
@@ -91,6 +94,11 @@ class KernelSchedule:
             for inst in comp.instructions:
                 if inst.opcode in _NO_KERNEL:
                     continue
+                if inst.opcode in _CONTROL_FLOW:
+                    control = _Slot(comp.name, len(slots), inst.name, library=False, copy=False, control=True)
+                    slots.append(control)
+                    schedule.run_by.update({name: control for name in inst.called_computations})
+                    continue
                 xla_kernel = inst.opcode == "fusion" and (inst.fusion_kind in _XLA_FUSION_KINDS
                                                           or not _library_fusion(inst))
                 slot = _Slot(comp.name, len(slots), inst.name, library=not xla_kernel,
@@ -102,6 +110,8 @@ class KernelSchedule:
                 signatures.setdefault(signature, []).append(slot)
                 slot_signature[inst.name] = signature
             schedule.slots[comp.name] = slots
+            schedule.children[comp.name] = frozenset(
+                c for inst in comp.instructions if inst.opcode in _CONTROL_FLOW for c in inst.called_computations)
         schedule.same_kernel = {name: signatures[sig] for name, sig in slot_signature.items()}
         schedule.instructions = frozenset(inst.name for comp in _control_flow_computations(module)
                                           for inst in comp.instructions)
@@ -110,7 +120,29 @@ class KernelSchedule:
     def xla_slot(self, kernel: str) -> _Slot | None:
         """The instruction an XLA kernel name was made from, None for a library kernel."""
         slot = self.by_key.get(kernel)
-        return slot if slot is not None and not slot.library else None
+        return slot if slot is not None and not slot.library and not slot.control else None
+
+    def choices(self, candidates: list[_Slot], current: str | None, last: dict[str, int]) -> list[_Slot]:
+        """Which of the instructions sharing one kernel may have run next, likeliest first: the next one in the
+        computation running now; the first one in a computation it runs or a sibling (a loop's body after its
+        condition), from its start; the next one in a computation it returns to; the first (a new start)."""
+        found: list[_Slot] = []
+        if current is not None:
+            found += [c for c in candidates if c.computation == current and c.index > last.get(current, -1)][:1]
+            near = self.children.get(current, frozenset()) | frozenset(
+                sibling for kids in self.children.values() if current in kids for sibling in kids)
+            found += [c for c in candidates if c.computation != current and c.computation in near][:1]
+        found += [c for c in candidates if c.computation != current and c.index > last.get(c.computation, -1)][:1]
+        found.append(candidates[0])
+        return list(dict.fromkeys(found))
+
+    def continues(self, slot: _Slot, kernel: str | None) -> bool:
+        """Whether ``kernel`` (None: library kernels only) can run after ``slot`` in the same computation."""
+        if kernel is None:
+            return any(s.library for s in self.slots[slot.computation][slot.index + 1:])
+        first = self.xla_slot(kernel)
+        return first is not None and any(c.computation == slot.computation and c.index > slot.index
+                                         for c in self.same_kernel.get(first.name, [first]))
 
 
 def _library_fusion(inst: Instruction) -> bool:
@@ -154,40 +186,75 @@ def place_kernels(kernels: Sequence[str], schedule: KernelSchedule) -> Placement
     n = len(kernels)
     slots: list[_Slot | None] = [None] * n
     last: dict[str, int] = {}                       # computation -> index of the last slot placed there
+    previous: _Slot | None = None                   # the last placed XLA kernel's instruction
     anchors: list[int] = []
-    for j, kernel in enumerate(kernels):
-        first = schedule.xla_slot(kernel)
-        if first is None:
-            continue
-        candidates = schedule.same_kernel.get(first.name, [first])
-        after = last.get(first.computation, -1)
-        slot = next((c for c in candidates if c.index > after), candidates[0])
+    xla = [j for j, kernel in enumerate(kernels) if schedule.xla_slot(kernel) is not None]
+    for pos, j in enumerate(xla):
+        first = schedule.xla_slot(kernels[j])
+        assert first is not None
+        choices = schedule.choices(schedule.same_kernel.get(first.name, [first]),
+                                   previous.computation if previous is not None else None, last)
+        slot = choices[0]
+        if len(choices) > 1:
+            # Where the kernel alone cannot tell (a loop's condition is followed by its body, or by what comes
+            # after the loop), the library kernels before it and the next XLA kernel do: the choice whose
+            # library instructions since the last placed kernel fit the library kernels that ran, and that the
+            # next XLA kernel can follow.
+            gap = kernels[(anchors[-1] + 1 if anchors else 0):j]
+            following = kernels[xla[pos + 1]] if pos + 1 < len(xla) else None
+            more = j + 1 < n                        # anything after this kernel to follow it
+            slot = min(choices, key=lambda c: (_misfit(gap, _library_slots(schedule, previous, c)),
+                                               more and not schedule.continues(c, following),
+                                               choices.index(c)))
         slots[j] = slot
         last[slot.computation] = slot.index
+        previous = slot
         anchors.append(j)
     bounds = [-1] + anchors + [n]
     for left, right in zip(bounds, bounds[1:]):
         if right - left > 1:
-            gap = _library_slots(schedule, slots[left] if left >= 0 else None, slots[right] if right < n else None)
-            _place_gap(kernels, slots, range(left + 1, right), gap)
+            gap_slots = _library_slots(schedule, slots[left] if left >= 0 else None, slots[right] if right < n else None)
+            _place_gap(kernels, slots, range(left + 1, right), gap_slots)
     by_name = set(anchors)
     return Placement(ops=tuple(s.name if s else None for s in slots),
                      how=tuple(("name" if j in by_name else "order") if s else "" for j, s in enumerate(slots)))
 
 
+def _misfit(kernels: Sequence[str], slots: list[_Slot]) -> int:
+    """How badly library kernels fit the library instructions between two placed kernels: calls (a main
+    kernel or a memcpy each) with no instruction, plus instructions that launched nothing."""
+    calls = sum(1 for k in kernels if _MAIN_KERNEL.search(k) or _MEMCPY.search(k))
+    if kernels and not calls and not all(_MEMSET.search(k) for k in kernels):
+        calls = 1
+    return abs(calls - len(slots))
+
+
 def _library_slots(schedule: KernelSchedule, left: _Slot | None, right: _Slot | None) -> list[_Slot]:
-    """The library instructions between two placed XLA kernels (either end may be open)."""
+    """The library instructions between two placed XLA kernels (either end may be open). A gap that crosses
+    into or out of a loop runs up to the control-flow instruction on each side; one that leaves a loop's
+    computation for the computation around it runs on there after the loop."""
     if left is not None and right is not None and left.computation == right.computation and left.index < right.index:
         between = schedule.slots[left.computation][left.index + 1:right.index]
+    elif left is None and right is None:
+        between = [s for slots in schedule.slots.values() for s in slots]
     else:
         between = []
         if left is not None:
-            between += schedule.slots[left.computation][left.index + 1:]
+            between += _until_control(schedule.slots[left.computation][left.index + 1:])
+            loop = schedule.run_by.get(left.computation)
+            if loop is not None and (right is None or right.computation == loop.computation):
+                outer = schedule.slots[loop.computation][loop.index + 1:right.index if right is not None else None]
+                return [s for s in between + _until_control(outer) if s.library]
         if right is not None:
-            between += schedule.slots[right.computation][:right.index]
-        if left is None and right is None:
-            between = [s for slots in schedule.slots.values() for s in slots]
+            before = schedule.slots[right.computation][:right.index]
+            start = max((i + 1 for i, s in enumerate(before) if s.control), default=0)
+            between += before[start:]
     return [s for s in between if s.library]
+
+
+def _until_control(slots: list[_Slot]) -> list[_Slot]:
+    stop = next((i for i, s in enumerate(slots) if s.control), len(slots))
+    return slots[:stop]
 
 
 def _place_gap(kernels: Sequence[str], slots: list[_Slot | None], rows: range, gap: list[_Slot]) -> None:

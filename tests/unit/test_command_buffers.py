@@ -14,53 +14,88 @@ _LIBRARY_MAINS = ["nvjet_sm90_tst_128x256_64x4_2x1_v_bz_NNT", "sm90_xmma_gemm_bf
                   "cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_32x6_nn_align8"]
 
 
+class _Generator:
+    """Random GPU programs and the kernels they launch as XLA would."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.stems = [f"{w}_fusion" for w in rng.choice(["loop_add", "input_reduce", "loop_convert", "fusion",
+                                                          "wrapped_mul", "loop_broadcast", "input_transpose"], 4,
+                                                         replace=False)]
+        self.counters: dict[str, int] = {}
+        self.first_of: dict[tuple, str] = {}
+
+    def _name(self, stem: str, dot: bool = True) -> str:
+        self.counters[stem] = self.counters.get(stem, -1) + 1
+        n = self.counters[stem]
+        return stem if n == 0 and not dot else f"{stem}.{n}"
+
+    def segment(self, first: Instruction, length: int) -> tuple[list[Instruction], list[str], list[str]]:
+        """Instructions after ``first`` (its operand), the kernels they launch and whose each kernel is."""
+        rng, insts, kernels, owner = self.rng, [first], [], []
+        for _ in range(length):
+            kind = rng.random()
+            if kind < 0.65:                                # an XLA fusion, maybe identical to an earlier one
+                stem = str(rng.choice(self.stems))
+                name = self._name(stem, dot=False)
+                dims = (int(rng.choice([4, 8])), 8)
+                inst = Instruction(name, "fusion", Shape("bf16", dims), [insts[-1].name], fusion_kind="kLoop",
+                                   called_computations=[f"fused_{name}"])
+                signature = (stem, dims, insts[-1].shape)
+                kernels.append(kernel_key(self.first_of.setdefault(signature, name)))
+                owner.append(name)
+            elif kind < 0.9:                               # a cuBLAS call: memset, GEMM, maybe a split-K reduce
+                name = self._name("custom-call")
+                inst = Instruction(name, "custom-call",
+                                   Shape("tuple", tuple_shapes=(Shape("bf16", (8, 8)), Shape("s8", (64,)))),
+                                   [insts[-1].name], custom_call_target="__cublas$lt$matmul")
+                launched = (["Memset 0"] if rng.random() < 0.6 else []) + [str(rng.choice(_LIBRARY_MAINS))]
+                if rng.random() < 0.3:
+                    launched.append("splitKreduce_kernel")
+                kernels += launched
+                owner += [name] * len(launched)
+            else:                                          # a copy run as a memcpy node
+                name = self._name("copy")
+                inst = Instruction(name, "copy", insts[-1].shape, [insts[-1].name])
+                kernels.append("memcpy32_post")
+                owner.append(name)
+            insts.append(inst)
+            if rng.random() < 0.3:                         # views launch nothing
+                insts.append(Instruction(f"bitcast.{self._name('bitcast')}", "bitcast", inst.shape, [inst.name]))
+        return insts, kernels, owner
+
+
 def _program(rng: np.random.Generator) -> tuple[HloModule, list[str], list[str]]:
-    """A random GPU program and the kernels it launches as XLA would: (module, kernels in order, the
-    instruction each kernel belongs to)."""
-    stems = [f"{w}_fusion" for w in rng.choice(["loop_add", "input_reduce", "loop_convert", "fusion", "wrapped_mul",
-                                                  "loop_broadcast", "input_transpose"], 4, replace=False)]
-    insts = [Instruction(f"p{i}", "parameter", Shape("bf16", (8, 8)), []) for i in range(2)]
-    kernels: list[str] = []
-    owner: list[str] = []
-    first_of: dict[tuple, str] = {}
-    counters: dict[str, int] = {}
-    for _ in range(int(rng.integers(20, 60))):
-        kind = rng.random()
-        if kind < 0.65:                                    # an XLA fusion, maybe identical to an earlier one
-            stem = str(rng.choice(stems))
-            counters[stem] = counters.get(stem, -1) + 1
-            name = stem if counters[stem] == 0 else f"{stem}.{counters[stem]}"
-            dims = (int(rng.choice([4, 8])), 8)
-            operand = insts[-1].name
-            inst = Instruction(name, "fusion", Shape("bf16", dims), [operand], fusion_kind="kLoop",
-                               called_computations=[f"fused_{name}"])
-            signature = (stem, dims, insts[-1].shape)
-            kernels.append(kernel_key(first_of.setdefault(signature, name)))
-            owner.append(name)
-        elif kind < 0.9:                                   # a cuBLAS call: memset, GEMM, maybe a split-K reduce
-            counters["custom-call"] = counters.get("custom-call", 0) + 1
-            name = f"custom-call.{counters['custom-call']}"
-            inst = Instruction(name, "custom-call", Shape("tuple", tuple_shapes=(Shape("bf16", (8, 8)), Shape("s8", (64,)))),
-                               [insts[-1].name], custom_call_target="__cublas$lt$matmul")
-            launched = (["Memset 0"] if rng.random() < 0.6 else []) + [str(rng.choice(_LIBRARY_MAINS))]
-            if rng.random() < 0.3:
-                launched.append("splitKreduce_kernel")
-            kernels += launched
-            owner += [name] * len(launched)
-        else:                                              # a copy run as a memcpy node
-            counters["copy"] = counters.get("copy", 0) + 1
-            name = f"copy.{counters['copy']}"
-            inst = Instruction(name, "copy", insts[-1].shape, [insts[-1].name])
-            kernels.append("memcpy32_post")
-            owner.append(name)
-        insts.append(inst)
-        if rng.random() < 0.3:                             # views launch nothing
-            insts.append(Instruction(f"bitcast.{len(insts)}", "bitcast", inst.shape, [inst.name]))
-    entry = Computation("main", insts, root=insts[-1].name, is_entry=True)
-    return HloModule("jit_step", {"main": entry}, "main"), kernels, owner
+    """A random GPU program, maybe with a loop (a scan's while: its body's kernels once per iteration), and the
+    kernels it launches in order with the instruction each belongs to."""
+    gen = _Generator(rng)
+    head = Instruction("p0", "parameter", Shape("bf16", (8, 8)), [])
+    computations: dict[str, Computation] = {}
+    pre, kernels, owner = gen.segment(head, int(rng.integers(5, 30)))
+    if rng.random() < 0.5:
+        trips = int(rng.integers(2, 5))
+        body_param = Instruction("body_p", "parameter", Shape("bf16", (8, 8)), [])
+        body, body_kernels, body_owner = gen.segment(body_param, int(rng.integers(3, 12)))
+        cond_name = gen._name("loop_compare_fusion", dot=False)
+        cond = [Instruction("cond_p", "parameter", Shape("bf16", (8, 8)), []),
+                Instruction(cond_name, "fusion", Shape("pred", ()), ["cond_p"], fusion_kind="kLoop")]
+        computations["body"] = Computation("body", body, root=body[-1].name)
+        computations["cond"] = Computation("cond", cond, root=cond_name)
+        loop = Instruction("while.1", "while", body[-1].shape, [pre[-1].name], called_computations=["cond", "body"])
+        for _ in range(trips):
+            kernels += [kernel_key(cond_name)] + body_kernels
+            owner += [cond_name] + body_owner
+        kernels.append(kernel_key(cond_name))
+        owner.append(cond_name)
+        post, post_kernels, post_owner = gen.segment(loop, int(rng.integers(2, 10)))
+        pre += post
+        kernels += post_kernels
+        owner += post_owner
+    computations["main"] = Computation("main", pre, root=pre[-1].name, is_entry=True)
+    return HloModule("jit_step", computations, "main"), kernels, owner
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(300))
 def test_generated_programs_place_every_kernel_on_its_instruction(seed):
     rng = np.random.default_rng(seed)
     module, kernels, owner = _program(rng)
