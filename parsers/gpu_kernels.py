@@ -140,6 +140,8 @@ class GpuKernelRows:
         op_codes = ordered(np.asarray(chunk.op.codes, dtype=np.int64))
         kernel = ordered(kernel)
         if launch is not None and (launch >= 0).any():
+            if "run_id" not in chunk.extra:   # a graph launch is one execution of its program (steps without annotations)
+                chunk.extra["run_id"] = np.where(launch >= 0, launch + 1, 0)
             op_codes = self._place(chunk, op_codes, kernel, ordered(launch), ordered(chunk.duration), order,
                                    kernel_names)
         starts = execution_starts(op_codes, kernel)

@@ -163,3 +163,12 @@ def test_what_the_chip_was_seen_to_reach_beside_its_datasheet(loaded):
     assert summary["seen_bandwidth"]["value"] == pytest.approx(calls["add"]["byte_per_s"], rel=0.10)
     projected = loaded["kernels"].retarget("h100-sxm").to_json()["summary"]
     assert projected["seen_flops"] is None        # seen on the H200, not on the chip projected onto
+
+
+def test_graph_launches_are_the_steps_of_a_trace_without_step_annotations(loaded):
+    """decode has no StepTraceAnnotation: each launch of the main program's command buffer is a step."""
+    steps = loaded["decode"].to_json()["summary"]["steps"]
+    truth = _truth("decode")
+    assert len(steps) == truth["config"]["steps"]
+    times = sorted(s["time_us"] for s in steps)
+    assert times[len(times) // 2] == pytest.approx(truth["calls"]["decode_step"]["us_per_call"], rel=0.20)
