@@ -82,6 +82,16 @@ class View:
         return from_analysis(self.result.to_json(), self.chip, (self.request, self.stamp, self.target_label))
 
     @property
+    def projected(self) -> str:
+        """One sentence for a tab whose figures are judged against a target the trace did not run on, else ""."""
+        analysis = self.analysis
+        if not analysis.projected or analysis.target is None:
+            return ""
+        measured = analysis.capture_chip.name if analysis.capture_chip is not None else "the capture chip"
+        return (f"Projected: bounds, roofline times, efficiency, gap and gain are judged against "
+                f"{analysis.target.name}; times are as measured on {measured}.")
+
+    @property
     def as_loaded(self) -> traceview.Analysis:
         """The analysis on the chip it was loaded with: views that do not depend on the chip (memory
         peaks) come from it, read once whatever chip the page judges on."""

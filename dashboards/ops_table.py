@@ -61,7 +61,7 @@ def render(view: View) -> None:
     st.caption(f"{len(shown)} of {len(ops)} ops. Times in microseconds, totals over all occurrences; "
                "judged = self time (in-flight time for an async start); gap = judged - roofline; "
                "exposed = a collective's time not hidden behind compute. "
-               "Click a row to open it in Op detail.")
+               "Click a row to open it in Op detail." + (f" {view.projected}" if view.projected else ""))
     event = st.dataframe(
         shown, hide_index=True, width="stretch", height=520, on_select="rerun",
         selection_mode="single-row", key="op_table",

@@ -155,10 +155,17 @@ def _parts(_front: Front, key: tuple) -> Parts:
     return build_parts(_front)
 
 
+def projected_note(front: Front) -> str:
+    """" (projected onto CHIP)" when the record's target is not the chip the trace ran on, else ""."""
+    target = front.record.get("target") or {}
+    return f" (projected onto {target.get('name')})" if target.get("projected") else ""
+
+
 def render(front: Front) -> None:
     s = front.summary
     p = parts(front)
-    _advice(p.advice)
+    projected = projected_note(front)
+    _advice(p.advice, projected)
     steps = p.steps
     cols = st.columns(5)
     active, listed = s.get("active_devices") or 0, len(front.record["devices"])
@@ -168,25 +175,25 @@ def render(front: Front) -> None:
     cols[3].metric("projected MFU" if s.get("projected") else "MFU", fmt_share(s.get("mfu")),
                    help=(f"model FLOPs / (span x active devices x the {s.get('mfu_peak_dtype')} peak of the target)"
                          if s.get("mfu") is not None else f"unknown: {s.get('mfu_reason')}"))
-    cols[4].metric("roofline efficiency", fmt_share(s.get("efficiency")),
+    cols[4].metric("projected roofline efficiency" if projected else "roofline efficiency", fmt_share(s.get("efficiency")),
                    help=s.get("efficiency_definition") or s.get("efficiency_reason") or "")
 
     split = p.split
     if p.split_chart is not None:
-        st.markdown("**Where the time goes** ("
+        st.markdown(f"**Where the time goes**{projected} ("
                     + ", ".join(f"{b} {fmt_pct(x)}" for b, x in zip(split["bound"], split["share"])) + ")")
         st.html(p.split_chart)
     else:
         st.info("No target chip: ops are not roofline-judged. Pick a target in the sidebar.")
 
     if p.sentences:
-        st.markdown(f"**Biggest gaps**, ranked by what can be won ({GAIN_DEFINITION})")
+        st.markdown(f"**Biggest gaps**{projected}, ranked by what can be won ({GAIN_DEFINITION})")
         st.markdown("\n".join(f"1. {x}" for x in p.sentences))
 
     left, right = st.columns([1, 1])
     with left:
         if p.steps_chart is not None:
-            st.markdown("**Steps** (per device: time by bound and idle, the mean over the step's devices" + (
+            st.markdown(f"**Steps**{projected} (per device: time by bound and idle, the mean over the step's devices" + (
                 f"; the first {MAX_STEP_BARS} of {len(steps)} steps)" if len(steps) > MAX_STEP_BARS else ")"))
             st.html(p.steps_chart)
     with right:
@@ -198,11 +205,12 @@ def render(front: Front) -> None:
                    + (f"; {len(s['inactive_devices'])} devices ran no op" if s.get("inactive_devices") else ""))
 
 
-def _advice(rows: list[dict]) -> None:
-    """What to fix first: one line per item, ranked by projected saving, with a button to its tab."""
+def _advice(rows: list[dict], projected: str = "") -> None:
+    """What to fix first: one line per item, ranked by estimated saving, with a button to its tab."""
     if not rows:
         return
-    st.markdown("**What to fix first** (ranked by projected saving; savings of different items may overlap)")
+    st.markdown(f"**What to fix first**{projected} (ranked by estimated saving in wall time; savings of different "
+                "items may overlap)")
     for row in rows:
         text, link = st.columns([7, 1], vertical_alignment="center")
         text.markdown(f"{row['rank']}. **{markdown_text(row['title'])}**: {row['saving']}")

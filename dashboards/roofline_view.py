@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from traceview.analysis.roofline import ridge_point
 from traceview.dashboards import selection
 from traceview.dashboards.data import View
-from traceview.render.charts import altair_chart, roofline_points, unplaceable_ops
+from traceview.render.charts import altair_chart, ridge_text, roofline_points, unplaceable_ops
 from traceview.render.escape import markdown_text
 from traceview.units import fmt_si
 
@@ -29,16 +28,19 @@ def render(view: View) -> None:
         st.info("No target chip: pick one in the sidebar to draw the roofline.")
         return
     points = roofline_points(view.analysis.ops)
-    ridge = ridge_point(chip)
+    ridge = ridge_text(chip, view.analysis.ops)       # the peaks the chart draws
     peaks = ", ".join(f"{k} {fmt_si(v, 'FLOP/s')}" for k, v in chip.peak_flops.items())
     st.caption(f"{markdown_text(chip.name)}: {peaks}; HBM {fmt_si(chip.hbm_bandwidth, 'B/s')}"
-               + (f"; ridge point {ridge:.0f} FLOPs/byte" if ridge else "")
+               + (f"; {markdown_text(ridge)}" if ridge else "")
                + f". {len(points)} of {len(view.ops)} ops have FLOPs and bytes to plot; point area ~ time. "
-               "Click a point to open it in Op detail.")
+               "Click a point to open it in Op detail."
+               + (f" {view.projected} A point's rate is the one measured there." if view.projected else ""))
     if points.empty:
         st.info("No op has both FLOPs and bytes (is the trace's HLO missing?).")
     else:
-        event = st.altair_chart(altair_chart(points, chip, ops=view.analysis.ops), on_select="rerun",
+        measured_on = view.analysis.capture_chip.name if view.projected and view.analysis.capture_chip else None
+        event = st.altair_chart(altair_chart(points, chip, ops=view.analysis.ops, measured_on=measured_on),
+                                on_select="rerun",
                                 key="roofline_chart", width="stretch")
         selection.select_if_changed("chart", clicked_op(event))
     rest = unplaceable_ops(view.analysis.ops)

@@ -290,7 +290,8 @@ def render(view: View) -> None:
             return
     tl = _cached_timeline(view, key, step, limit, host)
     st.caption(tl.note + ". Hover a bar for the op, click it to open it in Op detail; drag or scroll to zoom; "
-               "colour = bound on the target; idle = time no op of the device runs.")
+               "colour = bound on the target; idle = time no op of the device runs."
+               + (f" {view.projected}" if view.projected else ""))
     if tl.bars.empty:
         st.info("No device ops to draw in this window.")
         return

@@ -70,6 +70,20 @@ def fmt_si(value: float | None, unit: str = "") -> str:
     return f"{value:.3g} {unit}".rstrip()
 
 
+def fmt_bytes(n: float | None) -> str:
+    """A memory size (capacity, peak, buffer, headroom, budget) in binary units, as memory is counted:
+    1.50 GiB. Data moved (bytes accessed, collective bytes) and rates are decimal: ``fmt_si(n, "B")``
+    (docs/architecture.md, Conventions)."""
+    if n is None or n != n:
+        return "-"
+    sign = "-" if n < 0 else ""
+    n = abs(n)
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{sign}{n / size:.2f} {unit}"
+    return f"{sign}{int(n)} B"
+
+
 def fmt_pct(value: float | None) -> str:
     if value is None or value != value:
         return "-"

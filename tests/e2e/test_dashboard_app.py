@@ -92,7 +92,8 @@ def check_against_cli(at: AppTest, cli: dict) -> None:
     text = page_text(at)
     total = sum(s["time_by_bound_us"].values())
     split = ", ".join(f"{b} {fmt_pct(s['time_by_bound_us'][b] / total)}" for b in BOUNDS)
-    assert f"**Where the time goes** ({split})" in text
+    projected = f" (projected onto {cli['target']['name']})" if cli["target"].get("projected") else ""
+    assert f"**Where the time goes**{projected} ({split})" in text
     # the bar under it (HTML, dashboards/bars.py): a box per bound with time, its tooltip the CLI's figures
     bar = next(h.proto.body for h in at.get("html") if 'aria-label="time by bound' in h.proto.body)
     for b in BOUNDS:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from traceview.advice.findings import UNQUANTIFIED, Advice, AdviceContext
-from traceview.units import fmt_pct, fmt_si, fmt_time_us
+from traceview.units import fmt_bytes, fmt_pct, fmt_si, fmt_time_us
 
 TOP_OPS = 3
 MIN_SHARE = 0.01
@@ -172,7 +172,7 @@ def memory_provider(context: AdviceContext) -> Iterable[Advice]:
         return []
     where, room = max(peaks, key=lambda p: p[1].peak_bytes / p[1].capacity_bytes)
     used = room.peak_bytes / room.capacity_bytes
-    evidence = (f"{where}: peak {fmt_si(room.peak_bytes, 'B')} of {fmt_si(room.capacity_bytes, 'B')} on "
+    evidence = (f"{where}: peak {fmt_bytes(room.peak_bytes)} of {fmt_bytes(room.capacity_bytes)} on "
                 f"{room.target} ({fmt_pct(used)})", UNQUANTIFIED)
     fixes = {True: "rematerialise (jax.checkpoint), shard the optimizer state (FSDP), or offload to the host",
              False: "raise the batch (or the sequence length) until the peak nears capacity, or rematerialise less"}
@@ -181,7 +181,7 @@ def memory_provider(context: AdviceContext) -> Iterable[Advice]:
     if used > MEMORY_TIGHT:
         title = f"memory: peak at {fmt_pct(used)} of capacity: too close (a larger batch will not fit)"
     elif used < MEMORY_ROOMY:
-        title = (f"memory: peak at {fmt_pct(used)} of capacity ({fmt_si(room.headroom_bytes, 'B')} free): "
+        title = (f"memory: peak at {fmt_pct(used)} of capacity ({fmt_bytes(room.headroom_bytes)} free): "
                  "headroom for a larger batch or less rematerialisation")
     else:
         return []

@@ -150,15 +150,17 @@ class Analysis:
         """The views' blocks in the ``analyze`` text and Markdown reports, in the order printed: what to fix
         first (with idle causes and stragglers), where in the model, serving."""
         from traceview.render.advice import advice_sections
-        from traceview.render.analyze import Section
+        from traceview.render.analyze import Section, projected_label
         from traceview.render.scopes import top_scope_lines
 
-        sections = advice_sections(self.advice())
+        projected = projected_label(self.pipeline)    # savings judged against a chip the trace did not run on
+        sections = [dataclasses.replace(s, title=s.title + projected) if s.title == "What to fix first" else s
+                    for s in advice_sections(self.advice())]
         tree = self.scope_tree()
         top = tree.top_by_gain(3)
         if not top.empty:
-            sections.append(Section("Where in the model: scopes with most to gain (traceview scopes PATH for the tree)",
-                                    tuple(top_scope_lines(top, tree.total_us, tree.overlap))))
+            sections.append(Section(f"Where in the model: scopes with most to gain{projected} (traceview scopes PATH "
+                                    "for the tree)", tuple(top_scope_lines(top, tree.total_us, tree.overlap))))
         if self._serving_found:
             from traceview.render.inference import section_lines
 
@@ -309,7 +311,7 @@ class Analysis:
 
     def advice(self) -> AdviceReport:
         """Why the devices were idle (causes per device and per step), stragglers, and one list of what to
-        fix first ranked by projected saving (ops, mesh axes, idle causes, memory): ``items[i]`` is an
+        fix first ranked by estimated saving in wall time (ops, mesh axes, idle causes, memory): ``items[i]`` is an
         ``advice.findings.Advice``; ``advice_json()`` is the ``advice`` list of ``analyze --format json``."""
         if self._advice is None:
             from traceview.advice.view import advice_report

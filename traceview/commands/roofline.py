@@ -29,8 +29,14 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf", ".html")
 
 def run(args: argparse.Namespace) -> int:
     from traceview.analysis.record import op_records
-    from traceview.analysis.roofline import ridge_point
-    from traceview.render.charts import roofline_points, save_plot, unplaceable_note, unplaceable_ops
+    from traceview.render.charts import (
+        drawn_ridge_points,
+        ridge_text,
+        roofline_points,
+        save_plot,
+        unplaceable_note,
+        unplaceable_ops,
+    )
 
     if args.plot and not args.plot.lower().endswith(PLOT_SUFFIXES):
         raise UserError(f"{args.plot}: the plot must be .png, .svg, .pdf or .html")
@@ -40,20 +46,29 @@ def run(args: argparse.Namespace) -> int:
                         "(`traceview hardware` lists them)")
     points = roofline_points(analysis.ops)
     if args.plot:
-        save_plot(points, analysis.target, args.plot, ops=analysis.ops)
+        measured_on = analysis.capture_chip.name if analysis.projected and analysis.capture_chip is not None else None
+        save_plot(points, analysis.target, args.plot, ops=analysis.ops, measured_on=measured_on)
         print(f"wrote {args.plot}: {len(points)} of {len(analysis.ops)} ops on the {analysis.target.name} roofline",
               file=sys.stderr)
     note = unplaceable_note(analysis.ops)
+    ridges = drawn_ridge_points(analysis.target, analysis.ops)   # the peaks the chart draws, the program's first
     if args.format == "json":
-        text = jsontext.dumps({"target": analysis.target.name, "ridge_point": ridge_point(analysis.target),
+        text = jsontext.dumps({"target": analysis.target.name, "projected": bool(analysis.projected),
+                               "ridge_point": ridges[0][2] if ridges else None,
+                               "ridge_point_dtype": ridges[0][0] if ridges else None,
+                               "ridge_points": {dtype: ridge for dtype, _, ridge in ridges},
                            "points": op_records(points),
                            "not_placed": op_records(unplaceable_ops(analysis.ops))}) + "\n"
     else:
-        ridge = ridge_point(analysis.target)
+        ridge = ridge_text(analysis.target, analysis.ops)
         rows = [[r["module"], r["op"], r["bound"], f"{r['intensity']:.3g}", fmt_si(r["achieved_flops"], "FLOP/s"),
                  fmt_time_us(r["time_us"])] for r in points.sort_values("time_us", ascending=False).head(30)
                 .to_dict("records")]
-        text = (f"{analysis.target.name}: ridge point {ridge:.0f} FLOPs/byte (bf16)\n" if ridge else "") + \
+        measured = analysis.capture_chip.name if analysis.capture_chip is not None else "the capture chip"
+        projected = (f"projected: the points are the rates measured on {measured}, placed on "
+                     f"{analysis.target.name}'s roofline; bound as judged on {analysis.target.name}\n"
+                     if analysis.projected else "")
+        text = projected + (f"{analysis.target.name}: {ridge}\n" if ridge else "") + \
             text_table(["module", "op", "bound", "FLOPs/byte", "achieved", "time"], rows, "lllrrr") + "\n" + \
             (note + "\n" if note else "")
     write_output(text, args.output)

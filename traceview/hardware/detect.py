@@ -15,7 +15,7 @@ from typing import Any
 
 from traceview.hardware.chips import Chip
 from traceview.parsers.profile import Device
-from traceview.units import fmt_si
+from traceview.units import fmt_bytes, fmt_si
 
 
 def _float(value: Any) -> float | None:
@@ -177,7 +177,7 @@ def _gpu_facts(device: Device) -> dict[str, Any]:
 def _detect_gpu(device: Device, db: dict[str, Chip]) -> tuple[Chip | None, list[str]]:
     facts = _gpu_facts(device)
     described = (f"vendor {facts['vendor'] or '?'}, model {facts['model'] or '?'}, compute capability "
-                 f"{facts['cc'] or '?'}, {facts['cores'] or '?'} cores, memory {fmt_si(facts['memory'], 'B')}")
+                 f"{facts['cc'] or '?'}, {facts['cores'] or '?'} cores, memory {fmt_bytes(facts['memory'])}")
     gpus = [c for c in db.values() if c.kind == "GPU"]
     if facts["vendor"]:
         vendor = str(facts["vendor"]).lower().replace("advanced micro devices", "amd")
@@ -253,7 +253,7 @@ def device_model_name(device: Device) -> str:
     if device.core_count:
         parts.append(f"{device.core_count} {'CUs' if is_amd else 'SMs' if device.kind == 'GPU' else 'cores'}")
     if device.memory_bytes:
-        parts.append(fmt_si(float(device.memory_bytes), "B"))
+        parts.append(fmt_bytes(float(device.memory_bytes)))
     if not parts:
         return vendor or "-"
     head = f"{vendor} {parts[0]}" if vendor else parts[0]

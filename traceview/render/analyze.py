@@ -76,6 +76,18 @@ def _device_rows(analysis: PipelineResult) -> list[list[str]]:
     return rows
 
 
+def projected_label(analysis: PipelineResult) -> str:
+    """" (projected onto CHIP)" for figures judged against a target the trace did not run on, else ""."""
+    if not analysis.projected or analysis.target is None:
+        return ""
+    return f" (projected onto {analysis.target.name})"
+
+
+def _proj(analysis: PipelineResult, header: str) -> str:
+    """A column header, marked "proj." when its figures are a projection."""
+    return f"proj. {header}" if analysis.projected else header
+
+
 def _bound_cells(row: dict, total_ps: float) -> list[str]:
     return [fmt_pct(row.get(f"{b}_ps", 0) / total_ps) if total_ps else "-" for b in (*BOUNDS, "idle")]
 
@@ -89,7 +101,7 @@ def _step_rows(analysis: PipelineResult, limit: int = 20) -> tuple[list[str], li
         headers.append("projected")
         align += "r"
     if has_bounds:
-        headers += [*BOUNDS, "idle"]
+        headers += [_proj(analysis, b) for b in BOUNDS] + ["idle"]
         align += "r" * (len(BOUNDS) + 1)
     rows = []
     for row in analysis.steps.head(limit).to_dict("records"):
@@ -118,8 +130,9 @@ def _op_table(analysis: PipelineResult, top: int, on: bool) -> tuple[list[str], 
     align = ("l" if per_device else "") + "lllrrr"
     if judged:
         projected = "projected_time_ps" in ops.columns
-        headers += ["bound", "judged"] + (["projected"] if projected else []) + [
-            "roofline", "eff.", "gap", "gain"] + (["wall gain"] if wall else []) + ["FLOPs", "bytes", "dtype"]
+        headers += [_proj(analysis, "bound"), "judged"] + (["projected"] if projected else []) + [
+            _proj(analysis, h) for h in ("roofline", "eff.", "gap", "gain", *(("wall gain",) if wall else ()))] + [
+            "FLOPs", "bytes", "dtype"]
         align += "lr" + ("r" if projected else "") + "rrrr" + ("r" if wall else "") + "rrl"
     # The same module name compiled twice (another shape) is told apart as XProf does: "jit_dot(49)".
     key = (["device"] if per_device else []) + ["module", "op"]
@@ -181,7 +194,9 @@ def _summary_lines(analysis: PipelineResult, mesh_line: str | None) -> list[str]
             lines.append(f"target {chip.name} ({how})")
         by_bound = s["time_by_bound_ps"]
         denominator = sum(by_bound.values()) or 1
-        lines.append("time by bound (share of busy + idle, measured): " + ", ".join(
+        what = (f"share of busy + idle measured on {analysis.capture_chip.name if analysis.capture_chip else '?'}, "
+                f"bounds projected onto {chip.name}") if analysis.projected else "share of busy + idle, measured"
+        lines.append(f"time by bound ({what}): " + ", ".join(
             f"{name} {fmt_pct(value / denominator)}" for name, value in by_bound.items()))
         label = "projected MFU" if analysis.projected else "MFU"
         if s.get("mfu") is not None:
@@ -191,15 +206,32 @@ def _summary_lines(analysis: PipelineResult, mesh_line: str | None) -> list[str]
             mfu = f"{label} {fmt_share(s['mfu'])} ({used})"
         else:
             mfu = f"{label} unknown ({s.get('mfu_reason') or 'no FLOP count'})"
+        eff_label = "projected roofline efficiency" if analysis.projected else "roofline efficiency"
         if s.get("efficiency") is not None:
-            eff = f"roofline efficiency {fmt_share(s['efficiency'])} (program level: max(FLOPs/peak, bytes/HBM) " \
+            eff = f"{eff_label} {fmt_share(s['efficiency'])} (program level: max(FLOPs/peak, bytes/HBM) " \
                   "/ busy + idle)"
         else:
-            eff = f"roofline efficiency unknown ({s.get('efficiency_reason')})"
+            eff = f"{eff_label} unknown ({s.get('efficiency_reason')})"
         lines.append(f"{mfu}; {eff}")
+        seen = None if analysis.projected else _seen_line(s, "memory" if chip.kind == "CPU" else "HBM")
+        if seen:
+            lines.append(seen)
     if mesh_line:
         lines.append(mesh_line)
     return lines
+
+
+def _seen_line(summary: dict, memory: str) -> str | None:
+    """What the chip reached in this trace beside its datasheet peaks (the roofline keeps the datasheet)."""
+    parts = []
+    for key, unit, what in (("seen_flops", "FLOP/s", "{dtype}"), ("seen_bandwidth", "B/s", memory)):
+        seen = summary.get(key)
+        if not seen:
+            continue
+        share = f"{fmt_share(seen['share_of_peak'])} of the datasheet peak, " if seen.get("share_of_peak") else ""
+        label = what.format(dtype=seen.get("peak_dtype") or "")
+        parts.append(f"{fmt_si(seen['value'], unit)} {label} ({share}by {seen['op']})")
+    return "seen in this trace: " + ", ".join(parts) if parts else None
 
 
 def target_how(source: str | None) -> str:
@@ -224,7 +256,7 @@ def analysis_text(analysis: PipelineResult, top: int = 20, colour_enabled: bool 
     out += [colour("Summary", "bold", on), *("  " + line for line in _summary_lines(analysis, mesh_line)), ""]
     for section in sections:
         out += _section_text(section, on)
-    out.append(colour("Steps", "bold", on))
+    out.append(colour("Steps", "bold", on) + projected_label(analysis))
     if analysis.steps.empty:
         out.append("  no steps found")
     else:
@@ -234,7 +266,7 @@ def analysis_text(analysis: PipelineResult, top: int = 20, colour_enabled: bool 
             out.append(f"  ... {len(analysis.steps) - 20} more steps")
     out.append("")
     if "gain_ps" in analysis.ops.columns:
-        out.append(colour(f"Top {top} ops by gain", "bold", on) + f"  ({GAIN_DEFINITION}; gap = judged - "
+        out.append(colour(f"Top {top} ops by gain{projected_label(analysis)}", "bold", on) + f"  ({GAIN_DEFINITION}; gap = judged - "
                    "roofline time, the op's own distance from its roofline; judged = self time, or in-flight "
                    "time for an async start)")
     else:
@@ -257,7 +289,8 @@ def analysis_markdown(analysis: PipelineResult, top: int = 20, mesh_line: str | 
     if not analysis.steps.empty:
         headers, rows, align = _step_rows(analysis)
         out += [markdown_table(headers, rows, align), ""]
-    out += [f"### Top {top} ops by gain", "", f"_{GAIN_DEFINITION}; gap = judged - roofline time._", ""]
+    out += [f"### Top {top} ops by gain{markdown_text(projected_label(analysis))}", "",
+            f"_{GAIN_DEFINITION}; gap = judged - roofline time._", ""]
     headers, rows, align = _op_table(analysis, top, False)
     out.append(markdown_table(headers, rows, align))
     if analysis.warnings:

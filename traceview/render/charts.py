@@ -125,6 +125,22 @@ def applicable_roofs(chip: Chip, ops: pd.DataFrame | None) -> tuple[list[str], b
     return roofs, link
 
 
+def drawn_ridge_points(chip: Chip, ops: pd.DataFrame | None) -> list[tuple[str, float, float]]:
+    """(dtype class, peak FLOP/s, ridge point in FLOPs/byte) of each peak the chart draws (applicable_roofs),
+    so the text names the same peak as the chart: on a CPU running f32 that is the fp32 peak, not bf16."""
+    if not chip.hbm_bandwidth:
+        return []
+    dtypes, _ = applicable_roofs(chip, ops)
+    return [(d, chip.peak_flops[d], chip.peak_flops[d] / chip.hbm_bandwidth) for d in dtypes]
+
+
+def ridge_text(chip: Chip, ops: pd.DataFrame | None) -> str:
+    """"ridge point 10 FLOPs/byte (fp32 peak 500 GFLOP/s / HBM 50 GB/s)", one per drawn peak; "" if none."""
+    parts = [f"{ridge:.0f} FLOPs/byte ({dtype} peak {fmt_si(peak, 'FLOP/s')} / HBM {fmt_si(chip.hbm_bandwidth, 'B/s')})"
+             for dtype, peak, ridge in drawn_ridge_points(chip, ops)]
+    return ("ridge point " + ", ".join(parts)) if parts else ""
+
+
 def roofline_lines(chip: Chip, x_min: float, x_max: float, ops: pd.DataFrame | None = None) -> pd.DataFrame:
     """Piecewise lines: min(peak, bandwidth x intensity) per dtype, plus the interconnect slope.
 
@@ -172,8 +188,14 @@ def _roof_label_rows(lines: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(picks)
 
 
+def chart_title(chip: Chip, measured_on: str | None = None) -> str:
+    """The chart's title; ``measured_on``: the capture chip when it is not ``chip`` (a projection)."""
+    projected = f" (projected: rates measured on {measured_on})" if measured_on else ""
+    return f"Roofline on {chip.name}{projected}: one point per op, area ~ time"
+
+
 def altair_chart(points: pd.DataFrame, chip: Chip, width: int = 700, height: int = 450,
-                 ops: pd.DataFrame | None = None):
+                 ops: pd.DataFrame | None = None, measured_on: str | None = None):
     """An interactive log-log roofline (tooltips; click selects an op: selection name 'op').
 
     Each roof has its own colour, dash and label; the points with the most time carry their
@@ -212,7 +234,7 @@ def altair_chart(points: pd.DataFrame, chip: Chip, width: int = 700, height: int
     labels = alt.Chart(points).mark_text(align="left", dx=8, dy=-6, fontSize=10, color="#222").encode(
         x=px, y=py, text="label:N")
     note = unplaceable_note(ops) if ops is not None else ""
-    title = alt.TitleParams(f"Roofline on {chip.name}: one point per op, area ~ time",
+    title = alt.TitleParams(chart_title(chip, measured_on),
                             subtitle=_wrap(note) if note else alt.Undefined, anchor="start")
     return alt.layer(roof, roof_text, dots, labels).resolve_scale(color="independent").properties(
         width=width, height=height, title=title)
@@ -223,13 +245,14 @@ def _wrap(text: str, width: int = 110) -> list[str]:
     return textwrap.wrap(text, width)
 
 
-def save_plot(points: pd.DataFrame, chip: Chip, path: str | Path, ops: pd.DataFrame | None = None) -> Path:
+def save_plot(points: pd.DataFrame, chip: Chip, path: str | Path, ops: pd.DataFrame | None = None,
+              measured_on: str | None = None) -> Path:
     """Write the chart: .png / .svg / .pdf with matplotlib, .html with Altair (Vega inlined: works offline)."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".html":
         try:
-            altair_chart(points, chip, ops=ops).save(str(path), inline=True)
+            altair_chart(points, chip, ops=ops, measured_on=measured_on).save(str(path), inline=True)
         except ImportError as exc:
             raise UserError("an .html roofline needs altair and vl-convert-python: "
                             "pip install 'traceview[dashboard]'") from exc
@@ -264,7 +287,7 @@ def save_plot(points: pd.DataFrame, chip: Chip, path: str | Path, ops: pd.DataFr
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOPs / byte)")
     ax.set_ylabel("achieved FLOP/s")
-    ax.set_title(f"Roofline on {chip.name}: one point per op, area ~ time")
+    ax.set_title(chart_title(chip, measured_on))
     ax.grid(True, which="both", alpha=0.2)
     ax.legend(fontsize=8, loc="lower right")
     if note:

@@ -13,7 +13,7 @@ def _cell(value: float | None, scale: float) -> str:
 
 def format_hardware_table(db: dict[str, Chip]) -> str:
     """A plain-text table of every chip (``traceview hardware``)."""
-    header = ["chip", "kind", "bf16 TFLOP/s", "fp8 TFLOP/s", "fp32 TFLOP/s", "HBM GB/s", "HBM GB",
+    header = ["chip", "kind", "bf16 TFLOP/s", "fp8 TFLOP/s", "fp32 TFLOP/s", "HBM GB/s", "HBM GiB",
               "ridge bf16", "link GB/s", "egress GB/s", "aliases"]
     rows = []
     for chip in db.values():
@@ -23,7 +23,7 @@ def format_hardware_table(db: dict[str, Chip]) -> str:
             chip.name + (" *" if chip.assumption else ""), chip.kind,
             _cell(chip.peak_flops.get("bf16"), 1e12), _cell(chip.peak_flops.get("fp8"), 1e12),
             _cell(chip.peak_flops.get("fp32"), 1e12), _cell(chip.hbm_bandwidth, 1e9),
-            _cell(chip.hbm_capacity, 1e9), "-" if ridge is None else f"{ridge:.0f}",
+            _cell(chip.hbm_capacity, 2**30), "-" if ridge is None else f"{ridge:.0f}",
             _cell(ic.link_bandwidth if ic else None, 1e9), _cell(ic.egress_bandwidth if ic else None, 1e9),
             ", ".join(chip.aliases),
         ])

@@ -17,7 +17,7 @@ from traceview.history.changes import Change
 from traceview.history.trends import HistoryReport, Series
 from traceview.render.escape import markdown_text, terminal_lines, terminal_text, xml_text
 from traceview.render.tables import markdown_table, text_table
-from traceview.units import fmt_pct, fmt_si, fmt_time_us
+from traceview.units import fmt_bytes, fmt_pct, fmt_time_us
 from traceview.version import __version__
 
 FORMATS = ("table", "json", "markdown", "html", "junit")
@@ -47,8 +47,8 @@ def fmt_value(value: float | None, unit: str) -> str:
         return fmt_time_us(value)
     if unit == "fraction":
         return fmt_pct(value)
-    if unit == "bytes":
-        return fmt_si(value, "B")
+    if unit == "bytes":      # the history's byte metrics are memory peaks: binary units
+        return fmt_bytes(value)
     return f"{value:.4g}"
 
 

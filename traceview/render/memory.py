@@ -7,7 +7,7 @@ import re
 from traceview.memory.headroom import Headroom
 from traceview.memory.view import MemoryReport
 from traceview.render.tables import markdown_table, text_table
-from traceview.units import PS_PER_US, json_scalar
+from traceview.units import PS_PER_US, fmt_bytes, json_scalar
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
@@ -21,18 +21,6 @@ def _term(text: object) -> str:
 def _md(text: object) -> str:
     """A name from a trace, literal in Markdown (no markup, no HTML)."""
     return _MD_SPECIAL.sub(r"\\\1", _term(text))
-
-
-def fmt_bytes(n: float | None) -> str:
-    """Binary units, as memory is counted: 1.50 GiB."""
-    if n is None:
-        return "-"
-    sign = "-" if n < 0 else ""
-    n = abs(n)
-    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{sign}{n / size:.2f} {unit}"
-    return f"{sign}{int(n)} B"
 
 
 def _us(ps: int | None, origin: int) -> float | None:

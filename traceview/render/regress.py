@@ -13,7 +13,7 @@ from traceview.regress.check import Check, Verdict, run_checks
 from traceview.regress.diff import Diff, Pair
 from traceview.render.escape import markdown_code, markdown_text, terminal_lines, xml_text
 from traceview.render.tables import colour, markdown_table, text_table, use_colour
-from traceview.units import PS_PER_US, fmt_pct, fmt_si, fmt_time_us, json_scalar, number
+from traceview.units import PS_PER_US, fmt_bytes, fmt_pct, fmt_si, fmt_time_us, json_scalar, number
 from traceview.version import __version__
 from traceview.vocabulary import BOUNDS_AND_IDLE
 
@@ -33,13 +33,16 @@ def _change(value) -> str:
     return f"{value:+.1%}"
 
 
-def _value(value, unit: str) -> str:
+def _value(value, unit: str, kind: str = "") -> str:
+    """A check's figure: times, shares, memory sizes in binary units, FLOPs and bytes moved in decimal ones."""
     if number(value) is None:
         return "-"
     if unit == "ps":
         return _time(value)
     if unit == "fraction":
         return fmt_pct(value)
+    if unit == "bytes" and kind == "memory":
+        return fmt_bytes(value)
     return fmt_si(value, "B" if unit == "bytes" else "")
 
 
@@ -109,7 +112,7 @@ def _check_rows(checks: list[Check], on: bool = False) -> list[list[str]]:
     rows = []
     for c in checks:
         result = "not gated" if not c.gated else colour("ok", "green", on) if c.passed else colour("FAIL", "red", on)
-        rows.append([c.name, c.statistic or "-", _value(c.baseline, c.unit), _value(c.current, c.unit),
+        rows.append([c.name, c.statistic or "-", _value(c.baseline, c.unit, c.kind), _value(c.current, c.unit, c.kind),
                      _change(c.change), _interval(c), _limit(c), result, c.detail])
     return rows
 
@@ -440,7 +443,8 @@ def diff_junit(diff: Diff, verdict: Verdict | None = None) -> str:
     ET.SubElement(props, "property", name="current", value=diff.new.label)
     for c in verdict.checks:
         case = ET.SubElement(suite, "testcase", classname=f"traceview.{c.kind or 'check'}", name=c.name, time="0")
-        summary = (f"{c.name} ({c.statistic or '-'}): {_value(c.baseline, c.unit)} -> {_value(c.current, c.unit)} "
+        summary = (f"{c.name} ({c.statistic or '-'}): {_value(c.baseline, c.unit, c.kind)} -> "
+                   f"{_value(c.current, c.unit, c.kind)} "
                    f"({_change(c.change)}; limit {_limit(c)}; interval {_interval(c)})")
         if not c.gated:
             ET.SubElement(case, "skipped", message=c.detail)

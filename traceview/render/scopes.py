@@ -50,7 +50,7 @@ def node_record(row: dict, judged: bool) -> dict[str, Any]:
 def scopes_json(tree: ScopeTree, depth: int | None = None) -> dict[str, Any]:
     """The ``traceview scopes --format json`` contract (DESIGN.md; docs/scopes.md defines each field)."""
     return {
-        "by": tree.by, "total_us": json_scalar(tree.total_us), "unattributed_us": json_scalar(tree.unattributed_us),
+        "by": tree.by, "projected_onto": tree.projected_onto, "total_us": json_scalar(tree.total_us), "unattributed_us": json_scalar(tree.unattributed_us),
         "attributed_share": json_scalar(tree.attributed_share),
         "busy_us": json_scalar(tree.overlap.busy_ps / 1e6),
         "wall_per_op_time": json_scalar(tree.overlap.factor),
@@ -96,6 +96,7 @@ def _rows(tree: ScopeTree, depth: int | None, markdown: bool) -> list[list[str]]
 HEADERS = ["scope", "total", "share", "self", "gain", "wall gain", "bound", "efficiency", "fwd / bwd / other",
            "FLOPs", "bytes", "ops"]
 ALIGN = "lrrrrrlrrrrr"
+PROJECTED = ("gain", "wall gain", "bound", "efficiency")    # the columns a --target projection judges
 
 
 def _headline(tree: ScopeTree) -> list[str]:
@@ -107,12 +108,14 @@ def _headline(tree: ScopeTree) -> list[str]:
              "wall gain: the same in wall time, at most the busy time"]
     if tree.overlap.overlapped:
         lines.append(tree.overlap.describe())
+    if tree.projected_onto:
+        lines.append(f"gain, wall gain, bound, efficiency: projected onto {tree.projected_onto} (times as measured)")
     return lines
 
 
 def scopes_text(tree: ScopeTree, depth: int | None = None, markdown: bool = False) -> str:
     """The tree as an indented table (terminal) or a Markdown table."""
-    headers = list(HEADERS)
+    headers = [f"proj. {h}" if tree.projected_onto and h in PROJECTED else h for h in HEADERS]
     if tree.by == "source":
         headers[0] = "file / function / line"
     rows = _rows(tree, depth, markdown)

@@ -52,6 +52,7 @@ class ScopeTree:
     judged: bool
     warnings: list[str] = field(default_factory=list)
     overlap: Overlap = field(default_factory=lambda: Overlap(0.0, 0.0))
+    projected_onto: str | None = None    # the target, when it is not the chip the trace ran on
 
     @property
     def attributed_share(self) -> float | None:
@@ -176,7 +177,7 @@ def build_scopes(analysis: PipelineResult, by: str = "scope") -> ScopeTree:
     if overlap.overlapped and judged:
         warnings.append(overlap.describe() + ": wall_gain_us states each gain in wall time")
     return ScopeTree(by, nodes, op_paths, total_ps / PS_PER_US, unattributed_ps / PS_PER_US, judged, warnings,
-                     overlap)
+                     overlap, analysis.target.name if analysis.projected and analysis.target is not None else None)
 
 
 def _nodes(values: pd.DataFrame, paths: list[tuple], by: str) -> pd.DataFrame:
