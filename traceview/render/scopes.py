@@ -104,8 +104,7 @@ def _headline(tree: ScopeTree) -> list[str]:
     busy = tree.overlap.busy_ps / 1e6
     lines = [f"by {tree.by}: {fmt_time_us(tree.total_us)} of op time, {fmt_pct(tree.attributed_share)} attributed, "
              f"{fmt_time_us(tree.unattributed_us)} unattributed; the devices were busy {fmt_time_us(busy)}",
-             "total, share, self, gain: op time (gain: what the scope's ops would save at their roofline); "
-             "wall gain: the same in wall time, at most the busy time"]
+             "total, share, self, gain: op time; wall gain: the gain in wall time, at most the busy time"]
     if tree.overlap.overlapped:
         lines.append(tree.overlap.describe())
     if tree.projected_onto:
@@ -126,7 +125,7 @@ def scopes_text(tree: ScopeTree, depth: int | None = None, markdown: bool = Fals
         out += [f"- warning: {markdown_text(w)}" for w in tree.warnings]
         return "\n".join(out) + "\n"
     out = [*_headline(tree), "", text_table(headers, rows, ALIGN) if rows else "no attributed ops"]
-    out += [f"warning: {w}" for w in tree.warnings if not w.startswith("ops overlap:")]
+    out += [f"warning: {w}" for w in tree.warnings if not w.startswith("ops overlap ")]
     return terminal_lines("\n".join(out)) + "\n"
 
 

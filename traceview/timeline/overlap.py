@@ -51,7 +51,6 @@ class Overlap:
     def describe(self) -> str:
         """One phrase for the reports: how much the ops overlapped and what a wall saving is."""
         ratio = self.op_time_ps / self.busy_ps if self.busy_ps > 0 else float("nan")
-        return (f"ops overlap: {fmt_time_us(self.op_time_ps / 1e6)} of op time in "
-                f"{fmt_time_us(self.busy_ps / 1e6)} of busy device time ({ratio:.2f}x, e.g. a CPU's thread pool "
-                f"or concurrent streams); a wall-time saving is the op-time gain / {ratio:.2f}, "
-                "at most the busy time")
+        return (f"ops overlap {ratio:.2f}x: {fmt_time_us(self.op_time_ps / 1e6)} of op time in "
+                f"{fmt_time_us(self.busy_ps / 1e6)} busy (a CPU's thread pool, concurrent streams); "
+                f"a wall-time saving = the op-time gain / {ratio:.2f}")
