@@ -96,7 +96,7 @@ def _open_run(path: str) -> None:
 
 
 def render(view: View) -> None:
-    if importlib.util.find_spec("sqlalchemy") is None or importlib.util.find_spec("ruptures") is None:
+    if importlib.util.find_spec("sqlalchemy") is None or importlib.util.find_spec("scipy") is None:
         st.info("The History tab needs the history extra: pip install 'traceview[history]'")
         return
     from traceview.history.trends import HEADLINE

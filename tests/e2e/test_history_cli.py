@@ -17,7 +17,7 @@ import pytest
 from traceview.cli import main
 
 pytest.importorskip("sqlalchemy", reason="the history needs the `history` extra")
-pytest.importorskip("ruptures", reason="the history needs the `history` extra")
+pytest.importorskip("scipy", reason="the history needs the `history` extra")
 
 UNCHANGED = ["mlp", "mlp_repeat", "mlp", "mlp_repeat", "mlp", "mlp_repeat", "mlp"]
 SLOWER = ["mlp_slow"] * 5

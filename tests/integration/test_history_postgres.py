@@ -18,7 +18,7 @@ from traceview.cli import main
 
 sqlalchemy = pytest.importorskip("sqlalchemy", reason="the history needs the `history` extra")
 pytest.importorskip("psycopg", reason="PostgreSQL needs psycopg (the `history` extra)")
-pytest.importorskip("ruptures", reason="the history needs the `history` extra")
+pytest.importorskip("scipy", reason="the history needs the `history` extra")
 pytestmark = pytest.mark.slow
 
 

@@ -24,7 +24,7 @@ from tests.support.history import env as _env
 from traceview.cli import main
 
 pytest.importorskip("sqlalchemy", reason="the history needs the `history` extra")
-pytest.importorskip("ruptures", reason="the history needs the `history` extra")
+pytest.importorskip("scipy", reason="the history needs the `history` extra")
 
 def _labels(db: Path) -> list[str]:
     with closing(sqlite3.connect(db)) as conn:
@@ -143,14 +143,17 @@ def test_bad_input_is_one_line_and_the_store_untouched(sample_traces, tmp_path, 
     assert _digest(db) == before
 
 
-def test_an_older_schema_is_upgraded_on_open_in_one_transaction(sample_traces, tmp_path, monkeypatch, capsys):
-    """The migration path: a store of version 1 opened by a traceview whose schema is version 2."""
+def test_an_older_schema_is_upgraded_by_the_next_add_in_its_transaction(sample_traces, tmp_path, monkeypatch,
+                                                                         capsys):
+    """The migration path: a store of version 1 met by a traceview whose schema is version 2. A report (a
+    read) refuses it untouched; an add upgrades it in the transaction that stores its run."""
     from sqlalchemy import text
 
     from traceview.history import schema
 
     db = tmp_path / "old.db"
-    assert main(["history", "add", str(db), str(sample_traces / "mlp"), "--label", "v1-run"]) == 0
+    trace = str(sample_traces / "mlp")
+    assert main(["history", "add", str(db), trace, "--label", "v1-run"]) == 0
 
     def failing(conn):
         conn.execute(text("ALTER TABLE traceview_runs ADD COLUMN note TEXT"))
@@ -158,16 +161,17 @@ def test_an_older_schema_is_upgraded_on_open_in_one_transaction(sample_traces, t
 
     monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
     monkeypatch.setattr(schema, "MIGRATIONS", {1: failing})
-    assert main(["history", "report", str(db)]) == 3          # a bug in an upgrade: exit 3, and ...
-    with closing(sqlite3.connect(db)) as conn:               # ... nothing of it stored
-        assert conn.execute("SELECT value FROM traceview_schema").fetchone()[0] == "1"
-        assert "note" not in [r[1] for r in conn.execute("PRAGMA table_info(traceview_runs)")]
+    before = _digest(db)
+    _exits_2(["history", "report", str(db)], capsys, "older traceview")
+    assert main(["history", "add", str(db), trace, "--label", "v2-run"]) == 3   # a bug in an upgrade: exit 3
+    assert _digest(db) == before                               # ... and nothing of it, nor of the run, stored
 
     monkeypatch.setattr(schema, "MIGRATIONS",
                         {1: lambda conn: conn.execute(text("ALTER TABLE traceview_runs ADD COLUMN note TEXT"))})
+    assert main(["history", "add", str(db), trace, "--label", "v2-run"]) == 0
     capsys.readouterr()
     assert main(["history", "report", str(db), "--format", "json"]) == 0
-    assert [r["label"] for r in json.loads(capsys.readouterr().out)["runs"]] == ["v1-run"]
+    assert [r["label"] for r in json.loads(capsys.readouterr().out)["runs"]] == ["v1-run", "v2-run"]
     with closing(sqlite3.connect(db)) as conn:
         assert conn.execute("SELECT value FROM traceview_schema").fetchone()[0] == "2"
         assert "note" in [r[1] for r in conn.execute("PRAGMA table_info(traceview_runs)")]

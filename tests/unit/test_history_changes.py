@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("ruptures", reason="change points need ruptures (the `history` extra)")
+pytest.importorskip("scipy", reason="change points need scipy (the `history` extra)")
 
 from traceview.history.changes import find_changes  # noqa: E402
 

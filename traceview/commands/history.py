@@ -62,7 +62,7 @@ def need_history_extra() -> None:
 
     from traceview.errors import UserError
 
-    missing = [m for m in ("sqlalchemy", "ruptures") if importlib.util.find_spec(m) is None]
+    missing = [m for m in ("sqlalchemy", "scipy") if importlib.util.find_spec(m) is None]
     if missing:
         raise UserError(f"the history needs {' and '.join(missing)}: pip install 'traceview[history]'")
 

@@ -1,6 +1,8 @@
 """Change points of one metric over the runs, each confirmed with the runs' own per-step times.
 
-Candidates come from ruptures' PELT search (least squares, at least MIN_SEGMENT runs per segment)
+Candidates come from a PELT search (Killick et al. 2012: the optimal partition under a penalty per
+segment, with pruning; least squares, at least MIN_SEGMENT runs per segment; :func:`pelt`, the
+segment costs from prefix sums, so each run costs one vector operation over the candidates left)
 on the series standardized by its run-to-run noise: the values' logarithm (relative changes) when
 they are all positive, divided by the larger of a robust estimate of the noise between consecutive
 runs (the MAD of the first differences, at least half their standard deviation), the typical
@@ -69,25 +71,62 @@ def _noise(x: np.ndarray, samples: list[np.ndarray | None], log: bool) -> float:
 
 def candidates(values: np.ndarray, samples: list[np.ndarray | None] | None = None,
                min_segment: int = MIN_SEGMENT, penalty: float = PENALTY) -> list[int]:
-    """Indices (into `values`, all finite) of the first run of each new segment ruptures finds."""
-    import ruptures
-
+    """Indices (into `values`, all finite) of the first run of each new segment the search finds."""
     n = len(values)
     if n < 2 * min_segment:
         return []
     log = bool(np.all(values > 0))
     x = np.log(values) if log else values.astype("float64")
     sigma = _noise(x, samples or [None] * n, log)
-    signal = ((x - np.median(x)) / sigma).reshape(-1, 1)
-    breaks = ruptures.Pelt(model="l2", min_size=min_segment, jump=1).fit(signal).predict(pen=penalty * math.log(n))
-    return [int(b) for b in breaks if 0 < b < n]
+    signal = (x - np.median(x)) / sigma
+    return [b for b in pelt(signal, penalty * math.log(n), min_segment) if 0 < b < n]
+
+
+def pelt(x: np.ndarray, penalty: float, min_segment: int = MIN_SEGMENT) -> list[int]:
+    """The ends of the segments (the last is len(x)) minimizing the sum of squared deviations from each
+    segment's mean plus `penalty` per segment, every segment at least `min_segment` long (PELT: a start
+    that can no longer begin the best last segment is dropped for good)."""
+    n = len(x)
+    first = np.concatenate([[0.0], np.cumsum(x)])
+    second = np.concatenate([[0.0], np.cumsum(x * x)])
+    best = np.full(n + 1, np.inf)
+    best[0] = 0.0
+    start_of = np.zeros(n + 1, dtype=np.int64)
+    starts = np.zeros(0, dtype=np.int64)
+    for t in range(min_segment, n + 1):
+        new = t - min_segment
+        if new == 0 or new >= min_segment:          # a segment may start here: what comes before can be cut
+            starts = np.append(starts, new)
+        total = first[t] - first[starts]
+        cost = best[starts] + (second[t] - second[starts]) - total * total / (t - starts)
+        k = int(np.argmin(cost))
+        best[t] = cost[k] + penalty
+        start_of[t] = starts[k]
+        starts = starts[cost <= best[t]]            # past the best by more than a segment: never best again
+    ends = []
+    t = n
+    while t > 0:
+        ends.append(t)
+        t = int(start_of[t])
+    return ends[::-1]
+
+
+MAX_POOLED = 1000        # pooled step times per side; more are thinned to as many evenly spaced quantiles
+
+
+def _at_most(samples: np.ndarray, limit: int = MAX_POOLED) -> np.ndarray:
+    """The samples, or `limit` evenly spaced order statistics of them: the rank tests compare every pair, so
+    a long window of runs would otherwise cost its square in time and memory."""
+    if samples.size <= limit:
+        return samples
+    return np.sort(samples)[np.linspace(0, samples.size - 1, limit).round().astype(np.int64)]
 
 
 def _by_steps(before: list[np.ndarray], after: list[np.ndarray], confidence: float):
     """The pooled step times' change, confirmed only when every run on each side, by its own steps, is
     shifted from the other side's pooled steps in the same direction, by at least RUN_SHARE of the
     change (so one odd run, or a wander between runs the steps cannot tell from noise, is no change)."""
-    pooled_before, pooled_after = np.concatenate(before), np.concatenate(after)
+    pooled_before, pooled_after = _at_most(np.concatenate(before)), _at_most(np.concatenate(after))
     shift = relative_shift(pooled_before, pooled_after, confidence)
     method = f"step times: {shift.method} ({shift.n_base} vs {shift.n_new} steps, {len(before)} vs {len(after)} runs)"
     if shift.low is None or shift.high is None or shift.estimate is None:

@@ -68,9 +68,18 @@ class RunRecord:
 
 def check_label(label: str) -> str:
     """A run label: 1 to 200 characters, no control characters."""
-    if not isinstance(label, str) or not _LABEL.fullmatch(label) or not label.strip():
+    if not isinstance(label, str) or not _LABEL.fullmatch(label) or not label.strip() or not _storable(label):
         raise UserError(f"--label {label!r}: give 1 to 200 printable characters (e.g. a commit hash)")
     return label
+
+
+def _storable(value: str) -> bool:
+    """Whether text can be stored (UTF-8): a command line's undecodable bytes arrive as lone surrogates."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_time(text: str | None) -> datetime:
@@ -98,6 +107,8 @@ def parse_meta(pairs: list[str] | None) -> dict[str, str]:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise UserError(f"--meta {pair!r}: write key=value (e.g. commit=abc123)")
+        if not _storable(pair):
+            raise UserError(f"--meta {pair!r}: text that is not UTF-8")
         if len(key) > MAX_META_TEXT or len(value) > MAX_META_TEXT:
             raise UserError(f"--meta {key[:40]!r}...: keys and values are at most {MAX_META_TEXT} characters")
         meta[key.strip()] = value

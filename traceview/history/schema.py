@@ -96,10 +96,18 @@ def stored_version(conn: Connection, where: str) -> int | None:
                             f"{', '.join(sorted(names)[:3])})")
         return None
     value = conn.execute(select(schema_info.c.value).where(schema_info.c.key == "version")).scalar()
+    if value is None:
+        raise UserError(f"{where}: a traceview history without its schema version: damaged")
     try:
-        return int(value) if value is not None else None
+        return int(value)
     except ValueError:
-        raise UserError(f"{where}: schema version {value!r} is not a number: damaged") from None
+        raise UserError(f"{where}: schema version {str(value)[:40]!r} is not a number: damaged") from None
+
+
+def refuse_newer(version: int, where: str) -> None:
+    """UserError: a store written by a newer traceview is never read or rewritten by this one."""
+    raise UserError(f"{where}: written by a newer traceview (history schema {version}; this one reads up to "
+                    f"{SCHEMA_VERSION}): upgrade traceview")
 
 
 def migrate(conn: Connection, where: str) -> int:
@@ -110,8 +118,7 @@ def migrate(conn: Connection, where: str) -> int:
         conn.execute(schema_info.insert().values(key="version", value=str(SCHEMA_VERSION)))
         return SCHEMA_VERSION
     if version > SCHEMA_VERSION:
-        raise UserError(f"{where}: written by a newer traceview (history schema {version}; this one reads up to "
-                        f"{SCHEMA_VERSION}): upgrade traceview")
+        refuse_newer(version, where)
     if version < 1:
         raise UserError(f"{where}: history schema {version} is not a version traceview wrote: damaged")
     for step in range(version, SCHEMA_VERSION):

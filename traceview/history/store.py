@@ -1,12 +1,16 @@
 """The history store: runs in a SQLite file or a PostgreSQL database, through SQLAlchemy.
 
 ``open_store(DB)``: DB is a file path (SQLite) or a URL (``postgresql://user@host/db``; also
-``sqlite:///path``). Opening migrates an older schema (schema.py) in one transaction. Each write is
-one transaction, so a process killed midway leaves every run stored before it, and nothing of its
-own. Two writers at once: SQLite runs in WAL mode with a busy timeout and takes the write lock at
-BEGIN (BEGIN IMMEDIATE), so the second waits; PostgreSQL serializes schema creation with an
-advisory lock, and the unique label makes a duplicate fail, whoever comes second. Every database
-error is one UserError line naming the store (a URL's password hidden).
+``sqlite:///path``); engines.py reaches it (deadlines, checks of a SQLite file before it is trusted).
+A reader (``open_store(DB)``) never writes: a SQLite file is opened read-only, and an empty store, or
+one an older traceview wrote, is read as it is or refused, never created or upgraded. A writer
+(``open_store(DB, create=True)``) creates or upgrades the schema in the transaction of its first
+``add``, so a failed ``add`` (a duplicate label, a database error) leaves the file byte for byte as
+it was, whatever its journal mode; a store is switched to SQLite's WAL mode only after a run is
+stored. Two writers at once: SQLite waits on a busy timeout and takes the write lock at BEGIN (BEGIN
+IMMEDIATE); PostgreSQL serializes schema creation with an advisory lock, and the unique label makes
+a duplicate fail, whoever comes second. Every database error is one UserError line naming the store
+(a URL's password hidden).
 """
 
 from __future__ import annotations
@@ -15,56 +19,33 @@ import json
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Connection, Engine, create_engine, event, select, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
+from sqlalchemy import Connection, Engine, func, select, text
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from traceview.errors import UserError
 from traceview.history import schema
+from traceview.history.engines import (
+    Location,
+    check_sqlite_file,
+    locate,
+    postgres_engine,
+    quick_check,
+    sqlite_engine,
+)
 from traceview.history.record import RunRecord, iso
 from traceview.units import finite
 from traceview.version import __version__
 
-BUSY_TIMEOUT_S = 60       # how long a SQLite writer waits for another's transaction
+__all__ = ["HistoryStore", "Location", "locate", "open_store"]
+
 _ADVISORY_KEY = 0x7472_6163_6576   # "tracev": serializes schema creation on PostgreSQL
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-@dataclass(frozen=True)
-class Location:
-    """Where a store lives: the SQLAlchemy URL, how to name it in messages, and the SQLite file if any."""
-
-    url: str
-    shown: str
-    file: Path | None
-
-
-def locate(db: str | Path) -> Location:
-    """A path or URL -> Location; UserError for a URL of another database than SQLite or PostgreSQL."""
-    text_db = str(db)
-    if "://" not in text_db:
-        path = Path(text_db).expanduser()
-        return Location(f"sqlite:///{path.resolve()}", str(db), path)
-    try:
-        url = make_url(text_db)
-    except ArgumentError:
-        raise UserError(f"{text_db.split('://')[0]}://...: not a database URL") from None
-    shown = url.render_as_string(hide_password=True)
-    backend = url.get_backend_name()
-    if backend == "sqlite":
-        if not url.database or url.database == ":memory:":
-            raise UserError(f"{shown}: give a SQLite file (sqlite:///path/history.db)")
-        return Location(text_db, shown, Path(url.database))
-    if backend in ("postgresql", "postgres"):
-        url = url.set(drivername="postgresql+psycopg")
-        return Location(url.render_as_string(hide_password=False), shown, None)
-    raise UserError(f"{shown}: unsupported database (give a SQLite file or a postgresql:// URL)")
+MAX_STORED_JSON = 16 << 20          # characters of one stored JSON value (samples, meta) decoded at most
+_IN_LIST = 500                      # run ids named one by one in a query; more: their range, then filtered
 
 
 def _one_line(exc: BaseException) -> str:
@@ -72,31 +53,16 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(detail).split())[:300]
 
 
-def _sqlite_engine(location: Location) -> Engine:
-    engine = create_engine(location.url, connect_args={"timeout": BUSY_TIMEOUT_S})
-
-    @event.listens_for(engine, "connect")
-    def _connect(dbapi_connection, _record) -> None:
-        dbapi_connection.isolation_level = None          # SQLAlchemy's BEGIN below, not the driver's
-        cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
-        cursor.execute("PRAGMA foreign_keys = ON")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("write") else "BEGIN")
-
-    return engine
-
-
 class HistoryStore:
     """An open history database. Use :func:`open_store`; close it (or use it as a context manager)."""
 
-    def __init__(self, location: Location, engine: Engine):
+    def __init__(self, location: Location, engine: Engine, writable: bool = False, created: bool = False):
         self.location = location
         self.engine = engine
         self.sqlite = location.file is not None
+        self.writable = writable
+        self.created = created          # the SQLite file did not exist before this writer
+        self.version: int | None = None  # the schema stored (None: an empty store)
 
     def __enter__(self) -> HistoryStore:
         return self
@@ -127,21 +93,18 @@ class HistoryStore:
 
     # ------------------------------------------------------------ writing
 
-    def migrate(self) -> int:
-        """Create or upgrade the schema (one write transaction, only when needed); the version now stored.
-
-        A store already at this version is only read, so a report may read a store it cannot write.
-        """
+    def check(self, whole_file: bool) -> None:
+        """Read the stored schema version (and on SQLite, with `whole_file`, run the quick check): UserError for
+        damage, a newer schema, or (for a reader) an older one, which only a writer upgrades."""
         with self.transaction() as conn:
-            version = schema.stored_version(conn, self.location.shown)
-        if version != schema.SCHEMA_VERSION:
-            with self.transaction(write=True) as conn:
-                if not self.sqlite:
-                    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_KEY})
-                version = schema.migrate(conn, self.location.shown)
-        if self.sqlite:   # only once the file is known to be a history (the mode is kept in the file)
-            self._write_ahead_log()
-        return version
+            if self.sqlite and whole_file:
+                quick_check(conn, self.location)
+            self.version = schema.stored_version(conn, self.location.shown)
+        if self.version is not None and self.version > schema.SCHEMA_VERSION:
+            schema.refuse_newer(self.version, self.location.shown)
+        if self.version is not None and self.version < schema.SCHEMA_VERSION and not self.writable:
+            raise UserError(f"{self.location.shown}: history schema {self.version}, written by an older traceview: "
+                            "the next `traceview history add` upgrades it")
 
     def _write_ahead_log(self) -> None:
         """SQLite's WAL mode: readers never block the writer; a torn write is rolled back on the next open."""
@@ -159,8 +122,24 @@ class HistoryStore:
             raise UserError(f"{self.location.shown}: {_one_line(exc)}") from None
 
     def add(self, run: RunRecord) -> int:
-        """Store one run in one transaction; its id. UserError when its label is already recorded."""
+        """Store one run in one transaction (creating or upgrading the schema in it); its id. UserError when
+        its label is already recorded; on any failure the store is left as it was."""
+        if not self.writable:
+            raise UserError(f"{self.location.shown}: opened for reading")
+        try:
+            run_id = self._add(run)
+        except BaseException:
+            self._forget_created_file()
+            raise
+        if self.sqlite:   # only once a run is stored (the mode is kept in the file)
+            self._write_ahead_log()
+        return run_id
+
+    def _add(self, run: RunRecord) -> int:
         with self.transaction(write=True) as conn:
+            if not self.sqlite:
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_KEY})
+            self.version = schema.migrate(conn, self.location.shown)
             taken = conn.execute(select(schema.runs.c.id).where(schema.runs.c.label == run.label)).first()
             if taken is not None:
                 raise UserError(f"{self.location.shown}: a run labelled {run.label!r} is already recorded "
@@ -182,63 +161,124 @@ class HistoryStore:
                 conn.execute(schema.ops.insert(), ops)
             return int(run_id)
 
+    def _forget_created_file(self) -> None:
+        """A SQLite file this writer created and left empty (its first add failed) is removed again."""
+        path = self.location.file
+        if not self.created or path is None:
+            return
+        self.engine.dispose()
+        try:
+            if path.stat().st_size == 0:
+                path.unlink()
+        except OSError:
+            pass
+
     # ------------------------------------------------------------ reading
 
-    def runs(self) -> pd.DataFrame:
-        """Every run, oldest first: id, label, time (ISO, UTC), meta (dict), trace_path, target, steps."""
+    def runs(self, last: int | None = None) -> pd.DataFrame:
+        """The runs (the `last` N by time; default all), oldest first: id, label, time (ISO, UTC), meta (dict),
+        trace_path, target, steps."""
+        columns = [c.name for c in schema.runs.columns]
+        if self.version is None:
+            return _typed_runs(pd.DataFrame(columns=columns))
+        order = (schema.runs.c.time.desc(), schema.runs.c.id.desc())
+        query = select(schema.runs).order_by(*order)
+        if last is not None:
+            query = query.limit(last)
         with self.transaction() as conn:
-            rows = conn.execute(select(schema.runs).order_by(schema.runs.c.time, schema.runs.c.id)).mappings().all()
-        frame = pd.DataFrame([dict(r) for r in rows], columns=[c.name for c in schema.runs.columns])
-        # A damaged row (no id, label or time) is left out rather than shown as something it is not.
-        frame = frame[frame["id"].notna() & frame["label"].notna() & frame["time"].notna()].reset_index(drop=True)
-        frame["label"] = frame["label"].astype(str)
-        frame["time"] = frame["time"].astype(str)
-        for column in ("trace_path", "target"):
-            frame[column] = [None if v is None or v != v else str(v) for v in frame[column]]
-        frame["steps"] = pd.to_numeric(frame["steps"], errors="coerce").fillna(0).clip(lower=0).astype(int)
-        frame["meta"] = [_json_object(m) for m in frame["meta"]]
-        return frame
+            rows = [tuple(r) for r in conn.execute(query).all()]
+        return _typed_runs(pd.DataFrame.from_records(rows[::-1], columns=columns))
 
-    def metrics(self, run_ids: list[int] | None = None) -> pd.DataFrame:
-        """run_id, metric, value, low, high, unit, samples (list or None) of the runs given (default all)."""
-        query = select(schema.metrics)
-        if run_ids is not None:
-            query = query.where(schema.metrics.c.run_id.in_(run_ids))
+    def run_count(self) -> int:
+        """How many runs are stored."""
+        if self.version is None:
+            return 0
         with self.transaction() as conn:
-            rows = conn.execute(query).mappings().all()
-        frame = pd.DataFrame([dict(r) for r in rows], columns=[c.name for c in schema.metrics.columns])
+            return int(conn.execute(select(func.count()).select_from(schema.runs)).scalar() or 0)
+
+    def metric_names(self) -> list[str]:
+        """Every metric name stored, sorted."""
+        if self.version is None:
+            return []
+        with self.transaction() as conn:
+            names = conn.execute(select(schema.metrics.c.metric).distinct()).scalars().all()
+        return sorted(str(n) for n in names if n is not None)
+
+    def metrics(self, run_ids: list[int] | None = None, names: list[str] | None = None) -> pd.DataFrame:
+        """run_id, metric, value, low, high, unit, samples (list or None) of the runs and metrics given
+        (default all)."""
+        columns = [c.name for c in schema.metrics.columns]
+        rows: list = []
+        if self.version is not None and (names is None or names):
+            query = select(schema.metrics)
+            if run_ids is not None:
+                query = query.where(_among(schema.metrics.c.run_id, run_ids))
+            if names is not None:
+                query = query.where(schema.metrics.c.metric.in_(names))
+            with self.transaction() as conn:
+                rows = [tuple(r) for r in conn.execute(query).all()]
+        frame = pd.DataFrame.from_records(rows, columns=columns)
+        if run_ids is not None and len(run_ids) > _IN_LIST:
+            frame = frame[frame["run_id"].isin(run_ids)]
         frame["samples"] = [_json_list(s) for s in frame["samples"]]
         for column in ("value", "low", "high"):
             frame[column] = [finite(v) for v in frame[column]]
         frame["unit"] = frame["unit"].fillna("").astype(str)
-        return frame[frame["metric"].notna()].astype({"metric": str})
+        return frame[frame["metric"].notna()].astype({"metric": str}).reset_index(drop=True)
 
     def ops(self, run_ids: list[int]) -> pd.DataFrame:
         """The stored ops of these runs: run_id, the regress Snapshot's op columns, step_times_ps (list or None)."""
-        with self.transaction() as conn:
-            rows = conn.execute(select(schema.ops).where(schema.ops.c.run_id.in_(run_ids))).mappings().all()
-        frame = pd.DataFrame([dict(r) for r in rows], columns=[c.name for c in schema.ops.columns])
+        columns = [c.name for c in schema.ops.columns]
+        rows: list = []
+        if self.version is not None and run_ids:
+            with self.transaction() as conn:
+                rows = [tuple(r) for r in conn.execute(select(schema.ops).where(_among(schema.ops.c.run_id, run_ids)))]
+        frame = pd.DataFrame.from_records(rows, columns=columns)
+        if len(run_ids) > _IN_LIST:
+            frame = frame[frame["run_id"].isin(run_ids)].reset_index(drop=True)
         frame["step_times_ps"] = [_json_list(s) for s in frame["step_times_ps"]]
         for column in schema.OP_NUMBERS:
             frame[column] = pd.to_numeric(frame[column], errors="coerce")
         return frame
 
 
-def _json_object(textual: str | None) -> dict[str, str]:
+def _among(column, run_ids: list[int]):
+    """A filter on run ids: named one by one when few (a query's parameters are limited), else their range
+    (the caller keeps the ones asked for)."""
+    if len(run_ids) <= _IN_LIST:
+        return column.in_(run_ids)
+    return column.between(min(run_ids), max(run_ids))
+
+
+def _typed_runs(frame: pd.DataFrame) -> pd.DataFrame:
+    # A damaged row (no id, label or time) is left out rather than shown as something it is not.
+    frame = frame[frame["id"].notna() & frame["label"].notna() & frame["time"].notna()].reset_index(drop=True)
+    frame["label"] = frame["label"].astype(str)
+    frame["time"] = frame["time"].astype(str)
+    for column in ("trace_path", "target"):
+        frame[column] = [None if v is None or v != v else str(v) for v in frame[column]]
+    frame["steps"] = pd.to_numeric(frame["steps"], errors="coerce").fillna(0).clip(lower=0).astype(int)
+    frame["meta"] = [_json_object(m) for m in frame["meta"]]
+    return frame
+
+
+def _json_value(textual: object) -> Any:
+    """A stored JSON value, or None when it is not one (damaged, too long, nested too deeply)."""
+    if not isinstance(textual, str) or len(textual) > MAX_STORED_JSON:
+        return None
     try:
-        value = json.loads(textual if isinstance(textual, str) else "{}")
-    except ValueError:
-        return {}
+        return json.loads(textual)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _json_object(textual: str | None) -> dict[str, str]:
+    value = _json_value(textual)
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
 def _json_list(textual: str | None) -> list[float | None] | None:
-    if not isinstance(textual, str):
-        return None
-    try:
-        value = json.loads(textual)
-    except ValueError:
-        return None
+    value = _json_value(textual)
     if not isinstance(value, list):
         return None
     return [finite(v) for v in value]
@@ -259,47 +299,26 @@ def _op_rows(run_id: int, ops: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def _check_sqlite_file(location: Location, create: bool) -> None:
-    """A missing file is created only when asked (and its folder exists); any other file must be SQLite."""
-    path = location.file
-    assert path is not None
-    if not path.exists():
-        if not create:
-            raise UserError(f"{location.shown}: no such history database (record a run first: "
-                            "`traceview history add DB PATH --label L`)")
-        if not path.parent.is_dir():
-            raise UserError(f"{location.shown}: no such folder: {path.parent}")
-        return
-    if path.is_dir():
-        raise UserError(f"{location.shown}: is a folder, not a history database file")
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(len(_SQLITE_MAGIC))
-    except OSError as exc:
-        raise UserError(f"{location.shown}: cannot read: {exc.strerror}") from None
-    if head and head != _SQLITE_MAGIC:   # an empty file is an empty database
-        raise UserError(f"{location.shown}: not a SQLite database (a history file is one)")
-
-
 def open_store(db: str | Path, create: bool = False) -> HistoryStore:
-    """Open (with `create`: make) a history store and bring its schema up to date.
+    """Open a history store: to read it, or (with `create`) to add runs, making the SQLite file when missing.
 
     UserError, with the store untouched, for a missing store (without `create`), a file that is not a
-    database, another application's database, a schema from a newer traceview, or a server that
-    cannot be reached.
+    database or is damaged, another application's database, a schema from a newer traceview (or, to read,
+    an older one), or a server that cannot be reached in time.
     """
     location = locate(db)
+    existed = False
     if location.file is not None:
-        _check_sqlite_file(location, create)
-        engine = _sqlite_engine(location)
+        existed = check_sqlite_file(location, create)
+        engine = sqlite_engine(location, read_only=not create)
     else:
-        try:
-            engine = create_engine(location.url, pool_pre_ping=True)
-        except ModuleNotFoundError:
-            raise UserError(f"{location.shown}: PostgreSQL needs psycopg: pip install 'traceview[history]'") from None
-    store = HistoryStore(location, engine)
+        engine = postgres_engine(location)
+    store = HistoryStore(location, engine, writable=create, created=location.file is not None and not existed)
     try:
-        store.migrate()
+        if store.sqlite and not existed:
+            store.version = None            # nothing to read yet: the first add creates the schema
+        else:
+            store.check(whole_file=existed and location.file is not None and location.file.stat().st_size > 0)
     except BaseException:
         store.close()
         raise

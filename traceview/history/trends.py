@@ -23,6 +23,7 @@ from traceview.units import PS_PER_US, finite
 HEADLINE = ("step_time", "mfu", "gain", "time_by_bound:*", "peak_memory:runtime", "peak_memory:static")
 HIGHER_IS_BETTER = ("mfu",)
 MAX_SERIES = 200          # series in one report; a wider pattern is cut, with a warning
+DEFAULT_LAST = 1000       # runs in a report (and the check window) unless --last says otherwise
 
 
 @dataclass
@@ -105,25 +106,29 @@ def _run_record(row) -> dict[str, Any]:
 
 def build_report(store: HistoryStore, metrics: list[str] | None = None, last: int | None = None,
                  confidence: float = 0.95) -> HistoryReport:
-    """The series of the metrics asked for (globs; default HEADLINE) over the runs (the `last` N), with
-    their change points."""
-    runs = store.runs()
-    if last is not None:
-        runs = runs.tail(last).reset_index(drop=True)
+    """The series of the metrics asked for (globs; default HEADLINE) over the runs (the `last` N; default
+    the last DEFAULT_LAST), with their change points. Only the runs and metrics shown are read."""
+    runs = store.runs(last=last if last is not None else DEFAULT_LAST)
     warnings: list[str] = []
     if runs.empty:
         return HistoryReport([], [], ["no runs recorded yet"])
+    if last is None and len(runs) == DEFAULT_LAST:
+        total = store.run_count()
+        if total > len(runs):
+            warnings.append(f"the last {len(runs)} of {total} runs are shown (--last N for another window)")
     patterns = list(metrics or HEADLINE)
-    stored = store.metrics([int(i) for i in runs["id"]])
-    if any(p.startswith("op:") or p == "*" for p in patterns):
-        stored = pd.concat([stored, _op_metrics(store, runs)], ignore_index=True)
-    names = _wanted(sorted(stored["metric"].unique()), patterns)
+    ids = [int(i) for i in runs["id"]]
+    op_rows = _op_metrics(store, runs) if any(p.startswith("op:") or p == "*" for p in patterns) else None
+    available = set(store.metric_names()) | (set(op_rows["metric"]) if op_rows is not None else set())
+    names = _wanted(sorted(available), patterns)
     if metrics and not names:
-        warnings.append(f"no metric matches {', '.join(patterns)}; stored: "
-                        f"{', '.join(sorted(set(stored['metric']))[:12])}")
+        warnings.append(f"no metric matches {', '.join(patterns)}; stored: {', '.join(sorted(available)[:12])}")
     if len(names) > MAX_SERIES:
         warnings.append(f"{len(names)} metrics match; the first {MAX_SERIES} are shown")
         names = names[:MAX_SERIES]
+    stored = store.metrics(ids, [n for n in names if not n.startswith("op:")])
+    if op_rows is not None:
+        stored = pd.concat([stored, op_rows[op_rows["metric"].isin(names)]], ignore_index=True)
     order = {run_id: i for i, run_id in enumerate(runs["id"])}
     labels = list(runs["label"])
     series = []

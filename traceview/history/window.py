@@ -13,7 +13,7 @@ import pandas as pd
 
 from traceview.errors import UserError
 from traceview.history.store import HistoryStore
-from traceview.history.trends import build_report
+from traceview.history.trends import DEFAULT_LAST, build_report
 from traceview.regress.baseline import OP_COLUMNS, Snapshot
 from traceview.units import PS_PER_US
 from traceview.vocabulary import BOUNDS_AND_IDLE
@@ -24,7 +24,7 @@ WINDOW_METRIC = "step_time"
 def stable_window(store: HistoryStore, confidence: float = 0.95) -> tuple[pd.DataFrame, str | None]:
     """The runs of the window (oldest first) and the label of the change it starts at (None: no change)."""
     report = build_report(store, [WINDOW_METRIC], confidence=confidence)
-    runs = store.runs()
+    runs = store.runs(last=DEFAULT_LAST)          # the runs the report looked at
     if runs.empty:
         return runs, None
     series = report.series_named(WINDOW_METRIC)
