@@ -8,6 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# Characters of a source file or function name kept from a module's stack-frame tables: every instruction of
+# a frame shares its name, so one hostile 2 M-character name would be printed once per instruction.
+MAX_SOURCE_NAME = 1000
+
+
+def source_name(name: str) -> str:
+    """A stack-frame table's file or function name, its middle cut (with an ellipsis) past MAX_SOURCE_NAME."""
+    if len(name) <= MAX_SOURCE_NAME:
+        return name
+    half = MAX_SOURCE_NAME // 2
+    return name[:half] + "\u2026" + name[-half:]
+
 
 @dataclass(frozen=True)
 class Shape:

@@ -23,7 +23,7 @@ from google.protobuf.message import DecodeError
 from traceview.errors import HloError
 from traceview.parsers.hlo_checks import check_module
 from traceview.parsers.hlo_files import read_bytes
-from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
+from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape, source_name
 from traceview.parsers.hlo_schema import (
     FFT_TYPES,
     PRECISION_NAMES,
@@ -786,7 +786,8 @@ def _stack_frames(mp, module: HloModule) -> None:
     if not mp.HasField("stack_frame_index"):
         return
     idx = mp.stack_frame_index
-    files, funcs, locs = list(idx.file_names), list(idx.function_names), list(idx.file_locations)
+    files = [source_name(f) for f in idx.file_names]
+    funcs, locs = [source_name(f) for f in idx.function_names], list(idx.file_locations)
     module.source_files = files
 
     def at(seq, i: int, default):

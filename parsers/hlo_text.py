@@ -24,7 +24,7 @@ from pathlib import Path
 from traceview.errors import HloError
 from traceview.parsers.hlo_checks import MAX_TUPLE_DEPTH, check_module
 from traceview.parsers.hlo_files import read_bytes
-from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
+from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape, source_name
 
 __all__ = ["apply_stack_frames", "called_from_attributes", "desugar_async", "header_module_name",
            "looks_like_hlo_text", "parse_hlo_text",
@@ -557,10 +557,10 @@ class _Reader:
     def _stack_frames(self, module: HloModule) -> None:
         sec = self.sections
         if not sec["StackFrames"]:
-            module.source_files = [_unquote(v) for _, v in sorted(sec["FileNames"].items())]
+            module.source_files = [source_name(_unquote(v)) for _, v in sorted(sec["FileNames"].items())]
             return
-        files = {k: _unquote(v) for k, v in sec["FileNames"].items()}
-        funcs = {k: _unquote(v) for k, v in sec["FunctionNames"].items()}
+        files = {k: source_name(_unquote(v)) for k, v in sec["FileNames"].items()}
+        funcs = {k: source_name(_unquote(v)) for k, v in sec["FunctionNames"].items()}
         locs = {k: parse_metadata(v) for k, v in sec["FileLocations"].items()}
         module.source_files = [files[k] for k in sorted(files)]
         bad = 0
