@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from traceview.parallelism.diagnose import Parallelism
     from traceview.render.analyze import Section
     from traceview.scopes.tree import ScopeTree
+    from traceview.whatif.report import WhatIf
 
 __all__ = ["Analysis", "Summary", "load"]
 
@@ -253,6 +254,20 @@ class Analysis:
 
             self._parallelism = from_analysis(self.pipeline, self.hlo_path)
         return self._parallelism
+
+    def whatif(self, meshes: list[dict[str, int]] | None = None, batches: list[str] | None = None,
+               chips: int | None = None, target: str | Chip | None = None,
+               microbatches: int | None = None) -> WhatIf:
+        """The step time, MFU and memory per chip of other meshes (role -> ways), batches (tokens, or "x2"),
+        chip counts and a target chip, projected from this trace's measured step (docs/whatif.md; what
+        ``traceview whatif --format json`` prints: ``traceview.render.whatif.whatif_json``)."""
+        from traceview.whatif.config import Request
+        from traceview.whatif.view import whatif_report
+
+        if target is not None and not isinstance(target, Chip):
+            target = get_chip(target, load_hardware(self.hardware_file))
+        request = Request(list(meshes or []), list(batches or []), chips, target, microbatches)
+        return whatif_report(self.pipeline, self.parallelism(), self.memory(), request)
 
     def inference(self) -> InferenceReport:
         """The serving phases (prefill, decode) against the book's inference roofline, the critical batch and

@@ -1,0 +1,132 @@
+"""Capture one small training step under several meshes and batches, for the what-if projection's tests.
+
+Run as a script in a subprocess (JAX on the CPU, 8 simulated devices, the HLO dumped beside each trace):
+
+    JAX_PLATFORMS=cpu XLA_FLAGS=--xla_force_host_platform_device_count=8 python whatif_capture.py OUT CASE...
+
+CASE is ``name:batch:data=N,fsdp=N,tensor=N`` (roles left out are size 1). Every case is the same two-layer
+MLP written with shard_map, so that only the mesh and the batch differ between captures: the batch is split
+over data x fsdp, the weights over fsdp (gathered before use, their gradients reduce-scattered) and tensor
+(Megatron: the first matmul column-parallel, the second row-parallel and all-reduced), and the weight
+gradients are averaged over data. One process compiles and traces every case, so jax is imported once.
+Each case lands in OUT/name as a run folder (plugins/profile/NAME/localhost.xplane.pb, hlo/) and
+OUT/name/capture.json says its mesh, batch and the wall time of each traced step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+WIDTH = 256        # d_model (no weight shard shares its shape with an activation at the tests' batches)
+FFN = 768          # the MLP's hidden width
+WARMUP = 2
+TRACED = 4
+
+
+def parse_case(text: str) -> tuple[str, int, dict[str, int]]:
+    name, batch, mesh = text.split(":")
+    sizes = {"data": 1, "fsdp": 1, "tensor": 1}
+    for part in filter(None, mesh.split(",")):
+        role, size = part.split("=")
+        sizes[role] = int(size)
+    return name, int(batch), sizes
+
+
+def _program(name: str, batch: int, sizes: dict[str, int]):
+    """The compiled step of one case, its parameters and one batch (placed on the mesh)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    nd, nf, nt = sizes["data"], sizes["fsdp"], sizes["tensor"]
+    mesh = Mesh(np.array(jax.devices()[: nd * nf * nt]).reshape(nd, nf, nt), ("data", "fsdp", "tensor"))
+    w_specs = (P("fsdp", "tensor"), P("tensor", "fsdp"))
+    rng = np.random.default_rng(0)
+    w1 = jnp.asarray(rng.normal(size=(WIDTH, FFN)) / np.sqrt(WIDTH), jnp.float32)
+    w2 = jnp.asarray(rng.normal(size=(FFN, WIDTH)) / np.sqrt(FFN), jnp.float32)
+    params = tuple(jax.device_put(w, NamedSharding(mesh, s)) for w, s in zip((w1, w2), w_specs))
+    batch_spec = P(("data", "fsdp"), None)
+    xs = jax.device_put(jnp.asarray(rng.normal(size=(batch, WIDTH)), jnp.float32), NamedSharding(mesh, batch_spec))
+    ys = jax.device_put(jnp.asarray(rng.normal(size=(batch, WIDTH)), jnp.float32), NamedSharding(mesh, batch_spec))
+
+    def local_loss(w1g, w2g, x, y):
+        h = jax.nn.relu(x @ w1g)
+        out = h @ w2g
+        if nt > 1:
+            out = jax.lax.psum(out, "tensor")
+        return jnp.mean((out - y) ** 2)
+
+    def shard_step(w1s, w2s, x, y):
+        w1g, w2g = w1s, w2s
+        if nf > 1:
+            w1g = jax.lax.all_gather(w1s, "fsdp", axis=0, tiled=True)
+            w2g = jax.lax.all_gather(w2s, "fsdp", axis=1, tiled=True)
+        loss, (g1, g2) = jax.value_and_grad(local_loss, argnums=(0, 1))(w1g, w2g, x, y)
+        if nf > 1:
+            g1 = jax.lax.psum_scatter(g1, "fsdp", scatter_dimension=0, tiled=True) / nf
+            g2 = jax.lax.psum_scatter(g2, "fsdp", scatter_dimension=1, tiled=True) / nf
+        if nd > 1:
+            g1, g2 = jax.lax.pmean(g1, "data"), jax.lax.pmean(g2, "data")
+        return w1s - 1e-3 * g1, w2s - 1e-3 * g2, jax.lax.pmean(loss, ("data", "fsdp"))
+
+    step = jax.shard_map(shard_step, mesh=mesh, in_specs=(*w_specs, batch_spec, batch_spec),
+                         out_specs=(*w_specs, P()), check_vma=False)
+
+    def train(params, x, y):
+        w1s, w2s, loss = step(*params, x, y)
+        return (w1s, w2s), loss
+
+    train.__name__ = f"step_{name}"      # the module's name: jit_step_<case>, to find its dump
+    return jax.jit(train).lower(params, xs, ys).compile(), params, xs, ys
+
+
+def capture(out: Path, dump: Path, case: str) -> None:
+    import jax
+
+    name, batch, sizes = parse_case(case)
+    compiled, state, xs, ys = _program(name, batch, sizes)
+    for _ in range(WARMUP):
+        state, loss = compiled(state, xs, ys)
+    jax.block_until_ready(state)
+    log = out / name / "log"
+    times = []
+    with jax.profiler.trace(str(log)):
+        for i in range(TRACED):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                t0 = time.perf_counter()
+                state, loss = compiled(state, xs, ys)
+                jax.block_until_ready((state, loss))
+                times.append(time.perf_counter() - t0)
+    xplane = next(log.glob("plugins/profile/*/*.xplane.pb"))
+    run = out / name / "plugins" / "profile" / name
+    run.mkdir(parents=True)
+    shutil.move(str(xplane), run / "localhost.xplane.pb")
+    shutil.rmtree(log)
+    hlo = out / name / "hlo"
+    hlo.mkdir()
+    for f in dump.glob(f"*.jit_step_{name}.*"):
+        if f.name.endswith((".before_optimizations.txt", ".cpu_after_optimizations.txt",
+                            ".before_optimizations.hlo.pb", ".cpu_after_optimizations.hlo.pb")):
+            shutil.copy(f, hlo / f.name)
+    (out / name / "capture.json").write_text(json.dumps(
+        {"mesh": {k: v for k, v in sizes.items() if v > 1}, "batch": batch, "width": WIDTH, "ffn": FFN,
+         "traced_step_times_s": times}, indent=1))
+
+
+def main(argv: list[str]) -> int:
+    out, cases = Path(argv[0]), argv[1:]
+    dump = Path(os.environ["WHATIF_DUMP"])
+    for case in cases:
+        capture(out, dump, case)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

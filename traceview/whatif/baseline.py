@@ -1,0 +1,237 @@
+"""Today's step, as the projection needs it: the mesh by role, the batch, and the measured step time split
+into terms that each scale with one thing (per-chip FLOPs, per-chip bytes, one role's collectives, idle).
+
+Everything is read from the pipeline result and the parallelism view's typed report (roles, axes, exposed
+times, the per-chip batch), never re-derived: the roles are the parallelism view's. Times are per device
+and per step (the mean over the trace's steps), in picoseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from traceview.cost.shapes import byte_size, leaves
+from traceview.hardware.chips import Chip
+from traceview.parallelism.dots import state_shapes, weight_shapes
+from traceview.parallelism.report import Parallelism
+from traceview.parsers.hlo_model import HloModule
+from traceview.whatif.book import batch_ways, parameter_ways
+
+BUCKETS = ("compute", "memory", "communication", "unknown", "idle")
+# what an op's time scales with, by its bound and shape (docs/whatif.md)
+SCALES = ("flops", "activation bytes", "parameter shard bytes", "gathered parameter bytes")
+
+
+@dataclass
+class RoleMeasure:
+    """One role's collectives in the trace, per device and per step."""
+    role: str
+    size: int
+    time_ps: float | None             # in flight
+    exposed_ps: float | None          # not hidden behind compute
+    bytes: float | None               # payload per step (the cost model's, through loop trip counts)
+    link_bandwidth: float | None      # W of the axis (the parallelism view's link)
+    link_kind: str = ""
+    torus_axes: int = 1
+
+
+@dataclass
+class Baseline:
+    mesh: dict[str, int]
+    chips: int
+    chip: Chip | None
+    steps: int
+    step_ps: float | None
+    buckets: dict[str, float]                    # per device and step; they add up to step_ps
+    ops: pd.DataFrame                            # columns: op, bound, time_ps, scale (SCALES)
+    roles: dict[str, RoleMeasure]
+    batch_tokens: float | None                   # global tokens per step
+    batch_how: str
+    param_bytes: float | None                    # the state a step updates, all chips together (one copy)
+    activation_bytes_per_token: float | None     # bytes per token crossing a tensor axis per step (book)
+    ffn: float | None                            # the MLP width F (the widest 2-D weight dimension)
+    flops_per_chip: float | None                 # program FLOPs per device and step
+    mfu: float | None
+    dtype: str
+    memory: dict[str, float] | None = None       # per chip at the static peak, by what it scales with
+    memory_how: str = ""
+    pipeline_bubble: float | None = None
+    pipeline_microbatches: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def measure(pipeline, parallelism: Parallelism, memory=None) -> Baseline:
+    """Today's step from a pipeline result (traceview.analysis.build.PipelineResult), its parallelism report
+    and (optionally) its memory report."""
+    warnings: list[str] = []
+    mesh, roles = _mesh_by_role(parallelism, warnings)
+    chips = math.prod(mesh.values()) if mesh else (parallelism.mesh.device_count if parallelism.mesh else 1)
+    steps = pipeline.steps
+    n_steps = max(1, len(steps))
+    step_ps = float(steps["time_ps"].mean()) if not steps.empty else None
+    buckets = {b: float(steps[f"{b}_ps"].mean()) if f"{b}_ps" in steps else 0.0 for b in BUCKETS}
+    main = _main_module(pipeline)
+    gathered = [tuple(r.dims) for r in parallelism.collectives
+                if r.attribution.site.kind == "all-gather" and main is not None
+                and r.attribution.site.module == main.name]
+    state = state_shapes(main) if main is not None else set()
+    weights = weight_shapes(main, gathered) if main is not None else set()
+    ops = _op_terms(pipeline.ops, state, weights, chips * n_steps)
+    role_measures = _role_measures(parallelism, roles, chips * n_steps)
+    tokens = parallelism.per_chip_tokens
+    batch = None if tokens is None or tokens.value is None else float(tokens.value) * batch_ways(mesh)
+    how = tokens.how if tokens is not None else "no per-chip batch read from the dots"
+    param_bytes, act, ffn = _shapes(main, state, mesh, warnings)
+    summary = pipeline.summary
+    flops = summary.get("flops")
+    flops_per_chip = None if not flops else float(flops) / (n_steps * max(1, len(pipeline.device_times)
+                                                                             or chips))
+    base = Baseline(mesh, chips, pipeline.target, len(steps), step_ps, buckets, ops, role_measures, batch, how,
+                    param_bytes, act, ffn, flops_per_chip, summary.get("mfu"), str(summary.get("mfu_dtype") or
+                                                                                 "bf16"), warnings=warnings)
+    _pipeline_figures(base, parallelism)
+    _memory(base, memory, main, state, weights)
+    return base
+
+
+def _mesh_by_role(parallelism: Parallelism, warnings: list[str]) -> tuple[dict[str, int], dict[str, list]]:
+    """Role -> ways, from the axes' main roles; axes over several mesh axes ("context+data") are left out
+    (their collectives run over axes already counted)."""
+    mesh: dict[str, int] = {}
+    axes: dict[str, list] = {}
+    for axis in parallelism.axes:
+        role = axis.role.role
+        if "+" in axis.name:
+            if role:
+                axes.setdefault(role, []).append(axis)
+            continue
+        if role is None:
+            warnings.append(f"axis {axis.name} ({axis.size} ways) has no role: kept as it is in every config")
+            continue
+        mesh[role] = mesh.get(role, 1) * axis.size
+        axes.setdefault(role, []).append(axis)
+    return mesh, axes
+
+
+def _main_module(pipeline) -> HloModule | None:
+    """The module that holds most of the measured op time: the training step."""
+    ops = pipeline.ops
+    if ops.empty or not pipeline.ran_modules:
+        return None
+    top = str(ops.groupby("module")["total_time_ps"].sum().idxmax())
+    return next((m for m in pipeline.ran_modules if m.name == top), pipeline.ran_modules[0])
+
+
+def _dims(shape: object) -> tuple[int, ...] | None:
+    text = str(shape or "")
+    if "[" not in text or text.startswith("("):
+        return None
+    inner = text[text.index("[") + 1: text.index("]")] if "]" in text else ""
+    try:
+        return tuple(sorted(int(d) for d in inner.split(",") if d.strip()))
+    except ValueError:
+        return None
+
+
+def _op_terms(ops: pd.DataFrame, state: set, weights: set, device_steps: int) -> pd.DataFrame:
+    """Per non-collective op: its time per device and step, its bound, what its time scales with."""
+    if ops.empty:
+        return pd.DataFrame(columns=["op", "bound", "time_ps", "scale"])
+    coll = ops["collective_kind"].astype(str).isin(["", "None", "nan"]) if "collective_kind" in ops else True
+    own = ops[coll]
+    rows = []
+    for op, bound, time, shape in zip(own["op"], own["bound"], own["total_time_ps"], own["shape"]):
+        dims = _dims(shape)
+        if bound == "compute":
+            scale = "flops"
+        elif dims in state:
+            scale = "parameter shard bytes"
+        elif dims in weights:
+            scale = "gathered parameter bytes"
+        else:
+            scale = "activation bytes"
+        rows.append((str(op), str(bound), float(time) / device_steps, scale))
+    return pd.DataFrame(rows, columns=["op", "bound", "time_ps", "scale"])
+
+
+def _role_measures(parallelism: Parallelism, roles: dict[str, list], device_steps: int) -> dict[str, RoleMeasure]:
+    out = {}
+    for role, axes in roles.items():
+        size = math.prod(a.size for a in axes if "+" not in a.name) or 1
+        time = _sum(a.time_ps for a in axes)
+        exposed = _sum(a.exposed_ps for a in axes)
+        link = next((a.link for a in axes if a.link is not None), None)
+        out[role] = RoleMeasure(role, size, None if time is None else time / device_steps,
+                                None if exposed is None else exposed / device_steps,
+                                _sum(a.bytes_per_step for a in axes), link.bandwidth if link else None,
+                                link.kind if link else "")
+    return out
+
+
+def _sum(values) -> float | None:
+    vals = list(values)
+    if not vals or any(v is None for v in vals):
+        return None
+    return float(sum(vals))
+
+
+def _shapes(main: HloModule | None, state: set, mesh: dict[str, int],
+            warnings: list[str]) -> tuple[float | None, float | None, float | None]:
+    """(parameter bytes of one model copy, activation bytes per token crossing a tensor axis, F) from the
+    state the step updates: each local shard times the ways parameters are split."""
+    if main is None or not state:
+        warnings.append("no state (entry parameters that are also results): parameter bytes unknown")
+        return None, None, None
+    entry = main.entry_computation()
+    local, widths, mats, elem = 0.0, [], 0, 4
+    for inst in entry.instructions if entry is not None else []:
+        if inst.opcode != "parameter":
+            continue
+        for a in leaves(inst.shape):
+            dims = tuple(sorted(a.dims))
+            if dims in state:
+                size = float(byte_size(a))
+                local += size
+                elem = int(size / max(1, int(np.prod(a.dims))))
+                if len(a.dims) == 2:
+                    mats += 1
+                    widths.append(a.dims)
+    ways = parameter_ways(mesh)
+    full = [sorted(d) for d in widths]
+    d_model = min(min(d) for d in full) if full else None
+    ffn = max(max(d) for d in full) * mesh.get("tensor", 1) if full else None
+    act = None if d_model is None else 2.0 * max(1, mats // 2) * d_model * elem
+    return local * ways, act, float(ffn) if ffn else None
+
+
+def _pipeline_figures(base: Baseline, parallelism: Parallelism) -> None:
+    for axis in parallelism.axes:
+        if axis.pipeline is not None and axis.pipeline.bubble_fraction is not None:
+            base.pipeline_bubble = float(axis.pipeline.bubble_fraction)
+            base.pipeline_microbatches = axis.pipeline.microbatches
+
+
+def _memory(base: Baseline, memory, main: HloModule | None, state: set, weights: set) -> None:
+    """Per-chip bytes at the main module's static peak (buffer assignment), split by what each buffer
+    scales with: the state's shards, gathered weights, everything else (activations, temporaries)."""
+    if memory is None or main is None:
+        base.memory_how = "no memory report"
+        return
+    peak = next((m for m in memory.modules if m.name == main.name), None)
+    if peak is None or not peak.buffers:
+        base.memory_how = f"{main.name}: no buffer assignment (static peak) to read"
+        return
+    split = {"parameter shard bytes": 0.0, "gathered parameter bytes": 0.0, "activation bytes": 0.0}
+    for buf in peak.buffers:
+        dims = _dims(buf.shape)
+        key = "parameter shard bytes" if dims in state else \
+            "gathered parameter bytes" if dims in weights else "activation bytes"
+        split[key] += float(buf.size_bytes)
+    rest = float(peak.peak_bytes) - sum(split.values())
+    split["activation bytes"] += max(0.0, rest)
+    base.memory = split
+    base.memory_how = f"{main.name}: static peak {peak.peak_bytes} B (buffer assignment), buffers by shape"

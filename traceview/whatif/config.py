@@ -1,0 +1,131 @@
+"""Candidate configurations: a mesh (role -> ways), a global batch, a chip; parsed from the command line or
+enumerated (every factorisation of a chip count over the roles a program uses)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from traceview.errors import UserError
+from traceview.hardware.chips import Chip
+
+ROLES = ("data", "fsdp", "tensor", "context", "pipeline", "expert")
+MAX_CHIPS = 1 << 20
+
+
+@dataclass(frozen=True)
+class Config:
+    """One configuration to project: the mesh by role, the global batch (tokens), the chip."""
+    mesh: dict[str, int]
+    batch: float
+    chip: Chip | None
+    label: str = ""                      # how it was asked for ("today", "--mesh", "factorisation of 8", ...)
+    microbatches: int | None = None      # a pipeline's m (None: the trace's, else the book's m = 4p)
+
+    @property
+    def chips(self) -> int:
+        n = 1
+        for size in self.mesh.values():
+            n *= size
+        return n
+
+    def key(self) -> tuple:
+        return (tuple(sorted((r, s) for r, s in self.mesh.items() if s > 1)), round(self.batch, 6),
+                self.chip.name if self.chip else None)
+
+
+def parse_mesh(text: str) -> dict[str, int]:
+    """``data=8,fsdp=4,tensor=2`` -> {"data": 8, "fsdp": 4, "tensor": 2}; roles are the parallelism view's."""
+    mesh: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        role, sep, size = part.partition("=")
+        role = role.strip()
+        if not sep or role not in ROLES:
+            raise UserError(f"--mesh {text!r}: expected ROLE=N,... with ROLE one of {', '.join(ROLES)}")
+        try:
+            ways = int(size)
+        except ValueError:
+            raise UserError(f"--mesh {text!r}: {size!r} is not a whole number of chips") from None
+        if ways < 1 or ways > MAX_CHIPS:
+            raise UserError(f"--mesh {text!r}: {role}={ways} is out of range (1..{MAX_CHIPS})")
+        mesh[role] = mesh.get(role, 1) * ways
+    if not mesh:
+        raise UserError(f"--mesh {text!r}: no ROLE=N given")
+    return mesh
+
+
+def parse_batch(text: str, today: float | None) -> float:
+    """``512`` (tokens per step, global) or ``x2`` / ``x0.5`` (times today's batch)."""
+    t = text.strip().lower()
+    try:
+        if t.startswith(("x", "*")):
+            if today is None:
+                raise UserError(f"--batch {text!r}: today's batch was not read from the trace; give tokens")
+            value = float(t[1:]) * today
+        else:
+            value = float(t)
+    except ValueError:
+        raise UserError(f"--batch {text!r}: expected a token count (4096) or a factor (x2)") from None
+    if not value > 0:
+        raise UserError(f"--batch {text!r}: must be positive")
+    return value
+
+
+def factorisations(chips: int, roles: list[str]) -> list[dict[str, int]]:
+    """Every way to write ``chips`` as a product of one size per role (order matters: fsdp=4,tensor=2 and
+    fsdp=2,tensor=4 are both listed); roles of size 1 are left out of each mesh."""
+    if chips < 1 or chips > MAX_CHIPS:
+        raise UserError(f"--chips {chips}: out of range (1..{MAX_CHIPS})")
+    divisors = [d for d in range(1, chips + 1) if chips % d == 0]
+    out = []
+    for sizes in itertools.product(divisors, repeat=len(roles)):
+        product = 1
+        for s in sizes:
+            product *= s
+        if product == chips:
+            out.append({r: s for r, s in zip(roles, sizes) if s > 1} or {roles[0]: 1})
+    return out
+
+
+@dataclass
+class Request:
+    """What a user asked: meshes, batches and chips; empty lists mean the defaults (docs/whatif.md)."""
+    meshes: list[dict[str, int]] = field(default_factory=list)
+    batches: list[str] = field(default_factory=list)
+    chips: int | None = None
+    target: Chip | None = None
+    microbatches: int | None = None
+
+
+def candidates(request: Request, today_mesh: dict[str, int], today_batch: float | None,
+               today_chip: Chip | None, roles: list[str]) -> list[Config]:
+    """The configurations to project: the asked meshes (or the factorisations of the asked or today's chip
+    count over the roles the program uses) at the asked batches (or today's, 2x and 1/2), on the target."""
+    chip = request.target or today_chip
+    if request.meshes:
+        meshes, how = request.meshes, "--mesh"
+    else:
+        n = request.chips or max(1, _product(today_mesh))
+        meshes, how = factorisations(n, roles or ["data"]), f"factorisation of {n} chips"
+    if request.batches:
+        batches = [(parse_batch(b, today_batch), f"batch {b}") for b in request.batches]
+    elif today_batch is not None:
+        batches = [(today_batch, "today's batch"), (2 * today_batch, "batch x2"), (today_batch / 2, "batch x0.5")]
+    else:
+        batches = []
+    seen: set[tuple] = set()
+    out = []
+    for mesh in meshes:
+        for batch, what in batches:
+            cfg = Config(mesh, batch, chip, f"{how}, {what}", request.microbatches)
+            if cfg.key() not in seen:
+                seen.add(cfg.key())
+                out.append(cfg)
+    return out
+
+
+def _product(mesh: dict[str, int]) -> int:
+    n = 1
+    for s in mesh.values():
+        n *= s
+    return n

@@ -1,0 +1,48 @@
+"""The what-if view: today's step read from an analysis, every candidate configuration projected, ranked."""
+
+from __future__ import annotations
+
+import math
+
+from traceview.parallelism.report import Parallelism
+from traceview.whatif.baseline import Baseline, measure
+from traceview.whatif.config import Config, Request, candidates
+from traceview.whatif.project import project
+from traceview.whatif.report import Projection, Today, WhatIf
+
+ASSUMPTIONS = [
+    "same kernels: each op keeps the efficiency it was measured at; a compute-bound op's time scales with its "
+    "per-chip FLOPs, (B'/B)(N/N') of today's (the book's 6 P T spread over N chips), a memory-bound op's with "
+    "its per-chip bytes",
+    "same overlap per role: each role's collectives are hidden behind compute in the share the trace measured "
+    "for that role (a role the trace lacks: the share of all its collectives)",
+    "the book's collective volumes per role (docs/whatif.md), against today's measured time for that role",
+    "no new rematerialisation: activations per chip scale with the per-chip batch, parameters, gradients and "
+    "optimizer state with the ways they are sharded",
+    "idle time between ops (host, launch, waits) is kept as measured",
+]
+
+
+def whatif_report(pipeline, parallelism: Parallelism, memory=None, request: Request | None = None) -> WhatIf:
+    """Project the analysed step onto the requested configurations (or the defaults: every factorisation of
+    today's chips over the roles the program uses, at today's batch, twice and half of it)."""
+    request = request or Request()
+    base = measure(pipeline, parallelism, memory)
+    warnings = list(base.warnings)
+    roles = [r for r in base.mesh if base.mesh[r] > 1] or ["data"]
+    batch = base.batch_tokens
+    if batch is None:
+        warnings.append(f"the global batch was not read ({base.batch_how}): batches are in units of today's")
+    configs = candidates(request, base.mesh, batch if batch is not None else 1.0, base.chip, roles)
+    today_cfg = Config(dict(base.mesh), batch if batch is not None else 1.0, base.chip, "today")
+    today = project(base, today_cfg)
+    projections = [project(base, cfg) for cfg in configs]
+    projections.sort(key=lambda p: (p.step_ps is None, p.step_ps if p.step_ps is not None else math.inf))
+    if base.chips != max(1, math.prod(base.mesh.values())):
+        warnings.append(f"the roles cover {math.prod(base.mesh.values())} of {base.chips} devices")
+    return WhatIf(_today(base, today), projections, list(ASSUMPTIONS), warnings)
+
+
+def _today(base: Baseline, today: Projection) -> Today:
+    return Today(dict(base.mesh), base.batch_tokens, base.chips, base.chip.name if base.chip else None,
+                 base.step_ps, base.mfu, today.memory_per_chip_bytes, base.batch_how)
