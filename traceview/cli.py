@@ -15,7 +15,7 @@ from traceview.version import __version__
 # Sub-commands, in the order `traceview --help` lists them. Each module has
 # `register(subparsers)`, which sets `handler=run`, and `run(args) -> int`.
 COMMANDS = ("analyze", "runs", "hlo", "memory", "graph", "parallelism", "scopes", "inference", "roofline",
-            "hardware", "dashboard", "diff", "check", "history")
+            "whatif", "hardware", "dashboard", "diff", "check", "history")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
