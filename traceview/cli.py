@@ -9,7 +9,7 @@ import sys
 import traceback
 from typing import NoReturn
 
-from traceview.errors import UserError
+from traceview.errors import UserError, missing_extra
 from traceview.version import __version__
 
 # Sub-commands, in the order `traceview --help` lists them. Each module has
@@ -60,6 +60,12 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except BrokenPipeError:  # `traceview analyze ... | head`
         return 0
+    except ModuleNotFoundError as exc:  # an optional package (an extra) not installed: the user's to install
+        missing = missing_extra(exc, args.command)
+        if missing is None:
+            return _internal_error(exc, args.debug)
+        print(f"traceview: error: {missing}", file=sys.stderr)
+        return missing.exit_code
     except KeyboardInterrupt:
         return 130
     except RecursionError as exc:  # an input nested deeper than any limit caught: still the input's fault
