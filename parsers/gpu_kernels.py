@@ -39,10 +39,11 @@ def execution_starts(op: np.ndarray, kernel: np.ndarray) -> np.ndarray:
     np.equal(op[1:], op[:-1], out=same[1:])
     if not same.any():
         return starts
-    run_start = np.maximum.accumulate(np.where(same, 0, np.arange(n)))
+    position = np.arange(n)
+    run_start = np.maximum.accumulate(np.where(same, 0, position))   # each row's run's first row
     repeat = np.zeros(n, dtype=bool)
-    repeat[1:] = kernel[1:] == kernel[:-1]
-    repeat |= (kernel == kernel[run_start]) & (run_start != np.arange(n))
+    np.equal(kernel[1:], kernel[:-1], out=repeat[1:])
+    repeat |= (kernel == kernel[run_start]) & (run_start != position)
     starts[same & ~repeat] = 0
     return starts
 
@@ -123,10 +124,11 @@ class GpuKernelRows:
         self.graph_kernels = 0
         self.graph_launches: set[int] = set()
 
-    def add(self, chunk, kernel_names: list[str]) -> None:
+    def add(self, chunk, kernel_names: list[str], md_index: Callable[[np.ndarray], np.ndarray]) -> None:
         """Rename one stream's command-buffer kernels after their instructions and mark its executions
         (``chunk``: the reader's rows of one line: start, duration, op/module categoricals, program_id and
-        ``extra["kernel"]``, ``extra["graph_launch"]``; changed in place)."""
+        ``extra["kernel"]`` (metadata ids), ``extra["graph_launch"]``; changed in place). ``kernel_names``:
+        the plane's event metadata names; ``md_index``: metadata ids -> positions in that list."""
         kernel = chunk.extra.pop("kernel", None)
         launch = chunk.extra.pop("graph_launch", None)
         if kernel is None or chunk.start.size == 0:
@@ -137,12 +139,16 @@ class GpuKernelRows:
         def ordered(a: np.ndarray) -> np.ndarray:
             return a if order is None else a[order]
 
-        op_codes = ordered(np.asarray(chunk.op.codes, dtype=np.int64))
+        op_codes = ordered(chunk.op.codes)
         kernel = ordered(kernel)
         if launch is not None and (launch >= 0).any():
             if "run_id" not in chunk.extra:   # a graph launch is one execution of its program (steps without annotations)
                 chunk.extra["run_id"] = np.where(launch >= 0, launch + 1, 0)
-            op_codes = self._place(chunk, op_codes, kernel, ordered(launch), ordered(chunk.duration), order,
+            launch = ordered(launch)
+            in_graph = np.flatnonzero(launch >= 0)
+            names = np.full(kernel.size, -1, dtype=np.int64)          # names looked up for graph kernels only
+            names[in_graph] = md_index(kernel[in_graph])
+            op_codes = self._place(chunk, op_codes.astype(np.int64), names, launch, ordered(chunk.duration), order,
                                    kernel_names)
         starts = execution_starts(op_codes, kernel)
         if order is not None:

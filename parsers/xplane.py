@@ -604,7 +604,7 @@ def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.
 
     Events with no HLO op (memcpys, TensorFlow kernels) are named by their
     framework op (the ``level 0`` stat), else by the kernel name. ``kernels`` (GPU streams): keep each
-    row's kernel (its metadata's index, ``extra["kernel"]``) and, for kernels run inside a CUDA graph, the
+    row's kernel (its metadata id, ``extra["kernel"]``) and, for kernels run inside a CUDA graph, the
     graph launch they belong to (``extra["graph_launch"]``, -1 outside graphs). ``keep``:
     the rows to take (all by default); ``last_use``: nothing reads ``ev``
     after this (its stat columns are dropped once read). Each column is
@@ -642,7 +642,7 @@ def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.
     program_id = sel(pid)
     del pid, has_pid
     run_id = sel(ev.ints("run_id")[0]) if ev.has_stat("run_id") else None
-    kernel = view.md_index(sel(ev.mid)).astype(np.int32) if kernels else None
+    kernel_id = sel(ev.mid) if kernels else None   # the metadata id: a kernel's identity, no lookup
     graph_launch = None
     if kernels and ev.has_stat(_CUDA_GRAPH_STAT):
         in_graph = sel(ev.ints(_CUDA_GRAPH_STAT)[1])
@@ -662,8 +662,8 @@ def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.
     )
     if run_id is not None:
         chunk.extra["run_id"] = run_id
-    if kernel is not None:
-        chunk.extra["kernel"] = kernel
+    if kernel_id is not None:
+        chunk.extra["kernel"] = kernel_id
     if graph_launch is not None:
         chunk.extra["graph_launch"] = graph_launch
     return chunk
@@ -810,7 +810,7 @@ class _Reader:
                 if name.startswith(_GPU_STREAM_PREFIX):
                     chunk = _stat_rows(view, dev.id, name, self._events(view, line, stats), last_use=True,
                                        kernels=True)
-                    self.kernels.add(chunk, kernel_names)
+                    self.kernels.add(chunk, kernel_names, view.md_index)
                     self.chunks.append(chunk)
         if _STEPS_LINE in lines:
             ev = self._events(view, lines[_STEPS_LINE])
