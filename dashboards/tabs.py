@@ -24,7 +24,7 @@ from traceview.dashboards.front import Front
 # Tab name -> the module of traceview.dashboards that draws it (its `render(view)`).
 TABS = {"Overview": "overview", "Roofline": "roofline_view", "Ops": "ops_table", "Timeline": "timeline",
         "Op detail": "op_detail", "Model": "model", "Memory": "memory", "Parallelism": "parallelism",
-        "Inference": "inference", "Compare": "compare", "History": "history"}
+        "Inference": "inference", "What if": "whatif", "Compare": "compare", "History": "history"}
 TAB_KEY = "tv_tab"        # session-state key of the open tab's name
 FIRST = "overview"        # the tab drawn from the analysis' record alone
 

@@ -26,7 +26,7 @@ from traceview.units import fmt_share
 pytestmark = pytest.mark.slow
 
 TABS = ("Overview", "Roofline", "Ops", "Timeline", "Op detail", "Model", "Memory", "Parallelism", "Inference",
-        "Compare", "History")
+        "What if", "Compare", "History")
 
 
 @contextlib.contextmanager
@@ -457,3 +457,25 @@ def test_first_page_from_the_stored_record_in_chromium(browser, sample_traces, t
     _keep(shots)
     for shot in shots:
         assert _not_blank(shot) > 200, f"{shot.name} looks blank"
+
+
+def test_whatif_tab_in_chromium(browser, sample_traces, tmp_path):
+    """The What if tab on the sharded sample: today's step, the configurations ranked by projected step time
+    (the numbers of `traceview whatif`), the chart of each projection's terms."""
+    from traceview.render.whatif import mesh_text, whatif_json
+    from traceview.units import fmt_time_us
+
+    trace = sample_traces / "sharded"
+    expected = whatif_json(traceview.load(trace).whatif())
+    with dashboard_server(trace, tmp_path / "server.log") as url:
+        _open_overview(browser, url)
+        _settle(browser, 0, "Overview")
+        _click_tab(browser, "What if", "Configurations ranked by projected step time")
+        _settle(browser, 1, "What if")
+        panel = browser.js(_PANEL)
+        shot = browser.screenshot(tmp_path / "dashboard_whatif.png")
+    assert fmt_time_us(expected["baseline"]["step_time_us"]) in panel
+    assert mesh_text(expected["baseline"]["mesh"]) in panel
+    assert "Where each projected step goes" in panel and "Traceback" not in panel
+    _keep([shot])
+    assert _not_blank(shot) > 200
