@@ -1041,8 +1041,9 @@ def _repeat_cat(values: list, sizes: list[int]) -> pd.Categorical:
     if any(isinstance(v, pd.Categorical) for v in values):
         from pandas.api.types import union_categoricals
 
-        return union_categoricals([v if isinstance(v, pd.Categorical) else
-                                   pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [v])
+        return union_categoricals([pd.Categorical.from_codes(v.codes, pd.Index(v.categories, dtype=object))
+                                   if isinstance(v, pd.Categorical) else
+                                   pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), pd.Index([v], dtype=object))
                                    for v, n in zip(values, sizes)])
     cats = pd.Categorical(values)
     return pd.Categorical.from_codes(np.repeat(cats.codes, sizes), cats.categories)

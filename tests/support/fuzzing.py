@@ -9,8 +9,13 @@ The oracle, per case: the reader returns tables that hold no negative or
 non-finite times, sizes or FLOPs, or it raises a ``UserError`` whose message is
 one line naming the file. Anything else is a finding: ``crash`` (any other
 exception), ``hang`` (over the time limit), ``died`` (the worker process was
-killed, e.g. by memory), ``garbage`` (accepted with impossible numbers) or
-``message`` (an error of more than one line or one that does not name the file).
+killed, e.g. by memory), ``memory`` (a case whose resident peak passed
+MEMORY_FINDING), ``garbage`` (accepted with impossible numbers, accepted where it
+must be refused, or a history store modified by a read or a failed add) or
+``message`` (an error of more than one line or one that does not name the file,
+or a native library's own log on stderr). The hostile mutations of the newer
+readers (trace JSON, StableHLO, history stores, GPU dumps) are
+tests/support/fuzz_hostile.py.
 
 Used by tests/fuzz/test_fuzz_mutation.py (a bounded run in the default suite) and
 scripts/fuzz.py (a long run with a printed seed).
@@ -18,16 +23,20 @@ scripts/fuzz.py (a long run with a printed seed).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
 import lzma
 import math
 import multiprocessing as mp
+import os
 import random
 import re
 import resource
+import shutil
 import signal
+import sys
 import tempfile
 import time
 import traceback
@@ -35,6 +44,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.support.fuzz_hostile import NATIVE_NOISE
 
 REPO = Path(__file__).resolve().parents[2]      # tests/support/fuzzing.py -> the repository
 SHARED = REPO.parent / "shared" / "traces"
@@ -44,6 +55,7 @@ SAMPLES = REPO / "sample_traces"
 # bombs (which expand past it) stay cheap. The bound's logic is the same at any size.
 FUZZ_DECOMPRESS_LIMIT = 48 << 20
 WORKER_MEMORY = 6 << 30  # address-space limit of the worker: a case needing more is a finding
+MEMORY_FINDING = 4 << 30  # resident peak of one case (a fresh worker each time it is passed) that is a finding
 
 
 @dataclass(frozen=True)
@@ -62,12 +74,13 @@ class Case:
     mutation: str
     name: str
     data: bytes
+    expect: str = ""   # "refused": must be a clean error; "dropped": read only with a dropped-events warning
 
 
 @dataclass
 class Finding:
     case: Case
-    outcome: str   # crash, hang, died, garbage, message
+    outcome: str   # crash, hang, died, memory, garbage, message
     detail: str
 
     def line(self) -> str:
@@ -134,6 +147,10 @@ def default_seeds(shared: bool = True, max_trace_bytes: int = 400_000) -> list[S
     history = history_seed()
     if history is not None:
         seeds.append(Seed("history_db", "history.db", history))
+    if shared and SHARED.is_dir():
+        from tests.support.fuzz_hostile import gpu_dump_seeds
+
+        seeds += [Seed("gpu_dump", name, data) for name, data in gpu_dump_seeds()]
     return seeds
 
 
@@ -642,25 +659,37 @@ def hlo_text_mutations(rng: random.Random, data: bytes) -> tuple[str, bytes]:
 
 def make_cases(seeds: list[Seed], count: int, seed: int) -> Iterator[Case]:
     """`count` cases, deterministic for `seed`: seeds taken in turn, weighted by how cheap their readers are."""
+    from tests.support.fuzz_hostile import MUTATORS
+
     rng = random.Random(seed)
     weights = {"xplane": 3, "trace_json": 3, "stablehlo": 2, "hlo_text": 4, "hlo_proto": 4, "trace_proto": 2, "baseline": 2,
-               "config": 2, "hardware": 1, "cli_analyze": 0, "history_db": 1}
+               "config": 2, "hardware": 1, "cli_analyze": 0, "history_db": 2, "gpu_dump": 1}
     pool = [s for s in seeds for _ in range(weights.get(s.kind, 1))]
     for number in range(count):
         s = rng.choice(pool)
-        textual = s.kind in ("hlo_text", "baseline", "config", "hardware", "trace_json", "stablehlo")
+        textual = s.kind in ("hlo_text", "baseline", "config", "hardware", "trace_json", "stablehlo", "gpu_dump")
         plain = text_mutations if textual else binary_mutations
         semantic = {"xplane": xspace_mutations, "hlo_proto": hlo_proto_mutations, "trace_proto": hlo_proto_mutations,
-                    "hlo_text": hlo_text_mutations, "trace_json": trace_json_mutations}.get(s.kind)
-        mutate = semantic if semantic is not None and rng.random() < 0.6 else plain
-        try:
-            mutation, data = mutate(rng, s.data)
-        except Exception:  # noqa: BLE001 - a seed the semantic mutator cannot parse: mutate its bytes
-            mutation, data = plain(rng, s.data)
-        if rng.random() < 0.15:  # a second mutation on top
+                    "hlo_text": hlo_text_mutations, "trace_json": trace_json_mutations,
+                    "gpu_dump": hlo_text_mutations}.get(s.kind)
+        hostile = MUTATORS.get(s.kind)
+        expect = ""
+        draw = rng.random()
+        if hostile is not None and draw < 0.45:
+            try:
+                mutation, data, expect = hostile(rng, s.data)
+            except Exception:  # noqa: BLE001 - a seed the mutator cannot parse: mutate its bytes
+                mutation, data = plain(rng, s.data)
+        else:
+            mutate = semantic if semantic is not None and rng.random() < 0.6 else plain
+            try:
+                mutation, data = mutate(rng, s.data)
+            except Exception:  # noqa: BLE001 - a seed the semantic mutator cannot parse: mutate its bytes
+                mutation, data = plain(rng, s.data)
+        if not expect and rng.random() < 0.15:  # a second mutation on top
             m2, data = plain(rng, data)
             mutation += " + " + m2
-        yield Case(number, s.name, s.kind, mutation, s.name, data)
+        yield Case(number, s.name, s.kind, mutation, s.name, data, expect)
 
 
 # ------------------------------------------------------------------------ oracle (runs in the worker)
@@ -744,10 +773,12 @@ def _run_xplane(path: Path) -> None:
                 raise Garbage(f"the compiled and pure readers disagree on {table}: {str(exc)[:200]}") from None
 
 
-def _run_trace_json(path: Path) -> None:
+def _run_trace_json(path: Path):
     from traceview.parsers.trace_json import read_trace_json
 
-    _check_trace_data(read_trace_json(path))
+    data = read_trace_json(path)
+    _check_trace_data(data)
+    return data
 
 
 def _run_stablehlo(path: Path) -> None:
@@ -880,6 +911,7 @@ def _run_hardware(path: Path) -> None:
 
 def _run_history(path: Path) -> None:
     """A history store (SQLite) with corrupted pages or values: a report in every format, or one clean error."""
+    from tests.support.fuzz_hostile import check_history_untouched
     from traceview.history.store import open_store
     from traceview.history.trends import build_report
     from traceview.render.history import FORMATS, render
@@ -889,6 +921,15 @@ def _run_history(path: Path) -> None:
     for fmt in FORMATS:
         render(report, fmt)
     _check_json_numbers(report.to_json())
+    check_history_untouched(path)
+
+
+def _run_gpu_dump(path: Path) -> None:
+    """A current GPU dump's text: the full read as for any HLO file, and its hlo JSON bounded by its size."""
+    from tests.support.fuzz_hostile import output_bound
+
+    _run_hlo(path)
+    output_bound(path)
 
 
 def _run_cli_analyze(path: Path) -> None:
@@ -922,7 +963,7 @@ def _run_cli_analyze(path: Path) -> None:
 RUNNERS: dict[str, Callable[[Path], None]] = {
     "xplane": _run_xplane, "trace_json": _run_trace_json, "stablehlo": _run_stablehlo, "hlo_text": _run_hlo, "hlo_proto": _run_hlo, "trace_proto": _run_trace_proto,
     "baseline": _run_baseline, "config": _run_config, "hardware": _run_hardware, "cli_analyze": _run_cli_analyze,
-    "history_db": _run_history,
+    "history_db": _run_history, "gpu_dump": _run_gpu_dump,
 }
 
 
@@ -934,7 +975,11 @@ def run_one(case: Case, folder: Path) -> tuple[str, str]:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(case.data)
     try:
-        RUNNERS[case.kind](path)
+        result = RUNNERS[case.kind](path)
+        if case.expect == "refused":
+            raise Garbage("accepted an input that must be refused")
+        if case.expect == "dropped" and not any("dropped" in w for w in getattr(result, "warnings", [])):
+            raise Garbage("events with unusable times read without a dropped-events warning")
     except UserError as exc:
         text = str(exc)
         if "\n" in text or not text.strip():
@@ -952,8 +997,7 @@ def run_one(case: Case, folder: Path) -> tuple[str, str]:
                       if "traceview" in f.filename or "/parsers/" in f.filename), "?")
         return "crash", f"{type(exc).__name__} at {where}: {str(exc)[:200]}"
     finally:
-        path.unlink(missing_ok=True)
-        path.parent.rmdir()
+        shutil.rmtree(path.parent, ignore_errors=True)
     return "ok", ""
 
 
@@ -989,12 +1033,38 @@ def _worker(conn, timeout_s: float) -> None:
                 return
             signal.setitimer(signal.ITIMER_REAL, timeout_s)
             try:
-                result = run_one(case, Path(tmp))
+                with _native_stderr() as said:
+                    result = run_one(case, Path(tmp))
             except _Timeout:
                 result = ("hang", "over the time limit")
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
+            noise = NATIVE_NOISE.search(said.getvalue())
+            if noise is not None and result[0] in ("ok", "error"):
+                result = ("message", f"a native library wrote to stderr: {noise.group()[:120]!r}")
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            if peak > MEMORY_FINDING:
+                conn.send(("memory", f"peak {peak / 2**30:.1f} GiB"))
+                return   # a fresh worker measures the next case from zero
             conn.send(result)
+
+
+@contextlib.contextmanager
+def _native_stderr() -> Iterator[io.StringIO]:
+    """What is written to file descriptor 2 (by Python or by a native library) while the block runs."""
+    said = io.StringIO()
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield said
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            said.write(sink.read(1 << 20).decode("utf-8", errors="replace"))
 
 
 def load_compiled_reader() -> bool:

@@ -106,8 +106,11 @@ def sqlite_engine(location: Location, read_only: bool) -> Engine:
     """An engine on the file: read-only (a reader), or writing with BEGIN IMMEDIATE when asked (a writer)."""
     path = location.file
     assert path is not None
-    mode = "ro" if read_only else "rwc"
-    uri = f"file:{quote(str(path.resolve()))}?mode={mode}"
+    uri = f"file:{quote(str(path.resolve()))}?mode={'ro' if read_only else 'rwc'}"
+    if read_only and not Path(f"{path}-wal").exists():
+        # No writer has the file open (a WAL writer keeps its log until it closes): read it as it is, so that
+        # SQLite does not leave a -wal and -shm file beside it, which a read-only connection cannot remove.
+        uri += "&immutable=1"
     engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S,
                                                                       check_same_thread=False))
 
