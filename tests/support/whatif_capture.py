@@ -25,7 +25,7 @@ from pathlib import Path
 WIDTH = 256        # d_model (no weight shard shares its shape with an activation at the tests' batches)
 FFN = 768          # the MLP's hidden width
 WARMUP = 2
-TRACED = 4
+TRACED = 6
 
 
 def parse_case(text: str) -> tuple[str, int, dict[str, int]]:

@@ -90,7 +90,9 @@ def measure(pipeline, parallelism: Parallelism, memory=None) -> Baseline:
     flops = summary.get("flops")
     flops_per_chip = None if not flops else float(flops) / (n_steps * max(1, len(pipeline.device_times)
                                                                              or chips))
-    base = Baseline(mesh, chips, pipeline.target, len(steps), step_ps, buckets, ops, role_measures, batch, how,
+    # the chip the step was measured on (a re-targeted analysis keeps it as capture_chip)
+    chip = pipeline.capture_chip if pipeline.projected and pipeline.capture_chip is not None else pipeline.target
+    base = Baseline(mesh, chips, chip, len(steps), step_ps, buckets, ops, role_measures, batch, how,
                     param_bytes, act, ffn, flops_per_chip, summary.get("mfu"), str(summary.get("mfu_dtype") or
                                                                                  "bf16"), warnings=warnings)
     _pipeline_figures(base, parallelism)
@@ -197,9 +199,9 @@ def _shapes(main: HloModule | None, state: set, mesh: dict[str, int],
                 size = float(byte_size(a))
                 local += size
                 elem = int(size / max(1, int(np.prod(a.dims))))
-                if len(a.dims) == 2:
-                    mats += 1
-                    widths.append(a.dims)
+                if len(a.dims) >= 2:          # a matrix, or a stack of them (scanned layers, stages)
+                    mats += int(np.prod(a.dims[:-2])) if len(a.dims) > 2 else 1
+                    widths.append(tuple(a.dims[-2:]))
     ways = parameter_ways(mesh)
     full = [sorted(d) for d in widths]
     d_model = min(min(d) for d in full) if full else None

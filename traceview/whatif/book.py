@@ -62,7 +62,8 @@ def collective_bytes(role: str, mesh: dict[str, int], batch_tokens: float, param
       2 (n-1)/n x per-chip tokens x bytes of activation per token crossing the axis;
     * context: the K/V ring, (n-1)/n of the K/V of the chip's batch rows;
     * expert: dispatch and combine all-to-alls, 2 (n-1)/n x per-chip tokens x activation bytes per token;
-    * pipeline: activations between stages are small; its cost is the bubble, not bytes (0 here).
+    * pipeline: the activations of the chip's rows passed to the next stage (forward) and their gradients
+      back, 2 (n-1)/n x rows x bytes per token; small against its bubble, which :func:`bubble_fraction` is.
     """
     n = mesh.get(role, 1)
     if n <= 1:
@@ -78,6 +79,8 @@ def collective_bytes(role: str, mesh: dict[str, int], batch_tokens: float, param
         return share * rows * activation_bytes_per_token
     if role == "expert":
         return ALL_REDUCE_PASSES * share * batch_tokens / chips_of(mesh) * activation_bytes_per_token
+    if role == "pipeline":
+        return ALL_REDUCE_PASSES * share * rows * activation_bytes_per_token
     return 0.0
 
 

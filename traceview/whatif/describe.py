@@ -62,7 +62,7 @@ class Plan:
 
 def plan(model: ModelSpec, mesh: dict[str, int], chip: Chip, batch_tokens: float, *,
          total_tokens: float | None = None, mfu: float = 0.4, param_bytes_per: int = 2,
-         checkpoints_per_layer: int = 3, dtype: str = "bf16", axes_per_role: dict[str, int] | None = None) -> Plan:
+         checkpoints_per_layer: int = 4, dtype: str = "bf16", axes_per_role: dict[str, int] | None = None) -> Plan:
     """The run of ``model`` on ``mesh`` (role -> ways) of ``chip``s at ``batch_tokens`` per step."""
     p = model.params
     chips = chips_of(mesh)

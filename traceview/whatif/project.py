@@ -41,8 +41,11 @@ def project(base: Baseline, cfg: Config) -> Projection:
     scale = _scales(base, cfg, r_flops)
     terms = _op_terms(base, scale, flops_ratio, bw_ratio)
     terms += _collective_terms(base, cfg, out)
-    idle, bubble = _idle_and_bubble(base, cfg, sum(t.time_ps or 0.0 for t in terms), out)
-    terms += [idle, bubble] if bubble is not None else [idle]
+    idle = Term("idle", None, base.buckets.get("idle", 0.0), base.buckets.get("idle", 0.0), "kept as measured")
+    terms.append(idle)
+    bubble = _bubble(base, cfg, terms, out)
+    if bubble is not None:
+        terms.append(bubble)
     out.terms = terms
     out.step_ps = sum(t.time_ps or 0.0 for t in terms)
     out.bound = _bound(terms)
@@ -111,18 +114,16 @@ def _link(chip: Chip | None, role: str) -> tuple[float | None, str]:
 def _collective_terms(base: Baseline, cfg: Config, out: Projection) -> list[Term]:
     """Each role's exposed collective time: today's, times the book's bytes ratio and the links' ratio; a
     role the trace lacks from the book's bytes on the target's link, times the trace's measured slowdown
-    against its links, hidden in the proportion the trace hid its collectives."""
+    against its links, and fully exposed (nothing measured says how much of it would hide: an upper bound)."""
     p_bytes, act = base.param_bytes or 0.0, base.activation_bytes_per_token or 0.0
     batch = base.batch_tokens or 1.0
     measured = {r: m for r, m in base.roles.items() if m.time_ps is not None}
-    slow, hidden = _calibration(base, measured, batch, p_bytes, act)
+    slow = _calibration(base, measured, batch, p_bytes, act)
     comm_today = base.buckets.get("communication", 0.0)
     exposed_today = sum(m.exposed_ps or 0.0 for m in measured.values())
     squeeze = min(1.0, comm_today / exposed_today) if exposed_today > 0 else 1.0
     terms = []
     for role in sorted(set(base.mesh) | set(cfg.mesh) | set(measured)):
-        if role == "pipeline":
-            continue
         before = collective_bytes(role, base.mesh, batch, p_bytes, act)
         after = collective_bytes(role, cfg.mesh, cfg.batch, p_bytes, act)
         w_tgt, link_how = _link(cfg.chip, role)
@@ -147,55 +148,52 @@ def _collective_terms(base: Baseline, cfg: Config, out: Projection) -> list[Term
             continue
         in_flight = after / w_tgt * 1e12 * slow
         formula = (f"the book's {role} volume {after:.4g} B / W {w_tgt:.3g} B/s ({link_how}) x {slow:.3g} (the "
-                   f"trace's collectives against their links), {hidden:.1%} exposed (the trace's collectives)")
-        terms.append(Term(f"{role} collectives (exposed)", role, in_flight * hidden, 0.0, formula, measured=False))
+                   "trace's collectives against their links), fully exposed (an upper bound)")
+        terms.append(Term(f"{role} collectives (exposed)", role, in_flight, 0.0, formula, measured=False))
         out.notes.append(f"{role}: the program does not use it; its collectives are the book's formula, "
-                         "calibrated by the trace's other collectives")
+                         "calibrated by the trace's other collectives, and counted fully exposed")
     other = comm_today - exposed_today * squeeze
     if other > 0:
         terms.append(Term("other communication", None, other, other, "kept: not attributed to a role"))
     return terms
 
 
-def _calibration(base: Baseline, measured: dict, batch: float, p_bytes: float,
-                 act: float) -> tuple[float, float]:
-    """(measured in-flight time / the book's time on today's links, exposed share) over the measured roles;
-    (1, 1) without any: the link's roofline, fully exposed."""
-    book, real, exposed = 0.0, 0.0, 0.0
+def _calibration(base: Baseline, measured: dict, batch: float, p_bytes: float, act: float) -> float:
+    """Measured in-flight time / the book's time on today's links, over the measured roles; 1 without any
+    (the link's roofline)."""
+    book, real = 0.0, 0.0
     for role, m in measured.items():
         vol = collective_bytes(role, base.mesh, batch, p_bytes, act)
         if vol > 0 and m.link_bandwidth and m.time_ps:
             book += vol / m.link_bandwidth * 1e12
             real += m.time_ps
-            exposed += m.exposed_ps or 0.0
     if book <= 0 or real <= 0:
-        return 1.0, 1.0
-    return real / book, exposed / real
+        return 1.0
+    return real / book
 
 
-def _idle_and_bubble(base: Baseline, cfg: Config, busy: float, out: Projection) -> tuple[Term, Term | None]:
-    """Idle time is kept (host gaps do not change with the mesh); a pipeline's bubble is the book's
-    (p-1)/(m+p-1) of the step: today's measured bubble is taken out of the idle time first."""
-    idle_today = base.buckets.get("idle", 0.0)
-    step = base.step_ps or 0.0
-    bubble_today = (base.pipeline_bubble or 0.0) * step if base.mesh.get("pipeline", 1) > 1 else 0.0
-    bubble_today = min(bubble_today, idle_today)
-    idle = Term("idle", None, idle_today - bubble_today, idle_today - bubble_today, "kept as measured")
+def _bubble(base: Baseline, cfg: Config, terms: list[Term], out: Projection) -> Term | None:
+    """A pipeline's bubble, the book's (p-1)/(m+p-1) of the step. Today's bubble (measured, or read from the
+    schedule loop) is a share of every term of today's step (stages idle, or compute on nothing, while the
+    pipeline fills and drains): the terms are scaled by (1 - today's) first, then the target's added on."""
+    today = base.pipeline_bubble if base.mesh.get("pipeline", 1) > 1 and base.pipeline_bubble else 0.0
     p = cfg.mesh.get("pipeline", 1)
-    if p <= 1 and bubble_today == 0:
-        return idle, None
+    if p <= 1 and not today:
+        return None
+    for t in terms:
+        t.time_ps = None if t.time_ps is None else t.time_ps * (1 - today)
+        t.baseline_ps = None if t.baseline_ps is None else t.baseline_ps * (1 - today)
     m = cfg.microbatches or (base.pipeline_microbatches if base.mesh.get("pipeline", 1) > 1 else None)
     measured = m is not None
     m = m or MICROBATCHES_PER_STAGE * p
     frac = bubble_fraction(p, m)
-    work = busy + (idle.time_ps or 0.0)
-    time = work * frac / (1 - frac) if frac < 1 else None
+    work = sum(t.time_ps or 0.0 for t in terms)
     if not measured:
         out.notes.append(f"pipeline: the trace has none; the bubble is the book's (p-1)/(m+p-1) with m = {m} "
                          "(GPipe's m = 4p), not measured")
-    return idle, Term("pipeline bubble", "pipeline", time, bubble_today,
-                      f"(p-1)/(m+p-1) = {frac:.3g} with p = {p}, m = {m}: bubble = work x f / (1 - f)",
-                      measured=measured)
+    return Term("pipeline bubble", "pipeline", work * frac / (1 - frac), today * (base.step_ps or 0.0),
+                f"(p-1)/(m+p-1) = {frac:.3g} with p = {p}, m = {m}: bubble = work x f / (1 - f); today's "
+                f"{today:.3g} of the step taken out of every term first", measured=measured)
 
 
 def _bound(terms: list[Term]) -> str | None:

@@ -15,7 +15,7 @@ ASSUMPTIONS = [
     "per-chip FLOPs, (B'/B)(N/N') of today's (the book's 6 P T spread over N chips), a memory-bound op's with "
     "its per-chip bytes",
     "same overlap per role: each role's collectives are hidden behind compute in the share the trace measured "
-    "for that role (a role the trace lacks: the share of all its collectives)",
+    "for that role (a role the trace lacks: fully exposed, an upper bound)",
     "the book's collective volumes per role (docs/whatif.md), against today's measured time for that role",
     "no new rematerialisation: activations per chip scale with the per-chip batch, parameters, gradients and "
     "optimizer state with the ways they are sharded",
@@ -27,6 +27,8 @@ def whatif_report(pipeline, parallelism: Parallelism, memory=None, request: Requ
     """Project the analysed step onto the requested configurations (or the defaults: every factorisation of
     today's chips over the roles the program uses, at today's batch, twice and half of it)."""
     request = request or Request()
+    if request.target is None and pipeline.projected:      # an analysis re-targeted: project onto its target
+        request.target = pipeline.target
     base = measure(pipeline, parallelism, memory)
     warnings = list(base.warnings)
     roles = [r for r in base.mesh if base.mesh[r] > 1] or ["data"]
