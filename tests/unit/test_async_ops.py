@@ -23,7 +23,7 @@ def test_pairing_matches_brute_force():
     raw = raw.assign(program_id=7, self_ps=raw["duration_ps"]).astype({"device": "category", "op": "category"})
     pairs = pd.DataFrame([("m", "copy-start", "copy-done"), ("m", "all-gather-start", "all-gather-done")],
                          columns=["module", "start", "done"])
-    ops, rows = aggregate_ops(raw.assign(category="", trace_flops=np.nan, trace_bytes=np.nan))
+    ops, rows = aggregate_ops(raw.assign(category="", trace_flops=np.nan, trace_bytes=np.nan, executions=1))
     got = pair_times(raw, ops, rows, pairs).set_index(ops["op"])
 
     want: dict[str, list[int]] = {}

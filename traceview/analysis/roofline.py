@@ -30,7 +30,7 @@ from traceview.vocabulary import BOUNDS, COLLECTIVE_PATTERNS, PATTERN_OF
 
 OUTPUT_COLUMNS = ("t_compute_ps", "t_memory_ps", "t_comm_ps", "roofline_time_ps", "bound",
                   "unknown_reason", "achieved_flops", "achieved_bandwidth", "intensity",
-                  "efficiency", "gap_ps", "gain_ps")
+                  "efficiency", "gap_ps", "gain_ps", "above_roofline_reason")
 
 GAIN_DEFINITION = ("gain = device time saved if the op ran at its roofline: its time minus its roofline "
                    "time; for communication and async work, at most the time the device waited on it "
