@@ -27,10 +27,14 @@ def test_the_readme_shows_examples_on_the_samples():
     assert all("sample_traces/" in e.command for e in found)      # the project's own samples: never skipped
 
 
-def test_each_readme_example_is_what_its_command_prints(sample_traces):
+@pytest.mark.parametrize("document", ["README.md", "docs/scopes.md", "docs/ci.md"])
+def test_each_example_is_what_its_command_prints(sample_traces, document):
     script = _script()
-    diffs = script.differences(script.README.read_text(encoding="utf-8"))
-    assert not diffs, "README examples differ from the commands' output (python scripts/readme_examples.py " \
+    assert REPO_ROOT / document in script.DOCUMENTS
+    text = (REPO_ROOT / document).read_text(encoding="utf-8")
+    assert script.examples(text)
+    diffs = script.differences(text)
+    assert not diffs, f"{document}: examples differ from the commands' output (python scripts/readme_examples.py " \
         "--write updates them):\n" + "\n".join(diffs)
 
 
