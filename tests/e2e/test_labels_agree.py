@@ -39,11 +39,17 @@ def test_a_projection_is_labelled_projected_everywhere(sample_traces, capsys, ta
     roofline = _out(capsys, "roofline", path, "--target", target)
     assert roofline.startswith("projected: the points are the rates measured on cpu")
     assert json.loads(_out(capsys, "roofline", path, "--target", target, "--format", "json"))["projected"] is True
+    for fmt in ("table", "markdown"):
+        diff = _out(capsys, "diff", sample_traces / "mlp", sample_traces / "mlp_slow", "--target", target,
+                    "--format", fmt)
+        assert f"bounds, efficiency and MFU (projected onto {target}); times as measured" in diff
+        assert f"Time by bound, per step (projected onto {target})" in diff
 
 
 def test_on_the_capture_chip_nothing_says_projected(sample_traces, capsys):
     path = sample_traces / "transformer"
-    for argv in (("analyze", path), ("scopes", path), ("roofline", path)):
+    for argv in (("analyze", path), ("scopes", path), ("roofline", path),
+                 ("diff", sample_traces / "mlp", sample_traces / "mlp_slow")):
         text = _out(capsys, *argv)
         assert "projected" not in text.replace("projected_time", ""), argv
     assert json.loads(_out(capsys, "roofline", path, "--format", "json"))["projected"] is False

@@ -52,6 +52,7 @@ class Snapshot:
     # module, program_id, steps_run (steps it ran in), outside (ran outside every step): the programs that
     # executed in the capture (regress.gating); None where the input records no executions (HLO)
     programs: pd.DataFrame | None = None
+    projected: bool = False     # judged against a target the trace did not run on (bounds, efficiency, MFU)
 
     @property
     def n_steps(self) -> int:
@@ -129,7 +130,7 @@ def snapshot_from_analysis(analysis, label: str | None = None) -> Snapshot:
         mfu=summary.get("mfu"), target=analysis.target.name if analysis.target is not None else None,
         device_time_ps=float(analysis.device_time_ps),
         warnings=list(dict.fromkeys(list(analysis.warnings) + memory_warnings)), memory=memory,
-        programs=programs_that_ran(raw))
+        programs=programs_that_ran(raw), projected=bool(analysis.projected))
 
 
 def _per_device_bounds(analysis) -> dict[str, float] | None:
@@ -265,7 +266,8 @@ def _snapshot_from_analysis_json(data: dict, path: Path) -> Snapshot:
         else None,
         mfu=summary.get("mfu"), target=target.get("name") if isinstance(target, dict) else None,
         device_time_ps=None if device_time is None else float(device_time) * PS_PER_US, warnings=warnings,
-        programs=programs_from_records(data.get("ops") or [], len(steps)))
+        programs=programs_from_records(data.get("ops") or [], len(steps)),
+        projected=bool(target.get("projected")) if isinstance(target, dict) else False)
 
 
 def _snapshot_from_hlo_json(data: dict, path: Path) -> Snapshot:

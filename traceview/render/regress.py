@@ -260,6 +260,18 @@ def _work_line(diff: Diff) -> str | None:
     return (("per step: " if stepped else "whole capture: ") + ", ".join(parts)) if parts else None
 
 
+def _projected(diff: Diff) -> str:
+    """" (projected onto CHIP)" when either side was judged against a chip its trace did not run on."""
+    sides = [s for s in (diff.base, diff.new) if s.projected and s.target]
+    return f" (projected onto {', '.join(dict.fromkeys(s.target or '' for s in sides))})" if sides else ""
+
+
+def _projected_line(diff: Diff) -> str | None:
+    """Which figures a projection judged: bounds, efficiency and MFU; the times are measured."""
+    where = _projected(diff)
+    return f"bounds, efficiency and MFU{where}; times as measured" if where else None
+
+
 def _mfu_line(mfu: Pair) -> str | None:
     if mfu.base is None and mfu.new is None:
         return None
@@ -277,7 +289,8 @@ def diff_text(diff: Diff, verdict: Verdict | None = None, top: int = 15, colour_
     head = _headline(diff, verdict)
     out = [colour(f"traceview {__version__} {command}", "bold", on) + f"  {diff.base.label}  ->  {diff.new.label}",
            colour(head, "green" if verdict.passed else "red", on), ""]
-    for line in (s["step"], _work_line(diff), _mfu_line(s["mfu"]), s["counts"], _programs_line(verdict)):
+    for line in (s["step"], _work_line(diff), _mfu_line(s["mfu"]), s["counts"], _programs_line(verdict),
+                 _projected_line(diff)):
         if line:
             out.append("  " + line)
     out.append("")
@@ -287,7 +300,7 @@ def diff_text(diff: Diff, verdict: Verdict | None = None, top: int = 15, colour_
         out += [colour("Checks", "bold", on), text_table(CHECK_HEADERS, _check_rows(ordered, on), CHECK_ALIGN),
                 _legend(verdict.budgets.confidence), ""]
     if s["bounds"]:
-        out += [colour("Time by bound, per step", "bold", on),
+        out += [colour(f"Time by bound, per step{_projected(diff)}", "bold", on),
                 text_table(["bound", "base", "new", "change"], s["bounds"], "lrrr"), ""]
     if s["modules"]:
         out += [colour("HLO modules (cost model)", "bold", on),
@@ -318,7 +331,7 @@ def diff_markdown(diff: Diff, verdict: Verdict | None = None, top: int = 15, com
     out = [f"### {mark} traceview {command}: {_headline(diff, verdict)}", "",
            f"{markdown_code(diff.base.label)} -> {markdown_code(diff.new.label)}", ""]
     out += [f"- {markdown_text(line)}" for line in (s["step"], _work_line(diff), _mfu_line(s["mfu"]), s["counts"],
-                                                  _programs_line(verdict)) if line]
+                                                  _programs_line(verdict), _projected_line(diff)) if line]
     out.append("")
     if verdict.failed:
         out += ["#### Over budget", "", markdown_table(CHECK_HEADERS, _check_rows(verdict.failed), CHECK_ALIGN), ""]
@@ -332,7 +345,8 @@ def diff_markdown(diff: Diff, verdict: Verdict | None = None, top: int = 15, com
                 "step)</summary>", "", markdown_table(CHECK_HEADERS, _check_rows(ungated), CHECK_ALIGN), "",
                 "</details>", ""]
     if s["bounds"]:
-        out += ["#### Time by bound, per step", "", markdown_table(["bound", "base", "new", "change"], s["bounds"],
+        out += [f"#### Time by bound, per step{markdown_text(_projected(diff))}", "",
+                markdown_table(["bound", "base", "new", "change"], s["bounds"],
                                                                   "lrrr"), ""]
     if s["modules"]:
         out += ["#### HLO modules (cost model)", "", markdown_table(MODULE_HEADERS, s["modules"], MODULE_ALIGN), ""]
