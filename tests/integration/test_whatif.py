@@ -128,3 +128,16 @@ def test_renderers_and_command(sample_traces, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "traceview", "whatif", str(trace), "--mesh", "model=8"],
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "--mesh" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("sample, d_model, ffn", [("sharded", "d_in", "hidden"), ("fsdp", "d_in", "hidden"),
+                                                  ("tensor_parallel", "d_in", "hidden")])
+def test_parameters_and_widths_read_from_the_state(sample_traces, sample, d_model, ffn):
+    """P, D and F against the capture script's configuration: two f32 matrices D x F and F x D."""
+    analysis = traceview.load(sample_traces / sample)
+    cfg = json.loads((sample_traces / sample / "capture.json").read_text())["config"]
+    base = measure(analysis.pipeline, analysis.parallelism(), analysis.memory())
+    assert base.param_bytes == 2 * cfg[d_model] * cfg[ffn] * 4
+    assert base.ffn == cfg[ffn]
+    assert base.activation_bytes_per_token == 2 * cfg[d_model] * 4      # forward + backward, one matmul pair
+    assert base.batch_tokens == cfg["batch"]

@@ -85,7 +85,9 @@ def measure(pipeline, parallelism: Parallelism, memory=None) -> Baseline:
     tokens = parallelism.per_chip_tokens
     batch = None if tokens is None or tokens.value is None else float(tokens.value) * batch_ways(mesh)
     how = tokens.how if tokens is not None else "no per-chip batch read from the dots"
-    param_bytes, act, ffn = _shapes(main, state, mesh, warnings)
+    tensor_width = next((float(a.verdict.value) for a in parallelism.axes if a.role.role == "tensor"
+                         and a.verdict.value), None)
+    param_bytes, act, ffn = _shapes(main, state, mesh, tensor_width, warnings)
     summary = pipeline.summary
     flops = summary.get("flops")
     flops_per_chip = None if not flops else float(flops) / (n_steps * max(1, len(pipeline.device_times)
@@ -181,33 +183,37 @@ def _sum(values) -> float | None:
     return float(sum(vals))
 
 
-def _shapes(main: HloModule | None, state: set, mesh: dict[str, int],
+def _shapes(main: HloModule | None, state: set, mesh: dict[str, int], tensor_width: float | None,
             warnings: list[str]) -> tuple[float | None, float | None, float | None]:
     """(parameter bytes of one model copy, activation bytes per token crossing a tensor axis, F) from the
-    state the step updates: each local shard times the ways parameters are split."""
+    state the step updates: each local shard times the ways parameters are split. F is the tensor axis's
+    per-shard width times its ways (the parallelism view's figure), else the widest local dimension (an
+    unsplit one); D = a full matrix's elements / F."""
     if main is None or not state:
         warnings.append("no state (entry parameters that are also results): parameter bytes unknown")
         return None, None, None
     entry = main.entry_computation()
-    local, widths, mats, elem = 0.0, [], 0, 4
+    local, elements, mats, elem = 0.0, [], 0, 4
+    widest = 0
     for inst in entry.instructions if entry is not None else []:
         if inst.opcode != "parameter":
             continue
         for a in leaves(inst.shape):
-            dims = tuple(sorted(a.dims))
-            if dims in state:
-                size = float(byte_size(a))
-                local += size
-                elem = int(size / max(1, int(np.prod(a.dims))))
-                if len(a.dims) >= 2:          # a matrix, or a stack of them (scanned layers, stages)
-                    mats += int(np.prod(a.dims[:-2])) if len(a.dims) > 2 else 1
-                    widths.append(tuple(a.dims[-2:]))
+            if tuple(sorted(a.dims)) not in state:
+                continue
+            size = float(byte_size(a))
+            local += size
+            elem = int(size / max(1, int(np.prod(a.dims))))
+            if len(a.dims) >= 2:          # a matrix, or a stack of them (scanned layers, stages)
+                stack = int(np.prod(a.dims[:-2])) if len(a.dims) > 2 else 1
+                mats += stack
+                elements.append(float(a.dims[-1] * a.dims[-2]))
+                widest = max(widest, *a.dims[-2:])
     ways = parameter_ways(mesh)
-    full = [sorted(d) for d in widths]
-    d_model = min(min(d) for d in full) if full else None
-    ffn = max(max(d) for d in full) * mesh.get("tensor", 1) if full else None
+    ffn = tensor_width * mesh.get("tensor", 1) if tensor_width else (float(widest) if widest else None)
+    d_model = (sorted(elements)[len(elements) // 2] * ways / ffn) if elements and ffn else None
     act = None if d_model is None else 2.0 * max(1, mats // 2) * d_model * elem
-    return local * ways, act, float(ffn) if ffn else None
+    return local * ways, act, ffn
 
 
 def _pipeline_figures(base: Baseline, parallelism: Parallelism) -> None:
