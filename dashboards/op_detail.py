@@ -174,8 +174,10 @@ def _header(record: dict) -> None:
     cols[3].metric("gap", fmt_time_us(number(record.get("gap_us"))))
     st.caption(f"{markdown_text(record.get('category') or '-')} · {markdown_text(record.get('opcode') or '-')} · "
                f"{record.get('occurrences')} "
-               f"occurrences · {fmt_si(number(record.get('flops')), 'FLOP')} · "
+               f"occurrences ({record.get('kernels')} kernels) · {fmt_si(number(record.get('flops')), 'FLOP')} · "
                f"{fmt_si(number(record.get('bytes_accessed')), 'B')} · dtype {markdown_text(record.get('dtype') or '-')}")
+    if record.get("above_roofline_reason"):
+        st.info(f"Above its roofline: {markdown_text(record['above_roofline_reason'])}")
 
 
 def _fusion(module, inst) -> None:

@@ -10,7 +10,7 @@ from traceview.dashboards.data import View
 from traceview.dashboards.persist import keep_across_tabs
 
 # JSON-contract fields shown, in order (units as in `traceview analyze --format json`).
-COLUMNS = ["module", "name", "category", "bound", "occurrences", "self_time_us", "judged_time_us",
+COLUMNS = ["module", "name", "category", "bound", "occurrences", "kernels", "self_time_us", "judged_time_us",
            "roofline_time_us", "efficiency", "gap_us", "exposed_time_us", "flops", "bytes_accessed", "intensity",
            "collective_kind", "collective_bytes", "dtype", "source_file", "source_line"]
 SORTS = {"gap": "gap_us", "self time": "self_time_us", "judged time": "judged_time_us",

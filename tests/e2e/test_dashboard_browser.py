@@ -159,6 +159,20 @@ def test_real_tpu_trace_in_chromium(browser, shared_traces, tmp_path):
         assert _not_blank(shot) > 200, f"{shot.name} looks blank"
 
 
+def test_nvidia_command_buffer_trace_in_chromium(browser, shared_traces, tmp_path):
+    """An H200 training step run with XLA command buffers: every tab shows the ops placed inside the graphs."""
+    trace = shared_traces / "h200" / "train"
+    if not trace.is_dir():
+        pytest.skip(f"H200 captures not available in {trace}")
+    with dashboard_server(trace, tmp_path / "server.log") as url:
+        shots = _tour(browser, url, trace, tmp_path, "dashboard_h200_train", overview_charts=2)
+        text = browser.js("document.body.innerText")
+        assert "h200" in text and "command_buffer_1" not in text
+    _keep(shots)
+    for shot in shots:
+        assert _not_blank(shot) > 200, f"{shot.name} looks blank"
+
+
 def _bad_upload(browser: DevTools, tmp_path: Path) -> Path:
     """Upload through the page's own file input: a corrupt file is one line in the page."""
     bad = tmp_path / "corrupt.xplane.pb"
