@@ -98,3 +98,63 @@ def test_mhlo_text_is_costed_by_hand(tmp_path: Path) -> None:
                     '    %1 = mhlo.add %0, %0 : tensor<4x2xf32>\n    return %1 : tensor<4x2xf32>\n  }\n}\n')
     (module,) = hlo(path).to_json()["modules"]
     assert module["stage"] == "lowered" and module["flops"] == 2 * 4 * 8 * 2 + 4 * 2
+
+
+# ---------------------------------------------------------------- hostile StableHLO: never a crash, one line
+
+HOSTILE = ["calls itself", "mutual recursion", "attribute 100000 deep", "tuple type 100000 deep",
+           "fused location 100000 deep", "case regions", "module nesting", "sharding '{{{'",
+           "sharding '{devices=[99999999,9'"]     # the mutator names a sharding by its first 20 characters
+
+
+def _hostile(what: str) -> bytes:
+    """The fuzzer's StableHLO edit named `what`, drawn from its mutator until it comes up."""
+    import random
+
+    from tests.support.fuzz_hostile import stablehlo_hostile
+    from tests.support.fuzzing import STABLEHLO
+
+    rng = random.Random(0)
+    for _ in range(2000):
+        name, data, expect = stablehlo_hostile(rng, STABLEHLO.encode())
+        if name == what:
+            assert expect == "refused"
+            return data
+    raise AssertionError(f"the mutator never made {what!r}")
+
+
+@pytest.mark.parametrize("what", HOSTILE)
+def test_hostile_stablehlo_is_one_line_naming_the_file(what: str, tmp_path: Path) -> None:
+    """Each of these crashed traceview (SIGSEGV), or was accepted silently, or printed a page of XLA's log."""
+    pytest.importorskip("jax")
+    path = tmp_path / "hostile.mlir"
+    path.write_bytes(_hostile(what))
+    done = subprocess.run([sys.executable, "-m", "traceview", "hlo", str(path)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2, (what, done.returncode, done.stderr[-500:])
+    assert done.stderr.count("\n") == 1 and str(path) in done.stderr, done.stderr[-500:]
+    assert "RET_CHECK" not in done.stderr
+
+
+def test_the_converter_runs_where_its_crash_cannot_take_traceview_down(tmp_path: Path, monkeypatch) -> None:
+    """With the bounds switched off, a module that recurses kills jaxlib's converter: in its child process,
+    so this process lives on and says so in one line."""
+    pytest.importorskip("jax")
+    monkeypatch.setattr(stablehlo, "check_mlir", lambda text, where: None)
+    with pytest.raises(stablehlo.HloError, match=r"hostile\.mlir: jaxlib's StableHLO converter died .*signal"):
+        stablehlo.mlir_to_hlo_text(_hostile("calls itself").decode(), str(tmp_path / "hostile.mlir"))
+
+
+def test_valid_shardings_are_kept(tmp_path: Path) -> None:
+    pytest.importorskip("jax")
+    from tests.support.fuzzing import STABLEHLO
+
+    sharded = STABLEHLO.replace("%arg0: tensor<8x16xf32>",
+                                '%arg0: tensor<8x16xf32> {mhlo.sharding = "{devices=[2,1]<=[2]}"}')
+    path = tmp_path / "sharded.mlir"
+    path.write_text(sharded)
+    from traceview.parsers.hlo_dump import read_hlo_file
+
+    module = read_hlo_file(path)
+    assert any("devices=[2,1]" in (i.attributes.get("sharding") or "")
+               for c in module.computations.values() for i in c.instructions)

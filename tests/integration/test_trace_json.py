@@ -143,3 +143,96 @@ def test_xprof_chrome_trace_analyzed_with_the_costs_it_reports(xprof_chrome_trac
                 if e["name"] == top["name"]]
     assert len(reported) == top["occurrences"]
     assert top["bytes_accessed"] == pytest.approx(sum(reported), rel=1e-9) and top["bound"] == "memory"
+
+
+# ---------------------------------------------------------------- hostile input, on a real H200 trace
+
+H200_JSON = "h200/decode/plugins/profile/2026_11_28_19_49_02/vm.trace.json.gz"
+
+
+def _h200_events(shared_traces: Path) -> dict:
+    return json.loads(gzip.decompress((shared_traces / H200_JSON).read_bytes()))
+
+
+def _traceview(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "traceview", *argv, "--no-cache"], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_lone_surrogates_in_names_are_read_and_written_out(shared_traces: Path, tmp_path: Path) -> None:
+    """`"op\\ud800x"` in hlo_op args, thread and event names: the ops keep their place (U+FFFD for the lone
+    surrogate) and every output can be written as UTF-8."""
+    from traceview.parsers.trace_json import read_trace_json
+
+    doc = _h200_events(shared_traces)
+    renamed = 0
+    for event in doc["traceEvents"]:
+        args = event.get("args")
+        if isinstance(args, dict) and "hlo_op" in args:
+            args["hlo_op"] = "op\ud800x"
+            renamed += 1
+        elif event.get("name") == "thread_name":
+            event["args"]["name"] += "\udc00"      # a stream stays a stream: "Stream #..." + the surrogate
+    path = tmp_path / "surrogates.trace.json"
+    path.write_text(json.dumps(doc))          # ASCII: the lone surrogates as \u escapes
+    ops = read_trace_json(path).ops
+    assert renamed and (ops["op"] == "op\ufffdx").sum() == renamed
+    done = _traceview("analyze", str(path), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert any(op["name"] == "op\ufffdx" for op in json.loads(done.stdout)["ops"])
+
+
+def test_times_that_are_not_numbers_are_refused_not_read(shared_traces: Path, tmp_path: Path) -> None:
+    """Every `ts` set to `true` read as a trace of 1 us steps was garbage: it is now one line, exit 2; a few
+    such events are dropped with a warning."""
+    from traceview.parsers.trace_json import read_trace_json
+
+    doc = _h200_events(shared_traces)
+    timed = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    for event in timed[:10]:
+        event["ts"] = True
+    few = tmp_path / "few.trace.json"
+    few.write_text(json.dumps(doc))
+    data = read_trace_json(few)
+    assert any("dropped 10 event(s)" in w for w in data.warnings)
+    for event in timed:
+        event["ts"] = True
+    every = tmp_path / "every.trace.json"
+    every.write_text(json.dumps(doc))
+    done = _traceview("analyze", str(every))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert str(every) in done.stderr and "not a JSON number" in done.stderr
+
+
+@pytest.mark.parametrize("kind", ["gpu", "host"])
+def test_many_threads_are_read_in_one_block_each(kind: str, tmp_path: Path) -> None:
+    """20,000 streams (or host threads) of one event each: one row per event, each on its own line, with
+    the self times of a line of its own (the read that took 95 s for 100,000 is a block of rows per device)."""
+    from tests.support.fuzz_hostile import threads
+    from traceview.parsers.trace_json import read_trace_json
+
+    _, data, _ = threads(20_000, kind)
+    path = tmp_path / f"{kind}.trace.json"
+    path.write_bytes(data)
+    ops = read_trace_json(path).ops
+    assert len(ops) == 20_000 and ops["line"].nunique() == 20_000
+    assert (ops["self_ps"] == ops["duration_ps"]).all()
+    assert sorted(ops["start_ps"]) == [t * 1_000_000 for t in range(20_000)]
+
+
+def test_a_gzip_bomb_of_events_is_refused_before_it_is_decoded(tmp_path: Path) -> None:
+    """1.4 MB of gzip inflating to 450 MiB of minimal events (8.9 M): exit 2 naming the file, from the values
+    counted in the text, before the decoder makes an object of them."""
+    from tests.support.fuzz_hostile import event_bomb
+
+    _, data, _ = event_bomb(8_900_000)
+    path = tmp_path / "bomb.trace.json.gz"
+    path.write_bytes(data)
+    done = subprocess.run([sys.executable, "-c", (
+        "import resource, sys\n"
+        "from traceview.cli import main\n"
+        "code = main(['analyze', sys.argv[1], '--no-cache'])\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+        "sys.exit(code)\n"), str(path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "values" in done.stderr and str(path) in done.stderr
+    assert int(done.stdout.split()[-1]) * 1024 < 2 << 30    # the 450 MiB text and little more

@@ -67,8 +67,8 @@ def trace_json_hostile(rng: random.Random, data: bytes) -> Mutation:
                 e["ts"] = value
             return f"every ts={value!r:.12}", json.dumps(doc).encode(), "refused"
         hit = rng.sample(timed, max(1, len(timed) // 10)) if timed else []
-        for e in hit:
-            e[rng.choice(["ts", "dur"])] = value if value is not None else "x"
+        for e in hit:   # an instant event has no duration to spoil: its time
+            e[rng.choice(["ts", "dur"]) if e.get("ph") == "X" else "ts"] = value if value is not None else "x"
         return f"some ts/dur={value!r:.12}", json.dumps(doc).encode(), "dropped" if hit else ""
     if choice == 4:
         return threads(rng.choice([2000, 20000]), rng.choice(["gpu", "host"]))

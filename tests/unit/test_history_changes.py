@@ -92,3 +92,31 @@ def test_the_headline_metrics_stay_within_the_series_limit():
     assert shown[:3] == [n for p in HEADLINE[:3] for n in names if n == p]
     assert "step_time" not in _wanted(names, ["*"])[:MAX_SERIES]      # what the tab asked before
     assert len(set(shown)) == len(shown)
+
+
+def test_the_search_is_pelts_exact_partition():
+    """traceview's own PELT gives the partition ruptures' PELT (least squares, same penalty and minimum
+    segment) gives, on series with and without shifts; ruptures is only the reference here."""
+    ruptures = pytest.importorskip("ruptures")
+    from traceview.history.changes import pelt
+
+    rng = np.random.default_rng(44)
+    for _ in range(60):
+        n = int(rng.integers(4, 200))
+        x = rng.normal(size=n)
+        for _ in range(int(rng.integers(0, 4))):
+            x[int(rng.integers(0, n)):] += rng.normal() * 3
+        penalty = 3.0 * np.log(n)
+        ours = pelt(x, penalty, 2)
+        theirs = ruptures.Pelt(model="l2", min_size=2, jump=1).fit(x.reshape(-1, 1)).predict(pen=penalty)
+        assert ours == [int(b) for b in theirs]
+
+
+def test_pooled_steps_are_thinned_to_quantiles():
+    from traceview.history.changes import MAX_POOLED, _at_most
+
+    samples = np.arange(10 * MAX_POOLED, dtype=float)[::-1]
+    thinned = _at_most(samples)
+    assert thinned.size == MAX_POOLED and thinned[0] == 0 and thinned[-1] == samples.max()
+    assert np.all(np.diff(thinned) > 0)
+    assert _at_most(samples[:5]) is not None and _at_most(samples[:5]).size == 5

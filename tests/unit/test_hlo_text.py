@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from pathlib import Path
 
 import pytest
 
@@ -276,3 +277,27 @@ def test_async_sugar_becomes_the_proto_form():
 """
     ops = [i.opcode for i in parse_hlo_text(native).entry_computation().instructions]
     assert ops == ["parameter", "collective-permute-start", "collective-permute-done"]
+
+
+def test_a_giant_source_file_name_is_cut_not_repeated_per_instruction(tmp_path):
+    """A current GPU dump whose FileNames entry is 2 M characters: every instruction of the frame shares
+    it, so printed whole it made a 608 MB hlo JSON; the name is cut in its middle instead."""
+    import json as _json
+
+    from traceview.api.hlo import hlo
+    from traceview.parsers.hlo_model import MAX_SOURCE_NAME
+
+    shared = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "h200" / "kernels" / "hlo"
+    dumps = sorted(shared.glob("*jit_softmax*after_optimizations.txt"))
+    if not dumps:
+        pytest.skip(f"real GPU dumps not available in {shared}")
+    text = dumps[0].read_text()
+    match = re.search(r'^FileNames\n1 "([^"\n]*)"', text, flags=re.M)
+    assert match, "the dump has a FileNames table"
+    giant = "/" + "a" * 2_000_000 + "/model.py"
+    path = tmp_path / dumps[0].name
+    path.write_text(text[:match.start(1)] + giant + text[match.end(1):])
+    module = parse_hlo_text(path.read_text(), str(path))
+    assert module.source_files and all(len(f) <= MAX_SOURCE_NAME + 1 for f in module.source_files)
+    assert module.source_files[0].endswith("/model.py")
+    assert len(_json.dumps(hlo(path).to_json())) < 20 * path.stat().st_size
