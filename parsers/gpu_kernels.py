@@ -198,20 +198,33 @@ class GpuKernelRows:
         return self._schedules[key]
 
     def _parse(self, module: str, program_id: int) -> KernelSchedule | None:
-        from traceview.errors import HloError
+        """The module's kernel schedule from the HLO the trace holds, else from an XLA dump beside the trace
+        (``hlo/``, ``xla_dump/``: parsers.discover.find_dump_dir); None when neither has it."""
+        from traceview.errors import UserError
         from traceview.parsers.hlo_proto import parse_hlo_proto, proto_key
 
         wanted = program_id + (1 << 64) if program_id < -1 else program_id
         data = next((b for k, b in self.hlo_protos.items() if proto_key(k) == (module, wanted)), None)
         if data is None:
             data = next((b for k, b in self.hlo_protos.items() if proto_key(k)[0] == module), None)
-        if data is None:
-            return None
         try:
-            return KernelSchedule.of(parse_hlo_proto(data, f"{self.path}: HLO of {module}"))
-        except HloError as exc:
+            if data is not None:
+                return KernelSchedule.of(parse_hlo_proto(data, f"{self.path}: HLO of {module}"))
+            return self._from_dump(module, wanted)
+        except UserError as exc:
             self._errors.append(str(exc))
             return None
+
+    def _from_dump(self, module: str, program_id: int) -> KernelSchedule | None:
+        from traceview.parsers.discover import find_dump_dir
+        from traceview.parsers.hlo_dump import load_hlo_modules
+
+        dump = find_dump_dir(self.path)
+        if dump is None:
+            return None
+        modules, _ = load_hlo_modules(dump, "after", wanted=lambda name: name == module)
+        chosen = next((m for m in modules if m.program_id == program_id), modules[0] if modules else None)
+        return KernelSchedule.of(chosen) if chosen is not None else None
 
     def _count(self, found: CommandBufferRows) -> None:
         total = self.found

@@ -172,3 +172,22 @@ def test_graph_launches_are_the_steps_of_a_trace_without_step_annotations(loaded
     assert len(steps) == truth["config"]["steps"]
     times = sorted(s["time_us"] for s in steps)
     assert times[len(times) // 2] == pytest.approx(truth["calls"]["decode_step"]["us_per_call"], rel=0.20)
+
+
+def test_command_buffers_read_through_with_the_hlo_from_a_dump_beside_the_trace(tmp_path):
+    """A trace whose metadata plane (the HLO) is gone, with the XLA dump beside it: the same ops and MFU."""
+    from traceview.parsers.xspace_schema import XSpace
+
+    space = XSpace()
+    space.ParseFromString(next((H200 / "train").rglob("*.xplane.pb")).read_bytes())
+    kept = [plane for plane in space.planes if plane.name != "/host:metadata"]
+    del space.planes[:]
+    space.planes.extend(kept)
+    run = tmp_path / "plugins" / "profile" / "run"
+    run.mkdir(parents=True)
+    (run / "vm.xplane.pb").write_bytes(space.SerializeToString())
+    (tmp_path / "hlo").symlink_to(H200 / "train" / "hlo")
+    without_protos = traceview.load(tmp_path)
+    assert not read_xplane(run / "vm.xplane.pb").hlo_protos
+    assert "command_buffer_1" not in set(without_protos.ops["name"])
+    assert without_protos.summary.mfu == pytest.approx(traceview.load(H200 / "train").summary.mfu, rel=0.01)
