@@ -234,9 +234,9 @@ def test_corrupt_gzip_hlo_text_is_a_clean_error(tmp_path):
 
 
 def test_trace_json_gzip_bomb_stops_at_the_bound(tmp_path, monkeypatch):
-    import traceview.parsers.trace_json as trace_json
+    import traceview.parsers.trace_json_text as trace_json_text
 
-    monkeypatch.setattr(trace_json, "JSON_LIMIT", 8 << 20)
+    monkeypatch.setattr(trace_json_text, "JSON_LIMIT", 8 << 20)
     path = tmp_path / "host.trace.json.gz"
     path.write_bytes(_gzip_zeros(64 << 20))
     rc, _, err = run_cli("analyze", str(path), "--no-cache")
@@ -250,7 +250,8 @@ def test_trace_json_gzip_bomb_stops_at_the_bound(tmp_path, monkeypatch):
     (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
     (b'{"traceEvents": 3}', "no traceEvents list"),
     (b'{"traceEvents": []}', "no events"),
-    (b'{"traceEvents": [{"ph": "X", "ts": -1, "dur": 1}, {"ph": "X", "ts": "x"}, 7, null]}', "no events"),
+    (b'{"traceEvents": [{"ph": "X", "ts": -1, "dur": 1}, {"ph": "X", "ts": "x"}, 7, null]}',
+     "no event has a usable time (2 dropped"),
     (b"\xff\xfe{}", "not readable trace JSON"),
 ])
 def test_bad_trace_json_is_a_one_line_error(tmp_path, content, words):
