@@ -9,8 +9,9 @@ MLP written with shard_map, so that only the mesh and the batch differ between c
 over data x fsdp, the weights over fsdp (gathered before use, their gradients reduce-scattered) and tensor
 (Megatron: the first matmul column-parallel, the second row-parallel and all-reduced), and the weight
 gradients are averaged over data. One process compiles and traces every case, so jax is imported once.
-Each case lands in OUT/name as a run folder (plugins/profile/NAME/localhost.xplane.pb, hlo/) and
-OUT/name/capture.json says its mesh, batch and the wall time of each traced step.
+Each case lands in OUT/name as a log folder (plugins/profile/r<round>/localhost.xplane.pb, one run per
+round, WHATIF_ROUNDS of them, and hlo/); OUT/name/capture.json says its mesh, batch, runs and the wall time
+of each traced step.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 WIDTH = 256        # d_model (no weight shard shares its shape with an activation at the tests' batches)
 FFN = 768          # the MLP's hidden width
 WARMUP = 2
-TRACED = 6
+TRACED = 3
 
 
 def parse_case(text: str) -> tuple[str, int, dict[str, int]]:
@@ -87,15 +88,42 @@ def _program(name: str, batch: int, sizes: dict[str, int]):
     return jax.jit(train).lower(params, xs, ys).compile(), params, xs, ys
 
 
-def capture(out: Path, dump: Path, case: str) -> None:
+def capture(out: Path, dump: Path, cases: list[str], rounds: int) -> None:
+    """Compile every case, then trace them in turn, ``rounds`` times over: round r of every case lands in
+    OUT/name/plugins/profile/r<r>/, so the cases of one round ran within moments of each other (under the
+    same load of the machine, which the CPU's shared cores make the largest source of noise)."""
     import jax
 
-    name, batch, sizes = parse_case(case)
-    compiled, state, xs, ys = _program(name, batch, sizes)
-    for _ in range(WARMUP):
-        state, loss = compiled(state, xs, ys)
-    jax.block_until_ready(state)
-    log = out / name / "log"
+    parsed = [parse_case(c) for c in cases]
+    programs = {}
+    for name, batch, sizes in parsed:
+        compiled, state, xs, ys = _program(name, batch, sizes)
+        for _ in range(WARMUP):
+            state, loss = compiled(state, xs, ys)
+        jax.block_until_ready(state)
+        programs[name] = [compiled, state, xs, ys]
+    times: dict[str, list[list[float]]] = {name: [] for name in programs}
+    for r in range(rounds):
+        for name, program in programs.items():
+            times[name].append(_trace(out / name, f"r{r}", program))
+    for name, batch, sizes in parsed:
+        hlo = out / name / "hlo"
+        hlo.mkdir()
+        for f in dump.glob(f"*.jit_step_{name}.*"):
+            if f.name.endswith((".before_optimizations.txt", ".cpu_after_optimizations.txt",
+                                ".before_optimizations.hlo.pb", ".cpu_after_optimizations.hlo.pb")):
+                shutil.copy(f, hlo / f.name)
+        (out / name / "capture.json").write_text(json.dumps(
+            {"mesh": {k: v for k, v in sizes.items() if v > 1}, "batch": batch, "width": WIDTH, "ffn": FFN,
+             "runs": [f"r{r}" for r in range(rounds)], "traced_step_times_s": times[name]}, indent=1))
+
+
+def _trace(dest: Path, run: str, program: list) -> list[float]:
+    """TRACED steps of one program in one profiler session, moved to dest/plugins/profile/<run>/."""
+    import jax
+
+    compiled, state, xs, ys = program
+    log = dest / f"log_{run}"
     times = []
     with jax.profiler.trace(str(log)):
         for i in range(TRACED):
@@ -104,27 +132,18 @@ def capture(out: Path, dump: Path, case: str) -> None:
                 state, loss = compiled(state, xs, ys)
                 jax.block_until_ready((state, loss))
                 times.append(time.perf_counter() - t0)
+    program[1] = state
     xplane = next(log.glob("plugins/profile/*/*.xplane.pb"))
-    run = out / name / "plugins" / "profile" / name
-    run.mkdir(parents=True)
-    shutil.move(str(xplane), run / "localhost.xplane.pb")
+    target = dest / "plugins" / "profile" / run
+    target.mkdir(parents=True)
+    shutil.move(str(xplane), target / "localhost.xplane.pb")
     shutil.rmtree(log)
-    hlo = out / name / "hlo"
-    hlo.mkdir()
-    for f in dump.glob(f"*.jit_step_{name}.*"):
-        if f.name.endswith((".before_optimizations.txt", ".cpu_after_optimizations.txt",
-                            ".before_optimizations.hlo.pb", ".cpu_after_optimizations.hlo.pb")):
-            shutil.copy(f, hlo / f.name)
-    (out / name / "capture.json").write_text(json.dumps(
-        {"mesh": {k: v for k, v in sizes.items() if v > 1}, "batch": batch, "width": WIDTH, "ffn": FFN,
-         "traced_step_times_s": times}, indent=1))
+    return times
 
 
 def main(argv: list[str]) -> int:
     out, cases = Path(argv[0]), argv[1:]
-    dump = Path(os.environ["WHATIF_DUMP"])
-    for case in cases:
-        capture(out, dump, case)
+    capture(out, Path(os.environ["WHATIF_DUMP"]), cases, int(os.environ.get("WHATIF_ROUNDS", "1")))
     return 0
 
 
