@@ -22,13 +22,19 @@ import numpy as np
 
 from traceview.parsers.command_buffers import KernelSchedule, place_kernels
 
+# A kernel replayed from a CUDA graph (an XLA command buffer) carries the graph's id; the graph launch it
+# belongs to, the launch's correlation id.
+CUDA_GRAPH_STAT = "cuda_graph_id"
+GRAPH_LAUNCH_STAT = "correlation_id"
 
-def execution_starts(op: np.ndarray, kernel: np.ndarray) -> np.ndarray:
-    """Per row (one stream, in time order), 1 where an execution of its op starts, else 0.
+
+def execution_starts(op: np.ndarray, kernel: np.ndarray, stream: np.ndarray | None = None) -> np.ndarray:
+    """Per row (one stream, or ``stream``'s streams one after another, each in time order), 1 where an
+    execution of its op starts, else 0.
 
     Consecutive kernels of the same op are one execution, until the run repeats: a kernel equal to the
     one before it, or to the first kernel of the run, starts the next execution (a loop of one op).
-    ``op`` and ``kernel``: integer codes per row (op name, kernel name).
+    ``op`` and ``kernel``: integer codes per row (op name, kernel name); ``stream``: per row, its stream.
     """
     n = op.size
     starts = np.ones(n, dtype=np.int8)
@@ -37,6 +43,8 @@ def execution_starts(op: np.ndarray, kernel: np.ndarray) -> np.ndarray:
     same = np.empty(n, dtype=bool)
     same[0] = False
     np.equal(op[1:], op[:-1], out=same[1:])
+    if stream is not None:
+        same[1:] &= stream[1:] == stream[:-1]
     if not same.any():
         return starts
     position = np.arange(n)
@@ -124,17 +132,23 @@ class GpuKernelRows:
         self.graph_kernels = 0
         self.graph_launches: set[int] = set()
 
-    def add(self, chunk, kernel_names: list[str], md_index: Callable[[np.ndarray], np.ndarray]) -> None:
+    def add(self, chunk, kernel_names: list[str], md_index: Callable[[np.ndarray], np.ndarray],
+            stream: np.ndarray | None = None) -> None:
         """Rename one stream's command-buffer kernels after their instructions and mark its executions
         (``chunk``: the reader's rows of one line: start, duration, op/module categoricals, program_id and
         ``extra["kernel"]`` (metadata ids), ``extra["graph_launch"]``; changed in place). ``kernel_names``:
-        the plane's event metadata names; ``md_index``: metadata ids -> positions in that list."""
+        the plane's event metadata names; ``md_index``: metadata ids -> positions in that list. ``stream``:
+        per row, its stream's code, where one chunk holds several streams."""
         kernel = chunk.extra.pop("kernel", None)
         launch = chunk.extra.pop("graph_launch", None)
         if kernel is None or chunk.start.size == 0:
             return
         start = chunk.start
-        order = None if bool((start[1:] >= start[:-1]).all()) else np.argsort(start, kind="stable")
+        order: np.ndarray | None
+        if stream is not None:
+            order = np.lexsort((start, stream))
+        else:
+            order = None if bool((start[1:] >= start[:-1]).all()) else np.argsort(start, kind="stable")
 
         def ordered(a: np.ndarray) -> np.ndarray:
             return a if order is None else a[order]
@@ -150,7 +164,7 @@ class GpuKernelRows:
             names[in_graph] = md_index(kernel[in_graph])
             op_codes = self._place(chunk, op_codes.astype(np.int64), names, launch, ordered(chunk.duration), order,
                                    kernel_names)
-        starts = execution_starts(op_codes, kernel)
+        starts = execution_starts(op_codes, kernel, None if stream is None else ordered(stream))
         if order is not None:
             unsorted = np.empty_like(starts)
             unsorted[order] = starts

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from traceview.errors import TraceError
+from traceview.parsers.gpu_kernels import CUDA_GRAPH_STAT, GRAPH_LAUNCH_STAT
 from traceview.parsers.profile import Device
 from traceview.parsers.trace_json_text import event_times, load_events
 from traceview.parsers.xplane import (
@@ -281,7 +282,10 @@ class _JsonReader(_Reader):
         else:
             streams = [g for g in groups if lines.names[g].startswith(_GPU_STREAM_PREFIX)]
             if streams:
-                self.chunks.append(_stat_rows(dev.id, lines.take(streams)))
+                cols = lines.take(streams)
+                chunk = _stat_rows(dev.id, cols)
+                self._kernels(chunk, cols)
+                self.chunks.append(chunk)
         if _STEPS_LINE in named:
             cols = lines.take([named[_STEPS_LINE]])
             numbers = [_to_int(n) for n in cols.names]
@@ -289,6 +293,18 @@ class _JsonReader(_Reader):
             unnamed = step < 0
             step[unnamed] = np.flatnonzero(unnamed)  # no number: the event's position on the line
             self.step_rows.append(_step_block(dev.id, step, cols.start, cols.duration, "steps_line"))
+
+    def _kernels(self, chunk: _Chunk, cols: _Columns) -> None:
+        """GPU kernels as op executions, command buffers read through (parsers.gpu_kernels): a kernel is
+        known by its event name, a CUDA graph launch by its correlation id."""
+        kernel, names = pd.factorize(pd.Series(cols.names, dtype=object))
+        chunk.extra["kernel"] = kernel.astype(np.int64)
+        in_graph = cols.ints(CUDA_GRAPH_STAT)[1]
+        if in_graph.any():
+            launch, has_launch = cols.ints(GRAPH_LAUNCH_STAT)
+            chunk.extra["graph_launch"] = np.where(in_graph, np.where(has_launch, launch, 0), -1)
+        stream = np.asarray(chunk.line.codes) if isinstance(chunk.line, pd.Categorical) else None
+        self.kernels.add(chunk, [str(n) for n in names], lambda codes: codes, stream)
 
     def _tpu_ops(self, device: str, cols: _Columns, mod_exec: tuple | None) -> _Chunk:
         dev_dur, has_dur = cols.ints("device_duration_ps")

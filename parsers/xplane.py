@@ -35,7 +35,7 @@ import pandas as pd
 
 from traceview.errors import TraceError
 from traceview.parsers.discover import host_of
-from traceview.parsers.gpu_kernels import GpuKernelRows
+from traceview.parsers.gpu_kernels import CUDA_GRAPH_STAT, GRAPH_LAUNCH_STAT, GpuKernelRows
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Device, as_declared, empty_frame
 from traceview.parsers.xspace_file import load_xspace
 from traceview.parsers.xspace_schema import (
@@ -592,10 +592,8 @@ def _float(v) -> float:
 
 # Per-event stats that name an op on GPU streams and CPU threads.
 _OP_STATS = ("hlo_op", "hlo_module", "program_id", "level 0", "run_id")
-# A kernel replayed from a CUDA graph (an XLA command buffer) carries the graph's id; its launch, the
-# correlation id. Read only on planes that have the stat (no cost for traces without graphs).
-_CUDA_GRAPH_STAT = "cuda_graph_id"
-_GRAPH_STATS = (_CUDA_GRAPH_STAT, "correlation_id")
+# Read only on planes that have the graph stat (no cost for traces without CUDA graphs).
+_GRAPH_STATS = (CUDA_GRAPH_STAT, GRAPH_LAUNCH_STAT)
 
 
 def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.ndarray | None = None,
@@ -644,9 +642,9 @@ def _stat_rows(view: _Plane, device: str, line_name: str, ev: _Events, keep: np.
     run_id = sel(ev.ints("run_id")[0]) if ev.has_stat("run_id") else None
     kernel_id = sel(ev.mid) if kernels else None   # the metadata id: a kernel's identity, no lookup
     graph_launch = None
-    if kernels and ev.has_stat(_CUDA_GRAPH_STAT):
-        in_graph = sel(ev.ints(_CUDA_GRAPH_STAT)[1])
-        launch, has_launch = ev.ints("correlation_id")
+    if kernels and ev.has_stat(CUDA_GRAPH_STAT):
+        in_graph = sel(ev.ints(CUDA_GRAPH_STAT)[1])
+        launch, has_launch = ev.ints(GRAPH_LAUNCH_STAT)
         graph_launch = np.where(in_graph, np.where(sel(has_launch), sel(launch), 0), -1)
     if last_use:
         ev.release()
@@ -804,7 +802,7 @@ class _Reader:
                 ev = self._events(view, lines[_TPU_OPS_LINE], ("device_offset_ps", "device_duration_ps"))
                 self.chunks.append(_tpu_ops(view, dev.id, ev, _TPU_OPS_LINE, modules, mod_exec))
         else:
-            stats = _OP_STATS + (_GRAPH_STATS if _CUDA_GRAPH_STAT in view.stat_ids else ())
+            stats = _OP_STATS + (_GRAPH_STATS if CUDA_GRAPH_STAT in view.stat_ids else ())
             kernel_names = [m.name for m in view.md_list]
             for name, line in lines.items():
                 if name.startswith(_GPU_STREAM_PREFIX):

@@ -191,3 +191,15 @@ def test_command_buffers_read_through_with_the_hlo_from_a_dump_beside_the_trace(
     assert not read_xplane(run / "vm.xplane.pb").hlo_protos
     assert "command_buffer_1" not in set(without_protos.ops["name"])
     assert without_protos.summary.mfu == pytest.approx(traceview.load(H200 / "train").summary.mfu, rel=0.01)
+
+
+@pytest.mark.parametrize("name", ["train", "decode", "kernels"])
+def test_the_trace_event_json_of_a_capture_gives_the_ops_of_its_xplane(loaded, name):
+    """vm.trace.json.gz is the same capture as JSON (no HLO inside: the dump beside the log dir is read)."""
+    from_json = traceview.load(next((H200 / name).rglob("*.trace.json.gz")))
+    ops = from_json.ops.set_index(["module", "name"])
+    reference = loaded[name].ops.set_index(["module", "name"])
+    assert set(ops.index) == set(reference.index)
+    assert (ops.loc[reference.index, "occurrences"] == reference["occurrences"]).all()
+    assert (ops.loc[reference.index, "kernels"] == reference["kernels"]).all()
+    assert from_json.summary.mfu == pytest.approx(loaded[name].summary.mfu, rel=1e-3)
