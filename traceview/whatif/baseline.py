@@ -22,8 +22,6 @@ from traceview.parsers.hlo_model import HloModule
 from traceview.whatif.book import batch_ways, parameter_ways
 
 BUCKETS = ("compute", "memory", "communication", "unknown", "idle")
-# what an op's time scales with, by its bound and shape (docs/whatif.md)
-SCALES = ("flops", "activation bytes", "parameter shard bytes", "gathered parameter bytes")
 
 
 @dataclass
@@ -33,10 +31,7 @@ class RoleMeasure:
     size: int
     time_ps: float | None             # in flight
     exposed_ps: float | None          # not hidden behind compute
-    bytes: float | None               # payload per step (the cost model's, through loop trip counts)
     link_bandwidth: float | None      # W of the axis (the parallelism view's link)
-    link_kind: str = ""
-    torus_axes: int = 1
 
 
 @dataclass
@@ -47,14 +42,15 @@ class Baseline:
     steps: int
     step_ps: float | None
     buckets: dict[str, float]                    # per device and step; they add up to step_ps
-    ops: pd.DataFrame                            # columns: op, bound, time_ps, scale (SCALES)
+    # columns: op, bound, time_ps, scale (what its time scales with: flops, activation bytes, parameter shard
+    # bytes, gathered parameter bytes; docs/whatif.md)
+    ops: pd.DataFrame
     roles: dict[str, RoleMeasure]
     batch_tokens: float | None                   # global tokens per step
     batch_how: str
     param_bytes: float | None                    # the state a step updates, all chips together (one copy)
     activation_bytes_per_token: float | None     # bytes per token crossing a tensor axis per step (book)
     ffn: float | None                            # the MLP width F (the widest 2-D weight dimension)
-    flops_per_chip: float | None                 # program FLOPs per device and step
     mfu: float | None
     dtype: str
     memory: dict[str, float] | None = None       # per chip at the static peak, by what it scales with
@@ -89,13 +85,10 @@ def measure(pipeline, parallelism: Parallelism, memory=None) -> Baseline:
                          and a.verdict.value), None)
     param_bytes, act, ffn = _shapes(main, state, mesh, tensor_width, warnings)
     summary = pipeline.summary
-    flops = summary.get("flops")
-    flops_per_chip = None if not flops else float(flops) / (n_steps * max(1, len(pipeline.device_times)
-                                                                             or chips))
     # the chip the step was measured on (a re-targeted analysis keeps it as capture_chip)
     chip = pipeline.capture_chip if pipeline.projected and pipeline.capture_chip is not None else pipeline.target
     base = Baseline(mesh, chips, chip, len(steps), step_ps, buckets, ops, role_measures, batch, how,
-                    param_bytes, act, ffn, flops_per_chip, summary.get("mfu"), str(summary.get("mfu_dtype") or
+                    param_bytes, act, ffn, summary.get("mfu"), str(summary.get("mfu_dtype") or
                                                                                  "bf16"), warnings=warnings)
     _pipeline_figures(base, parallelism)
     _memory(base, memory, main, state, weights)
@@ -170,9 +163,7 @@ def _role_measures(parallelism: Parallelism, roles: dict[str, list], device_step
         exposed = _sum(a.exposed_ps for a in axes)
         link = next((a.link for a in axes if a.link is not None), None)
         out[role] = RoleMeasure(role, size, None if time is None else time / device_steps,
-                                None if exposed is None else exposed / device_steps,
-                                _sum(a.bytes_per_step for a in axes), link.bandwidth if link else None,
-                                link.kind if link else "")
+                                None if exposed is None else exposed / device_steps, link.bandwidth if link else None)
     return out
 
 

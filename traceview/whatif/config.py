@@ -4,6 +4,7 @@ enumerated (every factorisation of a chip count over the roles a program uses)."
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 
 from traceview.errors import UserError
@@ -24,10 +25,7 @@ class Config:
 
     @property
     def chips(self) -> int:
-        n = 1
-        for size in self.mesh.values():
-            n *= size
-        return n
+        return math.prod(self.mesh.values())
 
     def key(self) -> tuple:
         return (tuple(sorted((r, s) for r, s in self.mesh.items() if s > 1)), round(self.batch, 6),
@@ -79,10 +77,7 @@ def factorisations(chips: int, roles: list[str]) -> list[dict[str, int]]:
     divisors = [d for d in range(1, chips + 1) if chips % d == 0]
     out = []
     for sizes in itertools.product(divisors, repeat=len(roles)):
-        product = 1
-        for s in sizes:
-            product *= s
-        if product == chips:
+        if math.prod(sizes) == chips:
             out.append({r: s for r, s in zip(roles, sizes) if s > 1} or {roles[0]: 1})
     return out
 
@@ -105,7 +100,7 @@ def candidates(request: Request, today_mesh: dict[str, int], today_batch: float 
     if request.meshes:
         meshes, how = request.meshes, "--mesh"
     else:
-        n = request.chips or max(1, _product(today_mesh))
+        n = request.chips or max(1, math.prod(today_mesh.values()))
         meshes, how = factorisations(n, roles or ["data"]), f"factorisation of {n} chips"
     if request.batches:
         batches = [(parse_batch(b, today_batch), f"batch {b}") for b in request.batches]
@@ -122,10 +117,3 @@ def candidates(request: Request, today_mesh: dict[str, int], today_batch: float 
                 seen.add(cfg.key())
                 out.append(cfg)
     return out
-
-
-def _product(mesh: dict[str, int]) -> int:
-    n = 1
-    for s in mesh.values():
-        n *= s
-    return n

@@ -104,7 +104,7 @@ def _op_terms(base: Baseline, scale: dict[str, float], flops_ratio: float, bw_ra
     return out
 
 
-def _link(chip: Chip | None, role: str) -> tuple[float | None, str]:
+def _link(chip: Chip | None) -> tuple[float | None, str]:
     if chip is None:
         return None, "no chip"
     link = axis_link(chip)
@@ -126,7 +126,7 @@ def _collective_terms(base: Baseline, cfg: Config, out: Projection) -> list[Term
     for role in sorted(set(base.mesh) | set(cfg.mesh) | set(measured)):
         before = collective_bytes(role, base.mesh, batch, p_bytes, act)
         after = collective_bytes(role, cfg.mesh, cfg.batch, p_bytes, act)
-        w_tgt, link_how = _link(cfg.chip, role)
+        w_tgt, link_how = _link(cfg.chip)
         m = measured.get(role)
         if m is not None and m.time_ps is not None and before > 0:
             w_src = m.link_bandwidth
@@ -138,6 +138,11 @@ def _collective_terms(base: Baseline, cfg: Config, out: Projection) -> list[Term
             formula = (f"today's {m.time_ps / 1e6:.4g} us in flight x bytes ratio {after / before:.4g} (the book's "
                        f"{role} volume) x link ratio {links:.3g}, {share:.1%} exposed as measured")
             terms.append(Term(f"{role} collectives (exposed)", role, in_flight * share * squeeze, today, formula))
+            continue
+        if m is not None and m.time_ps is not None:    # over axes no mesh role covers (e.g. a "context+data" axis)
+            today = (m.exposed_ps or 0.0) * squeeze
+            terms.append(Term(f"{role} collectives (exposed)", role, today, today,
+                              "kept as measured: they run over axes no role of today's mesh covers"))
             continue
         if after <= 0:
             continue
