@@ -121,3 +121,21 @@ def test_remote_log_dir_of_several_runs_lists_them_like_the_local_one(sample_tra
         assert newest["source"]["run"] == local_runs[-1]["name"]
     finally:
         fs.rm("/bucket-runs", recursive=True)
+
+
+@pytest.mark.slow
+def test_dask_workers_read_a_url_log_dir_themselves(sample_traces: Path, tmp_path: Path) -> None:
+    """A log dir named by a URL on a Dask cluster: each worker opens its hosts' files through fsspec (the URL
+    travels as it is, not made a local path of the client's), and the analysis is the one read here."""
+    distributed = pytest.importorskip("distributed")
+    run = tmp_path / "pod" / "plugins" / "profile" / "run"
+    run.mkdir(parents=True)
+    xplane = next((sample_traces / "mlp").rglob("*.xplane.pb")).read_bytes()
+    for host in ("hostA", "hostB"):
+        (run / f"{host}.xplane.pb").write_bytes(xplane)
+    url = f"file://{tmp_path / 'pod'}"
+    here = _analyze(url, "--no-cache")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        assert _analyze(url, "--no-cache", "--dask", cluster.scheduler_address) == here
+    assert here["source"]["files"] == [f"{url}/plugins/profile/run/{h}.xplane.pb" for h in ("hostA", "hostB")]

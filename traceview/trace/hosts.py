@@ -290,9 +290,13 @@ def _warm_reader_for(paths: Sequence[str]) -> None:
 
 
 def _size(path: str) -> int:
+    from traceview.errors import UserError
+    from traceview.parsers import remote
+
     try:
-        return os.path.getsize(path)
-    except OSError:
+        url = remote.url_of(path)
+        return remote.size(url) if url is not None else os.path.getsize(path)
+    except (OSError, UserError):
         return 0
 
 
@@ -332,11 +336,12 @@ def _read_dask(paths: Sequence[str], address, arrived: Callable[[HostResult], No
     except (OSError, TimeoutError, ValueError) as exc:
         raise UserError(f"--dask {address}: cannot reach the scheduler ({exc})") from None
     try:
-        # Workers may run elsewhere: they get absolute paths (the results keep the caller's spelling).
+        # Workers may run elsewhere: they get absolute paths, and URLs as they are, read on the workers through
+        # fsspec (the results keep the caller's spelling).
         # A worker that sees the spill folder (this machine, or a shared file system) writes its hosts' large
         # arrays there itself; the others send them back.
         spill_paths = [spill.path_for(i) if spill is not None else None for i in range(len(paths))]
-        futures = client.map(_read_on_dask_worker, [os.path.abspath(p) for p in paths], spill_paths,
+        futures = client.map(_read_on_dask_worker, [_for_worker(p) for p in paths], spill_paths,
                              keep_ops=keep_ops, allocator=allocator, send_allocator=send_allocator,
                              readers=_readers_by_machine(client),
                              spill_token=spill.token if spill is not None else None, pure=False)
@@ -355,6 +360,14 @@ def _read_dask(paths: Sequence[str], address, arrived: Callable[[HostResult], No
     finally:
         if own:
             client.close()
+
+
+def _for_worker(path: str) -> str:
+    """A host file's name as a worker elsewhere can open it: a URL as it is, a local path made absolute."""
+    from traceview.parsers.remote import url_of
+
+    url = url_of(path)
+    return url if url is not None else os.path.abspath(path)
 
 
 def _readers_by_machine(client) -> dict[str, int]:
