@@ -102,3 +102,24 @@ def test_bad_input_on_postgres(sample_traces, database, capsys):
     missing = database.rsplit("/", 1)[0] + "/no_such_database"
     assert main(["history", "report", missing]) == 2
     assert "no_such_database" in capsys.readouterr().err
+
+
+def test_a_statement_that_waits_too_long_is_stopped(sample_traces, database, capsys, monkeypatch):
+    """Another session holds the schema lock: the add waits at most the statement deadline, then says so in
+    one line, and nothing is stored."""
+    from traceview.history.store import _ADVISORY_KEY
+
+    trace = str(sample_traces / "mlp")
+    assert main(["history", "add", database, trace, "--label", "one"]) == 0
+    engine = _engine(database)
+    with engine.connect() as holder:
+        holder.exec_driver_sql(f"SELECT pg_advisory_lock({_ADVISORY_KEY})")
+        monkeypatch.setenv("TRACEVIEW_DB_STATEMENT_TIMEOUT", "1")
+        capsys.readouterr()
+        assert main(["history", "add", database, trace, "--label", "two"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "statement timeout" in err and "\n" not in err
+        holder.exec_driver_sql(f"SELECT pg_advisory_unlock({_ADVISORY_KEY})")
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT label FROM traceview_runs").scalars().all() == ["one"]
+    engine.dispose()
