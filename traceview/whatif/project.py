@@ -26,6 +26,8 @@ MICROBATCHES_PER_STAGE = 4      # the book's (GPipe's) m >= 4p when the trace ha
 
 
 def project(base: Baseline, cfg: Config) -> Projection:
+    """One configuration's projected step (its terms, MFU, tokens/s/chip, memory, crossovers); the step is
+    null with ``step_reason`` when there is nothing to project from or no figures to scale by."""
     out = Projection(cfg, None)
     if base.step_ps is None:
         out.step_reason = "the trace has no steps: nothing to project from"
@@ -60,9 +62,12 @@ def project(base: Baseline, cfg: Config) -> Projection:
 
 
 def _speed_ratios(src: Chip | None, tgt: Chip | None, dtype: str) -> tuple[float, float] | None:
-    """(peak FLOP/s today / target's, HBM bandwidth today / target's): 1 when the chip does not change."""
-    if src is None or tgt is None or src.name == tgt.name:
+    """(peak FLOP/s today / target's, HBM bandwidth today / target's): 1 when the chip does not change; None
+    when either chip is unknown or lacks the figures."""
+    if (src is None and tgt is None) or (src is not None and tgt is not None and src.name == tgt.name):
         return 1.0, 1.0
+    if src is None or tgt is None:
+        return None
     ps, pt = src.peak_flops_for(dtype), tgt.peak_flops_for(dtype)
     if not ps or not pt or not src.hbm_bandwidth or not tgt.hbm_bandwidth:
         return None
