@@ -105,3 +105,11 @@ def test_factorisations_and_default_candidates():
     assert {c.batch for c in configs} == {256.0, 512.0, 128.0} and all(c.chips == 8 for c in configs)
     asked = candidates(Request(meshes=[{"data": 16}], batches=["x2"]), {"data": 8}, 256.0, None, ["data"])
     assert [(c.mesh, c.batch, c.chips) for c in asked] == [({"data": 16}, 512.0, 16)]
+
+
+def test_factorisations_are_bounded():
+    assert len(factorisations(64, ["data", "fsdp", "tensor"])) == 28        # C(6 + 2, 2): 2^6 over three roles
+    with pytest.raises(UserError, match="give --mesh"):
+        factorisations(720720, ["data", "fsdp", "tensor", "context"])
+    with pytest.raises(UserError):
+        factorisations(0, ["data"])

@@ -12,6 +12,7 @@ from traceview.hardware.chips import Chip
 
 ROLES = ("data", "fsdp", "tensor", "context", "pipeline", "expert")
 MAX_CHIPS = 1 << 20
+MAX_CONFIGS = 1000     # factorisations one --chips may list
 
 
 @dataclass(frozen=True)
@@ -71,14 +72,24 @@ def parse_batch(text: str, today: float | None) -> float:
 
 def factorisations(chips: int, roles: list[str]) -> list[dict[str, int]]:
     """Every way to write ``chips`` as a product of one size per role (order matters: fsdp=4,tensor=2 and
-    fsdp=2,tensor=4 are both listed); roles of size 1 are left out of each mesh."""
+    fsdp=2,tensor=4 are both listed); roles of size 1 are left out of each mesh. At most MAX_CONFIGS."""
     if chips < 1 or chips > MAX_CHIPS:
         raise UserError(f"--chips {chips}: out of range (1..{MAX_CHIPS})")
-    divisors = [d for d in range(1, chips + 1) if chips % d == 0]
-    out = []
-    for sizes in itertools.product(divisors, repeat=len(roles)):
-        if math.prod(sizes) == chips:
-            out.append({r: s for r, s in zip(roles, sizes) if s > 1} or {roles[0]: 1})
+    out: list[dict[str, int]] = []
+
+    def split(left: int, at: int, sizes: tuple[int, ...]) -> None:
+        if len(out) > MAX_CONFIGS:
+            raise UserError(f"--chips {chips}: more than {MAX_CONFIGS} factorisations over {', '.join(roles)}; "
+                            "give --mesh instead")
+        if at == len(roles) - 1:
+            full = sizes + (left,)
+            out.append({r: s for r, s in zip(roles, full) if s > 1} or {roles[0]: 1})
+            return
+        for d in range(1, left + 1):
+            if left % d == 0:
+                split(left // d, at + 1, sizes + (d,))
+
+    split(chips, 0, ())
     return out
 
 
