@@ -3,7 +3,6 @@ enumerated (every factorisation of a chip count over the roles a program uses)."
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, field
 
