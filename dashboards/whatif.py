@@ -48,9 +48,9 @@ def step_chart(record: dict) -> alt.LayerChart | None:
     frame = pd.DataFrame(rows)
     order = list(dict.fromkeys(frame.sort_values("rank")["config"]))
     bars = alt.Chart(frame).mark_bar().encode(
-        y=alt.Y("config:N", sort=order, title=None),
+        y=alt.Y("config:N", sort=order, title=None, axis=alt.Axis(labelLimit=320, labelOverlap=False)),
         x=alt.X("sum(time_ms):Q", title="projected step (ms)"),
-        color=alt.Color("term:N", legend=alt.Legend(orient="bottom", title=None, columns=3)),
+        color=alt.Color("term:N", legend=alt.Legend(orient="bottom", title=None, columns=3, labelLimit=260)),
         tooltip=["config", "term", alt.Tooltip("time_ms:Q", format=",.3f", title="ms"), "formula"])
     layers: list = [bars]
     today = record["baseline"]["step_time_us"]
