@@ -141,3 +141,22 @@ def test_parameters_and_widths_read_from_the_state(sample_traces, sample, d_mode
     assert base.ffn == cfg[ffn]
     assert base.activation_bytes_per_token == 2 * cfg[d_model] * 4      # forward + backward, one matmul pair
     assert base.batch_tokens == cfg["batch"]
+
+
+def test_gpu_roles_past_a_node_run_over_the_data_centre_network(sample_traces):
+    """On H100s the roles fill a node of 8 inner role first: data 4 x tensor 4 puts data across nodes."""
+    from traceview.parallelism.rules import GPUS_PER_NODE, axis_link
+
+    h100 = get_chip("h100-sxm", load_hardware(None))
+    analysis = traceview.load(sample_traces / "tensor_parallel")
+    report = analysis.whatif(meshes=[{"data": 2, "tensor": 4}, {"data": 4, "tensor": 4}], batches=["x1"],
+                             target="h100-sxm")
+    by_mesh = {tuple(sorted(p.config.mesh.items())): p for p in report.projections}
+    inside = next(t for t in by_mesh[(("data", 2), ("tensor", 4))].terms if t.role == "data")
+    across = next(t for t in by_mesh[(("data", 4), ("tensor", 4))].terms if t.role == "data")
+    nvlink, dcn = axis_link(h100).bandwidth, axis_link(h100, crosses_dcn=True).bandwidth
+    cpu = axis_link(analysis.target).bandwidth
+    assert f"link ratio {cpu / nvlink:.3g}" in inside.formula and GPUS_PER_NODE == 8
+    assert f"link ratio {cpu / dcn:.3g}" in across.formula
+    # today's in-flight time x bytes ratio (2 (n-1)/n: 1/2 -> 3/4) x the links' ratio, exposed as measured
+    assert across.time_ps == pytest.approx(inside.time_ps * (3 / 4) / (1 / 2) * nvlink / dcn)

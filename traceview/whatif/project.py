@@ -10,7 +10,7 @@ today's configuration therefore gives today's step time exactly: every ratio is 
 from __future__ import annotations
 
 from traceview.hardware.chips import Chip
-from traceview.parallelism.rules import axis_link, critical_ratio
+from traceview.parallelism.rules import GPUS_PER_NODE, axis_link, critical_ratio
 from traceview.whatif.baseline import Baseline
 from traceview.whatif.book import (
     batch_ways,
@@ -109,10 +109,23 @@ def _op_terms(base: Baseline, scale: dict[str, float], flops_ratio: float, bw_ra
     return out
 
 
-def _link(chip: Chip | None) -> tuple[float | None, str]:
+# mesh roles from the innermost (fastest links: tensor parallelism within a node) to the outermost
+INNER_FIRST = ("tensor", "expert", "context", "fsdp", "pipeline", "data")
+
+
+def _link(chip: Chip | None, role: str, mesh: dict[str, int]) -> tuple[float | None, str]:
+    """W of the role's axis on the target: on GPUs the roles fill a node inner role first, and a role whose
+    ways reach past the node's GPUS_PER_NODE crosses the data-centre network (the book's GPU chapter); a TPU
+    axis is one ICI torus axis (the pod's size is not in the hardware table: DCN is not judged)."""
     if chip is None:
         return None, "no chip"
-    link = axis_link(chip)
+    inside = 1
+    for r in INNER_FIRST:
+        inside *= mesh.get(r, 1)
+        if r == role:
+            break
+    dcn = chip.kind == "GPU" and inside > GPUS_PER_NODE
+    link = axis_link(chip, crosses_dcn=dcn)
     return link.bandwidth, f"{link.kind}: {link.how}"
 
 
@@ -131,12 +144,11 @@ def _collective_terms(base: Baseline, cfg: Config, out: Projection) -> list[Term
     for role in sorted(set(base.mesh) | set(cfg.mesh) | set(measured)):
         before = collective_bytes(role, base.mesh, batch, p_bytes, act)
         after = collective_bytes(role, cfg.mesh, cfg.batch, p_bytes, act)
-        w_tgt, link_how = _link(cfg.chip)
+        w_tgt, link_how = _link(cfg.chip, role, cfg.mesh)
         m = measured.get(role)
         if m is not None and m.time_ps is not None and before > 0:
-            w_src = m.link_bandwidth
-            links = (w_src / w_tgt) if (w_src and w_tgt and base.chip and cfg.chip
-                                       and base.chip.name != cfg.chip.name) else 1.0
+            w_src, _ = _link(base.chip, role, base.mesh)       # today's link by the same rule: self gives 1
+            links = (w_src / w_tgt) if (w_src and w_tgt) else 1.0
             in_flight = m.time_ps * (after / before) * links
             share = (m.exposed_ps or 0.0) / m.time_ps if m.time_ps else 0.0
             today = (m.exposed_ps or 0.0) * squeeze
