@@ -21,7 +21,8 @@ def two_runs(sample_traces, tmp_path_factory):
     return logs.parent.parent
 
 
-@pytest.mark.parametrize("command", ["analyze", "scopes", "memory", "parallelism", "roofline", "inference"])
+@pytest.mark.parametrize("command", ["analyze", "scopes", "memory", "parallelism", "roofline", "inference",
+                                     "whatif"])
 def test_each_command_names_the_run_it_read(two_runs, capsys, command):
     newest = list_runs(two_runs)[-1].name
     assert main([command, str(two_runs)]) in (0, 1)
