@@ -92,9 +92,9 @@ def test_mesh_and_batch_parsing():
         with pytest.raises(UserError):
             parse_mesh(bad)
     assert parse_batch("x2", 256) == 512 and parse_batch("x0.5", 256) == 128 and parse_batch("1024", None) == 1024
-    for bad in ("x2", "-3", "many"):
+    for bad in ("x2", "-3", "many", "inf", "nan", "x-1"):
         with pytest.raises(UserError):
-            parse_batch(bad, None)
+            parse_batch(bad, None if bad == "x2" else 256)
 
 
 def test_factorisations_and_default_candidates():

@@ -64,8 +64,8 @@ def parse_batch(text: str, today: float | None) -> float:
             value = float(t)
     except ValueError:
         raise UserError(f"--batch {text!r}: expected a token count (4096) or a factor (x2)") from None
-    if not value > 0:
-        raise UserError(f"--batch {text!r}: must be positive")
+    if not (value > 0 and math.isfinite(value)):
+        raise UserError(f"--batch {text!r}: must be a positive, finite number")
     return value
 
 
