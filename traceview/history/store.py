@@ -196,12 +196,15 @@ class HistoryStore:
         with self.transaction() as conn:
             return int(conn.execute(select(func.count()).select_from(schema.runs)).scalar() or 0)
 
-    def metric_names(self) -> list[str]:
-        """Every metric name stored, sorted."""
+    def metric_names(self, run_ids: list[int] | None = None) -> list[str]:
+        """The metric names stored (for these runs, or their id range when many; default all), sorted."""
         if self.version is None:
             return []
+        query = select(schema.metrics.c.metric).distinct()
+        if run_ids is not None:
+            query = query.where(_among(schema.metrics.c.run_id, run_ids))
         with self.transaction() as conn:
-            names = conn.execute(select(schema.metrics.c.metric).distinct()).scalars().all()
+            names = conn.execute(query).scalars().all()
         return sorted(str(n) for n in names if n is not None)
 
     def metrics(self, run_ids: list[int] | None = None, names: list[str] | None = None) -> pd.DataFrame:

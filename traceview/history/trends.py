@@ -119,7 +119,7 @@ def build_report(store: HistoryStore, metrics: list[str] | None = None, last: in
     patterns = list(metrics or HEADLINE)
     ids = [int(i) for i in runs["id"]]
     op_rows = _op_metrics(store, runs) if any(p.startswith("op:") or p == "*" for p in patterns) else None
-    available = set(store.metric_names()) | (set(op_rows["metric"]) if op_rows is not None else set())
+    available = set(store.metric_names(ids)) | (set(op_rows["metric"]) if op_rows is not None else set())
     names = _wanted(sorted(available), patterns)
     if metrics and not names:
         warnings.append(f"no metric matches {', '.join(patterns)}; stored: {', '.join(sorted(available)[:12])}")
