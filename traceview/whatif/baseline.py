@@ -96,8 +96,15 @@ def measure(pipeline, parallelism: Parallelism, memory=None) -> Baseline:
 
 
 def _mesh_by_role(parallelism: Parallelism, warnings: list[str]) -> tuple[dict[str, int], dict[str, list]]:
-    """Role -> ways, from the axes' main roles; axes over several mesh axes ("context+data") are left out
-    (their collectives run over axes already counted)."""
+    """Role -> ways, from the axes' main roles. Axes over several mesh axes ("context+data") add their
+    collectives to their role but no ways (their axes are counted one by one); a mesh axis with no role of its
+    own takes the role of the combined axes it is part of, when they agree on one (the ring sample's data
+    axis carries the weights' gradient all-reduce only together with the context axis)."""
+    combined: dict[str, set[str]] = {}
+    for axis in parallelism.axes:
+        if "+" in axis.name and axis.role.role:
+            for name in axis.name.split("+"):
+                combined.setdefault(name, set()).add(axis.role.role)
     mesh: dict[str, int] = {}
     axes: dict[str, list] = {}
     for axis in parallelism.axes:
@@ -106,6 +113,8 @@ def _mesh_by_role(parallelism: Parallelism, warnings: list[str]) -> tuple[dict[s
             if role:
                 axes.setdefault(role, []).append(axis)
             continue
+        if role is None and len(combined.get(axis.name, ())) == 1:
+            (role,) = combined[axis.name]
         if role is None:
             warnings.append(f"axis {axis.name} ({axis.size} ways) has no role: kept as it is in every config")
             continue
