@@ -65,9 +65,14 @@ def measure(pipeline, parallelism: Parallelism, memory=None) -> Baseline:
     and (optionally) its memory report."""
     warnings: list[str] = []
     mesh, roles = _mesh_by_role(parallelism, warnings)
-    chips = math.prod(mesh.values()) if mesh else (parallelism.mesh.device_count if parallelism.mesh else 1)
+    chips = math.prod(mesh.values()) if mesh else 1
     steps = pipeline.steps
     n_steps = max(1, len(steps))
+    # op and axis times are summed over every device the trace shows: per device, divide by those
+    devices = int(steps["devices"].max()) if "devices" in steps and not steps.empty else chips
+    if devices != chips:
+        warnings.append(f"the roles cover {chips} of the {devices} devices the trace shows: the others are "
+                        "kept as they are in every config")
     step_ps = float(steps["time_ps"].mean()) if not steps.empty else None
     buckets = {b: float(steps[f"{b}_ps"].mean()) if f"{b}_ps" in steps else 0.0 for b in BUCKETS}
     main = _main_module(pipeline)
@@ -76,8 +81,8 @@ def measure(pipeline, parallelism: Parallelism, memory=None) -> Baseline:
                 and r.attribution.site.module == main.name]
     state = state_shapes(main) if main is not None else set()
     weights = weight_shapes(main, gathered) if main is not None else set()
-    ops = _op_terms(pipeline.ops, state, weights, chips * n_steps)
-    role_measures = _role_measures(parallelism, roles, chips * n_steps)
+    ops = _op_terms(pipeline.ops, state, weights, devices * n_steps)
+    role_measures = _role_measures(parallelism, roles, devices * n_steps)
     tokens = parallelism.per_chip_tokens
     batch = None if tokens is None or tokens.value is None else float(tokens.value) * batch_ways(mesh)
     how = tokens.how if tokens is not None else "no per-chip batch read from the dots"
@@ -87,9 +92,9 @@ def measure(pipeline, parallelism: Parallelism, memory=None) -> Baseline:
     summary = pipeline.summary
     # the chip the step was measured on (a re-targeted analysis keeps it as capture_chip)
     chip = pipeline.capture_chip if pipeline.projected and pipeline.capture_chip is not None else pipeline.target
+    dtype = str(summary.get("mfu_dtype") or "bf16")
     base = Baseline(mesh, chips, chip, len(steps), step_ps, buckets, ops, role_measures, batch, how,
-                    param_bytes, act, ffn, summary.get("mfu"), str(summary.get("mfu_dtype") or
-                                                                                 "bf16"), warnings=warnings)
+                    param_bytes, act, ffn, summary.get("mfu"), dtype, warnings=warnings)
     _pipeline_figures(base, parallelism)
     _memory(base, memory, main, state, weights)
     return base

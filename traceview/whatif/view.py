@@ -40,8 +40,6 @@ def whatif_report(pipeline, parallelism: Parallelism, memory=None, request: Requ
     today = project(base, today_cfg)
     projections = [project(base, cfg) for cfg in configs]
     projections.sort(key=lambda p: (p.step_ps is None, p.step_ps if p.step_ps is not None else math.inf))
-    if base.chips != max(1, math.prod(base.mesh.values())):
-        warnings.append(f"the roles cover {math.prod(base.mesh.values())} of {base.chips} devices")
     return WhatIf(_today(base, today), projections, list(ASSUMPTIONS), warnings)
 
 
