@@ -89,7 +89,8 @@ def _rows(report: WhatIf) -> list[list[str]]:
 def _today_line(report: WhatIf) -> str:
     t = report.today
     batch = "unknown batch" if t.batch is None else f"batch {t.batch:.6g} tokens"
-    return (f"today: {mesh_text(t.mesh)} ({t.chips} chips, {t.chip or 'no chip'}), {batch}, step "
+    chips = f"{t.chips} chip{'s' if t.chips != 1 else ''}"
+    return (f"today: {mesh_text(t.mesh)} ({chips}, {t.chip or 'no chip'}), {batch}, step "
             f"{fmt_time_us(_us(t.step_ps))}, MFU {fmt_pct(t.mfu)}, memory/chip {fmt_bytes(t.memory_per_chip_bytes)}")
 
 
