@@ -23,6 +23,7 @@ from urllib.parse import quote
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
+from sqlalchemy.pool import QueuePool
 
 from traceview.errors import UserError
 
@@ -111,8 +112,9 @@ def sqlite_engine(location: Location, read_only: bool) -> Engine:
         # No writer has the file open (a WAL writer keeps its log until it closes): read it as it is, so that
         # SQLite does not leave a -wal and -shm file beside it, which a read-only connection cannot remove.
         uri += "&immutable=1"
-    engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S,
-                                                                      check_same_thread=False))
+    engine = create_engine("sqlite://", poolclass=QueuePool,      # a pool, as for any file (not one per thread)
+                           creator=lambda: sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S,
+                                                           check_same_thread=False))
 
     @event.listens_for(engine, "connect")
     def _connect(dbapi_connection, _record) -> None:
