@@ -105,6 +105,7 @@ def test_pipeline_sample_bubble_is_p_minus_1_over_m_plus_p_minus_1(sample_traces
                                              "bubble_fraction": pytest.approx((p - 1) / (m + p - 1)),
                                              "how": stage.pipeline.how,
                                              "formula_bubble_fraction": pytest.approx((p - 1) / (m + p - 1)),
+                                             "schedule": "GPipe", "virtual_stages": 1,
                                              "measured": None}     # read from the loop, not measured
     assert "bubble 33.3%" in summary_line(report)
     assert "stage: pipeline (bubble 33.3%)" in traceview.load(sample_traces / "pipeline").mesh_summary

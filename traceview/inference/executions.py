@@ -17,10 +17,12 @@ from traceview.units import PS_PER_US
 COLUMNS = ["module", "program_id", "device", "call", "start_us", "time_us"]
 
 
-def module_calls(ops: pd.DataFrame) -> pd.DataFrame:
+def module_calls(ops: pd.DataFrame, entry_ops: dict[str, set[str]] | None = None) -> pd.DataFrame:
     """One row per call of a module on a device (``COLUMNS``), ordered by module, device, start.
 
-    ``ops``: the profile's op table (module, program_id, device, op, start_ps, duration_ps).
+    ``ops``: the profile's op table (module, program_id, device, op, start_ps, duration_ps). ``entry_ops``:
+    per module, the instructions of its entry computation; the calls are then counted on those alone (the
+    ops of a loop body run once per iteration, not once per call).
     """
     if ops.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -29,16 +31,34 @@ def module_calls(ops: pd.DataFrame) -> pd.DataFrame:
     parts = []
     for (module, program, device), rows in frame.groupby(["module", "program_id", "device"], observed=True,
                                                          sort=True):
-        parts.append(_calls_on_device(str(module), int(program), str(device), rows))
+        entry = (entry_ops or {}).get(str(module))
+        parts.append(_calls_on_device(str(module), int(program), str(device), rows, entry))
     parts = [p for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame(columns=COLUMNS)
     return pd.concat(parts, ignore_index=True)
 
 
-def _calls_on_device(module: str, program: int, device: str, rows: pd.DataFrame) -> pd.DataFrame:
+def loop_iterations(ops: pd.DataFrame, module: str, program: int | None, body_ops: set[str]) -> pd.DataFrame:
+    """One row per iteration of a loop on a device (``COLUMNS``, ``call`` counting iterations), found as calls
+    are: the ops of the loop's body run once per iteration."""
+    if ops.empty or not body_ops:
+        return pd.DataFrame(columns=COLUMNS)
+    mine = ops[(ops["module"].astype(str) == module) & ops["op"].astype(str).isin(body_ops)]
+    if program is not None and (mine["program_id"] == program).any():
+        mine = mine[mine["program_id"] == program]
+    parts = [_calls_on_device(module, int(pid), str(device), rows)
+             for (pid, device), rows in mine.groupby(["program_id", "device"], observed=True, sort=True)]
+    parts = [p for p in parts if not p.empty]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+
+
+def _calls_on_device(module: str, program: int, device: str, rows: pd.DataFrame,
+                     entry: set[str] | None = None) -> pd.DataFrame:
     rows = rows.sort_values("start_ps", kind="stable")
     counts = rows["op"].astype(str).value_counts()
+    if entry and counts.index.isin(list(entry)).any():
+        counts = counts[counts.index.isin(list(entry))]
     calls = int(counts.mode().max())           # the occurrence count most ops share (ties: the larger)
     names = rows["op"].astype(str).to_numpy()
     start = rows["start_ps"].to_numpy(dtype=np.int64)

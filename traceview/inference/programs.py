@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 from traceview.cost.shapes import elements, leaf_bytes, shape_text
+from traceview.inference.paged import PagedCache, page_table, read_paging
 from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
 
 CACHE_WRITES = ("dynamic-update-slice", "scatter")
@@ -69,6 +70,7 @@ class Program:
     program_id: int | None
     parameters: list[Parameter]
     output_shapes: list[Shape] = field(default_factory=list)   # the entry's outputs, in output-index order
+    paging: PagedCache | None = None      # a paged cache: its pages, page table and bytes per token
 
     def of_role(self, role: str) -> list[Parameter]:
         return [p for p in self.parameters if p.role == role]
@@ -110,15 +112,35 @@ class Program:
         return any(w.opcode == "scatter" for p in self.caches for w in p.writes)
 
     @property
-    def batch(self) -> int | None:
+    def ragged(self) -> bool:
+        """A paged step's flat token input over the page table's sequences (``s32[T]``, T tokens of S)."""
         tokens = self.tokens
+        return bool(self.paging is not None and self.paging.sequences and tokens is not None
+                    and len(tokens.shape.dims) == 1)
+
+    @property
+    def batch(self) -> int | None:
+        """Sequences per step: the token input's first dim, or a ragged step's page-table rows."""
+        tokens = self.tokens
+        if self.ragged and self.paging is not None:
+            return self.paging.sequences
         return tokens.shape.dims[0] if tokens is not None and tokens.shape.dims else None
 
     @property
+    def tokens_per_step(self) -> int | None:
+        if self.ragged and self.paging is not None:
+            return self.paging.tokens_per_step
+        b, t = self.batch, self.tokens_per_sequence
+        return b * t if b is not None and t is not None else None
+
+    @property
     def tokens_per_sequence(self) -> int | None:
-        """New tokens per sequence per call: the token input's second dim (1 for a rank-1 input), else the
-        size the cache writes have along the sequence dim."""
+        """New tokens per sequence per call: the token input's second dim (1 for a rank-1 input; for a ragged
+        step, 1 when its tokens are its sequences, else None: they vary), else the size the cache writes have
+        along the sequence dim."""
         tokens = self.tokens
+        if self.ragged and self.paging is not None:
+            return 1 if self.paging.tokens_per_step == self.paging.sequences else None
         if tokens is not None:
             return tokens.shape.dims[1] if len(tokens.shape.dims) == 2 else 1
         dim = self.sequence_dim
@@ -154,6 +176,8 @@ class Program:
 
     @property
     def max_sequence_length(self) -> int | None:
+        if self.paging is not None:
+            return self.paging.max_sequence_length
         dim = self.sequence_dim
         return self.caches[0].shape.dims[dim] if dim is not None else None
 
@@ -170,13 +194,20 @@ def read_program(module: HloModule) -> Program:
     aliases = parse_aliases(module.attributes.get("input_output_alias", ""))
     names = _Names()
     for index, output in enumerate(_outputs(entry)):
-        number, writes = _trace_to_parameter(module, entry, output, names)
+        number, writes, _ = trace_to_parameter(module, entry, output, names)
         param = by_number.get(number) if number is not None else None
         if param is None or not writes:
             continue
         param.role, param.output, param.writes = "kv_cache", index, writes
         param.aliased = aliases.get(index) == number
     _label_integer_inputs(params)
+    if program.paged:
+        table = page_table(module, [p for p in params if p.role in ("tokens", "position")])
+        if table is not None:
+            table.role = "page_table"
+            if not program.tokens:
+                _pick_tokens([p for p in params if p.role == "position" and p.shape.dims])
+        program.paging = read_paging(module, program.caches, table, program.tokens)
     return program
 
 
@@ -208,10 +239,14 @@ def _label_integer_inputs(params: list[Parameter]) -> None:
             and p.shape.element_type in _TOKEN_TYPES and len(p.shape.dims) <= 2]
     for p in ints:
         p.role = "position"
-    tokens = [p for p in ints if p.shape.dims]
-    if tokens:
-        max(tokens, key=lambda p: (elements(p.shape), bool(_TOKEN_NAME_RE.search(p.name)),
-                                   len(p.shape.dims))).role = "tokens"
+    _pick_tokens([p for p in ints if p.shape.dims])
+
+
+def _pick_tokens(candidates: list[Parameter]) -> None:
+    """The token input among integer parameters: the most elements, then a token-like name, then rank 2."""
+    if candidates:
+        max(candidates, key=lambda p: (elements(p.shape), bool(_TOKEN_NAME_RE.search(p.name)),
+                                       len(p.shape.dims))).role = "tokens"
 
 
 def _outputs(entry: Computation) -> list[Instruction]:
@@ -246,9 +281,10 @@ class _Names:
         return found
 
 
-def _trace_to_parameter(module: HloModule, comp: Computation, inst: Instruction,
-                        names: _Names | None = None) -> tuple[int | None, list[CacheWrite]]:
-    """(entry parameter number the value of ``inst`` is an in-place update of, the writes on the way)."""
+def trace_to_parameter(module: HloModule, comp: Computation, inst: Instruction,
+                       names: _Names | None = None) -> tuple[int | None, list[CacheWrite], int | None]:
+    """(parameter number of ``comp`` the value of ``inst`` is an in-place update of, the writes on the way,
+    the tuple element of that parameter when it is a tuple: a loop body's carry element)."""
     names = names or _Names()
     writes: list[CacheWrite] = []
     calls: list[tuple[Computation, Instruction]] = []     # the fusion call sites entered, innermost last
@@ -259,10 +295,10 @@ def _trace_to_parameter(module: HloModule, comp: Computation, inst: Instruction,
         if op == "parameter":
             number = _int(inst.attributes.get("parameter_number"))
             if not calls:
-                return (number if number >= 0 else None), writes
+                return (number if number >= 0 else None), writes, index
             comp, call = calls.pop()
             if not 0 <= number < len(call.operands) or call.operands[number] not in names(comp):
-                return None, writes
+                return None, writes, None
             inst = names(comp)[call.operands[number]]
             continue
         if op in CACHE_WRITES and len(inst.operands) >= 2:
@@ -272,29 +308,29 @@ def _trace_to_parameter(module: HloModule, comp: Computation, inst: Instruction,
         elif op == "fusion" and inst.called_computations:
             fused = module.computations.get(inst.called_computations[0])
             if fused is None or fused.root not in names(fused) or len(calls) > _MAX_WALK // 10:
-                return None, writes
+                return None, writes, None
             calls.append((comp, inst))
             comp, inst = fused, names(fused)[fused.root or ""]
             if index is not None and inst.opcode == "tuple":
                 if not 0 <= index < len(inst.operands) or inst.operands[index] not in names(comp):
-                    return None, writes
+                    return None, writes, None
                 inst, index = names(comp)[inst.operands[index]], None
             continue
         elif op == "get-tuple-element":
             index = _int(inst.attributes.get("index"), 0)
             source = insts.get(inst.operands[0]) if inst.operands else None
             if source is None:
-                return None, writes
+                return None, writes, None
             if source.opcode == "tuple":
                 if not 0 <= index < len(source.operands) or source.operands[index] not in insts:
-                    return None, writes
+                    return None, writes, None
                 inst, index = insts[source.operands[index]], None
             else:
                 inst = source        # a fusion with a tuple root: resolved on entering it
             continue
         elif op not in _PASS_THROUGH:
-            return None, writes
+            return None, writes, None
         if not inst.operands or inst.operands[0] not in insts:
-            return None, writes
+            return None, writes, None
         inst = insts[inst.operands[0]]
-    return None, writes
+    return None, writes, None

@@ -17,7 +17,8 @@ import pandas as pd
 from traceview.analysis.build import PipelineResult
 from traceview.hardware.chips import Chip
 from traceview.inference import roofline
-from traceview.inference.executions import module_calls
+from traceview.inference.executions import loop_iterations, module_calls
+from traceview.inference.loops import DecodeLoop, decode_loops, entry_instructions
 from traceview.inference.programs import Program, read_program
 
 PROJECTED_BATCHES = 10      # rows of the batch projection at most
@@ -41,6 +42,7 @@ class Phase:
     floor_bound: str | None = None
     efficiency: float | None = None
     reasons: dict[str, str] = field(default_factory=dict)
+    own_flops: float | None = None  # FLOPs per step when the phase is part of a program (a loop, what precedes it)
 
     @property
     def module(self) -> str:
@@ -65,8 +67,7 @@ class Phase:
 
     @property
     def tokens_per_step(self) -> int | None:
-        b, t = self.batch, self.tokens_per_sequence
-        return b * t if b is not None and t is not None else None
+        return self.program.tokens_per_step
 
     def step_time(self, q: float) -> float | None:
         """The ``q`` quantile of the call times (us)."""
@@ -90,6 +91,8 @@ class Phase:
 
     @property
     def kv_bytes_per_token(self) -> float | None:
+        if self.program.paging is not None:
+            return self.program.paging.kv_bytes_per_token
         b, s = self.batch, self.program.max_sequence_length
         return self.program.kv_cache_bytes / (b * s) if b and s else None
 
@@ -125,7 +128,8 @@ def inference_from_analysis(pipeline: PipelineResult, ops: pd.DataFrame | None =
     """``ops``: the op executions to find the module calls in (default: the profile's); ``programs``: the
     ran modules (``pipeline.ran_modules``) already read as serving programs, in that order (default: read
     here)."""
-    calls = module_calls(pipeline.profile.ops if ops is None else ops)
+    ops = pipeline.profile.ops if ops is None else ops
+    calls = module_calls(ops, {m.name: entry_instructions(m) for m in pipeline.ran_modules})
     chip = pipeline.target
     report = InferenceReport([], [], chip, projected=bool(pipeline.projected))
     ran: list[tuple[Program, pd.DataFrame]] = []
@@ -138,9 +142,13 @@ def inference_from_analysis(pipeline: PipelineResult, ops: pd.DataFrame | None =
         report.programs.append(_program_record(program, mine))
         if not mine.empty:
             ran.append((program, mine))
+    with_hlo = {m.name for m in pipeline.ran_modules}
+    for name, mine in calls[~calls["module"].isin(with_hlo)].groupby("module", sort=True):
+        report.programs.append(_no_hlo_record(str(name), mine))
     cached = [(program, mine) for program, mine in ran if program.caches]
     _recognise(report, cached)
     _cache_makers(report, ran)
+    _loop_phases(report, ran, pipeline.ran_modules, ops)
     costs = pipeline.ran_costs
     for phase in report.phases:
         _judge(phase, costs, chip, report.projected, pipeline.capture_chip)
@@ -161,6 +169,14 @@ def _program_record(program: Program, calls: pd.DataFrame) -> dict[str, Any]:
             "token_input": f"{tokens.number}: {tokens.name} {tokens.shape_text}" if tokens else None}
 
 
+def _no_hlo_record(module: str, calls: pd.DataFrame) -> dict[str, Any]:
+    """A program the trace ran whose HLO was not found: its calls only."""
+    per_device = calls.groupby("device").size()
+    return {"module": module, "calls_per_device": int(per_device.max()), "devices": int(len(per_device)),
+            "parameters": None, "weight_bytes": None, "kv_cache_bytes": None, "kv_cache_parameters": [],
+            "token_input": None, "hlo": False}
+
+
 def _recognise(report: InferenceReport, cached: list[tuple[Program, pd.DataFrame]]) -> None:
     """Decode: one new token per sequence per call; prefill: several (a prompt). When the token count is
     unknown, the program called most often is the decode step."""
@@ -169,7 +185,9 @@ def _recognise(report: InferenceReport, cached: list[tuple[Program, pd.DataFrame
     most = max(cached, key=lambda pc: pc[1].groupby("device").size().max())[0].module
     for program, mine in cached:
         t = program.tokens_per_sequence
-        if t is not None:
+        if program.paging is not None and program.paging.mixed:
+            name = "mixed"
+        elif t is not None:
             name = "decode" if t == 1 else "prefill"
         else:
             name = "decode" if program.module == most else "prefill"
@@ -218,6 +236,74 @@ def _cache_makers(report: InferenceReport, ran: list[tuple[Program, pd.DataFrame
             break
 
 
+def _loop_phases(report: InferenceReport, ran: list[tuple[Program, pd.DataFrame]], modules: list,
+                 ops: pd.DataFrame) -> None:
+    """A program that generates inside itself (:mod:`loops`): its decode loop is a decode phase of trip count
+    × calls steps, timed per iteration; what runs before the loop is its prefill."""
+    known = {p.module for p in report.phases}
+    by_name = {m.name: m for m in modules}
+    for program, mine in ran:
+        module = by_name.get(program.module)
+        if program.module in known or module is None:
+            continue
+        for loop in decode_loops(module):
+            iterations, how = _iterations(ops, program, mine, loop)
+            decode = Phase("decode", loop.decode_program(program), iterations, own_flops=loop.loop_flops)
+            decode.recognised_by = loop.evidence + [how]
+            prefill = Phase("prefill", loop.prefill_program(program), _before_loop(ops, program, mine, loop),
+                            own_flops=loop.rest_flops)
+            tok = program.tokens
+            prefill.recognised_by = [
+                f"what {program.module} runs before loop {loop.while_name}: the prefill"
+                + (f" of its token input {tok.name} {tok.shape_text} ({program.tokens_per_sequence} tokens per "
+                   "sequence)" if tok else ""),
+                f"called {int(mine.groupby('device').size().max())} times; its time runs from each call's start to "
+                f"the start of {loop.while_name}"]
+            report.phases[:0] = [prefill]
+            report.phases.append(decode)
+            known.add(program.module)
+            break
+
+
+def _iterations(ops: pd.DataFrame, program: Program, calls: pd.DataFrame,
+                loop: DecodeLoop) -> tuple[pd.DataFrame, str]:
+    """The loop's iterations on each device: from its body's ops when the trace has them, else each call's
+    loop time over the trip count."""
+    found = loop_iterations(ops, program.module, program.program_id, loop.body_ops - {loop.while_name})
+    per_call = calls.groupby("device").size().max() if not calls.empty else 0
+    if loop.trips and not found.empty and found.groupby("device").size().max() == loop.trips * per_call:
+        return found, (f"{loop.trips} iterations x {per_call} call(s): each iteration timed from its body's ops "
+                       "in the trace (first op start to last op end)")
+    spans = _while_rows(ops, program, loop)
+    if not loop.trips or spans.empty:
+        return found, "the loop's iterations could not be timed: trip count or loop events missing"
+    rows = spans.loc[spans.index.repeat(loop.trips)].assign(time_us=lambda f: f["time_us"] / loop.trips)
+    rows["call"] = range(len(rows))
+    return rows.reset_index(drop=True), (f"{loop.trips} iterations x {per_call} call(s): each call's loop time "
+                                         "over its trip count")
+
+
+def _while_rows(ops: pd.DataFrame, program: Program, loop: DecodeLoop) -> pd.DataFrame:
+    """Each execution of the loop's while instruction (columns as ``executions.COLUMNS``)."""
+    rows = ops[(ops["module"].astype(str) == program.module) & (ops["op"].astype(str) == loop.while_name)]
+    return pd.DataFrame({"module": program.module, "program_id": rows["program_id"].to_numpy(),
+                         "device": rows["device"].astype(str).to_numpy(), "call": 0,
+                         "start_us": rows["start_ps"].to_numpy() / 1e6,
+                         "time_us": rows["duration_ps"].to_numpy() / 1e6})
+
+
+def _before_loop(ops: pd.DataFrame, program: Program, calls: pd.DataFrame, loop: DecodeLoop) -> pd.DataFrame:
+    """Each call's time from its start to the start of its decode loop (the k-th loop run on a device is in
+    its k-th call); the whole call when the loop's events are missing."""
+    loops = _while_rows(ops, program, loop).sort_values("start_us", kind="stable")
+    out = calls.sort_values(["device", "start_us"], kind="stable").copy()
+    for device, mine in out.groupby("device"):
+        starts = loops.loc[loops["device"] == str(device), "start_us"].to_numpy()
+        if len(starts) == len(mine):
+            out.loc[mine.index, "time_us"] = starts - mine["start_us"].to_numpy()
+    return out
+
+
 def _evidence(program: Program, calls: pd.DataFrame, tokens: int | None, name: str, most: str) -> list[str]:
     caches = program.caches
     writes = sorted({w.opcode for p in caches for w in p.writes})
@@ -230,8 +316,17 @@ def _evidence(program: Program, calls: pd.DataFrame, tokens: int | None, name: s
     if program.paged:
         lines.append("the cache is written by scatter: a paged or ragged cache (positions are not one "
                      "contiguous slot per sequence)")
+    if program.paging is not None:
+        lines += program.paging.how
+        if program.paging.mixed:
+            lines.append(f"{program.paging.tokens_per_step} tokens of {program.paging.sequences} sequences per "
+                         "step: a ragged batch mixing prefill and decode tokens")
     tok = program.tokens
-    if tokens is not None:
+    if program.ragged:
+        if program.paging is not None and not program.paging.mixed:
+            lines.append(f"{program.tokens_per_step} tokens for {program.batch} sequences per step: one new token "
+                         "each, a decode step")
+    elif tokens is not None:
         where = f"token input {tok.name} {tok.shape_text}" if tok else "the cache writes' size along the sequence dim"
         lines.append(f"{tokens} new token{'s' if tokens != 1 else ''} per sequence per call ({where}): "
                      + ("one generated token per sequence, a decode step" if tokens == 1 else "a prompt, prefill"))
@@ -250,7 +345,9 @@ def _judge(phase: Phase, costs: pd.DataFrame, chip: Chip | None, projected: bool
     if program.program_id is not None and "program_id" in rows.columns:   # same name, other compilations
         same = rows["program_id"].astype(str) == str(program.program_id)
         rows = rows[same] if same.any() else rows
-    if rows.empty:
+    if phase.own_flops is not None:
+        phase.flops = phase.own_flops
+    elif rows.empty:
         phase.reasons["flops"] = f"no HLO costs for {program.module}"
     else:
         phase.flops = float(rows["flops_per_step"].sum())
@@ -275,7 +372,7 @@ def _judge(phase: Phase, costs: pd.DataFrame, chip: Chip | None, projected: bool
         phase.reasons["efficiency"] = phase.reasons["floor_us"]
         return
     phase.peak_flops = peak
-    judge = roofline.decode_floor if phase.phase == "decode" else roofline.prefill_floor
+    judge = roofline.prefill_floor if phase.phase == "prefill" else roofline.decode_floor
     floor = judge(phase.flops, program.weight_bytes, program.kv_cache_bytes, peak, chip.hbm_bandwidth)
     phase.compute_time_us, phase.memory_time_us = floor.compute_s * 1e6, floor.memory_s * 1e6
     phase.floor_us, phase.floor_bound = floor.floor_s * 1e6, floor.bound
@@ -300,7 +397,7 @@ def _matmul_dtype(rows: pd.DataFrame) -> str | None:
 def _budget(report: InferenceReport) -> None:
     """Critical batch, KV bytes per token, sequences fitting in HBM, and the batch projection."""
     decode = report.phase("decode")
-    source = decode or report.phase("prefill")
+    source = decode or report.phase("mixed") or report.phase("prefill")
     if source is None:
         for key in ("critical_batch", "kv_bytes_per_token", "max_sequences"):
             report.reasons[key] = "no serving phase recognised"
@@ -308,9 +405,10 @@ def _budget(report: InferenceReport) -> None:
     program = source.program
     report.kv_bytes_per_token = source.kv_bytes_per_token
     if report.kv_bytes_per_token is None:
-        report.reasons["kv_bytes_per_token"] = ("a paged or ragged cache: its slots are not (sequence, position)"
-                                                if program.paged else "the batch or the cache's sequence length "
-                                                "is unknown")
+        report.reasons["kv_bytes_per_token"] = (
+            "; ".join(program.paging.how) if program.paging is not None else
+            "a cache written by scatter whose slots are not (sequence, position)" if program.paged else
+            "the batch or the cache's sequence length is unknown")
     chip = report.target
     if decode is None:
         report.reasons["critical_batch"] = "no decode phase recognised"
@@ -396,11 +494,24 @@ def _projection(report: InferenceReport, decode: Phase, chip: Chip | None) -> li
 
 
 def _no_serving_statement(programs: list[dict[str, Any]]) -> str:
+    """What was seen (every program the trace ran, with or without its HLO) and what was missing."""
+    read = [p for p in programs if p.get("hlo", True)]
+    blind = [p for p in programs if not p.get("hlo", True)]
     ran = "; ".join(f"{p['module']} (x{p['calls_per_device']} per device, {p['parameters']} parameters, "
-                    f"token input: {p['token_input'] or 'none'})" for p in programs) or "none"
-    return ("no serving pattern: no program that ran returns a parameter updated in place by "
-            "dynamic-update-slice or scatter (a KV cache), so there is no prefill or decode step to judge. "
-            f"Programs that ran: {ran}")
+                    f"token input: {p['token_input'] or 'none'})" for p in read)
+    unread = "; ".join(f"{p['module']} (x{p['calls_per_device']} per device)" for p in blind[:20]) + \
+        (f" and {len(blind) - 20} more" if len(blind) > 20 else "")
+    if not read and not blind:
+        return ("no serving pattern: the trace shows no program that ran (no device op belongs to an HLO module), "
+                "so there is no prefill or decode step to judge")
+    text = "no serving pattern: " + (
+        "no program whose HLO was read returns a parameter updated in place by dynamic-update-slice or scatter "
+        f"(a KV cache), nor runs a decode loop. Programs that ran, HLO read: {ran}" if read else
+        "no HLO was found for any program that ran, so none could be read for a KV cache or a token input")
+    if blind:
+        text += (f". Programs that ran without their HLO: {unread}: give --hlo DIR (an XLA dump: "
+                 "--xla_dump_to) or the xplane.pb that holds their HLO")
+    return text
 
 
 __all__ = ["InferenceReport", "Phase", "inference_from_analysis"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from traceview.cost.shapes import byte_size, leaves
 from traceview.parallelism.dots import Dot, dots_in
@@ -159,7 +159,8 @@ class ContextFinding:
     attention: AttentionShape
     element_bytes: float
     bytes_per_pass: float          # K/V bytes a chip sends in one ring step (or one gather)
-    passes: int | None             # ring steps per loop execution (the loop's trip count)
+    passes: int | None             # ring steps per attention: hops of one block (a loop's trips x hops per body)
+    how: list[str] = field(default_factory=list)   # where the K/V were seen read, how the passes were counted
 
 
 def element_bytes(shape: Shape) -> float:

@@ -198,8 +198,26 @@ def _find_mesh(inputs: DiagnoseInputs, modules: list[HloModule], program: _Progr
     if mesh is not None:
         warnings += mesh.warnings
     else:
+        why = _what_was_seen(inputs, modules, program) or why
         warnings.append(f"mesh not determined: {why}")
     return mesh, why
+
+
+def _what_was_seen(inputs: DiagnoseInputs, modules: list[HloModule], program: _Program) -> str:
+    """Without a mesh: the programs read and their collectives, and the programs that ran without HLO."""
+    read = sorted({m.name for m in modules})
+    blind = sorted((inputs.ran or set()) - {m.name for m in inputs.modules})
+    shown = ", ".join(blind[:8]) + (f" and {len(blind) - 8} more" if len(blind) > 8 else "")
+    lacking = (f"; no HLO for {len(blind)} program(s) that ran ({shown}): give --hlo DIR (an XLA dump) or the "
+               "xplane.pb that holds their HLO" if blind else "")
+    if not read:
+        return f"no HLO for any program that ran ({shown}): their collectives and mesh cannot be read; give --hlo " \
+               "DIR (an XLA dump) or the xplane.pb that holds their HLO" if blind else ""
+    if program.sites:
+        return ""
+    names = ", ".join(read[:8]) + (f" and {len(read) - 8} more" if len(read) > 8 else "")
+    return (f"no collective in the {len(read)} program(s) read ({names}) and no mesh in their HLO: "
+            f"{'the program does' if len(read) == 1 else 'the programs do'} not communicate across devices{lacking}")
 
 
 def _attribute(sites: list[CollectiveSite], mesh: Mesh | None, why: str, warnings: list[str]) -> list[Attribution]:
@@ -273,6 +291,7 @@ def _judge_axes(inputs: DiagnoseInputs, mesh: Mesh, attributions: list[Attributi
                            if axes and "+".join(axes) == label]
         known = [per_step[collective_key(r)] for r in mine if collective_key(r) in per_step]
         axis.bytes_per_step = float(sum(known)) if mine and len(known) == len(mine) else None
+        _add_structure_evidence(axis, structures.notes.get(label, []))
         if axis.parameters:
             shown = ", ".join(axis.parameters[:4]) + (", ..." if len(axis.parameters) > 4 else "")
             axis.role.evidence.append(f"{len(axis.parameters)} parameter dimension(s) split over it ({shown})")
@@ -280,6 +299,17 @@ def _judge_axes(inputs: DiagnoseInputs, mesh: Mesh, attributions: list[Attributi
             fill_times(axis, [times[collective_key(r)] for r in mine if collective_key(r) in times], inputs.span_ps)
         out.append(axis)
     return out
+
+
+def _add_structure_evidence(axis: AxisReport, notes: list[str]) -> None:
+    """Where the structural roles were read: the attention product that reads the K/V, how the ring's passes
+    were counted, the pipeline's schedule; and why a loop's permutes were not called a pipeline."""
+    for role in axis.roles:
+        if role.role == "context" and axis.context is not None:
+            role.evidence.extend(axis.context.how)
+        elif role.role == "pipeline" and axis.pipeline is not None and axis.pipeline.schedule is None:
+            role.evidence.append(axis.pipeline.how)
+    axis.role.evidence.extend(notes[:3] + ([f"... and {len(notes) - 3} more"] if len(notes) > 3 else []))
 
 
 def _axis_report(label: str, mine: list[Classified], role: AxisRole, shared: _AxisContext,

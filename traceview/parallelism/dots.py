@@ -71,7 +71,7 @@ def _array_dims(shape: Shape) -> tuple[int, ...]:
     return tuple(arrays[0].dims) if arrays else ()
 
 
-def _dot_of(inst: Instruction, shapes: dict[str, Shape], comp: str) -> Dot | None:
+def dot_of(inst: Instruction, shapes: dict[str, Shape], comp: str) -> Dot | None:
     if inst.opcode == "dot":
         attrs = inst.attributes
         dn = {k: A.int_list(attrs.get(k)) for k in ("lhs_contracting_dims", "rhs_contracting_dims",
@@ -116,7 +116,7 @@ def dots(module: HloModule) -> Iterator[Dot]:
     for comp in module.computations.values():
         shapes = shape_map(comp)
         for inst in comp.instructions:
-            found = _dot_of(inst, shapes, comp.name)
+            found = dot_of(inst, shapes, comp.name)
             if found is not None:
                 yield found
 
@@ -129,7 +129,7 @@ def dots_in(module: HloModule, names: set[str]) -> Iterator[Dot]:
             continue
         shapes = shape_map(comp)
         for inst in comp.instructions:
-            found = _dot_of(inst, shapes, comp.name)
+            found = dot_of(inst, shapes, comp.name)
             if found is not None:
                 yield found
 
@@ -206,7 +206,7 @@ def producing_dot(module: HloModule, computation: str, name: str, depth: int = 0
     inst = by_name.get(name)
     if inst is None:
         return None
-    found = _dot_of(inst, shape_map(comp), comp.name)
+    found = dot_of(inst, shape_map(comp), comp.name)
     if found is not None:
         return found
     if inst.opcode == "fusion" and inst.called_computations:
@@ -236,7 +236,7 @@ def consuming_dot(module: HloModule, computation: str, name: str) -> Dot | None:
         for inst in comp.instructions:
             if current not in inst.operands:
                 continue
-            found = _dot_of(inst, shapes, comp.name)
+            found = dot_of(inst, shapes, comp.name)
             if found is not None:
                 return found
             if inst.opcode in PASS_THROUGH:
@@ -246,7 +246,7 @@ def consuming_dot(module: HloModule, computation: str, name: str) -> Dot | None:
                 if fused is not None:
                     fshapes = shape_map(fused)
                     for finst in fused.instructions:
-                        hit = _dot_of(finst, fshapes, fused.name)
+                        hit = dot_of(finst, fshapes, fused.name)
                         if hit is not None:
                             return hit
     return None

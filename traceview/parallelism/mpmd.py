@@ -58,6 +58,8 @@ class MeasuredSchedule:
     formula_bubble_fraction: float | None   # (p - 1)/(m + p - 1)
     in_sequence: tuple[int, int]            # (pairs in order, pairs checked)
     executions: pd.DataFrame = field(repr=False)   # stage, step, microbatch, start_ps, end_ps
+    schedule_name: str = "GPipe"            # GPipe: each stage's programs run in blocks; 1F1B: they alternate
+    alternations: int = 0                   # program changes beyond one block each, summed over a step's stages
 
     def drawn_step(self) -> int:
         """The step to draw: the one whose span is the median."""
@@ -76,7 +78,10 @@ class MeasuredSchedule:
         m = self.microbatches
         formula = "; the stages run different numbers of microbatches: no formula" if m is None else (
             f"; the formula (p - 1)/(m + p - 1) = {self.p - 1}/{m + self.p - 1} = {(self.p - 1) / (m + self.p - 1):.4f}")
-        return (f"measured in the trace (a program per stage): {names}; each stage runs its program "
+        order = ("forward and backward programs alternate on a stage (one forward, one backward in the steady "
+                 "state): a 1F1B schedule, whose bubble has GPipe's formula" if self.schedule_name == "1F1B" else
+                 "each stage runs its programs' executions in one block each: a GPipe schedule")
+        return (f"measured in the trace (a program per stage), {order}: {names}; each stage runs its program "
                 f"{'/'.join(str(s.microbatches) for s in self.stages)} times per step, stage s + 1's k-th "
                 f"execution after stage s's ({held} of {checked}); bubble = each stage's idle time before its "
                 f"first and after its last microbatch over the step span, mean of {self.p} stages over "
@@ -96,7 +101,7 @@ def measure_mpmd(executions: pd.DataFrame) -> MeasuredSchedule | None:
         return None
     ops = _op_frame(executions)
     ops["stage"] = ops["device"].map(stages).astype("int64")
-    runs = _program_runs(ops)
+    runs, alternations = _program_runs(ops)
     order = runs.groupby("stage")["start_ps"].min().sort_values().index.to_numpy()
     rank = {int(s): i for i, s in enumerate(order)}
     runs["stage"] = runs["stage"].map(rank)
@@ -104,7 +109,11 @@ def measure_mpmd(executions: pd.DataFrame) -> MeasuredSchedule | None:
     held, checked = _in_sequence(runs)
     if checked == 0 or held < checked:
         return None
-    return _schedule(ops, runs, held, checked)
+    found = _schedule(ops, runs, held, checked)
+    if found is not None:
+        found.alternations = alternations
+        found.schedule_name = "1F1B" if alternations else "GPipe"
+    return found
 
 
 def may_have_stages(programs: pd.DataFrame) -> bool:
@@ -146,22 +155,37 @@ def _stages(ops: pd.DataFrame) -> dict[str, int] | None:
     return {str(device): groups[key] for device, key in programs.items()}
 
 
-def _program_runs(ops: pd.DataFrame) -> pd.DataFrame:
-    """One row per program execution: stage, device, program, step, start_ps, end_ps. An execution starts at
-    each occurrence of the op that opens the program in the step."""
+def _program_runs(ops: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """One row per execution of each stage's main program: stage, step, microbatch, start_ps, end_ps (an
+    execution starts at each occurrence of the op that opens the program in the step); and the alternations:
+    on each stage's first device, in the step of most executions, the program changes beyond one block per
+    program (0 for GPipe, where a stage runs all its forwards, then all its backwards)."""
     ops = ops.sort_values(["device", "program", "step", "start_ps"], kind="stable")
     keys = ["device", "program", "step"]
     first = ops.groupby(keys, sort=False)["op"].transform("first")
     ops["run"] = (ops["op"] == first).astype("int64").groupby([ops[k] for k in keys], sort=False).cumsum() - 1
     runs = ops.groupby(keys + ["run"], sort=False).agg(stage=("stage", "first"), start_ps=("start_ps", "min"),
                                                       end_ps=("end_ps", "max")).reset_index()
+    alternations = _alternations(runs)
     # a stage's microbatch k: its main program's (the one run most often) k-th execution in the step
     counts = runs.groupby(["stage", "program"])["run"].size()
     main = counts.groupby(level="stage").idxmax().map(lambda sp: sp[1])
     runs = runs[runs["program"].to_numpy() == runs["stage"].map(main).to_numpy()]
     out = runs.groupby(["stage", "step", "run"], as_index=False).agg(start_ps=("start_ps", "min"),
                                                                      end_ps=("end_ps", "max"))
-    return out.rename(columns={"run": "microbatch"})
+    return out.rename(columns={"run": "microbatch"}), alternations
+
+
+def _alternations(runs: pd.DataFrame) -> int:
+    first = runs.groupby("stage")["device"].transform("min")
+    mine = runs[runs["device"] == first]
+    busiest = int(mine.groupby("step").size().idxmax()) if not mine.empty else 0
+    total = 0
+    for _, part in mine[mine["step"] == busiest].groupby("stage"):
+        seq = part.sort_values("start_ps", kind="stable")["program"].to_numpy()
+        changes = int((seq[1:] != seq[:-1]).sum()) if len(seq) > 1 else 0
+        total += max(0, changes - (len(set(seq)) - 1))
+    return total
 
 
 def _in_sequence(runs: pd.DataFrame) -> tuple[int, int]:

@@ -43,7 +43,8 @@ PATTERN_ROLE = {
     "gradient all-reduce": "data",
     "activation all-gather": "tensor", "activation reduce-scatter": "tensor", "activation all-reduce": "tensor",
     "expert all-to-all": "expert",
-    "K/V ring pass": "context", "K/V all-gather": "context", "stage activation pass": "pipeline",
+    "K/V ring pass": "context", "K/V all-gather": "context", "K/V gradient reduce-scatter": "context",
+    "K/V gradient ring pass": "context", "stage activation pass": "pipeline",
 }
 STRUCTURAL = ("context", "expert", "pipeline")     # read from the program's structure: they lead
 ROLE_NAMES = {"data": "data parallel", "fsdp": "FSDP", "tensor": "tensor parallel", "expert": "expert parallel",

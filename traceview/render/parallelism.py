@@ -38,12 +38,13 @@ def _structures(axis: AxisReport) -> dict:
             "stages": pipe.stages, "microbatches": pipe.microbatches,
             "bubble_fraction": json_scalar(pipe.bubble_fraction), "how": pipe.how,
             "formula_bubble_fraction": json_scalar(pipe.formula_bubble_fraction),
+            "schedule": pipe.schedule_name, "virtual_stages": pipe.virtual_stages,
             "measured": None if pipe.schedule is None else _measured(pipe.schedule)},
         "context": None if ctx is None else {
             "style": ctx.style, "seq_per_chip": ctx.attention.seq_per_chip, "head_dim": ctx.attention.head_dim,
             "heads_per_kv_head": json_scalar(ctx.attention.heads_per_kv_head),
             "element_bytes": json_scalar(ctx.element_bytes), "bytes_per_pass": json_scalar(ctx.bytes_per_pass),
-            "passes": ctx.passes, "bytes_per_step": json_scalar(axis.bytes_per_step),
+            "passes": ctx.passes, "bytes_per_step": json_scalar(axis.bytes_per_step), "how": ctx.how,
             "exposed_time_us": _us(axis.exposed_ps)},
         "expert": None if exp is None else {
             "experts": exp.routing.experts, "top_k": exp.routing.top_k, "capacity": json_scalar(exp.capacity),
@@ -212,7 +213,8 @@ def _structure_lines(a: AxisReport, esc) -> list[str]:
     out = []
     if a.pipeline is not None:
         bubble = "-" if a.pipeline.bubble_fraction is None else f"{a.pipeline.bubble_fraction:.4f}"
-        out.append(f"  pipeline: {a.pipeline.stages} stages, {a.pipeline.microbatches or '-'} microbatches, "
+        out.append(f"  pipeline ({a.pipeline.schedule_name or 'schedule not read'}): {a.pipeline.stages} stages, "
+                   f"{a.pipeline.microbatches or '-'} microbatches, "
                    f"bubble {bubble} ({esc(a.pipeline.how)})")
         out += _stage_lines(a.pipeline.schedule, a.pipeline.formula_bubble_fraction, esc)
     if a.context is not None:
