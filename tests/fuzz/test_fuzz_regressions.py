@@ -596,3 +596,21 @@ def test_allocator_events_at_impossible_times_are_dropped(shared_traces, tmp_pat
         line.timestamp_ns = -(1 << 63)
     events = read_allocator_events(_write(tmp_path, space))
     assert len(whole) > 0 and events.empty
+
+
+def test_a_lone_surrogate_in_a_baseline_is_read_and_written_out(tmp_path):
+    """`"fu\\ud800sion"` in a baseline's op name made every output an internal error (UnicodeEncodeError)."""
+    from tests.support.fuzzing import BASELINE
+
+    doc = json.loads(json.dumps(BASELINE))
+    doc["ops"][0]["name"] = "fu\ud800sion"
+    path = tmp_path / "surrogate.json"
+    path.write_text(json.dumps(doc))
+    import subprocess
+    import sys
+
+    for fmt in ("json", "table", "markdown"):   # a real process: its stdout encodes what it is given
+        done = subprocess.run([sys.executable, "-m", "traceview", "diff", str(path), str(path), "--format", fmt,
+                               "--min-op-time", "0"], capture_output=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-500:]
+        assert "fu\ufffdsion".encode() in done.stdout or b"fu\\ufffdsion" in done.stdout

@@ -80,8 +80,10 @@ def _constant(name: str) -> float:
 
 
 def read_json(path: str | Path, what: str = "file") -> Any:
+    from traceview.parsers.trace_json_text import replace_lone_surrogates
+
     p = Path(path)
-    text = _text(p, what)
+    text = replace_lone_surrogates(_text(p, what))   # a "\ud800" escape: U+FFFD, which any output can write
     line = _depth_problem(text)
     if line is not None:
         raise UserError(f"{p}: not a traceview {what}: nested more than {MAX_DEPTH} levels deep (line {line})")
