@@ -116,6 +116,12 @@ def test_renderers_and_command(sample_traces, tmp_path):
         assert all(set(t) >= {"what", "role", "time_us", "formula"} for t in c["terms"])
     steps = [c["step_time_us"] for c in record["configs"]]
     assert steps == sorted(steps)
+    jsonschema = pytest.importorskip("jsonschema")
+    from traceview.config.files import schema
+
+    jsonschema.validate(record, schema("whatif"))
+    for c in record["configs"]:
+        assert sum(t["time_us"] for t in c["terms"]) == pytest.approx(c["step_time_us"])
     assert "today: data 2 x tensor 4" in whatif_text(report) and "## What if" in whatif_markdown(report)
     out = subprocess.run([sys.executable, "-m", "traceview", "whatif", str(trace), "--mesh", "data=8",
                           "--mesh", "data=4,tensor=2", "--batch", "x2", "--format", "json"],
