@@ -98,9 +98,9 @@ def f32_precision(small: bool) -> tuple[dict[str, Any], list]:
     a = jax.random.normal(jax.random.PRNGKey(0), (n, n), jnp.float32)
     b = jax.random.normal(jax.random.PRNGKey(1), (n, n), jnp.float32)
     calls = []
-    for precision in ("DEFAULT", "HIGH", "HIGHEST"):
-        fn = jax.jit(lambda a, b, p=precision.lower(): jnp.matmul(a, b, precision=p))
-        calls.append((f"matmul_{precision.lower()}", fn, (a, b)))
+    for precision in ("default", "high", "highest"):
+        fn = jax.jit(lambda a, b, p=precision: jnp.matmul(a, b, precision=p))
+        calls.append((f"matmul_{precision}", fn, (a, b)))
     return {"config": {"n": n}, "flops": {name: 2 * n ** 3 for name, _, _ in calls}}, calls
 
 

@@ -78,6 +78,10 @@ class Summary:
     efficiency: float | None = None
     efficiency_reason: str | None = None
     efficiency_definition: str | None = None
+    # what the chip the trace ran on was seen to reach ({value, op, share_of_peak, peak_dtype}; None when no op
+    # qualifies or the target is another chip): the fastest compute- and memory-bound op of the trace
+    seen_flops: dict[str, Any] | None = None
+    seen_bandwidth: dict[str, Any] | None = None
     projected: bool | None = None
     projection_model: str | None = None
     roofline_time_us: float | None = None
