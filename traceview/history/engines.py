@@ -108,9 +108,10 @@ def sqlite_engine(location: Location, read_only: bool) -> Engine:
     path = location.file
     assert path is not None
     uri = f"file:{quote(str(path.resolve()))}?mode={'ro' if read_only else 'rwc'}"
-    if read_only and not Path(f"{path}-wal").exists():
-        # No writer has the file open (a WAL writer keeps its log until it closes): read it as it is, so that
-        # SQLite does not leave a -wal and -shm file beside it, which a read-only connection cannot remove.
+    if read_only and not any(Path(f"{path}{log}").exists() for log in ("-wal", "-journal")):
+        # No writer has the file open, nor left a journal to roll back (a WAL writer keeps its log until it
+        # closes): read it as it is, so that SQLite does not leave a -wal and -shm file beside it, which a
+        # read-only connection cannot remove.
         uri += "&immutable=1"
     engine = create_engine("sqlite://", poolclass=QueuePool,      # a pool, as for any file (not one per thread)
                            creator=lambda: sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S,
