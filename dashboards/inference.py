@@ -16,7 +16,7 @@ from traceview.render.memory import fmt_bytes
 from traceview.render.parallelism import md
 from traceview.units import fmt_pct, fmt_time_us
 
-PHASE_COLOURS = {"prefill": "#f58518", "decode": "#4c78a8"}
+PHASE_COLOURS = {"prefill": "#f58518", "decode": "#4c78a8", "mixed": "#54a24b"}   # mixed: a ragged step
 
 
 def step_chart(report, record: dict) -> alt.LayerChart | None:

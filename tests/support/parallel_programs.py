@@ -301,7 +301,8 @@ def paged_program(rng, jax) -> tuple[Any, tuple, dict[str, Any]]:
 
     layers, kvh, hd = int(rng.integers(1, 4)), int(rng.choice([1, 2])), int(rng.choice([8, 16]))
     page, pages, seqs = int(rng.choice([4, 8])), int(rng.integers(16, 33)), int(rng.integers(2, 5))
-    per_seq, tokens = int(rng.integers(2, 5)), int(rng.integers(seqs + 2, 4 * seqs + 1))
+    per_seq = int(rng.integers(2, 5))
+    tokens = seqs if rng.integers(0, 3) == 0 else int(rng.integers(seqs + 1, 4 * seqs + 1))   # decode or mixed
     d = kvh * hd
 
     def step(w, pool, table, token_ids, slots, seq_of_token, lens):

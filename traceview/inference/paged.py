@@ -90,8 +90,8 @@ def read_paging(module: HloModule, caches: Sequence[Parameter], table: Parameter
     for cache in caches:
         n = elements(cache.shape)
         width = cache.bytes / n if n else 0.0
-        for w in cache.writes:
-            if w.opcode != "scatter" or not t or t not in w.update_dims:
+        for w in [w for w in cache.writes if w.opcode == "scatter"]:
+            if not t or t not in w.update_dims:
                 return PagedCache(None, None, None, None, _dim(table, 1), _dim(table, 0), t,
                                   [f"a write into {cache.name} does not hold one entry per token of the step "
                                    f"({t} tokens): the bytes per token are not read"])
@@ -99,7 +99,7 @@ def read_paging(module: HloModule, caches: Sequence[Parameter], table: Parameter
     total = sum(c.bytes for c in caches)
     slots = int(round(total / per_token)) if per_token else None
     pages, size = _pages(caches[0].shape.dims, slots) if slots and caches else (None, None)
-    how.append(f"{sum(len(c.writes) for c in caches)} scatter(s) write {per_token:g} B per token of the step's "
+    how.append(f"{sum(1 for c in caches for w in c.writes if w.opcode == 'scatter')} scatter(s) write {per_token:g} B per token of the step's "
                f"{t} tokens (token input {tokens.name} {tokens.shape_text})" if tokens is not None else "")
     if slots:
         how.append(f"the pool holds {total:,} B / {per_token:g} B = {slots:,} token slots"
@@ -130,13 +130,15 @@ def _indexes_pool(module: HloModule, number: int) -> bool:
         return False
     start = next((i.name for i in entry.instructions if i.opcode == "parameter"
                   and i.attributes.get("parameter_number") == str(number)), None)
-    users = _users(module)
+    users, callers = _users(module)
     frontier, seen = [(entry.name, start)], set[tuple[str, str]]()
     while frontier and len(seen) < MAX_STEPS:
         comp_name, name = frontier.pop()
         if name is None or (comp_name, name) in seen:
             continue
         seen.add((comp_name, name))
+        if module.computations[comp_name].root == name:          # out of a fusion: its result
+            frontier += callers.get(comp_name, [])
         for user, operand in users.get(comp_name, {}).get(name, []):
             if user.opcode == "gather" and operand >= 1:
                 source = module.computations[comp_name].by_name().get(user.operands[0])
@@ -160,13 +162,17 @@ def _shape(module: HloModule, comp_name: str, name: str):
     return inst.shape if inst is not None and not inst.shape.is_tuple else None
 
 
-def _users(module: HloModule) -> dict:
+def _users(module: HloModule) -> tuple[dict, dict]:
+    """Per computation, each instruction's users; per fused computation, its fusion call sites."""
     out: dict = {}
+    callers: dict = {}
     for comp in module.computations.values():
         users: dict = {}
         for inst in comp.instructions:
             for i, operand in enumerate(inst.operands):
                 users.setdefault(operand, []).append((inst, i))
+            if inst.opcode in ("fusion", "call") and inst.called_computations:
+                callers.setdefault(inst.called_computations[0], []).append((comp.name, inst.name))
         out[comp.name] = users
-    return out
+    return out, callers
 

@@ -281,6 +281,45 @@ class _Names:
         return found
 
 
+def _scattered_into(module: HloModule, comp: Computation, update: Instruction, names: _Names,
+                    calls: list[tuple[Computation, Instruction]]) -> list[CacheWrite]:
+    """The scatters that made a dynamic-update-slice's update (a layer of a stacked paged pool written back
+    whole after its new tokens were scattered into it), through views, out of the fusion the update is a
+    parameter of (``calls``: the fusion call sites entered) and into the fusion that made it."""
+    inst: Instruction | None = update
+    found: list[CacheWrite] = []
+    for _ in range(256):
+        if inst is None:
+            return found
+        if inst.opcode == "parameter" and calls:
+            number = _int(inst.attributes.get("parameter_number"))
+            comp, call = calls.pop()
+            inst = names(comp).get(call.operands[number]) if 0 <= number < len(call.operands) else None
+            continue
+        if inst.opcode == "scatter" and inst.operands:        # and on to what it scattered into
+            source = names(comp).get(inst.operands[-1])
+            found += [CacheWrite("scatter", tuple(source.shape.dims))] if source is not None else []
+            inst = names(comp).get(inst.operands[0])
+            continue
+        if inst.opcode == "fusion" and inst.called_computations:
+            fused = module.computations.get(inst.called_computations[0])
+            shapes = names(fused) if fused is not None else {}
+            scatters = [i for i in (fused.instructions if fused else []) if i.opcode == "scatter" and i.operands]
+            if not scatters:
+                return found
+            found += [CacheWrite("scatter", tuple(shapes[i.operands[-1]].shape.dims)) for i in scatters
+                      if i.operands[-1] in shapes]
+            target = shapes.get(scatters[0].operands[0])
+            number = _int(target.attributes.get("parameter_number")) if target is not None and \
+                target.opcode == "parameter" else -1
+            inst = names(comp).get(inst.operands[number]) if 0 <= number < len(inst.operands) else None
+            continue
+        if inst.opcode not in _PASS_THROUGH or not inst.operands:
+            return found
+        inst = names(comp).get(inst.operands[0])
+    return found
+
+
 def trace_to_parameter(module: HloModule, comp: Computation, inst: Instruction,
                        names: _Names | None = None) -> tuple[int | None, list[CacheWrite], int | None]:
     """(parameter number of ``comp`` the value of ``inst`` is an in-place update of, the writes on the way,
@@ -304,7 +343,9 @@ def trace_to_parameter(module: HloModule, comp: Computation, inst: Instruction,
         if op in CACHE_WRITES and len(inst.operands) >= 2:
             update = insts.get(inst.operands[1] if op == "dynamic-update-slice" else inst.operands[-1])
             if update is not None:
-                writes.append(CacheWrite(op, tuple(update.shape.dims)))
+                inner = _scattered_into(module, comp, update, names, list(calls)) \
+                    if op == "dynamic-update-slice" else []
+                writes.extend(inner or [CacheWrite(op, tuple(update.shape.dims))])
         elif op == "fusion" and inst.called_computations:
             fused = module.computations.get(inst.called_computations[0])
             if fused is None or fused.root not in names(fused) or len(calls) > _MAX_WALK // 10:

@@ -43,6 +43,7 @@ class Phase:
     efficiency: float | None = None
     reasons: dict[str, str] = field(default_factory=dict)
     own_flops: float | None = None  # FLOPs per step when the phase is part of a program (a loop, what precedes it)
+    loop: str | None = None         # the while instruction of a decode loop inside the program
 
     @property
     def module(self) -> str:
@@ -248,7 +249,8 @@ def _loop_phases(report: InferenceReport, ran: list[tuple[Program, pd.DataFrame]
             continue
         for loop in decode_loops(module):
             iterations, how = _iterations(ops, program, mine, loop)
-            decode = Phase("decode", loop.decode_program(program), iterations, own_flops=loop.loop_flops)
+            decode = Phase("decode", loop.decode_program(program), iterations, own_flops=loop.loop_flops,
+                           loop=loop.while_name)
             decode.recognised_by = loop.evidence + [how]
             prefill = Phase("prefill", loop.prefill_program(program), _before_loop(ops, program, mine, loop),
                             own_flops=loop.rest_flops)

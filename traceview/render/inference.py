@@ -38,6 +38,11 @@ def phase_json(phase: Phase) -> dict[str, Any]:
         "token_input": None if p.tokens is None else {"number": p.tokens.number, "name": p.tokens.name,
                                                       "shape": p.tokens.shape_text},
         "max_sequence_length": p.max_sequence_length, "paged_cache": p.paged,
+        "paging": None if p.paging is None else {
+            "pages": p.paging.pages, "page_size": p.paging.page_size, "slots": p.paging.slots,
+            "pages_per_sequence": p.paging.pages_per_sequence, "sequences": p.paging.sequences,
+            "tokens_per_step": p.paging.tokens_per_step, "mixed": p.paging.mixed, "how": list(p.paging.how)},
+        "loop": phase.loop,
         "kv_bytes_per_token": finite(phase.kv_bytes_per_token),
         "flops": finite(phase.flops), "peak_flops": finite(phase.peak_flops), "peak_dtype": phase.peak_dtype,
         "compute_time_us": finite(phase.compute_time_us), "memory_time_us": finite(phase.memory_time_us),
@@ -131,6 +136,13 @@ def _budget_lines(report: InferenceReport, esc) -> list[str]:
         lines.append(f"Critical batch: unknown ({esc(report.reasons.get('critical_batch', ''))})")
     lines.append(f"KV cache per token: {fmt_bytes(report.kv_bytes_per_token)}" if report.kv_bytes_per_token
                  is not None else f"KV cache per token: unknown ({esc(report.reasons.get('kv_bytes_per_token', ''))})")
+    paging = next((p.program.paging for p in report.phases if p.program.paging is not None), None)
+    if paging is not None and paging.slots:
+        lines.append(f"Paged cache: {paging.slots:,} token slots"
+                     + (f" in {paging.pages:,} pages of {paging.page_size}" if paging.pages else "")
+                     + (f", {paging.sequences} sequences of up to {paging.pages_per_sequence} pages per step"
+                        if paging.sequences else "")
+                     + (f", {paging.tokens_per_step} tokens per step" if paging.tokens_per_step else ""))
     lines.append(f"Sequences that fit in HBM beside the weights: {report.max_sequences:,}" if report.max_sequences
                  is not None else f"Sequences that fit in HBM: unknown ({esc(report.reasons.get('max_sequences', ''))})")
     return lines
