@@ -129,3 +129,53 @@ def test_diagnose_adds_the_measured_stage_axis():
     assert not any(w.startswith("mesh not determined") for w in report.warnings)
     one = diagnose(DiagnoseInputs([parse_hlo_text(SEND_RECV)], ran={"stage_send"}, executions=lambda: table))
     assert one.axes == []                                      # one program ran: nothing measured
+
+
+def _forward_backward(p: int, m: int, one_f_one_b: bool) -> pd.DataFrame:
+    """Each stage runs a forward and a backward program per microbatch (one tick each): GPipe (all forwards,
+    then all backwards) or 1F1B (p - s - 1 warm-up forwards, then one forward and one backward in turn). Each
+    op starts when its stage is free and its input is ready (the forward of stage s - 1, the backward of stage
+    s + 1 and its own forward)."""
+    order = {}
+    for s in range(p):
+        if one_f_one_b:
+            warm = min(p - s - 1, m)
+            seq = [("f", k) for k in range(warm)]
+            for k in range(m - warm):
+                seq += [("f", warm + k), ("b", k)]
+            seq += [("b", k) for k in range(m - warm, m)]
+        else:
+            seq = [("f", k) for k in range(m)] + [("b", k) for k in range(m)]
+        order[s] = seq
+    end: dict[tuple[str, int, int], float] = {}
+    free = [0.0] * p
+    placed = {s: 0 for s in range(p)}
+    rows = []
+    while any(placed[s] < len(order[s]) for s in range(p)):
+        for s in range(p):
+            while placed[s] < len(order[s]):
+                kind, k = order[s][placed[s]]
+                needs = [("f", s - 1, k)] if kind == "f" and s > 0 else []
+                needs += [("f", s, k)] + ([("b", s + 1, k)] if s < p - 1 else []) if kind == "b" else []
+                if any(n not in end for n in needs):
+                    break
+                start = max([free[s]] + [end[n] for n in needs])
+                end[(kind, s, k)] = free[s] = start + TICK
+                rows.append({"device": f"d{s}", "module": f"jit_s{s}_{'0fwd' if kind == 'f' else '1bwd'}",
+                             "program_id": 2 * s + (kind == "b"), "op": "fusion.0", "start_ps": int(start * US),
+                             "duration_ps": int(TICK * US), "step": 0})
+                placed[s] += 1
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("p, m", [(2, 4), (4, 4), (4, 8)])
+def test_gpipe_and_1f1b_are_told_apart_and_compared_with_their_formula(p, m):
+    gpipe, ofob = measure_mpmd(_forward_backward(p, m, False)), measure_mpmd(_forward_backward(p, m, True))
+    assert gpipe is not None and ofob is not None
+    assert gpipe.schedule_name == "GPipe" and gpipe.alternations == 0
+    assert ofob.schedule_name == "1F1B" and ofob.alternations > 0
+    for found in (gpipe, ofob):
+        assert found.microbatches == m and found.formula_bubble_fraction == pytest.approx((p - 1) / (m + p - 1))
+        # equal forward and backward ticks: each stage idles 2 (p - 1) of 2 (m + p - 1) ticks
+        assert found.bubble_fraction == pytest.approx((p - 1) / (m + p - 1))
+        assert "1F1B" in found.how() if found is ofob else "GPipe schedule" in found.how()

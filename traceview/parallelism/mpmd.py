@@ -14,10 +14,12 @@ the trace shows instead is when each stage ran. From the op executions:
 * in sequence: stage s + 1's k-th execution starts only after stage s's k-th
   ended (it waits for the activation); without that the programs are not
   a pipeline and nothing is reported;
-* the bubble of a stage in a step: its idle time before its first microbatch
-  and after its last, within the step's span (first op start to last op end
-  over all stages), the time it waits on its neighbours to fill and drain the
-  pipeline; idle time between its microbatches is reported apart. The
+* the bubble of a stage in a step: its idle time before its first op and
+  after its last, within the step's span (first op start to last op end over all
+  stages), the time it waits on its neighbours to fill and drain the pipeline;
+  idle time between its microbatches is reported apart, and counted in the
+  bubble only for a stage that runs a forward and a backward program (the
+  backward pass fills from the last stage mid-step). The
   pipeline's bubble fraction is the mean over stages and steps of
   (idle before + idle after) / step span; the GPipe formula
   (p - 1)/(m + p - 1) is given beside it (equal stage times, no gaps).
@@ -197,8 +199,9 @@ def _in_sequence(runs: pd.DataFrame) -> tuple[int, int]:
 
 def _schedule(ops: pd.DataFrame, runs: pd.DataFrame, held: int, checked: int) -> MeasuredSchedule | None:
     span = ops.groupby("step").agg(step_start=("start_ps", "min"), step_end=("end_ps", "max"))
-    per = runs.groupby(["stage", "step"]).agg(first=("start_ps", "min"), last=("end_ps", "max"),
-                                              microbatches=("microbatch", "size"))
+    per = runs.groupby(["stage", "step"]).agg(microbatches=("microbatch", "size"))
+    # a stage's work in the step: every program it runs (a backward program's too), first op to last
+    per = per.join(ops.groupby(["stage", "step"]).agg(first=("start_ps", "min"), last=("end_ps", "max")))
     per["busy"] = _busy(ops)
     per = per.join(span, on="step")
     per["span"] = per["step_end"] - per["step_start"]
@@ -208,7 +211,12 @@ def _schedule(ops: pd.DataFrame, runs: pd.DataFrame, held: int, checked: int) ->
     per = per[per["span"] > 0]           # a step of no length says nothing
     if per.empty:
         return None
-    per["bubble"] = (per["before"] + per["after"]) / per["span"]
+    # a stage that runs a forward and a backward program waits mid-step too (the backward pass fills from the
+    # last stage): all its idle time in the step is bubble; a forward-only stage's is before and after
+    two_way = ops.groupby("stage")["program"].nunique() > 1
+    both = two_way.reindex(per.index.get_level_values("stage")).to_numpy()
+    idle = per["before"] + per["after"] + np.where(both, per["between"], 0.0)
+    per["bubble"] = idle / per["span"]
     means = per.groupby(level="stage").mean()
     m_of = per["microbatches"].groupby(level="stage").median().round().astype("int64")
     where = ops.groupby("stage").agg(devices=("device", lambda s: sorted(set(s))),
