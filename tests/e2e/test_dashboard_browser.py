@@ -269,6 +269,23 @@ def test_inference_tab_in_chromium(browser, sample_traces, tmp_path):
         assert phase["module"] in panel
 
 
+def test_inference_tab_paged_in_chromium(browser, sample_traces, tmp_path):
+    """The Inference tab on the paged sample: a ragged step mixing prefill and decode tokens beside a decode
+    step, both drawn, and the paged cache's bytes per token."""
+    trace = sample_traces / "paged_serving"
+    with dashboard_server(trace, tmp_path / "server.log") as url:
+        _open_overview(browser, url)
+        _settle(browser, 0, "Overview")
+        _click_tab(browser, "Inference", "Batch against the critical batch")
+        _settle(browser, 2, "Inference")
+        panel = browser.js(_PANEL)
+        shot = browser.screenshot(tmp_path / "dashboard_inference_paged.png")
+    for text in ("jit_mixed_step", "jit_decode_step", "mixed", "256 B"):
+        assert text in panel, text
+    _keep([shot])
+    assert _not_blank(shot) > 200
+
+
 @pytest.mark.parametrize("sample, charts, shows", [
     ("pipeline", 2, ["Pipeline: 4 stages, 6 microbatches, bubble 33.3%", "stage (4): pipeline", "bubble-bound"]),
     ("ring_attention", 2, ["Context (ring): 96 tokens of sequence per chip", "context parallel"]),
