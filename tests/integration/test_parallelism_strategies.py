@@ -106,7 +106,16 @@ def test_pipeline_sample_bubble_is_p_minus_1_over_m_plus_p_minus_1(sample_traces
                                              "how": stage.pipeline.how,
                                              "formula_bubble_fraction": pytest.approx((p - 1) / (m + p - 1)),
                                              "schedule": "GPipe", "virtual_stages": 1,
-                                             "measured": None}     # read from the loop, not measured
+                                             "measured_bubble_fraction": pytest.approx(stage.pipeline.measured
+                                                                                       .bubble_fraction),
+                                             "measured_how": stage.pipeline.measured.how,
+                                             "measured_per_stage": {str(k): pytest.approx(v) for k, v in
+                                                                    stage.pipeline.measured.per_stage.items()},
+                                             "measured": None}     # no program per stage
+    # the ticks measured in the trace: every device's 9 ticks per run, both traced steps, all 4 stages
+    measured = stage.pipeline.measured
+    assert measured.runs == cfg["traced_steps"] and sorted(measured.per_stage) == list(range(p))
+    assert 0 < measured.bubble_fraction < 1 and "9 ticks each" in measured.how
     assert "bubble 33.3%" in summary_line(report)
     assert "stage: pipeline (bubble 33.3%)" in traceview.load(sample_traces / "pipeline").mesh_summary
     assert "6 microbatches" in parallelism_text(report)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from traceview.timeline.occurrences import run_bounds
 from traceview.units import PS_PER_US
 
 COLUMNS = ["module", "program_id", "device", "call", "start_us", "time_us"]
@@ -56,23 +57,13 @@ def loop_iterations(ops: pd.DataFrame, module: str, program: int | None, body_op
 def _calls_on_device(module: str, program: int, device: str, rows: pd.DataFrame,
                      entry: set[str] | None = None) -> pd.DataFrame:
     rows = rows.sort_values("start_ps", kind="stable")
-    counts = rows["op"].astype(str).value_counts()
-    if entry and counts.index.isin(list(entry)).any():
-        counts = counts[counts.index.isin(list(entry))]
-    calls = int(counts.mode().max())           # the occurrence count most ops share (ties: the larger)
     names = rows["op"].astype(str).to_numpy()
     start = rows["start_ps"].to_numpy(dtype=np.int64)
     end = start + rows["duration_ps"].to_numpy(dtype=np.int64)
-    once = np.isin(names, list(counts.index[counts == calls]))     # ops that run once per call
-    rank = pd.Series(names[once]).groupby(names[once]).cumcount().to_numpy()   # which occurrence
-    bounds = np.full(calls, np.iinfo(np.int64).max)
-    np.minimum.at(bounds, rank, start[once])
-    bounds = np.sort(bounds)
-    which = np.searchsorted(bounds, start, side="right") - 1     # the call each op row falls in
-    keep = which >= 0                                            # ops before the first marker: no call
-    call_start = bounds
-    call_end = np.full(len(bounds), np.iinfo(np.int64).min)
-    np.maximum.at(call_end, which[keep], end[keep])
+    counted = np.isin(names, list(entry)) if entry else None
+    if counted is not None and not counted.any():
+        counted = None
+    call_start, call_end = run_bounds(names, start, end, counted)
     return pd.DataFrame({"module": module, "program_id": program, "device": device,
-                         "call": np.arange(len(bounds)), "start_us": call_start / PS_PER_US,
+                         "call": np.arange(len(call_start)), "start_us": call_start / PS_PER_US,
                          "time_us": (call_end - call_start) / PS_PER_US})

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from traceview.errors import UserError
@@ -45,6 +46,7 @@ from traceview.parallelism.rules import (
     judge_pipeline,
 )
 from traceview.parallelism.shardings import ParameterSharding, parameter_shardings
+from traceview.parallelism.spmd_bubble import device_number, measure_spmd
 from traceview.parallelism.structure import Structures, kv_gather_reader, measured_pipeline, read_structures
 from traceview.parallelism.times import collective_key, collective_times, fill_times, host_transfers
 from traceview.parsers.hlo_model import HloModule
@@ -117,6 +119,8 @@ def diagnose(inputs: DiagnoseInputs) -> Parallelism:
             param.axes = {dim: axes_of_groups(as_sets(groups), mesh)[0] for dim, groups in param.dim_groups.items()}
         report.axes = _judge_axes(inputs, mesh, attributions, program, params)
     report.axes = _with_measured_pipeline(inputs, report.axes)
+    if mesh is not None:
+        _measure_spmd_pipelines(inputs, mesh, report.axes, program.by_module)
     if mesh is None and any(a.pipeline is not None for a in report.axes):   # a program per stage, no collective
         report.warnings = [w for w in report.warnings if not w.startswith("mesh not determined")]
     report.axes += [host] if host else []
@@ -148,6 +152,37 @@ def _with_measured_pipeline(inputs: DiagnoseInputs, axes: list[AxisReport]) -> l
     role = AxisRole("pipeline", evidence, {"program per stage": schedule.p}, {"pipeline": evidence})
     return axes + [AxisReport("stage", schedule.p, role, None, verdict, roles=[RoleReport("pipeline", evidence,
                                                                                           verdict)], pipeline=found)]
+
+
+def _measure_spmd_pipelines(inputs: DiagnoseInputs, mesh: Mesh, axes: list[AxisReport],
+                            modules: dict[str, HloModule]) -> None:
+    """An SPMD pipeline's bubble measured from its loop's ticks in the trace (:mod:`spmd_bubble`), beside the
+    formula's; read only when the trace has executions and an SPMD pipeline was found."""
+    names = [a.name for a in mesh.axes]
+    wanted = [a for a in axes if a.pipeline is not None and a.pipeline.loop is not None and a.name in names]
+    if not wanted or inputs.executions is None or not inputs.has_trace:
+        return
+    executions = inputs.executions()
+    sizes = [a.size for a in mesh.axes]
+    for axis in wanted:
+        found = axis.pipeline
+        assert found is not None and found.loop is not None
+        module, body, trips = found.loop
+        comp = modules[module].computations.get(body) if module in modules else None
+        if comp is None:
+            continue
+        where = names.index(axis.name)
+
+        def stage_of(device: str, where: int = where) -> int | None:
+            number = device_number(device)
+            ids = mesh.device_ids
+            if number is None or number >= math.prod(sizes) or (ids is not None and number not in ids):
+                return None
+            position = ids.index(number) if ids is not None else number
+            return int(np.unravel_index(position, sizes)[where])
+
+        found.measured = measure_spmd(executions, module, {i.name for i in comp.instructions}, trips,
+                                      found.stages, stage_of)
 
 
 def _stage_evidence(schedule: MeasuredSchedule) -> str:

@@ -37,6 +37,7 @@ from traceview.parallelism.mpmd import MeasuredSchedule
 from traceview.parallelism.ring import in_backward, ring_passes
 from traceview.parallelism.roles import Classified
 from traceview.parallelism.scans import LoopReading, read_loop, spmd_schedule
+from traceview.parallelism.spmd_bubble import SpmdBubble
 from traceview.parsers.hlo_model import HloModule, Shape
 
 KV_PASS, KV_GATHER, STAGE_PASS, DISPATCH = "K/V ring pass", "K/V all-gather", "stage activation pass", \
@@ -53,6 +54,8 @@ class PipelineFinding:
     schedule: MeasuredSchedule | None = None    # a program per stage: the bubble measured in the trace
     schedule_name: str | None = None            # GPipe, 1F1B, interleaved; None: not read
     virtual_stages: int = 1                     # v: an interleaved schedule's model chunks per stage
+    loop: tuple[str, str, int] | None = None    # an SPMD schedule's loop: (module, body, trips)
+    measured: SpmdBubble | None = None          # an SPMD schedule's bubble measured from its ticks in the trace
 
     @property
     def formula_bubble_fraction(self) -> float | None:
@@ -279,7 +282,8 @@ def _pipeline(stages: int, found: list[tuple[Loop, Classified, LoopReading]]) ->
            + (f", v = {v} virtual stages per device (the stage's weights stacked [{v}, ...] and indexed per tick)"
               if v > 1 else "")
            + f", so m = {m} microbatches and the bubble {schedule.formula}" + (f" ({evidence})" if evidence else ""))
-    return PipelineFinding(stages, m, schedule.bubble_fraction, how, None, schedule.name, v)
+    return PipelineFinding(stages, m, schedule.bubble_fraction, how, None, schedule.name, v,
+                           (row.attribution.site.module, loop.body, n))
 
 
 def _expert(modules: dict[str, HloModule], rows: list[Classified],

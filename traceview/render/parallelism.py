@@ -39,6 +39,10 @@ def _structures(axis: AxisReport) -> dict:
             "bubble_fraction": json_scalar(pipe.bubble_fraction), "how": pipe.how,
             "formula_bubble_fraction": json_scalar(pipe.formula_bubble_fraction),
             "schedule": pipe.schedule_name, "virtual_stages": pipe.virtual_stages,
+            "measured_bubble_fraction": None if pipe.measured is None else json_scalar(pipe.measured.bubble_fraction),
+            "measured_how": None if pipe.measured is None else pipe.measured.how,
+            "measured_per_stage": None if pipe.measured is None else
+            {str(k): json_scalar(v) for k, v in pipe.measured.per_stage.items()},
             "measured": None if pipe.schedule is None else _measured(pipe.schedule)},
         "context": None if ctx is None else {
             "style": ctx.style, "seq_per_chip": ctx.attention.seq_per_chip, "head_dim": ctx.attention.head_dim,
@@ -213,6 +217,8 @@ def _structure_lines(a: AxisReport, esc) -> list[str]:
     out = []
     if a.pipeline is not None:
         bubble = "-" if a.pipeline.bubble_fraction is None else f"{a.pipeline.bubble_fraction:.4f}"
+        if a.pipeline.measured is not None:
+            bubble = f"{a.pipeline.measured.bubble_fraction:.4f} measured in the trace, {bubble} by the schedule"
         out.append(f"  pipeline ({a.pipeline.schedule_name or 'schedule not read'}): {a.pipeline.stages} stages, "
                    f"{a.pipeline.microbatches or '-'} microbatches, "
                    f"bubble {bubble} ({esc(a.pipeline.how)})")
