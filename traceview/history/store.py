@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from sqlalchemy import Connection, Engine, func, select, text
@@ -37,9 +37,11 @@ from traceview.history.engines import (
     quick_check,
     sqlite_engine,
 )
-from traceview.history.record import RunRecord, iso
 from traceview.units import finite
 from traceview.version import __version__
+
+if TYPE_CHECKING:   # a reader needs none of what builds a run (record.py imports the regress baseline)
+    from traceview.history.record import RunRecord
 
 __all__ = ["HistoryStore", "Location", "locate", "open_store"]
 
@@ -136,6 +138,8 @@ class HistoryStore:
         return run_id
 
     def _add(self, run: RunRecord) -> int:
+        from traceview.history.record import iso
+
         with self.transaction(write=True) as conn:
             if not self.sqlite:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_KEY})
