@@ -33,10 +33,15 @@ def generated(tmp_path_factory) -> tuple[Path, list[dict]]:
     return out, json.loads((out / "manifest.json").read_text())
 
 
-def _report(generated, form: str, target: str | None = None):
+def _analysis(generated, form: str, target: str | None = None):
     out, manifest = generated
     facts = next(f for f in manifest if f["form"] == form)
-    return facts, traceview.load(out / facts["name"] / "trace", target=target).inference()
+    return facts, traceview.load(out / facts["name"] / "trace", target=target)
+
+
+def _report(generated, form: str, target: str | None = None):
+    facts, analysis = _analysis(generated, form, target)
+    return facts, analysis.inference()
 
 
 def test_a_generation_loop_is_a_prefill_and_a_decode_phase(generated):
@@ -57,6 +62,14 @@ def test_a_generation_loop_is_a_prefill_and_a_decode_phase(generated):
     # the cache [layers, 2, batch, max_len, d] f32: 2 x layers x d x 4 bytes per token
     assert report.kv_bytes_per_token == 2 * facts["layers"] * facts["d"] * 4 == facts["kv_bytes_per_token"], where
     assert decode.program.max_sequence_length == facts["max_len"], where
+
+
+def test_analyze_reports_the_generation_loop(generated):
+    facts, analysis = _analysis(generated, "generation-loop")
+    record = analysis.to_json()["inference"]
+    phases = {p["phase"]: p for p in record["phases"]}
+    assert phases["decode"]["steps"] == facts["steps"] * facts["calls"], f"seed {SEED}, {facts}"
+    assert phases["decode"]["loop"] and phases["prefill"]["module"] == facts["module"]
 
 
 def test_a_paged_cache_gives_bytes_per_token_pages_and_sequences(generated):

@@ -302,7 +302,9 @@ class Analysis:
 
     @cached_property
     def _serving_found(self) -> bool:
-        return any(program.caches for program in self._programs)
+        from traceview.inference.loops import serves
+
+        return any(serves(m, p) for m, p in zip(self.pipeline.ran_modules, self._programs))
 
     @cached_property
     def _programs(self) -> list[Program]:

@@ -48,6 +48,19 @@ class DecodeLoop:
                        program.output_shapes)
 
 
+def serves(module: HloModule, program: Program) -> bool:
+    """Whether a program that ran is a serving program: it updates a KV cache parameter in place, or runs a
+    decode loop inside itself."""
+    if program.caches:
+        return True
+    return any(inst.opcode == "while" for inst in _entry(module)) and bool(decode_loops(module))
+
+
+def _entry(module: HloModule) -> list[Instruction]:
+    entry = module.entry_computation()
+    return entry.instructions if entry is not None else []
+
+
 def decode_loops(module: HloModule) -> list[DecodeLoop]:
     """The entry's while loops whose carry holds a KV cache and the last token."""
     entry = module.entry_computation()
