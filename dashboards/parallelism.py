@@ -227,6 +227,10 @@ def _structure(a: dict) -> None:
         bubble = pipe["bubble_fraction"]
         st.markdown(f"**Pipeline:** {pipe['stages']} stages, {pipe['microbatches'] or '-'} microbatches, bubble "
                     f"**{'-' if bubble is None else fmt_pct(bubble)}** — {md(pipe['how'])}")
+        if pipe.get("measured_bubble_fraction") is not None:      # an SPMD schedule's ticks in the trace
+            st.markdown(f"Measured from the schedule loop's ticks: bubble **{fmt_pct(pipe['measured_bubble_fraction'])}**"
+                        f" against the {md(pipe.get('schedule') or '')} formula **{fmt_pct(bubble)}** — "
+                        f"{md(pipe.get('measured_how') or '')}")
         measured = measured_schedule(pipe)
         if measured is not None:
             st.markdown(f"Measured bubble **{fmt_pct(pipe['bubble_fraction'])}** (each stage's idle time waiting on "

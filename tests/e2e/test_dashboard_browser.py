@@ -287,7 +287,8 @@ def test_inference_tab_paged_in_chromium(browser, sample_traces, tmp_path):
 
 
 @pytest.mark.parametrize("sample, charts, shows", [
-    ("pipeline", 2, ["Pipeline: 4 stages, 6 microbatches, bubble 33.3%", "stage (4): pipeline", "bubble-bound"]),
+    ("pipeline", 2, ["Pipeline: 4 stages, 6 microbatches, bubble 33.3%", "stage (4): pipeline", "bubble-bound",
+                     "Measured from the schedule loop's ticks", "against the GPipe formula 33.3%"]),
     ("ring_attention", 2, ["Context (ring): 96 tokens of sequence per chip", "context parallel"]),
     ("moe", 1, ["Experts: E=8, top-2, capacity 16", "expert parallel + data parallel"]),
     # a program per stage: the measured schedule of one step (one chart) and each stage's idle time
