@@ -29,6 +29,10 @@ and prints wall time, peak memory (largest process, from wait4) and ratios:
   idle, it took 1.2-1.4 s of CPU per 15 s (heartbeats, each worker's
   profiler and memory monitor), which on 2 cores slowed the all-cores run
   alone (128 hosts: 11.75 against 11.30 s) and no user's pool shares;
+* the serial share of each pod run: the parent's CPU after the last host's result arrived, less the items of
+  the forked passes it ran itself (``TRACEVIEW_CPU_LEDGER``, traceview.trace.cpu_ledger), against the
+  one-process run's CPU; with it the parent's CPU before (imports, the hosts' arrivals), what 16 and 64
+  workers would give by Amdahl's law, and the Dask client's share of the Dask run's CPU;
 * this machine's own ceiling for each pod: two copies of the ``--jobs 1`` run
   started at once, twice the one-process time over theirs (shared caches,
   memory bandwidth and the hypervisor cost two processes that share nothing
@@ -325,16 +329,67 @@ def _round_ratios(rounds: list[dict], way: str) -> list[float]:
 
 def timed_way(way: str, cmd: list, cluster: DaskCluster | None) -> dict:
     """One pod run; a Dask cluster runs only while its own way is timed (DaskCluster.pause), and then the CPU
-    its scheduler and workers spent is counted too."""
+    its scheduler and workers spent is counted too. Each run but the two copies writes its CPU ledger
+    (traceview.trace.cpu_ledger: the parent's CPU after the last host's result, and how much of it was
+    serial), kept as ``ledger``."""
     if cluster is not None and way == "dask":
         cluster.resume()
         before = cluster.cpu()
-        result = run(cmd)
+        result = ledgered(cmd)
         result["cluster_cpu"] = {k: cluster.cpu().get(k, 0.0) - v for k, v in before.items()}
         return result
     if cluster is not None:
         cluster.pause()
-    return run_together(cmd) if way == "two_copies" else run(cmd)
+    return run_together(cmd) if way == "two_copies" else ledgered(cmd)
+
+
+def ledgered(cmd: list) -> dict:
+    """:func:`run` with the command's CPU ledger read back (None where it wrote none)."""
+    import json
+
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        path = Path(f.name)
+    try:
+        result = run(cmd, env={"TRACEVIEW_CPU_LEDGER": str(path)})
+        try:
+            result["ledger"] = json.loads(path.read_text()) if path.stat().st_size else None
+        except (OSError, ValueError):
+            result["ledger"] = None
+    finally:
+        path.unlink(missing_ok=True)
+    return result
+
+
+def amdahl(serial: float, workers: int) -> float:
+    """The speed-up ``workers`` processes give a run whose ``serial`` share no second process can take."""
+    return 1.0 / (serial + (1.0 - serial) / workers)
+
+
+def serial_lines(p: dict) -> list[str]:
+    """The serial share of each way's median run against the one-process CPU, the Dask client's share of
+    that run's CPU, and what 16 and 64 workers would give by Amdahl's law."""
+    one = p["jobs1"]
+    if one["rc"] or not one["cpu"]:
+        return []
+    out = []
+    for way in ("jobs1", "jobsN", "dask"):
+        r = p.get(way)
+        ledger = (r or {}).get("ledger")
+        if not r or r["rc"] or not ledger:
+            continue
+        after = ledger["serial_cpu"] / one["cpu"]
+        whole = (ledger["read_cpu"] + ledger["serial_cpu"]) / one["cpu"]
+        line = (f"  serial, {way}: the parent's CPU after the last host {ledger['after_cpu']:.2f} s, of which "
+                f"forked items {ledger['items_cpu']:.2f} s, serial {ledger['serial_cpu']:.2f} s = "
+                f"{100 * after:.2f}% of the one-process CPU ({one['cpu']:.1f} s); with its CPU before "
+                f"({ledger['read_cpu']:.2f} s) {100 * whole:.2f}%; Amdahl 16 / 64 workers: "
+                f"{amdahl(after, 16):.1f}x / {amdahl(after, 64):.1f}x (after only), "
+                f"{amdahl(whole, 16):.1f}x / {amdahl(whole, 64):.1f}x (all serial)")
+        if way == "dask" and r.get("cluster_cpu"):
+            total = r["cpu"] + sum(r["cluster_cpu"].values())
+            line += f"; the client's share of the run's CPU: {100 * r['cpu'] / total:.1f}% of {total:.1f} s"
+        out.append(line)
+    return out
 
 
 def cpu_jiffies() -> tuple[int, int] | None:
@@ -387,6 +442,8 @@ def print_pods(pods: list[dict]) -> None:
         print(f"  this machine's ceiling (two copies of --jobs 1 at once: {p['two_copies']['seconds']:.2f} s "
               f"({min(copies):.2f}-{max(copies):.2f})): {ceiling:.2f}x "
               f"(rounds {', '.join(f'{c:.2f}x' for c in p['ceilings'])}); --jobs {cores} reaches {100 * share:.0f}% of it")
+        for line in serial_lines(p):
+            print(line)
         if "dask" in p and p["dask_ratios"]:
             cl = p["dask"].get("cluster_cpu") or {}
             print(f"  Dask: rounds {', '.join(f'{r:.2f}x' for r in p['dask_ratios'])} "

@@ -96,6 +96,9 @@ def console() -> NoReturn:
         keep_freed_memory()               # this process is traceview's own, and short-lived
         collect_less_often()              # and its forked workers' (traceview.trace.collector)
     code = main()
+    ledger = sys.modules.get("traceview.trace.cpu_ledger")
+    if ledger is not None:
+        ledger.write_if_asked()           # TRACEVIEW_CPU_LEDGER: the run's serial CPU, for the benchmark
     cache = sys.modules.get("traceview.trace.table_cache")
     if cache is not None:
         cache.flush()                     # a background write of the tables read

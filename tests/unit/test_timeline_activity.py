@@ -8,9 +8,14 @@ import pandas as pd
 import pytest
 
 from traceview.advice.idle import CAUSES, idle_causes
-from traceview.advice.stragglers import _MISSING, _distinct, _names_in, stragglers
+from traceview.advice.stragglers import stragglers
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS
 from traceview.timeline.activity import merge_activity, names_apart, reduce_activity, with_host_threads
+from traceview.timeline.lateness import distinct as _distinct
+from traceview.timeline.lateness import names_in as _names_in
+from traceview.timeline.lateness import summarize
+
+_MISSING = None     # a row with no name
 
 NAMES = ["fusion.1", "all-reduce.2", "all-gather-start.3", "copy.4", "nccl_AllReduce"]
 
@@ -84,6 +89,31 @@ def test_stragglers_summed_host_by_host_equal_one_pass(seed):
     whole = pd.concat(hosts, ignore_index=True).astype(dict(OP_COLUMNS))
     merged = merge_activity([reduce_activity(h) for h in hosts])
     assert merged.host_spans is not None and len(merged.host_spans) == 4 and merged.step_spans.empty
+    _assert_same_stragglers(stragglers(merged), stragglers(whole))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_stragglers_with_names_found_where_each_host_is_read_equal_one_pass(seed):
+    """The names each host's step spans hold found where it is read (``span_summary``, pickled as from a
+    worker), its per-step sums merged in one vectorized pass: the same tables and names as one pass over every
+    row, with random host and step counts, hosts of one device or several, and ties of the latest."""
+    import dataclasses
+    import pickle
+
+    rng = np.random.default_rng(100 + seed)
+    n_hosts = int(rng.integers(2, 7))
+    hosts = [host_ops(rng, f"h{i}", [f"h{i}/TPU:{k}" for k in range(int(rng.integers(1, 4)))],
+                      int(rng.integers(20, 200))) for i in range(n_hosts)]
+    hosts[-1]["start_ps"] = hosts[0]["start_ps"].to_numpy()[: len(hosts[-1])] if len(hosts[0]) >= len(hosts[-1]) \
+        else hosts[-1]["start_ps"]
+    whole = pd.concat(hosts, ignore_index=True).astype(dict(OP_COLUMNS))
+    parts = []
+    for h in hosts:
+        activity = reduce_activity(h)
+        parts.append(pickle.loads(pickle.dumps(dataclasses.replace(activity,
+                                                                   span_summary=summarize(activity.step_spans)))))
+    merged = merge_activity(parts)
+    assert merged.host_summaries is not None and len(merged.host_summaries) == len(merged.host_spans or [])
     _assert_same_stragglers(stragglers(merged), stragglers(whole))
 
 

@@ -85,6 +85,12 @@ def add_hlo(parser: argparse.ArgumentParser) -> None:
                         help="which dumped stage of a module to use (default: after optimizations)")
 
 
+# The views a command's analysis imports: imported while other processes read a pod's hosts
+VIEW_MODULES = ("traceview.analysis.build", "traceview.advice.view", "traceview.memory.view",
+                "traceview.parallelism.diagnose", "traceview.scopes.tree", "traceview.inference.programs",
+                "traceview.render.advice", "traceview.render.parallelism", "traceview.render.scopes")
+
+
 def load_from_args(args: argparse.Namespace, keep_ops: bool = True,
                    allocator_events: bool = False) -> traceview.Analysis:
     """`traceview.load` of the trace PATH names (with a progress bar), as the source/target/HLO/reading options say.
@@ -93,7 +99,8 @@ def load_from_args(args: argparse.Namespace, keep_ops: bool = True,
     allocator events read where it is read (a command whose output includes the memory view)."""
     import dataclasses
 
-    options = dataclasses.replace(read_options_from_args(args), keep_ops=keep_ops, allocator_events=allocator_events)
+    options = dataclasses.replace(read_options_from_args(args), keep_ops=keep_ops, allocator_events=allocator_events,
+                                  while_reading=VIEW_MODULES)
     name_the_run(args.path, args.run)
     return traceview.load(args.path, run=args.run, target=args.target, hlo=args.hlo, stage=args.stage,
                           hardware_file=args.hardware_file, progress=True,

@@ -29,6 +29,7 @@ from pandas.api.types import union_categoricals
 from traceview.timeline.grouping import column_codes, matches
 from traceview.timeline.host_threads import HostSets, host_threads
 from traceview.timeline.intervals import STEP_ROWS, union, union_in_steps
+from traceview.timeline.lateness import SpanSummary, summarize
 
 COLLECTIVE = re.compile(
     r"all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|collective-broadcast"
@@ -61,6 +62,9 @@ class Activity:
     # a run's hosts' step spans, one table each, when no device is in two hosts' files (``step_spans`` is then
     # left empty: a pod's spans are never one table of every (step, device)); None otherwise
     host_spans: list[pd.DataFrame] | None = None
+    # one host's step spans summed up where it was read (None: not yet); a run's, one per ``host_spans`` table
+    span_summary: SpanSummary | None = None
+    host_summaries: list[SpanSummary] | None = None
     # the union of every device's busy intervals (where any device runs an op)
     busy_union: tuple[np.ndarray, np.ndarray] = field(default_factory=lambda: (_NONE, _NONE))
     # per host, its threads' interval sets (timeline.host_threads), cut where the host was read; None: not
@@ -73,8 +77,10 @@ class Activity:
 
 
 def with_host_threads(activity: Activity, host_events: pd.DataFrame) -> Activity:
-    """The activity of one host's op table with that host's threads cut (``host_events``: the same file's)."""
-    return dataclasses.replace(activity, hosts=host_threads(activity.op_lines, host_events))
+    """The activity of one host's op table with that host's threads cut (``host_events``: the same file's),
+    and its step spans summed up for the stragglers: both where the host is read, not in the parent."""
+    return dataclasses.replace(activity, hosts=host_threads(activity.op_lines, host_events),
+                               span_summary=summarize(activity.step_spans))
 
 
 def reduce_activity(ops: pd.DataFrame) -> Activity:
@@ -189,9 +195,14 @@ def merge_activity(parts: Sequence[Activity]) -> Activity:
     out.op_lines = list(dict.fromkeys(out.op_lines))
     out.hosts = _merged_hosts(parts)
     out.busy_union = _union_of_unions([p.busy_union for p in parts])
-    spans = [p.step_spans for p in parts if not p.step_spans.empty]
-    if len(spans) > 1 and names_apart([set(s["device"].unique()) for s in spans]):
+    spanned = [p for p in parts if not p.step_spans.empty]
+    spans = [p.step_spans for p in spanned]
+    summaries = [p.span_summary for p in spanned]
+    known = [s for s in summaries if s is not None]
+    if len(spans) > 1 and names_apart([s.names["device"] - {None} for s in known] if len(known) == len(spans)
+                                      else [set(s["device"].unique()) for s in spans]):
         out.host_spans = spans       # each (step, device, host) in one host's spans: nothing to merge
+        out.host_summaries = known if len(known) == len(spans) else None
     elif len(spans) > 1:
         # the spans of a device seen in several hosts' files grouped into one (step, device, host) each
         out.step_spans = joined_spans(spans).groupby(["step", "device", "host"], sort=False, observed=True).agg(

@@ -23,6 +23,7 @@ import pickle
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -33,14 +34,32 @@ def fork_map(task: Callable[[int], Any], count: int, jobs: int) -> list[Any]:
     ``jobs - 1`` forked from it, each taking the next item until none is left."""
     jobs = min(jobs, count)
     if jobs <= 1 or not _can_fork():
-        return [task(i) for i in range(count)]
+        return [_timed(task, i) for i in range(count)]
     import multiprocessing
 
     try:
         counter = multiprocessing.get_context("fork").Value("q", 0)
     except OSError:              # no shared semaphores here (a /dev/shm the process may not write)
-        return [task(i) for i in range(count)]
+        return [_timed(task, i) for i in range(count)]
     return _Workers(task, count, jobs, counter).results()
+
+
+_items_cpu = 0.0        # CPU seconds this process spent in fork_map items it ran itself
+
+
+def items_cpu() -> float:
+    """CPU seconds this process has spent running fork_map items itself (not forked children's): work that
+    more processes would share, apart from the serial rest of a run (the benchmark's serial share)."""
+    return _items_cpu
+
+
+def _timed(task: Callable[[int], Any], index: int) -> Any:
+    global _items_cpu
+    before = time.process_time()
+    try:
+        return task(index)
+    finally:
+        _items_cpu += time.process_time() - before
 
 
 class _Workers:
@@ -104,7 +123,7 @@ class _Workers:
             if index >= self.count:
                 return done
             try:
-                result = self.task(index)
+                result = _timed(self.task, index)
             except Exception as exc:     # noqa: BLE001 - it reaches the caller
                 return self._failed(index, exc)
             if pickled:

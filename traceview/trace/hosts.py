@@ -144,17 +144,20 @@ def parse_jobs(value: str | int, what: str = "--jobs") -> int:
 
 def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None = None,
                progress: Callable[[int], None] | None = None, keep_ops: bool = True,
-               store: bool = False, allocator: bool = False, spill: RowSpill | None = None) -> list[HostResult]:
+               store: bool = False, allocator: bool = False, spill: RowSpill | None = None,
+               while_reading: Sequence[str] = ()) -> list[HostResult]:
     """Results in the order of `paths`, each with its op table reduced (and kept too with `keep_ops`);
     `store`: put the tables read in the table cache. `dask`: a scheduler address (or a Client);
     else `jobs` local processes. ``allocator``: each host's allocator events read where it is read.
-    ``spill``: each part's kept rows moved to this file as its host comes in (timeline.spill)."""
+    ``spill``: each part's kept rows moved to this file as its host comes in (timeline.spill).
+    ``while_reading``: modules to import once the hosts are handed to other processes (while this one
+    would only wait)."""
     if not paths:
         return []
     arrived = _arrival(progress, spill)
     if dask:
         results = _read_dask(paths, dask, arrived, keep_ops=keep_ops or store, allocator=allocator, spill=spill,
-                             send_allocator=store)
+                             send_allocator=store, while_reading=while_reading)
         if store:
             from traceview.trace import table_cache
 
@@ -173,7 +176,18 @@ def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None =
             out.append(read_host(p, keep_ops, store, background=True, allocator=allocator))
             arrived(out[-1])
         return out
-    return _read_pool(paths, min(jobs, len(paths)), arrived, keep_ops, store, allocator, spill)
+    return _read_pool(paths, min(jobs, len(paths)), arrived, keep_ops, store, allocator, spill, while_reading)
+
+
+def _import_all(modules: Sequence[str]) -> None:
+    """Import ``modules`` (the caller's analysis), any that fails left for the analysis to report."""
+    import importlib
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the analysis imports it again and says what is wrong
+            pass
 
 
 def _arrival(progress: Callable[[int], None] | None, spill: RowSpill | None) -> Callable[[HostResult], None]:
@@ -191,7 +205,7 @@ def _arrival(progress: Callable[[int], None] | None, spill: RowSpill | None) -> 
 
 
 def _read_pool(paths: Sequence[str], jobs: int, arrived: Callable[[HostResult], None], keep_ops: bool, store: bool,
-               allocator: bool, spill: RowSpill | None = None) -> list[HostResult]:
+               allocator: bool, spill: RowSpill | None = None, while_reading: Sequence[str] = ()) -> list[HostResult]:
     from concurrent.futures import as_completed
 
     method = _start_method()
@@ -208,6 +222,7 @@ def _read_pool(paths: Sequence[str], jobs: int, arrived: Callable[[HostResult], 
     broken: list[int] = []
     with process_pool(jobs, method) as pool:
         futures = {pool.submit(read_host, *read_args(i)): i for i in range(len(paths))}
+        _import_all(while_reading)
         for fut in as_completed(futures):
             i = futures[fut]
             try:
@@ -325,7 +340,8 @@ def _start_method() -> str:
 
 
 def _read_dask(paths: Sequence[str], address, arrived: Callable[[HostResult], None], keep_ops: bool,
-               allocator: bool = False, spill: RowSpill | None = None, send_allocator: bool = False) -> list[HostResult]:
+               allocator: bool = False, spill: RowSpill | None = None, send_allocator: bool = False,
+               while_reading: Sequence[str] = ()) -> list[HostResult]:
     try:
         from distributed import Client, as_completed
     except ImportError:
@@ -346,6 +362,7 @@ def _read_dask(paths: Sequence[str], address, arrived: Callable[[HostResult], No
                              readers=_readers_by_machine(client),
                              spill_token=spill.token if spill is not None else None, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
+        _import_all(while_reading)
         results: list[HostResult | None] = [None] * len(paths)
         for fut in as_completed(futures):
             i = index[fut.key]

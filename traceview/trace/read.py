@@ -20,6 +20,7 @@ from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUM
 from traceview.parsers.remote import url_of
 from traceview.parsers.trace_file import read_trace_file
 from traceview.parsers.xplane import TraceData, is_unreported
+from traceview.trace import cpu_ledger
 from traceview.trace.hosts import DASK_ENV, HostResult, allocator_events, default_jobs, read_hosts, reduced
 
 if TYPE_CHECKING:
@@ -36,6 +37,9 @@ class ReadOptions:
     dask: str | None = None
     keep_ops: bool = True       # False: Profile.ops stays empty, the analysis reads the hosts' reductions
     allocator_events: bool = False   # True: each host's allocator events are read where it is read
+    # modules the caller's analysis will import: imported while other processes read the hosts (this one
+    # waits then), not after the last host is in, where every second is serial
+    while_reading: tuple[str, ...] = ()
 
 
 _defaults = ReadOptions()
@@ -80,6 +84,7 @@ def load_profile(path: str | Path, run: str | None = None,
             progress(done, total)
 
     results = _read_host_files(files, opts, use_cache, dask, advance)
+    cpu_ledger.reading_ended()
     parts: list[TraceData] = []
     op_parts: list = []
     memory_parts: list = []
@@ -161,7 +166,8 @@ def _read_host_files(files: list[str], opts: ReadOptions, use_cache: bool, dask:
     missed = [f for f in files if f not in results]
     try:
         for r in read_hosts(missed, jobs=opts.jobs, dask=dask, progress=advance, keep_ops=opts.keep_ops,
-                            store=use_cache, allocator=opts.allocator_events, spill=spill):
+                            store=use_cache, allocator=opts.allocator_events, spill=spill,
+                            while_reading=opts.while_reading):
             results[r.path] = r
     finally:
         if spill is not None:
