@@ -221,6 +221,7 @@ def _find_mesh(inputs: DiagnoseInputs, modules: list[HloModule], program: _Progr
     named = named_mesh(list(inputs.before) + modules)
     count = _device_count([m for m, _ in program.communicating]) or _device_count(modules)
     group_sets = [s.groups for s in program.sites if s.groups]
+    group_sets += [rings for s in program.sites if s.pairs and not s.groups and (rings := _rings(s.pairs))]
     named_ids = [x for groups in group_sets for g in groups for x in g]
     named_ids += [x for s in program.sites for pair in (s.pairs or []) for x in pair]
     if count is None and named_ids:
@@ -236,6 +237,26 @@ def _find_mesh(inputs: DiagnoseInputs, modules: list[HloModule], program: _Progr
         why = _what_was_seen(inputs, modules, program) or why
         warnings.append(f"mesh not determined: {why}")
     return mesh, why
+
+
+def _rings(pairs: list[tuple[int, int]]) -> list[list[int]]:
+    """The devices a point-to-point's (source, target) pairs connect, as groups (the rings or chains it runs
+    around): a permute over one mesh axis connects the devices of each row of that axis."""
+    parent: dict[int, int] = {}
+
+    def root(x: int) -> int:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in pairs:
+        parent[root(a)] = root(b)
+    groups: dict[int, list[int]] = {}
+    for x in sorted(parent):
+        groups.setdefault(root(x), []).append(x)
+    found = sorted(groups.values())
+    return found if len(found[0]) > 1 and len({len(g) for g in found}) == 1 else []
 
 
 def _what_was_seen(inputs: DiagnoseInputs, modules: list[HloModule], program: _Program) -> str:
