@@ -378,6 +378,9 @@ def _axis_report(label: str, mine: list[Classified], role: AxisRole, shared: _Ax
     judged = [RoleReport(name, evidence, _verdict(name, label, link, shared))
               for name, evidence in role.roles.items()]
     main = judged[0].verdict if judged else judge(None, shared.chip, link, shared.dtype, None, None, None, False)
+    if not mine:
+        main.reason = "no role: no collective runs over this axis (its devices split the data or the parameters " \
+                      "without communicating)"
     return AxisReport(label, size, role, link, main, collectives=len(mine),
                       bytes_per_execution=float(sum(r.bytes for r in mine)), crosses_dcn=crosses, roles=judged,
                       pipeline=found.pipeline.get(label), context=found.context.get(label),

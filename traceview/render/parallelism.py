@@ -227,8 +227,9 @@ def _structure_lines(a: AxisReport, esc) -> list[str]:
         c = a.context
         out.append(f"  context ({c.style}): {c.attention.seq_per_chip} tokens of sequence per chip, head dim "
                    f"{c.attention.head_dim}, {c.attention.heads_per_kv_head:g} query heads per K/V head, "
-                   f"{fmt_si(c.bytes_per_pass, 'B')} of K/V per pass" + (f", {c.passes} passes per loop"
+                   f"{fmt_si(c.bytes_per_pass, 'B')} of K/V per pass" + (f", {c.passes} passes per attention"
                                                                        if c.passes else ""))
+        out.extend(f"    read: {esc(line)}" for line in c.how)
     if a.expert is not None:
         e = a.expert
         cap = "-" if e.capacity is None else f"{e.capacity:g}"
