@@ -95,8 +95,8 @@ def test_the_headline_metrics_stay_within_the_series_limit():
 
 
 def test_the_search_is_pelts_exact_partition():
-    """traceview's own PELT gives the partition ruptures' PELT (least squares, same penalty and minimum
-    segment) gives, on series with and without shifts; ruptures is only the reference here."""
+    """The compiled kernel search gives the partition ruptures' Python PELT (least squares, same penalty and
+    minimum segment) gives, on series with and without shifts."""
     ruptures = pytest.importorskip("ruptures")
     from traceview.history.changes import pelt
 

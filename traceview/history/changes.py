@@ -1,8 +1,8 @@
 """Change points of one metric over the runs, each confirmed with the runs' own per-step times.
 
 Candidates come from a PELT search (Killick et al. 2012: the optimal partition under a penalty per
-segment, with pruning; least squares, at least MIN_SEGMENT runs per segment; :func:`pelt`, the
-segment costs from prefix sums, so each run costs one vector operation over the candidates left)
+segment, with pruning; least squares, at least MIN_SEGMENT runs per segment; :func:`pelt`, ruptures'
+compiled kernel search)
 on the series standardized by its run-to-run noise: the values' logarithm (relative changes) when
 they are all positive, divided by the larger of a robust estimate of the noise between consecutive
 runs (the MAD of the first differences, at least half their standard deviation), the typical
@@ -84,31 +84,14 @@ def candidates(values: np.ndarray, samples: list[np.ndarray | None] | None = Non
 
 def pelt(x: np.ndarray, penalty: float, min_segment: int = MIN_SEGMENT) -> list[int]:
     """The ends of the segments (the last is len(x)) minimizing the sum of squared deviations from each
-    segment's mean plus `penalty` per segment, every segment at least `min_segment` long (PELT: a start
-    that can no longer begin the best last segment is dropped for good)."""
-    n = len(x)
-    first = np.concatenate([[0.0], np.cumsum(x)])
-    second = np.concatenate([[0.0], np.cumsum(x * x)])
-    best = np.full(n + 1, np.inf)
-    best[0] = 0.0
-    start_of = np.zeros(n + 1, dtype=np.int64)
-    starts = np.zeros(0, dtype=np.int64)
-    for t in range(min_segment, n + 1):
-        new = t - min_segment
-        if new == 0 or new >= min_segment:          # a segment may start here: what comes before can be cut
-            starts = np.append(starts, new)
-        total = first[t] - first[starts]
-        cost = best[starts] + (second[t] - second[starts]) - total * total / (t - starts)
-        k = int(np.argmin(cost))
-        best[t] = cost[k] + penalty
-        start_of[t] = starts[k]
-        starts = starts[cost <= best[t]]            # past the best by more than a segment: never best again
-    ends = []
-    t = n
-    while t > 0:
-        ends.append(t)
-        t = int(start_of[t])
-    return ends[::-1]
+    segment's mean plus `penalty` per segment, every segment at least `min_segment` long: ruptures' PELT
+    with the linear kernel (least squares), run in its compiled code. The same partition as its
+    ``Pelt(model="l2")``, which runs in Python and took 70 s on 2,000 runs."""
+    import ruptures
+
+    ends = ruptures.KernelCPD(kernel="linear", min_size=min_segment, jump=1).fit(
+        np.ascontiguousarray(x, dtype=np.float64).reshape(-1, 1)).predict(pen=penalty)
+    return [int(b) for b in ends]
 
 
 MAX_POOLED = 1000        # pooled step times per side; more are thinned to as many evenly spaced quantiles
