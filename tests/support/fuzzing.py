@@ -1021,6 +1021,7 @@ def _worker(conn, timeout_s: float) -> None:
         trace_json.JSON_LIMIT = FUZZ_DECOMPRESS_LIMIT
     except ImportError:  # an older traceview (the fuzzer run against another version)
         pass
+    load_compiled_reader()  # a fork server's worker loads it here: set-up, before any case's alarm and limit
     try:
         resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY, WORKER_MEMORY))
     except (ValueError, OSError):
@@ -1077,12 +1078,22 @@ def load_compiled_reader() -> bool:
     return xspace_fast.enabled()
 
 
+def _start_method() -> str:
+    """fork where it is safe (the worker inherits the loaded reader); a fork server once JAX or another
+    threaded runtime runs in this process (a fork there can deadlock), as traceview's own pool decides."""
+    try:
+        from traceview.timeline.forked import fork_is_safe
+    except ImportError:  # an older traceview (the fuzzer run against another version)
+        return "fork"
+    return "fork" if fork_is_safe() else "forkserver"
+
+
 class _Pool:
     """One worker process; a case that kills it or outlives its time is recorded and the worker replaced."""
 
     def __init__(self, timeout_s: float):
         self.timeout_s = timeout_s
-        self.ctx = mp.get_context("fork")
+        self.ctx = mp.get_context(_start_method())
         self.proc = None
         self.conn = None
 
