@@ -19,14 +19,15 @@ from pathlib import Path
 
 import pytest
 
+import traceview
 from traceview.hardware.database import get_chip, load_hardware
-from traceview.parallelism.diagnose import from_hlo
+from traceview.parallelism.diagnose import from_analysis, from_hlo
 from traceview.parallelism.rules import axis_link, critical_ratio
 
 SEED = int(os.environ.get("TRACEVIEW_GENERATED_SEED") or random.SystemRandom().randrange(1 << 30))
 GENERATOR = Path(__file__).resolve().parents[1] / "support" / "parallel_programs.py"
 FORMS = ("context-unrolled", "context-loop", "context-scan", "context-allgather", "layer-scan", "pipeline-gpipe",
-         "pipeline-interleaved")
+         "pipeline-interleaved", "mpmd-gpipe", "mpmd-1f1b")
 
 
 @pytest.fixture(scope="module")
@@ -119,3 +120,20 @@ def test_a_real_pipeline_keeps_its_role_and_names_its_schedule(generated, form):
     assert found.bubble_fraction == pytest.approx((p - 1) / (v * m + p - 1)), where
     assert found.formula_bubble_fraction == pytest.approx(facts["bubble"]), where
     assert any(found.schedule_name in e for e in axis.roles[0].evidence), where
+
+
+@pytest.mark.parametrize("form", ["mpmd-gpipe", "mpmd-1f1b"])
+def test_a_program_per_stage_names_its_schedule_from_the_timeline(generated, form):
+    """Forward and backward programs per stage on their own devices, dispatched in GPipe's or 1F1B's order:
+    the trace's stage timeline tells the two apart; both are compared with (p - 1)/(m + p - 1)."""
+    out, manifest = generated
+    facts = next(f for f in manifest if f["form"] == form)
+    where = f"seed {SEED}, {facts}"
+    report = from_analysis(traceview.load(out / facts["name"] / "trace").pipeline)
+    (axis,) = [a for a in report.axes if a.pipeline is not None]
+    found = axis.pipeline
+    p, m = facts["stages"], facts["microbatches"]
+    assert (found.stages, found.microbatches) == (p, m), where
+    assert found.schedule_name == facts["schedule"], where
+    assert found.formula_bubble_fraction == pytest.approx((p - 1) / (m + p - 1)), where
+    assert 0 < found.bubble_fraction < 1 and found.schedule.steps == facts["traced_steps"], where

@@ -336,6 +336,86 @@ def paged_program(rng, jax) -> tuple[Any, tuple, dict[str, Any]]:
     return step, args, facts
 
 
+def _schedule_order(p: int, m: int, one_f_one_b: bool) -> list[tuple[str, int, int]]:
+    """(kind, stage, microbatch) of every forward and backward in the order a GPipe or 1F1B schedule of equal
+    ticks starts them: each stage runs its own order (1F1B: p - s - 1 warm-up forwards, then one forward and
+    one backward in turn), an op starting once its stage is free and its inputs are ready."""
+    order = {}
+    for s in range(p):
+        warm = min(p - s - 1, m) if one_f_one_b else m
+        seq = [("f", k) for k in range(warm)]
+        for k in range(m - warm):
+            seq += [("f", warm + k), ("b", k)]
+        order[s] = seq + [("b", k) for k in range(m - warm, m)]
+    end: dict[tuple[str, int, int], int] = {}
+    free, placed, out = [0] * p, [0] * p, []
+    while any(placed[s] < len(order[s]) for s in range(p)):
+        for s in range(p):
+            while placed[s] < len(order[s]):
+                kind, k = order[s][placed[s]]
+                needs = ([("f", s - 1, k)] if s > 0 else []) if kind == "f" else \
+                    [("f", s, k)] + ([("b", s + 1, k)] if s < p - 1 else [])
+                if any(n not in end for n in needs):
+                    break
+                start = max([free[s]] + [end[n] for n in needs])
+                end[(kind, s, k)] = free[s] = start + 1
+                out.append((start, s, kind, k))
+                placed[s] += 1
+    return [(kind, s, k) for _, s, kind, k in sorted(out)]
+
+
+def run_mpmd(rng, jax, schedule: str, name: str, where: Path) -> dict[str, Any]:
+    """An MPMD pipeline: a forward and a backward program per stage (tanh layers), each stage on its own CPU
+    device, activations and gradients moved between stages with ``device_put``, dispatched in a GPipe or a
+    1F1B order; two steps traced under ``StepTraceAnnotation``."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    p = int(rng.integers(2, 5))
+    m = int(rng.integers(p, 2 * p + 1))
+    d, rows = int(rng.choice([256, 384])), int(rng.choice([128, 256]))
+    devices = jax.devices()[:p]
+
+    def fwd(w, x):
+        return jnp.tanh(x @ w)
+
+    def bwd(w, x, gy):
+        y = jnp.tanh(x @ w)
+        gz = gy * (1 - y * y)
+        return gz @ w.T, x.T @ gz
+
+    ws = [jax.device_put(np.full((d, d), 0.01, np.float32), devices[s]) for s in range(p)]
+    xs = [jax.device_put(np.ones((rows, d), np.float32), devices[0]) for _ in range(m)]
+    seed = jax.device_put(np.ones((rows, d), np.float32), devices[p - 1])
+    f = [jax.jit(_renamed(fwd, f"{name}_f{s}")).lower(ws[s], jax.device_put(xs[0], devices[s])).compile()
+         for s in range(p)]
+    b = [jax.jit(_renamed(bwd, f"{name}_b{s}")).lower(ws[s], jax.device_put(xs[0], devices[s]),
+                                                       jax.device_put(seed, devices[s])).compile()
+         for s in range(p)]
+    order = _schedule_order(p, m, schedule == "1f1b")
+
+    def step():
+        inputs: dict[tuple[int, int], Any] = {}       # what stage s received for microbatch k
+        acts: dict[tuple[int, int], Any] = {}
+        grads: dict[tuple[int, int], Any] = {}
+        for kind, s, k in order:
+            if kind == "f":
+                inputs[(s, k)] = xs[k] if s == 0 else jax.device_put(acts[(s - 1, k)], devices[s])
+                acts[(s, k)] = f[s](ws[s], inputs[(s, k)])
+            else:
+                gy = seed if s == p - 1 else jax.device_put(grads[(s + 1, k)], devices[s])
+                grads[(s, k)], _ = b[s](ws[s], inputs[(s, k)], gy)
+        jax.block_until_ready(list(grads.values()))
+
+    step()
+    with jax.profiler.trace(str(where)):
+        for i in range(2):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                step()
+    return {"stages": p, "microbatches": m, "schedule": "1F1B" if schedule == "1f1b" else "GPipe",
+            "module": f"jit_{name}_*", "traced_steps": 2}
+
+
 FORMS = {
     "context-unrolled": lambda rng, jax: context_program(rng, jax, "unrolled"),
     "context-loop": lambda rng, jax: context_program(rng, jax, "loop"),
@@ -354,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--count", type=int, default=1, help="programs of each form")
-    parser.add_argument("--forms", nargs="*", default=list(FORMS))
+    parser.add_argument("--forms", nargs="*", default=list(FORMS) + list(MPMD))
     args = parser.parse_args(argv)
     dump = args.out / "_dump"
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --xla_dump_to={dump} --xla_dump_hlo_as_text"
@@ -367,6 +447,12 @@ def main(argv: list[str] | None = None) -> int:
     manifest = []
     for form in args.forms:
         for _ in range(args.count):
+            if form in MPMD:
+                name = _name(rng, "g")
+                facts = {"form": form, "name": name, "seed": args.seed}
+                facts |= run_mpmd(rng, jax, MPMD[form], name, args.out / name / "trace")
+                manifest.append(facts)
+                continue
             fn, call_args, facts = FORMS[form](rng, jax)
             name = _name(rng, "g")
             named = jax.jit(_renamed(fn, name), donate_argnums=tuple(facts.get("donate", ())))
@@ -388,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 TRACED = ("generation-loop", "paged")      # serving programs: run under the profiler for their calls
+MPMD = {"mpmd-gpipe": "gpipe", "mpmd-1f1b": "1f1b"}      # a program per stage, run and traced
 
 
 def _trace(jax, compiled, call_args, where: Path, rng) -> int:
