@@ -256,13 +256,7 @@ def test_inference_tab_in_chromium(browser, sample_traces, tmp_path):
 
     trace = sample_traces / "serving"
     expected = inference_json(traceview.load(trace).inference())
-    with dashboard_server(trace, tmp_path / "server.log") as url:
-        _open_overview(browser, url)
-        _settle(browser, 0, "Overview")
-        _click_tab(browser, "Inference", "Batch against the critical batch")
-        _settle(browser, 2, "Inference")
-        panel = browser.js(_PANEL)
-        browser.screenshot(tmp_path / "dashboard_inference.png")
+    panel, _ = _inference_panel(browser, trace, tmp_path, "dashboard_inference.png")
     assert "Step time over the run against the floor" in panel
     assert f"{expected['critical_batch']:,.0f}" in panel
     for phase in expected["phases"]:
@@ -272,18 +266,21 @@ def test_inference_tab_in_chromium(browser, sample_traces, tmp_path):
 def test_inference_tab_paged_in_chromium(browser, sample_traces, tmp_path):
     """The Inference tab on the paged sample: a ragged step mixing prefill and decode tokens beside a decode
     step, both drawn, and the paged cache's bytes per token."""
-    trace = sample_traces / "paged_serving"
+    panel, shot = _inference_panel(browser, sample_traces / "paged_serving", tmp_path, "dashboard_inference_paged.png")
+    for text in ("jit_mixed_step", "jit_decode_step", "mixed", "256 B"):
+        assert text in panel, text
+    _keep([shot])
+    assert _not_blank(shot) > 200
+
+
+def _inference_panel(browser, trace: Path, tmp_path: Path, shot_name: str) -> tuple[str, Path]:
+    """The Inference tab of ``trace`` once its two charts are drawn: its text and a screenshot."""
     with dashboard_server(trace, tmp_path / "server.log") as url:
         _open_overview(browser, url)
         _settle(browser, 0, "Overview")
         _click_tab(browser, "Inference", "Batch against the critical batch")
         _settle(browser, 2, "Inference")
-        panel = browser.js(_PANEL)
-        shot = browser.screenshot(tmp_path / "dashboard_inference_paged.png")
-    for text in ("jit_mixed_step", "jit_decode_step", "mixed", "256 B"):
-        assert text in panel, text
-    _keep([shot])
-    assert _not_blank(shot) > 200
+        return browser.js(_PANEL), browser.screenshot(tmp_path / shot_name)
 
 
 @pytest.mark.parametrize("sample, charts, shows", [
