@@ -79,14 +79,17 @@ class _Index:
         return self.shapes[name]
 
 
+# The last few modules' indexes: one report asks about every permute and gather of the same few modules, and
+# an index costs a pass over the module; few are kept, as each holds its module alive.
 _INDEXES: dict[int, tuple[HloModule, _Index]] = {}
+KEPT_INDEXES = 4
 
 
 def _index(module: HloModule) -> _Index:
     found = _INDEXES.get(id(module))
     if found is None or found[0] is not module:
-        if len(_INDEXES) > 64:
-            _INDEXES.clear()
+        while len(_INDEXES) >= KEPT_INDEXES:
+            del _INDEXES[next(iter(_INDEXES))]             # the oldest
         found = _INDEXES[id(module)] = (module, _Index(module))
     return found[1]
 
