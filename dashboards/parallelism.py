@@ -162,6 +162,10 @@ def render(view: View) -> None:
     with st.spinner("Reading the mesh..."):
         record = parallelism_json(view.result.parallelism())   # what `traceview parallelism --format json` prints
     mesh = record.get("mesh")
+    target = record.get("target") or {}
+    if target.get("projected"):
+        st.info(f"Projected: the verdicts, links and link efficiencies are for {md(target['name'])}; times and "
+                f"exposed shares are as measured on {md(target['measured_on'])}.")
     staged = next((a for a in record["axes"] if (a.get("pipeline") or {}).get("measured")), None)
     if mesh and mesh["axes"]:
         shape = " × ".join(f"**{md(a['name'])}**={a['size']}" for a in mesh["axes"])

@@ -21,7 +21,7 @@ from traceview.parallelism.groups import collective_sites
 from traceview.parallelism.mesh import subgrid
 from traceview.parallelism.rules import axis_link, critical_ratio
 from traceview.parsers.hlo_text import parse_hlo_text
-from traceview.render.parallelism import md, parallelism_json, parallelism_markdown, summary_line
+from traceview.render.parallelism import md, parallelism_json, parallelism_markdown, parallelism_text, summary_line
 
 MAXTEXT = Path("NVIDIA-JAX-Toolbox/maxtext_fsdp4_h100/dump")
 V6E = Path("openxla-xprof/tpu_inference_2.xplane.pb")
@@ -261,7 +261,12 @@ def test_tensor_parallel_sample(sample_traces):
     _check_every_collective(analysis, report)
     # --target projects the verdicts: on a v5p, C/W = 2,550 > 256 = F/Y: tensor parallelism is comm-bound
     v5p = get_chip("tpu-v5p", load_hardware(None))
-    projected = {a.name: a for a in from_analysis(traceview.Analysis(analysis).retarget(v5p).pipeline).axes}
+    on_v5p = from_analysis(traceview.Analysis(analysis).retarget(v5p).pipeline)
+    assert on_v5p.projected and on_v5p.measured_on == analysis.target.name        # said so in every output
+    assert "PROJECTED from a trace measured on cpu" in parallelism_text(on_v5p)
+    assert parallelism_json(on_v5p)["target"]["projected"] is True
+    assert not report.projected and "PROJECTED" not in parallelism_text(report)
+    projected = {a.name: a for a in on_v5p.axes}
     assert projected["model"].verdict.verdict == "communication-bound"
     assert projected["model"].verdict.threshold == pytest.approx(2550)
     assert projected["model"].verdict.suggestions
@@ -344,7 +349,7 @@ def test_maxtext_h100_dump_fsdp_over_4(shared_traces):
     assert axis.bytes_per_step > axis.bytes_per_execution
     record = parallelism_json(report)
     assert record["axes"][0]["time_us"] is None      # no trace: no times, not zeros
-    assert record["target"] == {"name": h100.name, "source": "--target"}
+    assert record["target"] == {"name": h100.name, "source": "--target", "projected": False, "measured_on": None}
     assert [r["role"] for r in record["axes"][0]["roles"]] == ["fsdp"]
     # its two all-to-alls reshard activations (no router): not read as expert parallelism
     assert {c["pattern"] for c in record["collectives"] if c["kind"] == "all-to-all"} == {"all-to-all"}

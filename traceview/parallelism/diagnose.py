@@ -67,6 +67,7 @@ class DiagnoseInputs:
     executions: Callable[[], pd.DataFrame] | None = None   # the trace's op executions (read when needed)
     # the distinct (device, module, program_id) the executions ran, when known without reading them (None: unknown)
     device_programs: Callable[[], pd.DataFrame | None] | None = None
+    measured_on: str | None = None      # the chip the trace ran on, when the target is another one
 
     @property
     def has_trace(self) -> bool:
@@ -112,7 +113,7 @@ def diagnose(inputs: DiagnoseInputs) -> Parallelism:
     attributions = _attribute(program.sites, mesh, why, warnings)
     _read_dots(program, attributions, warnings)
     report = Parallelism(mesh, [], program.rows, why, program.tokens, inputs.chip, inputs.has_trace, warnings,
-                         params, inputs.target_source)
+                         params, inputs.target_source, inputs.measured_on)
     host = host_transfers(inputs.ops, inputs.chip, inputs.span_ps) if inputs.has_trace else None
     if mesh is not None:
         for param in params:
@@ -500,7 +501,9 @@ def from_analysis(analysis, hlo_path: str | Path | None = None) -> Parallelism:
     return diagnose(DiagnoseInputs(analysis.modules, before, ops, analysis.span_ps or analysis.device_time_ps,
                                    analysis.target, len(analysis.profile.devices) or None, ran, analysis.costs,
                                    _target_source(analysis), lambda: op_executions(analysis.profile),
-                                   _device_programs(analysis)))
+                                   _device_programs(analysis),
+                                   analysis.capture_chip.name if analysis.projected and analysis.capture_chip
+                                   else None))
 
 
 def _device_programs(analysis) -> Callable[[], pd.DataFrame | None]:

@@ -61,3 +61,10 @@ class Parallelism:
     warnings: list[str] = field(default_factory=list)
     parameters: list[ParameterSharding] = field(default_factory=list)
     target_source: str = ""             # where the target chip came from (the trace, --target, a dump)
+    # the chip the trace ran on when the target is another one: the verdicts and link efficiencies are then
+    # projected onto the target, the times measured on this chip
+    measured_on: str | None = None
+
+    @property
+    def projected(self) -> bool:
+        return self.measured_on is not None

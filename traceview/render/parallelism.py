@@ -110,7 +110,9 @@ def parallelism_json(report: Parallelism) -> dict:
             "device_count": mesh.device_count, "device_ids": mesh.device_ids, "source": mesh.source},
         "why_no_mesh": report.why_no_mesh or None,
         "target": None if report.target is None else {"name": report.target.name,
-                                                      "source": report.target_source or "unknown"},
+                                                      "source": report.target_source or "unknown",
+                                                      "projected": report.projected,
+                                                      "measured_on": report.measured_on},
         "has_trace": report.has_trace,
         "per_chip_tokens": None if report.per_chip_tokens is None else {
             "value": json_scalar(report.per_chip_tokens.value), "how": report.per_chip_tokens.how},
@@ -252,8 +254,16 @@ def _stage_lines(schedule: MeasuredSchedule | None, formula: float | None, esc) 
     return out
 
 
+def _projection_line(report: Parallelism) -> list[str]:
+    """The one line that says a report's verdicts are for another chip than the one measured."""
+    if not report.projected or report.target is None:
+        return []
+    return [f"target {report.target.name}: PROJECTED from a trace measured on {report.measured_on}: the verdicts, "
+            f"links and link efficiencies are for {report.target.name}; times and exposed shares as measured", ""]
+
+
 def parallelism_text(report: Parallelism) -> str:
-    out = [_mesh_line(report, plain), ""]
+    out = [_mesh_line(report, plain), "", *(plain(line) for line in _projection_line(report))]
     if report.axes:
         out += [text_table(HEADERS, _rows(report, plain), ALIGN), ""]
         if not report.has_trace:
@@ -265,7 +275,7 @@ def parallelism_text(report: Parallelism) -> str:
 
 
 def parallelism_markdown(report: Parallelism) -> str:
-    out = ["## Parallelism", "", _mesh_line(report, md), ""]
+    out = ["## Parallelism", "", _mesh_line(report, md), "", *(md(line) for line in _projection_line(report))]
     if report.axes:
         out += [markdown_table(HEADERS, _rows(report, str), ALIGN), ""]   # the table escapes its cells
     out += [f"- {line.strip()}" for line in _details(report, md)]
