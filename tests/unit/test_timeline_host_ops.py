@@ -299,15 +299,13 @@ def _step_times_grouped(steps: pd.DataFrame) -> pd.DataFrame:
                          "devices": grouped["device"].nunique()}).reset_index()
 
 
-@pytest.mark.parametrize("seen_cells", [1 << 26, 0])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_step_times_in_slices_equal_the_grouped_formulas(seed, seen_cells, monkeypatch):
+def test_step_times_equal_the_grouped_formulas(seed):
     """A pod's step table (a row per step and device, in any order, repeated rows, rows with no device) gives
-    the same table through the columnar slices, with the (step, device) cells in a table of flags or hashed."""
+    the grouped formulas' table, whole and merged from random hosts' slices of it."""
     from traceview.timeline import aggregate
+    from traceview.timeline.step_parts import reduce_steps
 
-    monkeypatch.setattr(aggregate, "_SLICE", 1000)
-    monkeypatch.setattr(aggregate, "_SEEN_CELLS", seen_cells)
     rng = np.random.default_rng(seed)
     n = 5000
     devices = [f"host{i // 4}/TPU:{i % 4}" for i in range(40)]
@@ -316,15 +314,17 @@ def test_step_times_in_slices_equal_the_grouped_formulas(seed, seen_cells, monke
     steps = pd.DataFrame({"device": device, "step": rng.integers(-1, 300, n).astype(np.int32),
                           "start_ps": rng.integers(0, 10**12, n), "duration_ps": rng.integers(0, 10**9, n)})
     steps = pd.concat([steps, steps.iloc[:700]], ignore_index=True)        # repeated rows
-    got = aggregate._step_times_columnar(steps)
-    assert got is not None and got.equals(_step_times_grouped(steps))
-    assert aggregate.step_times(steps).equals(got)
+    assert aggregate.step_times(steps).equals(_step_times_grouped(steps))
+    cuts = np.sort(rng.choice(np.arange(1, len(steps)), size=6, replace=False))
+    parts = [reduce_steps(steps.iloc[lo:hi]) for lo, hi in zip([0, *cuts], [*cuts, len(steps)])]
+    assert aggregate.run_step_times(steps.iloc[:0], parts).equals(_step_times_grouped(steps))
 
 
-def test_step_times_whose_sums_could_lose_exactness_take_the_grouped_formulas():
+def test_step_times_whose_sums_pass_float64_integers_are_exact():
+    """Summed durations past 2^53: the mean of the exact integer sum, correctly rounded (a float sum would
+    round at each row); the other columns as the grouped formulas give them."""
     steps = pd.DataFrame({"device": pd.Categorical(["a", "b"]), "step": np.array([0, 0], np.int32),
-                          "start_ps": [0, 5], "duration_ps": [2**52 + 1, 2**52 + 3]})
-    from traceview.timeline import aggregate
-
-    assert aggregate._step_times_columnar(steps) is None
-    assert step_times(steps).equals(_step_times_grouped(steps))
+                          "start_ps": [0, 5], "duration_ps": [2**52 + 1, 2**52 + 4]})
+    got, grouped = step_times(steps), _step_times_grouped(steps)
+    assert got["device_mean_ps"].tolist() == [(2**53 + 5) / 2]
+    assert got.drop(columns="device_mean_ps").equals(grouped.drop(columns="device_mean_ps"))

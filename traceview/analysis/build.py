@@ -34,7 +34,7 @@ from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
 from traceview.hardware.detect import detect_target
 from traceview.parsers.profile import Profile
-from traceview.timeline.aggregate import op_row_index, step_times
+from traceview.timeline.aggregate import op_row_index, run_step_times
 from traceview.timeline.async_ops import async_pairs
 from traceview.timeline.devices import inactive_devices
 from traceview.timeline.host_ops import reduce_ops
@@ -144,7 +144,8 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
     ops = run.judged_and_exposed(ops, pairs)
     ops["step_times_ps"] = per_step_self_time(run, len(ops), ops.index)
     devices = run.device_time()
-    analysis = PipelineResult(profile=profile, ops=ops, steps=step_times(profile.steps), ran_costs=costs,
+    steps = run_step_times(profile.steps, [p.activity.step_times for p in run.parts])
+    analysis = PipelineResult(profile=profile, ops=ops, steps=steps, ran_costs=costs,
                         ran_modules=modules, hlo_source=None if ran is None else (hlo_path, stage),
                         per_device=per_device, idle_ps=int(devices["idle_ps"].sum()),
                         span_ps=int(devices["span_ps"].sum()), device_times=devices, base_warnings=warnings,

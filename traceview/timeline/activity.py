@@ -30,6 +30,7 @@ from traceview.timeline.grouping import column_codes, matches
 from traceview.timeline.host_threads import HostSets, host_threads
 from traceview.timeline.intervals import STEP_ROWS, union, union_in_steps
 from traceview.timeline.lateness import SpanSummary, summarize
+from traceview.timeline.step_parts import StepPart
 
 COLLECTIVE = re.compile(
     r"all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|collective-broadcast"
@@ -64,6 +65,8 @@ class Activity:
     host_spans: list[pd.DataFrame] | None = None
     # one host's step spans summed up where it was read (None: not yet); a run's, one per ``host_spans`` table
     span_summary: SpanSummary | None = None
+    # one host's step table reduced where it was read (timeline.step_parts; None: not reduced)
+    step_times: StepPart | None = None
     host_summaries: list[SpanSummary] | None = None
     # the union of every device's busy intervals (where any device runs an op)
     busy_union: tuple[np.ndarray, np.ndarray] = field(default_factory=lambda: (_NONE, _NONE))

@@ -6,10 +6,13 @@ stats do; ``per_device=True`` keeps the device as part of the key.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
 from traceview.timeline.grouping import column_codes, exact_sums, execution_counts, first_rows, group_ids
+from traceview.timeline.step_parts import StepPart, merged_step_times, reduce_steps
 
 OP_KEY = ["program_id", "module", "op"]
 
@@ -111,6 +114,15 @@ def _distinct_per_group(ids: np.ndarray, codes: np.ndarray, n_groups: int) -> np
     return np.bincount(pd.unique(pairs) // width, minlength=n_groups).astype(np.int64)
 
 
+def run_step_times(table: pd.DataFrame, parts: Sequence[StepPart | None]) -> pd.DataFrame:
+    """A run's step times: from its hosts' reduced step tables (``timeline.step_parts``, made where each host
+    was read) where every host has one, else from the step ``table`` (which a reader that reduced every host
+    may have left empty)."""
+    if parts and all(p is not None for p in parts):
+        return merged_step_times([p for p in parts if p is not None])
+    return step_times(table)
+
+
 def step_times(steps: pd.DataFrame) -> pd.DataFrame:
     """Per step: wall time across devices (first start to last end) and per-device mean.
 
@@ -118,9 +130,9 @@ def step_times(steps: pd.DataFrame) -> pd.DataFrame:
     """
     if steps.empty:
         return pd.DataFrame(columns=["step", "start_ps", "time_ps", "device_mean_ps", "devices"])
-    fast = _step_times_columnar(steps)
-    if fast is not None:
-        return fast
+    part = reduce_steps(steps)          # integer steps and times: exact sums
+    if part is not None:
+        return merged_step_times([part])
     ends = steps["start_ps"] + steps["duration_ps"]
     frame = steps.assign(end_ps=ends)
     grouped = frame.groupby("step", sort=True)
@@ -133,41 +145,3 @@ def step_times(steps: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _step_times_columnar(steps: pd.DataFrame) -> pd.DataFrame | None:
-    """:func:`step_times` from the columns' arrays in slices, with no copy of the table (a pod's has a row per
-    step and device: a million rows), for integer steps and times; None otherwise, or where a step's summed
-    durations could pass float64's exact integers (there the grouped mean's own rounding decides)."""
-    step, start, duration = (steps[c].to_numpy() for c in ("step", "start_ps", "duration_ps"))
-    if not all(a.dtype.kind in "iu" for a in (step, start, duration)):
-        return None
-    duration = duration.astype(np.int64, copy=False)
-    codes, values = pd.factorize(step, sort=True)
-    device, names = column_codes(steps["device"])
-    n, width = len(values), len(names) + 1
-    count = np.bincount(codes, minlength=n)
-    if n == 0 or int(np.abs(duration).max(initial=0)) * int(count.max()) >= 2 ** 53:
-        return None          # a step's summed durations could pass float64's exact integers (or int64)
-    total = np.zeros(n, dtype=np.int64)
-    first = np.full(n, np.iinfo(np.int64).max)
-    last = np.full(n, np.iinfo(np.int64).min)
-    seen = np.zeros((n, width), dtype=bool) if n * width <= _SEEN_CELLS else None
-    pairs = []
-    for lo in range(0, len(codes), _SLICE):
-        at, begin, length = codes[lo:lo + _SLICE], start[lo:lo + _SLICE].astype(np.int64), duration[lo:lo + _SLICE]
-        np.add.at(total, at, length)
-        np.minimum.at(first, at, begin)
-        np.maximum.at(last, at, begin + length)
-        dev = device[lo:lo + _SLICE]
-        known = dev >= 0
-        if seen is not None:
-            seen[at[known], dev[known]] = True
-        else:
-            pairs.append(pd.unique(at[known].astype(np.int64) * width + dev[known]))
-    devices = seen.sum(axis=1) if seen is not None else \
-        np.bincount(pd.unique(np.concatenate(pairs)) // width, minlength=n)
-    return pd.DataFrame({"step": values, "start_ps": first, "time_ps": last - first,
-                         "device_mean_ps": total / count, "devices": devices.astype(np.int64)})
-
-
-_SLICE = 1 << 18            # rows per slice of a step table
-_SEEN_CELLS = 1 << 26       # (step, device) cells tracked in a table of flags, beyond which pairs are hashed

@@ -110,15 +110,21 @@ def reduced(result: HostResult, keep_ops: bool) -> HostResult:
     if result.data is not None and result.part is None:
         from traceview.timeline.activity import with_host_threads
         from traceview.timeline.host_ops import reduce_ops
+        from traceview.timeline.step_parts import reduce_steps
 
         result.part = reduce_ops(result.data.ops)
         result.part.activity = with_host_threads(result.part.activity, result.data.host_events)
-    if result.data is not None and not keep_ops and (len(result.data.ops) or len(result.data.host_events)):
-        from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, empty_frame
+        result.part.activity.step_times = reduce_steps(result.data.steps)
+    if result.data is not None and not keep_ops and (len(result.data.ops) or len(result.data.host_events)
+                                                     or len(result.data.steps)):
+        from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, empty_frame
 
-        # no view keeps the rows alive; the host's threads are cut already (its activity's ``hosts``)
+        # no view keeps the rows alive; the host's threads are cut already (its activity's ``hosts``), its
+        # step table reduced (its activity's ``step_times``; kept where it could not be)
+        steps = result.data.steps if result.part is None or result.part.activity.step_times is None \
+            else empty_frame(STEP_COLUMNS)
         result.data = dataclasses.replace(result.data, ops=empty_frame(OP_COLUMNS),
-                                          host_events=empty_frame(HOST_EVENT_COLUMNS))
+                                          host_events=empty_frame(HOST_EVENT_COLUMNS), steps=steps)
     return result
 
 
