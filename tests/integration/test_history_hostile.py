@@ -193,3 +193,29 @@ def test_a_long_history_reports_the_window_asked_for(tmp_path):
         assert any("of 20000 runs" in w for w in report["warnings"]) == (not argv)
         step = next(s for s in report["series"] if s["metric"] == "step_time")
         assert [c["label"] for c in step["changes"] if c["significant"]] == ["run-19500"]
+
+
+def test_a_label_missing_from_its_index_is_a_damaged_store(store, sample_traces, tmp_path, capsys):
+    """The runs table holds 'a' while its unique label index holds another label (the index page spliced in
+    from a copy where the run was renamed): SQLite's quick check does not compare the two, and an add took
+    'a' again (found by the fuzz campaign, seed 44003). The add is refused as damaged; the file is untouched."""
+    path, renamed = _copy(store, tmp_path), _copy(store, tmp_path, "renamed.db")
+    for db in (path, renamed):
+        _journal(db, "DELETE")            # the whole store in the file
+    with closing(sqlite3.connect(renamed)) as conn:
+        conn.execute("UPDATE traceview_runs SET label = 'z' WHERE label = 'a'")
+        conn.commit()
+        (root,) = conn.execute("SELECT rootpage FROM sqlite_master WHERE type = 'index' "
+                               "AND tbl_name = 'traceview_runs' AND sql IS NULL").fetchone()
+    data, other = bytearray(path.read_bytes()), renamed.read_bytes()
+    size = int.from_bytes(data[16:18], "big")
+    start = (root - 1) * size
+    data[start:start + size] = other[start:start + size]
+    path.write_bytes(bytes(data))
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA quick_check").fetchone() == ("ok",)       # what the open checks passes
+        assert conn.execute("SELECT count(*) FROM traceview_runs WHERE label = 'a'").fetchone() == (0,)
+    before = _state(path)
+    err = _one_line(["history", "add", str(path), str(sample_traces / "mlp"), "--label", "a"], capsys, 2)
+    assert "damaged" in err and "'a'" in err, err
+    assert _state(path) == before

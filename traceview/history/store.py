@@ -145,6 +145,12 @@ class HistoryStore:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_KEY})
             self.version = schema.migrate(conn, self.location.shown)
             taken = conn.execute(select(schema.runs.c.id).where(schema.runs.c.label == run.label)).first()
+            if taken is None and self.sqlite and conn.execute(
+                    text(f"SELECT id FROM {schema.runs.name} NOT INDEXED WHERE label = :label"), {"label": run.label}).first():
+                # the label is in the table but not in its unique index (SQLite's quick check does not compare
+                # the two): a damaged store, which would take the label twice
+                raise UserError(f"{self.location.shown}: damaged store: run {run.label!r} is in the runs table but "
+                                "not in its label index (sqlite3 DB '.recover', or start a new store)")
             if taken is not None:
                 raise UserError(f"{self.location.shown}: a run labelled {run.label!r} is already recorded "
                                 "(labels are unique: use the commit, or add the job number)")
