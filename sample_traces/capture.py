@@ -79,12 +79,6 @@ SAMPLES: dict[str, tuple[str, int, dict[str, Any]]] = {
     "serving": ("build_serving", 1,
                 {"vocab": 512, "d_model": 128, "heads": 4, "d_ff": 512, "layers": 2, "batch": 4,
                  "prompt": 16, "max_seq": 64, "decode_steps": 6, "requests": 2, "dtype": "bfloat16"}),
-    # Paged-attention serving (traceview inference): per-layer K and V page pools addressed by a page
-    # table, one step program for a ragged batch mixing prefill and decode tokens and one for decode only.
-    "paged_serving": ("build_paged_serving", 1,
-                      {"vocab": 256, "d_model": 64, "heads": 4, "kv_heads": 2, "layers": 2, "pages": 32,
-                       "page_size": 8, "pages_per_sequence": 4, "sequences": 4, "mixed_tokens": 16,
-                       "prompts": [7, 5], "decode_steps": 4, "dtype": "bfloat16"}),
     # The mlp program traced with create_perfetto_trace=True: the run holds both the xplane and the
     # Perfetto trace-event JSON JAX writes beside it (the two readers must agree on one capture).
     "mlp_perfetto": ("build_mlp", 1, MLP_CONFIG),
@@ -471,6 +465,16 @@ def build_serving(cfg: dict[str, Any]):
             f"jitted prefill of a [{B}, {P}] prompt and jitted decode step of [{B}, 1] tokens, cache "
             f"donated; {cfg['requests']} rounds of one prefill + {cfg['decode_steps']} greedy decode steps")
     return desc, prefill_c, decode_c, params, cache, prompts
+
+
+# Paged-attention serving (traceview inference): per-layer K and V page pools addressed by a page table, one
+# step program for a ragged batch mixing prefill and decode tokens and one for decode only (built and run by
+# capture_paged.py). Declared here, below the builders, so the samples' recorded source lines stay where they
+# were captured (tests/integration/test_scopes.py reads them back from this file).
+SAMPLES["paged_serving"] = ("build_paged_serving", 1,
+                            {"vocab": 256, "d_model": 64, "heads": 4, "kv_heads": 2, "layers": 2, "pages": 32,
+                             "page_size": 8, "pages_per_sequence": 4, "sequences": 4, "mixed_tokens": 16,
+                             "prompts": [7, 5], "decode_steps": 4, "dtype": "bfloat16"})
 
 
 def run_serving_worker(name: str, work: Path, cfg: dict[str, Any]) -> dict[str, Any]:

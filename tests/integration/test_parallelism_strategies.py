@@ -219,7 +219,7 @@ def test_an_axis_with_two_roles_gets_both_verdicts():
     assert fsdp.verdict.threshold == pytest.approx(_h100_ratio())
     assert axis.context.passes == 4
     record = _schema_valid(report)
-    assert record["target"] == {"name": h100.name, "source": "--target"}
+    assert record["target"] == {"name": h100.name, "source": "--target", "projected": False, "measured_on": None}
     assert [r["role"] for r in record["axes"][0]["roles"]] == ["context", "fsdp"]
     assert "context parallel + FSDP" in parallelism_markdown(report)
 

@@ -54,7 +54,8 @@ def test_the_dump_names_its_chip(shared_traces: Path, name: str) -> None:
 def test_maxtext_h100_dump_is_judged_on_an_h100_without_target(shared_traces: Path) -> None:
     dump = _dump(shared_traces, "maxtext_fsdp4_h100")
     parallelism = _cli("parallelism", str(dump))
-    assert parallelism["target"] == {"name": "h100-sxm", "source": f"dump: {next(dump.glob('*.gpu_target_config*'))}"}
+    assert parallelism["target"] == {"name": "h100-sxm", "source": f"dump: {next(dump.glob('*.gpu_target_config*'))}",
+                                     "projected": False, "measured_on": None}
     assert any("chosen from the XLA dump's target config" in w for w in parallelism["warnings"])
     # The verdict's threshold is the H100's C/W: its bf16 peak over its NVLink egress.
     memory = _cli("memory", str(dump))
@@ -63,8 +64,8 @@ def test_maxtext_h100_dump_is_judged_on_an_h100_without_target(shared_traces: Pa
     hlo = _cli("hlo", str(dump))
     assert hlo["target"] == {"name": "h100-sxm", "source": memory["target"]["source"]}
     # --target wins over the dump.
-    assert _cli("parallelism", str(dump), "--target", "a100-80gb")["target"] == {"name": "a100-80gb",
-                                                                                 "source": "--target"}
+    assert _cli("parallelism", str(dump), "--target", "a100-80gb")["target"] == {
+        "name": "a100-80gb", "source": "--target", "projected": False, "measured_on": None}   # a dump: nothing measured
     assert _cli("memory", str(dump), "--target", "a100-80gb")["target"]["source"] == "--target"
 
 

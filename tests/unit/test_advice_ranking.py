@@ -78,7 +78,7 @@ def room(peak: float, capacity: float = 16e9) -> Headroom:
 
 
 @pytest.mark.parametrize(("peak", "expect"), [(15e9, "93.8% of capacity: too close"),
-                                              (4e9, "25.0% of capacity (12 GB free): headroom"),
+                                              (4e9, "25.0% of capacity (11.18 GiB free): headroom"),
                                               (9.6e9, None)])
 def test_memory_advice_from_the_peak_over_capacity(peak: float, expect: str | None) -> None:
     peak_row = SimpleNamespace(device="h/0", name="0")

@@ -12,6 +12,7 @@ def test_the_icicle_shows_hostile_names_as_text():
 
     nodes = pd.DataFrame({"path": [("f",), ("f", "<a href='x'>x</a>")], "name": ["f", "<a href='x'>x</a>"],
                           "total_us": [2.0, 1.0], "self_us": [1.0, 1.0], "gain_us": [0.5, 0.2],
+                          "wall_gain_us": [0.25, 0.1],
                           "efficiency": [0.5, 0.5], "forward_us": [0, 0], "backward_us": [0, 0], "other_us": [2, 1],
                           "ops": [2, 1], "compute_us": [2.0, 1.0], "memory_us": [0, 0], "communication_us": [0, 0],
                           "unknown_us": [0, 0]})

@@ -11,7 +11,7 @@ def test_amd_plane_without_a_name_gets_its_gfx_family_and_cus():
     dev = Device.from_plane_stats("h/GPU:0", "h", "GPU", {"device_vendor": "AMD", "compute_cap_major": 9,
                                                           "compute_cap_minor": 4, "core_count": 304,
                                                           "memory_size": 206141652992})
-    assert device_model_name(dev) == "AMD gfx94x, 304 CUs, 206 GB"
+    assert device_model_name(dev) == "AMD gfx94x, 304 CUs, 191.98 GiB"   # memory sizes binary (206e9 B)
 
 
 def test_stated_names_win_and_nvidia_gets_sm():
