@@ -381,10 +381,11 @@ def serial_lines(p: dict) -> list[str]:
         whole = (ledger["read_cpu"] + ledger["serial_cpu"]) / one["cpu"]
         line = (f"  serial, {way}: the parent's CPU after the last host {ledger['after_cpu']:.2f} s, of which "
                 f"forked items {ledger['items_cpu']:.2f} s, serial {ledger['serial_cpu']:.2f} s = "
-                f"{100 * after:.2f}% of the one-process CPU ({one['cpu']:.1f} s); with its CPU before "
-                f"({ledger['read_cpu']:.2f} s) {100 * whole:.2f}%; Amdahl 16 / 64 workers: "
-                f"{amdahl(after, 16):.1f}x / {amdahl(after, 64):.1f}x (after only), "
-                f"{amdahl(whole, 16):.1f}x / {amdahl(whole, 64):.1f}x (all serial)")
+                f"{100 * after:.2f}% of the one-process CPU ({one['cpu']:.1f} s); Amdahl 16 / 64 workers: "
+                f"{amdahl(after, 16):.1f}x / {amdahl(after, 64):.1f}x")
+        if way != "jobs1":        # one process reads the hosts itself: its CPU before is the reading
+            line += (f"; with the parent's CPU before the last host ({ledger['read_cpu']:.2f} s: imports, the "
+                     f"hosts' arrivals) {100 * whole:.2f}%, {amdahl(whole, 16):.1f}x / {amdahl(whole, 64):.1f}x")
         if way == "dask" and r.get("cluster_cpu"):
             total = r["cpu"] + sum(r["cluster_cpu"].values())
             line += f"; the client's share of the run's CPU: {100 * r['cpu'] / total:.1f}% of {total:.1f} s"
