@@ -88,7 +88,8 @@ class KernelSchedule:
         schedule = cls()
         signatures: dict[tuple, list[_Slot]] = {}
         slot_signature: dict[str, tuple] = {}
-        for comp in _control_flow_computations(module):
+        computations = _control_flow_computations(module)
+        for comp in computations:
             shapes = {inst.name: inst.shape for inst in comp.instructions}
             slots: list[_Slot] = []
             for inst in comp.instructions:
@@ -113,8 +114,7 @@ class KernelSchedule:
             schedule.children[comp.name] = frozenset(
                 c for inst in comp.instructions if inst.opcode in _CONTROL_FLOW for c in inst.called_computations)
         schedule.same_kernel = {name: signatures[sig] for name, sig in slot_signature.items()}
-        schedule.instructions = frozenset(inst.name for comp in _control_flow_computations(module)
-                                          for inst in comp.instructions)
+        schedule.instructions = frozenset(inst.name for comp in computations for inst in comp.instructions)
         return schedule
 
     def xla_slot(self, kernel: str) -> _Slot | None:
