@@ -60,7 +60,7 @@ def one_run(run_dir: str, jobs: int) -> None:
     from concurrent.futures import ProcessPoolExecutor
 
     from traceview.parsers import xspace_fast
-    from traceview.trace.allocator import keep_freed_memory
+    from traceview.runtime.malloc import keep_freed_memory
 
     keep_freed_memory()
     xspace_fast.warm_up()

@@ -30,7 +30,7 @@ and prints wall time, peak memory (largest process, from wait4) and ratios:
   profiler and memory monitor), which on 2 cores slowed the all-cores run
   alone (128 hosts: 11.75 against 11.30 s) and no user's pool shares;
 * the serial share of each pod run: the parent's CPU after the last host's result arrived, less the items of
-  the forked passes it ran itself (``TRACEVIEW_CPU_LEDGER``, traceview.trace.cpu_ledger), against the
+  the forked passes it ran itself (``TRACEVIEW_CPU_LEDGER``, traceview.runtime.cpu_ledger), against the
   one-process run's CPU; with it the parent's CPU before (imports, the hosts' arrivals), what 16 and 64
   workers would give by Amdahl's law, and the Dask client's share of the Dask run's CPU;
 * this machine's own ceiling for each pod: two copies of the ``--jobs 1`` run
@@ -330,7 +330,7 @@ def _round_ratios(rounds: list[dict], way: str) -> list[float]:
 def timed_way(way: str, cmd: list, cluster: DaskCluster | None) -> dict:
     """One pod run; a Dask cluster runs only while its own way is timed (DaskCluster.pause), and then the CPU
     its scheduler and workers spent is counted too. Each run but the two copies writes its CPU ledger
-    (traceview.trace.cpu_ledger: the parent's CPU after the last host's result, and how much of it was
+    (traceview.runtime.cpu_ledger: the parent's CPU after the last host's result, and how much of it was
     serial), kept as ``ledger``."""
     if cluster is not None and way == "dask":
         cluster.resume()

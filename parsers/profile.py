@@ -167,7 +167,7 @@ class Profile:
     hlo_protos: dict[str, bytes] = field(default_factory=dict)  # module name -> HloProto bytes
     environment: dict[str, str] = field(default_factory=dict)    # jax_version, ...
     warnings: list[str] = field(default_factory=list)
-    # Per host, its op table reduced (timeline.host_ops.OpsPart), as the analysis reads it; None: reduce
+    # Per host, its op table reduced (hostreduce.host_ops.OpsPart), as the analysis reads it; None: reduce
     # ``ops`` when needed. ``ops`` may then be empty (a reader that did not keep the executions).
     op_parts: list | None = None
     # Reads hosts again keeping more rows ({host index: KeepRows} -> {host index: OpsPart}).
@@ -176,12 +176,12 @@ class Profile:
     # for a view that needs them when ``ops`` was not kept.
     read_ops: Callable | None = None
     # Reads the host events again (``() -> host_events``), for a view that needs them when the reader did not
-    # keep them (``analyze``: each host's threads were cut where it was read, timeline.host_threads).
+    # keep them (``analyze``: each host's threads were cut where it was read, hostreduce.host_threads).
     read_host_events: Callable | None = None
     # Per host file (``source.files``), its allocator events reduced to their peaks where the host was read
-    # (timeline.memory_peaks.HostPeaks, the memory view's runtime peaks); None, or None for a file: the
+    # (hostreduce.memory_peaks.HostPeaks, the memory view's runtime peaks); None, or None for a file: the
     # memory view reads that file itself.
     memory_parts: list | None = None
-    # Processes the analysis of a run of many hosts may use for its per-host measures (timeline.forked): the
+    # Processes the analysis of a run of many hosts may use for its per-host measures (runtime.forked): the
     # reading's (``--jobs``, one per core by default); 1 for a single host.
     jobs: int = 1

@@ -15,7 +15,7 @@ import pytest
 SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
-# The parsed-table cache (traceview/trace/table_cache.py) of this test session lives
+# The parsed-table cache (traceview/cache/tables.py) of this test session lives
 # in a folder of its own, never in the user's ~/.cache; subprocesses inherit it.
 _TEST_CACHE = tempfile.mkdtemp(prefix="traceview-test-cache-")
 os.environ["TRACEVIEW_CACHE_DIR"] = _TEST_CACHE

@@ -87,19 +87,19 @@ def console() -> NoReturn:
     docs/scale.md has the cost), all of it after the output is complete. Here
     the output streams and the table cache's writer are flushed first, then the
     process ends (``os._exit``). In-process callers use :func:`main`, which
-    returns, and keep their own malloc and collector settings (traceview.trace.allocator, .collector).
+    returns, and keep their own malloc and collector settings (traceview.runtime.malloc, .collector).
     """
     if sys.argv[1:] != ["--version"]:
-        from traceview.trace.allocator import keep_freed_memory
-        from traceview.trace.collector import collect_less_often
+        from traceview.runtime.collector import collect_less_often
+        from traceview.runtime.malloc import keep_freed_memory
 
         keep_freed_memory()               # this process is traceview's own, and short-lived
-        collect_less_often()              # and its forked workers' (traceview.trace.collector)
+        collect_less_often()              # and its forked workers' (traceview.runtime.collector)
     code = main()
-    ledger = sys.modules.get("traceview.trace.cpu_ledger")
+    ledger = sys.modules.get("traceview.runtime.cpu_ledger")
     if ledger is not None:
         ledger.write_if_asked()           # TRACEVIEW_CPU_LEDGER: the run's serial CPU, for the benchmark
-    cache = sys.modules.get("traceview.trace.table_cache")
+    cache = sys.modules.get("traceview.cache.tables")
     if cache is not None:
         cache.flush()                     # a background write of the tables read
     for stream in (sys.stdout, sys.stderr):

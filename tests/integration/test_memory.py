@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from traceview.cli import main
+from traceview.hostreduce.memory_peaks import fill_steps, runtime_peaks
 from traceview.memory.modules import static_peaks_from_dump, static_peaks_from_protos
 from traceview.memory.static import static_peak
 from traceview.parsers.allocator_events import ALLOCATOR_COLUMNS, read_allocator_events
@@ -29,7 +30,6 @@ from traceview.parsers.buffer_assignment import (
     HeapEvent,
     LogicalBuffer,
 )
-from traceview.timeline.memory_peaks import fill_steps, runtime_peaks
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 XPLANES = sorted(SHARED.rglob("*.xplane.pb")) if SHARED.is_dir() else []

@@ -73,7 +73,7 @@ def test_table_cache_keyed_by_the_objects_identity(sample_traces: Path, memory_l
 
     monkeypatch.setenv("TRACEVIEW_CACHE_DIR", str(tmp_path / "cache"))
     first = load_profile(memory_log_dir, options=ReadOptions(cache=True, jobs=1))
-    from traceview.trace import table_cache
+    from traceview.cache import tables as table_cache
 
     table_cache.flush()
     reads: list[str] = []

@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from traceview.cache import tables as table_cache
 from traceview.cli import main
 from traceview.errors import UserError
 from traceview.parsers.xplane import read_xplane
-from traceview.trace import table_cache
 from traceview.trace.read import ReadOptions, load_profile
 
 TPU = "openxla-xprof/tpu_inference_2.xplane.pb"
@@ -84,7 +84,7 @@ def _alone_where_the_pool_cannot_fork(request) -> bool:
     """Run this test again in a fresh interpreter when this one cannot fork (JAX or another threaded runtime
     was loaded by an earlier test): the pool's workers then start from a fork server and would not see the
     test's monkeypatches. True when it ran there (and passed); the caller returns."""
-    from traceview.timeline.forked import fork_is_safe
+    from traceview.runtime.forked import fork_is_safe
 
     if fork_is_safe():
         return False
@@ -180,8 +180,8 @@ def _peak_rows(peaks) -> list[dict]:
 def test_allocator_peaks_reduced_with_the_hosts_equal_those_of_every_event_at_once(pod, cache_dir, jobs):
     """analyze reduces each host's allocator events to their peaks where it reads the host (a pool worker):
     the peaks, their order and the first event's time are those of one table of every file's events."""
+    from traceview.hostreduce.memory_peaks import runtime_peaks
     from traceview.parsers.allocator_events import read_allocator_events
-    from traceview.timeline.memory_peaks import runtime_peaks
     from traceview.trace.read import runtime_memory
 
     frames = [read_allocator_events(f) for f in sorted(pod.glob("*.xplane.pb"))]
@@ -204,8 +204,8 @@ def test_allocator_peaks_reduced_with_the_hosts_equal_those_of_every_event_at_on
 def test_merged_peaks_keep_the_order_of_one_table_and_refuse_a_host_split_over_files(shared_traces):
     """Hosts given out of order come out in the order of one table; two files holding one host's allocator
     give no merged peaks (only their events together tell its peak)."""
+    from traceview.hostreduce.memory_peaks import host_peaks, merged_peaks, runtime_peaks
     from traceview.parsers.allocator_events import read_allocator_events
-    from traceview.timeline.memory_peaks import host_peaks, merged_peaks, runtime_peaks
 
     events = read_allocator_events(shared_traces / MI300X)
     assert events["memory"].nunique() > 1
@@ -284,7 +284,7 @@ def test_host_threads_cut_where_read_equal_the_run_cut_in_the_parent(pod, cache_
     import dataclasses
 
     from traceview.advice.idle import idle_causes
-    from traceview.timeline.activity import merge_activity
+    from traceview.hostreduce.activity import merge_activity
 
     profile = load_profile(pod, options=ReadOptions(jobs=jobs, cache=False))
     activity = merge_activity([p.activity for p in profile.op_parts])
@@ -319,7 +319,7 @@ from traceview.advice.view import advice_report
 from traceview.analysis.build import build_analysis
 from traceview.analysis.record import analysis_json
 from traceview.memory.view import memory_from_analysis
-from traceview.timeline import forked
+from traceview.runtime import forked
 from traceview.trace.read import ReadOptions, load_profile
 
 profile = load_profile(sys.argv[1], options=ReadOptions(jobs=2, cache=False, keep_ops=False))
@@ -469,7 +469,7 @@ def test_dask_workers_split_lines_over_their_share_of_the_machine(pod, cache_dir
         results = hosts.read_hosts(paths, dask=client, keep_ops=False)   # the whole way, every host
         assert [r.error for r in results] == [None] * len(paths)
         # workers on this machine see the spill folder: they write their hosts' arrays there themselves
-        from traceview.timeline.spill import RowSpill
+        from traceview.hostreduce.spill import RowSpill
 
         spill = RowSpill()
         try:
@@ -541,11 +541,11 @@ def test_many_threads_use_a_fork_server(pod, cache_dir, monkeypatch):
     """From a process with many threads (the dashboard) the pool does not fork; the output is the same."""
     import threading
 
-    from traceview.trace.hosts import _start_method
+    from traceview.runtime.pool import start_method as _start_method
 
     expected = load_profile(pod, options=ReadOptions(cache=False, jobs=1))
     monkeypatch.setattr(threading, "active_count", lambda: 1)
-    monkeypatch.setattr("traceview.timeline.forked.threaded_runtime", lambda: None)  # JAX run by other tests
+    monkeypatch.setattr("traceview.runtime.forked.threaded_runtime", lambda: None)  # JAX run by other tests
     assert _start_method() == "fork"
     monkeypatch.setattr(threading, "active_count", lambda: 6)  # e.g. a Streamlit server
     assert _start_method() == "forkserver"
@@ -586,7 +586,7 @@ def test_a_program_that_ran_jax_reads_hosts_in_a_fork_server_without_forking_its
         "def main():\n"
         "    import jax.numpy as jnp\n"
         "    jnp.ones(4).sum().block_until_ready()\n"
-        "    from traceview.trace.hosts import _start_method\n"
+        "    from traceview.runtime.pool import start_method as _start_method\n"
         "    from traceview.trace.read import ReadOptions, load_profile\n"
         "    two = load_profile(sys.argv[1], options=ReadOptions(cache=False, jobs=2))\n"
         "    one = load_profile(sys.argv[1], options=ReadOptions(cache=False, jobs=1))\n"

@@ -1082,7 +1082,7 @@ def _start_method() -> str:
     """fork where it is safe (the worker inherits the loaded reader); a fork server once JAX or another
     threaded runtime runs in this process (a fork there can deadlock), as traceview's own pool decides."""
     try:
-        from traceview.timeline.forked import fork_is_safe
+        from traceview.runtime.forked import fork_is_safe
     except ImportError:  # an older traceview (the fuzzer run against another version)
         return "fork"
     return "fork" if fork_is_safe() else "forkserver"

@@ -305,13 +305,13 @@ def test_lines_are_views_of_the_file_not_copies():
 def test_pool_workers_split_lines_over_their_share_of_the_cores():
     """With --jobs N each worker splits a large line over cores/N threads: N workers each splitting over
     every core would fight for them. In a process of its own: this one may have run JAX, after which
-    nothing forks (traceview.timeline.forked.fork_is_safe)."""
+    nothing forks (traceview.runtime.forked.fork_is_safe)."""
     import subprocess
     import sys
 
     code = (
         "from traceview.parsers import xspace_fast\n"
-        "from traceview.trace.hosts import process_pool\n"
+        "from traceview.runtime.pool import process_pool\n"
         "xspace_fast._cores = lambda: 8\n"
         "with process_pool(2, 'fork') as pool:\n"
         "    print(pool.submit(xspace_fast._split_threads).result())\n"

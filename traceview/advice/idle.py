@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from traceview.timeline.activity import Activity, reduce_activity
-from traceview.timeline.forked import batches, fork_map_items
-from traceview.timeline.host_threads import (
+from traceview.hostreduce.activity import Activity, reduce_activity
+from traceview.hostreduce.host_threads import (
     DISPATCH,
     EMPTY,
     FEEDING,
@@ -38,8 +37,9 @@ from traceview.timeline.host_threads import (
     Intervals,
     host_threads,
 )
+from traceview.hostreduce.spill import release
+from traceview.runtime.forked import batches, fork_map_items
 from traceview.timeline.intervals import complement, covered_length, intersect, subtract, union
-from traceview.timeline.spill import release
 
 __all__ = ["CAUSES", "DISPATCH", "FEEDING", "TRANSFER", "WAIT", "IdleCauses", "idle_causes"]
 
@@ -74,11 +74,11 @@ def idle_causes(ops: pd.DataFrame | Activity, host_events: pd.DataFrame,
                 steps: pd.DataFrame | None = None, jobs: int = 1) -> IdleCauses:
     """Split every active device's idle time into :data:`CAUSES`.
 
-    ``ops``: the run's activity (``timeline.activity``, its hosts' reductions merged), or the op
+    ``ops``: the run's activity (``hostreduce.activity``, its hosts' reductions merged), or the op
     executions themselves (``parsers.profile.OP_COLUMNS``: host, device, line, op, start_ps,
     duration_ps), reduced here; ``host_events``: the host threads (``HOST_EVENT_COLUMNS``); ``steps``:
     step, start_ps, time_ps (the analysis' step table) for the per-step split. ``jobs``: processes the
-    devices may be split over (a pod's: timeline.forked; the same result whatever it is).
+    devices may be split over (a pod's: runtime.forked; the same result whatever it is).
     """
     activity = ops if isinstance(ops, Activity) else reduce_activity(ops)
     if activity.n_rows == 0:
@@ -166,7 +166,7 @@ def _device_causes(device: str, d, hosts: dict[str, HostSets], any_busy: Interva
             out.per_step[c] = covered_length(windows[0], windows[1], *parts[c])
         if lengths[c]:
             _add_evidence(out.evidence[c], c, parts[c], sets, at_collective, collectives)
-    release(d.busy[0])            # a pod's device and host intervals wait on disk (timeline.spill)
+    release(d.busy[0])            # a pod's device and host intervals wait on disk (hostreduce.spill)
     release(sets.active[0])
     return out
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from traceview.timeline.activity import Activity, joined_spans, names_apart, reduce_activity
-from traceview.timeline.forked import batches, fork_map_items
+from traceview.hostreduce.activity import Activity, joined_spans, names_apart, reduce_activity
+from traceview.runtime.forked import batches, fork_map_items
 from traceview.timeline.lateness import WHOS, PerStep, distinct, merged_per_step, names_in, per_step
 
 STEP_COLUMNS = ["step", "devices", "last_to_start", "start_lag_ps", "last_to_finish", "finish_lag_ps", "wait_ps"]
@@ -38,9 +38,9 @@ class Stragglers:
 
 
 def stragglers(ops: pd.DataFrame | Activity, jobs: int = 1) -> Stragglers:
-    """Stragglers from the run's activity (``timeline.activity``: each (step, device, host)'s first start
+    """Stragglers from the run's activity (``hostreduce.activity``: each (step, device, host)'s first start
     and last end), or from the op executions (``parsers.profile.OP_COLUMNS``), reduced here. ``jobs``:
-    processes a pod's hosts may be summed up in (timeline.forked)."""
+    processes a pod's hosts may be summed up in (runtime.forked)."""
     activity = ops if isinstance(ops, Activity) else reduce_activity(ops)
     if activity.n_rows == 0:
         return Stragglers(reason="the trace has no device op executions")

@@ -12,7 +12,7 @@ from traceview.advice.findings import Advice, AdviceContext, Provider, ViewGette
 from traceview.advice.idle import CAUSES, IdleCauses, idle_causes
 from traceview.advice.providers import DEFAULT_PROVIDERS
 from traceview.advice.stragglers import Stragglers, stragglers
-from traceview.timeline.activity import Activity, merge_activity, reduce_activity
+from traceview.hostreduce.activity import Activity, merge_activity, reduce_activity
 from traceview.timeline.overlap import Overlap
 from traceview.trace.read import host_events
 

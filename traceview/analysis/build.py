@@ -33,12 +33,12 @@ from traceview.analysis.roofline import OUTPUT_COLUMNS, gain_ps, roofline, summa
 from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
 from traceview.hardware.detect import detect_target
+from traceview.hostreduce.host_ops import reduce_ops
+from traceview.hostreduce.run_ops import NeedRows, RunOps, merge_parts, per_step_self_time
 from traceview.parsers.profile import Profile
 from traceview.timeline.aggregate import op_row_index, run_step_times
 from traceview.timeline.async_ops import async_pairs
 from traceview.timeline.devices import inactive_devices
-from traceview.timeline.host_ops import reduce_ops
-from traceview.timeline.run_ops import NeedRows, RunOps, merge_parts, per_step_self_time
 from traceview.vocabulary import BOUNDS
 
 # The time an op is judged by: its own time (not its children's); for an async

@@ -2,7 +2,7 @@
 
 ``TRACEVIEW_CACHE_DIR`` wins, else ``$XDG_CACHE_HOME/traceview``, else
 ``~/.cache/traceview``. ``TRACEVIEW_CACHE_MAX_MB`` (default 4096) bounds each
-kind of entry (parsed tables: trace/table_cache.py; finished outputs: cache/results.py).
+kind of entry (parsed tables: cache/tables.py; finished outputs: cache/results.py).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from traceview.parsers.hlo_model import HloModule
-from traceview.timeline.forked import ForEach, one_chunk
+from traceview.runtime.forked import ForEach, one_chunk
 from traceview.timeline.grouping import column_codes, exact_sums
 
 
@@ -49,7 +49,7 @@ def pair_times(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, pairs: pd
 
 
 def pair_times_in_chunks(for_each: ForEach, ops: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
-    """:func:`pair_times` over rows in chunks (``for_each``: timeline.forked), each holding whole devices (a
+    """:func:`pair_times` over rows in chunks (``for_each``: runtime.forked), each holding whole devices (a
     run's hosts): the pairs of a device are all in its chunk, so the sums per op add up over the chunks."""
     out = pd.DataFrame({"in_flight_ps": np.nan, "pair_exposed_ps": np.nan}, index=ops.index)
     if pairs.empty or ops.empty:

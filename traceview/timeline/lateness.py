@@ -62,7 +62,7 @@ def distinct(names: Sequence[set]) -> int:
 
 
 def summarize(spans: pd.DataFrame) -> SpanSummary | None:
-    """One host's step spans (``timeline.activity.SPAN_COLUMNS``) summed up; None when it has none."""
+    """One host's step spans (``hostreduce.activity.SPAN_COLUMNS``) summed up; None when it has none."""
     if spans.empty:
         return None
     return SpanSummary({who: names_in(spans[who]) for who in WHOS})

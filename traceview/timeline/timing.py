@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from traceview.runtime.forked import ForEach, one_chunk
 from traceview.timeline.async_ops import pair_times_in_chunks
-from traceview.timeline.forked import ForEach, one_chunk
 from traceview.timeline.grouping import device_rows, exact_sums
 from traceview.timeline.intervals import covered_length, union
 
@@ -33,9 +33,9 @@ def judged_and_exposed(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray, p
 def judged_and_exposed_in_chunks(for_each: ForEach, ops: pd.DataFrame, pairs: pd.DataFrame,
                                  timed: pd.DataFrame | None = None,
                                  exposed_alone: np.ndarray | None = None) -> pd.DataFrame:
-    """:func:`judged_and_exposed` over rows in chunks (``for_each``: timeline.forked), each holding whole
+    """:func:`judged_and_exposed` over rows in chunks (``for_each``: runtime.forked), each holding whole
     devices. From a
-    run's merged host parts (timeline.run_ops): the chunks hold the rows of devices whose ops overlap,
+    run's merged host parts (hostreduce.run_ops): the chunks hold the rows of devices whose ops overlap,
     ``timed`` the pairs' times measured on the rows the parts kept, ``exposed_alone`` per op the exposed time
     of its rows on the other devices (where nothing overlaps them)."""
     timed = pair_times_in_chunks(for_each, ops, pairs) if timed is None else timed
@@ -121,7 +121,7 @@ def per_step_self_time(raw: pd.DataFrame, ops: pd.DataFrame, rows: np.ndarray) -
 
 
 def per_step_self_time_in_chunks(for_each: ForEach, index: pd.Index, found: np.ndarray | None = None) -> pd.Series:
-    """:func:`per_step_self_time` over rows in chunks (``for_each``: timeline.forked); ``index``: the ops'
+    """:func:`per_step_self_time` over rows in chunks (``for_each``: runtime.forked); ``index``: the ops'
     index; ``found``: the steps the rows are in, when known (else read from the chunks first)."""
     n_ops = len(index)
     out = pd.Series([None] * n_ops, index=index, dtype=object)

@@ -1,1 +1,1 @@
-"""Reading: PATH -> the profile tables (hosts in parallel, parsed tables cached), with progress."""
+"""Reading: PATH -> the profile (hosts one after another, in a pool or on Dask; the parsed-table cache used), with progress."""

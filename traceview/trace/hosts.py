@@ -21,13 +21,11 @@ from traceview.parsers.xplane import TraceData
 from traceview.parsers.xspace_file import _FAST_MIN_BYTES, _FAST_WARM_MIN_BYTES
 
 if TYPE_CHECKING:
-    from concurrent.futures import ProcessPoolExecutor
-
     import pandas as pd
 
-    from traceview.timeline.host_ops import OpsPart
-    from traceview.timeline.memory_peaks import HostPeaks
-    from traceview.timeline.spill import Layout, RowSpill
+    from traceview.hostreduce.host_ops import OpsPart
+    from traceview.hostreduce.memory_peaks import HostPeaks
+    from traceview.hostreduce.spill import Layout, RowSpill
 
 DASK_ENV = "TRACEVIEW_DASK"
 JOBS_ENV = "TRACEVIEW_JOBS"
@@ -41,10 +39,10 @@ class HostResult:
     data: TraceData | None = None   # its tables (``ops`` empty unless kept: the part has what the analysis reads)
     error: str | None = None        # one line naming the file
     internal: bool = False          # a bug in traceview, not a bad file
-    part: OpsPart | None = None     # its op table reduced (timeline.host_ops)
+    part: OpsPart | None = None     # its op table reduced (hostreduce.host_ops)
     memory: HostPeaks | None = None   # its allocator events reduced (when asked for and read without error)
     allocator: pd.DataFrame | None = None   # the events themselves, only where the caller stores them
-    spilled: Layout | None = None   # where the part's large arrays were written (timeline.spill), if they were
+    spilled: Layout | None = None   # where the part's large arrays were written (hostreduce.spill), if they were
 
 
 def read_host(path: str, keep_ops: bool = True, store: bool = False, background: bool = False,
@@ -55,10 +53,10 @@ def read_host(path: str, keep_ops: bool = True, store: bool = False, background:
     ``keep_ops``: send the op table back too (else only its reduction travels); ``allocator``: read its
     allocator events too and reduce them to their peaks (for the memory view: where the host is read, not
     again in the parent; ``send_allocator``: the events travel too, for a caller that stores them);
-    ``spill_path``: write the part's large arrays there (timeline.spill), the parent maps them."""
+    ``spill_path``: write the part's large arrays there (hostreduce.spill), the parent maps them."""
+    from traceview.cache import tables as table_cache
     from traceview.errors import TraceError
     from traceview.parsers.trace_file import read_trace_file
-    from traceview.trace import table_cache
 
     try:
         data = read_trace_file(path)
@@ -67,7 +65,7 @@ def read_host(path: str, keep_ops: bool = True, store: bool = False, background:
         result = reduced(HostResult(path, data=data), keep_ops)
         del data        # the tables the reduction dropped are freed before the allocator events are read
         if spill_path is not None and result.part is not None:
-            from traceview.timeline.spill import write_part
+            from traceview.hostreduce.spill import write_part
 
             try:
                 result.spilled = write_part(result.part, spill_path)
@@ -76,7 +74,7 @@ def read_host(path: str, keep_ops: bool = True, store: bool = False, background:
         if allocator:
             events = allocator_events(path)
             if events is not None:
-                from traceview.timeline.memory_peaks import host_peaks
+                from traceview.hostreduce.memory_peaks import host_peaks
 
                 if store:
                     table_cache.put_allocator(path, events, background=background)
@@ -108,8 +106,8 @@ def reduced(result: HostResult, keep_ops: bool) -> HostResult:
     """The result with its op table reduced (the one reduction every way of reading runs) and its host
     threads cut, and both tables dropped unless ``keep_ops``."""
     if result.data is not None and result.part is None:
-        from traceview.timeline.activity import with_host_threads
-        from traceview.timeline.host_ops import reduce_ops
+        from traceview.hostreduce.activity import with_host_threads
+        from traceview.hostreduce.host_ops import reduce_ops
         from traceview.timeline.step_parts import reduce_steps
 
         result.part = reduce_ops(result.data.ops)
@@ -155,7 +153,7 @@ def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None =
     """Results in the order of `paths`, each with its op table reduced (and kept too with `keep_ops`);
     `store`: put the tables read in the table cache. `dask`: a scheduler address (or a Client);
     else `jobs` local processes. ``allocator``: each host's allocator events read where it is read.
-    ``spill``: each part's kept rows moved to this file as its host comes in (timeline.spill).
+    ``spill``: each part's kept rows moved to this file as its host comes in (hostreduce.spill).
     ``while_reading``: modules to import once the hosts are handed to other processes (while this one
     would only wait)."""
     if not paths:
@@ -165,7 +163,7 @@ def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None =
         results = _read_dask(paths, dask, arrived, keep_ops=keep_ops or store, allocator=allocator, spill=spill,
                              send_allocator=store, while_reading=while_reading)
         if store:
-            from traceview.trace import table_cache
+            from traceview.cache import tables as table_cache
 
             for r in results:       # the workers may not see this machine's cache: stored here
                 if r.data is not None:
@@ -200,7 +198,7 @@ def _arrival(progress: Callable[[int], None] | None, spill: RowSpill | None) -> 
     """What happens as each host's result comes in: its kept rows spilled, the progress advanced."""
     def arrived(result: HostResult) -> None:
         if result.spilled is not None and result.part is not None:
-            from traceview.timeline.spill import adopt
+            from traceview.hostreduce.spill import adopt
 
             adopt(result.part, result.spilled)
         elif spill is not None and result.part is not None:
@@ -214,8 +212,10 @@ def _read_pool(paths: Sequence[str], jobs: int, arrived: Callable[[HostResult], 
                allocator: bool, spill: RowSpill | None = None, while_reading: Sequence[str] = ()) -> list[HostResult]:
     from concurrent.futures import as_completed
 
-    method = _start_method()
-    cache = sys.modules.get("traceview.trace.table_cache")
+    from traceview.runtime.pool import process_pool, start_method, warn_pool_broke
+
+    method = start_method()
+    cache = sys.modules.get("traceview.cache.tables")
     if method == "fork" and cache is not None:
         cache.flush()  # no writer thread running while the workers are forked
     if method == "fork":
@@ -226,7 +226,7 @@ def _read_pool(paths: Sequence[str], jobs: int, arrived: Callable[[HostResult], 
     read_args = lambda i: (paths[i], keep_ops, store, False, allocator,  # noqa: E731
                            spill.path_for(i) if spill is not None else None)
     broken: list[int] = []
-    with process_pool(jobs, method) as pool:
+    with process_pool(jobs, method, preload=_SERVER_PRELOAD) as pool:
         futures = {pool.submit(read_host, *read_args(i)): i for i in range(len(paths))}
         _import_all(while_reading)
         for fut in as_completed(futures):
@@ -242,7 +242,7 @@ def _read_pool(paths: Sequence[str], jobs: int, arrived: Callable[[HostResult], 
             arrived(result)
             results[i] = result
     if broken:
-        _pool_broke(method)
+        warn_pool_broke(method)
     for i in sorted(broken):   # read here, one after another: the same tables, only slower
         result = read_host(*read_args(i))
         arrived(result)
@@ -250,55 +250,9 @@ def _read_pool(paths: Sequence[str], jobs: int, arrived: Callable[[HostResult], 
     return [r for r in results if r is not None]
 
 
-def _pool_broke(method: str) -> None:
-    """Say why the hosts the pool did not read are read in this process (a warning, once per read)."""
-    import warnings
-
-    hint = (" (a script that calls traceview with jobs > 1 after starting JAX runs again in each worker "
-            "started by a fork server: put its top level under `if __name__ == \"__main__\":`)"
-            if method != "fork" else "")
-    warnings.warn(f"the reading pool ({method}) stopped; the remaining hosts are read in this process{hint}",
-                  RuntimeWarning, stacklevel=3)
-
-
-# What a fork server imports once, before it forks the pool's workers: each then starts with the reader and
-# its tables' libraries already loaded, as a forked worker does (a worker importing them itself takes about
-# a second; docs/scale.md).
-_SERVER_PRELOAD = ["__main__", "traceview.trace.hosts", "traceview.parsers.xplane"]
-
-
-def process_pool(jobs: int, method: str) -> ProcessPoolExecutor:
-    """A pool of `jobs` reading processes started by `method`, each splitting lines over its share of
-    the cores only."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    context = multiprocessing.get_context(method)
-    if method == "forkserver":
-        _preload_server(context)
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_start_worker, initargs=(jobs,))
-
-
-def _preload_server(context) -> None:
-    """Add the reader's modules to what the fork server preloads (kept: the caller's own preloads), before
-    the server starts; a server already running keeps what it has."""
-    from multiprocessing import forkserver
-
-    server = forkserver._forkserver          # noqa: SLF001 - the one server of this process
-    if getattr(server, "_forkserver_pid", None) is not None:
-        return
-    current = list(getattr(server, "_preload_modules", None) or [])
-    context.set_forkserver_preload(list(dict.fromkeys(current + _SERVER_PRELOAD)))
-
-
-def _start_worker(jobs: int) -> None:
-    """Pool worker start: one of `jobs` processes, so its reader uses only its share of the cores; and
-    a short-lived process of traceview's own, so it keeps the memory it frees (traceview.trace.allocator)."""
-    from traceview.parsers import xspace_fast
-    from traceview.trace.allocator import keep_freed_memory
-
-    xspace_fast.share_cores(jobs)
-    keep_freed_memory()
+# What a fork server imports once, before it forks the pool's workers: the reader and its tables' libraries
+# (a worker importing them itself takes about a second; docs/scale.md).
+_SERVER_PRELOAD = ["traceview.trace.hosts", "traceview.parsers.xplane"]
 
 
 def _warm_reader_for(paths: Sequence[str]) -> None:
@@ -319,30 +273,6 @@ def _size(path: str) -> int:
         return remote.size(url) if url is not None else os.path.getsize(path)
     except (OSError, UserError):
         return 0
-
-
-def _start_method() -> str:
-    """fork where it is safe: the workers start at once with the reader already imported.
-
-    A process running many threads (the dashboard's Streamlit server) or a
-    multithreaded runtime (JAX, TensorFlow, PyTorch: a program that calls the
-    API after running its model) forks badly: a lock one of its threads holds
-    at the fork stays held in the child, a deadlock waiting to happen. There,
-    a fork server, which preloads the reader so its workers start about as fast
-    (``timeline.forked.fork_is_safe`` decides; the CLI has at most its
-    progress-bar thread and never loads JAX). A fork server imports the main
-    script in each worker, as spawn does: a script must keep its top level
-    under ``if __name__ == "__main__":``; one that does not breaks the pool,
-    and its hosts are then read in this process, with a warning.
-    """
-    import multiprocessing
-
-    from traceview.timeline.forked import fork_is_safe
-
-    methods = multiprocessing.get_all_start_methods()
-    if "fork" in methods and fork_is_safe():
-        return "fork"
-    return "forkserver" if "forkserver" in methods else "spawn"
 
 
 def _read_dask(paths: Sequence[str], address, arrived: Callable[[HostResult], None], keep_ops: bool,
@@ -425,9 +355,9 @@ def _read_on_dask_worker(path: str, spill_path: str | None, keep_ops: bool, read
         # A worker reads host after host, as a pool's worker does: load the compiled reader once (a pool's
         # workers inherit it from the parent), or every host of a few MB would go through the numpy path.
         xspace_fast.warm_up()
-    from traceview.timeline.spill import sees_folder
-    from traceview.trace.allocator import freed_memory_kept
-    from traceview.trace.collector import fewer_collections
+    from traceview.hostreduce.spill import sees_folder
+    from traceview.runtime.collector import fewer_collections
+    from traceview.runtime.malloc import freed_memory_kept
 
     seen = spill_path is not None and spill_token is not None and sees_folder(spill_path, spill_token)
     # fewer page faults and collections while it reads; the worker's own settings after

@@ -20,11 +20,11 @@ from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUM
 from traceview.parsers.remote import url_of
 from traceview.parsers.trace_file import read_trace_file
 from traceview.parsers.xplane import TraceData, is_unreported
-from traceview.trace import cpu_ledger
+from traceview.runtime import cpu_ledger
 from traceview.trace.hosts import DASK_ENV, HostResult, allocator_events, default_jobs, read_hosts, reduced
 
 if TYPE_CHECKING:
-    from traceview.timeline.memory_peaks import RuntimePeak
+    from traceview.hostreduce.memory_peaks import RuntimePeak
 
 
 @dataclass
@@ -144,7 +144,7 @@ def _read_host_files(files: list[str], opts: ReadOptions, use_cache: bool, dask:
     """Each host file's tables: from the table cache where it holds the file as it is now, else read
     (and stored in the cache where they are read, a pool's workers, or by a writer thread while the
     analysis goes on)."""
-    from traceview.trace import table_cache
+    from traceview.cache import tables as table_cache
 
     results: dict[str, HostResult] = {}
     spill = _row_spill(files, opts)
@@ -156,7 +156,7 @@ def _read_host_files(files: list[str], opts: ReadOptions, use_cache: bool, dask:
                 if opts.allocator_events:
                     events = _cached_allocator_events(f)
                     if events is not None:
-                        from traceview.timeline.memory_peaks import host_peaks
+                        from traceview.hostreduce.memory_peaks import host_peaks
 
                         result.memory = host_peaks(events)
                 results[f] = reduced(result, opts.keep_ops)
@@ -176,11 +176,11 @@ def _read_host_files(files: list[str], opts: ReadOptions, use_cache: bool, dask:
 
 
 def _row_spill(files: list[str], opts: ReadOptions):
-    """Where a pod's kept rows wait (timeline.spill): a run of several hosts whose op tables are not kept
+    """Where a pod's kept rows wait (hostreduce.spill): a run of several hosts whose op tables are not kept
     (``analyze``; the API and the dashboard keep every op execution in memory anyway). None: in memory."""
     if opts.keep_ops or len(files) < 2 or os.environ.get("TRACEVIEW_NO_SPILL"):
         return None
-    from traceview.timeline.spill import RowSpill
+    from traceview.hostreduce.spill import RowSpill
 
     try:
         return RowSpill()
@@ -192,7 +192,7 @@ def _cached_allocator_events(path: str) -> pd.DataFrame | None:
     """A cached host's allocator events: from their own cache entry, else read from its file now (and
     stored there); None for a file that has none to read (a JSON trace) or cannot be read (the memory view
     then reads it itself and says why)."""
-    from traceview.trace import table_cache
+    from traceview.cache import tables as table_cache
 
     found = table_cache.get_allocator(path)
     if found is None:
@@ -232,7 +232,7 @@ def _hlo_protos(parts: list[TraceData], proto_files: list[Path], warnings: list[
 
 def _reduce_again(files: list[str], keep: dict) -> dict:
     """{host index: KeepRows} -> {host index: OpsPart}: those host files read again, keeping those rows."""
-    from traceview.timeline.host_ops import reduce_ops
+    from traceview.hostreduce.host_ops import reduce_ops
 
     return {i: reduce_ops(read_trace_file(files[i]).ops, k) for i, k in keep.items()}
 
@@ -298,10 +298,10 @@ def runtime_memory(profile: Profile) -> tuple[list[RuntimePeak], int | None]:
     """The runtime peak of every allocator in the profile's ``*.xplane.pb`` files (JSON traces have none), in
     the order one table of all their events gives, and the time of their first allocator event: each file's
     as reduced where its host was read, the others' read now (``profile.jobs`` processes)."""
+    from traceview.hostreduce.memory_peaks import host_peaks, merged_peaks, runtime_peaks
     from traceview.parsers.allocator_events import read_allocator_events
     from traceview.parsers.discover import is_xplane_file
-    from traceview.timeline.forked import fork_map
-    from traceview.timeline.memory_peaks import host_peaks, merged_peaks, runtime_peaks
+    from traceview.runtime.forked import fork_map
 
     listed = profile.source.files
     known = profile.memory_parts if profile.memory_parts is not None else [None] * len(listed)
@@ -325,7 +325,7 @@ def _read_table(files: list[str], use_cache: bool, table: str) -> pd.DataFrame:
     for f in files:
         data = None
         if use_cache:
-            from traceview.trace import table_cache as tablecache
+            from traceview.cache import tables as tablecache
 
             data = tablecache.get(f)
         frames.append(getattr(data if data is not None else read_trace_file(f), table))

@@ -1,7 +1,7 @@
 """Hosts reduced where they are read, merged in the parent: every table equals one pass over all rows.
 
 The reference is the row-level pipeline (timeline.aggregate / timing / devices, accounting) run on
-the concatenated op table; the map-reduce (timeline.host_ops + timeline.run_ops) must give the same
+the concatenated op table; the map-reduce (hostreduce.host_ops + hostreduce.run_ops) must give the same
 tables exactly, whatever the devices' overlaps, steps, async pairs, missing rows or host split.
 """
 
@@ -13,11 +13,11 @@ import pytest
 
 from traceview.analysis.build import build_analysis
 from traceview.analysis.record import analysis_json
+from traceview.hostreduce.host_ops import KeepRows, reduce_ops
+from traceview.hostreduce.run_ops import NeedRows, merge_parts, per_step_self_time
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Profile, Source, empty_frame
 from traceview.timeline.aggregate import aggregate_ops, step_times
 from traceview.timeline.devices import device_busy_by_label, device_time, step_busy_by_label
-from traceview.timeline.host_ops import KeepRows, reduce_ops
-from traceview.timeline.run_ops import NeedRows, merge_parts, per_step_self_time
 from traceview.timeline.timing import judged_and_exposed
 from traceview.timeline.timing import per_step_self_time as raw_per_step
 
@@ -84,7 +84,7 @@ def steps_of(raw: pd.DataFrame) -> pd.DataFrame:
                                                      (4, True, 0.0, 1)])
 def test_merged_parts_equal_one_pass_over_all_rows(seed, steps, overlap, per_device, jobs):
     """jobs 2: the hosts' rows measured in forked processes where this process may fork (the forking itself:
-    test_timeline_forked.py and test_scale.py, in fresh interpreters), with the same results."""
+    test_runtime_forked.py and test_scale.py, in fresh interpreters), with the same results."""
     hosts, raw = run_tables(seed, steps, overlap)
     stats, rows = aggregate_ops(raw, per_device)
     run = merged(hosts, per_device, jobs=jobs)
@@ -243,7 +243,7 @@ def test_union_length_and_alone_in_steps_equal_whole_columns(chunk, seed, monkey
     """The device pass in steps of `chunk` intervals (carrying the reach and the open block) gives the union
     length and the alone flags of the whole-column formulas (blocks from the running maximum of the ends),
     ties, nesting, touching and empty intervals, and intervals that end before they start, included."""
-    from traceview.timeline import host_ops
+    from traceview.hostreduce import host_ops
     from traceview.timeline.intervals import union
 
     monkeypatch.setattr(host_ops, "STEP_ROWS", chunk)
@@ -271,7 +271,7 @@ def test_union_length_and_alone_in_steps_equal_whole_columns(chunk, seed, monkey
 def test_groups_numbered_by_lookup_equal_those_of_the_combined_key(seed, monkeypatch):
     """Few possible keys: numbered in steps through a lookup table; else by factorizing one combined key
     column: the same numbers (order of first appearance, -1 where a key is missing), devices missing too."""
-    from traceview.timeline import host_ops
+    from traceview.hostreduce import host_ops
 
     rng = np.random.default_rng(seed)
     n = 500

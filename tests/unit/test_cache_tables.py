@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from traceview.cache import tables as table_cache
 from traceview.parsers.profile import Device
 from traceview.parsers.xplane import TraceData
-from traceview.trace import table_cache
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""A pod's kept rows on disk: the arrays each host's part holds (timeline.host_ops: its kept rows; its
+"""A pod's kept rows on disk: the arrays each host's part holds (hostreduce.host_ops: its kept rows; its
 activity's busy intervals and host threads) written to a file per host as the hosts come in, and read back
 through memory maps one host at a time.
 
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from traceview.timeline.host_ops import OpsPart
+    from traceview.hostreduce.host_ops import OpsPart
 
 KEPT_FIELDS = ("kept_group", "kept_device", "kept_start", "kept_duration", "kept_self", "kept_step", "kept_alone")
 _ALIGN = 64

@@ -1,4 +1,4 @@
-"""traceview.trace.allocator: the traceview program and its pool workers keep freed memory for reuse.
+"""traceview.runtime.malloc: the traceview program and its pool workers keep freed memory for reuse.
 
 Each case runs in a fresh interpreter (malloc's thresholds are process state
 that earlier tests would have moved) and asks glibc, through mallinfo2, whether
@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from traceview.trace.collector import THRESHOLDS
+from traceview.runtime.collector import THRESHOLDS
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc only")
 
@@ -70,7 +70,7 @@ def test_the_probe_sees_glibcs_default_in_a_fresh_process():
 @needs_glibc
 def test_a_kept_process_serves_large_blocks_from_its_heap():
     kept, large = _run("""
-        from traceview.trace.allocator import MMAP_THRESHOLD, keep_freed_memory
+        from traceview.runtime.malloc import MMAP_THRESHOLD, keep_freed_memory
         assert keep_freed_memory()
         print(mmapped_by_malloc(), mmapped_by_malloc(MMAP_THRESHOLD))
     """)
@@ -94,7 +94,7 @@ def test_the_traceview_program_keeps_freed_memory_but_not_for_version():
 
 
 def test_the_traceview_program_collects_less_often_but_not_for_version():
-    """The program's own process raises the collector's thresholds (traceview.trace.collector); --version's fast
+    """The program's own process raises the collector's thresholds (traceview.runtime.collector); --version's fast
     path and in-process callers of main keep Python's."""
     code = ("import gc, sys\nimport traceview.cli as cli\nsys.argv = ['traceview', *ARGS]\n"
             "cli.main = lambda: (print(*gc.get_threshold()), 0)[1]\ncli.console()\n")
@@ -108,7 +108,7 @@ def test_the_traceview_program_collects_less_often_but_not_for_version():
 @needs_glibc
 def test_pool_workers_keep_freed_memory():
     (worker,) = _run("""
-        from traceview.trace.hosts import process_pool
+        from traceview.runtime.pool import process_pool
         if __name__ == "__main__":
             with process_pool(1, "fork") as pool:       # the parent sets nothing: the worker does
                 print(pool.submit(mmapped_by_malloc).result())
@@ -123,7 +123,7 @@ def test_freed_memory_stays_between_blocks_and_goes_back_when_idle():
     code = textwrap.dedent("""
         import time
         import numpy as np
-        from traceview.trace.allocator import freed_memory_kept, _glibc
+        from traceview.runtime.malloc import freed_memory_kept, _glibc
         if _glibc() is None:
             print("skip"); raise SystemExit
         def rss():

@@ -2,7 +2,7 @@
 idle causes and the stragglers (``traceview.advice``), merged across hosts.
 
 A host's op table (hundreds of thousands of executions) is reduced where it is read, as
-:mod:`traceview.timeline.host_ops` reduces it for the op tables, to an :class:`Activity`:
+:mod:`traceview.hostreduce.host_ops` reduces it for the op tables, to an :class:`Activity`:
 
 * per device (in order of first appearance): the union of its op intervals (disjoint, sorted; usually far
   fewer than its ops), its span (first start, last end, zero-length ops included), the host of its first
@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
+from traceview.hostreduce.host_threads import HostSets, host_threads
 from traceview.timeline.grouping import column_codes, matches
-from traceview.timeline.host_threads import HostSets, host_threads
 from traceview.timeline.intervals import STEP_ROWS, union, union_in_steps
 from traceview.timeline.lateness import SpanSummary, summarize
 from traceview.timeline.step_parts import StepPart
@@ -70,7 +70,7 @@ class Activity:
     host_summaries: list[SpanSummary] | None = None
     # the union of every device's busy intervals (where any device runs an op)
     busy_union: tuple[np.ndarray, np.ndarray] = field(default_factory=lambda: (_NONE, _NONE))
-    # per host, its threads' interval sets (timeline.host_threads), cut where the host was read; None: not
+    # per host, its threads' interval sets (hostreduce.host_threads), cut where the host was read; None: not
     # cut (the idle causes then cut the run's host events themselves)
     hosts: dict[str, HostSets] | None = None
 

@@ -1,4 +1,4 @@
-"""A run's per-host op partials (traceview.timeline.host_ops) merged into what the analysis reads.
+"""A run's per-host op partials (traceview.hostreduce.host_ops) merged into what the analysis reads.
 
 Every figure equals the one computed over all rows at once (timeline.aggregate, timing, devices):
 integer sums are exact whatever the order, groups are numbered by their first row in the run (host
@@ -15,6 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from traceview.hostreduce.host_ops import KeepRows, OpsPart, looks_async
+from traceview.hostreduce.spill import release
+from traceview.runtime.forked import fork_map
 from traceview.timeline.async_ops import pair_times_in_chunks
 from traceview.timeline.devices import (
     DEVICE_COLUMNS,
@@ -23,10 +26,7 @@ from traceview.timeline.devices import (
     step_busy_part,
     step_busy_table,
 )
-from traceview.timeline.forked import fork_map
 from traceview.timeline.grouping import exact_sums
-from traceview.timeline.host_ops import KeepRows, OpsPart, looks_async
-from traceview.timeline.spill import release
 from traceview.timeline.timing import judged_and_exposed_in_chunks, per_step_self_time_in_chunks
 
 
@@ -48,7 +48,7 @@ class RunOps:
     group_rows: list[np.ndarray]         # per part: each group's row in ``stats`` (-1: none)
     devices: list[str]                   # devices with rows, sorted
     part_devices: list[np.ndarray]       # per part: its device codes -> codes into ``devices``
-    jobs: int = 1                        # processes the per-chunk measures may use (timeline.forked)
+    jobs: int = 1                        # processes the per-chunk measures may use (runtime.forked)
     _chunks: list[list[int]] | None = field(default=None, repr=False)   # parts that share devices, together
 
     @property
@@ -84,7 +84,7 @@ class RunOps:
         op id -> current row). A chunk is one part, or the parts that share a device (or rows with no device),
         in run order: every device's rows are in one chunk, so whatever is measured per device adds up over
         the chunks, and no table of every host's rows is ever built. The chunks are measured in ``jobs``
-        forked processes (timeline.forked). ``full_only``: only the rows of devices kept whole (not the
+        forked processes (runtime.forked). ``full_only``: only the rows of devices kept whole (not the
         async-looking rows of simple devices)."""
         chunks = self._chunk_parts()
 
@@ -93,7 +93,7 @@ class RunOps:
                 return task(*self._kept_rows(chunks[k], full_only, op_index))
             finally:
                 for i in chunks[k]:
-                    release(self.parts[i].kept_start)   # a spilled part's pages leave the process (timeline.spill)
+                    release(self.parts[i].kept_start)   # a spilled part's pages leave the process (hostreduce.spill)
 
         return fork_map(measure, len(chunks), self.jobs)
 

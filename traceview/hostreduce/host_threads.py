@@ -6,7 +6,7 @@ once: :data:`FEEDING`), and as disjoint interval sets the time a thread copied t
 (:data:`TRANSFER`), the feeding threads' dispatch (:data:`DISPATCH`), their waits on the devices
 (:data:`WAIT`, less dispatch) and everything they did; plus the events' self pieces for the evidence (which
 names took the time). Everything depends on one host's events only, so a pod's hosts are cut in their
-workers and the parent merges small interval sets (``timeline.activity``), never every host's events.
+workers and the parent merges small interval sets (``hostreduce.activity``), never every host's events.
 """
 
 from __future__ import annotations

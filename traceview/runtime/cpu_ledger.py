@@ -3,7 +3,7 @@
 
 Amdahl's law bounds a pod's speed-up by the share of its work that only one process can do: here, what the
 parent does once the last host's tables are in (merging the parts, the glue between the passes, the
-report), less the items of the passes it runs itself (``timeline.forked``; forked children run the others).
+report), less the items of the passes it runs itself (``runtime.forked``; forked children run the others).
 ``TRACEVIEW_CPU_LEDGER=FILE`` makes the ``traceview`` program write these figures to FILE as JSON just
 before it exits (``benchmarks/bench_scale.py`` reads them); unset, nothing is written and the cost is two
 clock reads per run.
@@ -23,7 +23,7 @@ _read_end: tuple[float, float, float] | None = None    # (process CPU, wall, ite
 def reading_ended() -> None:
     """Mark the moment the last host's result is in (the latest call counts: a command may read twice)."""
     global _read_end
-    from traceview.timeline.forked import items_cpu
+    from traceview.runtime.forked import items_cpu
 
     _read_end = (time.process_time(), time.perf_counter(), items_cpu())
 
@@ -33,7 +33,7 @@ def figures() -> dict[str, float] | None:
     the serial rest (``serial_cpu``); ``read_cpu``: before; None when no reading ended here."""
     if _read_end is None:
         return None
-    from traceview.timeline.forked import items_cpu
+    from traceview.runtime.forked import items_cpu
 
     cpu, wall, items = time.process_time(), time.perf_counter(), items_cpu()
     after, in_items = cpu - _read_end[0], items - _read_end[2]

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from traceview.timeline.forked import fork_map
+from traceview.runtime.forked import fork_map
 
 MAX_TIMELINE_POINTS = 1000
 
@@ -105,7 +105,7 @@ def _active_at_peak(events: pd.DataFrame, peak_row: int) -> list[dict]:
 
 def runtime_peaks(events: pd.DataFrame, timeline_points: int = MAX_TIMELINE_POINTS, jobs: int = 1) -> list[RuntimePeak]:
     """One RuntimePeak per (host, allocator) in an allocator event table (parsers.allocator_events); ``jobs``:
-    processes a pod's allocators may be split over (timeline.forked; the same peaks whatever it is)."""
+    processes a pod's allocators may be split over (runtime.forked; the same peaks whatever it is)."""
     if events.empty:
         return []
     grouped = events.groupby(["host", "memory"], observed=True, sort=True)

@@ -1,4 +1,4 @@
-"""The collector's thresholds while a Dask worker reads (traceview.trace.collector)."""
+"""The collector's thresholds while a Dask worker reads (traceview.runtime.collector)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from traceview.trace.collector import THRESHOLDS, fewer_collections
+from traceview.runtime.collector import THRESHOLDS, fewer_collections
 
 
 @pytest.fixture()

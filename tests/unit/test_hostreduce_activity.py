@@ -1,4 +1,4 @@
-"""A run's device activity (timeline.activity), reduced per host and merged, equals one pass over all rows,
+"""A run's device activity (hostreduce.activity), reduced per host and merged, equals one pass over all rows,
 and the idle causes and stragglers computed from it equal those computed from the op executions."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 from traceview.advice.idle import CAUSES, idle_causes
 from traceview.advice.stragglers import stragglers
+from traceview.hostreduce.activity import merge_activity, names_apart, reduce_activity, with_host_threads
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS
-from traceview.timeline.activity import merge_activity, names_apart, reduce_activity, with_host_threads
 from traceview.timeline.lateness import distinct as _distinct
 from traceview.timeline.lateness import names_in as _names_in
 from traceview.timeline.lateness import summarize

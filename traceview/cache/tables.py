@@ -58,7 +58,7 @@ _TABLES = ("ops", "host_events", "steps")
 _READER_MODULES = ("traceview.parsers.xplane", "traceview.parsers.xspace_schema", "traceview.parsers.xspace_fast",
                    "traceview.parsers.xspace_kernels", "traceview.parsers.xspace_native",
                    "traceview.parsers.xspace_file", "traceview.parsers.compressed",
-                   "traceview.parsers.discover", "traceview.parsers.profile", "traceview.trace.table_cache",
+                   "traceview.parsers.discover", "traceview.parsers.profile", "traceview.cache.tables",
                    "traceview.parsers.trace_json", "traceview.parsers.trace_file",
                    "traceview.parsers.remote", "traceview.parsers.allocator_events")
 # The TraceData fields an entry holds: a TraceData with other fields is not stored (nothing silently lost).

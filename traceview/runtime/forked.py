@@ -1,7 +1,7 @@
 """A pod's merged analysis spread over the cores: per host (or device) work run in forked processes.
 
 Once a pod's hosts are merged, what is left is measured host by host or device by device (the kept rows'
-overlaps and steps, the idle causes, the stragglers: ``timeline.run_ops``, ``advice``), in the parent, after
+overlaps and steps, the idle causes, the stragglers: ``hostreduce.run_ops``, ``advice``), in the parent, after
 the last host was read, on one core. :func:`fork_map` runs those pieces in ``jobs`` processes forked from the
 parent: they inherit everything it holds (the merged parts, and the spilled arrays' memory maps, whose files
 are already unlinked), so only an index goes to each and only its small result comes back. The results come
@@ -233,7 +233,7 @@ def _can_fork() -> bool:
 
 # A run's kept rows come in chunks, each holding whole devices (a host, or the hosts sharing a device): a
 # ``ForEach`` applies a function of one chunk (its raw rows, and per row its op row or label) to every chunk
-# and returns the results in chunk order (timeline.run_ops.RunOps.for_each: in forked processes).
+# and returns the results in chunk order (hostreduce.run_ops.RunOps.for_each: in forked processes).
 ForEach = Callable[[Callable[[Any, Any], Any]], list[Any]]
 
 

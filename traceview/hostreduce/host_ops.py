@@ -3,7 +3,7 @@
 A pod's run is analyzed map-reduce fashion: each host's op table (hundreds of
 thousands of executions) is reduced where it was read (a pool worker, a Dask
 worker, or this process) to an :class:`OpsPart`, and the parent merges the
-parts (:mod:`traceview.timeline.run_ops`). The parts hold, per (device,
+parts (:mod:`traceview.hostreduce.run_ops`). The parts hold, per (device,
 program_id, module, op) group: counts and exact time sums, the first
 non-missing category, the trace's own flops/bytes, per-step self time; per
 device: busy, span and op time. All of it adds up across hosts exactly, in
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from traceview.timeline.activity import Activity, reduce_activity
+from traceview.hostreduce.activity import Activity, reduce_activity
 from traceview.timeline.aggregate import OP_KEY
 from traceview.timeline.grouping import column_codes, exact_sums, execution_counts, first_rows
 from traceview.timeline.intervals import STEP_ROWS

@@ -1,4 +1,4 @@
-"""timeline.forked: per-host work in forked processes gives what one process gives, in order.
+"""runtime.forked: per-host work in forked processes gives what one process gives, in order.
 
 Each check runs in a fresh interpreter: the test process itself may hold threads (Dask's, Streamlit's)
 under which fork_map rightly declines to fork.
@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from traceview.timeline import forked
+from traceview.runtime import forked
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork_map forks on Linux only")
 
@@ -27,7 +27,7 @@ def _fresh(code: str) -> str:
 def test_forked_results_come_in_order_from_other_processes():
     out = _fresh("""
         import os, time
-        from traceview.timeline import forked
+        from traceview.runtime import forked
         assert forked._can_fork()
         def task(i):
             time.sleep(0.01)          # long enough for the forked process to take items too
@@ -43,7 +43,7 @@ def test_forked_results_come_in_order_from_other_processes():
 def test_a_forked_process_that_dies_is_an_error_not_a_hang():
     out = _fresh("""
         import os, time
-        from traceview.timeline import forked
+        from traceview.runtime import forked
         parent = os.getpid()
         def task(i):
             if os.getpid() != parent:
@@ -62,7 +62,7 @@ def test_a_forked_process_that_dies_is_an_error_not_a_hang():
 def test_a_result_that_does_not_pickle_is_an_error():
     out = _fresh("""
         import os, threading, time
-        from traceview.timeline import forked
+        from traceview.runtime import forked
         def task(i):
             time.sleep(0.01)
             return threading.Lock()       # no pickle
@@ -77,7 +77,7 @@ def test_a_result_that_does_not_pickle_is_an_error():
 @linux_only
 def test_an_error_in_a_forked_task_reaches_the_caller():
     out = _fresh("""
-        from traceview.timeline import forked
+        from traceview.runtime import forked
         def task(i):
             if i == 7:
                 raise ValueError("host 7")
@@ -102,7 +102,7 @@ def test_one_job_or_one_item_runs_here(monkeypatch):
 def test_no_process_to_fork_leaves_the_work_here():
     out = _fresh("""
         import os
-        from traceview.timeline import forked
+        from traceview.runtime import forked
         def refuse():
             raise BlockingIOError(11, "Resource temporarily unavailable")
         os.fork = refuse
@@ -120,7 +120,7 @@ def test_no_process_to_fork_leaves_the_work_here():
 def test_children_that_answered_are_reaped_by_the_next_fork_map_not_waited_for():
     out = _fresh("""
         import os, time
-        from traceview.timeline import forked
+        from traceview.runtime import forked
         def task(i):
             time.sleep(0.01)
             return os.getpid()
@@ -158,7 +158,7 @@ def test_nothing_forks_once_a_threaded_runtime_is_loaded(monkeypatch):
     runs here and the reading pool uses a fork server."""
     import types
 
-    from traceview.trace.hosts import _start_method
+    from traceview.runtime.pool import start_method as _start_method
 
     monkeypatch.delitem(sys.modules, "jaxlib", raising=False)
     monkeypatch.setattr(forked, "THREADED_RUNTIMES", ("jaxlib", "a_runtime_of_the_test"))
