@@ -32,7 +32,7 @@ SOURCES = {
 
 def build_trace(source: Path, target_events: int, out: Path) -> int:
     """Repeat every device plane's op lines until the file holds about target_events device events."""
-    from traceview.parsers.xspace_schema import XSpace
+    from traceview.parsers.xspace.schema import XSpace
 
     space = XSpace()
     space.ParseFromString(source.read_bytes())

@@ -40,8 +40,8 @@ def decode_host(path: str) -> int:
     """Read one host file and decode every line's events (no stats): the number of events."""
     import numpy as np
 
-    from traceview.parsers.xspace_file import load_xspace
-    from traceview.parsers.xspace_schema import decode_wide
+    from traceview.parsers.xspace.file import load_xspace
+    from traceview.parsers.xspace.schema import decode_wide
 
     no_stats = np.zeros(0, dtype=np.int64)
     return sum(decode_wide(line.events, no_stats).metadata_id.size
@@ -59,7 +59,7 @@ def import_the_rest() -> None:
 def one_run(run_dir: str, jobs: int) -> None:
     from concurrent.futures import ProcessPoolExecutor
 
-    from traceview.parsers import xspace_fast
+    from traceview.parsers.xspace import fast as xspace_fast
     from traceview.runtime.malloc import keep_freed_memory
 
     keep_freed_memory()

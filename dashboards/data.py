@@ -31,7 +31,8 @@ from traceview.dashboards.front import Front, from_analysis, store, stored
 from traceview.errors import UserError
 from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
-from traceview.parsers.discover import Run, find_run, is_trace_file, list_runs
+from traceview.parsers.discover import Run, find_run, list_runs
+from traceview.parsers.layout import is_trace_file
 from traceview.trace.read import ReadOptions
 
 # The choice in the target box that keeps the chip the analysis was built with.

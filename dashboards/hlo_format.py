@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from traceview.cost.shapes import shape_text
-from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
-from traceview.parsers.xplane import as_uint64
+from traceview.parsers.hlo.model import Computation, HloModule, Instruction, Shape
+from traceview.parsers.xspace.reader import as_uint64
 
 # Attributes shown elsewhere in the panel (or too long for one line).
 _HIDDEN_ATTRIBUTES = {"metadata", "backend_config", "frontend_attributes", "statistics"}

@@ -6,13 +6,13 @@ per host; when PATH holds several runs the newest is used unless one is named.
 The profiler also writes per-module ``*.hlo_proto.pb`` files next to the
 xplanes on some versions: their paths come with the run.
 
-Trace-event JSON is a trace too (:mod:`traceview.parsers.trace_json`):
+Trace-event JSON is a trace too (:mod:`traceview.parsers.trace_json.reader`):
 ``<host>.trace.json[.gz]`` (what the profiler tools export and repositories
 commit) and ``perfetto_trace.json[.gz]`` (what JAX writes beside the xplane with
 ``create_perfetto_trace=True``). A folder holding xplanes is read from them
 (they have everything the JSON has, and more); a folder of JSON files only is
 read from those, ``<host>.trace.json`` preferred over ``perfetto_trace.json``
-(JAX writes both, with the same events).
+(JAX writes both, with the same events). What the files are called: :mod:`traceview.parsers.layout`.
 """
 
 from __future__ import annotations
@@ -24,12 +24,15 @@ from pathlib import Path
 
 from traceview.errors import UserError
 from traceview.parsers import remote
+from traceview.parsers.layout import (
+    HLO_PROTO_SUFFIX,
+    PERFETTO_NAMES,
+    host_of,
+    is_trace_file,
+    is_xplane_file,
+    path_text,
+)
 
-XPLANE_SUFFIXES = (".xplane.pb", ".xplane.pb.gz")
-JSON_SUFFIXES = (".trace.json", ".trace.json.gz")
-PERFETTO_NAMES = ("perfetto_trace.json", "perfetto_trace.json.gz")
-TRACE_SUFFIXES = XPLANE_SUFFIXES + JSON_SUFFIXES
-HLO_PROTO_SUFFIX = ".hlo_proto.pb"
 _RUN_TIMESTAMP = re.compile(r"^(\d{4})_(\d{2})_(\d{2})_(\d{2})_(\d{2})_(\d{2})")
 
 
@@ -78,7 +81,7 @@ class Run:
         timestamp name (as the profiler writes it); else the newest file's mtime (which a copy or a
         clone resets, so it only orders runs when nothing better exists)."""
         if self._cached_time is None:
-            from traceview.parsers.xspace_file import file_capture_time  # numpy/protobuf: not for `--help`
+            from traceview.parsers.xspace.file import file_capture_time  # numpy/protobuf: not for `--help`
 
             starts = [t for t in (file_capture_time(f) for f in self.files if is_xplane_file(f)) if t is not None]
             m = _RUN_TIMESTAMP.match(self.name)
@@ -103,32 +106,6 @@ class Run:
         return {"name": self.name, "path": path_text(self.path), "format": self.format, "hosts": self.hosts,
                 "files": [path_text(f) for f in self.files], "total_bytes": self.total_bytes,
                 "captured": self.time.isoformat(), "captured_from": self.time_source}
-
-
-def is_trace_file(path: Path) -> bool:
-    """An xplane or a trace-event JSON file, by its name."""
-    return path.name.endswith(TRACE_SUFFIXES) or path.name in PERFETTO_NAMES
-
-
-def is_xplane_file(path: Path) -> bool:
-    return path.name.endswith(XPLANE_SUFFIXES)
-
-
-def host_of(path: Path) -> str:
-    """``<host>.xplane.pb[.gz]``, ``<host>.trace.json[.gz]`` -> ``<host>``; ``perfetto_trace.json.gz`` ->
-    ``perfetto_trace`` (the file does not name its host)."""
-    name = path.name
-    if name in PERFETTO_NAMES:
-        return "perfetto_trace"
-    for suffix in TRACE_SUFFIXES:
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return path.stem
-
-
-def path_text(path: str | Path) -> str:
-    """A path as the user would write it: a URL keeps its ``//`` (parsers/remote.py)."""
-    return remote.url_of(path) or str(path)
 
 
 def _size(path: Path) -> int:
@@ -262,41 +239,3 @@ def _disambiguate(runs: list[Run], root: Path) -> None:
                 r.name = str(r.path.relative_to(root))
             except ValueError:
                 r.name = str(r.path)
-
-
-DUMP_DIR_NAMES = ("hlo", "xla_dump", "dump", "hlo_dump")
-
-
-def find_dump_dir(trace_path: str | Path) -> Path | None:
-    """An HLO dump folder beside a trace: in PATH itself or in the folder above `plugins/`. Behind a URL,
-    a local copy of it (parsers/remote.py)."""
-    url = remote.url_of(trace_path)
-    if url is not None:
-        return _remote_dump_dir(url)
-    path = Path(trace_path)
-    candidates = [path] if path.is_dir() else []
-    for parent in [path, *path.parents]:
-        if parent.name == "plugins":
-            candidates.append(parent.parent)
-            break
-    for base in candidates:
-        for name in DUMP_DIR_NAMES:
-            if (base / name).is_dir():
-                return base / name
-    return None
-
-
-def _remote_dump_dir(url: str) -> Path | None:
-    import posixpath
-
-    head, _, rest = url.partition("://")
-    parts = rest.rstrip("/").split("/")
-    bases = [url.rstrip("/")]
-    if "plugins" in parts:
-        bases.append(f"{head}://{'/'.join(parts[:len(parts) - 1 - parts[::-1].index('plugins')])}")
-    for base in bases:
-        for name in DUMP_DIR_NAMES:
-            candidate = posixpath.join(base, name)
-            if remote.is_dir(candidate):
-                return remote.local_copy_of_dir(candidate)
-    return None

@@ -199,7 +199,7 @@ def _visible_panel(browser: DevTools) -> str:
 def test_memory_tab_and_op_graph_in_chromium(browser, shared_traces, tmp_path, rel, memory, chip):
     """The Memory tab shows XProf's peak and what holds it; Op detail draws the op graph."""
     from traceview.hostreduce.memory_peaks import runtime_peaks
-    from traceview.parsers.allocator_events import read_allocator_events
+    from traceview.parsers.xspace.allocator_events import read_allocator_events
     from traceview.render.memory import fmt_bytes
 
     trace = shared_traces / rel

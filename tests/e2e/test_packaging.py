@@ -101,7 +101,7 @@ def test_the_wheel_ships_parsers_and_dashboards_inside_traceview_only(built):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"traceview"}          # no top-level parsers, dashboards, build_backend or tests
-    for needed in ("traceview/parsers/xplane.py", "traceview/dashboards/app.py", "traceview/data/hardware.json",
+    for needed in ("traceview/parsers/xspace/reader.py", "traceview/dashboards/app.py", "traceview/data/hardware.json",
                    "traceview/schemas/analyze.schema.json", "traceview/py.typed", "traceview/trace/read.py"):
         assert needed in names
     # The plain install is the fast one: numba is required (no extra), where it has wheels.

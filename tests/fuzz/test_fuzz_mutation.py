@@ -55,7 +55,7 @@ def test_the_compiled_reader_loads_before_any_case_is_timed():
     pytest.importorskip("numba")
     script = (
         "from tests.support import fuzzing\n"
-        "from traceview.parsers import xspace_fast\n"
+        "from traceview.parsers.xspace import fast as xspace_fast\n"
         "assert not xspace_fast.loaded()\n"
         "seeds = [s for s in fuzzing.default_seeds(shared=False) if s.kind == 'config'][:1]\n"
         "report = fuzzing.fuzz(1, 1, seeds=seeds, timeout_s=30.0)\n"

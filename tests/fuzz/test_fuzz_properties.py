@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from traceview.errors import HloError, TraceError, UserError
-from traceview.parsers.hlo_text import parse_hlo_text, parse_replica_groups
-from traceview.parsers.xplane import read_xplane
-from traceview.parsers.xspace_schema import XSpace
+from traceview.parsers.hlo.text import parse_hlo_text, parse_replica_groups
+from traceview.parsers.xspace.reader import read_xplane
+from traceview.parsers.xspace.schema import XSpace
 from traceview.render.escape import markdown_text, terminal_text, xml_text
 from traceview.render.tables import markdown_table, text_table
 

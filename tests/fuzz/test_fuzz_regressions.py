@@ -21,13 +21,13 @@ import pytest
 import traceview.parsers.compressed as compressed
 from traceview.cli import main
 from traceview.errors import HloError, UserError
-from traceview.parsers.hlo_checks import check_module
-from traceview.parsers.hlo_proto import modules_from_trace_protos, parse_hlo_proto
-from traceview.parsers.hlo_schema import message_class
-from traceview.parsers.hlo_text import parse_hlo_text, parse_replica_groups
+from traceview.parsers.hlo.checks import check_module
+from traceview.parsers.hlo.proto import modules_from_trace_protos, parse_hlo_proto
+from traceview.parsers.hlo.schema import message_class
+from traceview.parsers.hlo.text import parse_hlo_text, parse_replica_groups
 from traceview.parsers.profile import Device
-from traceview.parsers.xplane import read_xplane
-from traceview.parsers.xspace_schema import XSpace
+from traceview.parsers.xspace.reader import read_xplane
+from traceview.parsers.xspace.schema import XSpace
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE_TRACE = REPO / "sample_traces/mlp/plugins/profile/mlp/localhost.xplane.pb"
@@ -234,7 +234,7 @@ def test_corrupt_gzip_hlo_text_is_a_clean_error(tmp_path):
 
 
 def test_trace_json_gzip_bomb_stops_at_the_bound(tmp_path, monkeypatch):
-    import traceview.parsers.trace_json_text as trace_json_text
+    import traceview.parsers.trace_json.text as trace_json_text
 
     monkeypatch.setattr(trace_json_text, "JSON_LIMIT", 8 << 20)
     path = tmp_path / "host.trace.json.gz"
@@ -263,7 +263,7 @@ def test_bad_trace_json_is_a_one_line_error(tmp_path, content, words):
 
 
 def test_trace_json_events_with_impossible_times_are_dropped_with_a_warning(tmp_path):
-    from traceview.parsers.trace_json import read_trace_json
+    from traceview.parsers.trace_json.reader import read_trace_json
 
     events = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/device:TPU:0"}},
               {"ph": "M", "pid": 1, "tid": 2, "name": "thread_name", "args": {"name": "XLA Ops"}},
@@ -404,7 +404,7 @@ def test_one_bad_trace_proto_is_a_warning_not_the_end():
 
 
 def test_check_module_accepts_every_sample_module():
-    from traceview.parsers.hlo_dump import load_hlo_modules
+    from traceview.parsers.hlo.dump import load_hlo_modules
 
     modules, _ = load_hlo_modules(REPO / "sample_traces/sharded/hlo")
     for m in modules:
@@ -564,7 +564,7 @@ def test_event_field_with_a_huge_length_never_hangs(tmp_path, length):
     """A length-delimited field inside event bytes whose length varint is huge (read as negative): a clean
     error or the other events, never a hang (run in the fuzzer's worker, which is killed past its time)."""
     from tests.support import fuzzing
-    from traceview.parsers.xspace_schema import XSpaceRaw
+    from traceview.parsers.xspace.schema import XSpaceRaw
 
     space = XSpaceRaw()
     plane = space.planes.add(name="/device:GPU:0")
@@ -586,7 +586,7 @@ def test_event_field_with_a_huge_length_never_hangs(tmp_path, length):
 def test_allocator_events_at_impossible_times_are_dropped(shared_traces, tmp_path):
     """Found by the fuzzer (seed 31): a host line starting at -2^63 ns made the memory view's reader crash
     (OverflowError); its events are dropped, as the op reader drops them."""
-    from traceview.parsers.allocator_events import read_allocator_events
+    from traceview.parsers.xspace.allocator_events import read_allocator_events
 
     space = XSpace()
     space.ParseFromString((shared_traces / "AMD-AGI-TraceLens/jax08_gemm/tw003.xplane.pb").read_bytes())

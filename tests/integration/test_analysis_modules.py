@@ -18,7 +18,7 @@ from traceview.analysis.build import apply_target, build_analysis
 from traceview.analysis.modules import Executed, cost_table, profile_modules
 from traceview.analysis.record import analysis_json
 from traceview.hardware.database import get_chip, load_hardware
-from traceview.parsers import hlo_proto
+from traceview.parsers.hlo import proto as hlo_proto
 from traceview.trace.read import load_profile
 
 
@@ -85,7 +85,7 @@ def test_a_module_is_kept_by_program_id_when_its_name_differs():
 
 def test_a_dumped_module_the_trace_carries_is_not_read(transformer, monkeypatch):
     """The transformer sample's hlo/ dump holds jit_train_step, which the trace carries (and wins)."""
-    from traceview.parsers import hlo_dump
+    from traceview.parsers.hlo import dump as hlo_dump
 
     dumped = [f.name for f in (Path(transformer.source.path) / "hlo").iterdir()]
     assert any("jit_train_step" in name for name in dumped)

@@ -6,7 +6,7 @@ import os
 from datetime import datetime, timezone
 
 from traceview.parsers.discover import find_run, list_runs
-from traceview.parsers.xspace_schema import XSpaceRaw
+from traceview.parsers.xspace.schema import XSpaceRaw
 
 
 def _trace(path, start_ns: int | None) -> None:

@@ -19,7 +19,7 @@ pytest.importorskip("jax")
 
 from tests.support import corpus  # noqa: E402
 from traceview.cost import instruction_costs, module_totals  # noqa: E402
-from traceview.parsers.hlo_text import parse_hlo_text  # noqa: E402
+from traceview.parsers.hlo.text import parse_hlo_text  # noqa: E402
 
 PROGRAM_NAMES = [p.name for p in corpus.PROGRAMS]
 
@@ -157,8 +157,8 @@ def test_per_op_costs_match_xprof(shared_traces, rel, tmp_path, capsys):
 
     import pandas as pd
 
-    from traceview.parsers.hlo_proto import modules_from_trace_protos
-    from traceview.parsers.xplane import read_xplane
+    from traceview.parsers.hlo.proto import modules_from_trace_protos
+    from traceview.parsers.xspace.reader import read_xplane
 
     path = tmp_path / Path(rel).name          # XProf caches results beside its input: use a copy
     shutil.copy(shared_traces / rel, path)

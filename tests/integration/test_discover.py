@@ -164,7 +164,7 @@ def test_non_regular_trace_name_is_a_warning_in_the_analysis(sample_traces, tmp_
 def test_a_single_run_is_found_without_reading_capture_times(logdir, monkeypatch):
     """Ordering runs reads each host file's start time; with one run there is nothing to order (a pod's
     run of hundreds of host files must not be opened once more just to be picked)."""
-    from traceview.parsers import xspace_file
+    from traceview.parsers.xspace import file as xspace_file
 
     calls: list[Path] = []
     real = xspace_file.file_capture_time

@@ -11,7 +11,7 @@ import pytest
 
 from traceview.cli import main
 from traceview.graph.neighbourhood import Node, OpGraph, op_graph
-from traceview.parsers.hlo_dump import load_hlo_modules
+from traceview.parsers.hlo.dump import load_hlo_modules
 from traceview.render.graph import to_dot
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,8 +7,8 @@ import shutil
 import pytest
 
 from traceview.errors import HloError, UserError
-from traceview.parsers.hlo_dump import classify_file, load_hlo_modules, match_module, read_hlo_file
-from traceview.parsers.hlo_text import parse_hlo_text
+from traceview.parsers.hlo.dump import classify_file, load_hlo_modules, match_module, read_hlo_file
+from traceview.parsers.hlo.text import parse_hlo_text
 
 
 def test_jax_dump_folder_both_stages(jax_hlo_dump):
@@ -128,7 +128,7 @@ def test_errors(tmp_path):
 
 def test_a_dump_reads_only_the_modules_wanted(jax_hlo_dump, monkeypatch):
     """A module whose text header names one not wanted is neither parsed in text nor in proto form."""
-    from traceview.parsers import hlo_dump
+    from traceview.parsers.hlo import dump as hlo_dump
 
     dump = jax_hlo_dump / "dump"
     every, _ = load_hlo_modules(dump)
@@ -151,7 +151,7 @@ def test_a_dump_reads_only_the_modules_wanted(jax_hlo_dump, monkeypatch):
 def test_a_dump_read_again_reuses_the_modules_converted(jax_hlo_dump, monkeypatch):
     """What a filtered read converted, a later read of the whole dump reuses: the same list, in the same
     order, each module read once (Analysis.modules after the analysis read the modules that ran)."""
-    from traceview.parsers import hlo_dump
+    from traceview.parsers.hlo import dump as hlo_dump
 
     dump = jax_hlo_dump / "dump"
     every, every_warnings = load_hlo_modules(dump)
@@ -175,7 +175,8 @@ def test_a_dump_without_plain_text_reads_only_the_modules_wanted(jax_hlo_dump, t
     import lzma
     import shutil
 
-    from traceview.parsers import hlo_dump, hlo_proto
+    from traceview.parsers.hlo import dump as hlo_dump
+    from traceview.parsers.hlo import proto as hlo_proto
 
     dump = tmp_path / "dump"
     shutil.copytree(jax_hlo_dump / "dump", dump)
@@ -224,14 +225,14 @@ def test_read_head_is_bounded_and_never_raises(tmp_path):
 
 
 def test_proto_module_name():
-    from traceview.parsers.hlo_proto import proto_module_name
+    from traceview.parsers.hlo.proto import proto_module_name
 
     assert proto_module_name(b"") is None
     assert proto_module_name(b"\xff\xff\xff") is None
 
 
 def test_header_module_name():
-    from traceview.parsers.hlo_text import header_module_name
+    from traceview.parsers.hlo.text import header_module_name
 
     assert header_module_name("HloModule jit_f, entry_computation_layout={()->f32[]}\n") == "jit_f"
     assert header_module_name("// a comment\n\n  HloModule m.1\nENTRY e {") == "m.1"

@@ -144,7 +144,7 @@ def test_the_proto_reader_keeps_input_output_alias_as_xla_prints_it(serving):
     """The donated cache is read from the module proto; XLA's own text dump prints the same aliasing."""
     import re
 
-    from traceview.parsers.hlo_proto import read_hlo_proto
+    from traceview.parsers.hlo.proto import read_hlo_proto
 
     for proto in sorted((serving / "hlo").glob("*.cpu_after_optimizations.hlo.pb")):
         text = proto.with_name(proto.name.replace(".hlo.pb", ".txt")).read_text()

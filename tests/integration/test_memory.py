@@ -20,8 +20,7 @@ from traceview.cli import main
 from traceview.hostreduce.memory_peaks import fill_steps, runtime_peaks
 from traceview.memory.modules import static_peaks_from_dump, static_peaks_from_protos
 from traceview.memory.static import static_peak
-from traceview.parsers.allocator_events import ALLOCATOR_COLUMNS, read_allocator_events
-from traceview.parsers.buffer_assignment import (
+from traceview.parsers.hlo.buffer_assignment import (
     ALLOC,
     FREE,
     SHARE_WITH,
@@ -30,6 +29,7 @@ from traceview.parsers.buffer_assignment import (
     HeapEvent,
     LogicalBuffer,
 )
+from traceview.parsers.xspace.allocator_events import ALLOCATOR_COLUMNS, read_allocator_events
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 XPLANES = sorted(SHARED.rglob("*.xplane.pb")) if SHARED.is_dir() else []
@@ -272,8 +272,8 @@ def test_absent_allocation_metadata_is_none_not_nan():
 def test_mutated_buffer_assignments_fail_cleanly():
     """Hostile bytes: a clean HloError or a result, never another exception or a hang."""
     from traceview.errors import HloError
-    from traceview.parsers.buffer_assignment import parse_buffer_assignment
-    from traceview.parsers.hlo_dump import read_bytes
+    from traceview.parsers.hlo.buffer_assignment import parse_buffer_assignment
+    from traceview.parsers.hlo.dump import read_bytes
 
     protos = sorted((REPO / "sample_traces" / "mlp" / "hlo").glob("*after_optimizations.hlo.pb"))
     if not protos:
@@ -371,7 +371,7 @@ def test_allocator_events_of_a_file_the_compiled_reader_would_take(monkeypatch):
     """Large traces go to the compiled reader, whose lines keep no per-event bytes: the allocator events
     must still be read (the same rows as for a small file), never a TypeError."""
     pytest.importorskip("numba")
-    from traceview.parsers import xspace_file
+    from traceview.parsers.xspace import file as xspace_file
 
     path = SHARED / "openxla-xprof" / "tpu_inference_2.xplane.pb"
     if not path.exists():

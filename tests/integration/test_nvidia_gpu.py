@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import traceview
-from traceview.parsers.command_buffers import KernelSchedule, place_kernels
-from traceview.parsers.hlo_proto import parse_hlo_proto, proto_key
-from traceview.parsers.xplane import read_xplane
+from traceview.parsers.hlo.command_buffers import KernelSchedule, place_kernels
+from traceview.parsers.hlo.proto import parse_hlo_proto, proto_key
+from traceview.parsers.xspace.reader import read_xplane
 
 H200 = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "h200"
 pytestmark = pytest.mark.skipif(not (H200 / "train").is_dir(), reason=f"H200 captures not available in {H200}")
@@ -176,7 +176,7 @@ def test_graph_launches_are_the_steps_of_a_trace_without_step_annotations(loaded
 
 def test_command_buffers_read_through_with_the_hlo_from_a_dump_beside_the_trace(tmp_path):
     """A trace whose metadata plane (the HLO) is gone, with the XLA dump beside it: the same ops and MFU."""
-    from traceview.parsers.xspace_schema import XSpace
+    from traceview.parsers.xspace.schema import XSpace
 
     space = XSpace()
     space.ParseFromString(next((H200 / "train").rglob("*.xplane.pb")).read_bytes())

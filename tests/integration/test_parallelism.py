@@ -20,7 +20,7 @@ from traceview.parallelism.diagnose import DiagnoseInputs, diagnose, from_analys
 from traceview.parallelism.groups import collective_sites
 from traceview.parallelism.mesh import subgrid
 from traceview.parallelism.rules import axis_link, critical_ratio
-from traceview.parsers.hlo_text import parse_hlo_text
+from traceview.parsers.hlo.text import parse_hlo_text
 from traceview.render.parallelism import md, parallelism_json, parallelism_markdown, parallelism_text, summary_line
 
 MAXTEXT = Path("NVIDIA-JAX-Toolbox/maxtext_fsdp4_h100/dump")
@@ -334,7 +334,7 @@ def test_maxtext_h100_dump_fsdp_over_4(shared_traces):
     assert all(c.attribution.axes == ["fsdp"] for c in report.collectives)
     # tokens per chip: the before-optimizations module takes the global batch of token ids, s32[8,2048]
     # (the batch split 4 ways over 'fsdp'): 8 * 2048 / 4 = 4096
-    from traceview.parsers.hlo_dump import load_hlo_modules
+    from traceview.parsers.hlo.dump import load_hlo_modules
 
     (before,), _ = load_hlo_modules(shared_traces / MAXTEXT, stage="before")
     params = [i.shape for i in before.entry_computation().instructions if i.opcode == "parameter"]

@@ -17,7 +17,7 @@ import traceview
 from traceview.hardware.database import get_chip, load_hardware
 from traceview.parallelism.diagnose import DiagnoseInputs, diagnose, from_analysis, from_hlo
 from traceview.parallelism.rules import axis_link, critical_ratio
-from traceview.parsers.hlo_text import parse_hlo_text
+from traceview.parsers.hlo.text import parse_hlo_text
 from traceview.render.parallelism import parallelism_json, parallelism_markdown, parallelism_text, summary_line
 
 MAXTEXT_TPU = Path("AI-Hypercomputer-maxtext")

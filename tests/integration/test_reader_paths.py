@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 from traceview.cli import main
-from traceview.parsers import xspace_file
+from traceview.parsers.xspace import file as xspace_file
 
 pytest.importorskip("numba")
-from traceview.parsers import xspace_fast  # noqa: E402
+from traceview.parsers.xspace import fast as xspace_fast  # noqa: E402
 
 TRACES = ["sample_traces/transformer", "sample_traces/sharded", "openxla-xprof/tpu_inference_2.xplane.pb",
           "AMD-AGI-TraceLens/jax08_gemm/tw003.xplane.pb"]
@@ -44,7 +44,7 @@ def test_pure_path_analyzes_as_the_compiled_one(trace, shared_traces, tmp_path, 
     pure, pure_calls, _ = _analyze(path, tmp_path / "pure.json", monkeypatch, compiled=False)
     compiled, compiled_calls, mapped = _analyze(path, tmp_path / "compiled.json", monkeypatch, compiled=True)
     assert pure_calls == 0 and compiled_calls >= 1  # each path was the one taken
-    # an uncompressed file is mapped, its pages dropped as decoded (parsers/xspace_map.py): the same bytes out
+    # an uncompressed file is mapped, its pages dropped as decoded (parsers/xspace/mapped.py): the same bytes out
     assert mapped == compiled_calls
     assert b'"ops"' in pure and len(pure) > 1000
     assert pure == compiled

@@ -18,7 +18,7 @@ import pytest
 from traceview.cache import tables as table_cache
 from traceview.cli import main
 from traceview.errors import UserError
-from traceview.parsers.xplane import read_xplane
+from traceview.parsers.xspace.reader import read_xplane
 from traceview.trace.read import ReadOptions, load_profile
 
 TPU = "openxla-xprof/tpu_inference_2.xplane.pb"
@@ -181,7 +181,7 @@ def test_allocator_peaks_reduced_with_the_hosts_equal_those_of_every_event_at_on
     """analyze reduces each host's allocator events to their peaks where it reads the host (a pool worker):
     the peaks, their order and the first event's time are those of one table of every file's events."""
     from traceview.hostreduce.memory_peaks import runtime_peaks
-    from traceview.parsers.allocator_events import read_allocator_events
+    from traceview.parsers.xspace.allocator_events import read_allocator_events
     from traceview.trace.read import runtime_memory
 
     frames = [read_allocator_events(f) for f in sorted(pod.glob("*.xplane.pb"))]
@@ -205,7 +205,7 @@ def test_merged_peaks_keep_the_order_of_one_table_and_refuse_a_host_split_over_f
     """Hosts given out of order come out in the order of one table; two files holding one host's allocator
     give no merged peaks (only their events together tell its peak)."""
     from traceview.hostreduce.memory_peaks import host_peaks, merged_peaks, runtime_peaks
-    from traceview.parsers.allocator_events import read_allocator_events
+    from traceview.parsers.xspace.allocator_events import read_allocator_events
 
     events = read_allocator_events(shared_traces / MI300X)
     assert events["memory"].nunique() > 1
@@ -223,7 +223,7 @@ def test_allocator_events_from_the_table_cache_equal_a_read_of_the_files(pod, ca
     for the memory view): the same peaks as read from the files, and the same analyze output."""
     if _alone_where_the_pool_cannot_fork(request):
         return
-    from traceview.parsers import allocator_events
+    from traceview.parsers.xspace import allocator_events
     from traceview.trace.read import runtime_memory
 
     files = sorted(str(f) for f in pod.glob("*.xplane.pb"))
@@ -257,7 +257,7 @@ def test_allocator_events_from_the_table_cache_equal_a_read_of_the_files(pod, ca
 
 
 def test_allocator_entry_round_trips_strings_none_and_empty(tmp_path, cache_dir):
-    from traceview.parsers.allocator_events import empty_allocator_frame
+    from traceview.parsers.xspace.allocator_events import empty_allocator_frame
 
     f = tmp_path / "h.xplane.pb"
     f.write_bytes(b"x")
@@ -386,7 +386,7 @@ def test_a_broken_host_is_a_warning_naming_it(pod, cache_dir, jobs):
 def test_an_internal_error_on_one_host_is_a_warning(pod, cache_dir, monkeypatch, jobs, request):
     if jobs > 1 and _alone_where_the_pool_cannot_fork(request):
         return
-    import traceview.parsers.xplane as xplane
+    import traceview.parsers.xspace.reader as xplane
 
     real = xplane.read_xplane
 
@@ -436,13 +436,13 @@ def test_dask_local_cluster_equals_local(pod, cache_dir, monkeypatch):
 
 
 def _pretend_eight_cores() -> None:
-    from traceview.parsers import xspace_fast
+    from traceview.parsers.xspace import fast as xspace_fast
 
     xspace_fast._cores = lambda: 8
 
 
 def _split_threads() -> int:
-    from traceview.parsers import xspace_fast
+    from traceview.parsers.xspace import fast as xspace_fast
 
     return xspace_fast._split_threads()
 
@@ -526,7 +526,7 @@ def test_trace_data_with_unknown_fields_is_not_stored(shared_traces, cache_dir):
     """A field added to TraceData later must not be dropped silently by the cache."""
     from dataclasses import dataclass
 
-    from traceview.parsers.xplane import TraceData
+    from traceview.parsers.xspace.reader import TraceData
 
     @dataclass
     class Wider(TraceData):
@@ -602,7 +602,7 @@ def test_a_program_that_ran_jax_reads_hosts_in_a_fork_server_without_forking_its
 
 def test_capture_time_without_parsing_the_events(shared_traces, sample_traces):
     """Picking the newest run reads only the Task Environment plane: same time as a full parse."""
-    from traceview.parsers.xspace_file import capture_time, file_capture_time, load_xspace
+    from traceview.parsers.xspace.file import capture_time, file_capture_time, load_xspace
 
     files = sorted(shared_traces.rglob("*.xplane.pb")) + sorted(sample_traces.rglob("*.xplane.pb"))
     times = [(file_capture_time(f), capture_time(load_xspace(f))) for f in files]
@@ -611,7 +611,7 @@ def test_capture_time_without_parsing_the_events(shared_traces, sample_traces):
 
 
 def test_capture_time_of_broken_files_is_none(tmp_path):
-    from traceview.parsers.xspace_file import file_capture_time
+    from traceview.parsers.xspace.file import file_capture_time
 
     for k, data in enumerate([b"", b"\x0a\xff\xff\xff\xff\x0f", b"\x0a\x05\x12\x10Task", b"\xff" * 12]):
         f = tmp_path / f"h{k}.xplane.pb"

@@ -1,4 +1,4 @@
-"""StableHLO text (parsers/stablehlo.py) costed against XLA's own cost analysis of the same lowering."""
+"""StableHLO text (parsers/hlo/stablehlo.py) costed against XLA's own cost analysis of the same lowering."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import traceview.parsers.stablehlo as stablehlo
+import traceview.parsers.hlo.stablehlo as stablehlo
 from traceview.api.hlo import hlo
 
 LOWER = r'''
@@ -153,7 +153,7 @@ def test_valid_shardings_are_kept(tmp_path: Path) -> None:
                                 '%arg0: tensor<8x16xf32> {mhlo.sharding = "{devices=[2,1]<=[2]}"}')
     path = tmp_path / "sharded.mlir"
     path.write_text(sharded)
-    from traceview.parsers.hlo_dump import read_hlo_file
+    from traceview.parsers.hlo.dump import read_hlo_file
 
     module = read_hlo_file(path)
     assert any("devices=[2,1]" in (i.attributes.get("sharding") or "")

@@ -1,4 +1,4 @@
-"""Trace-event JSON (parsers/trace_json.py) against independent readings of the same run.
+"""Trace-event JSON (parsers/trace_json/reader.py) against independent readings of the same run.
 
 * JAX's Perfetto JSON of the mlp_perfetto sample against the xplane of the same
   capture (both written by one ``jax.profiler.trace(..., create_perfetto_trace=True)``);
@@ -162,7 +162,7 @@ def _traceview(*argv: str) -> subprocess.CompletedProcess:
 def test_lone_surrogates_in_names_are_read_and_written_out(shared_traces: Path, tmp_path: Path) -> None:
     """`"op\\ud800x"` in hlo_op args, thread and event names: the ops keep their place (U+FFFD for the lone
     surrogate) and every output can be written as UTF-8."""
-    from traceview.parsers.trace_json import read_trace_json
+    from traceview.parsers.trace_json.reader import read_trace_json
 
     doc = _h200_events(shared_traces)
     renamed = 0
@@ -185,7 +185,7 @@ def test_lone_surrogates_in_names_are_read_and_written_out(shared_traces: Path, 
 def test_times_that_are_not_numbers_are_refused_not_read(shared_traces: Path, tmp_path: Path) -> None:
     """Every `ts` set to `true` read as a trace of 1 us steps was garbage: it is now one line, exit 2; a few
     such events are dropped with a warning."""
-    from traceview.parsers.trace_json import read_trace_json
+    from traceview.parsers.trace_json.reader import read_trace_json
 
     doc = _h200_events(shared_traces)
     timed = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
@@ -209,7 +209,7 @@ def test_many_threads_are_read_in_one_block_each(kind: str, tmp_path: Path) -> N
     """20,000 streams (or host threads) of one event each: one row per event, each on its own line, with
     the self times of a line of its own (the read that took 95 s for 100,000 is a block of rows per device)."""
     from tests.support.fuzz_hostile import threads
-    from traceview.parsers.trace_json import read_trace_json
+    from traceview.parsers.trace_json.reader import read_trace_json
 
     _, data, _ = threads(20_000, kind)
     path = tmp_path / f"{kind}.trace.json"

@@ -1,4 +1,4 @@
-"""parsers.xplane on the real traces: devices, steps, HLO protos, gzip, nesting, bad input."""
+"""parsers.xspace.reader on the real traces: devices, steps, HLO protos, gzip, nesting, bad input."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 from traceview.errors import TraceError, UserError
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS
-from traceview.parsers.xplane import as_uint64, load_xspace, read_xplane, self_times
-from traceview.parsers.xspace_schema import XSpace
+from traceview.parsers.xspace.reader import as_uint64, load_xspace, read_xplane, self_times
+from traceview.parsers.xspace.schema import XSpace
 
 TPU = "openxla-xprof/tpu_inference_2.xplane.pb"
 V100 = "tensorflow-profiler/GPU-multi-worker/34.83.195.179_6003.xplane.pb"
@@ -262,7 +262,7 @@ def _random_nested(rng, n_roots=6, depth=3):
 @pytest.fixture(params=["numpy", "compiled"])
 def nesting_path(request, monkeypatch):
     """self_times through each of its two implementations (the compiled one where numba is installed)."""
-    from traceview.parsers import xspace_fast
+    from traceview.parsers.xspace import fast as xspace_fast
 
     if request.param == "compiled" and not xspace_fast.enabled():
         pytest.skip("numba is not installed")
@@ -300,11 +300,11 @@ def test_self_times_flat_and_zero_length(nesting_path):
 def test_self_times_with_partial_overlaps():
     """Partial overlaps (threads, async work) have no brute-force definition: the compiled walk must give
     exactly what the vectorized passes give, including an event that outlives its parent."""
-    from traceview.parsers import xspace_fast
+    from traceview.parsers.xspace import fast as xspace_fast
 
     if not xspace_fast.enabled():
         pytest.skip("numba is not installed")
-    from traceview.parsers.xplane import _nested_children
+    from traceview.parsers.xspace.reader import _nested_children
 
     # A [0,10) holds B [2,6): 4 of A's time. C [5,15) starts with A and B open: depth 2, parent B, and
     # 1 of it lies inside B. D [12,14) starts when only C is open: depth 1, so its parent is the last
@@ -328,7 +328,7 @@ def test_self_times_of_lines_in_order_in_one_compiled_pass(monkeypatch):
     """The one-pass kernel (lines already in (start, longest first) order) gives what the numpy passes
     give: partial overlaps, ties, zero and negative durations (which neither have nor are children),
     and a line out of order is left to the sorting path."""
-    from traceview.parsers import xspace_fast
+    from traceview.parsers.xspace import fast as xspace_fast
 
     if not xspace_fast.enabled():
         pytest.skip("numba is not installed")
@@ -363,7 +363,7 @@ def test_copy_of_trace_keeps_host_name(shared_traces, tmp_path):
 
 def test_columnar_decoder_matches_protobuf_parser(shared_traces):
     """decode_events gives the same events and stats as protobuf's own parser, on every real trace."""
-    from traceview.parsers.xspace_schema import XSpaceRaw, decode_events
+    from traceview.parsers.xspace.schema import XSpaceRaw, decode_events
 
     kinds = {"double_value": 2, "uint64_value": 3, "int64_value": 4, "str_value": 5, "bytes_value": 6,
              "ref_value": 7, None: 0}
@@ -395,7 +395,7 @@ def test_columnar_decoder_matches_protobuf_parser(shared_traces):
 
 
 def test_corrupt_event_bytes(tmp_path):
-    from traceview.parsers.xspace_schema import XSpaceRaw
+    from traceview.parsers.xspace.schema import XSpaceRaw
 
     space = XSpaceRaw()
     plane = space.planes.add(name="/device:GPU:0")
@@ -467,7 +467,7 @@ def test_cpu_op_times_run_to_their_end_markers(sample_traces, sample):
 def test_unreported_figures_hold_no_memory_and_a_profile_can_change_them():
     """GPU and CPU rows' trace flops and bytes (the trace does not report them): read as one NaN seen on every
     row (no 16 bytes per row), the same values as before; a Profile's op table holds writable columns."""
-    from traceview.parsers.xplane import is_unreported
+    from traceview.parsers.xspace.reader import is_unreported
     from traceview.trace.read import ReadOptions, load_profile
 
     path = "sample_traces/transformer"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from traceview.parsers.xplane import as_uint64, read_xplane
+from traceview.parsers.xspace.reader import as_uint64, read_xplane
 
 TOLERANCE = 0.005
 

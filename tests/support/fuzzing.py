@@ -129,7 +129,7 @@ def default_seeds(shared: bool = True, max_trace_bytes: int = 400_000) -> list[S
                             50_000)
         tpu = SHARED / "openxla-xprof" / "tpu_inference_2.xplane.pb"
         if tpu.is_file():  # its embedded HLO protos: the 'flipped byte in the TPU trace' family
-            from traceview.parsers.xplane import read_xplane
+            from traceview.parsers.xspace.reader import read_xplane
 
             for key, data in list(read_xplane(tpu).hlo_protos.items())[:2]:
                 seeds.append(Seed("trace_proto", f"{key}.hlo_proto", data))
@@ -424,7 +424,7 @@ _HOSTILE_INTS = [-1, -(1 << 40), (1 << 63) - 1, 1 << 62, 0, 2**31, -(1 << 63)]
 
 def xspace_mutations(rng: random.Random, data: bytes) -> tuple[str, bytes]:
     """A semantic mutation of an XSpace: impossible times, wrong stat types, hostile names, odd ids."""
-    from traceview.parsers.xspace_schema import XSpace
+    from traceview.parsers.xspace.schema import XSpace
 
     space = XSpace()
     space.ParseFromString(data)
@@ -489,7 +489,7 @@ def xspace_mutations(rng: random.Random, data: bytes) -> tuple[str, bytes]:
             e.metadata_id = rng.choice([-1, 0, 1 << 40, 123456789])
         mutation = "unknown metadata ids"
     elif choice == 7 and planes:  # an embedded HLO proto made hostile
-        from traceview.parsers.hlo_schema import message_class
+        from traceview.parsers.hlo.schema import message_class
 
         for plane in planes:
             names = {k: m.name for k, m in plane.stat_metadata.items()}
@@ -604,7 +604,7 @@ def _mutate_hlo_module(rng: random.Random, module) -> str:
 
 
 def hlo_proto_mutations(rng: random.Random, data: bytes) -> tuple[str, bytes]:
-    from traceview.parsers.hlo_schema import message_class
+    from traceview.parsers.hlo.schema import message_class
 
     raw = data
     compressed = raw[:6] == b"\xfd7zXZ\x00"
@@ -731,7 +731,7 @@ def _run_allocator_events(path: Path) -> None:
     """The memory view's reader of the host plane (found by reading the file's field headers alone): a clean
     refusal or events with no negative time or size."""
     from traceview.errors import UserError
-    from traceview.parsers.allocator_events import read_allocator_events
+    from traceview.parsers.xspace.allocator_events import read_allocator_events
 
     try:
         events = read_allocator_events(path)
@@ -746,12 +746,12 @@ def _run_xplane(path: Path) -> None:
     """Both readers: the compiled one (numba, for large files) must end as cleanly as the pure one, and
     where both read the file, give the same tables."""
     from traceview.errors import UserError
-    from traceview.parsers import xspace_fast
-    from traceview.parsers.xplane import read_xplane
+    from traceview.parsers.xspace import fast as xspace_fast
+    from traceview.parsers.xspace.reader import read_xplane
 
     compiled = None
     if xspace_fast.enabled():
-        # fast=True maps the file (parsers/xspace_map.py); its lines are decoded in pieces of a few events
+        # fast=True maps the file (parsers/xspace/mapped.py); its lines are decoded in pieces of a few events
         # here, so the mutations meet the pieces' boundaries and page drops, not only a line's end
         xspace_fast._PIECE_EVENTS = 16
         try:
@@ -774,7 +774,7 @@ def _run_xplane(path: Path) -> None:
 
 
 def _run_trace_json(path: Path):
-    from traceview.parsers.trace_json import read_trace_json
+    from traceview.parsers.trace_json.reader import read_trace_json
 
     data = read_trace_json(path)
     _check_trace_data(data)
@@ -783,7 +783,7 @@ def _run_trace_json(path: Path):
 
 def _run_stablehlo(path: Path) -> None:
     """StableHLO text through jaxlib's converter and the HLO reader; without jax, the one-line error."""
-    from traceview.parsers.hlo_dump import read_hlo_file
+    from traceview.parsers.hlo.dump import read_hlo_file
 
     _check_costs(read_hlo_file(path))
 
@@ -853,10 +853,10 @@ def _run_hlo(path: Path) -> None:
     and where they find a name it is the name the full read gives (else a wanted module is skipped)."""
     from traceview.errors import UserError
     from traceview.parsers.compressed import read_head
-    from traceview.parsers.hlo_dump import read_hlo_file
-    from traceview.parsers.hlo_files import read_bytes
-    from traceview.parsers.hlo_proto import proto_module_name
-    from traceview.parsers.hlo_text import header_module_name
+    from traceview.parsers.hlo.dump import read_hlo_file
+    from traceview.parsers.hlo.files import read_bytes
+    from traceview.parsers.hlo.proto import proto_module_name
+    from traceview.parsers.hlo.text import header_module_name
 
     names = {"header": header_module_name(read_head(path, 4096).decode("utf-8", errors="replace"))}
     try:
@@ -872,7 +872,7 @@ def _run_hlo(path: Path) -> None:
 
 
 def _run_trace_proto(path: Path) -> None:
-    from traceview.parsers.hlo_proto import modules_from_trace_protos
+    from traceview.parsers.hlo.proto import modules_from_trace_protos
 
     modules, _ = modules_from_trace_protos({"jit_f(1)": path.read_bytes()}, source=str(path))
     for m in modules:  # a bad proto is a warning; a readable one must cost sanely
@@ -1016,7 +1016,7 @@ def _worker(conn, timeout_s: float) -> None:
         import traceview.parsers.compressed as compressed
 
         compressed.PROTO_LIMIT = compressed.TEXT_LIMIT = FUZZ_DECOMPRESS_LIMIT
-        import traceview.parsers.trace_json_text as trace_json
+        import traceview.parsers.trace_json.text as trace_json
 
         trace_json.JSON_LIMIT = FUZZ_DECOMPRESS_LIMIT
     except ImportError:  # an older traceview (the fuzzer run against another version)
@@ -1072,7 +1072,7 @@ def load_compiled_reader() -> bool:
     """Load (on a fresh clone: compile, 15-40 s) the compiled reader's kernels here, before any case's
     clock starts. Compiling is set-up, not a hang; the forked workers inherit the loaded kernels."""
     try:
-        from traceview.parsers import xspace_fast
+        from traceview.parsers.xspace import fast as xspace_fast
     except ImportError:  # an older traceview (the fuzzer run against another version)
         return False
     return xspace_fast.enabled()

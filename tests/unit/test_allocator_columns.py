@@ -1,4 +1,4 @@
-"""Allocator events read as columns (parsers/allocator_events.py) against the row-by-row reading of the same
+"""Allocator events read as columns (parsers/xspace/allocator_events.py) against the row-by-row reading of the same
 events (each event's stats by name, then one dict per row): every stat kind, every real trace, both readers."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traceview.parsers import allocator_events as A
-from traceview.parsers.xspace_schema import XSpaceRaw
+from traceview.parsers.xspace import allocator_events as A
+from traceview.parsers.xspace.schema import XSpaceRaw
 
 
 def _by_rows(plane, host: str = "h") -> pd.DataFrame:
@@ -51,7 +51,7 @@ def _plane_bytes(seed: int, events: int = 60) -> bytes:
     plane.event_metadata[3].id, plane.event_metadata[3].name = 3, "SomethingElse"
     for sid, name in enumerate(_NAMES, start=1):
         plane.stat_metadata[sid].id, plane.stat_metadata[sid].name = sid, name
-    from traceview.parsers.xspace_schema import XEvent
+    from traceview.parsers.xspace.schema import XEvent
 
     for li in range(3):
         line = plane.lines.add(id=li, name=f"line{li}", timestamp_ns=1000 + li)
@@ -66,7 +66,7 @@ def _plane_bytes(seed: int, events: int = 60) -> bytes:
 
 def _planes(data: bytes):
     """The host plane read both ways: raw protobuf (events as bytes) and by the compiled reader."""
-    from traceview.parsers import xspace_fast
+    from traceview.parsers.xspace import fast as xspace_fast
 
     raw = XSpaceRaw.FromString(data).planes[0]
     fast = xspace_fast.parse_space(data).planes[0] if xspace_fast.enabled() else None
@@ -88,7 +88,7 @@ def test_every_stat_kind_reads_as_the_rows_read_it(seed):
 def test_numbers_no_row_could_hold_become_the_default():
     """A double that is not a finite int64 (NaN, infinity, 1e30) as a byte count: the default (0; -1 for
     the step), where reading row by row failed (int(nan) raises)."""
-    from traceview.parsers.xspace_schema import XEvent
+    from traceview.parsers.xspace.schema import XEvent
 
     space = XSpaceRaw()
     plane = space.planes.add(name=A.HOST_PLANE)
@@ -140,7 +140,7 @@ def test_real_traces_read_the_same_by_columns_and_by_rows(shared_traces, sample_
 def test_double_stat_names_read_row_by_row(monkeypatch):
     """Two stat ids named alike: which counts depends on their order in the event, which the columns do not
     keep: such a plane is read row by row."""
-    from traceview.parsers.xspace_schema import XEvent
+    from traceview.parsers.xspace.schema import XEvent
 
     space = XSpaceRaw()
     plane = space.planes.add(name=A.HOST_PLANE)
@@ -161,7 +161,7 @@ def test_double_stat_names_read_row_by_row(monkeypatch):
 
 
 def test_times_past_the_clock_are_dropped_without_overflow():
-    from traceview.parsers.xspace_schema import XEvent
+    from traceview.parsers.xspace.schema import XEvent
 
     space = XSpaceRaw()
     plane = space.planes.add(name=A.HOST_PLANE)

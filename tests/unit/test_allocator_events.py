@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from traceview.errors import TraceError
-from traceview.parsers import allocator_events
-from traceview.parsers.xspace_schema import XSpace
+from traceview.parsers.xspace import allocator_events
+from traceview.parsers.xspace.schema import XSpace
 
 
 def _trace_files(root):

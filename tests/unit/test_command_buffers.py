@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from traceview.parsers.command_buffers import KernelSchedule, kernel_key, place_kernels
-from traceview.parsers.gpu_kernels import execution_starts
-from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
+from traceview.parsers.hlo.command_buffers import KernelSchedule, kernel_key, place_kernels
+from traceview.parsers.hlo.model import Computation, HloModule, Instruction, Shape
+from traceview.parsers.tables.gpu_kernels import execution_starts
 
 _LIBRARY_MAINS = ["nvjet_sm90_tst_128x256_64x4_2x1_v_bz_NNT", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n",
                   "cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_32x6_nn_align8"]

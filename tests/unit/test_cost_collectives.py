@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from traceview.cost import instruction_costs
-from traceview.parsers.hlo_text import parse_hlo_text
+from traceview.parsers.hlo.text import parse_hlo_text
 
 F32 = 4
 
@@ -63,7 +63,7 @@ def test_crosses_dcn_with_slice_size():
 
 def test_mesh_groups_from_tpu_text(shared_traces):
     """TPU v6e MaxText text uses ``mesh['axis_0'=4,...] {'axis_0'}`` groups: one group of the 4 chips."""
-    from traceview.parsers.hlo_text import read_hlo_text
+    from traceview.parsers.hlo.text import read_hlo_text
 
     module = read_hlo_text(shared_traces / "AI-Hypercomputer-maxtext" / "reference_hlo_llama3_8b.txt")
     df = instruction_costs(module)
@@ -111,7 +111,7 @@ def test_cpu_shard_map_collectives(sharded_cpu_module):
 
 def test_async_halves_count_once(shared_traces):
     """H100 dump: all-gather-start/-done and async-start/-done (reduce-scatter, all-to-all) pairs."""
-    from traceview.parsers.hlo_dump import load_hlo_modules
+    from traceview.parsers.hlo.dump import load_hlo_modules
 
     module = load_hlo_modules(shared_traces / "NVIDIA-JAX-Toolbox" / "maxtext_fsdp4_h100" / "dump")[0][0]
     df = instruction_costs(module)

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from traceview.cost import instruction_costs, module_totals
-from traceview.parsers.hlo_dump import load_hlo_modules
-from traceview.parsers.hlo_proto import parse_hlo_proto
-from traceview.parsers.hlo_text import parse_hlo_text
+from traceview.parsers.hlo.dump import load_hlo_modules
+from traceview.parsers.hlo.proto import parse_hlo_proto
+from traceview.parsers.hlo.text import parse_hlo_text
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def a100(shared_traces):
 
 
 def _amd_module(shared_traces, trace: str, key_part: str):
-    from traceview.parsers.xplane import read_xplane
+    from traceview.parsers.xspace.reader import read_xplane
 
     data = read_xplane(shared_traces / "AMD-AGI-TraceLens" / trace)
     for key, blob in data.hlo_protos.items():

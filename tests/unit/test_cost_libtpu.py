@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from traceview.cost import instruction_costs
-from traceview.parsers.hlo_proto import parse_hlo_proto
+from traceview.parsers.hlo.proto import parse_hlo_proto
 
 
 def _agreement(ours: pd.Series, ref: pd.Series, tol: float) -> pd.Series:
@@ -23,7 +23,7 @@ def _agreement(ours: pd.Series, ref: pd.Series, tol: float) -> pd.Series:
 
 
 def test_libtpu_per_op_costs(shared_traces, capsys):
-    from traceview.parsers.xplane import read_xplane
+    from traceview.parsers.xspace.reader import read_xplane
 
     data = read_xplane(shared_traces / "openxla-xprof" / "tpu_inference_2.xplane.pb")
     ref = (data.ops.dropna(subset=["trace_flops"])

@@ -17,8 +17,8 @@ import pytest
 
 from traceview.cost import instruction_costs, module_totals
 from traceview.cost.trip_count import solve
-from traceview.parsers.hlo_dump import load_hlo_modules
-from traceview.parsers.hlo_text import parse_hlo_text, strip_comments
+from traceview.parsers.hlo.dump import load_hlo_modules
+from traceview.parsers.hlo.text import parse_hlo_text, strip_comments
 
 
 def _row(df, name):
@@ -517,7 +517,7 @@ def test_gpu_dump_custom_fusions(shared_traces):
     ``__custom_fusion`` / ``dynamic_address_computation``): the GEMM inside counts, the dynamic
     slice reads only its slice. Hand figures for address_computation.7.0: out bf16[16,128,2048]
     from a 1-of-8 slice of bf16[8,2,8,128,2048] times bf16[16,2048,2048]."""
-    from traceview.parsers.hlo_dump import read_hlo_file
+    from traceview.parsers.hlo.dump import read_hlo_file
 
     path = next((shared_traces / "NVIDIA-JAX-Toolbox").glob("maxtext*/dump/*gpu_after_optimizations.hlo.pb.xz"))
     df = instruction_costs(read_hlo_file(path))
@@ -537,7 +537,7 @@ def test_h100_maxtext_layer_loops(shared_traces):
     known_trip_count and compare the counter with 8 (i = 0; i < 8; i += 1): 8 layers. After
     optimizations XLA double-buffered them (the counter gains 1 twice per trip, starting from folded
     constants) and annotated 3 and 2 trips; with the annotation removed the structure gives the same."""
-    from traceview.parsers.hlo_dump import read_hlo_file
+    from traceview.parsers.hlo.dump import read_hlo_file
 
     dump = next((shared_traces / "NVIDIA-JAX-Toolbox").glob("maxtext*/dump"))
     before = instruction_costs(read_hlo_file(next(dump.glob("*.before_optimizations.hlo.pb.xz"))))

@@ -14,7 +14,7 @@ import pytest
 
 from traceview.cli import main
 from traceview.cost import instruction_costs, module_totals
-from traceview.parsers.hlo_text import parse_hlo_text
+from traceview.parsers.hlo.text import parse_hlo_text
 
 M, K, N = 128, 64, 256
 READ, WRITTEN = 4 * (M * K + K * N), 4 * M * N      # f32 operands x, y and the f32 result

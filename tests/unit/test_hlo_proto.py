@@ -9,11 +9,11 @@ import lzma
 import pytest
 
 from traceview.errors import HloError
-from traceview.parsers.hlo_proto import parse_hlo_proto, read_hlo_proto
-from traceview.parsers.hlo_text import parse_replica_groups, read_hlo_text
+from traceview.parsers.hlo.proto import parse_hlo_proto, read_hlo_proto
+from traceview.parsers.hlo.text import parse_replica_groups, read_hlo_text
 
 # ---------------------------------------------------------------------------
-# A minimal protobuf wire-format reader/writer, independent of parsers/hlo_schema.py:
+# A minimal protobuf wire-format reader/writer, independent of parsers/hlo/schema.py:
 # field numbers from XLA's hlo.proto (HloProto.hlo_module=1, HloModuleProto.computations=3,
 # HloComputationProto.instructions=2, HloInstructionProto.id=35).
 
@@ -213,9 +213,9 @@ def test_dangling_operand_names_the_instruction():
 def test_trace_protos_equal_the_files_beside_the_trace(shared_traces):
     """The legacy MI300X run holds each module twice: in the xplane's /host:metadata plane and
     as a ``name(id).hlo_proto.pb`` file. Both must give the same modules."""
-    from traceview.parsers.hlo_dump import load_hlo_modules
-    from traceview.parsers.hlo_proto import modules_from_trace_protos
-    from traceview.parsers.xplane import read_xplane
+    from traceview.parsers.hlo.dump import load_hlo_modules
+    from traceview.parsers.hlo.proto import modules_from_trace_protos
+    from traceview.parsers.xspace.reader import read_xplane
 
     folder = shared_traces / "AMD-AGI-TraceLens" / "jax_conv_minimal_legacy"
     trace = read_xplane(next(folder.glob("*.xplane.pb")))
@@ -232,8 +232,8 @@ def test_trace_protos_equal_the_files_beside_the_trace(shared_traces):
 
 
 def test_tpu_trace_protos_keep_64_bit_program_ids(shared_traces):
-    from traceview.parsers.hlo_proto import modules_from_trace_protos
-    from traceview.parsers.xplane import read_xplane
+    from traceview.parsers.hlo.proto import modules_from_trace_protos
+    from traceview.parsers.xspace.reader import read_xplane
 
     trace = read_xplane(shared_traces / "openxla-xprof" / "tpu_inference_2.xplane.pb")
     modules, warnings = modules_from_trace_protos(trace.hlo_protos)
@@ -302,7 +302,7 @@ def test_proto_reader_equals_xla_reprinting_the_proto(shared_traces):
     text and our proto reader on the bytes must give the same module. XLA renumbers stack
     frames and rewrites backend configs on load, so those are compared by meaning; the async
     ops newer XLA prints as ``reduce-scatter-start`` sugar are matched through their callee."""
-    from traceview.parsers.hlo_text import parse_hlo_text
+    from traceview.parsers.hlo.text import parse_hlo_text
 
     files = _xla_reprinted_files(shared_traces)
     assert len(files) == 10

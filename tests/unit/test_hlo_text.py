@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from traceview.errors import HloError, UserError
-from traceview.parsers.hlo_proto import shape_to_text
-from traceview.parsers.hlo_text import parse_hlo_text, parse_replica_groups, read_hlo_text
+from traceview.parsers.hlo.proto import shape_to_text
+from traceview.parsers.hlo.text import parse_hlo_text, parse_replica_groups, read_hlo_text
 
 TPU_FILES = ("reference_hlo_llama3_8b.txt", "reference_hlo_qwen3_1.7b.txt", "reference_hlo_deepseek3.txt")
 
@@ -285,7 +285,7 @@ def test_a_giant_source_file_name_is_cut_not_repeated_per_instruction(tmp_path):
     import json as _json
 
     from traceview.api.hlo import hlo
-    from traceview.parsers.hlo_model import MAX_SOURCE_NAME
+    from traceview.parsers.hlo.model import MAX_SOURCE_NAME
 
     shared = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "h200" / "kernels" / "hlo"
     dumps = sorted(shared.glob("*jit_softmax*after_optimizations.txt"))

@@ -13,7 +13,7 @@ import pytest
 from traceview.inference import roofline
 from traceview.inference.executions import module_calls
 from traceview.inference.programs import parse_aliases, read_program
-from traceview.parsers.hlo_text import read_hlo_text
+from traceview.parsers.hlo.text import read_hlo_text
 
 PAGED = """HloModule jit_paged_decode, input_output_alias={ {1}: (1, {}, may-alias) }
 
@@ -144,7 +144,7 @@ def test_decode_floor_takes_the_slower_side_and_the_kv_crossover():
 def test_without_token_counts_the_program_called_most_is_the_decode_step():
     from traceview.inference.programs import CacheWrite, Parameter, Program
     from traceview.inference.view import InferenceReport, _recognise
-    from traceview.parsers.hlo_model import Shape
+    from traceview.parsers.hlo.model import Shape
 
     def paged(name: str) -> Program:
         pages = Parameter(1, "pages", Shape("bf16", (64, 16, 128)), 64 * 16 * 128 * 2, role="kv_cache",

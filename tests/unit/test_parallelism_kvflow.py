@@ -4,7 +4,7 @@ attention kernel (no loop, no dot), the K half of a stacked K/V buffer, and perm
 from __future__ import annotations
 
 from traceview.parallelism.diagnose import DiagnoseInputs, diagnose
-from traceview.parsers.hlo_text import parse_hlo_text
+from traceview.parsers.hlo.text import parse_hlo_text
 
 PAIRS = "source_target_pairs={{0,1},{1,2},{2,3},{3,0}}"
 

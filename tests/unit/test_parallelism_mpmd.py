@@ -116,7 +116,7 @@ def test_diagnose_adds_the_measured_stage_axis():
     """Programs per stage passing activations with send/recv (no mesh from them): the report gets a
     ``stage`` axis with the measured bubble and the GPipe verdict; only with several programs run."""
     from traceview.parallelism.diagnose import DiagnoseInputs, diagnose
-    from traceview.parsers.hlo_text import parse_hlo_text
+    from traceview.parsers.hlo.text import parse_hlo_text
 
     table = _gpipe(4, 4, steps=2)
     ran = set(table["module"])

@@ -37,7 +37,7 @@ def test_bar_for_a_slow_read_then_cleared():
 
 def test_bar_says_when_the_fast_reader_is_being_compiled():
     """A first use on a machine compiles the reader (tens of seconds): the bar says so, and only then."""
-    from traceview.parsers import xspace_fast
+    from traceview.parsers.xspace import fast as xspace_fast
 
     stream = FakeTerminal()
     with progress_bar("reading", delay_s=0.05, interval_s=0.02, stream=stream) as update:

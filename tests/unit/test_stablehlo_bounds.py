@@ -1,11 +1,11 @@
-"""The checks StableHLO text passes before jaxlib's parser sees it (parsers/stablehlo_bounds.py)."""
+"""The checks StableHLO text passes before jaxlib's parser sees it (parsers/hlo/stablehlo_bounds.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from traceview.errors import HloError
-from traceview.parsers.stablehlo_bounds import MAX_NESTING, check_mlir, nesting_depth
+from traceview.parsers.hlo.stablehlo_bounds import MAX_NESTING, check_mlir, nesting_depth
 
 MAIN = ('module @m {\n  func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n    BODY\n'
         '    return %a : tensor<4xf32>\n  }\nOTHER}\n')

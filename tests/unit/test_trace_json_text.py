@@ -1,4 +1,4 @@
-"""Trace JSON decoding on hostile text (parsers/trace_json_text.py): strings never raise, times are typed,
+"""Trace JSON decoding on hostile text (parsers/trace_json/text.py): strings never raise, times are typed,
 and the bounds refuse before the decoder's objects exist."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from traceview.errors import TraceError
-from traceview.parsers import trace_json_text
-from traceview.parsers.trace_json_text import event_times, load_events, replace_lone_surrogates
+from traceview.parsers.trace_json import text as trace_json_text
+from traceview.parsers.trace_json.text import event_times, load_events, replace_lone_surrogates
 
 
 def test_lone_surrogate_escapes_are_replaced_and_pairs_kept():

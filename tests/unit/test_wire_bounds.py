@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from traceview.errors import TraceError
-from traceview.parsers.xplane import read_xplane
-from traceview.parsers.xspace_schema import WireError, XEvent, XSpaceRaw, decode_events
+from traceview.parsers.xspace.reader import read_xplane
+from traceview.parsers.xspace.schema import WireError, XEvent, XSpaceRaw, decode_events
 
 _HUGE = b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"  # varint 2**64 - 1
 _INT64_MIN = b"\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01"  # varint 2**63: negative as int64

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traceview.parsers.xplane import read_xplane
-from traceview.parsers.xspace_file import _FAST_MIN_BYTES
-from traceview.parsers.xspace_schema import (
+from traceview.parsers.xspace.file import _FAST_MIN_BYTES
+from traceview.parsers.xspace.reader import read_xplane
+from traceview.parsers.xspace.schema import (
     STAT_BYTES,
     STAT_STR,
     WireError,
@@ -23,7 +23,7 @@ from traceview.parsers.xspace_schema import (
 )
 
 pytest.importorskip("numba")
-from traceview.parsers import xspace_fast  # noqa: E402
+from traceview.parsers.xspace import fast as xspace_fast  # noqa: E402
 
 
 def _trace_files(root):
@@ -61,7 +61,7 @@ def _region(events: list[bytes], mapped_in: Path | None = None) -> xspace_fast.E
     if mapped_in is None:
         (fast_line,) = xspace_fast.parse_space(data).planes[0].lines
     else:
-        from traceview.parsers.xspace_map import map_file
+        from traceview.parsers.xspace.mapped import map_file
 
         mapped_in.write_bytes(data)
         mapped = map_file(mapped_in, 0, 1 << 30)
@@ -162,7 +162,7 @@ def test_malformed_events_raise_wire_error_both_ways(monkeypatch, tmp_path):
 
 
 def test_distinct_strings_equal_one_by_one_decoding():
-    from traceview.parsers.xplane import _decoded
+    from traceview.parsers.xspace.reader import _decoded
 
     words = [b"fusion.1", b"", b"\xc3\xa9t\xc3\xa9", b"bad \xff utf8", b"fusion.1" * 40, b"fusion.2"]
     rng = np.random.default_rng(3)
@@ -187,13 +187,13 @@ def test_fresh_process_loads_kernels_without_numba_target_setup(tmp_path):
     import subprocess
     import sys
 
-    from traceview.parsers import xspace_kernels
+    from traceview.parsers.native import kernels as xspace_kernels
 
     with xspace_fast._loading():  # the kernels are in numba's cache from here on
         xspace_fast._call_each(xspace_kernels)
     code = (
         "import sys, numpy as np\n"
-        "from traceview.parsers import xspace_fast\n"
+        "from traceview.parsers.xspace import fast as xspace_fast\n"
         "assert xspace_fast.enabled()\n"
         "line = b'\\x12\\x01l\\x22\\x0a\\x08\\x07\\x10\\x05\\x22\\x04\\x08\\x02\\x18\\x09'\n"
         "ev = xspace_fast.RawLine(line).events.decode_wide(np.array([2], dtype=np.int64))\n"
@@ -215,7 +215,7 @@ def test_llvm_pages_leave_the_resident_set_once_the_kernels_are_loaded(tmp_path)
     xspace_fast.warm_up()
     code = (
         "import numpy as np\n"
-        "from traceview.parsers import xspace_fast\n"
+        "from traceview.parsers.xspace import fast as xspace_fast\n"
         "assert xspace_fast.enabled()\n"
         "dropped = set(xspace_fast._read_only_file_pages('libllvmlite'))\n"
         "resident, kept = 0, 0\n"
@@ -242,7 +242,7 @@ def test_llvm_pages_leave_the_resident_set_once_the_kernels_are_loaded(tmp_path)
 
 
 def _parsed_whole(data: bytes) -> xspace_fast.FastSpace:
-    from traceview.parsers.xspace_schema import XSpaceLines
+    from traceview.parsers.xspace.schema import XSpaceLines
 
     space = XSpaceLines()
     space.ParseFromString(data)
@@ -310,7 +310,7 @@ def test_pool_workers_split_lines_over_their_share_of_the_cores():
     import sys
 
     code = (
-        "from traceview.parsers import xspace_fast\n"
+        "from traceview.parsers.xspace import fast as xspace_fast\n"
         "from traceview.runtime.pool import process_pool\n"
         "xspace_fast._cores = lambda: 8\n"
         "with process_pool(2, 'fork') as pool:\n"
@@ -336,7 +336,7 @@ def test_a_kernel_not_in_numbas_cache_is_announced_before_it_compiles(tmp_path):
     (tmp_path / "tiny_kernel.py").write_text(
         "from numba import njit\n\n@njit(cache=True)\ndef twice(x):\n    return 2 * x\n")
     code = (
-        "from traceview.parsers import xspace_fast\n"
+        "from traceview.parsers.xspace import fast as xspace_fast\n"
         "import tiny_kernel\n"
         "calls = []\n"
         "xspace_fast.on_compile = calls.append\n"
@@ -356,7 +356,7 @@ def test_a_small_file_is_read_without_loading_the_compiled_reader(sample_traces)
     file the numpy decoder reads): a fresh process reads a sample with neither numba nor llvmlite imported."""
     path = sorted(sample_traces.rglob("*.xplane.pb"))[0]
     assert path.stat().st_size < _FAST_MIN_BYTES
-    code = ("import sys\nfrom traceview.parsers.xplane import read_xplane\n"
+    code = ("import sys\nfrom traceview.parsers.xspace.reader import read_xplane\n"
             f"assert len(read_xplane({str(path)!r}).ops)\nprint('numba' in sys.modules, 'llvmlite' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

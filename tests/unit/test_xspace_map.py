@@ -1,4 +1,4 @@
-"""A large trace file mapped instead of read (parsers/xspace_map.py): only under a read lease, so it cannot
+"""A large trace file mapped instead of read (parsers/xspace/mapped.py): only under a read lease, so it cannot
 shrink under the reader; its decoded pages leave the process; what it reads equals the bytes read."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from traceview.parsers.xspace_map import map_file
+from traceview.parsers.xspace.mapped import map_file
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mapping is Linux only")
 

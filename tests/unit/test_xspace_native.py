@@ -1,4 +1,4 @@
-"""The kernels' machine code kept on disk and linked with llvmlite alone (parsers/xspace_native.py)."""
+"""The kernels' machine code kept on disk and linked with llvmlite alone (parsers/native/linker.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 pytest.importorskip("numba")
-from traceview.parsers import xspace_fast, xspace_kernels, xspace_native  # noqa: E402
-from traceview.parsers.xplane import read_xplane  # noqa: E402
+from traceview.parsers.native import kernels as xspace_kernels  # noqa: E402
+from traceview.parsers.native import linker as xspace_native  # noqa: E402
+from traceview.parsers.xspace import fast as xspace_fast
+from traceview.parsers.xspace.reader import read_xplane  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not xspace_native.supported(), reason="ELF object files: Linux x86-64 / aarch64")
 
@@ -22,7 +24,7 @@ pytestmark = pytest.mark.skipif(not xspace_native.supported(), reason="ELF objec
 _LINE = b"\x12\x01l\x22\x0a\x08\x07\x10\x05\x22\x04\x08\x02\x18\x09"
 _DECODE = (
     "import sys, numpy as np\n"
-    "from traceview.parsers import xspace_fast\n"
+    "from traceview.parsers.xspace import fast as xspace_fast\n"
     f"ev = xspace_fast.RawLine({_LINE!r}).events.decode_wide(np.array([2], dtype=np.int64))\n"
     "assert ev.metadata_id.tolist() == [7] and ev.offset_ps.tolist() == [5] and ev.bits.tolist() == [[9]]\n"
     "print(type(xspace_fast._kernels()).__name__, 'numba' in sys.modules)\n"
@@ -45,7 +47,7 @@ def built(tmp_path_factory):
 
 
 def _native_file(cache):
-    files = list(cache.glob("xspace_kernels.*.native"))
+    files = list(cache.glob("kernels.*.native"))
     assert len(files) == 1
     return files[0]
 
@@ -180,7 +182,7 @@ def test_every_real_trace_reads_the_same_natively_and_through_numba(shared_trace
 def test_the_stub_ends_the_process_with_exit_code_3():
     """What numba's runtime symbols are mapped to: should a kernel ever call one, the process ends (exit 3,
     a bug) instead of running on with a kernel half done."""
-    code = ("import ctypes\nfrom traceview.parsers import xspace_native\n"
+    code = ("import ctypes\nfrom traceview.parsers.native import linker as xspace_native\n"
             "ctypes.CFUNCTYPE(None)(ctypes.cast(xspace_native._STUB, ctypes.c_void_p).value)()\nprint('ran on')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 3 and "ran on" not in out.stdout

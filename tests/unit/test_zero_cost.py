@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from traceview.cost import instruction_costs
-from traceview.parsers.hlo_text import parse_hlo_text
+from traceview.parsers.hlo.text import parse_hlo_text
 
 HLO = """HloModule zero
 

@@ -173,7 +173,7 @@ def _chip_from_dump(profile: Profile, hlo_path, db: dict, detect_warnings: list[
     """(chip, source, warnings) from the target config of the run's dump (--hlo, else beside the trace),
     for a trace that names no chip; the trace's detection warnings stay when the dump names none."""
     from traceview.hardware.dump_target import dump_target
-    from traceview.parsers.discover import find_dump_dir
+    from traceview.parsers.layout import find_dump_dir
 
     found = dump_target(hlo_path or find_dump_dir(profile.source.path), db)
     if found is None:

@@ -18,12 +18,12 @@ import pandas as pd
 
 from traceview.cost.shapes import shape_text
 from traceview.cost.table import COLUMNS, costs_frame, instruction_rows
-from traceview.parsers.discover import find_dump_dir
-from traceview.parsers.hlo_dump import load_hlo_modules
-from traceview.parsers.hlo_model import HloModule
-from traceview.parsers.hlo_proto import modules_from_trace_protos
+from traceview.parsers.hlo.dump import load_hlo_modules
+from traceview.parsers.hlo.model import HloModule
+from traceview.parsers.hlo.proto import modules_from_trace_protos
+from traceview.parsers.layout import find_dump_dir
 from traceview.parsers.profile import Profile
-from traceview.parsers.xplane import as_int64
+from traceview.parsers.xspace.reader import as_int64
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def cost_table(modules: list[HloModule]) -> tuple[pd.DataFrame, list[str]]:
     """All modules' instruction costs in one frame, with a `program_id` column (-1 when unknown).
 
     Program ids are uint64 in XLA; like the op table, the column holds them
-    bit for bit in int64 (see parsers.xplane.as_int64).
+    bit for bit in int64 (see parsers.xspace.reader.as_int64).
     """
     rows, warnings = [], []
     program_at, name_at = list(COLUMNS).index("program_id"), list(COLUMNS).index("name")

@@ -17,7 +17,7 @@ from traceview.analysis.build import PipelineResult
 from traceview.analysis.roofline import GAIN_DEFINITION
 from traceview.hardware.detect import device_model_name
 from traceview.parsers.profile import Device
-from traceview.parsers.xplane import as_uint64
+from traceview.parsers.xspace.reader import as_uint64
 from traceview.units import PS_PER_US, json_scalar
 from traceview.version import __version__
 from traceview.vocabulary import BOUNDS

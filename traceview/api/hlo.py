@@ -15,9 +15,9 @@ from traceview.cost.table import COLUMNS
 from traceview.hardware.chips import Chip
 from traceview.hardware.database import load_hardware
 from traceview.hardware.dump_target import dump_target
-from traceview.parsers.discover import find_dump_dir
-from traceview.parsers.hlo_dump import load_hlo_modules
-from traceview.parsers.hlo_model import HloModule
+from traceview.parsers.hlo.dump import load_hlo_modules
+from traceview.parsers.hlo.model import HloModule
+from traceview.parsers.layout import find_dump_dir
 from traceview.render.hlo import hlo_csv, hlo_json, hlo_text
 from traceview.trace.read import is_trace_path, load_profile
 
@@ -28,7 +28,7 @@ __all__ = ["HloReport", "hlo"]
 class HloReport:
     """Costed HLO modules: ``modules`` and ``instructions`` as DataFrames, ``warnings``.
 
-    ``hlo_modules`` are the parsed modules (``traceview.parsers.hlo_model``);
+    ``hlo_modules`` are the parsed modules (``traceview.parsers.hlo.model``);
     ``costed`` the (module, instruction costs, totals) triples the renderers take.
     """
 

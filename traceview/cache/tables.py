@@ -13,7 +13,7 @@ one read, the columns are views of it. It lives under
 ``$XDG_CACHE_HOME/traceview`` (default ``~/.cache/traceview``;
 ``TRACEVIEW_CACHE_DIR`` overrides).
 
-Beside it, a host's allocator events (the memory view's input: parsers.allocator_events)
+Beside it, a host's allocator events (the memory view's input: parsers.xspace.allocator_events)
 are kept in an entry of their own (``.alloc``, same key and layout) once they
 were read: a command that reads the tables from the cache then reads them
 from there too, not from the file.
@@ -42,7 +42,7 @@ from traceview.cache.store import cache_dir, remove, store, touch
 from traceview.parsers.profile import Device
 from traceview.parsers.remote import identity as remote_identity
 from traceview.parsers.remote import url_of
-from traceview.parsers.xplane import TraceData
+from traceview.parsers.xspace.reader import TraceData
 from traceview.version import __version__
 
 FORMAT = 2
@@ -55,12 +55,12 @@ _ALIGN = 64
 _DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"}
 _TABLES = ("ops", "host_events", "steps")
 # Modules whose code decides what the tables hold.
-_READER_MODULES = ("traceview.parsers.xplane", "traceview.parsers.xspace_schema", "traceview.parsers.xspace_fast",
-                   "traceview.parsers.xspace_kernels", "traceview.parsers.xspace_native",
-                   "traceview.parsers.xspace_file", "traceview.parsers.compressed",
+_READER_MODULES = ("traceview.parsers.xspace.reader", "traceview.parsers.xspace.schema", "traceview.parsers.xspace.fast",
+                   "traceview.parsers.native.kernels", "traceview.parsers.native.linker",
+                   "traceview.parsers.xspace.file", "traceview.parsers.compressed",
                    "traceview.parsers.discover", "traceview.parsers.profile", "traceview.cache.tables",
-                   "traceview.parsers.trace_json", "traceview.parsers.trace_file",
-                   "traceview.parsers.remote", "traceview.parsers.allocator_events")
+                   "traceview.parsers.trace_json.reader", "traceview.parsers.trace_file",
+                   "traceview.parsers.remote", "traceview.parsers.xspace.allocator_events")
 # The TraceData fields an entry holds: a TraceData with other fields is not stored (nothing silently lost).
 _FIELDS = {"host", "ops", "host_events", "steps", "devices", "hlo_protos", "environment", "warnings"}
 _fingerprint: str | None = None

@@ -36,7 +36,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from traceview.graph.neighbourhood import annotate, op_graph
-    from traceview.parsers.hlo_dump import load_hlo_modules
+    from traceview.parsers.hlo.dump import load_hlo_modules
     from traceview.render.graph import to_dot, to_svg
     from traceview.trace.read import is_trace_path
 

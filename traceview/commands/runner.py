@@ -16,7 +16,7 @@ depends on:
   command may read: PATH itself, or every file below it when it is a folder
   (so the run a log dir resolves to, its hosts and its HLO are covered); the
   *.hlo_proto.pb files beside a trace file; the HLO dump folder found beside
-  the trace (traceview.parsers.discover.find_dump_dir) and --hlo's, walked in
+  the trace (traceview.parsers.layout.find_dump_dir) and --hlo's, walked in
   full; --hardware-file; diff's and check's BASE, NEW and --config alike. A walk stops at MAX_WALK_ENTRIES: then nothing is
   cached.
 
@@ -174,7 +174,7 @@ def _source_inputs(path: Path, budget: list[int], trace: bool) -> list:
     """Identities of the files a trace or HLO PATH may lead a command to read."""
     out = _walk(path, budget)
     if trace:
-        from traceview.parsers.discover import HLO_PROTO_SUFFIX, find_dump_dir
+        from traceview.parsers.layout import HLO_PROTO_SUFFIX, find_dump_dir
 
         if path.is_file():  # a trace file: its run is its folder's *.hlo_proto.pb files
             try:

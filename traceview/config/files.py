@@ -80,7 +80,7 @@ def _constant(name: str) -> float:
 
 
 def read_json(path: str | Path, what: str = "file") -> Any:
-    from traceview.parsers.trace_json_text import replace_lone_surrogates
+    from traceview.parsers.trace_json.text import replace_lone_surrogates
 
     p = Path(path)
     text = replace_lone_surrogates(_text(p, what))   # a "\ud800" escape: U+FFFD, which any output can write

@@ -14,7 +14,7 @@ from __future__ import annotations
 from traceview.cost.collectives import collective_kind
 from traceview.cost.model import ModuleAnalysis
 from traceview.cost.shapes import byte_size
-from traceview.parsers.hlo_model import Computation, Instruction
+from traceview.parsers.hlo.model import Computation, Instruction
 
 _MAX_NESTING = 16        # call / async-start levels followed inside one wrapper (hostile input)
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from traceview.parsers.hlo_text import parse_replica_groups
+from traceview.parsers.hlo.text import parse_replica_groups
 
 _INT_RE = re.compile(r"-?\d+")
 

@@ -6,7 +6,7 @@ from traceview.cost.collectives import collective_kind
 from traceview.cost.library import is_library_call
 from traceview.cost.model import ELEMENTWISE
 from traceview.cost.shapes import first_array
-from traceview.parsers.hlo_model import Instruction, Shape
+from traceview.parsers.hlo.model import Instruction, Shape
 
 _FUSION = {"kLoop": "loop fusion", "kInput": "input fusion", "kOutput": "output fusion", "kCustom": "custom fusion"}
 _DATA_FORMATTING = frozenset({

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from traceview.cost import attrs as A
 from traceview.cost.shapes import byte_size, leaves
-from traceview.parsers.hlo_model import HloModule, Instruction, Shape
+from traceview.parsers.hlo.model import HloModule, Instruction, Shape
 from traceview.vocabulary import COLLECTIVE_OPCODES
 
 HOST_MEMORY_SPACE = "S(5)"  # XLA's Layout::kHostMemorySpace, as the layout text prints it

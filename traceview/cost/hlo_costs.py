@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from traceview.cost import instruction_costs, module_totals
-from traceview.parsers.hlo_model import HloModule
+from traceview.parsers.hlo.model import HloModule
 
 
 def hlo_report(modules: list[HloModule]) -> tuple[list[tuple[HloModule, pd.DataFrame, dict]], list[str]]:

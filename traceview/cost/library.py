@@ -36,7 +36,7 @@ from traceview.cost import attrs as A
 from traceview.cost.flops import conv_flops, dot_flops
 from traceview.cost.record import Cost
 from traceview.cost.shapes import byte_size, elements, leaves
-from traceview.parsers.hlo_model import Instruction, Shape
+from traceview.parsers.hlo.model import Instruction, Shape
 
 _GEMM_RE = re.compile(r"^__(cublas|hipblas|rocblas)(lt)?\$", re.I)
 _CONV_RE = re.compile(r"^__(cudnn|miopen)\$conv", re.I)

@@ -30,7 +30,7 @@ from traceview.cost.record import io_cost as _io
 from traceview.cost.shapes import byte_size, elements, elements_recursive, leaf_bytes, minor_to_major
 from traceview.cost.trip_count import TripCount, while_trip_count
 from traceview.cost.zero_cost import zero_cost_reason
-from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
+from traceview.parsers.hlo.model import Computation, HloModule, Instruction, Shape
 
 TRANSCENDENTAL = frozenset({
     "erf", "exponential", "log", "logistic", "power", "sqrt", "cbrt", "rsqrt", "tanh", "sine", "cosine",

@@ -11,7 +11,7 @@ import math
 import re
 from functools import lru_cache
 
-from traceview.parsers.hlo_model import Shape
+from traceview.parsers.hlo.model import Shape
 
 POINTER_BYTES = 8
 

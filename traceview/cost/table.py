@@ -14,7 +14,7 @@ from traceview.cost.library import is_library_call
 from traceview.cost.model import Cost, ModuleAnalysis
 from traceview.cost.shapes import shape_text, unknown_element_types
 from traceview.errors import UserError
-from traceview.parsers.hlo_model import Computation, HloModule, Instruction
+from traceview.parsers.hlo.model import Computation, HloModule, Instruction
 
 # Column -> dtype of instruction_costs(); documented in traceview/cost/__init__.py.
 COLUMNS: dict[str, str] = {

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from traceview.cost import attrs as A
-from traceview.parsers.hlo_model import Computation, Instruction
+from traceview.parsers.hlo.model import Computation, Instruction
 
 # Ops that hand a scalar through unchanged (as far as the counter is concerned).
 _PASS_THROUGH = frozenset({"copy", "bitcast", "reshape", "convert"})

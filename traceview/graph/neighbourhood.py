@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from traceview.cost.shapes import shape_text
 from traceview.errors import UserError
-from traceview.parsers.hlo_model import Computation, HloModule, Instruction
+from traceview.parsers.hlo.model import Computation, HloModule, Instruction
 
 MAX_DEPTH = 10
 MAX_NODES = 400   # a bound: a graph people can read, and a hostile module cannot blow up the renderer

@@ -104,7 +104,7 @@ def _active_at_peak(events: pd.DataFrame, peak_row: int) -> list[dict]:
 
 
 def runtime_peaks(events: pd.DataFrame, timeline_points: int = MAX_TIMELINE_POINTS, jobs: int = 1) -> list[RuntimePeak]:
-    """One RuntimePeak per (host, allocator) in an allocator event table (parsers.allocator_events); ``jobs``:
+    """One RuntimePeak per (host, allocator) in an allocator event table (parsers.xspace.allocator_events); ``jobs``:
     processes a pod's allocators may be split over (runtime.forked; the same peaks whatever it is)."""
     if events.empty:
         return []
@@ -159,7 +159,7 @@ class HostPeaks:
 
 
 def host_peaks(events: pd.DataFrame) -> HostPeaks:
-    """A file's allocator events (parsers.allocator_events) reduced to its allocators' peaks."""
+    """A file's allocator events (parsers.xspace.allocator_events) reduced to its allocators' peaks."""
     return HostPeaks(runtime_peaks(events), int(events["time_ps"].min()) if len(events) else None)
 
 

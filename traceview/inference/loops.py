@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from traceview.cost.model import ModuleAnalysis
 from traceview.cost.shapes import leaf_bytes
 from traceview.inference.programs import _TOKEN_TYPES, Parameter, Program, trace_to_parameter
-from traceview.parsers.hlo_model import Computation, HloModule, Instruction
+from traceview.parsers.hlo.model import Computation, HloModule, Instruction
 
 
 @dataclass

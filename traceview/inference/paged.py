@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from traceview.cost.shapes import elements
-from traceview.parsers.hlo_model import HloModule, Shape
+from traceview.parsers.hlo.model import HloModule, Shape
 
 
 class Parameter(Protocol):

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from traceview.cost.shapes import elements, leaf_bytes, shape_text
 from traceview.inference.paged import PagedCache, page_table, read_paging
-from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
+from traceview.parsers.hlo.model import Computation, HloModule, Instruction, Shape
 
 CACHE_WRITES = ("dynamic-update-slice", "scatter")
 # Ops whose output is their first operand's buffer, re-viewed or copied whole.

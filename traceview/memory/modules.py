@@ -6,11 +6,11 @@ from pathlib import Path
 
 from traceview.errors import HloError
 from traceview.memory.static import StaticPeak, static_peak
-from traceview.parsers.buffer_assignment import parse_buffer_assignment
-from traceview.parsers.buffer_assignment_text import companion_file, read_buffer_assignment_text
-from traceview.parsers.hlo_dump import load_hlo_modules, read_bytes
-from traceview.parsers.hlo_model import HloModule
-from traceview.parsers.hlo_proto import modules_from_trace_protos
+from traceview.parsers.hlo.buffer_assignment import parse_buffer_assignment
+from traceview.parsers.hlo.buffer_assignment_text import companion_file, read_buffer_assignment_text
+from traceview.parsers.hlo.dump import load_hlo_modules, read_bytes
+from traceview.parsers.hlo.model import HloModule
+from traceview.parsers.hlo.proto import modules_from_trace_protos
 
 
 def _peak_of(data: bytes, module: HloModule, where: str, warnings: list[str]) -> StaticPeak | None:

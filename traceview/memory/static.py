@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from traceview.cost.shapes import shape_text
-from traceview.parsers.buffer_assignment import ALLOC, FREE, SHARE_WITH, BufferAllocation, BufferAssignment
-from traceview.parsers.hlo_model import HloModule, Instruction, Shape
+from traceview.parsers.hlo.buffer_assignment import ALLOC, FREE, SHARE_WITH, BufferAllocation, BufferAssignment
+from traceview.parsers.hlo.model import HloModule, Instruction, Shape
 
 HBM_COLOR = 0
 

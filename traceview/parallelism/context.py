@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from traceview.cost.shapes import byte_size, leaves
 from traceview.parallelism.dots import Dot, dots_in
 from traceview.parallelism.loops import Loop
-from traceview.parsers.hlo_model import HloModule, Instruction, Shape
+from traceview.parsers.hlo.model import HloModule, Instruction, Shape
 
 
 @dataclass

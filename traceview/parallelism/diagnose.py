@@ -49,7 +49,7 @@ from traceview.parallelism.shardings import ParameterSharding, parameter_shardin
 from traceview.parallelism.spmd_bubble import device_number, measure_spmd
 from traceview.parallelism.structure import Structures, kv_gather_reader, measured_pipeline, read_structures
 from traceview.parallelism.times import collective_key, collective_times, fill_times, host_transfers
-from traceview.parsers.hlo_model import HloModule
+from traceview.parsers.hlo.model import HloModule
 
 
 @dataclass
@@ -464,7 +464,7 @@ ROLE_PATTERNS = set(PATTERN_ROLE) | {"all-to-all", "point-to-point"}   # the dty
 def naming_modules(dump: Path) -> list[HloModule]:
     """The before-optimizations modules of a dump, where mesh names survive. Their text form is read
     first: its header keeps the module's frontend attributes (Shardy's ``xla.sdy.meshes``)."""
-    from traceview.parsers.hlo_dump import load_hlo_modules, read_hlo_file
+    from traceview.parsers.hlo.dump import load_hlo_modules, read_hlo_file
 
     if dump.is_dir():
         texts = sorted(dump.glob("*before_optimizations.txt"))
@@ -514,7 +514,7 @@ def _device_programs(analysis) -> Callable[[], pd.DataFrame | None]:
 
 def from_hlo(path: str | Path, chip: Chip | None = None, target_source: str = "--target") -> Parallelism:
     """The report of an HLO dump or file alone (no trace: no times)."""
-    from traceview.parsers.hlo_dump import load_hlo_modules
+    from traceview.parsers.hlo.dump import load_hlo_modules
 
     after, warnings = load_hlo_modules(path, stage="after")
     before = naming_modules(Path(path))

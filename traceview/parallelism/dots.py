@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from traceview.cost import attrs as A
 from traceview.cost.library import is_library_call
 from traceview.cost.shapes import leaves
-from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape
+from traceview.parsers.hlo.model import Computation, HloModule, Instruction, Shape
 
 PASS_THROUGH = ("bitcast", "copy", "convert", "reshape", "transpose", "get-tuple-element", "all-reduce-done",
                 "reduce-scatter-done", "all-gather-done", "copy-start", "copy-done", "optimization-barrier")

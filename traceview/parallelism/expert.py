@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from traceview.cost.shapes import leaves
 from traceview.parallelism.dots import Figure, consuming_dot, dots
-from traceview.parsers.hlo_model import HloModule
+from traceview.parsers.hlo.model import HloModule
 
 EXPERT_MATMULS = 2        # n: an expert MLP's up and down projections (a gated MLP has 3: the rule is conservative)
 TOP_K_TARGETS = ("topk", "approxtopk", "top_k")

@@ -15,7 +15,7 @@ XLA's collective_ops_utils):
   emits): flattened ids, ``replica * num_partitions + partition``.
 
 The decoding of the three textual forms (explicit, iota, mesh) is the HLO
-reader's (``parsers.hlo_text.parse_replica_groups`` via ``cost.attrs``).
+reader's (``parsers.hlo.text.parse_replica_groups`` via ``cost.attrs``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from traceview.cost import attrs as A
 from traceview.cost.collectives import collective_kind
-from traceview.parsers.hlo_model import HloModule, Instruction
+from traceview.parsers.hlo.model import HloModule, Instruction
 
 POINT_TO_POINT = ("collective-permute", "send", "recv")
 WITH_GLOBAL_IDS = ("all-reduce", "all-gather", "reduce-scatter")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from traceview.parallelism.context import ATTENTION_KERNELS, AttentionShape, is_attention_dot
 from traceview.parallelism.dots import dot_of, shape_map
-from traceview.parsers.hlo_model import Computation, HloModule, Instruction
+from traceview.parsers.hlo.model import Computation, HloModule, Instruction
 
 MAX_STEPS = 20_000       # instructions visited per walk (hostile input)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from traceview.cost.model import ModuleAnalysis
-from traceview.parsers.hlo_model import HloModule
+from traceview.parsers.hlo.model import HloModule
 
 MAX_NESTING = 64      # computations followed from a loop body (hostile input)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from traceview.parsers.hlo_model import HloModule
+from traceview.parsers.hlo.model import HloModule
 
 _SDY_MESH_RE = re.compile(r"#sdy\.mesh<\s*\[([^\]]*)\](?:\s*,\s*device_ids\s*=\s*\[([\d,\s]*)\])?")
 _SDY_AXIS_RE = re.compile(r'"([^"]+)"\s*=\s*(\d+)')

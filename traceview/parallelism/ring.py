@@ -13,7 +13,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from traceview.parallelism.loops import Loop
-from traceview.parsers.hlo_model import HloModule
+from traceview.parsers.hlo.model import HloModule
 
 if TYPE_CHECKING:
     from traceview.parallelism.roles import Classified

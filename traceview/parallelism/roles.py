@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from traceview.cost.shapes import byte_size, leaves
 from traceview.parallelism.attribution import Attribution
 from traceview.parallelism.dots import shape_map
-from traceview.parsers.hlo_model import HloModule, Shape
+from traceview.parsers.hlo.model import HloModule, Shape
 
 SCALAR_BYTES = 1024   # below this a collective moves a loss or a metric, not a model tensor
 

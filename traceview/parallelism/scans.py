@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 
 from traceview.parallelism.loops import Loop
-from traceview.parsers.hlo_model import HloModule, Instruction
+from traceview.parsers.hlo.model import HloModule, Instruction
 
 BACK = frozenset(("bitcast", "copy", "convert", "reshape", "get-tuple-element", "tuple", "all-gather",
                   "all-gather-done", "all-gather-start", "copy-start", "copy-done", "optimization-barrier",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from traceview.cost.shapes import shape_text
-from traceview.parsers.hlo_model import HloModule
+from traceview.parsers.hlo.model import HloModule
 
 _DEVICES_RE = re.compile(r"devices=\[([\d,]+)\]\s*(?:<=\[([\d,]+)\](?:T\(([\d,]+)\))?|([\d,\s]+))")
 

@@ -38,7 +38,7 @@ from traceview.parallelism.ring import in_backward, ring_passes
 from traceview.parallelism.roles import Classified
 from traceview.parallelism.scans import LoopReading, read_loop, spmd_schedule
 from traceview.parallelism.spmd_bubble import SpmdBubble
-from traceview.parsers.hlo_model import HloModule, Shape
+from traceview.parsers.hlo.model import HloModule, Shape
 
 KV_PASS, KV_GATHER, STAGE_PASS, DISPATCH = "K/V ring pass", "K/V all-gather", "stage activation pass", \
     "expert all-to-all"

@@ -24,7 +24,7 @@ import pandas as pd
 from traceview.analysis.modules import NOT_EXECUTED, op_fingerprints
 from traceview.config.files import read_json, validate
 from traceview.errors import UserError
-from traceview.parsers.hlo_model import HloModule
+from traceview.parsers.hlo.model import HloModule
 from traceview.units import PS_PER_US
 from traceview.vocabulary import BOUNDS_AND_IDLE
 
@@ -327,7 +327,7 @@ def load_snapshot(path: str | Path, run: str | None = None, target: str | None =
                   hardware_file: str | Path | None = None, stage: str = "after") -> Snapshot:
     """Whatever PATH is: a stored JSON baseline, a trace (log dir, run dir, file), or HLO (dump dir, file)."""
     from traceview.analysis.build import build_analysis
-    from traceview.parsers.hlo_dump import load_hlo_modules
+    from traceview.parsers.hlo.dump import load_hlo_modules
     from traceview.trace.read import is_trace_path, load_profile
 
     p = Path(path)

@@ -6,7 +6,7 @@ import io
 
 import pandas as pd
 
-from traceview.parsers.hlo_model import HloModule
+from traceview.parsers.hlo.model import HloModule
 from traceview.render.escape import markdown_text, terminal_lines
 from traceview.render.tables import markdown_table, text_table
 from traceview.units import fmt_si, json_scalar

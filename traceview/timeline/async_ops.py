@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceview.parsers.hlo_model import HloModule
+from traceview.parsers.hlo.model import HloModule
 from traceview.runtime.forked import ForEach, one_chunk
 from traceview.timeline.grouping import column_codes, exact_sums
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from traceview.errors import UserError
-from traceview.parsers.xplane import TraceData
-from traceview.parsers.xspace_file import _FAST_MIN_BYTES, _FAST_WARM_MIN_BYTES
+from traceview.parsers.xspace.file import _FAST_MIN_BYTES, _FAST_WARM_MIN_BYTES
+from traceview.parsers.xspace.reader import TraceData
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -93,8 +93,8 @@ def allocator_events(path: str) -> pd.DataFrame | None:
     file itself and reports what is wrong, as it would have)."""
     from pathlib import Path
 
-    from traceview.parsers.allocator_events import read_allocator_events
-    from traceview.parsers.discover import is_xplane_file
+    from traceview.parsers.layout import is_xplane_file
+    from traceview.parsers.xspace.allocator_events import read_allocator_events
 
     try:
         return read_allocator_events(Path(path)) if is_xplane_file(Path(path)) else None
@@ -252,14 +252,14 @@ def _read_pool(paths: Sequence[str], jobs: int, arrived: Callable[[HostResult], 
 
 # What a fork server imports once, before it forks the pool's workers: the reader and its tables' libraries
 # (a worker importing them itself takes about a second; docs/scale.md).
-_SERVER_PRELOAD = ["traceview.trace.hosts", "traceview.parsers.xplane"]
+_SERVER_PRELOAD = ["traceview.trace.hosts", "traceview.parsers.xspace.reader"]
 
 
 def _warm_reader_for(paths: Sequence[str]) -> None:
     """Load the compiled reader when the run's files together are large enough to repay it (several
     hosts of a few MB each: once loaded, it reads them all, one after another or in forked workers)."""
     if len(paths) > 1 and sum(_size(p) for p in paths) >= _FAST_MIN_BYTES:
-        from traceview.parsers import xspace_fast
+        from traceview.parsers.xspace import fast as xspace_fast
 
         xspace_fast.warm_up()
 
@@ -343,7 +343,7 @@ def _read_on_dask_worker(path: str, spill_path: str | None, keep_ops: bool, read
     from distributed import get_worker
     from distributed.comm import get_address_host
 
-    from traceview.parsers import xspace_fast
+    from traceview.parsers.xspace import fast as xspace_fast
 
     worker = get_worker()
     try:

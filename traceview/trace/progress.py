@@ -57,7 +57,9 @@ def progress_bar(label: str, delay_s: float = 0.5, stream=None,
     def compiling(now: bool) -> None:
         compiling_now[0] = now
 
-    from traceview.parsers import xspace_fast  # numpy only: the kernels load when a large file needs them
+    from traceview.parsers.xspace import (
+        fast as xspace_fast,  # numpy only: the kernels load when a large file needs them
+    )
 
     before, xspace_fast.on_compile = xspace_fast.on_compile, compiling
     try:

@@ -15,11 +15,12 @@ import pandas as pd
 
 from traceview.errors import TraceError, UserError
 from traceview.parsers.compressed import read_limited
-from traceview.parsers.discover import find_run, host_of, is_trace_file, path_text
+from traceview.parsers.discover import find_run
+from traceview.parsers.layout import host_of, is_trace_file, path_text
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Profile, Source, empty_frame
 from traceview.parsers.remote import url_of
 from traceview.parsers.trace_file import read_trace_file
-from traceview.parsers.xplane import TraceData, is_unreported
+from traceview.parsers.xspace.reader import TraceData, is_unreported
 from traceview.runtime import cpu_ledger
 from traceview.trace.hosts import DASK_ENV, HostResult, allocator_events, default_jobs, read_hosts, reduced
 
@@ -257,7 +258,7 @@ def _concat(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.DataFrame
 
 def _writable(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with a column of its own for each unreported column of the reader (one NaN seen on every row,
-    read-only: parsers.xplane.unreported), so that the Profile's tables can be changed in place."""
+    read-only: parsers.xspace.reader.unreported), so that the Profile's tables can be changed in place."""
     fixed = {name: frame[name].to_numpy().copy() for name in frame.columns
              if frame[name].dtype == np.float64 and is_unreported(frame[name].to_numpy())}
     if not fixed:
@@ -299,8 +300,8 @@ def runtime_memory(profile: Profile) -> tuple[list[RuntimePeak], int | None]:
     the order one table of all their events gives, and the time of their first allocator event: each file's
     as reduced where its host was read, the others' read now (``profile.jobs`` processes)."""
     from traceview.hostreduce.memory_peaks import host_peaks, merged_peaks, runtime_peaks
-    from traceview.parsers.allocator_events import read_allocator_events
-    from traceview.parsers.discover import is_xplane_file
+    from traceview.parsers.layout import is_xplane_file
+    from traceview.parsers.xspace.allocator_events import read_allocator_events
     from traceview.runtime.forked import fork_map
 
     listed = profile.source.files

@@ -18,7 +18,7 @@ from traceview.cost.shapes import byte_size, leaves
 from traceview.hardware.chips import Chip
 from traceview.parallelism.dots import state_shapes, weight_shapes
 from traceview.parallelism.report import Parallelism
-from traceview.parsers.hlo_model import HloModule
+from traceview.parsers.hlo.model import HloModule
 from traceview.whatif.book import batch_ways, parameter_ways
 
 BUCKETS = ("compute", "memory", "communication", "unknown", "idle")

@@ -9,8 +9,8 @@ lowered program, and its stage is ``"lowered"``.
 
 jaxlib's parser is C++ that trusts its input, so it never runs in traceview's
 own process: the text is first checked against bounds that keep it safe
-(parsers/stablehlo_bounds.py: nesting depth, recursion, shardings), then
-converted in a child process (parsers/stablehlo_child.py) with a memory and
+(parsers/hlo/stablehlo_bounds.py: nesting depth, recursion, shardings), then
+converted in a child process (parsers/hlo/stablehlo_child.py) with a memory and
 time limit. A crash, a hang or a rejection there is one HloError line naming
 the file, and the converter's own log (XLA's RET_CHECK messages, stack traces)
 never reaches the user's terminal.
@@ -30,8 +30,8 @@ import sys
 from pathlib import Path
 
 from traceview.errors import HloError
-from traceview.parsers.stablehlo_bounds import check_mlir
-from traceview.parsers.stablehlo_child import CONVERTER_REJECTED, NO_CONVERTER
+from traceview.parsers.hlo.stablehlo_bounds import check_mlir
+from traceview.parsers.hlo.stablehlo_child import CONVERTER_REJECTED, NO_CONVERTER
 
 LOWERED_STAGE = "lowered"
 CONVERT_TIMEOUT_S = 120          # the child's time to convert one module

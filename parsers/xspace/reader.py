@@ -34,11 +34,11 @@ import numpy as np
 import pandas as pd
 
 from traceview.errors import TraceError
-from traceview.parsers.discover import host_of
-from traceview.parsers.gpu_kernels import CUDA_GRAPH_STAT, GRAPH_LAUNCH_STAT, GpuKernelRows
+from traceview.parsers.layout import host_of
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Device, as_declared, empty_frame
-from traceview.parsers.xspace_file import load_xspace
-from traceview.parsers.xspace_schema import (
+from traceview.parsers.tables.gpu_kernels import CUDA_GRAPH_STAT, GRAPH_LAUNCH_STAT, GpuKernelRows
+from traceview.parsers.xspace.file import load_xspace
+from traceview.parsers.xspace.schema import (
     STAT_BYTES,
     STAT_DOUBLE,
     STAT_REF,
@@ -327,7 +327,7 @@ def _distinct_slices(buffer: bytes | memoryview, starts: np.ndarray,
                      ends: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """(index into the strings of each buffer[start:end], the distinct decoded strings); each decoded once."""
     if starts.size >= _FAST_MIN_STRINGS:
-        from traceview.parsers import xspace_fast
+        from traceview.parsers.xspace import fast as xspace_fast
 
         fast = xspace_fast.distinct_slices(buffer, starts, ends)
         if fast is not None:
@@ -432,7 +432,7 @@ def self_times(start: np.ndarray, duration: np.ndarray) -> np.ndarray:
     the reader's kernels are loaded (a line in that order already: no
     temporary column), else one vectorized pass per level.
     """
-    from traceview.parsers import xspace_fast
+    from traceview.parsers.xspace import fast as xspace_fast
 
     if xspace_fast.loaded():
         in_order = xspace_fast.self_times_in_order(start, duration)
@@ -726,7 +726,7 @@ def read_xplane(path: str | Path, host: str | None = None, fast: bool | None = N
     try:
         return _Reader(space, host, str(path)).read()
     finally:
-        close = getattr(space, "close", None)  # a mapped file (parsers/xspace_map.py): unmapped now
+        close = getattr(space, "close", None)  # a mapped file (parsers/xspace/mapped.py): unmapped now
         if close is not None:
             close()
 

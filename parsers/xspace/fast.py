@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from traceview.parsers.xspace_schema import WideEvents, WireError
+from traceview.parsers.xspace.schema import WideEvents, WireError
 
 if TYPE_CHECKING:
     import mmap
 
-    from traceview.parsers.xspace_map import MappedFile
+    from traceview.parsers.xspace.mapped import MappedFile
 
 _ERRORS = {1: "field tag runs past the end of its message", 2: "unsupported wire type", 3: "field number 0",
            4: "length-delimited field runs past the end of its message", 5: "field runs past the end of its message",
@@ -64,7 +64,7 @@ on_compile: Callable[[bool], None] | None = None
 def _kernels():
     """The kernels: their machine code linked without numba where a process built it before
     (xspace_native), else through numba (which then builds that file for the next processes)."""
-    from traceview.parsers import xspace_native
+    from traceview.parsers.native import linker as xspace_native
 
     with _LOAD_LOCK:
         native = xspace_native.load()
@@ -72,7 +72,7 @@ def _kernels():
             _drop_compiler_pages()  # loading llvmlite's library touched 45-50 MB of it
             return native
         try:
-            from traceview.parsers import xspace_kernels
+            from traceview.parsers.native import kernels as xspace_kernels
         except ImportError:  # numba absent
             return None
         with _cache_loading_without_refresh():
@@ -251,7 +251,7 @@ class EventRegion:
     """A line's events, undecoded: what decode_wide takes in place of a list of messages.
 
     ``pages``/``origin``: the mapped file the line lies in and where it starts there; its decoded ranges
-    are then dropped from the process as each piece of the line is done (parsers/xspace_map.py).
+    are then dropped from the process as each piece of the line is done (parsers/xspace/mapped.py).
     """
 
     def __init__(self, data: bytes | memoryview, buf: np.ndarray, count: int,
@@ -365,7 +365,7 @@ class FastSpace:
 
 def parse_space(data: bytes | mmap.mmap, mapped: MappedFile | None = None) -> FastSpace:
     """Parse a whole file (raises DecodeError from protobuf, WireError from the line walk); `data` is
-    `mapped`'s bytes when the file is mapped (parsers/xspace_map.py).
+    `mapped`'s bytes when the file is mapped (parsers/xspace/mapped.py).
 
     The compiled outline finds each plane's fields and lines in the file's bytes:
     protobuf parses only what is not a line (metadata, stats, the XSpace's own
@@ -377,7 +377,7 @@ def parse_space(data: bytes | mmap.mmap, mapped: MappedFile | None = None) -> Fa
 
 
 def _space(data: bytes | mmap.mmap, mapped: MappedFile | None) -> FastSpace:
-    from traceview.parsers.xspace_schema import XPlaneLines, XSpaceLines
+    from traceview.parsers.xspace.schema import XPlaneLines, XSpaceLines
 
     buf = np.frombuffer(data, dtype=np.uint8)
     outline = _outline(buf)
@@ -406,9 +406,9 @@ def _space(data: bytes | mmap.mmap, mapped: MappedFile | None) -> FastSpace:
 
 
 def parse_plane(raw: bytes) -> _Plane:
-    """One XPlane's own bytes (a field's value, as parsers.allocator_events finds them) parsed as
+    """One XPlane's own bytes (a field's value, as parsers.xspace.allocator_events finds them) parsed as
     parse_space parses a plane: its lines left to the compiled line walk."""
-    from traceview.parsers.xspace_schema import varint_bytes
+    from traceview.parsers.xspace.schema import varint_bytes
 
     return _space(b"\x0a" + varint_bytes(len(raw)) + raw, None).planes[0]  # an XSpace of this plane (field 1)
 

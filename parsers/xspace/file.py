@@ -12,11 +12,11 @@ from traceview.errors import TraceError
 from traceview.parsers import compressed
 from traceview.parsers.compressed import read_limited
 from traceview.parsers.remote import url_of
-from traceview.parsers.xspace_lenient import repair_utf8
-from traceview.parsers.xspace_schema import WireError, XSpaceRaw
+from traceview.parsers.xspace.lenient import repair_utf8
+from traceview.parsers.xspace.schema import WireError, XSpaceRaw
 
 if TYPE_CHECKING:
-    from traceview.parsers.xspace_map import MappedFile
+    from traceview.parsers.xspace.mapped import MappedFile
 
 # Files this large take the compiled reader when numba is installed: below it, loading numba costs a fresh
 # process more than the compiled loops save (the measurements: docs/scale.md, "The compiled reader").
@@ -35,11 +35,11 @@ def _parse_space(data: bytes, fast: bool | None, mapped: MappedFile | None = Non
     if fast is None:
         fast = len(data) >= _FAST_MIN_BYTES
         if not fast and len(data) >= _FAST_WARM_MIN_BYTES:
-            from traceview.parsers import xspace_fast
+            from traceview.parsers.xspace import fast as xspace_fast
 
             fast = xspace_fast.loaded()
     if fast:
-        from traceview.parsers import xspace_fast
+        from traceview.parsers.xspace import fast as xspace_fast
 
         if xspace_fast.enabled():
             return xspace_fast.parse_space(data, mapped)
@@ -85,7 +85,7 @@ def load_xspace(path: str | Path, fast: bool | None = None) -> XSpaceRaw:
 
 
 def _mapped(path: Path, fast: bool | None) -> MappedFile | None:
-    """The file mapped (parsers/xspace_map.py) when the compiled reader will read it (a large file, numba
+    """The file mapped (parsers/xspace/mapped.py) when the compiled reader will read it (a large file, numba
     there, not turned off); None: read it into memory."""
     if fast is False or url_of(path) is not None:
         return None
@@ -95,8 +95,8 @@ def _mapped(path: Path, fast: bool | None) -> MappedFile | None:
                 return None     # read by the numpy decoder: the compiled one is not loaded for it
         except OSError:
             return None         # the read says what is wrong
-    from traceview.parsers import xspace_fast
-    from traceview.parsers.xspace_map import map_file
+    from traceview.parsers.xspace import fast as xspace_fast
+    from traceview.parsers.xspace.mapped import map_file
 
     if not xspace_fast.enabled():
         return None
@@ -143,7 +143,7 @@ def file_capture_time(path: str | Path) -> datetime | None:
     """
     from types import SimpleNamespace
 
-    from traceview.parsers.xspace_schema import XPlane
+    from traceview.parsers.xspace.schema import XPlane
 
     try:
         data = read_limited(path, error=TraceError, what="trace file")

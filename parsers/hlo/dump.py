@@ -16,11 +16,11 @@ from pathlib import Path
 
 from traceview.errors import HloError, UserError
 from traceview.parsers.compressed import read_head
-from traceview.parsers.hlo_files import read_bytes
-from traceview.parsers.hlo_model import HloModule
-from traceview.parsers.hlo_proto import parse_hlo_proto, proto_module_name
-from traceview.parsers.hlo_text import header_module_name, looks_like_hlo_text, parse_hlo_text
-from traceview.parsers.stablehlo import LOWERED_STAGE, looks_like_mlir, mlir_to_hlo_text
+from traceview.parsers.hlo.files import read_bytes
+from traceview.parsers.hlo.model import HloModule
+from traceview.parsers.hlo.proto import parse_hlo_proto, proto_module_name
+from traceview.parsers.hlo.stablehlo import LOWERED_STAGE, looks_like_mlir, mlir_to_hlo_text
+from traceview.parsers.hlo.text import header_module_name, looks_like_hlo_text, parse_hlo_text
 
 __all__ = ["load_hlo_modules", "read_hlo_file", "match_module", "classify_file", "DumpFile", "read_bytes"]
 
@@ -114,7 +114,7 @@ def read_hlo_file(path: str | Path, data: bytes | None = None) -> HloModule:
 
 
 def _read_mlir(data: bytes, path: Path) -> HloModule:
-    """A StableHLO/MHLO module, converted to HLO by jaxlib (parsers/stablehlo.py): stage "lowered"."""
+    """A StableHLO/MHLO module, converted to HLO by jaxlib (parsers/hlo/stablehlo.py): stage "lowered"."""
     module = parse_hlo_text(mlir_to_hlo_text(data.decode("utf-8", errors="replace"), str(path)), str(path))
     module.stage = LOWERED_STAGE
     module.warnings.append(f"{path}: StableHLO/MHLO text converted to HLO by jaxlib: the program as lowered, "

@@ -35,7 +35,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from traceview.parsers.hlo_model import Computation, HloModule, Instruction
+from traceview.parsers.hlo.model import Computation, HloModule, Instruction
 
 # Opcodes that launch nothing on the device (views, tuples, parameters, control markers).
 _NO_KERNEL = frozenset({

@@ -7,7 +7,7 @@ beside the xplane (``perfetto_trace.json.gz``). Both are the XSpace converted to
 trace events: a process per plane (``/device:TPU:0``, ``/host:CPU``) named by a
 ``process_name`` metadata event, a thread per line (``thread_name``), complete
 events (``ph: "X"``, ``ts``/``dur`` in microseconds) whose ``args`` are the
-event's stats as strings. So the mapping follows :mod:`traceview.parsers.xplane`:
+event's stats as strings. So the mapping follows :mod:`traceview.parsers.xspace.reader`:
 
 * TPU device processes: each ``XLA Ops`` event is an op row (device-clock
   ``device_duration_ps``/``device_offset_ps`` args preferred), its module and
@@ -29,7 +29,7 @@ Events are pulled into columns by one list comprehension per field after
 everything after is numpy/pandas, and every table chunk holds many lines (a
 file of 100,000 threads costs what one thread of as many events costs).
 Decoding and its bounds (size, values, events, hostile strings) are
-:mod:`traceview.parsers.trace_json_text`; ``ts`` and ``dur`` must be JSON
+:mod:`traceview.parsers.trace_json.text`; ``ts`` and ``dur`` must be JSON
 numbers, and events with missing, non-numeric, negative or overflowing times
 are dropped with a warning.
 """
@@ -44,10 +44,10 @@ import numpy as np
 import pandas as pd
 
 from traceview.errors import TraceError
-from traceview.parsers.gpu_kernels import CUDA_GRAPH_STAT, GRAPH_LAUNCH_STAT
 from traceview.parsers.profile import Device
-from traceview.parsers.trace_json_text import event_times, load_events
-from traceview.parsers.xplane import (
+from traceview.parsers.tables.gpu_kernels import CUDA_GRAPH_STAT, GRAPH_LAUNCH_STAT
+from traceview.parsers.trace_json.text import event_times, load_events
+from traceview.parsers.xspace.reader import (
     _GPU_STREAM_PREFIX,
     _MODULE_EVENT,
     _STEPS_LINE,
@@ -76,7 +76,7 @@ MAX_DEVICES = 4096
 
 def read_trace_json(path: str | Path, host: str | None = None) -> TraceData:
     """Read one trace-event JSON file into a TraceData (tables for one host)."""
-    from traceview.parsers.discover import host_of
+    from traceview.parsers.layout import host_of
 
     events = load_events(path)
     return _JsonReader(host or host_of(Path(path)), str(path)).read(events)
@@ -295,7 +295,7 @@ class _JsonReader(_Reader):
             self.step_rows.append(_step_block(dev.id, step, cols.start, cols.duration, "steps_line"))
 
     def _kernels(self, chunk: _Chunk, cols: _Columns) -> None:
-        """GPU kernels as op executions, command buffers read through (parsers.gpu_kernels): a kernel is
+        """GPU kernels as op executions, command buffers read through (parsers.tables.gpu_kernels): a kernel is
         known by its event name, a CUDA graph launch by its correlation id."""
         kernel, names = pd.factorize(pd.Series(cols.names, dtype=object))
         chunk.extra["kernel"] = kernel.astype(np.int64)

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from traceview.errors import HloError
-from traceview.parsers.buffer_assignment import BufferAllocation, BufferAssignment, LogicalBuffer
+from traceview.parsers.hlo.buffer_assignment import BufferAllocation, BufferAssignment, LogicalBuffer
 
 _ALLOCATION = re.compile(r"^allocation (?P<index>\d+): size (?P<size>\d+)(?P<flags>.*?):?\s*$")
 _VALUE = re.compile(r"^\s*value: <(?P<id>\d+) (?P<name>[^\s{@]+)(?:\{(?P<index>[\d,]*)\})? @\d+> "

@@ -21,10 +21,10 @@ from typing import Any, NamedTuple
 from google.protobuf.message import DecodeError
 
 from traceview.errors import HloError
-from traceview.parsers.hlo_checks import check_module
-from traceview.parsers.hlo_files import read_bytes
-from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape, source_name
-from traceview.parsers.hlo_schema import (
+from traceview.parsers.hlo.checks import check_module
+from traceview.parsers.hlo.files import read_bytes
+from traceview.parsers.hlo.model import Computation, HloModule, Instruction, Shape, source_name
+from traceview.parsers.hlo.schema import (
     FFT_TYPES,
     PRECISION_NAMES,
     PRIMITIVE_TYPES,
@@ -33,7 +33,7 @@ from traceview.parsers.hlo_schema import (
     SHARDING_TYPES,
     message_class,
 )
-from traceview.parsers.hlo_text import apply_stack_frames, called_from_attributes, parse_replica_groups
+from traceview.parsers.hlo.text import apply_stack_frames, called_from_attributes, parse_replica_groups
 
 __all__ = ["parse_hlo_proto", "read_hlo_proto", "modules_from_trace_protos", "shape_from_proto", "shape_to_text"]
 

@@ -10,7 +10,7 @@ table keeps one row per kernel, so times stay exactly XProf's, and marks in
 and its FLOPs and bytes are charged once per execution.
 
 Works on one stream's rows as numpy columns (codes into name lists); the
-placement itself is :mod:`traceview.parsers.command_buffers`.
+placement itself is :mod:`traceview.parsers.hlo.command_buffers`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from traceview.parsers.command_buffers import KernelSchedule, place_kernels
+from traceview.parsers.hlo.command_buffers import KernelSchedule, place_kernels
 
 # A kernel replayed from a CUDA graph (an XLA command buffer) carries the graph's id; the graph launch it
 # belongs to, the launch's correlation id.
@@ -213,9 +213,9 @@ class GpuKernelRows:
 
     def _parse(self, module: str, program_id: int) -> KernelSchedule | None:
         """The module's kernel schedule from the HLO the trace holds, else from an XLA dump beside the trace
-        (``hlo/``, ``xla_dump/``: parsers.discover.find_dump_dir); None when neither has it."""
+        (``hlo/``, ``xla_dump/``: parsers.layout.find_dump_dir); None when neither has it."""
         from traceview.errors import UserError
-        from traceview.parsers.hlo_proto import parse_hlo_proto, proto_key
+        from traceview.parsers.hlo.proto import parse_hlo_proto, proto_key
 
         wanted = program_id + (1 << 64) if program_id < -1 else program_id
         data = next((b for k, b in self.hlo_protos.items() if proto_key(k) == (module, wanted)), None)
@@ -230,8 +230,8 @@ class GpuKernelRows:
             return None
 
     def _from_dump(self, module: str, program_id: int) -> KernelSchedule | None:
-        from traceview.parsers.discover import find_dump_dir
-        from traceview.parsers.hlo_dump import load_hlo_modules
+        from traceview.parsers.hlo.dump import load_hlo_modules
+        from traceview.parsers.layout import find_dump_dir
 
         dump = find_dump_dir(self.path)
         if dump is None:

@@ -1,4 +1,4 @@
-"""The child process that converts StableHLO/MHLO text to HLO text with jaxlib (run by parsers/stablehlo.py).
+"""The child process that converts StableHLO/MHLO text to HLO text with jaxlib (run by parsers/hlo/stablehlo.py).
 
 jaxlib's MLIR parser is C++ that trusts its input: run here, a crash, a hang
 or its log output ends with this process, never with traceview's. Reads the

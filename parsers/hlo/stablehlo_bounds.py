@@ -5,7 +5,7 @@ hundred thousand levels deep (attributes, tuple types, modules, fused
 locations, ``stablehlo.case`` regions) or a function that calls itself
 overflows its stack, and a sharding it cannot build fails an internal check
 with a page of log. The converter runs in a child process anyway
-(parsers/stablehlo.py), so a crash cannot take traceview down; these checks
+(parsers/hlo/stablehlo.py), so a crash cannot take traceview down; these checks
 turn the known causes into a one-line error that says what is wrong, and
 catch the one thing the converter accepts silently: an ``mhlo.sharding`` it
 cannot parse is dropped from the program without a word.

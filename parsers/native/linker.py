@@ -3,7 +3,7 @@
 numba's own cache (``cache=True``) stores a kernel's machine code too, but
 using it means importing numba and its dispatcher (0.1 s) and loading each
 kernel through it (0.09 s): a fifth of a cold read of a 2 M-event trace. Here
-each kernel of :mod:`xspace_kernels` is compiled once as a C-callable function
+each kernel of :mod:`traceview.parsers.native.kernels` is compiled once as a C-callable function
 (numba's ``cfunc``, arrays passed as pointer and dimensions), the object code
 of all of them is written to one file beside numba's cache, and later
 processes link that file into an LLVM engine of their own (llvmlite, which
@@ -68,12 +68,12 @@ _NEVER_CALLED = frozenset({"NRT_Free", "NRT_MemInfo_call_dtor", "numba_do_raise"
 _MAGIC = b"TVKERNELS1\n"
 _MAX_HEADER = 1 << 16
 _MAX_OBJECT = 64 << 20
-_SOURCE = Path(__file__).with_name("xspace_kernels.py")
+_SOURCE = Path(__file__).with_name("kernels.py")
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_.$]{0,200}")
 
 
 class NativeKernels:
-    """The kernels as attributes, called as xspace_kernels' are (same arguments, same results)."""
+    """The kernels as attributes, called as the numba kernels are (same arguments, same results)."""
 
     def __init__(self, addresses: dict[str, int], keep: tuple[Any, ...] = ()) -> None:
         self._keep = keep  # the engine (or numba's compiled functions) and the stub: alive as long as the kernels
@@ -310,7 +310,7 @@ def _folders() -> list[Path]:
 
 
 def _file_name() -> str:
-    """xspace_kernels.<digest>.native: the digest of everything the machine code depends on."""
+    """kernels.<digest>.native: the digest of everything the machine code depends on."""
     import llvmlite
     import llvmlite.binding as llvm
 
@@ -319,7 +319,7 @@ def _file_name() -> str:
              llvm.get_host_cpu_name().encode(), llvm.get_host_cpu_features().flatten().encode()]
     parts += [f"{k}={os.environ.get(k, '')}".encode() for k in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "NUMBA_OPT")]
     digest = hashlib.sha256(b"\0".join(parts)).hexdigest()[:24]
-    return f"xspace_kernels.{digest}.native"
+    return f"kernels.{digest}.native"
 
 
 def _numba_version() -> bytes:

@@ -7,7 +7,7 @@ traces (ALLOC / FREE / SHARE_WITH events in program order). The messages are
 declared here, at run time, in a private descriptor pool (field names and
 numbers follow xla/service/hlo.proto); ``HloProto`` is declared with only its
 ``buffer_assignment`` field, so the module itself is skipped by the decoder
-(parsers.hlo_proto reads it).
+(parsers.hlo.proto reads it).
 """
 
 from __future__ import annotations

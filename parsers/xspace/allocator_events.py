@@ -7,7 +7,7 @@ peak, plus what was asked for (requested / allocation bytes, address) and,
 where the framework set them, the op, region, dtype and shape. JAX on the CPU
 writes none.
 
-This reader is separate from parsers.xplane on purpose: it decodes only the
+This reader is separate from parsers.xspace.reader on purpose: it decodes only the
 host plane's allocator events, once, into one DataFrame (ALLOCATOR_COLUMNS).
 """
 
@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 
 from traceview.errors import TraceError
-from traceview.parsers.discover import host_of
-from traceview.parsers.xplane import MAX_TIME_PS
-from traceview.parsers.xspace_schema import (
+from traceview.parsers.layout import host_of
+from traceview.parsers.xspace.reader import MAX_TIME_PS
+from traceview.parsers.xspace.schema import (
     STAT_BYTES,
     STAT_DOUBLE,
     STAT_INT64,
@@ -78,7 +78,7 @@ def empty_allocator_frame() -> pd.DataFrame:
 
 def read_allocator_events(path: str | Path, host: str | None = None) -> pd.DataFrame:
     """Every allocator event in one ``*.xplane.pb`` file (empty frame when it has none)."""
-    from traceview.parsers.xspace_file import load_xspace  # file checks and decompression live there
+    from traceview.parsers.xspace.file import load_xspace  # file checks and decompression live there
 
     path = Path(path)
     host = host or host_of(path)
@@ -103,7 +103,7 @@ def _host_plane_alone(path: Path):
         return None
     if not raw:
         return False
-    from traceview.parsers import xspace_fast
+    from traceview.parsers.xspace import fast as xspace_fast
 
     # Where the trace's read loaded the compiled reader (a large file, a pod's hosts), the plane's lines
     # are walked by it, each decoded whole; a small trace's read does not load it for this.

@@ -8,7 +8,7 @@ guarding against cycles, unbounded nesting or arrays no machine could hold.
 from __future__ import annotations
 
 from traceview.errors import HloError
-from traceview.parsers.hlo_model import HloModule, Shape
+from traceview.parsers.hlo.model import HloModule, Shape
 
 # Deeper than anything XLA emits (its own tuple shapes and call graphs stay within a few dozen levels),
 # shallow enough that recursive walks stay far from Python's recursion limit.

@@ -1,5 +1,5 @@
 """Read HLO text as XLA prints and dumps it (CPU, GPU and TPU, before and after
-optimizations) into :class:`~traceview.parsers.hlo_model.HloModule`.
+optimizations) into :class:`~traceview.parsers.hlo.model.HloModule`.
 
 The reader is line oriented: a computation starts with a header line ending in
 ``{``, holds one instruction per line and ends with a line starting ``}``.
@@ -22,9 +22,9 @@ from itertools import pairwise
 from pathlib import Path
 
 from traceview.errors import HloError
-from traceview.parsers.hlo_checks import MAX_TUPLE_DEPTH, check_module
-from traceview.parsers.hlo_files import read_bytes
-from traceview.parsers.hlo_model import Computation, HloModule, Instruction, Shape, source_name
+from traceview.parsers.hlo.checks import MAX_TUPLE_DEPTH, check_module
+from traceview.parsers.hlo.files import read_bytes
+from traceview.parsers.hlo.model import Computation, HloModule, Instruction, Shape, source_name
 
 __all__ = ["apply_stack_frames", "called_from_attributes", "desugar_async", "header_module_name",
            "looks_like_hlo_text", "parse_hlo_text",
