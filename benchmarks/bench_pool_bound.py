@@ -59,11 +59,11 @@ def import_the_rest() -> None:
 def one_run(run_dir: str, jobs: int) -> None:
     from concurrent.futures import ProcessPoolExecutor
 
-    from traceview.parsers.xspace import fast as xspace_fast
+    from traceview.parsers.native import loader as native_loader
     from traceview.runtime.malloc import keep_freed_memory
 
     keep_freed_memory()
-    xspace_fast.warm_up()
+    native_loader.warm_up()
     paths = sorted(glob.glob(os.path.join(run_dir, "**", "*.xplane.pb"), recursive=True))
     if jobs == 1:
         events = sum(decode_host(p) for p in paths)

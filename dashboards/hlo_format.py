@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from traceview.cost.shapes import shape_text
 from traceview.parsers.hlo.model import Computation, HloModule, Instruction, Shape
-from traceview.parsers.xspace.reader import as_uint64
+from traceview.parsers.tables.conventions import as_uint64
 
 # Attributes shown elsewhere in the panel (or too long for one line).
 _HIDDEN_ATTRIBUTES = {"metadata", "backend_config", "frontend_attributes", "statistics"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from traceview.parsers.layout import is_xplane_file
-from traceview.parsers.xspace.reader import TraceData
+from traceview.parsers.tables.trace_data import TraceData
 
 
 def read_trace_file(path: str | Path, host: str | None = None) -> TraceData:

@@ -7,7 +7,8 @@ beside the xplane (``perfetto_trace.json.gz``). Both are the XSpace converted to
 trace events: a process per plane (``/device:TPU:0``, ``/host:CPU``) named by a
 ``process_name`` metadata event, a thread per line (``thread_name``), complete
 events (``ph: "X"``, ``ts``/``dur`` in microseconds) whose ``args`` are the
-event's stats as strings. So the mapping follows :mod:`traceview.parsers.xspace.reader`:
+event's stats as strings. So the mapping follows :mod:`traceview.parsers.xspace.reader`
+(the names both share: :mod:`traceview.parsers.tables.conventions`):
 
 * TPU device processes: each ``XLA Ops`` event is an op row (device-clock
   ``device_duration_ps``/``device_offset_ps`` args preferred), its module and
@@ -36,37 +37,34 @@ are dropped with a warning.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 
 from traceview.errors import TraceError
 from traceview.parsers.profile import Device
-from traceview.parsers.tables.gpu_kernels import CUDA_GRAPH_STAT, GRAPH_LAUNCH_STAT
-from traceview.parsers.trace_json.text import event_times, load_events
-from traceview.parsers.xspace.reader import (
-    _GPU_STREAM_PREFIX,
-    _MODULE_EVENT,
-    _STEPS_LINE,
-    _TPU_MODULES_LINE,
-    _TPU_OPS_LINE,
+from traceview.parsers.tables.builder import OpChunk, TableBuilder
+from traceview.parsers.tables.conventions import (
+    DEVICE_PLANE,
     END_MARKER_PREFIX,
+    GPU_STREAM_PREFIX,
+    INT32_MAX,
     MAX_TIME_PS,
-    TraceData,
-    _Chunk,
-    _device_order,
-    _pid,
-    _Reader,
-    _step_block,
-    _to_int,
-    self_times,
+    MODULE_EVENT,
+    STEPS_LINE,
+    TPU_MODULES_LINE,
+    TPU_OPS_LINE,
+    device_order,
+    program_id_of,
+    to_int,
 )
+from traceview.parsers.tables.gpu_kernels import CUDA_GRAPH_STAT, GRAPH_LAUNCH_STAT
+from traceview.parsers.tables.nesting import self_times
+from traceview.parsers.tables.steps import step_block
+from traceview.parsers.tables.trace_data import TraceData
+from traceview.parsers.trace_json.text import event_times, load_events
 
-_DEVICE_PROCESS = re.compile(r"^/device:(TPU|GPU):(\d+)$")
-_INT32_MAX = (1 << 31) - 1
 _PS_PER_US = 1_000_000
 # Complete events, and instant events (XProf exports a zero-length event as one).
 _TIMED_PHASES = frozenset(("X", "i", "I"))
@@ -79,7 +77,7 @@ def read_trace_json(path: str | Path, host: str | None = None) -> TraceData:
     from traceview.parsers.layout import host_of
 
     events = load_events(path)
-    return _JsonReader(host or host_of(Path(path)), str(path)).read(events)
+    return JsonReader(host or host_of(Path(path)), str(path)).read(events)
 
 
 def _key(value) -> int | str:
@@ -131,7 +129,7 @@ class _Columns:
 
     def ints(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """An integer arg's values and where it is present and whole."""
-        values = [_to_int(a.get(key)) for a in self.args]
+        values = [to_int(a.get(key)) for a in self.args]
         has = np.array([v is not None and -(1 << 63) <= v < (1 << 63) for v in values], dtype=bool)
         return np.array([v if h else 0 for v, h in zip(values, has)], dtype=np.int64), has
 
@@ -198,11 +196,8 @@ class _Lines:
         return cols
 
 
-class _JsonReader(_Reader):
-    """The xplane reader's table building, fed from trace events instead of XPlanes."""
-
-    def __init__(self, host: str, path: str) -> None:
-        super().__init__(SimpleNamespace(errors=[], warnings=[]), host, path)
+class JsonReader(TableBuilder):
+    """The tables of one trace-event file, built as the XSpace reader builds them from its planes."""
 
     def read(self, events: list[dict]) -> TraceData:
         processes, threads = _names(events)
@@ -219,7 +214,7 @@ class _JsonReader(_Reader):
         device_procs = []
         host_groups: list[int] = []
         for pid, groups in by_process.items():
-            m = _DEVICE_PROCESS.match(processes.get(pid, ""))
+            m = DEVICE_PLANE.match(processes.get(pid, ""))
             if m:
                 device_procs.append((m[1], int(m[2]), groups))
             else:
@@ -231,14 +226,14 @@ class _JsonReader(_Reader):
             self._device_process(kind, str(ordinal), lines, groups)
         device_has_ops = bool(self.chunks)
         annotations = self._host_processes(lines, host_groups, cpu_ops=not device_has_ops)
-        ops = self._ops_frame()
-        ops, steps = self._assign_steps(ops, annotations)
+        ops = self.ops_frame()
+        ops, steps = self.assign_steps(ops, annotations)
         if self.dropped["events"]:
             self.warnings.append(f"{self.path}: dropped {self.dropped['events']} event(s) with missing, negative, "
                                  "overflowing or non-numeric times (corrupt trace?)")
         if ops.empty:
             self.warnings.append(f"{self.path}: no device op events in this trace")
-        return TraceData(host=self.host, ops=ops, host_events=self._host_frame(), steps=steps,
+        return TraceData(host=self.host, ops=ops, host_events=self.host_frame(), steps=steps,
                          devices=self.devices, warnings=self.warnings)
 
     def _complete_events(self, events: list[dict], threads: dict) -> _Lines:
@@ -273,28 +268,28 @@ class _JsonReader(_Reader):
         self.devices.append(dev)
         named = lines.named(groups)
         if kind == "TPU":
-            modules = named.get(_TPU_MODULES_LINE)
+            modules = named.get(TPU_MODULES_LINE)
             mod_exec = _module_executions(lines.take([modules])) if modules is not None else None
             if mod_exec is not None:
                 self.module_execs[dev.id] = mod_exec
-            if _TPU_OPS_LINE in named:
-                self.chunks.append(self._tpu_ops(dev.id, lines.take([named[_TPU_OPS_LINE]]), mod_exec))
+            if TPU_OPS_LINE in named:
+                self.chunks.append(self._tpu_ops(dev.id, lines.take([named[TPU_OPS_LINE]]), mod_exec))
         else:
-            streams = [g for g in groups if lines.names[g].startswith(_GPU_STREAM_PREFIX)]
+            streams = [g for g in groups if lines.names[g].startswith(GPU_STREAM_PREFIX)]
             if streams:
                 cols = lines.take(streams)
                 chunk = _stat_rows(dev.id, cols)
                 self._kernels(chunk, cols)
                 self.chunks.append(chunk)
-        if _STEPS_LINE in named:
-            cols = lines.take([named[_STEPS_LINE]])
-            numbers = [_to_int(n) for n in cols.names]
-            step = np.array([n if n is not None and 0 <= n < _INT32_MAX else -1 for n in numbers], dtype=np.int64)
+        if STEPS_LINE in named:
+            cols = lines.take([named[STEPS_LINE]])
+            numbers = [to_int(n) for n in cols.names]
+            step = np.array([n if n is not None and 0 <= n < INT32_MAX else -1 for n in numbers], dtype=np.int64)
             unnamed = step < 0
             step[unnamed] = np.flatnonzero(unnamed)  # no number: the event's position on the line
-            self.step_rows.append(_step_block(dev.id, step, cols.start, cols.duration, "steps_line"))
+            self.step_rows.append(step_block(dev.id, step, cols.start, cols.duration, "steps_line"))
 
-    def _kernels(self, chunk: _Chunk, cols: _Columns) -> None:
+    def _kernels(self, chunk: OpChunk, cols: _Columns) -> None:
         """GPU kernels as op executions, command buffers read through (parsers.tables.gpu_kernels): a kernel is
         known by its event name, a CUDA graph launch by its correlation id."""
         kernel, names = pd.factorize(pd.Series(cols.names, dtype=object))
@@ -306,7 +301,7 @@ class _JsonReader(_Reader):
         stream = np.asarray(chunk.line.codes) if isinstance(chunk.line, pd.Categorical) else None
         self.kernels.add(chunk, [str(n) for n in names], lambda codes: codes, stream)
 
-    def _tpu_ops(self, device: str, cols: _Columns, mod_exec: tuple | None) -> _Chunk:
+    def _tpu_ops(self, device: str, cols: _Columns, mod_exec: tuple | None) -> OpChunk:
         dev_dur, has_dur = cols.ints("device_duration_ps")
         dev_off, has_off = cols.ints("device_offset_ps")
         bad_dur = has_dur & ((dev_dur < 0) | (dev_dur > MAX_TIME_PS))
@@ -315,7 +310,7 @@ class _JsonReader(_Reader):
         duration = np.where(has_dur & ~bad_dur, dev_dur, cols.duration)
         has_off &= ~bad_off
         nest_start = dev_off if has_off.all() else cols.start
-        pid = np.array([_pid(p) for p in cols.text("program_id")], dtype=np.int64)
+        pid = np.array([program_id_of(p) for p in cols.text("program_id")], dtype=np.int64)
         module = np.full(len(cols), "", dtype=object)
         if mod_exec is not None:
             m_start, m_end, m_names, m_pids = mod_exec
@@ -324,8 +319,8 @@ class _JsonReader(_Reader):
             module[inside] = m_names[k[inside]]
             missing = (pid == -1) & inside
             pid[missing] = m_pids[k[missing]]
-        return _Chunk(
-            device=device, line=_TPU_OPS_LINE, start=cols.start, duration=duration,
+        return OpChunk(
+            device=device, line=TPU_OPS_LINE, start=cols.start, duration=duration,
             self_ps=self_times(nest_start, duration),
             op=pd.Categorical(cols.names), module=pd.Categorical(module),
             category=pd.Categorical([c or "" for c in cols.text("hlo_category")]),
@@ -347,7 +342,7 @@ class _JsonReader(_Reader):
                 keep_host = ~is_op
                 self._cpu_ops(cols, hlo_op, is_op)
         step_num, has_step = cols.ints("step_num")
-        has_step &= (step_num >= 0) & (step_num < _INT32_MAX)
+        has_step &= (step_num >= 0) & (step_num < INT32_MAX)
         rows = np.flatnonzero(keep_host)
         assert cols.line is not None   # taken from the lines: each row names its own
         self.host_chunks.append(dict(thread=cols.line[rows], start=cols.start[rows], duration=cols.duration[rows],
@@ -375,7 +370,7 @@ class _JsonReader(_Reader):
             chunk.duration = chunk.duration + extension[rows]
             chunk.self_ps = chunk.self_ps + extension[rows]
             self.chunks.append(chunk)
-        for device in sorted((d for d, _ in groups), key=_device_order):
+        for device in sorted((d for d, _ in groups), key=device_order):
             self.devices.append(Device(id=device, host=self.host, kind="CPU"))
 
 
@@ -401,16 +396,16 @@ def _module_executions(cols: _Columns) -> tuple:
     """The module executions (start, end, names, program ids) sorted by start, from ``name(program id)``."""
     names, pids = [], []
     for n in cols.names:
-        match = _MODULE_EVENT.match(n)
+        match = MODULE_EVENT.match(n)
         names.append(match["name"] if match else n)
-        pids.append(_pid(match["pid"]) if match else -1)
+        pids.append(program_id_of(match["pid"]) if match else -1)
     order = np.argsort(cols.start, kind="stable")
     start = cols.start[order]
     return (start, start + cols.duration[order], np.array(names, dtype=object)[order],
             np.array(pids, dtype=np.int64)[order])
 
 
-def _stat_rows(device: str, cols: _Columns) -> _Chunk:
+def _stat_rows(device: str, cols: _Columns) -> OpChunk:
     """Op rows named by hlo_op args (else the framework op of ``level 0``, else the event name), each on its
     own line (``cols.line``)."""
     hlo_op = cols.text("hlo_op")
@@ -421,7 +416,7 @@ def _stat_rows(device: str, cols: _Columns) -> _Chunk:
     run_id, _ = cols.ints("run_id")
     n = len(cols)
     assert cols.line is not None
-    chunk = _Chunk(
+    chunk = OpChunk(
         device=device, line=cols.line, start=cols.start, duration=cols.duration, self_ps=cols.self_ps(),
         op=pd.Categorical(op), module=pd.Categorical([m or "" for m in cols.text("hlo_module")]),
         category=pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [""]),

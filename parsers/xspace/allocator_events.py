@@ -22,7 +22,7 @@ import pandas as pd
 
 from traceview.errors import TraceError
 from traceview.parsers.layout import host_of
-from traceview.parsers.xspace.reader import MAX_TIME_PS
+from traceview.parsers.tables.conventions import MAX_TIME_PS
 from traceview.parsers.xspace.schema import (
     STAT_BYTES,
     STAT_DOUBLE,
@@ -103,11 +103,12 @@ def _host_plane_alone(path: Path):
         return None
     if not raw:
         return False
+    from traceview.parsers.native import loader as native_loader
     from traceview.parsers.xspace import fast as xspace_fast
 
     # Where the trace's read loaded the compiled reader (a large file, a pod's hosts), the plane's lines
     # are walked by it, each decoded whole; a small trace's read does not load it for this.
-    if xspace_fast.loaded():
+    if native_loader.loaded():
         try:
             return xspace_fast.parse_plane(raw)
         except (DecodeError, WireError):

@@ -35,13 +35,15 @@ def _parse_space(data: bytes, fast: bool | None, mapped: MappedFile | None = Non
     if fast is None:
         fast = len(data) >= _FAST_MIN_BYTES
         if not fast and len(data) >= _FAST_WARM_MIN_BYTES:
+            from traceview.parsers.native import loader as native_loader
             from traceview.parsers.xspace import fast as xspace_fast
 
-            fast = xspace_fast.loaded()
+            fast = native_loader.loaded()
     if fast:
+        from traceview.parsers.native import loader as native_loader
         from traceview.parsers.xspace import fast as xspace_fast
 
-        if xspace_fast.enabled():
+        if native_loader.enabled():
             return xspace_fast.parse_space(data, mapped)
     space = XSpaceRaw()
     space.ParseFromString(data)
@@ -95,10 +97,10 @@ def _mapped(path: Path, fast: bool | None) -> MappedFile | None:
                 return None     # read by the numpy decoder: the compiled one is not loaded for it
         except OSError:
             return None         # the read says what is wrong
-    from traceview.parsers.xspace import fast as xspace_fast
+    from traceview.parsers.native import loader as native_loader
     from traceview.parsers.xspace.mapped import map_file
 
-    if not xspace_fast.enabled():
+    if not native_loader.enabled():
         return None
     return map_file(path, 0 if fast else _FAST_MIN_BYTES, compressed.PROTO_LIMIT)
 

@@ -56,11 +56,12 @@ def test_the_compiled_reader_loads_before_any_case_is_timed():
     script = (
         "from tests.support import fuzzing\n"
         "from traceview.parsers.xspace import fast as xspace_fast\n"
-        "assert not xspace_fast.loaded()\n"
+        "from traceview.parsers.native import loader as native_loader\n"
+        "assert not native_loader.loaded()\n"
         "seeds = [s for s in fuzzing.default_seeds(shared=False) if s.kind == 'config'][:1]\n"
         "report = fuzzing.fuzz(1, 1, seeds=seeds, timeout_s=30.0)\n"
         "assert report.cases == 1\n"
-        "print(xspace_fast.loaded())\n"
+        "print(native_loader.loaded())\n"
     )
     repo = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-c", script], cwd=repo, capture_output=True, text=True, timeout=300)

@@ -436,15 +436,15 @@ def test_dask_local_cluster_equals_local(pod, cache_dir, monkeypatch):
 
 
 def _pretend_eight_cores() -> None:
-    from traceview.parsers.xspace import fast as xspace_fast
+    from traceview.parsers.native import loader as native_loader
 
-    xspace_fast._cores = lambda: 8
+    native_loader._cores = lambda: 8
 
 
 def _split_threads() -> int:
-    from traceview.parsers.xspace import fast as xspace_fast
+    from traceview.parsers.native import loader as native_loader
 
-    return xspace_fast._split_threads()
+    return native_loader.split_threads()
 
 
 @pytest.mark.slow
@@ -526,7 +526,7 @@ def test_trace_data_with_unknown_fields_is_not_stored(shared_traces, cache_dir):
     """A field added to TraceData later must not be dropped silently by the cache."""
     from dataclasses import dataclass
 
-    from traceview.parsers.xspace.reader import TraceData
+    from traceview.parsers.tables.trace_data import TraceData
 
     @dataclass
     class Wider(TraceData):

@@ -11,7 +11,10 @@ import pytest
 
 from traceview.errors import TraceError, UserError
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS
-from traceview.parsers.xspace.reader import as_uint64, load_xspace, read_xplane, self_times
+from traceview.parsers.tables.conventions import as_uint64
+from traceview.parsers.tables.nesting import self_times
+from traceview.parsers.xspace.file import load_xspace
+from traceview.parsers.xspace.reader import read_xplane
 from traceview.parsers.xspace.schema import XSpace
 
 TPU = "openxla-xprof/tpu_inference_2.xplane.pb"
@@ -262,11 +265,11 @@ def _random_nested(rng, n_roots=6, depth=3):
 @pytest.fixture(params=["numpy", "compiled"])
 def nesting_path(request, monkeypatch):
     """self_times through each of its two implementations (the compiled one where numba is installed)."""
-    from traceview.parsers.xspace import fast as xspace_fast
+    from traceview.parsers.native import loader as native_loader
 
-    if request.param == "compiled" and not xspace_fast.enabled():
+    if request.param == "compiled" and not native_loader.enabled():
         pytest.skip("numba is not installed")
-    monkeypatch.setattr(xspace_fast, "loaded", lambda: request.param == "compiled")
+    monkeypatch.setattr(native_loader, "loaded", lambda: request.param == "compiled")
     return request.param
 
 
@@ -300,19 +303,19 @@ def test_self_times_flat_and_zero_length(nesting_path):
 def test_self_times_with_partial_overlaps():
     """Partial overlaps (threads, async work) have no brute-force definition: the compiled walk must give
     exactly what the vectorized passes give, including an event that outlives its parent."""
-    from traceview.parsers.xspace import fast as xspace_fast
+    from traceview.parsers.native import loader as native_loader
+    from traceview.parsers.tables.nesting import _nested_children_by_level, nested_children
 
-    if not xspace_fast.enabled():
+    if not native_loader.enabled():  # loads the kernels: nested_children is then the compiled walk
         pytest.skip("numba is not installed")
-    from traceview.parsers.xspace.reader import _nested_children
 
     # A [0,10) holds B [2,6): 4 of A's time. C [5,15) starts with A and B open: depth 2, parent B, and
     # 1 of it lies inside B. D [12,14) starts when only C is open: depth 1, so its parent is the last
     # depth-0 event, A, which ended before D began: nothing.
     s = np.array([0, 2, 5, 12], dtype=np.int64)
     e = np.array([10, 6, 15, 14], dtype=np.int64)
-    assert _nested_children(s, e).tolist() == [4, 1, 0, 0]
-    assert xspace_fast.nested_children(s, e).tolist() == [4, 1, 0, 0]
+    assert _nested_children_by_level(s, e).tolist() == [4, 1, 0, 0]
+    assert nested_children(s, e).tolist() == [4, 1, 0, 0]
     rng = np.random.default_rng(7)
     for _ in range(50):
         n = int(rng.integers(2, 400))
@@ -320,7 +323,7 @@ def test_self_times_with_partial_overlaps():
         e = s + rng.integers(1, 200, n)
         order = np.lexsort((-e, s))
         s, e = s[order], e[order]
-        np.testing.assert_array_equal(xspace_fast.nested_children(s, e), _nested_children(s, e))
+        np.testing.assert_array_equal(nested_children(s, e), _nested_children_by_level(s, e))
 
 
 
@@ -328,9 +331,10 @@ def test_self_times_of_lines_in_order_in_one_compiled_pass(monkeypatch):
     """The one-pass kernel (lines already in (start, longest first) order) gives what the numpy passes
     give: partial overlaps, ties, zero and negative durations (which neither have nor are children),
     and a line out of order is left to the sorting path."""
-    from traceview.parsers.xspace import fast as xspace_fast
+    from traceview.parsers.native import loader as native_loader
+    from traceview.parsers.tables.nesting import _self_times_in_order
 
-    if not xspace_fast.enabled():
+    if not native_loader.enabled():
         pytest.skip("numba is not installed")
     rng = np.random.default_rng(11)
     for trial in range(60):
@@ -339,8 +343,8 @@ def test_self_times_of_lines_in_order_in_one_compiled_pass(monkeypatch):
         d = rng.integers(-3 if trial % 3 == 0 else 0, 200, n)
         order = np.lexsort((-(s + np.maximum(d, 0)), s))
         s, d = s[order].astype(np.int64), d[order].astype(np.int64)
-        compiled = xspace_fast.self_times_in_order(s, d)
-        monkeypatch.setattr(xspace_fast, "loaded", lambda: False)
+        compiled = _self_times_in_order(s, d)
+        monkeypatch.setattr(native_loader, "loaded", lambda: False)
         numpy_path = self_times(s, d)
         monkeypatch.undo()
         if compiled is None:  # a zero / negative duration between ties can break the order of the others
@@ -350,7 +354,7 @@ def test_self_times_of_lines_in_order_in_one_compiled_pass(monkeypatch):
             continue
         np.testing.assert_array_equal(compiled, numpy_path)
     s = np.array([5, 0], dtype=np.int64)
-    assert xspace_fast.self_times_in_order(s, np.array([1, 10], dtype=np.int64)) is None
+    assert _self_times_in_order(s, np.array([1, 10], dtype=np.int64)) is None
 
 def test_copy_of_trace_keeps_host_name(shared_traces, tmp_path):
     f = tmp_path / "myhost.xplane.pb"
@@ -467,7 +471,7 @@ def test_cpu_op_times_run_to_their_end_markers(sample_traces, sample):
 def test_unreported_figures_hold_no_memory_and_a_profile_can_change_them():
     """GPU and CPU rows' trace flops and bytes (the trace does not report them): read as one NaN seen on every
     row (no 16 bytes per row), the same values as before; a Profile's op table holds writable columns."""
-    from traceview.parsers.xspace.reader import is_unreported
+    from traceview.parsers.tables.columns import is_unreported
     from traceview.trace.read import ReadOptions, load_profile
 
     path = "sample_traces/transformer"

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from traceview.parsers.xspace.reader import as_uint64, read_xplane
+from traceview.parsers.tables.conventions import as_uint64
+from traceview.parsers.xspace.reader import read_xplane
 
 TOLERANCE = 0.005
 

@@ -746,11 +746,12 @@ def _run_xplane(path: Path) -> None:
     """Both readers: the compiled one (numba, for large files) must end as cleanly as the pure one, and
     where both read the file, give the same tables."""
     from traceview.errors import UserError
+    from traceview.parsers.native import loader as native_loader
     from traceview.parsers.xspace import fast as xspace_fast
     from traceview.parsers.xspace.reader import read_xplane
 
     compiled = None
-    if xspace_fast.enabled():
+    if native_loader.enabled():
         # fast=True maps the file (parsers/xspace/mapped.py); its lines are decoded in pieces of a few events
         # here, so the mutations meet the pieces' boundaries and page drops, not only a line's end
         xspace_fast._PIECE_EVENTS = 16
@@ -1072,10 +1073,10 @@ def load_compiled_reader() -> bool:
     """Load (on a fresh clone: compile, 15-40 s) the compiled reader's kernels here, before any case's
     clock starts. Compiling is set-up, not a hang; the forked workers inherit the loaded kernels."""
     try:
-        from traceview.parsers.xspace import fast as xspace_fast
+        from traceview.parsers.native import loader as native_loader
     except ImportError:  # an older traceview (the fuzzer run against another version)
         return False
-    return xspace_fast.enabled()
+    return native_loader.enabled()
 
 
 def _start_method() -> str:

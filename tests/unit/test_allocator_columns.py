@@ -66,10 +66,11 @@ def _plane_bytes(seed: int, events: int = 60) -> bytes:
 
 def _planes(data: bytes):
     """The host plane read both ways: raw protobuf (events as bytes) and by the compiled reader."""
+    from traceview.parsers.native import loader as native_loader
     from traceview.parsers.xspace import fast as xspace_fast
 
     raw = XSpaceRaw.FromString(data).planes[0]
-    fast = xspace_fast.parse_space(data).planes[0] if xspace_fast.enabled() else None
+    fast = xspace_fast.parse_space(data).planes[0] if native_loader.enabled() else None
     return raw, fast
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from traceview.cache import tables as table_cache
 from traceview.parsers.profile import Device
-from traceview.parsers.xspace.reader import TraceData
+from traceview.parsers.tables.trace_data import TraceData
 
 
 @pytest.fixture
@@ -116,7 +116,7 @@ def test_background_put_of_a_table_changed_meanwhile_stores_nothing(cache_dir, t
 def test_an_unreported_column_is_stored_once_and_read_back_writable(cache_dir, tmp_path):
     """The reader's unreported figures (one NaN seen on every row, read-only, no memory) are stored as one
     value without being made contiguous first, and come back as an ordinary column."""
-    from traceview.parsers.xspace.reader import is_unreported, unreported
+    from traceview.parsers.tables.columns import is_unreported, unreported
 
     f = tmp_path / "h.xplane.pb"
     f.write_bytes(b"x")

@@ -16,7 +16,7 @@ import pytest
     ["z" * 300, "Z", "ß", "\u00e9\u0301", "a b", "a"] * 50,
 ])
 def test_categorical_equals_pandas(values):
-    from traceview.parsers.xspace.reader import categorical
+    from traceview.parsers.tables.columns import categorical
 
     arr = np.array(values, dtype=object)
     try:

@@ -37,18 +37,18 @@ def test_bar_for_a_slow_read_then_cleared():
 
 def test_bar_says_when_the_fast_reader_is_being_compiled():
     """A first use on a machine compiles the reader (tens of seconds): the bar says so, and only then."""
-    from traceview.parsers.xspace import fast as xspace_fast
+    from traceview.parsers.native import loader as native_loader
 
     stream = FakeTerminal()
     with progress_bar("reading", delay_s=0.05, interval_s=0.02, stream=stream) as update:
         update(0, 1)
         time.sleep(0.15)
         assert "compiling" not in stream.getvalue()
-        xspace_fast.on_compile(True)  # what the kernel loader calls on a cache miss
+        native_loader.on_compile(True)  # what the kernel loader calls on a cache miss
         time.sleep(0.15)
         assert "compiling the fast reader: first use here" in stream.getvalue()
-        xspace_fast.on_compile(False)  # ... and once the kernels are loaded
+        native_loader.on_compile(False)  # ... and once the kernels are loaded
         seen = len(stream.getvalue())
         time.sleep(0.15)
         assert "compiling" not in stream.getvalue()[seen:]
-    assert xspace_fast.on_compile is None  # the hook goes with the bar
+    assert native_loader.on_compile is None  # the hook goes with the bar

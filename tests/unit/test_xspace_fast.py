@@ -23,6 +23,7 @@ from traceview.parsers.xspace.schema import (
 )
 
 pytest.importorskip("numba")
+from traceview.parsers.native import loader as native_loader  # noqa: E402
 from traceview.parsers.xspace import fast as xspace_fast  # noqa: E402
 
 
@@ -46,9 +47,9 @@ def test_every_real_trace_reads_the_same_both_ways(shared_traces, sample_traces)
 
 def test_switched_off_by_environment(monkeypatch):
     monkeypatch.setenv("TRACEVIEW_NO_NUMBA", "1")
-    assert not xspace_fast.enabled()
+    assert not native_loader.enabled()
     monkeypatch.delenv("TRACEVIEW_NO_NUMBA")
-    assert xspace_fast.enabled()
+    assert native_loader.enabled()
 
 
 def _region(events: list[bytes], mapped_in: Path | None = None) -> xspace_fast.EventRegion:
@@ -94,7 +95,7 @@ def test_wide_columns_equal_on_every_stat_kind(wanted, threads, mapped, monkeypa
     included."""
     monkeypatch.setattr(xspace_fast, "_PIECE_EVENTS", 7)
     monkeypatch.setattr(xspace_fast, "_SPLIT_EVENTS", 10 if threads > 1 else 10**9)
-    monkeypatch.setattr(xspace_fast, "_cores", lambda: threads)
+    monkeypatch.setattr(native_loader, "_cores", lambda: threads)
     rng = np.random.default_rng(2)
     events = []
     for i in range(400):
@@ -130,10 +131,10 @@ def test_wide_columns_equal_on_every_stat_kind(wanted, threads, mapped, monkeypa
 @pytest.mark.parametrize("ways", [2, 3, 7])
 def test_a_line_splits_into_equal_runs_at_event_boundaries(ways, monkeypatch):
     monkeypatch.setattr(xspace_fast, "_SPLIT_EVENTS", 10)
-    monkeypatch.setattr(xspace_fast, "_cores", lambda: ways)
+    monkeypatch.setattr(native_loader, "_cores", lambda: ways)
     events = [XEvent(metadata_id=i + 1, offset_ps=i, duration_ps=1).SerializeToString() for i in range(100)]
     region = _region(events)
-    parts = region._parts(xspace_fast._kernels())
+    parts = region._parts(native_loader.kernels())
     assert [p[3] for p in parts] == [100 * (i + 1) // ways - 100 * i // ways for i in range(ways)]
     assert [p[2] for p in parts] == [100 * i // ways for i in range(ways)]
     assert parts[0][0] == 0 and parts[-1][1] == region.buf.size
@@ -162,7 +163,7 @@ def test_malformed_events_raise_wire_error_both_ways(monkeypatch, tmp_path):
 
 
 def test_distinct_strings_equal_one_by_one_decoding():
-    from traceview.parsers.xspace.reader import _decoded
+    from traceview.parsers.xspace.events import _decoded
 
     words = [b"fusion.1", b"", b"\xc3\xa9t\xc3\xa9", b"bad \xff utf8", b"fusion.1" * 40, b"fusion.2"]
     rng = np.random.default_rng(3)
@@ -189,12 +190,13 @@ def test_fresh_process_loads_kernels_without_numba_target_setup(tmp_path):
 
     from traceview.parsers.native import kernels as xspace_kernels
 
-    with xspace_fast._loading():  # the kernels are in numba's cache from here on
-        xspace_fast._call_each(xspace_kernels)
+    with native_loader.loading():  # the kernels are in numba's cache from here on
+        native_loader._call_each(xspace_kernels)
     code = (
         "import sys, numpy as np\n"
         "from traceview.parsers.xspace import fast as xspace_fast\n"
-        "assert xspace_fast.enabled()\n"
+        "from traceview.parsers.native import loader as native_loader\n"
+        "assert native_loader.enabled()\n"
         "line = b'\\x12\\x01l\\x22\\x0a\\x08\\x07\\x10\\x05\\x22\\x04\\x08\\x02\\x18\\x09'\n"
         "ev = xspace_fast.RawLine(line).events.decode_wide(np.array([2], dtype=np.int64))\n"
         "assert ev.metadata_id.tolist() == [7] and ev.offset_ps.tolist() == [5]\n"
@@ -212,12 +214,13 @@ def test_fresh_process_loads_kernels_without_numba_target_setup(tmp_path):
 def test_llvm_pages_leave_the_resident_set_once_the_kernels_are_loaded(tmp_path):
     """A fresh process: after loading the kernels, LLVM's read-only library mappings with no page of their
     own hold (almost) nothing resident, its copied-on-write ones are left alone, and the kernels still run."""
-    xspace_fast.warm_up()
+    native_loader.warm_up()
     code = (
         "import numpy as np\n"
         "from traceview.parsers.xspace import fast as xspace_fast\n"
-        "assert xspace_fast.enabled()\n"
-        "dropped = set(xspace_fast._read_only_file_pages('libllvmlite'))\n"
+        "from traceview.parsers.native import loader as native_loader\n"
+        "assert native_loader.enabled()\n"
+        "dropped = set(native_loader._read_only_file_pages('libllvmlite'))\n"
         "resident, kept = 0, 0\n"
         "current = None\n"
         "for line in open('/proc/self/smaps'):\n"
@@ -230,7 +233,8 @@ def test_llvm_pages_leave_the_resident_set_once_the_kernels_are_loaded(tmp_path)
         "        if current in dropped: resident += kb\n"
         "        else: kept += kb\n"
         "print(len(dropped), resident, kept)\n"
-        "print(xspace_fast.nested_children(np.array([0, 1]), np.array([3, 2])).tolist())\n"
+        "from traceview.parsers.tables.nesting import nested_children\n"
+        "print(nested_children(np.array([0, 1]), np.array([3, 2])).tolist())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -311,13 +315,14 @@ def test_pool_workers_split_lines_over_their_share_of_the_cores():
 
     code = (
         "from traceview.parsers.xspace import fast as xspace_fast\n"
+        "from traceview.parsers.native import loader as native_loader\n"
         "from traceview.runtime.pool import process_pool\n"
-        "xspace_fast._cores = lambda: 8\n"
+        "native_loader._cores = lambda: 8\n"
         "with process_pool(2, 'fork') as pool:\n"
-        "    print(pool.submit(xspace_fast._split_threads).result())\n"
+        "    print(pool.submit(native_loader.split_threads).result())\n"
         "with process_pool(16, 'fork') as pool:\n"
-        "    print(pool.submit(xspace_fast._split_threads).result())\n"
-        "print(xspace_fast._split_threads())\n"
+        "    print(pool.submit(native_loader.split_threads).result())\n"
+        "print(native_loader.split_threads())\n"
     )
     out = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -325,7 +330,7 @@ def test_pool_workers_split_lines_over_their_share_of_the_cores():
 
 
 def test_a_kernel_not_in_numbas_cache_is_announced_before_it_compiles(tmp_path):
-    """The loader calls xspace_fast.on_compile(True) when numba is about to compile (its cache lacks the
+    """The loader calls native_loader.on_compile(True) when numba is about to compile (its cache lacks the
     kernel) and on_compile(False) once loaded; nothing when the kernel comes from the cache: a fresh
     cache folder, then the same again."""
     import os
@@ -337,10 +342,11 @@ def test_a_kernel_not_in_numbas_cache_is_announced_before_it_compiles(tmp_path):
         "from numba import njit\n\n@njit(cache=True)\ndef twice(x):\n    return 2 * x\n")
     code = (
         "from traceview.parsers.xspace import fast as xspace_fast\n"
+        "from traceview.parsers.native import loader as native_loader\n"
         "import tiny_kernel\n"
         "calls = []\n"
-        "xspace_fast.on_compile = calls.append\n"
-        "with xspace_fast._loading():\n"
+        "native_loader.on_compile = calls.append\n"
+        "with native_loader.loading():\n"
         "    assert tiny_kernel.twice(21) == 42\n"
         "print(calls)\n"
     )

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("numba")
 from traceview.parsers.native import kernels as xspace_kernels  # noqa: E402
 from traceview.parsers.native import linker as xspace_native  # noqa: E402
-from traceview.parsers.xspace import fast as xspace_fast
+from traceview.parsers.native import loader as native_loader
 from traceview.parsers.xspace.reader import read_xplane  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not xspace_native.supported(), reason="ELF object files: Linux x86-64 / aarch64")
@@ -25,9 +25,10 @@ _LINE = b"\x12\x01l\x22\x0a\x08\x07\x10\x05\x22\x04\x08\x02\x18\x09"
 _DECODE = (
     "import sys, numpy as np\n"
     "from traceview.parsers.xspace import fast as xspace_fast\n"
+    "from traceview.parsers.native import loader as native_loader\n"
     f"ev = xspace_fast.RawLine({_LINE!r}).events.decode_wide(np.array([2], dtype=np.int64))\n"
     "assert ev.metadata_id.tolist() == [7] and ev.offset_ps.tolist() == [5] and ev.bits.tolist() == [[9]]\n"
-    "print(type(xspace_fast._kernels()).__name__, 'numba' in sys.modules)\n"
+    "print(type(native_loader.kernels()).__name__, 'numba' in sys.modules)\n"
 )
 
 
@@ -164,19 +165,19 @@ def test_native_kernels_give_numbas_results(tmp_path, monkeypatch):
 def test_every_real_trace_reads_the_same_natively_and_through_numba(shared_traces, sample_traces, monkeypatch):
     files = sorted(shared_traces.rglob("*.xplane.pb")) + sorted(sample_traces.rglob("*.xplane.pb"))
     assert files
-    xspace_fast._kernels.cache_clear()
-    assert isinstance(xspace_fast._kernels(), xspace_native.NativeKernels)
+    native_loader.kernels.cache_clear()
+    assert isinstance(native_loader.kernels(), xspace_native.NativeKernels)
     native = [read_xplane(f, fast=True) for f in files]
     monkeypatch.setenv("TRACEVIEW_NO_NATIVE", "1")
-    xspace_fast._kernels.cache_clear()
+    native_loader.kernels.cache_clear()
     try:
-        assert xspace_fast._kernels() is xspace_kernels
+        assert native_loader.kernels() is xspace_kernels
         for f, got in zip(files, native):
             want = read_xplane(f, fast=True)
             for table in ("ops", "host_events", "steps"):
                 assert getattr(got, table).equals(getattr(want, table)), (f, table)
     finally:
-        xspace_fast._kernels.cache_clear()
+        native_loader.kernels.cache_clear()
 
 
 def test_the_stub_ends_the_process_with_exit_code_3():

@@ -42,7 +42,7 @@ from traceview.cache.store import cache_dir, remove, store, touch
 from traceview.parsers.profile import Device
 from traceview.parsers.remote import identity as remote_identity
 from traceview.parsers.remote import url_of
-from traceview.parsers.xspace.reader import TraceData
+from traceview.parsers.tables.trace_data import TraceData
 from traceview.version import __version__
 
 FORMAT = 2
@@ -55,11 +55,15 @@ _ALIGN = 64
 _DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"}
 _TABLES = ("ops", "host_events", "steps")
 # Modules whose code decides what the tables hold.
-_READER_MODULES = ("traceview.parsers.xspace.reader", "traceview.parsers.xspace.schema", "traceview.parsers.xspace.fast",
-                   "traceview.parsers.native.kernels", "traceview.parsers.native.linker",
-                   "traceview.parsers.xspace.file", "traceview.parsers.compressed",
-                   "traceview.parsers.discover", "traceview.parsers.profile", "traceview.cache.tables",
-                   "traceview.parsers.trace_json.reader", "traceview.parsers.trace_file",
+_READER_MODULES = ("traceview.parsers.xspace.reader", "traceview.parsers.xspace.events", "traceview.parsers.xspace.lines",
+                   "traceview.parsers.xspace.plane", "traceview.parsers.xspace.schema", "traceview.parsers.xspace.fast",
+                   "traceview.parsers.native.kernels", "traceview.parsers.native.linker", "traceview.parsers.native.loader",
+                   "traceview.parsers.xspace.file", "traceview.parsers.compressed", "traceview.parsers.tables.builder",
+                   "traceview.parsers.tables.columns", "traceview.parsers.tables.conventions",
+                   "traceview.parsers.tables.nesting", "traceview.parsers.tables.steps",
+                   "traceview.parsers.tables.trace_data", "traceview.parsers.tables.gpu_kernels",
+                   "traceview.parsers.discover", "traceview.parsers.layout", "traceview.parsers.profile",
+                   "traceview.cache.tables", "traceview.parsers.trace_json.reader", "traceview.parsers.trace_file",
                    "traceview.parsers.remote", "traceview.parsers.xspace.allocator_events")
 # The TraceData fields an entry holds: a TraceData with other fields is not stored (nothing silently lost).
 _FIELDS = {"host", "ops", "host_events", "steps", "devices", "hlo_protos", "environment", "warnings"}

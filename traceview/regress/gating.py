@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from traceview.parsers.xspace.reader import as_uint64
+from traceview.parsers.tables.conventions import as_uint64
 
 PROGRAM_COLUMNS = ["module", "program_id", "steps_run", "outside"]
 _WITH_ID = re.compile(r"^(?P<name>.*)\((?P<id>[^()]*)\)$")

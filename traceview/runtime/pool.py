@@ -49,10 +49,10 @@ def _preload_server(context, preload: Sequence[str]) -> None:
 def _start_worker(jobs: int) -> None:
     """Pool worker start: one of `jobs` processes, so its reader uses only its share of the cores; and
     a short-lived process of traceview's own, so it keeps the memory it frees (traceview.runtime.malloc)."""
-    from traceview.parsers.xspace import fast as xspace_fast
+    from traceview.parsers.native import loader as native_loader
     from traceview.runtime.malloc import keep_freed_memory
 
-    xspace_fast.share_cores(jobs)
+    native_loader.share_cores(jobs)
     keep_freed_memory()
 
 

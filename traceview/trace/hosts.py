@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from traceview.errors import UserError
+from traceview.parsers.tables.trace_data import TraceData
 from traceview.parsers.xspace.file import _FAST_MIN_BYTES, _FAST_WARM_MIN_BYTES
-from traceview.parsers.xspace.reader import TraceData
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -259,9 +259,9 @@ def _warm_reader_for(paths: Sequence[str]) -> None:
     """Load the compiled reader when the run's files together are large enough to repay it (several
     hosts of a few MB each: once loaded, it reads them all, one after another or in forked workers)."""
     if len(paths) > 1 and sum(_size(p) for p in paths) >= _FAST_MIN_BYTES:
-        from traceview.parsers.xspace import fast as xspace_fast
+        from traceview.parsers.native import loader as native_loader
 
-        xspace_fast.warm_up()
+        native_loader.warm_up()
 
 
 def _size(path: str) -> int:
@@ -343,18 +343,18 @@ def _read_on_dask_worker(path: str, spill_path: str | None, keep_ops: bool, read
     from distributed import get_worker
     from distributed.comm import get_address_host
 
-    from traceview.parsers.xspace import fast as xspace_fast
+    from traceview.parsers.native import loader as native_loader
 
     worker = get_worker()
     try:
         machine = get_address_host(worker.address)
     except ValueError:  # an address form without a host
         machine = None
-    xspace_fast.share_cores(readers.get(machine or "") or getattr(worker.state, "nthreads", 1))
+    native_loader.share_cores(readers.get(machine or "") or getattr(worker.state, "nthreads", 1))
     if _size(path) >= _FAST_WARM_MIN_BYTES:
         # A worker reads host after host, as a pool's worker does: load the compiled reader once (a pool's
         # workers inherit it from the parent), or every host of a few MB would go through the numpy path.
-        xspace_fast.warm_up()
+        native_loader.warm_up()
     from traceview.hostreduce.spill import sees_folder
     from traceview.runtime.collector import fewer_collections
     from traceview.runtime.malloc import freed_memory_kept

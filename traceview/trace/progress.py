@@ -57,15 +57,13 @@ def progress_bar(label: str, delay_s: float = 0.5, stream=None,
     def compiling(now: bool) -> None:
         compiling_now[0] = now
 
-    from traceview.parsers.xspace import (
-        fast as xspace_fast,  # numpy only: the kernels load when a large file needs them
-    )
+    from traceview.parsers.native import loader as native_loader  # the kernels load when a large file needs them
 
-    before, xspace_fast.on_compile = xspace_fast.on_compile, compiling
+    before, native_loader.on_compile = native_loader.on_compile, compiling
     try:
         yield update
     finally:
-        xspace_fast.on_compile = before
+        native_loader.on_compile = before
         finished.set()
         thread.join()
         if widest[0]:
