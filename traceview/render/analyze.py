@@ -14,7 +14,7 @@ from traceview.analysis.build import PipelineResult
 from traceview.analysis.record import op_records, us_from_ps
 from traceview.analysis.roofline import GAIN_DEFINITION
 from traceview.hardware.detect import device_model_name
-from traceview.parsers.xspace.reader import as_uint64
+from traceview.parsers.tables.conventions import as_uint64
 from traceview.render.escape import markdown_code, markdown_text, terminal_lines
 from traceview.render.tables import colour, markdown_table, text_table, use_colour
 from traceview.timeline.overlap import Overlap

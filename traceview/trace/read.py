@@ -19,8 +19,9 @@ from traceview.parsers.discover import find_run
 from traceview.parsers.layout import host_of, is_trace_file, path_text
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Profile, Source, empty_frame
 from traceview.parsers.remote import url_of
+from traceview.parsers.tables.columns import is_unreported
+from traceview.parsers.tables.trace_data import TraceData
 from traceview.parsers.trace_file import read_trace_file
-from traceview.parsers.xspace.reader import TraceData, is_unreported
 from traceview.runtime import cpu_ledger
 from traceview.trace.hosts import DASK_ENV, HostResult, allocator_events, default_jobs, read_hosts, reduced
 
@@ -258,7 +259,7 @@ def _concat(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.DataFrame
 
 def _writable(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with a column of its own for each unreported column of the reader (one NaN seen on every row,
-    read-only: parsers.xspace.reader.unreported), so that the Profile's tables can be changed in place."""
+    read-only: parsers.tables.columns.unreported), so that the Profile's tables can be changed in place."""
     fixed = {name: frame[name].to_numpy().copy() for name in frame.columns
              if frame[name].dtype == np.float64 and is_unreported(frame[name].to_numpy())}
     if not fixed:
