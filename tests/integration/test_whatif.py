@@ -45,7 +45,16 @@ def test_today_projects_onto_todays_step_time(sample_traces, sample):
     assert ranked == sorted(ranked)
 
 
-def test_sharded_twice_the_batch_by_hand(sample_traces):
+@pytest.fixture
+def chip_model(monkeypatch):
+    """The samples' devices are threads of one host, which the projection models as the host's work
+    (whatif.host); these tests work the chip model by hand on the same traces, so they turn that off."""
+    import traceview.whatif.baseline as baseline
+
+    monkeypatch.setattr(baseline, "shared_host", lambda pipeline, chips: None)
+
+
+def test_sharded_twice_the_batch_by_hand(sample_traces, chip_model):
     """FSDP 4 x tensor 2 at twice the batch: compute doubles, FSDP's volume is the parameters' (unchanged),
     the tensor axis's activations double; memory-bound ops scale by kind."""
     analysis = traceview.load(sample_traces / "sharded")
@@ -69,7 +78,7 @@ def test_sharded_twice_the_batch_by_hand(sample_traces):
     assert p.tokens_per_s_per_chip == pytest.approx(2 * base.batch_tokens / (p.step_ps * 1e-12) / 8)
 
 
-def test_a_role_the_program_lacks_is_the_books_formula_and_says_so(sample_traces):
+def test_a_role_the_program_lacks_is_the_books_formula_and_says_so(sample_traces, chip_model):
     analysis = traceview.load(sample_traces / "fsdp")
     (p,) = analysis.whatif(meshes=[{"fsdp": 4, "tensor": 2}], batches=["x1"]).projections
     tensor = next(t for t in p.terms if t.role == "tensor")
@@ -80,6 +89,47 @@ def test_a_role_the_program_lacks_is_the_books_formula_and_says_so(sample_traces
     work = sum(t.time_ps for t in pp.terms if t is not bubble)
     assert bubble.measured is False and bubble.time_ps == pytest.approx(work * (1 / 9) / (8 / 9))   # p 2, m 8
     assert any("GPipe" in n for n in pp.notes)
+
+
+def test_virtual_devices_of_one_host_are_projected_as_the_hosts_work(sample_traces):
+    """The sharded sample's 8 devices are threads of one process: every term is the host's work over the rate
+    today's step got through today's, idle kept; by hand from the op executions and the book's bytes."""
+    from traceview.whatif.host import WORK_QUANTILE, host_collective_bytes
+
+    analysis = traceview.load(sample_traces / "sharded")
+    base = measure(analysis.pipeline, analysis.parallelism(), analysis.memory())
+    assert base.host is not None and base.host.devices == 8
+    runs = analysis.pipeline.profile
+    ops = runs.op_executions() if hasattr(runs, "op_executions") else runs.ops
+    steps = len(analysis.pipeline.steps)
+    dot = ops[ops["op"] == "dot"]
+    key = (str(dot["module"].iloc[0]), "dot")
+    assert base.host.work[key] == pytest.approx(dot["duration_ps"].quantile(WORK_QUANTILE) / 1e12 * len(dot) / steps)
+    (p,) = analysis.whatif(meshes=[{"fsdp": 8}], batches=["x2"]).projections
+    terms = {t.what: t for t in p.terms}
+    idle = float(analysis.pipeline.steps["idle_ps"].mean())
+    assert terms["idle"].time_ps == pytest.approx(idle) == terms["idle"].baseline_ps
+    assert sum(t.baseline_ps for t in p.terms) == pytest.approx(base.step_ps)
+    # today's work: every op's, and each role's copies at the host's rate; c = that work / (step - idle)
+    work = {b: sum(base.host.work[(m, o)] for m, o, bb in zip(base.ops["module"], base.ops["op"], base.ops["bound"])
+                   if bb == b) for b in ("compute", "memory")}
+    copies = sum(host_collective_bytes(r, base.mesh, base.batch_tokens, base.param_bytes,
+                                       base.activation_bytes_per_token, 8) for r in base.mesh) / base.host.byte_rate
+    per_second = (base.step_ps - idle) / (work["compute"] + work["memory"] + copies)
+    assert terms["compute-bound ops"].baseline_ps == pytest.approx(work["compute"] * per_second)
+    # every compute-bound op scales with the FLOPs: twice the batch on as many chips, twice the work
+    assert terms["compute-bound ops"].time_ps == pytest.approx(2 * terms["compute-bound ops"].baseline_ps)
+    # the tensor axis is gone; FSDP 8 copies the book's bytes for 8 ways without tensor sharding
+    assert terms["tensor collectives (host copies)"].time_ps == 0.0
+    fsdp = terms["fsdp collectives (host copies)"]
+    ratio = host_collective_bytes("fsdp", {"fsdp": 8}, 2 * base.batch_tokens, base.param_bytes, 0.0, 8) / \
+        host_collective_bytes("fsdp", base.mesh, base.batch_tokens, base.param_bytes, 0.0, 8)
+    assert fsdp.time_ps == pytest.approx(fsdp.baseline_ps * ratio) and ratio == pytest.approx(1.75 / 0.75)
+    assert any("threads of one host" in n for n in p.notes)
+    # a role the program lacks: the book's bytes, marked as not measured
+    (q,) = traceview.load(sample_traces / "fsdp").whatif(meshes=[{"fsdp": 4, "tensor": 2}], batches=["x1"]).projections
+    tensor = next(t for t in q.terms if t.role == "tensor")
+    assert tensor.measured is False and tensor.baseline_ps == 0.0 and tensor.time_ps > 0
 
 
 def test_another_chip_scales_compute_by_peak_and_checks_memory(sample_traces):

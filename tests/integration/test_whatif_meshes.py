@@ -1,21 +1,28 @@
 """The projection against real captures: one MLP step captured on the CPU (8 simulated devices) under four
 meshes (data 8; FSDP 8; data 2 x tensor 4; FSDP 4 x tensor 2) and two batches, each projected onto all eight.
 
-The eight are traced in turn, three rounds over (a run per round in each capture's log folder), so that the
-captures compared ran within moments of each other: a projection from round r is compared with the target's
-step in round r, and the errors are the medians over rounds. On the shared 2-core machine the load of other
-work moves a step by 2-3x from one second to the next; round-by-round comparison is what keeps it out.
+The eight are traced in turn, six rounds over (a run per round in each capture's log folder, four steps
+each), so that the captures compared ran within moments of each other: a projection from round r is compared
+with the target's step in round r, and the errors are the medians over rounds. The capture asks the OS to run
+it first (tests/support/whatif_capture.py) and runs each device's matmuls on its own thread
+(``--xla_cpu_multi_thread_eigen=false``: otherwise they queue in one Eigen pool the eight devices share, and
+their durations measure the queue). Even so the same configuration's step moves by 10-30% from round to
+round, and its median over six rounds by about 10% from one set of rounds to the next, on this shared 2-core
+machine.
 
-What must hold, and does: each capture projected onto its own configuration gives its measured step time
-(within 2%, every round), and each capture's mesh and batch are read back as they were set.
+The devices are threads of one process, so the projection models the host (traceview/whatif/host.py). What
+holds, and is tested: each capture projected onto its own configuration gives its measured step time (within
+2%, every round); each capture's mesh and batch are read back as they were set; every capture's projection
+orders the others as measured wherever the measurement itself can (their medians more than ORDER_GAP apart);
+and at least WITHIN_SHARE of the 56 cross-projections fall within 25%.
 
-What the issue asks beyond that, each capture predicting the order of the others' step times and each within
-25%, is checked in ``test_projection_predicts_the_other_captures``, marked xfail (not strict): the CPU's
-"devices" share the machine's cores and its collectives are rendezvous of threads, each costing a few
-milliseconds whatever it moves (a 128-byte all-reduce takes as long as a 1 MB all-gather) and a collective
-hidden behind compute still takes cores from it. The book's model prices collectives by bytes over links,
-so it cannot order these captures; docs/whatif.md gives the errors measured. The test stays, so the day the
-projection (or the capture) gets there it reports XPASS.
+What the issue asks beyond that, every projection within 25% and the full order, is checked in
+``test_every_projection_within_25_percent_and_in_order``, marked xfail (not strict): on three sets of
+captures 48, 50 and 53 of the 56 were within 25%, the misses up to 29-39% (the FSDP 8 step at batch 320
+from the data-parallel captures, which do not show FSDP's copies of the gathered weights; the data 8 step at
+640), and the order of steps closer than the noise differs from set to set in the measurement itself.
+docs/whatif.md gives the figures. The test stays, so the day the projection (or the capture) gets there it
+reports XPASS.
 """
 
 from __future__ import annotations
@@ -36,7 +43,14 @@ pytestmark = pytest.mark.slow
 SCRIPT = Path(__file__).resolve().parents[1] / "support" / "whatif_capture.py"
 MESHES = {"d8": "data=8", "f8": "fsdp=8", "d2t4": "data=2,tensor=4", "f4t2": "fsdp=4,tensor=2"}
 BATCHES = (320, 640)
-ROUNDS = 3
+ROUNDS = 6
+STEPS = 4
+# Captures whose median steps are closer than this are not ordered by the measurement itself: a capture's
+# median over six rounds moved by up to 10-12% between sets of rounds (docs/whatif.md), so two that are 20%
+# apart can swap places only if both move by the most seen, in opposite directions.
+ORDER_GAP = 0.20
+WITHIN = 0.25
+WITHIN_SHARE = 0.75     # the projection reached 86-95% on three sets of captures; the chip model 41-48%
 CASES = [f"{m}_b{b}:{b}:{spec}" for m, spec in MESHES.items() for b in BATCHES]
 
 
@@ -46,8 +60,9 @@ def captures(tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("whatif_captures")
     dump = out / "dump"
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "WHATIF_DUMP": str(dump), "WHATIF_ROUNDS": str(ROUNDS),
-           "PYTHONHASHSEED": "0", "XLA_FLAGS": f"--xla_force_host_platform_device_count=8 --xla_dump_to={dump} "
-                                              "--xla_dump_hlo_as_text --xla_dump_hlo_as_proto"}
+           "WHATIF_STEPS": str(STEPS), "PYTHONHASHSEED": "0",
+           "XLA_FLAGS": f"--xla_force_host_platform_device_count=8 --xla_cpu_multi_thread_eigen=false "
+                        f"--xla_dump_to={dump} --xla_dump_hlo_as_text --xla_dump_hlo_as_proto"}
     done = subprocess.run([sys.executable, str(SCRIPT), str(out), *CASES], env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -91,13 +106,39 @@ def test_each_capture_projected_onto_itself_within_2_percent(projections):
             assert projected == pytest.approx(measured, rel=0.02), name
 
 
-@pytest.mark.xfail(reason="CPU collectives are thread rendezvous, priced by the book by bytes: see the module "
-                          "docstring and docs/whatif.md", strict=False)
-def test_projection_predicts_the_other_captures(projections):
+def _summary(projections) -> tuple[dict, dict, list[str]]:
+    """Each target's median measured step, each (source, target)'s median error, and the names."""
     pairs, names = projections["pairs"], list(projections["meta"])
     measured = {t: statistics.median(m for _, m in pairs[(t, t)]) for t in names}
+    errors = {(s, t): _median_error(pairs[(s, t)]) for s in names for t in names if s != t}
+    return measured, errors, names
+
+
+def test_projection_orders_the_captures_the_measurement_can_order(projections):
+    measured, _, names = _summary(projections)
+    pairs = projections["pairs"]
     for source in names:
-        errors = {t: _median_error(pairs[(source, t)]) for t in names}
-        assert max(abs(e) for e in errors.values()) <= 0.25, (source, errors)
+        projected = {t: statistics.median(p for p, _ in pairs[(source, t)]) for t in names}
+        for a in names:
+            for b in names:
+                if measured[a] > measured[b] * (1 + ORDER_GAP):
+                    assert projected[a] > projected[b], (source, a, b, projected, measured)
+
+
+def test_most_projections_within_25_percent(projections):
+    _, errors, _ = _summary(projections)
+    within = sum(abs(e) <= WITHIN for e in errors.values())
+    assert within >= WITHIN_SHARE * len(errors), {k: round(e, 3) for k, e in errors.items()}
+
+
+@pytest.mark.xfail(reason="on the CPU 48-53 of the 56 projections were within 25% (misses up to 39%), and steps "
+                          "closer than the measurement's noise change order from one set of captures to the next: "
+                          "see the module docstring and docs/whatif.md", strict=False)
+def test_every_projection_within_25_percent_and_in_order(projections):
+    measured, errors, names = _summary(projections)
+    pairs = projections["pairs"]
+    for source in names:
+        worst = max(abs(e) for (s, _), e in errors.items() if s == source)
+        assert worst <= WITHIN, (source, {t: round(e, 3) for (s, t), e in errors.items() if s == source})
         projected = {t: statistics.median(p for p, _ in pairs[(source, t)]) for t in names}
         assert sorted(names, key=projected.get) == sorted(names, key=measured.get), (source, projected, measured)

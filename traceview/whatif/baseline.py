@@ -20,6 +20,7 @@ from traceview.parallelism.dots import state_shapes, weight_shapes
 from traceview.parallelism.report import Parallelism
 from traceview.parsers.hlo.model import HloModule
 from traceview.whatif.book import batch_ways, parameter_ways
+from traceview.whatif.host import SharedHost, shared_host
 
 BUCKETS = ("compute", "memory", "communication", "unknown", "idle")
 
@@ -42,8 +43,8 @@ class Baseline:
     steps: int
     step_ps: float | None
     buckets: dict[str, float]                    # per device and step; they add up to step_ps
-    # columns: op, bound, time_ps, scale (what its time scales with: flops, activation bytes, parameter shard
-    # bytes, gathered parameter bytes; docs/whatif.md)
+    # columns: module, op, bound, time_ps, scale (what its time scales with: flops, activation bytes, parameter
+    # shard bytes, gathered parameter bytes; docs/whatif.md)
     ops: pd.DataFrame
     roles: dict[str, RoleMeasure]
     batch_tokens: float | None                   # global tokens per step
@@ -57,6 +58,7 @@ class Baseline:
     memory_how: str = ""
     pipeline_bubble: float | None = None
     pipeline_microbatches: int | None = None
+    host: SharedHost | None = None               # the devices are threads of one host process (whatif.host)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -95,6 +97,7 @@ def measure(pipeline, parallelism: Parallelism, memory=None) -> Baseline:
     dtype = str(summary.get("mfu_dtype") or "bf16")
     base = Baseline(mesh, chips, chip, len(steps), step_ps, buckets, ops, role_measures, batch, how,
                     param_bytes, act, ffn, summary.get("mfu"), dtype, warnings=warnings)
+    base.host = shared_host(pipeline, chips)
     _pipeline_figures(base, parallelism)
     _memory(base, memory, main, state, weights)
     return base
@@ -150,12 +153,14 @@ def _dims(shape: object) -> tuple[int, ...] | None:
 
 def _op_terms(ops: pd.DataFrame, state: set, weights: set, device_steps: int) -> pd.DataFrame:
     """Per non-collective op: its time per device and step, its bound, what its time scales with."""
+    columns = ["module", "op", "bound", "time_ps", "scale"]
     if ops.empty:
-        return pd.DataFrame(columns=["op", "bound", "time_ps", "scale"])
+        return pd.DataFrame(columns=columns)
     coll = ops["collective_kind"].astype(str).isin(["", "None", "nan"]) if "collective_kind" in ops else True
     own = ops[coll]
     rows = []
-    for op, bound, time, shape in zip(own["op"], own["bound"], own["total_time_ps"], own["shape"]):
+    modules = own["module"].astype(str) if "module" in own else pd.Series("", index=own.index)
+    for module, op, bound, time, shape in zip(modules, own["op"], own["bound"], own["total_time_ps"], own["shape"]):
         dims = _dims(shape)
         if bound == "compute":
             scale = "flops"
@@ -165,8 +170,8 @@ def _op_terms(ops: pd.DataFrame, state: set, weights: set, device_steps: int) ->
             scale = "gathered parameter bytes"
         else:
             scale = "activation bytes"
-        rows.append((str(op), str(bound), float(time) / device_steps, scale))
-    return pd.DataFrame(rows, columns=["op", "bound", "time_ps", "scale"])
+        rows.append((module, str(op), str(bound), float(time) / device_steps, scale))
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _role_measures(parallelism: Parallelism, roles: dict[str, list], device_steps: int) -> dict[str, RoleMeasure]:

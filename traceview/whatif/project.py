@@ -20,6 +20,7 @@ from traceview.whatif.book import (
     parameter_ways,
 )
 from traceview.whatif.config import Config
+from traceview.whatif.host import host_terms
 from traceview.whatif.report import Projection, Term
 
 MICROBATCHES_PER_STAGE = 4      # the book's (GPipe's) m >= 4p when the trace has no pipeline to read m from
@@ -41,10 +42,15 @@ def project(base: Baseline, cfg: Config) -> Projection:
     batch = base.batch_tokens or 1.0
     r_flops = (cfg.batch / batch) * (base.chips / cfg.chips)        # per-chip FLOPs: 6 P T / N
     scale = _scales(base, cfg, r_flops)
-    terms = _op_terms(base, scale, flops_ratio, bw_ratio)
-    terms += _collective_terms(base, cfg, out)
-    idle = Term("idle", None, base.buckets.get("idle", 0.0), base.buckets.get("idle", 0.0), "kept as measured")
-    terms.append(idle)
+    if base.host is not None and _same_chip(base.chip, chip):
+        terms = host_terms(base, cfg, scale)     # the same host's virtual devices: the host is what is shared
+        out.notes.append(f"the trace's devices are threads of one host ({base.host.how}): projected as the "
+                         "host's work over the rate it got through today's, not as chips side by side")
+    else:
+        terms = _op_terms(base, scale, flops_ratio, bw_ratio)
+        terms += _collective_terms(base, cfg, out)
+        idle = Term("idle", None, base.buckets.get("idle", 0.0), base.buckets.get("idle", 0.0), "kept as measured")
+        terms.append(idle)
     bubble = _bubble(base, cfg, terms, out)
     if bubble is not None:
         terms.append(bubble)
@@ -61,10 +67,14 @@ def project(base: Baseline, cfg: Config) -> Projection:
     return out
 
 
+def _same_chip(src: Chip | None, tgt: Chip | None) -> bool:
+    return (src is None and tgt is None) or (src is not None and tgt is not None and src.name == tgt.name)
+
+
 def _speed_ratios(src: Chip | None, tgt: Chip | None, dtype: str) -> tuple[float, float] | None:
     """(peak FLOP/s today / target's, HBM bandwidth today / target's): 1 when the chip does not change; None
     when either chip is unknown or lacks the figures."""
-    if (src is None and tgt is None) or (src is not None and tgt is not None and src.name == tgt.name):
+    if _same_chip(src, tgt):
         return 1.0, 1.0
     if src is None or tgt is None:
         return None
