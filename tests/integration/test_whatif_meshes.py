@@ -7,7 +7,7 @@ with the target's step in round r, and the errors are the medians over rounds. T
 it first (tests/support/whatif_capture.py) and runs each device's matmuls on its own thread
 (``--xla_cpu_multi_thread_eigen=false``: otherwise they queue in one Eigen pool the eight devices share, and
 their durations measure the queue). Even so the same configuration's step moves by 10-30% from round to
-round, and its median over six rounds by about 10% from one set of rounds to the next, on this shared 2-core
+round, and its median over six rounds by 10-25% from one set of rounds to the next, on this shared 2-core
 machine.
 
 The devices are threads of one process, so the projection models the host (traceview/whatif/host.py). What
@@ -46,9 +46,10 @@ BATCHES = (320, 640)
 ROUNDS = 6
 STEPS = 4
 # Captures whose median steps are closer than this are not ordered by the measurement itself: a capture's
-# median over six rounds moved by up to 10-12% between sets of rounds (docs/whatif.md), so two that are 20%
-# apart can swap places only if both move by the most seen, in opposite directions.
-ORDER_GAP = 0.20
+# median over six rounds moved by 10-12% between sets of rounds on a loaded machine, and by up to 25% (FSDP 8
+# at batch 320, whose five rendezvous of eight threads suffer most from other work) at a load average of 18
+# (docs/whatif.md).
+ORDER_GAP = 0.30
 WITHIN = 0.25
 WITHIN_SHARE = 0.75     # the projection reached 86-95% on three sets of captures; the chip model 41-48%
 CASES = [f"{m}_b{b}:{b}:{spec}" for m, spec in MESHES.items() for b in BATCHES]
