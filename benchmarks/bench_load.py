@@ -87,7 +87,7 @@ import sys, time
 t = time.perf_counter()
 from traceview.trace.read import load_profile
 from traceview.analysis.build import build_analysis
-from traceview.analysis.record import analysis_json
+from traceview.render.record import analysis_json
 p = load_profile(sys.argv[1])
 loaded = time.perf_counter() - t
 a = build_analysis(p)

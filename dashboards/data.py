@@ -5,7 +5,7 @@ analysis live in `st.cache_resource`, keyed by the files' paths, sizes and
 modification times (a re-captured trace is read again) plus the run and
 options. A target change goes through `Analysis.retarget` on that cached
 analysis, which returns a new one. The numbers shown always come from
-`traceview.analysis.record` (the JSON contract), so the page and the CLI agree.
+`traceview.render.record` (the JSON contract), so the page and the CLI agree.
 The header and the Overview draw a `front.Front` (the analysis' JSON record),
 which a record stored in the result cache can stand for until the analysis is
 loaded (`stored_front`).
@@ -25,7 +25,6 @@ import streamlit as st
 
 import traceview
 from traceview.analysis.build import PipelineResult
-from traceview.analysis.record import summary_record
 from traceview.dashboards.config import DashboardConfig
 from traceview.dashboards.front import Front, from_analysis, store, stored
 from traceview.errors import UserError
@@ -33,6 +32,7 @@ from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
 from traceview.parsers.discover import Run, find_run, list_runs
 from traceview.parsers.layout import is_trace_file
+from traceview.render.record import summary_record
 from traceview.trace.read import ReadOptions
 
 # The choice in the target box that keeps the chip the analysis was built with.

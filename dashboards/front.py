@@ -1,7 +1,7 @@
 """What the page draws before any tab needs the full analysis: the header, the target box and the Overview.
 
 All of it comes from the analysis' JSON record (`traceview analyze --format
-json`, analysis.record plus the views' fields), so it can be drawn from a
+json`, render.record plus the views' fields), so it can be drawn from a
 record stored in the result cache (traceview.cache.results) while the full
 analysis, whose tables the other tabs read, is still loading: on a pod of 32
 hosts that is the difference between a first page in about a second and one

@@ -11,7 +11,7 @@ from traceview.dashboards.data import View
 from traceview.dashboards.persist import keep_across_tabs
 from traceview.memory.headroom import Headroom, headroom, is_device_memory
 from traceview.memory.view import MemoryReport
-from traceview.render.memory import fmt_bytes
+from traceview.render.memory import buffer_json, fmt_bytes
 from traceview.units import PS_PER_MS
 
 KIND_COLOURS = {"parameter": "#1f77b4", "output": "#2ca02c", "temporary": "#ff7f0e", "constant": "#7f7f7f",
@@ -113,7 +113,7 @@ def _static(report: MemoryReport, view: View) -> None:
     cols[1].metric("temporaries at peak", fmt_bytes(chosen.heap_peak_bytes))
     cols[2].metric("parameters, outputs, constants", fmt_bytes(chosen.indefinite_bytes))
     _room_metric(cols[3], _room(chosen.peak_bytes, view))
-    buffers = pd.DataFrame([b.as_json() for b in chosen.buffers[:TOP_BUFFERS]])
+    buffers = pd.DataFrame([buffer_json(b) for b in chosen.buffers[:TOP_BUFFERS]])
     if not buffers.empty:
         st.markdown(f"**Buffers live at the peak** (at `{chosen.peak_instruction or '-'}`; "
                     f"{len(chosen.buffers)} buffers, the largest {len(buffers)})")

@@ -17,8 +17,8 @@ from traceview.dashboards import selection
 from traceview.dashboards.data import View
 from traceview.render.charts import BOUND_COLOURS
 from traceview.render.parallelism import md
-from traceview.render.scopes import dominant_bound
 from traceview.scopes.source import is_line
+from traceview.scopes.tree import dominant_bound
 from traceview.units import fmt_pct, fmt_time_us
 
 # The bounds' colours of every other chart (render.charts); grey where no bound is known.

@@ -16,9 +16,9 @@ import pytest
 import traceview.analysis.build as pipeline
 from traceview.analysis.build import apply_target, build_analysis
 from traceview.analysis.modules import Executed, cost_table, profile_modules
-from traceview.analysis.record import analysis_json
 from traceview.hardware.database import get_chip, load_hardware
 from traceview.parsers.hlo import proto as hlo_proto
+from traceview.render.record import analysis_json
 from traceview.trace.read import load_profile
 
 

@@ -8,12 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
 import traceview
-from traceview.analysis.record import OP_FIELDS
+from traceview.analysis.public import OP_FIELDS
 from traceview.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -238,15 +237,3 @@ def test_readme_example_runs(sample_traces, monkeypatch):
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(REPO)
     exec(compile(code, "README.md", "exec"), {})
-
-
-def test_to_json_copies_are_deep_and_fall_back_for_what_marshal_cannot_hold():
-    from traceview.api.analysis import _json_copy
-
-    record = {"a": [1, 2.5, None, True, "x"], "b": {"c": [[1], [2]]}, "nan": float("nan")}
-    copied = _json_copy(record)
-    assert json.dumps(copied) == json.dumps(record) and list(copied) == list(record)
-    copied["b"]["c"][0].append(9)
-    assert record["b"]["c"][0] == [1]                          # nothing shared with the original
-    odd = {"n": np.int64(3), "l": [np.float64(1.5)]}           # numpy scalars: deepcopy's way
-    assert _json_copy(odd) == odd and _json_copy(odd)["l"] is not odd["l"]

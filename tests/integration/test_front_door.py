@@ -53,6 +53,19 @@ def test_hlo_holds_the_modules_the_cli_costs(loaded, trace_path, capsys):
     assert _through_json(loaded.hlo().to_json())["modules"] == _cli_json(capsys, "hlo", trace_path)["modules"]
 
 
+def test_the_tables_hold_what_the_json_holds(loaded):
+    """The public tables are built from the pipeline's tables, not read back from the JSON: the same values."""
+    import pandas as pd
+
+    record = loaded.to_json()
+    pd.testing.assert_frame_equal(loaded.ops, pd.DataFrame.from_records(record["ops"], columns=list(loaded.ops.columns)))
+    pd.testing.assert_frame_equal(loaded.devices, pd.DataFrame.from_records(record["devices"]))
+    report = loaded.hlo()
+    modules = [{k: v for k, v in m.items() if k not in ("instructions", "flops_unknown_ops")}
+               | {"instructions": len(m["instructions"])} for m in report.to_json()["modules"]]
+    pd.testing.assert_frame_equal(report.modules, pd.DataFrame.from_records(modules, columns=list(report.modules.columns)))
+
+
 def test_the_views_are_built_once(loaded):
     assert loaded.memory() is loaded.memory() and loaded.parallelism() is loaded.parallelism()
 

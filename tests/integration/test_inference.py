@@ -14,6 +14,7 @@ import math
 import pytest
 
 import traceview
+from traceview.render.analyze_views import report_sections
 from traceview.render.inference import inference_json
 
 
@@ -116,12 +117,16 @@ def test_on_the_cpu_it_ran_on_the_efficiency_is_floor_over_median(serving):
 
 
 def test_analyze_shows_an_inference_section_only_for_serving(serving, sample_traces):
+    def titles(analysis: traceview.Analysis) -> list[str]:
+        return [s.title for s in report_sections(analysis.pipeline, analysis.advice(), analysis.scope_tree(),
+                                                 analysis.serving())]
+
     record = traceview.load(serving).to_json()
     assert [p["phase"] for p in record["inference"]["phases"]] == ["prefill", "decode"]
-    assert [s.title for s in traceview.load(serving).report_sections()][-1] == "Inference"
+    assert titles(traceview.load(serving))[-1] == "Inference"
     mlp = traceview.load(sample_traces / "mlp")
-    assert "inference" not in mlp.to_json()
-    assert "Inference" not in [s.title for s in mlp.report_sections()]
+    assert "inference" not in mlp.to_json() and mlp.serving() is None
+    assert "Inference" not in titles(mlp)
 
 
 def test_a_real_tpu_trace_says_what_is_missing(shared_traces):

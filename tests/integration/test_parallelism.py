@@ -312,12 +312,14 @@ def test_cli_bad_input_is_a_one_line_error(tmp_path, capsys):
 
 def test_analyze_summary_has_the_parallelism_line(sample_traces):
     from traceview.render.analyze import analysis_text
+    from traceview.render.analyze_views import mesh_line
 
     analysis = traceview.load(sample_traces / "tensor_parallel")
-    assert analysis.mesh_summary.startswith("mesh data=2 x model=4")
-    text = analysis_text(analysis.pipeline, top=1, colour_enabled=False, mesh_line=analysis.mesh_summary)
+    line = mesh_line(analysis.mesh())
+    assert line.startswith("mesh data=2 x model=4")
+    text = analysis_text(analysis.pipeline, top=1, colour_enabled=False, mesh_line=line)
     assert "mesh data=2 x model=4" in text
-    assert traceview.load(sample_traces / "mlp").mesh_summary is None   # no collectives: nothing to say
+    assert traceview.load(sample_traces / "mlp").mesh() is None   # no collectives: nothing to say
 
 
 # --- real traces and dumps --------------------------------------------------------------------------

@@ -117,7 +117,7 @@ def test_pipeline_sample_bubble_is_p_minus_1_over_m_plus_p_minus_1(sample_traces
     assert measured.runs == cfg["traced_steps"] and sorted(measured.per_stage) == list(range(p))
     assert 0 < measured.bubble_fraction < 1 and "9 ticks each" in measured.how
     assert "bubble 33.3%" in summary_line(report)
-    assert "stage: pipeline (bubble 33.3%)" in traceview.load(sample_traces / "pipeline").mesh_summary
+    assert "stage: pipeline (bubble 33.3%)" in summary_line(traceview.load(sample_traces / "pipeline").mesh())
     assert "6 microbatches" in parallelism_text(report)
 
 

@@ -14,6 +14,7 @@ import pytest
 
 import traceview
 from traceview.cli import main
+from traceview.render.advice import advice_list_json
 from traceview.timeline.overlap import Overlap
 from traceview.units import fmt_time_us
 
@@ -44,7 +45,7 @@ def test_wall_gains_never_exceed_the_busy_time(loaded):
     roots = sum(n["wall_gain_us"] or 0 for n in record["nodes"] if len(n["path"]) == 1)
     assert roots <= busy_us * (1 + 1e-9)
     active = len(pipeline.device_times)
-    for item in loaded.advice().advice_json():
+    for item in advice_list_json(loaded.advice()):
         if item["saving_us"] is not None:
             assert item["saving_us"] <= busy_us / active * (1 + 1e-9), item
 

@@ -317,7 +317,7 @@ import dataclasses, json, sys
 import pandas as pd
 from traceview.advice.view import advice_report
 from traceview.analysis.build import build_analysis
-from traceview.analysis.record import analysis_json
+from traceview.render.record import analysis_json
 from traceview.memory.view import memory_from_analysis
 from traceview.runtime import forked
 from traceview.trace.read import ReadOptions, load_profile

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from traceview.advice.findings import Advice, AdviceContext, advice_json, ranked
+from traceview.advice.findings import Advice, AdviceContext, Views, ranked
 from traceview.advice.idle import IdleCauses
 from traceview.advice.providers import (
     axis_provider,
@@ -18,14 +18,18 @@ from traceview.advice.providers import (
     serving_provider,
 )
 from traceview.memory.headroom import Headroom
+from traceview.render.advice import advice_json
+from traceview.scopes.tree import BOUND_NAMES, NODE_COLUMNS
 
 US = 1e6
 
 
-def context(span_ps: float, devices: int, ops: pd.DataFrame | None = None, **views) -> AdviceContext:
+def context(span_ps: float, devices: int, ops: pd.DataFrame | None = None, idle: IdleCauses | None = None,
+            **views) -> AdviceContext:
+    """A context over ``ops`` whose views (parallelism, memory, scopes, serving) are the objects given."""
     pipeline = SimpleNamespace(ops=ops if ops is not None else pd.DataFrame())
-    return AdviceContext(pipeline=pipeline, span_ps=span_ps, active_devices=devices,
-                         views={name: (lambda v=v: v) for name, v in views.items()})
+    return AdviceContext(pipeline=pipeline, span_ps=span_ps, active_devices=devices, idle=idle,
+                         views=Views(**{name: (lambda v=v: v) for name, v in views.items()}))
 
 
 def test_ops_saving_is_the_gain_per_device_capped_by_the_exposed_time() -> None:
@@ -65,7 +69,7 @@ def test_mesh_axis_saving_is_its_exposed_communication_per_device() -> None:
 def test_idle_cause_saving_is_its_time_per_device_above_five_percent() -> None:
     idle = IdleCauses(idle_ps=500, causes={"host": 300, "launch": 60, "sync": 0, "transfer": 140, "unknown": 0},
                       evidence={"host": [{"name": "$data.py:3 load_batch", "time_ps": 280, "source": "host"}]})
-    items = list(idle_provider(context(1000, 2, idle=idle, stragglers=None)))
+    items = list(idle_provider(context(1000, 2, idle=idle)))
     # host 300 / 2 = 150 (15%); transfer 140 / 2 = 70 (7%); launch 60 / 2 = 30 (3% < 5%): none
     assert [(i.title.split(":")[1].strip(), i.saving_ps) for i in items] == [("host", 150.0), ("transfer", 70.0)]
     assert "60.0% of the idle time" in items[0].evidence[0] and "load_batch" in items[0].evidence[0]
@@ -92,27 +96,39 @@ def test_memory_advice_from_the_peak_over_capacity(peak: float, expect: str | No
     assert items[0].saving_ps is None and "no honest estimate" in items[0].evidence[1]
 
 
+def scope_tree(rows: list[dict], judged: bool = True) -> SimpleNamespace:
+    """A scope tree (scopes.tree.ScopeTree's fields the provider reads) of these nodes; columns not given are 0."""
+    nodes = pd.DataFrame([{**dict.fromkeys(NODE_COLUMNS, 0.0), **row} for row in rows], columns=NODE_COLUMNS)
+    return SimpleNamespace(nodes=nodes, judged=judged)
+
+
 def test_scopes_provider_ranks_scopes_by_the_gain_of_their_own_ops() -> None:
-    record = {"by": "scope", "total_us": 1000, "unattributed_us": 0, "nodes": [
-        {"path": ["train_step"], "total_us": 600, "self_us": 100, "gain_us": 150, "self_gain_us": 50},
-        {"path": ["train_step", "model"], "total_us": 500, "self_us": 0, "gain_us": 100, "self_gain_us": 0},
-        {"path": ["train_step", "model", "attn"], "total_us": 200, "self_us": 200, "gain_us": 90,
-         "self_gain_us": 90, "bound": "memory"},
-        {"path": ["train_step", "model", "mlp"], "total_us": 300, "self_us": 300, "gain_us": 10,
+    tree = scope_tree([
+        {"path": ("train_step",), "total_us": 600, "self_us": 100, "gain_us": 150, "self_gain_us": 50},
+        {"path": ("train_step", "model"), "total_us": 500, "self_us": 0, "gain_us": 100, "self_gain_us": 0},
+        {"path": ("train_step", "model", "attn"), "total_us": 200, "self_us": 200, "gain_us": 90,
+         "self_gain_us": 90, "memory_us": 150, "compute_us": 50},
+        {"path": ("train_step", "model", "mlp"), "total_us": 300, "self_us": 300, "gain_us": 10,
          "self_gain_us": 10},
-    ]}
-    items = ranked(scopes_provider(context(1000 * US, 1, scopes=record)), 1000 * US)
+    ])
+    items = ranked(scopes_provider(context(1000 * US, 1, scopes=tree)), 1000 * US)
     # the program alone is no place in the model; "model" has no ops of its own; mlp's 10 us is 1% of the span
     assert [(i.title.split(":")[0], i.saving_ps) for i in items] == [("scope train_step/model/attn", 90 * US),
                                                                       ("scope train_step/model/mlp", 10 * US)]
     assert "memory-bound" in items[0].title and items[0].tab == "Model"
+    assert not any(f"{b}-bound" in items[1].title for b in BOUND_NAMES)      # no judged time: no bound named
+
+
+def test_scopes_provider_says_nothing_without_a_target() -> None:
+    tree = scope_tree([{"path": ("train_step", "attn"), "self_us": 200, "self_gain_us": 90}], judged=False)
+    assert list(scopes_provider(context(1000 * US, 1, scopes=tree))) == []
 
 
 def test_serving_provider_time_above_the_floor_and_the_critical_batch() -> None:
-    record = {"critical_batch": 240, "phases": [
-        {"phase": "decode", "module": "jit_decode", "steps": 10, "batch": 8, "step_time_us": 50, "floor_us": 20,
-         "floor_bound": "memory"}]}
-    items = ranked(serving_provider(context(1000 * US, 1, serving=record)), 1000 * US)
+    decode = SimpleNamespace(phase="decode", module="jit_decode", steps=10, batch=8, step_time_us=50.0,
+                             floor_us=20.0, floor_bound="memory")
+    report = SimpleNamespace(critical_batch=240.0, phases=[decode])     # inference.view.InferenceReport's fields
+    items = ranked(serving_provider(context(1000 * US, 1, serving=report)), 1000 * US)
     assert items[0].saving_ps == (50 - 20) * 10 * US and items[0].rank == 1     # 300 us: 30% of the span
     assert "40.0% of its floor" in items[0].title                               # 20 / 50
     assert items[1].saving_ps is None and "below the critical batch 240" in items[1].title

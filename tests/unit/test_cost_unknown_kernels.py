@@ -108,8 +108,8 @@ def _analysis(tmp_path, text: str, module: str, ops: list[str]):
 
 
 def test_mfu_null_with_a_reason_when_the_only_op_is_a_kernel_without_flops(tmp_path):
-    from traceview.analysis.record import analysis_json
     from traceview.render.analyze import analysis_text
+    from traceview.render.record import analysis_json
 
     analysis = _analysis(tmp_path, ONLY_KERNEL, "only_kernel", ["plain_kernel"])
     s = analysis.summary
@@ -154,7 +154,7 @@ def test_check_says_unknown_module_flops_were_not_checked(tmp_path, capsys):
 
 
 def test_chart_and_op_detail_call_the_kernel_flops_unknown(tmp_path):
-    from traceview.analysis.record import op_records
+    from traceview.analysis.public import op_rows
     from traceview.render.charts import unplaceable_ops
 
     analysis = _analysis(tmp_path, PALLAS, "pallas_kernels", ["plain_kernel", "estimated_kernel"])
@@ -164,7 +164,7 @@ def test_chart_and_op_detail_call_the_kernel_flops_unknown(tmp_path):
     pytest.importorskip("streamlit")
     from traceview.dashboards.op_detail import arithmetic
 
-    (record,) = [r for r in op_records(analysis.ops) if r["name"] == "plain_kernel"]
+    (record,) = [r for r in op_rows(analysis.ops) if r["name"] == "plain_kernel"]
     terms = dict(zip(*arithmetic(record, analysis.target)[["term", "formula"]].T.values))
     assert terms["T_compute"].startswith("unknown: custom kernel without a cost estimate")
 

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 from traceview.analysis.build import build_analysis
-from traceview.analysis.record import analysis_json
 from traceview.hostreduce.host_ops import KeepRows, reduce_ops
 from traceview.hostreduce.run_ops import NeedRows, merge_parts, per_step_self_time
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Profile, Source, empty_frame
+from traceview.render.record import analysis_json
 from traceview.timeline.aggregate import aggregate_ops, step_times
 from traceview.timeline.devices import device_busy_by_label, device_time, step_busy_by_label
 from traceview.timeline.timing import judged_and_exposed

@@ -1,8 +1,9 @@
 """What a piece of advice is, what a provider of advice sees, and how the list is ranked.
 
 A *provider* is a function ``provider(context) -> Iterable[Advice]``. The context carries the
-pipeline's tables, the mean device span (what ``saving_share`` is a share of), and the other views,
-each built only when a provider asks for it (:meth:`AdviceContext.view`). Adding a source of advice is
+pipeline's tables, the mean device span (what ``saving_share`` is a share of), the idle causes and
+stragglers, and the other views' typed reports, each built only when a provider asks for it
+(:meth:`AdviceContext.memory` and its siblings). Adding a source of advice is
 writing one provider and listing it; nothing else changes (see ``traceview.advice`` for how a
 named-scope and a serving provider plug in).
 """
@@ -12,10 +13,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from traceview.timeline.overlap import Overlap
 from traceview.units import fmt_time_us
+
+if TYPE_CHECKING:
+    from traceview.advice.idle import IdleCauses
+    from traceview.advice.stragglers import Stragglers
+    from traceview.inference.view import InferenceReport
+    from traceview.memory.view import MemoryReport
+    from traceview.parallelism.report import Parallelism
+    from traceview.scopes.tree import ScopeTree
 
 UNQUANTIFIED = "no honest estimate of the time saved: ranked after the quantified items"
 
@@ -38,30 +47,61 @@ class Advice:
     rank: int = 0
 
 
-ViewGetter = Callable[[], Any]
+def _none() -> None:
+    return None
+
+
+@dataclass
+class Views:
+    """The other views advice reads, as getters: each is called only when a provider first asks for its
+    view, and gives None when the analysis has no such view. ``parallelism``: the mesh ``analyze``
+    summarises (``parallelism.summary``), None without one; ``memory``: the memory report; ``scopes``: the
+    named-scope tree; ``serving``: the inference report, None when no program with a KV cache ran."""
+
+    parallelism: Callable[[], Parallelism | None] = _none
+    memory: Callable[[], MemoryReport | None] = _none
+    scopes: Callable[[], ScopeTree | None] = _none
+    serving: Callable[[], InferenceReport | None] = _none
 
 
 @dataclass
 class AdviceContext:
     """What providers read. ``span_ps``: the active devices' mean span (first op start to last op end);
     ``active_devices``: how many devices ran ops; ``pipeline``: ``analysis.build.PipelineResult``;
-    ``views``: name -> a function that builds that view (``parallelism``, ``memory``, ``idle``,
-    ``stragglers``, ``scopes``, ``serving``); each is built once, on first use. ``overlap``: the devices'
-    op time against their busy time (timeline.overlap), what turns an op-time gain into wall time."""
+    ``idle`` and ``stragglers``: the advice view's own findings; ``views``: the other views' getters,
+    each built once, on first use (:meth:`parallelism`, :meth:`memory`, :meth:`scopes`, :meth:`serving`).
+    ``overlap``: the devices' op time against their busy time (timeline.overlap), what turns an op-time
+    gain into wall time."""
 
     pipeline: Any
     span_ps: float
     active_devices: int
-    views: dict[str, ViewGetter] = field(default_factory=dict)
+    views: Views = field(default_factory=Views)
     overlap: Overlap = field(default_factory=lambda: Overlap(0.0, 0.0))
+    idle: IdleCauses | None = None
+    stragglers: Stragglers | None = None
     _built: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    def view(self, name: str) -> Any:
-        """The view ``name`` (None when this analysis has no such view)."""
+    def _view(self, name: str) -> Any:
         if name not in self._built:
-            getter = self.views.get(name)
-            self._built[name] = getter() if getter is not None else None
+            self._built[name] = getattr(self.views, name)()
         return self._built[name]
+
+    def parallelism(self) -> Parallelism | None:
+        """The mesh report (None when ``analyze`` has no mesh to summarise)."""
+        return self._view("parallelism")
+
+    def memory(self) -> MemoryReport | None:
+        """The memory report (runtime and static peaks, headroom)."""
+        return self._view("memory")
+
+    def scopes(self) -> ScopeTree | None:
+        """The named-scope tree."""
+        return self._view("scopes")
+
+    def serving(self) -> InferenceReport | None:
+        """The serving phases (None when no program with a KV cache ran)."""
+        return self._view("serving")
 
     def per_device(self, total_ps: float) -> float:
         """A time summed over the active devices, per device."""
@@ -97,11 +137,3 @@ def ranked(items: Iterable[Advice], span_ps: float) -> list[Advice]:
         quantified.append(replace(item, saving_ps=max(float(cap), 0.0)))
     quantified.sort(key=lambda a: -(a.saving_ps or 0.0))
     return [replace(item, rank=i) for i, item in enumerate(quantified + other, start=1)]
-
-
-def advice_json(item: Advice, span_ps: float) -> dict[str, Any]:
-    """One item as the ``advice`` list of ``analyze --format json`` holds it."""
-    saving_us = None if item.saving_ps is None else item.saving_ps / 1e6
-    return {"rank": item.rank, "kind": item.kind, "title": item.title, "saving_us": saving_us,
-            "saving_share": None if item.saving_ps is None or span_ps <= 0 else item.saving_ps / span_ps,
-            "rule": item.rule, "evidence": list(item.evidence), "fix": item.fix, "tab": item.tab}

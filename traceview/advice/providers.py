@@ -10,9 +10,9 @@ Savings are device time per device (a total over devices divided by the active d
 - memory: peak above :data:`MEMORY_TIGHT` of the chip's capacity (too close), or below
   :data:`MEMORY_ROOMY` (headroom); never quantified.
 
-``scopes_provider`` and ``serving_provider`` read the JSON contracts of ``traceview scopes`` and
-``traceview inference`` (docs/DESIGN: ``nodes[].path/gain_us``, ``phases[].step_time_us/floor_us``),
-so they need no code from those views: the view getter returns that JSON.
+Each provider reads one typed report from the context: the op table, the mesh report, the idle causes,
+the memory report, the scope tree (its nodes' ``self_gain_us``) or the serving phases (their step time
+against their floor).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from traceview.advice.findings import UNQUANTIFIED, Advice, AdviceContext
+from traceview.scopes.tree import dominant_bound
 from traceview.units import fmt_bytes, fmt_pct, fmt_si, fmt_time_us
 
 TOP_OPS = 3
@@ -97,7 +98,7 @@ def axis_provider(context: AdviceContext) -> Iterable[Advice]:
     takes max(T_math, T_comms) rather than their sum (How to Scale Your Model, ch. 1), so hiding an
     axis' exposed time saves at most the busy time it could hide behind: the device time not bound by
     communication. Without that split the exposed time itself is the bound."""
-    report = context.view("parallelism")
+    report = context.parallelism()
     if report is None:
         return []
     by_bound = (getattr(context.pipeline, "summary", None) or {}).get("time_by_bound_ps") or {}
@@ -130,10 +131,10 @@ def axis_provider(context: AdviceContext) -> Iterable[Advice]:
 
 def idle_provider(context: AdviceContext) -> Iterable[Advice]:
     """Idle causes that hold a notable share of the span."""
-    idle = context.view("idle")
+    idle = context.idle
     if idle is None or idle.reason and not idle.causes:
         return []
-    stragglers = context.view("stragglers")
+    stragglers = context.stragglers
     out = []
     for cause, total in idle.causes.items():
         saving = context.per_device(float(total))
@@ -155,7 +156,7 @@ def idle_provider(context: AdviceContext) -> Iterable[Advice]:
 
 def memory_provider(context: AdviceContext) -> Iterable[Advice]:
     """Memory too close to the chip's capacity, or much room left (never quantified in time)."""
-    report = context.view("memory")
+    report = context.memory()
     if report is None:
         return []
     peaks: list[tuple[str, Any]] = []
@@ -190,24 +191,27 @@ def memory_provider(context: AdviceContext) -> Iterable[Advice]:
 
 
 def scopes_provider(context: AdviceContext) -> Iterable[Advice]:
-    """Named scopes whose own ops have the most time to gain (the ``traceview scopes --format json``
-    record: nodes with ``path``, ``self_gain_us`` and ``self_us`` summed over devices, as ops' are). A
-    scope's own ops are those placed at it, not below it: the scopes' own gains partition the ops' gain,
-    so no item repeats another's time, and each names the most precise place (a parent's gain is only
-    its children's). A program alone (a path of one) is no place in the model: its ops are the op items."""
-    record = context.view("scopes")
-    if not record or not record.get("nodes"):
+    """Named scopes whose own ops have the most time to gain (the scope tree's nodes: ``path``,
+    ``self_gain_us`` and ``self_us`` summed over devices, as ops' are). A scope's own ops are those placed
+    at it, not below it: the scopes' own gains partition the ops' gain, so no item repeats another's time,
+    and each names the most precise place (a parent's gain is only its children's). A program alone (a
+    path of one) is no place in the model: its ops are the op items. Without a target nothing is judged:
+    no gain, no item."""
+    tree = context.scopes()
+    if tree is None or not tree.judged or tree.nodes.empty:
         return []
-    nodes = [n for n in record["nodes"] if _number(n.get("self_gain_us")) > 0 and len(n.get("path") or ()) > 1]
+    nodes = [n for n in tree.nodes.to_dict("records") if _number(n["self_gain_us"]) > 0 and len(n["path"]) > 1]
     out = []
     for node in sorted(nodes, key=lambda n: -_number(n["self_gain_us"]))[:TOP_OPS]:
         saving = context.wall_per_device(_number(node["self_gain_us"]) * 1e6)
         if saving < MIN_SHARE * context.span_ps:
             continue
-        removable = context.wall_per_device(_number(node.get("self_us")) * 1e6) or None
-        bound = f"{node['bound']}-bound, " if isinstance(node.get("bound"), str) else ""
-        out.append(Advice(kind="scope", title=f"scope {'/'.join(map(str, node['path']))}: {bound}time to gain at "
-                          "the roofline", saving_ps=saving, removable_ps=removable, rule=ROOFLINE_RULE, tab="Model",
+        removable = context.wall_per_device(_number(node["self_us"]) * 1e6) or None
+        bound = dominant_bound(node)
+        bound_text = f"{bound}-bound, " if bound is not None else ""
+        out.append(Advice(kind="scope", title=f"scope {'/'.join(map(str, node['path']))}: {bound_text}time to gain "
+                          "at the roofline", saving_ps=saving, removable_ps=removable, rule=ROOFLINE_RULE,
+                          tab="Model",
                           evidence=(f"its own ops: gain {fmt_time_us(saving / 1e6)} per device of "
                                     f"{fmt_time_us((removable or 0) / 1e6)} (wall time)"
                                     f"{context.op_time_note(_number(node['self_gain_us']) * 1e6)}",),
@@ -218,15 +222,15 @@ def scopes_provider(context: AdviceContext) -> Iterable[Advice]:
 
 def serving_provider(context: AdviceContext) -> Iterable[Advice]:
     """Serving phases above their inference floor, and decode batches below the critical batch (the
-    ``traceview inference --format json`` record: ``phases`` and ``critical_batch``)."""
-    record = context.view("serving")
-    if not record or not record.get("phases"):
+    inference report's phases and critical batch)."""
+    report = context.serving()
+    if report is None or not report.phases:
         return []
     out = []
-    critical = _number(record.get("critical_batch"))
-    for phase in record["phases"]:
-        step, floor, steps = (_number(phase.get(k)) for k in ("step_time_us", "floor_us", "steps"))
-        name = f"{phase.get('phase')} ({phase.get('module')})"
+    critical = _number(report.critical_batch)
+    for phase in report.phases:
+        step, floor, steps = _number(phase.step_time_us), _number(phase.floor_us), _number(phase.steps)
+        name = f"{phase.phase} ({phase.module})"
         if step > 0 and floor > 0 and steps > 0 and step > floor:
             saving = (step - floor) * steps * 1e6
             if saving >= MIN_SHARE * context.span_ps:
@@ -235,10 +239,10 @@ def serving_provider(context: AdviceContext) -> Iterable[Advice]:
                                   rule="inference floor (How to Scale Your Model, 'All About Transformer "
                                        "Inference'): max(FLOPs / peak, (parameter + KV cache bytes) / HBM bandwidth)",
                                   evidence=(f"{int(steps)} steps of {fmt_time_us(step)} against a floor of "
-                                            f"{fmt_time_us(floor)} ({phase.get('floor_bound')}-bound)",),
+                                            f"{fmt_time_us(floor)} ({phase.floor_bound}-bound)",),
                                   fix="close the gap to the floor: the phase's ops by gain show where"))
-        batch = _number(phase.get("batch"))
-        if phase.get("phase") == "decode" and critical > 0 and 0 < batch < critical:
+        batch = _number(phase.batch)
+        if phase.phase == "decode" and critical > 0 and 0 < batch < critical:
             out.append(Advice(kind="serving", title=f"serving: decode batch {int(batch)} below the critical batch "
                               f"{critical:.0f}: more sequences per step cost little time (weights are read "
                               "once per step either way)", saving_ps=None, tab="Inference",

@@ -1,18 +1,16 @@
-"""``traceview.load(path) -> Analysis``: a trace read, costed and judged against a chip, as DataFrames.
+"""``traceview.load(path) -> Analysis``: a trace read, costed and judged against a chip, and its views.
 
-The one place outside the pipeline modules that runs the pipeline
-(``trace.read`` -> ``analysis.build.build_analysis``); the CLI, the dashboard, the
-regression stage and the tests call :func:`load`. Every public table is
-derived from the JSON contract (``analysis.record.analysis_json``), so a
-notebook, the CLI's JSON and the dashboard show the same numbers in the
-same units (microseconds, bytes, FLOPs, per second).
+The one place outside the pipeline modules that runs the pipeline (``trace.read`` ->
+``analysis.build.build_analysis``); the CLI, the dashboard, the regression stage and the tests call
+:func:`load`. :class:`Analysis` only delegates: each table and view is built by its own package when first
+asked for, and kept, so asking for the op table reads no allocator event and diagnoses no mesh. Tables are
+in the JSON contract's fields and units (``analysis.public``: microseconds, bytes, FLOPs, per second);
+views are typed reports; JSON is written by ``render`` (:meth:`Analysis.to_json`).
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import marshal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -22,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from traceview.analysis.build import PipelineResult, apply_target, build_analysis
-from traceview.analysis.record import OP_FIELDS, analysis_json
+from traceview.analysis.public import device_rows, public_ops
 from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
 from traceview.trace.progress import progress_bar
@@ -36,8 +34,7 @@ if TYPE_CHECKING:
     from traceview.inference.programs import Program
     from traceview.inference.view import InferenceReport
     from traceview.memory.view import MemoryReport
-    from traceview.parallelism.diagnose import Parallelism
-    from traceview.render.analyze import Section
+    from traceview.parallelism.report import Parallelism
     from traceview.scopes.tree import ScopeTree
     from traceview.whatif.report import WhatIf
 
@@ -103,12 +100,14 @@ class Summary:
 
 
 class Analysis:
-    """One analyzed trace: its ops, executions, steps and devices as DataFrames, judged against ``target``.
+    """One analyzed trace: its ops, executions, steps and devices as DataFrames, judged against ``target``,
+    and its views (:meth:`scopes`, :meth:`memory`, :meth:`parallelism`, :meth:`inference`, :meth:`advice`,
+    :meth:`whatif`, :meth:`hlo`) as typed reports.
 
-    Built by :func:`traceview.load`. Tables are computed on first access and
-    kept; :meth:`retarget` judges the same trace against another chip
-    without reading it again. ``pipeline`` holds the pipeline's own tables
-    (picoseconds, internal column names) for the renderers and the dashboard.
+    Built by :func:`traceview.load`. Each table and view is computed on first access and kept, and each
+    builds only what it reads: the op table neither reads allocator events nor diagnoses the mesh.
+    :meth:`retarget` judges the same trace against another chip without reading it again. ``pipeline``
+    holds the pipeline's own tables (picoseconds, internal column names) for the renderers and the dashboard.
     """
 
     def __init__(self, pipeline: PipelineResult, hardware_file: str | Path | None = None,
@@ -119,7 +118,6 @@ class Analysis:
         self._memory: MemoryReport | None = None
         self._parallelism: Parallelism | None = None
         self._inference: InferenceReport | None = None
-        self._inference_record: dict[str, Any] | None = None
         self._scopes: dict[str, ScopeTree] = {}
         self._advice: AdviceReport | None = None
 
@@ -128,53 +126,14 @@ class Analysis:
         target = self.target.name if self.target else None
         return f"<traceview.Analysis {source.run or source.path!s}: {len(self.pipeline.ops)} ops, target {target}>"
 
-    @cached_property
-    def _record(self) -> dict[str, Any]:
-        record = analysis_json(self.pipeline)
-        self._add_view_records(record)
-        return record
-
-    def _add_view_records(self, record: dict[str, Any]) -> None:
-        """Each view that has something for ``analyze --format json`` adds its fields here (the
-        contract names them: e.g. ``summary.idle_causes``, top-level ``advice``)."""
-        if self._serving_found:
-            record["inference"] = self._serving_record()
-        record["summary"]["top_scopes"] = self._top_scopes()
-        from traceview.render.advice import add_advice_record
-
-        add_advice_record(record, self.advice())
-
-    def _top_scopes(self) -> list[dict[str, Any]]:
-        """``summary.top_scopes``: the three named scopes whose own ops have the most gain (docs/scopes.md)."""
-        from traceview.render.scopes import node_record
-
-        tree = self.scope_tree()
-        return [node_record(row, tree.judged) for row in tree.top_by_gain(3).to_dict("records")]
-
-    def report_sections(self) -> list[Section]:
-        """The views' blocks in the ``analyze`` text and Markdown reports, in the order printed: what to fix
-        first (with idle causes and stragglers), where in the model, serving."""
-        from traceview.render.advice import advice_sections
-        from traceview.render.analyze import Section, projected_label
-        from traceview.render.scopes import top_scope_lines
-
-        projected = projected_label(self.pipeline)    # savings judged against a chip the trace did not run on
-        sections = [dataclasses.replace(s, title=s.title + projected) if s.title == "What to fix first" else s
-                    for s in advice_sections(self.advice())]
-        tree = self.scope_tree()
-        top = tree.top_by_gain(3)
-        if not top.empty:
-            sections.append(Section(f"Where in the model: scopes with most to gain{projected} (traceview scopes PATH "
-                                    "for the tree)", tuple(top_scope_lines(top, tree.total_us, tree.overlap))))
-        if self._serving_found:
-            from traceview.render.inference import section_lines
-
-            sections.append(Section("Inference", tuple(section_lines(self.inference()))))
-        return sections
-
     def to_json(self) -> dict[str, Any]:
-        """Exactly what ``traceview analyze PATH --format json`` prints (a fresh copy)."""
-        return _json_copy(self._record)
+        """Exactly what ``traceview analyze PATH --format json`` prints (a fresh record on each call): the
+        pipeline's tables and the views' fields (advice, scopes, serving), written by ``render``."""
+        from traceview.render.analyze_views import analyze_json
+
+        return analyze_json(self.pipeline, self.advice(), self.scope_tree(), self.serving())
+
+    # ------------------------------------------------------------ tables: each built on first use, then kept
 
     @cached_property
     def ops(self) -> pd.DataFrame:
@@ -187,8 +146,7 @@ class Analysis:
         target). Sorted by ``gain_us`` (device time saved at the roofline),
         largest first; ``a.ops.sort_values("gap_us", ascending=False)`` orders by gap.
         """
-        columns = [field for column, field in OP_FIELDS.items() if column in self.pipeline.ops.columns]
-        return pd.DataFrame.from_records(self._record["ops"], columns=columns)
+        return public_ops(self.pipeline.ops)
 
     @cached_property
     def op_executions(self) -> pd.DataFrame:
@@ -212,12 +170,12 @@ class Analysis:
     @cached_property
     def devices(self) -> pd.DataFrame:
         """One row per device plane: the JSON ``devices`` (id, kind, name, figures the trace reports)."""
-        return pd.DataFrame.from_records(self._record["devices"])
+        return pd.DataFrame.from_records(device_rows(self.pipeline.profile.devices))
 
     @cached_property
     def summary(self) -> Summary:
-        """Headline numbers (:class:`Summary`)."""
-        return Summary.from_record(self._record["summary"])
+        """Headline numbers (:class:`Summary`): the JSON ``summary``, with the views' fields in it."""
+        return Summary.from_record(self.to_json()["summary"])
 
     @property
     def warnings(self) -> list[str]:
@@ -259,6 +217,14 @@ class Analysis:
             self._parallelism = from_analysis(self.pipeline, self.hlo_path)
         return self._parallelism
 
+    def mesh(self) -> Parallelism | None:
+        """The parallelism report ``analyze`` summarises in one line (``traceview.render.analyze_views.mesh_line``);
+        None for a trace with no collectives, unless it runs a program per stage of a pipeline on its devices
+        (an MPMD pipeline, measured in the trace). A trace with neither is not diagnosed."""
+        from traceview.parallelism.summary import summarised_mesh
+
+        return summarised_mesh(self.pipeline, self.parallelism)
+
     def whatif(self, meshes: list[dict[str, int]] | None = None, batches: list[str] | None = None,
                chips: int | None = None, target: str | Chip | None = None,
                microbatches: int | None = None) -> WhatIf:
@@ -284,21 +250,10 @@ class Analysis:
                                                       self._programs)
         return self._inference
 
-    def _scopes_record(self) -> dict[str, Any]:
-        from traceview.render.scopes import scopes_json
-
-        return scopes_json(self.scope_tree())
-
-    def _serving_record(self) -> dict[str, Any] | None:
-        """``inference_json`` of the serving phases (None when no program with a KV cache ran), built once:
-        the analyze JSON and the advice both read it."""
-        if not self._serving_found:
-            return None
-        if self._inference_record is None:
-            from traceview.render.inference import inference_json
-
-            self._inference_record = inference_json(self.inference())
-        return self._inference_record
+    def serving(self) -> InferenceReport | None:
+        """:meth:`inference` when a program with a KV cache ran (what ``analyze`` reports and advises on),
+        else None."""
+        return self.inference() if self._serving_found else None
 
     @cached_property
     def _serving_found(self) -> bool:
@@ -329,20 +284,17 @@ class Analysis:
         bytes_accessed, ops, text (the source line's text, by source). docs/scopes.md defines them."""
         return self.scope_tree(by).nodes.copy()
 
-
     def advice(self) -> AdviceReport:
         """Why the devices were idle (causes per device and per step), stragglers, and one list of what to
-        fix first ranked by estimated saving in wall time (ops, mesh axes, idle causes, memory): ``items[i]`` is an
-        ``advice.findings.Advice``; ``advice_json()`` is the ``advice`` list of ``analyze --format json``."""
+        fix first ranked by estimated saving in wall time (ops, mesh axes, idle causes, memory, scopes,
+        serving): ``items[i]`` is an ``advice.findings.Advice``; ``traceview.render.advice`` writes the JSON.
+        The other views are built only when a provider reads them."""
         if self._advice is None:
+            from traceview.advice.findings import Views
             from traceview.advice.view import advice_report
 
-            self._advice = advice_report(self.pipeline, {
-                "parallelism": lambda: self.parallelism() if self.mesh_summary is not None else None,
-                "memory": self.memory,
-                "scopes": self._scopes_record,
-                "serving": self._serving_record,
-            })
+            self._advice = advice_report(self.pipeline, Views(parallelism=self.mesh, memory=self.memory,
+                                                              scopes=self.scope_tree, serving=self.serving))
         return self._advice
 
     def hlo(self) -> HloReport:
@@ -350,37 +302,6 @@ class Analysis:
         from traceview.api.hlo import costed_report
 
         return costed_report(self.pipeline.modules, [])
-
-    @cached_property
-    def mesh_summary(self) -> str | None:
-        """The one line ``analyze`` prints about the mesh; None for a trace with no collectives, unless it runs
-        a program per stage of a pipeline on its devices (an MPMD pipeline, measured in the trace)."""
-        ops = self.pipeline.ops
-        if ops.empty:
-            return None
-        communicates = "collective_kind" in ops.columns and \
-            bool((ops["collective_kind"].fillna("").astype(str) != "").any())
-        programs = "module" in ops.columns and ops["module"].nunique() >= 2 and len(self.pipeline.profile.devices) >= 2
-        if not (communicates or programs):
-            return None
-        report = self.parallelism()
-        if not communicates and not report.axes:
-            return None
-        from traceview.render.parallelism import summary_line
-
-        return summary_line(report)
-
-
-def _json_copy(value: Any) -> Any:
-    """A deep copy of a JSON record. A large trace's record holds hundreds of thousands of numbers
-    (per-step lists), which marshal copies in C, much faster than ``copy.deepcopy``. Marshal
-    writes what it does not know as bytes (numpy scalars) or refuses it: a copy that does not compare
-    equal to the original (also where a NaN is left) is made again by deepcopy."""
-    try:
-        copied = marshal.loads(marshal.dumps(value))
-    except ValueError:
-        return copy.deepcopy(value)
-    return copied if copied == value else copy.deepcopy(value)
 
 
 def load(path: str | Path, *, run: str | None = None, target: str | Chip | None = None,

@@ -48,8 +48,11 @@ class HloReport:
         transcendentals, bytes_accessed (as XLA's HloCostAnalysis defines them for the module),
         flops_per_step, bytes_accessed_per_step (while bodies times their known trip counts),
         collective_bytes (payload of its collectives), instructions (how many)."""
-        records = [{k: v for k, v in m.items() if k != "instructions"} | {"instructions": len(m["instructions"])}
-                   for m in self.to_json()["modules"]]
+        records = [{"name": module.name, "file": module.file, "stage": module.stage, "program_id": module.program_id,
+                    **{k: totals[k] for k in ("flops", "transcendentals", "bytes_accessed", "flops_per_step",
+                                              "bytes_accessed_per_step")},
+                    "collective_bytes": float(costs["payload_bytes"].sum()) if len(costs) else 0.0,
+                    "instructions": len(costs)} for module, costs, totals in self.costed]
         return pd.DataFrame.from_records(records, columns=[
             "name", "file", "stage", "program_id", "flops", "transcendentals", "bytes_accessed",
             "flops_per_step", "bytes_accessed_per_step", "collective_bytes", "instructions"])

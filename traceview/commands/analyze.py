@@ -22,6 +22,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from traceview.render.analyze import analysis_csv, analysis_markdown, analysis_text
+    from traceview.render.analyze_views import mesh_line, report_sections
 
     # every format prints what the analysis derives, its advice weighs the memory view's peaks
     analysis = load_from_args(args, keep_ops=False, allocator_events=True)
@@ -29,11 +30,9 @@ def run(args: argparse.Namespace) -> int:
         text = jsontext.dumps(analysis.to_json()) + "\n"
     elif args.format == "csv":
         text = analysis_csv(analysis.pipeline)
-    elif args.format == "markdown":
-        text = analysis_markdown(analysis.pipeline, top=args.top, mesh_line=analysis.mesh_summary,
-                                 sections=analysis.report_sections())
     else:
-        text = analysis_text(analysis.pipeline, top=args.top, mesh_line=analysis.mesh_summary,
-                             sections=analysis.report_sections())
+        sections = report_sections(analysis.pipeline, analysis.advice(), analysis.scope_tree(), analysis.serving())
+        report = analysis_markdown if args.format == "markdown" else analysis_text
+        text = report(analysis.pipeline, top=args.top, mesh_line=mesh_line(analysis.mesh()), sections=sections)
     write_output(text, args.output)
     return 0

@@ -37,24 +37,24 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from traceview.graph.neighbourhood import annotate, op_graph
     from traceview.parsers.hlo.dump import load_hlo_modules
-    from traceview.render.graph import to_dot, to_svg
+    from traceview.render.graph import graph_json, to_dot, to_svg
     from traceview.trace.read import is_trace_path
 
     path = Path(args.path)
     records: list[dict] = []
     if is_trace_path(path):
-        from traceview.analysis.record import op_records
+        from traceview.analysis.public import op_rows
         from traceview.commands._options import load_from_args
 
-        analysis = load_from_args(args).pipeline
-        modules = analysis.modules
-        records = op_records(analysis.ops)
+        pipeline = load_from_args(args).pipeline
+        modules = pipeline.modules
+        records = op_rows(pipeline.ops)
     else:
         modules, _ = load_hlo_modules(path, stage=args.stage)
     graph = op_graph(modules, args.op, depth=args.depth, module=args.module, expand=not args.no_expand)
     annotate(graph, records)
     if args.format == "json":
-        text = jsontext.dumps(graph.as_json()) + "\n"
+        text = jsontext.dumps(graph_json(graph)) + "\n"
     else:
         text = to_dot(graph)
         if args.format == "svg":

@@ -28,7 +28,7 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf", ".html")
 
 
 def run(args: argparse.Namespace) -> int:
-    from traceview.analysis.record import op_records
+    from traceview.analysis.public import op_rows
     from traceview.render.charts import (
         drawn_ridge_points,
         ridge_text,
@@ -57,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
                                "ridge_point": ridges[0][2] if ridges else None,
                                "ridge_point_dtype": ridges[0][0] if ridges else None,
                                "ridge_points": {dtype: ridge for dtype, _, ridge in ridges},
-                           "points": op_records(points),
-                           "not_placed": op_records(unplaceable_ops(analysis.ops))}) + "\n"
+                           "points": op_rows(points),
+                           "not_placed": op_rows(unplaceable_ops(analysis.ops))}) + "\n"
     else:
         ridge = ridge_text(analysis.target, analysis.ops)
         rows = [[r["module"], r["op"], r["bound"], f"{r['intensity']:.3g}", fmt_si(r["achieved_flops"], "FLOP/s"),

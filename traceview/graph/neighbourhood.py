@@ -36,12 +36,6 @@ class OpGraph:
     edges: list[tuple[str, str]] = field(default_factory=list)   # (operand, user)
     truncated: bool = False
 
-    def as_json(self) -> dict:
-        return {"module": self.module, "program_id": self.program_id, "focus": self.focus,
-                "truncated": self.truncated,
-                "nodes": [vars(n) for n in self.nodes.values()],
-                "edges": [{"from": a, "to": b} for a, b in self.edges]}
-
 
 def find_op(modules: list[HloModule], name: str, module: str | None = None) -> tuple[HloModule, Computation]:
     """The module and computation holding the instruction `name` (UserError naming it when absent or ambiguous)."""
@@ -140,7 +134,8 @@ def gain_of(record: dict) -> float | None:
 
 
 def annotate(graph: OpGraph, records: list[dict]) -> None:
-    """Bound, time and gain of each node from the analysis' op records (the JSON contract's `ops`)."""
+    """Bound, time and gain of each node from the op table's public rows (``analysis.public.op_rows``: the
+    fields of ``Analysis.ops``, None where unknown)."""
     mine = [r for r in records if r.get("module") == graph.module
             and (graph.program_id is None or r.get("program_id") in (None, graph.program_id))]
     by_name = {str(r.get("name")): r for r in mine}

@@ -16,12 +16,6 @@ class Headroom:
     fits: bool | None               # None when the capacity is unknown
     headroom_bytes: int | None      # capacity - peak; negative: by how much it misses
 
-    def as_json(self) -> dict:
-        return {"target": self.target, "capacity_bytes": self.capacity_bytes,
-                "capacity_source": self.capacity_source, "peak_bytes": self.peak_bytes, "fits": self.fits,
-                "headroom_bytes": self.headroom_bytes,
-                "utilization": None if not self.capacity_bytes else self.peak_bytes / self.capacity_bytes}
-
 
 def headroom(peak_bytes: int, chip: Chip) -> Headroom:
     capacity = int(chip.hbm_capacity) if chip.hbm_capacity else None

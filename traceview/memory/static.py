@@ -42,10 +42,6 @@ class StaticBuffer:
     opcode: str | None = None
     op_name: str | None = None   # the framework op (metadata op_name)
 
-    def as_json(self) -> dict:
-        return {"instruction": self.instruction, "shape": self.shape, "size_bytes": self.size_bytes,
-                "kind": self.kind, "source": self.source, "opcode": self.opcode, "op_name": self.op_name}
-
 
 @dataclass
 class StaticPeak:

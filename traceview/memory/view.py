@@ -59,16 +59,16 @@ def fill_from_profile(report: MemoryReport, profile: Profile) -> None:
     report.warnings = list(dict.fromkeys(report.warnings))
 
 
-def memory_from_analysis(result: PipelineResult, hardware_file: str | Path | None = None) -> MemoryReport:
+def memory_from_analysis(pipeline: PipelineResult, hardware_file: str | Path | None = None) -> MemoryReport:
     """What `traceview memory` shows for an analysed trace: runtime peaks from its allocator events, static
     peaks from the HLO protos it carries, headroom on the analysis' target."""
-    profile = result.profile
+    profile = pipeline.profile
     report = MemoryReport(source=str(profile.source.path))
     fill_from_profile(report, profile)
-    if result.target is not None and not result.target_detected:   # given (--target, retarget)
-        report.target, report.target_source = result.target, "--target"
-    elif result.target is not None and result.target_source != "trace":   # chosen from the run's dump
-        report.target, report.target_detected, report.target_source = result.target, True, result.target_source
+    if pipeline.target is not None and not pipeline.target_detected:   # given (--target, retarget)
+        report.target, report.target_source = pipeline.target, "--target"
+    elif pipeline.target is not None and pipeline.target_source != "trace":   # chosen from the run's dump
+        report.target, report.target_detected, report.target_source = pipeline.target, True, pipeline.target_source
     elif profile.devices:
         chip, warnings = detect_target(profile.devices, load_hardware(hardware_file))
         report.target, report.target_detected = chip, chip is not None

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
 from traceview.advice.findings import Advice
-from traceview.advice.idle import CAUSES
-from traceview.advice.view import TOP, AdviceReport, per_device_json, per_step_json
+from traceview.advice.idle import CAUSES, IdleCauses
+from traceview.advice.view import TOP, AdviceReport
 from traceview.render.analyze import Section
 from traceview.units import fmt_pct, fmt_share, fmt_time_us
 
@@ -85,15 +87,60 @@ def stragglers_json(report: AdviceReport) -> dict[str, Any]:
             "per_step": steps(late.steps), "per_host_step": steps(late.host_steps), "reason": None}
 
 
+def advice_json(item: Advice, span_ps: float) -> dict[str, Any]:
+    """One item as the ``advice`` list of ``analyze --format json`` holds it."""
+    saving_us = None if item.saving_ps is None else item.saving_ps / 1e6
+    return {"rank": item.rank, "kind": item.kind, "title": item.title, "saving_us": saving_us,
+            "saving_share": None if item.saving_ps is None or span_ps <= 0 else item.saving_ps / span_ps,
+            "rule": item.rule, "evidence": list(item.evidence), "fix": item.fix, "tab": item.tab}
+
+
+def advice_list_json(report: AdviceReport) -> list[dict[str, Any]]:
+    """The top-level ``advice`` list of ``analyze --format json``."""
+    return [advice_json(item, report.span_ps) for item in report.items]
+
+
+def idle_causes_json(idle: IdleCauses) -> list[dict[str, Any]]:
+    """``summary.idle_causes``: per cause, its time summed over devices, share of idle, evidence."""
+    if not idle.causes:
+        return []
+    return [{"cause": c, "time_us": idle.causes[c] / 1e6,
+             "share": idle.causes[c] / idle.idle_ps if idle.idle_ps else None,
+             "evidence": [{"name": e["name"], "time_us": e["time_ps"] / 1e6, "source": e["source"]}
+                          for e in idle.evidence.get(c, [])]} for c in CAUSES]
+
+
+def per_step_json(idle: IdleCauses) -> list[dict[str, Any]]:
+    """Per step: its devices' idle time inside the step's window, by cause (us, summed over devices)."""
+    return _rows_us(idle.per_step, "step")
+
+
+def per_device_json(idle: IdleCauses) -> list[dict[str, Any]]:
+    """Per device: its idle time by cause (us)."""
+    return _rows_us(idle.per_device, "device")
+
+
+def _rows_us(table: pd.DataFrame, key: str) -> list[dict[str, Any]]:
+    if table.empty:
+        return []
+    out = []
+    for row in table.to_dict("records"):
+        record: dict[str, Any] = {key: row[key] if key == "device" else int(row[key]),
+                                  "idle_us": row["idle_ps"] / 1e6}
+        record["causes_us"] = {c: row[f"{c}_ps"] / 1e6 for c in CAUSES}
+        out.append(record)
+    return out
+
+
 def add_advice_record(record: dict[str, Any], report: AdviceReport) -> None:
     """The advice view's fields in the analyze JSON record (the contract: ``summary.idle_causes``,
     top-level ``advice``; beside them the per-device and per-step split, and stragglers)."""
     summary = record.setdefault("summary", {})
-    summary["idle_causes"] = report.idle_causes_json()
+    summary["idle_causes"] = idle_causes_json(report.idle)
     summary["idle_causes_reason"] = report.idle.reason
     summary["idle_causes_by_device"] = per_device_json(report.idle)
     summary["idle_causes_by_step"] = per_step_json(report.idle)
     summary["stragglers"] = stragglers_json(report)
-    record["advice"] = report.advice_json()
+    record["advice"] = advice_list_json(report)
     warnings = record.setdefault("warnings", [])
     warnings.extend(w for w in report.warnings if w not in warnings)

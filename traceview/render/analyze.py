@@ -1,5 +1,5 @@
 """`traceview analyze` for people and spreadsheets: terminal text, Markdown and CSV (the JSON record is
-`traceview.analysis.record`)."""
+`traceview.render.record`)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ import numpy as np
 import pandas as pd
 
 from traceview.analysis.build import PipelineResult
-from traceview.analysis.record import op_records, us_from_ps
+from traceview.analysis.public import op_rows
 from traceview.analysis.roofline import GAIN_DEFINITION
 from traceview.hardware.detect import device_model_name
 from traceview.parsers.tables.conventions import as_uint64
 from traceview.render.escape import markdown_code, markdown_text, terminal_lines
+from traceview.render.record import us_from_ps
 from traceview.render.tables import colour, markdown_table, text_table, use_colour
 from traceview.timeline.overlap import Overlap
 from traceview.units import PS_PER_US, fmt_pct, fmt_share, fmt_si, fmt_time_us
@@ -41,9 +42,9 @@ def integral_columns_as_int(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def analysis_csv(analysis: PipelineResult) -> str:
+def analysis_csv(pipeline: PipelineResult) -> str:
     buffer = io.StringIO()
-    frame = pd.DataFrame(op_records(analysis.ops)).drop(columns=["step_times_us"], errors="ignore")
+    frame = pd.DataFrame(op_rows(pipeline.ops)).drop(columns=["step_times_us"], errors="ignore")
     integral_columns_as_int(frame).to_csv(buffer, index=False)
     return buffer.getvalue()
 
@@ -67,44 +68,44 @@ def _section_text(section: Section, on: bool) -> list[str]:
 def _section_markdown(section: Section) -> list[str]:
     return [f"### {markdown_text(section.title)}", "", *(f"- {markdown_text(line)}" for line in section.lines), ""]
 
-def _device_rows(analysis: PipelineResult) -> list[list[str]]:
+def _device_rows(pipeline: PipelineResult) -> list[list[str]]:
     rows = []
-    for d in analysis.profile.devices:
+    for d in pipeline.profile.devices:
         peaks = [fmt_si(d.peak_flops, "FLOP/s") if d.peak_flops else "",
                  fmt_si(d.hbm_bandwidth, "B/s") if d.hbm_bandwidth else ""]
         rows.append([d.id, d.kind, device_model_name(d), ", ".join(p for p in peaks if p) or "-"])
     return rows
 
 
-def projected_label(analysis: PipelineResult) -> str:
+def projected_label(pipeline: PipelineResult) -> str:
     """" (projected onto CHIP)" for figures judged against a target the trace did not run on, else ""."""
-    if not analysis.projected or analysis.target is None:
+    if not pipeline.projected or pipeline.target is None:
         return ""
-    return f" (projected onto {analysis.target.name})"
+    return f" (projected onto {pipeline.target.name})"
 
 
-def _proj(analysis: PipelineResult, header: str) -> str:
+def _proj(pipeline: PipelineResult, header: str) -> str:
     """A column header, marked "proj." when its figures are a projection."""
-    return f"proj. {header}" if analysis.projected else header
+    return f"proj. {header}" if pipeline.projected else header
 
 
 def _bound_cells(row: dict, total_ps: float) -> list[str]:
     return [fmt_pct(row.get(f"{b}_ps", 0) / total_ps) if total_ps else "-" for b in (*BOUNDS, "idle")]
 
 
-def _step_rows(analysis: PipelineResult, limit: int = 20) -> tuple[list[str], list[list[str]], str]:
+def _step_rows(pipeline: PipelineResult, limit: int = 20) -> tuple[list[str], list[list[str]], str]:
     """Per step: wall time and, per device, the share of it in each bound and idle (they add up to 100%)."""
     headers, align = ["step", "time", "devices"], "lrr"
-    has_bounds = "compute_ps" in analysis.steps.columns
-    projected = "projected_time_ps" in analysis.steps.columns
+    has_bounds = "compute_ps" in pipeline.steps.columns
+    projected = "projected_time_ps" in pipeline.steps.columns
     if projected:
         headers.append("projected")
         align += "r"
     if has_bounds:
-        headers += [_proj(analysis, b) for b in BOUNDS] + ["idle"]
+        headers += [_proj(pipeline, b) for b in BOUNDS] + ["idle"]
         align += "r" * (len(BOUNDS) + 1)
     rows = []
-    for row in analysis.steps.head(limit).to_dict("records"):
+    for row in pipeline.steps.head(limit).to_dict("records"):
         cells = [str(row["step"]), fmt_time_us(row["time_ps"] / PS_PER_US), str(row["devices"])]
         if projected:
             cells.append(fmt_time_us(row["projected_time_ps"] / PS_PER_US))
@@ -114,29 +115,29 @@ def _step_rows(analysis: PipelineResult, limit: int = 20) -> tuple[list[str], li
     return headers, rows, align
 
 
-def overlap_of(analysis: PipelineResult) -> Overlap:
+def overlap_of(pipeline: PipelineResult) -> Overlap:
     """The devices' op time against their busy time (timeline.overlap)."""
-    return Overlap(float(analysis.op_time_ps), float(analysis.device_time_ps))
+    return Overlap(float(pipeline.op_time_ps), float(pipeline.device_time_ps))
 
 
-def _op_table(analysis: PipelineResult, top: int, on: bool) -> tuple[list[str], list[list[str]], str]:
-    ops = analysis.ops.head(top)
-    device_total = analysis.op_time_ps or 1
+def _op_table(pipeline: PipelineResult, top: int, on: bool) -> tuple[list[str], list[list[str]], str]:
+    ops = pipeline.ops.head(top)
+    device_total = pipeline.op_time_ps or 1
     judged = "bound" in ops.columns
-    per_device = analysis.per_device and "device" in ops.columns
-    overlap = overlap_of(analysis)
+    per_device = pipeline.per_device and "device" in ops.columns
+    overlap = overlap_of(pipeline)
     wall = judged and overlap.overlapped
     headers = (["device"] if per_device else []) + ["module", "op", "category", "count", "self", "% op time"]
     align = ("l" if per_device else "") + "lllrrr"
     if judged:
         projected = "projected_time_ps" in ops.columns
-        headers += [_proj(analysis, "bound"), "judged"] + (["projected"] if projected else []) + [
-            _proj(analysis, h) for h in ("roofline", "eff.", "gap", "gain", *(("wall gain",) if wall else ()))] + [
+        headers += [_proj(pipeline, "bound"), "judged"] + (["projected"] if projected else []) + [
+            _proj(pipeline, h) for h in ("roofline", "eff.", "gap", "gain", *(("wall gain",) if wall else ()))] + [
             "FLOPs", "bytes", "dtype"]
         align += "lr" + ("r" if projected else "") + "rrrr" + ("r" if wall else "") + "rrl"
     # The same module name compiled twice (another shape) is told apart as XProf does: "jit_dot(49)".
     key = (["device"] if per_device else []) + ["module", "op"]
-    repeated = analysis.ops.duplicated(key, keep=False).to_numpy()[:len(ops)]
+    repeated = pipeline.ops.duplicated(key, keep=False).to_numpy()[:len(ops)]
     rows = []
     for r, twice in zip(ops.to_dict("records"), repeated):
         module = f"{r['module']}({as_uint64(int(r['program_id']))})" if twice and r["program_id"] != -1 \
@@ -167,38 +168,38 @@ def _op_table(analysis: PipelineResult, top: int, on: bool) -> tuple[list[str], 
     return headers, rows, align
 
 
-def _summary_lines(analysis: PipelineResult, mesh_line: str | None) -> list[str]:
-    n_active = len(analysis.device_times)
-    total = analysis.span_ps
-    idle_share = analysis.idle_ps / total if total else None
-    lines = [f"{n_active} active device{'s' if n_active != 1 else ''}: busy {fmt_time_us(us_from_ps(analysis.device_time_ps))} + idle "
-             f"{fmt_time_us(us_from_ps(analysis.idle_ps))} ({fmt_pct(idle_share)}) = "
+def _summary_lines(pipeline: PipelineResult, mesh_line: str | None) -> list[str]:
+    n_active = len(pipeline.device_times)
+    total = pipeline.span_ps
+    idle_share = pipeline.idle_ps / total if total else None
+    lines = [f"{n_active} active device{'s' if n_active != 1 else ''}: busy {fmt_time_us(us_from_ps(pipeline.device_time_ps))} + idle "
+             f"{fmt_time_us(us_from_ps(pipeline.idle_ps))} ({fmt_pct(idle_share)}) = "
              f"{fmt_time_us(us_from_ps(total))} (span {fmt_time_us(us_from_ps(total / n_active if n_active else None))} "
              f"x {n_active})"]
-    overlap = overlap_of(analysis)
+    overlap = overlap_of(pipeline)
     if overlap.overlapped:
         lines.append(overlap.describe())
-    inactive = analysis.inactive_devices
+    inactive = pipeline.inactive_devices
     if inactive:
         lines.append(f"{len(inactive)} devices ran no op and are left out: " + ", ".join(inactive[:8])
                      + (" ..." if len(inactive) > 8 else ""))
-    chip = analysis.target
+    chip = pipeline.target
     if chip is not None:
-        how = target_how(analysis.target_source)
-        s = analysis.summary
-        if analysis.projected and analysis.capture_chip is not None:
+        how = target_how(pipeline.target_source)
+        s = pipeline.summary
+        if pipeline.projected and pipeline.capture_chip is not None:
             lines.append(f"target {chip.name} ({how}): PROJECTION from times measured on "
-                         f"{analysis.capture_chip.name}; projected device time "
+                         f"{pipeline.capture_chip.name}; projected device time "
                          f"{fmt_time_us(us_from_ps(s.get('projected_time_ps')))} vs measured {fmt_time_us(us_from_ps(total))}")
         else:
             lines.append(f"target {chip.name} ({how})")
         by_bound = s["time_by_bound_ps"]
         denominator = sum(by_bound.values()) or 1
-        what = (f"share of busy + idle measured on {analysis.capture_chip.name if analysis.capture_chip else '?'}, "
-                f"bounds projected onto {chip.name}") if analysis.projected else "share of busy + idle, measured"
+        what = (f"share of busy + idle measured on {pipeline.capture_chip.name if pipeline.capture_chip else '?'}, "
+                f"bounds projected onto {chip.name}") if pipeline.projected else "share of busy + idle, measured"
         lines.append(f"time by bound ({what}): " + ", ".join(
             f"{name} {fmt_pct(value / denominator)}" for name, value in by_bound.items()))
-        label = "projected MFU" if analysis.projected else "MFU"
+        label = "projected MFU" if pipeline.projected else "MFU"
         if s.get("mfu") is not None:
             peak = s.get("mfu_peak_dtype")
             used = f"{peak} peak" + (f", used for {s['mfu_dtype']} FLOPs" if s.get("mfu_dtype") and
@@ -206,14 +207,14 @@ def _summary_lines(analysis: PipelineResult, mesh_line: str | None) -> list[str]
             mfu = f"{label} {fmt_share(s['mfu'])} ({used})"
         else:
             mfu = f"{label} unknown ({s.get('mfu_reason') or 'no FLOP count'})"
-        eff_label = "projected roofline efficiency" if analysis.projected else "roofline efficiency"
+        eff_label = "projected roofline efficiency" if pipeline.projected else "roofline efficiency"
         if s.get("efficiency") is not None:
             eff = f"{eff_label} {fmt_share(s['efficiency'])} (program level: max(FLOPs/peak, bytes/HBM) " \
                   "/ busy + idle)"
         else:
             eff = f"{eff_label} unknown ({s.get('efficiency_reason')})"
         lines.append(f"{mfu}; {eff}")
-        seen = None if analysis.projected else _seen_line(s, "memory" if chip.kind == "CPU" else "HBM")
+        seen = None if pipeline.projected else _seen_line(s, "memory" if chip.kind == "CPU" else "HBM")
         if seen:
             lines.append(seen)
     if mesh_line:
@@ -243,57 +244,57 @@ def target_how(source: str | None) -> str:
     return f"from the {source.removeprefix('dump: ')} of the XLA dump" if source.startswith("dump: ") else source
 
 
-def analysis_text(analysis: PipelineResult, top: int = 20, colour_enabled: bool | None = None,
+def analysis_text(pipeline: PipelineResult, top: int = 20, colour_enabled: bool | None = None,
                   mesh_line: str | None = None, sections: Sequence[Section] = ()) -> str:
     """The terminal report; ``mesh_line``: the mesh's one-line summary (``traceview.Analysis.mesh_summary``);
     ``sections``: the views' blocks, printed after the summary (``traceview.Analysis.report_sections``)."""
     on = use_colour() if colour_enabled is None else colour_enabled
-    src = analysis.profile.source
+    src = pipeline.profile.source
     out = [colour(f"traceview {__version__}", "bold", on) + f"  {src.path}"
            + (f"  (run {src.run})" if src.run else ""), ""]
     out += [colour("Devices", "bold", on),
-            text_table(["device", "kind", "model", "peaks (from trace)"], _device_rows(analysis)), ""]
-    out += [colour("Summary", "bold", on), *("  " + line for line in _summary_lines(analysis, mesh_line)), ""]
+            text_table(["device", "kind", "model", "peaks (from trace)"], _device_rows(pipeline)), ""]
+    out += [colour("Summary", "bold", on), *("  " + line for line in _summary_lines(pipeline, mesh_line)), ""]
     for section in sections:
         out += _section_text(section, on)
-    out.append(colour("Steps", "bold", on) + projected_label(analysis))
-    if analysis.steps.empty:
+    out.append(colour("Steps", "bold", on) + projected_label(pipeline))
+    if pipeline.steps.empty:
         out.append("  no steps found")
     else:
-        headers, rows, align = _step_rows(analysis)
+        headers, rows, align = _step_rows(pipeline)
         out.append(text_table(headers, rows, align))
-        if len(analysis.steps) > 20:
-            out.append(f"  ... {len(analysis.steps) - 20} more steps")
+        if len(pipeline.steps) > 20:
+            out.append(f"  ... {len(pipeline.steps) - 20} more steps")
     out.append("")
-    if "gain_ps" in analysis.ops.columns:
-        out.append(colour(f"Top {top} ops by gain{projected_label(analysis)}", "bold", on) + f"  ({GAIN_DEFINITION}; gap = judged - "
+    if "gain_ps" in pipeline.ops.columns:
+        out.append(colour(f"Top {top} ops by gain{projected_label(pipeline)}", "bold", on) + f"  ({GAIN_DEFINITION}; gap = judged - "
                    "roofline time, the op's own distance from its roofline; judged = self time, or in-flight "
                    "time for an async start)")
     else:
         out.append(colour(f"Top {top} ops by self time", "bold", on))
-    headers, rows, align = _op_table(analysis, top, on)
+    headers, rows, align = _op_table(pipeline, top, on)
     out.append(text_table(headers, rows, align))
-    for warning in analysis.warnings:
+    for warning in pipeline.warnings:
         out.append(colour(f"warning: {warning}", "yellow", on))
     return terminal_lines("\n".join(out)) + "\n"
 
 
-def analysis_markdown(analysis: PipelineResult, top: int = 20, mesh_line: str | None = None,
+def analysis_markdown(pipeline: PipelineResult, top: int = 20, mesh_line: str | None = None,
                       sections: Sequence[Section] = ()) -> str:
-    src = analysis.profile.source
+    src = pipeline.profile.source
     out = [f"## traceview: {markdown_code(src.path)}", ""]
-    out += [f"- {markdown_text(line)}" for line in _summary_lines(analysis, mesh_line)] + [""]
+    out += [f"- {markdown_text(line)}" for line in _summary_lines(pipeline, mesh_line)] + [""]
     for section in sections:
         out += _section_markdown(section)
-    out += [markdown_table(["device", "kind", "model", "peaks (from trace)"], _device_rows(analysis)), ""]
-    if not analysis.steps.empty:
-        headers, rows, align = _step_rows(analysis)
+    out += [markdown_table(["device", "kind", "model", "peaks (from trace)"], _device_rows(pipeline)), ""]
+    if not pipeline.steps.empty:
+        headers, rows, align = _step_rows(pipeline)
         out += [markdown_table(headers, rows, align), ""]
-    out += [f"### Top {top} ops by gain{markdown_text(projected_label(analysis))}", "",
+    out += [f"### Top {top} ops by gain{markdown_text(projected_label(pipeline))}", "",
             f"_{GAIN_DEFINITION}; gap = judged - roofline time._", ""]
-    headers, rows, align = _op_table(analysis, top, False)
+    headers, rows, align = _op_table(pipeline, top, False)
     out.append(markdown_table(headers, rows, align))
-    if analysis.warnings:
+    if pipeline.warnings:
         out.append("")
-        out.extend(f"- warning: {markdown_text(w)}" for w in analysis.warnings)
+        out.extend(f"- warning: {markdown_text(w)}" for w in pipeline.warnings)
     return "\n".join(out) + "\n"

@@ -26,6 +26,14 @@ def _tint(hex_colour: str) -> str:
     return "#{:02x}{:02x}{:02x}".format(*(int(c + (255 - c) * 0.6) for c in (r, g, b)))
 
 
+def graph_json(graph: OpGraph) -> dict:
+    """``traceview graph --format json``: the focus, its nodes (every field) and edges (operand -> user)."""
+    return {"module": graph.module, "program_id": graph.program_id, "focus": graph.focus,
+            "truncated": graph.truncated,
+            "nodes": [vars(n) for n in graph.nodes.values()],
+            "edges": [{"from": a, "to": b} for a, b in graph.edges]}
+
+
 def to_dot(graph: OpGraph) -> str:
     lines = ["digraph hlo {", "  rankdir=TB;", '  node [shape=box, style="rounded,filled", fontname="Helvetica", '
              'fontsize=10];', '  edge [color="#555555", arrowsize=0.6];']

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from traceview.memory.headroom import Headroom
+from traceview.memory.static import StaticBuffer
 from traceview.memory.view import MemoryReport
 from traceview.render.tables import markdown_table, text_table
 from traceview.units import PS_PER_US, fmt_bytes, json_scalar
@@ -25,6 +26,20 @@ def _md(text: object) -> str:
 
 def _us(ps: int | None, origin: int) -> float | None:
     return None if ps is None else (ps - origin) / PS_PER_US
+
+
+def headroom_json(room: Headroom) -> dict:
+    """A peak against the target's capacity (``utilization``: peak / capacity, None without a capacity)."""
+    return {"target": room.target, "capacity_bytes": room.capacity_bytes,
+            "capacity_source": room.capacity_source, "peak_bytes": room.peak_bytes, "fits": room.fits,
+            "headroom_bytes": room.headroom_bytes,
+            "utilization": None if not room.capacity_bytes else room.peak_bytes / room.capacity_bytes}
+
+
+def buffer_json(buffer: StaticBuffer) -> dict:
+    """One buffer live at a module's peak (buffer assignment)."""
+    return {"instruction": buffer.instruction, "shape": buffer.shape, "size_bytes": buffer.size_bytes,
+            "kind": buffer.kind, "source": buffer.source, "opcode": buffer.opcode, "op_name": buffer.op_name}
 
 
 def memory_json(report: MemoryReport) -> dict:
@@ -48,7 +63,7 @@ def memory_json(report: MemoryReport) -> dict:
                          .itertuples(index=False)],
             "at_peak": [{**{k: v for k, v in a.items() if k not in ("time_ps", "address")},
                          "time_us": _us(a["time_ps"], origin)} for a in m.at_peak],
-            "headroom": room.as_json() if room else None,
+            "headroom": headroom_json(room) if room else None,
         })
     modules = []
     for s in report.modules:
@@ -57,8 +72,8 @@ def memory_json(report: MemoryReport) -> dict:
             "program_id": s.program_id, "name": s.name, "peak_bytes": s.peak_bytes,
             "heap_peak_bytes": s.heap_peak_bytes, "indefinite_bytes": s.indefinite_bytes,
             "total_allocation_bytes": s.total_allocation_bytes, "peak_instruction": s.peak_instruction,
-            "bytes_by_kind": s.bytes_by_kind, "buffers": [b.as_json() for b in s.buffers],
-            "headroom": room.as_json() if room else None,
+            "bytes_by_kind": s.bytes_by_kind, "buffers": [buffer_json(b) for b in s.buffers],
+            "headroom": headroom_json(room) if room else None,
         })
     return {"source": report.source, "target": target, "memories": memories, "modules": modules,
             "warnings": list(report.warnings)}

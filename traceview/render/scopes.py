@@ -10,7 +10,7 @@ import pandas as pd
 from traceview.render.escape import markdown_text, terminal_lines
 from traceview.render.tables import markdown_table, text_table
 from traceview.scopes.paths import PASSES
-from traceview.scopes.tree import BOUND_NAMES, ScopeTree
+from traceview.scopes.tree import BOUND_NAMES, ScopeTree, dominant_bound
 from traceview.timeline.overlap import Overlap
 from traceview.units import fmt_pct, fmt_si, fmt_time_us, json_scalar
 
@@ -18,13 +18,6 @@ from traceview.units import fmt_pct, fmt_si, fmt_time_us, json_scalar
 def shown(tree: ScopeTree, depth: int | None = None) -> pd.DataFrame:
     """The nodes a report shows: all, or those at most ``depth`` deep."""
     return tree.nodes if depth is None else tree.nodes[tree.nodes["depth"] <= depth]
-
-
-def dominant_bound(row: dict) -> str | None:
-    """The bound holding most of a node's time (None when the ops were not judged)."""
-    times = {b: row[f"{b}_us"] for b in BOUND_NAMES}
-    best = max(times, key=lambda b: times[b])
-    return best if times[best] > 0 else None
 
 
 def node_record(row: dict, judged: bool) -> dict[str, Any]:

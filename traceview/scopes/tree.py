@@ -76,6 +76,13 @@ class ScopeTree:
         return nodes.sort_values("self_wall_gain_us", ascending=False, kind="stable").head(n)
 
 
+def dominant_bound(node: dict) -> str | None:
+    """The bound holding most of a node's time (a row of ``ScopeTree.nodes``); None when no time is judged."""
+    times = {b: node[f"{b}_us"] for b in BOUND_NAMES}
+    best = max(times, key=lambda b: times[b])
+    return best if times[best] > 0 else None
+
+
 def program_name(module: str) -> str:
     """A module's jitted function: jit_train_step -> train_step (the name op_names start with)."""
     for prefix in ("jit_", "pjit_"):
@@ -153,31 +160,31 @@ def _sum(frame: pd.DataFrame, by) -> pd.DataFrame:
     return out
 
 
-def build_scopes(analysis: PipelineResult, by: str = "scope") -> ScopeTree:
-    """The tree of ``analysis`` by named scope (``by="scope"``) or by source file and line (``"source"``)."""
+def build_scopes(pipeline: PipelineResult, by: str = "scope") -> ScopeTree:
+    """The tree of ``pipeline`` by named scope (``by="scope"``) or by source file and line (``"source"``)."""
     if by not in BY:
         raise ValueError(f"by must be one of {BY}, not {by!r}")
-    ops = analysis.ops
-    judged = analysis.target is not None
+    ops = pipeline.ops
+    judged = pipeline.target is not None
     paths, passes = (_scope_paths if by == "scope" else _source_paths)(ops)
-    values = _op_values(ops, passes, judged, analysis.projected)
+    values = _op_values(ops, passes, judged, pipeline.projected)
     total_ps = float(np.nansum(values["time"]))
     attributed = np.fromiter((p is not None for p in paths), dtype=bool, count=len(paths))
     unattributed_ps = float(np.nansum(values["time"].to_numpy()[~attributed]))
     op_paths = pd.Series(paths, index=ops.index, dtype=object)
     nodes = _nodes(values[attributed], [p for p in paths if p is not None], by)
-    overlap = Overlap(float(analysis.op_time_ps), float(analysis.device_time_ps))
+    overlap = Overlap(float(pipeline.op_time_ps), float(pipeline.device_time_ps))
     nodes["wall_gain_us"] = nodes["gain_us"] * overlap.factor
     nodes["self_wall_gain_us"] = nodes["self_gain_us"] * overlap.factor
     nodes = nodes[NODE_COLUMNS]
     warnings = _warnings(by, judged, total_ps, unattributed_ps, int((~attributed).sum()), ops, attributed)
-    if analysis.projected and analysis.target is not None:
-        warnings.append(f"projected onto {analysis.target.name}: times are as measured on the capture chip; gain and "
+    if pipeline.projected and pipeline.target is not None:
+        warnings.append(f"projected onto {pipeline.target.name}: times are as measured on the capture chip; gain and "
                         "efficiency are against the projected times (docs/api.md)")
     if overlap.overlapped and judged:
         warnings.append(overlap.describe() + ": wall_gain_us states each gain in wall time")
     return ScopeTree(by, nodes, op_paths, total_ps / PS_PER_US, unattributed_ps / PS_PER_US, judged, warnings,
-                     overlap, analysis.target.name if analysis.projected and analysis.target is not None else None)
+                     overlap, pipeline.target.name if pipeline.projected and pipeline.target is not None else None)
 
 
 def _nodes(values: pd.DataFrame, paths: list[tuple], by: str) -> pd.DataFrame:
