@@ -7,6 +7,7 @@ import math
 from traceview.parallelism.report import Parallelism
 from traceview.whatif.baseline import Baseline, measure
 from traceview.whatif.config import Config, Request, candidates
+from traceview.whatif.host import WORK_QUANTILE
 from traceview.whatif.project import project
 from traceview.whatif.report import Projection, Today, WhatIf
 
@@ -20,6 +21,17 @@ ASSUMPTIONS = [
     "no new rematerialisation: activations per chip scale with the per-chip batch, parameters, gradients and "
     "optimizer state with the ways they are sharded",
     "idle time between ops (host, launch, waits) is kept as measured",
+]
+
+# what the projection assumes instead when the trace's devices are threads of one host (whatif.host)
+HOST_ASSUMPTIONS = [
+    "one host's virtual devices: the host's cores run every device's work in turn, so a step is the work of all "
+    "devices over the rate the host got through today's (c, from today's step), plus idle; nothing hides behind "
+    "anything, the compute it would hide behind needs the same cores",
+    f"an op's work is its executions times the {WORK_QUANTILE * 100:.0f}th percentile of their durations (what it lasts when its "
+    "thread is not waiting for a core); each role's collectives are the book's bytes per chip times the chips, "
+    "read and written once at the rate the host's memory-bound ops ran at",
+    "an op on a gathered weight goes with FSDP's gather: none in a mesh without FSDP",
 ]
 
 
@@ -40,7 +52,8 @@ def whatif_report(pipeline, parallelism: Parallelism, memory=None, request: Requ
     today = project(base, today_cfg)
     projections = [project(base, cfg) for cfg in configs]
     projections.sort(key=lambda p: (p.step_ps is None, p.step_ps if p.step_ps is not None else math.inf))
-    return WhatIf(_today(base, today), projections, list(ASSUMPTIONS), warnings)
+    assumptions = list(ASSUMPTIONS) + (list(HOST_ASSUMPTIONS) if base.host is not None else [])
+    return WhatIf(_today(base, today), projections, assumptions, warnings)
 
 
 def _today(base: Baseline, today: Projection) -> Today:
