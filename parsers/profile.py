@@ -1,14 +1,14 @@
-"""The in-memory result of reading a trace: tables plus what we know about the run.
+"""What every reader produces: the op, host-event and step tables (their columns), the devices, the source.
 
 Every table is a pandas DataFrame with the columns documented here; times are
 integer picoseconds (``*_ps``) as in the XSpace format, converted to
-microseconds only at the report boundary.
+microseconds only at the report boundary. A run as read (one reduced part per
+host file) is ``traceview.hostreduce.profile.Profile``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -152,36 +152,3 @@ class Source:
     run: str | None
     hosts: list[str]
     files: list[str]
-
-
-@dataclass
-class Profile:
-    """One run as read from its files: the op, host-event and step tables (columns above), the
-    devices, the HLO protos the trace carries, the environment it records, and reading warnings."""
-
-    source: Source
-    ops: pd.DataFrame
-    host_events: pd.DataFrame
-    steps: pd.DataFrame
-    devices: list[Device]
-    hlo_protos: dict[str, bytes] = field(default_factory=dict)  # module name -> HloProto bytes
-    environment: dict[str, str] = field(default_factory=dict)    # jax_version, ...
-    warnings: list[str] = field(default_factory=list)
-    # Per host, its op table reduced (hostreduce.host_ops.OpsPart), as the analysis reads it; None: reduce
-    # ``ops`` when needed. ``ops`` may then be empty (a reader that did not keep the executions).
-    op_parts: list | None = None
-    # Reads hosts again keeping more rows ({host index: KeepRows} -> {host index: OpsPart}).
-    reduce_again: Callable | None = None
-    # Reads the op executions again (``() -> ops``, as the reader's options say: the table cache or not),
-    # for a view that needs them when ``ops`` was not kept.
-    read_ops: Callable | None = None
-    # Reads the host events again (``() -> host_events``), for a view that needs them when the reader did not
-    # keep them (``analyze``: each host's threads were cut where it was read, hostreduce.host_threads).
-    read_host_events: Callable | None = None
-    # Per host file (``source.files``), its allocator events reduced to their peaks where the host was read
-    # (hostreduce.memory_peaks.HostPeaks, the memory view's runtime peaks); None, or None for a file: the
-    # memory view reads that file itself.
-    memory_parts: list | None = None
-    # Processes the analysis of a run of many hosts may use for its per-host measures (runtime.forked): the
-    # reading's (``--jobs``, one per core by default); 1 for a single host.
-    jobs: int = 1

@@ -142,7 +142,11 @@ def test_stage_split_decided_from_the_partials_without_reading_executions(sample
     assert len(set(pod.ops["module"].astype(str))) >= 2           # the pipeline check would read the executions
     assert not may_have_stages(pod.run_ops.device_programs())
     calls: list[int] = []
-    profile = dataclasses.replace(pod.profile, ops=pod.profile.ops.iloc[:0],     # as `analyze` keeps none
-                                  read_ops=lambda: calls.append(1) or pod.profile.ops)
+    class Counting:                                               # a reader that counts the executions read
+        def op_executions(self):
+            calls.append(1)
+            return pod.profile.ops
+
+    profile = dataclasses.replace(pod.profile, ops=pod.profile.ops.iloc[:0], reader=Counting())   # as `analyze`
     from_analysis(dataclasses.replace(pod, profile=profile))
     assert calls == []

@@ -191,13 +191,14 @@ def test_allocator_peaks_reduced_with_the_hosts_equal_those_of_every_event_at_on
     assert len({p.host for p in expected}) == 3
     opts = ReadOptions(cache=False, jobs=jobs, keep_ops=False, allocator_events=True)
     profile = load_profile(pod, options=opts)
-    assert profile.memory_parts is not None and len(profile.memory_parts) == 3
-    assert [sum(p.events for p in part.peaks) for part in profile.memory_parts] == [len(f) for f in frames]
+    memory = [part.memory for part in profile.parts]
+    assert len(memory) == 3 and all(m is not None for m in memory)
+    assert [sum(p.events for p in m.peaks) for m in memory] == [len(f) for f in frames]
     peaks, first = runtime_memory(profile)
     assert _peak_rows(peaks) == _peak_rows(expected)
     assert first == int(everything["time_ps"].min())
     plain = load_profile(pod, options=ReadOptions(cache=False, jobs=jobs))
-    assert plain.memory_parts is None            # not asked for: the memory view reads the files
+    assert all(part.memory is None for part in plain.parts)   # not asked for: the memory view reads the files
     assert _peak_rows(runtime_memory(plain)[0]) == _peak_rows(expected)
 
 
@@ -250,7 +251,7 @@ def test_allocator_events_from_the_table_cache_equal_a_read_of_the_files(pod, ca
     for entry in cache_dir.glob("*" + table_cache.ALLOCATOR_SUFFIX):
         entry.unlink()
     profile = load_profile(pod, options=ReadOptions(keep_ops=False, allocator_events=True))
-    assert [sum(p.events for p in part.peaks) for part in profile.memory_parts] == \
+    assert [sum(p.events for p in part.peaks) for part in (p.memory for p in profile.parts)] == \
         [len(expected[f]) for f in profile.source.files]
     table_cache.flush()
     assert len(list(cache_dir.glob("*" + table_cache.ALLOCATOR_SUFFIX))) == 3
@@ -287,7 +288,7 @@ def test_host_threads_cut_where_read_equal_the_run_cut_in_the_parent(pod, cache_
     from traceview.hostreduce.activity import merge_activity
 
     profile = load_profile(pod, options=ReadOptions(jobs=jobs, cache=False))
-    activity = merge_activity([p.activity for p in profile.op_parts])
+    activity = merge_activity([p.ops.activity for p in profile.parts])
     assert activity.hosts is not None and set(activity.hosts) == {"hostA", "hostB", "hostC"}
     assert any(activity.hosts.values())
     a = idle_causes(activity, profile.host_events)
@@ -303,9 +304,9 @@ def test_a_pods_kept_rows_wait_on_disk_with_identical_output(pod, cache_dir, mon
     file as the host comes in (memory maps, dropped from the process after use); the output is the same
     byte for byte as with every array in memory."""
     profile = load_profile(pod, options=ReadOptions(jobs=jobs, cache=False, keep_ops=False))
-    spilled = [p for p in profile.op_parts if p.kept_start.size]
+    spilled = [p.ops for p in profile.parts if p.ops.kept_start.size]
     assert spilled and all(isinstance(p.kept_start, np.memmap) for p in spilled)
-    assert all(isinstance(d.busy[0], np.memmap) for p in profile.op_parts for d in p.activity.devices.values())
+    assert all(isinstance(d.busy[0], np.memmap) for p in profile.parts for d in p.ops.activity.devices.values())
     on_disk = _analyze_json(pod, "--no-cache", "--jobs", str(jobs))
     monkeypatch.setenv("TRACEVIEW_NO_SPILL", "1")
     in_memory = _analyze_json(pod, "--no-cache", "--jobs", str(jobs))
@@ -475,7 +476,7 @@ def test_dask_workers_split_lines_over_their_share_of_the_machine(pod, cache_dir
         try:
             results = hosts.read_hosts(paths, dask=client, keep_ops=False, spill=spill)
             assert all(r.spilled is not None for r in results)
-            assert all(isinstance(r.part.kept_start, np.memmap) for r in results if r.part.kept_start.size)
+            assert all(isinstance(r.part.ops.kept_start, np.memmap) for r in results if r.part.ops.kept_start.size)
         finally:
             spill.close()
 

@@ -76,12 +76,12 @@ def test_hlo_json_has_null_flops_for_the_kernel_without_estimate(tmp_path, capsy
 
 def _profile(kernel_names: list[str], module: str):
     """A one-device TPU trace: each named op runs once for 1 ms, back to back."""
+    from traceview.hostreduce.profile import Profile
     from traceview.parsers.profile import (
         HOST_EVENT_COLUMNS,
         OP_COLUMNS,
         STEP_COLUMNS,
         Device,
-        Profile,
         Source,
         empty_frame,
     )
@@ -94,9 +94,9 @@ def _profile(kernel_names: list[str], module: str):
         "start_ps": [i * ms for i in range(len(kernel_names))], "duration_ps": ms, "self_ps": ms, "step": -1,
         "trace_flops": np.nan, "trace_bytes": np.nan, "executions": 1,
     }).astype(OP_COLUMNS)
-    return Profile(source=Source(path="synthetic", run=None, hosts=["host"], files=[]), ops=ops,
-                   host_events=empty_frame(HOST_EVENT_COLUMNS), steps=empty_frame(STEP_COLUMNS),
-                   devices=[Device(id=device, host="host", kind="TPU")])
+    return Profile.from_tables(Source(path="synthetic", run=None, hosts=["host"], files=[]), ops,
+                               empty_frame(HOST_EVENT_COLUMNS), empty_frame(STEP_COLUMNS),
+                               [Device(id=device, host="host", kind="TPU")])
 
 
 def _analysis(tmp_path, text: str, module: str, ops: list[str]):

@@ -13,8 +13,11 @@ import pytest
 
 from traceview.analysis.build import build_analysis
 from traceview.hostreduce.host_ops import KeepRows, reduce_ops
-from traceview.hostreduce.run_ops import NeedRows, merge_parts, per_step_self_time
-from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Profile, Source, empty_frame
+from traceview.hostreduce.part import HostPart
+from traceview.hostreduce.profile import Profile
+from traceview.hostreduce.reader import TablesReader
+from traceview.hostreduce.run_ops import merge_parts, per_step_self_time
+from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Source, empty_frame
 from traceview.render.record import analysis_json
 from traceview.timeline.aggregate import aggregate_ops, step_times
 from traceview.timeline.devices import device_busy_by_label, device_time, step_busy_by_label
@@ -61,12 +64,11 @@ def run_tables(seed: int, steps: bool, overlap: float):
 def merged(hosts, per_device=False, pairs=PAIRS, jobs=1):
     parts = [reduce_ops(h) for h in hosts]
     run = merge_parts(parts, per_device, jobs)
-    try:
-        run.check_pairs(pairs)
-    except NeedRows as need:
-        parts = [reduce_ops(h, need.keep.get(i)) for i, h in enumerate(hosts)]
+    need = run.missing_rows(pairs)
+    if need:
+        parts = [reduce_ops(h, need.get(i)) for i, h in enumerate(hosts)]
         run = merge_parts(parts, per_device, jobs)
-        run.check_pairs(pairs)                       # now every pair member's rows are there
+        assert not run.missing_rows(pairs)           # now every pair member's rows are there
     return run
 
 
@@ -126,9 +128,9 @@ def test_a_device_that_runs_one_op_at_a_time_ships_no_rows():
 def test_an_async_pair_named_like_any_op_is_asked_for_again():
     hosts, raw = run_tables(6, steps=False, overlap=0.0)
     run = merge_parts([reduce_ops(h) for h in hosts])
-    with pytest.raises(NeedRows) as need:
-        run.check_pairs(PAIRS)
-    assert all(k.names == frozenset({("m", "ars"), ("m", "ard")}) for k in need.value.keep.values())
+    need = run.missing_rows(PAIRS)
+    assert sorted(need) == [0, 1, 2]
+    assert all(k.names == frozenset({("m", "ars"), ("m", "ard")}) for k in need.values())
 
 
 @pytest.mark.parametrize("steps", [False, True])
@@ -143,12 +145,13 @@ def test_a_device_in_two_hosts_files_is_kept_whole(steps):
     assert set(need) == {0, 1}
     run = merge_parts([reduce_ops(h, need.get(i)) for i, h in enumerate(split)])
     assert not run.shared_devices()
-    with pytest.raises(NeedRows) as pairs_need:         # the pairs named like any op, asked for too
-        run.check_pairs(PAIRS)
-    keep = {i: KeepRows(devices=need[i].devices if i in need else frozenset(), names=pairs_need.value.keep[i].names)
+    pairs_need = run.missing_rows(PAIRS)                # the pairs named like any op, asked for too
+    assert sorted(pairs_need) == [0, 1, 2]
+    keep = {i: KeepRows(devices=need[i].devices if i in need else frozenset(), names=pairs_need[i].names)
             for i in range(len(split))}
+    assert all(pairs_need[i].devices == keep[i].devices for i in keep)   # the devices kept stay kept
     run = merge_parts([reduce_ops(h, keep[i]) for i, h in enumerate(split)])
-    run.check_pairs(PAIRS)
+    assert not run.missing_rows(PAIRS)
     assert run._chunk_parts() == [[0, 1], [2]]          # the hosts sharing a device are measured together
     pd.testing.assert_frame_equal(run.device_time(), device_time(all_rows))
     # everything measured per device equals one pass over all rows, the shared device's rows together
@@ -172,17 +175,36 @@ def test_rows_with_no_device_in_two_hosts_files_are_measured_together(steps):
     _same_measures(run, all_rows, stats, rows, 11, steps)
 
 
-def profile_of(raw: pd.DataFrame, op_parts=None) -> Profile:
-    return Profile(source=Source(path="synthetic", run=None, hosts=["h0", "h1", "h2"], files=[]),
-                   ops=raw if op_parts is None else empty_frame(OP_COLUMNS),
-                   host_events=empty_frame(HOST_EVENT_COLUMNS),
-                   steps=empty_frame(STEP_COLUMNS), devices=[], op_parts=op_parts)
+SOURCE = Source(path="synthetic", run=None, hosts=["h0", "h1", "h2"], files=[])
+
+
+def profile_of(raw: pd.DataFrame, hosts=None, reader=None) -> Profile:
+    """The whole table as one part (``hosts`` None), else one part per host table, re-read by ``reader``
+    (default: from the hosts' tables put end to end)."""
+    if hosts is None:
+        return Profile.from_tables(SOURCE, raw, empty_frame(HOST_EVENT_COLUMNS), empty_frame(STEP_COLUMNS), [])
+    none = empty_frame(OP_COLUMNS)
+    return Profile(source=SOURCE, devices=[], parts=[HostPart(file="", ops=reduce_ops(h)) for h in hosts],
+                   reader=reader or TablesReader(raw, empty_frame(HOST_EVENT_COLUMNS)),
+                   steps=empty_frame(STEP_COLUMNS), ops=none, host_events=empty_frame(HOST_EVENT_COLUMNS))
+
+
+class HostsAgain:
+    """A reader that reads the hosts again from their own tables, noting what it was asked for; ``broken``:
+    one that keeps nothing more than before."""
+
+    def __init__(self, hosts, broken: bool = False):
+        self.hosts, self.broken, self.asked = hosts, broken, []
+
+    def reduce_again(self, parts, keep):
+        self.asked.append(sorted(keep))
+        return {i: reduce_ops(self.hosts[i], None if self.broken else k) for i, k in keep.items()}
 
 
 def test_analysis_from_host_parts_equals_the_analysis_of_the_whole_table():
     hosts, raw = run_tables(8, steps=True, overlap=0.2)
     whole = analysis_json(build_analysis(profile_of(raw), target="tpu-v5p"))
-    parts = analysis_json(build_analysis(profile_of(raw, [reduce_ops(h) for h in hosts]), target="tpu-v5p"))
+    parts = analysis_json(build_analysis(profile_of(raw, hosts), target="tpu-v5p"))
     assert parts == whole
     assert whole["ops"]
 
@@ -196,45 +218,29 @@ def test_keep_rows_of_a_device_keeps_all_its_rows():
 
 
 @pytest.mark.parametrize("ops_kept", [True, False])
-def test_run_ops_reduces_hosts_again_when_a_pair_member_was_not_kept(ops_kept):
-    from traceview.analysis.build import run_ops
+def test_combine_reduces_hosts_again_when_a_pair_member_was_not_kept(ops_kept):
+    from traceview.hostreduce.combine import combine
 
     hosts, raw = run_tables(10, steps=False, overlap=0.0)
-    asked = []
-
-    def reduce_again(keep):                     # what load_profile gives: the files read again
-        asked.append(sorted(keep))
-        return {i: reduce_ops(hosts[i], k) for i, k in keep.items()}
-
-    profile = profile_of(raw, [reduce_ops(h) for h in hosts])
-    if ops_kept:
-        profile.ops = raw
-    else:
-        profile.reduce_again = reduce_again
-    run = run_ops(profile, False, PAIRS)
+    again = HostsAgain(hosts)
+    profile = profile_of(raw, hosts, reader=None if ops_kept else again)   # the kept table, or the files
+    run = combine(profile, False, PAIRS)
     stats, rows = aggregate_ops(raw)
     ops = stats.assign(collective_kind=[("all-reduce" if o in COLLECTIVES else None) for o in stats["op"]])
     pd.testing.assert_frame_equal(run.judged_and_exposed(ops, PAIRS), judged_and_exposed(raw, ops, rows, PAIRS))
-    assert asked == ([] if ops_kept else [[0, 1, 2]])
-    assert all(("m", "ars") in p.kept_names for p in profile.op_parts)   # kept for the next analysis
+    assert again.asked == ([] if ops_kept else [[0, 1, 2]])
+    assert all(("m", "ars") in p.ops.kept_names for p in profile.parts)   # kept for the next analysis
 
 
-def test_run_ops_fails_loudly_when_reading_again_never_keeps_the_rows():
+def test_combine_fails_loudly_when_reading_again_never_keeps_the_rows():
     """A re-read that does not keep what was asked must end in an error (exit 3), not a partial answer."""
-    from traceview.analysis.build import run_ops
+    from traceview.hostreduce.combine import combine
 
     hosts, raw = run_tables(10, steps=False, overlap=0.0)
-    profile = profile_of(raw, [reduce_ops(h) for h in hosts])
-    calls = []
-
-    def reduce_again(keep):                     # a broken re-read: gives back what was there
-        calls.append(1)
-        return {i: reduce_ops(hosts[i]) for i in keep}
-
-    profile.reduce_again = reduce_again
+    again = HostsAgain(hosts, broken=True)
     with pytest.raises(RuntimeError, match="still lack rows"):
-        run_ops(profile, False, PAIRS)
-    assert len(calls) >= 2
+        combine(profile_of(raw, hosts, reader=again), False, PAIRS)
+    assert len(again.asked) >= 2
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 3, 7, 1 << 18])

@@ -8,7 +8,6 @@ judgement, re-done for another chip without touching the input).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -18,8 +17,10 @@ import pytest
 from traceview.analysis.build import PipelineResult, apply_target
 from traceview.analysis.cost_join import attach_costs
 from traceview.hardware.chips import Chip
-from traceview.parsers.profile import HOST_EVENT_COLUMNS, STEP_COLUMNS, Profile, Source, empty_frame
-from traceview.timeline.aggregate import aggregate_ops, op_row_index, op_stats, step_times
+from traceview.hostreduce.combine import combine
+from traceview.hostreduce.profile import Profile
+from traceview.parsers.profile import HOST_EVENT_COLUMNS, STEP_COLUMNS, Source, empty_frame
+from traceview.timeline.aggregate import aggregate_ops, op_stats, step_times
 from traceview.timeline.timing import judged_and_exposed
 
 
@@ -166,17 +167,18 @@ def pipeline_result() -> PipelineResult:
     ])
     steps = pd.DataFrame({"device": pd.Categorical(["h/TPU:0"]), "step": [0], "start_ps": [0],
                           "duration_ps": [22_001_000_000], "source": pd.Categorical(["steps_line"])})
-    profile = Profile(source=Source(path="synthetic", run=None, hosts=["h"], files=[]), ops=raw,
-                      host_events=empty_frame(HOST_EVENT_COLUMNS), steps=steps.astype(
-                          {k: v for k, v in STEP_COLUMNS.items() if k in steps}), devices=[])
-    ops = op_stats(raw)
+    profile = Profile.from_tables(Source(path="synthetic", run=None, hosts=["h"], files=[]), raw,
+                                  empty_frame(HOST_EVENT_COLUMNS),
+                                  steps.astype({k: v for k, v in STEP_COLUMNS.items() if k in steps}), [])
+    run = combine(profile, False, pd.DataFrame(columns=["module", "start", "done"]))
+    ops = run.stats.copy()
     ops["judged_time_ps"] = ops["self_time_ps"].astype("float64")
     costs = {"A": (1e9, 1e6), "B": (1e6, 1e9), "C": (np.nan, np.nan)}
     ops["flops"] = ops["op"].map(lambda o: costs[o][0])
     ops["bytes_accessed"] = ops["op"].map(lambda o: costs[o][1])
     ops["dtype"] = "bf16"
     return PipelineResult(profile=profile, ops=ops, steps=step_times(profile.steps), ran_costs=pd.DataFrame(),
-                          span_ps=22_001_000_000)
+                          run_ops=run, op_index=np.arange(len(ops), dtype=np.int64), span_ps=22_001_000_000)
 
 
 def test_apply_target_judges_each_op_against_the_chip():
@@ -207,19 +209,14 @@ def test_apply_target_leaves_its_input_alone_and_replaces_an_earlier_judgement()
     assert first.target.name == "slow" and first.ops.set_index("op").at["A", "roofline_time_ps"] == pytest.approx(1e9)
 
 
-def test_apply_target_keeps_the_raw_row_index_pointing_at_the_reordered_ops():
-    base = pipeline_result()                                   # built by hand: no index kept
-    base.ops = base.ops.iloc[::-1].reset_index(drop=True)      # C, A, B: not the order gain will give
-    indexed = dataclasses.replace(base, op_rows=op_row_index(base.profile.ops, base.ops))
-    assert list(base.ops["op"].to_numpy()[indexed.op_rows]) == ["A", "B", "C"]
-    names = base.profile.ops["op"].astype(str).to_numpy()
+def test_apply_target_keeps_the_op_index_pointing_at_the_reordered_ops():
+    pipeline = pipeline_result()
+    names = pipeline.run_ops.stats["op"].astype(str).to_numpy()      # the combined op table's order
     for target in (chip("slow", bf16=1e12, hbm=1e11), chip("fast", bf16=1e13, hbm=1e12)):
-        by_name, by_index = apply_target(base, target), apply_target(indexed, target)
-        assert by_index.summary == by_name.summary
-        pd.testing.assert_frame_equal(by_index.steps, by_name.steps)
+        pipeline = apply_target(pipeline, target)                       # re-target the re-targeted result
         # the ops are re-sorted by gain (B, A, C): the index follows them
-        assert list(by_index.ops["op"]) == ["B", "A", "C"] and (by_index.ops["op"].to_numpy()[by_index.op_rows] == names).all()
-        indexed = by_index                                     # re-target the re-targeted analysis
+        assert list(pipeline.ops["op"]) == ["B", "A", "C"]
+        assert (pipeline.ops["op"].to_numpy()[pipeline.op_index] == names).all()
 
 
 def test_empty_frames_are_fresh_copies_of_the_declared_columns():

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traceview.timeline.aggregate import aggregate_ops, op_row_index, op_stats
+from traceview.timeline.aggregate import aggregate_ops, op_stats
 from traceview.timeline.async_ops import _first_at_or_after
 from traceview.timeline.devices import _sorted_codes, _step_positions
 from traceview.timeline.grouping import device_codes, device_rows, exact_sums, first_rows, group_ids
@@ -64,11 +64,6 @@ def test_the_op_index_points_every_raw_row_at_its_aggregated_row(per_device, mis
                                          how="left")["_row"].fillna(-1).to_numpy(dtype=np.int64)
     assert rows.tolist() == joined.tolist()
     assert (rows == -1).sum() == (raw["op"].isna().sum() if missing else 0)
-    assert op_row_index(raw, stats, per_device).tolist() == joined.tolist()
-    # Rows of another order (e.g. sorted by gain) are found by name just the same.
-    shuffled = stats.sample(frac=1, random_state=0).reset_index(drop=True)
-    moved = op_row_index(raw, shuffled, per_device)
-    assert (shuffled["op"].to_numpy()[moved[rows >= 0]] == stats["op"].to_numpy()[rows[rows >= 0]]).all()
 
 
 def test_op_stats_sums_as_a_plain_groupby_does():

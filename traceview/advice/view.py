@@ -10,9 +10,8 @@ from traceview.advice.findings import Advice, AdviceContext, Provider, Views, ra
 from traceview.advice.idle import IdleCauses, idle_causes
 from traceview.advice.providers import DEFAULT_PROVIDERS
 from traceview.advice.stragglers import Stragglers, stragglers
-from traceview.hostreduce.activity import Activity, merge_activity, reduce_activity
+from traceview.hostreduce.combine import run_activity
 from traceview.timeline.overlap import Overlap
-from traceview.trace.read import host_events
 
 TOP = 5      # the items ``analyze`` prints
 
@@ -36,9 +35,9 @@ def advice_report(pipeline: Any, views: Views | None = None,
     provider's advice, ranked. ``views``: getters of the other views' typed reports (mesh, memory,
     scope tree, serving phases), each built only if a provider asks for it."""
     profile = pipeline.profile
-    activity = run_activity(profile)
+    activity = run_activity(profile.parts)
     # each host's threads were cut where it was read; else the run's host events (read again if not kept)
-    idle = idle_causes(activity, profile.host_events if activity.hosts is not None else host_events(profile),
+    idle = idle_causes(activity, profile.host_events if activity.hosts is not None else profile.all_host_events(),
                        pipeline.steps, jobs=profile.jobs)
     late = stragglers(activity, jobs=profile.jobs)
     active = len(pipeline.device_times) if not pipeline.device_times.empty else 0
@@ -54,11 +53,3 @@ def advice_report(pipeline: Any, views: Views | None = None,
         warnings.append(f"idle causes: {idle.reason}")
     return AdviceReport(idle=idle, stragglers=late, items=ranked(items, span), span_ps=float(span),
                         active_devices=active, warnings=warnings)
-
-
-def run_activity(profile: Any) -> Activity:
-    """The run's device activity: its hosts' reductions merged (each host reduced where it was read), or
-    its op table reduced here when the profile came without them. No op execution is read again."""
-    if profile.op_parts is not None:
-        return merge_activity([p.activity for p in profile.op_parts])
-    return reduce_activity(profile.ops)

@@ -1,8 +1,9 @@
 """Time that adds up: the devices' time by bound, per device and per step, and projected totals.
 
-Reads the raw op table and the roofline labels of the aggregated ops; the interval arithmetic is in
-traceview.timeline.devices (busy = union of op intervals; busy + idle = span per device; bound parts
-add up to busy, overlapped time going to the first of compute, memory, communication, unknown).
+Reads the roofline labels of the aggregated ops and the busy split the combined host parts measure
+(``hostreduce.run_ops.RunOps.busy_split``); the interval arithmetic is in traceview.timeline.devices
+(busy = union of op intervals; busy + idle = span per device; bound parts add up to busy, overlapped
+time going to the first of compute, memory, communication, unknown).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceview.timeline.devices import device_busy_by_label, step_busy_by_label
 from traceview.vocabulary import BOUNDS
 
 
@@ -21,30 +21,10 @@ def bound_codes(ops: pd.DataFrame) -> np.ndarray:
     return pd.Categorical(ops["bound"], categories=list(BOUNDS)).codes.astype(np.int64)
 
 
-def raw_labels(ops: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
-    """The bound of every raw op execution as an index into BOUNDS (-1 when its op has none);
-    ``rows`` gives each execution's row in ``ops`` (-1: none)."""
-    return np.append(bound_codes(ops), -1)[rows]
-
-
-def bound_totals(raw: pd.DataFrame, labels: np.ndarray) -> dict[str, float]:
-    """The devices' busy time by bound, summed over devices (ps); the parts add up to the busy time."""
-    return totals_by_bound(device_busy_by_label(raw, labels, len(BOUNDS)))
-
-
 def totals_by_bound(per_device: dict[str, np.ndarray]) -> dict[str, float]:
     """Per-device busy time by bound (devices in name order) summed over devices."""
     total = np.sum(list(per_device.values()), axis=0) if per_device else np.zeros(len(BOUNDS))
     return {b: float(v) for b, v in zip(BOUNDS, total)}
-
-
-def steps_by_bound(raw: pd.DataFrame, labels: np.ndarray, steps: pd.DataFrame) -> pd.DataFrame:
-    """``steps`` plus ``<bound>_ps`` columns: per device (the mean over the step's active devices),
-    so a step's parts never exceed its wall time, and ``idle_ps`` = time_ps - their sum."""
-    steps = without_step_bounds(steps)
-    if raw.empty or steps.empty:
-        return steps
-    return with_step_bounds(steps, step_busy_by_label(raw, labels, len(BOUNDS), steps))
 
 
 def without_step_bounds(steps: pd.DataFrame) -> pd.DataFrame:

@@ -18,10 +18,7 @@ import pandas as pd
 
 from traceview.analysis.accounting import (
     bound_codes,
-    bound_totals,
     projected_step_times,
-    raw_labels,
-    steps_by_bound,
     totals_by_bound,
     with_step_bounds,
     without_step_bounds,
@@ -33,10 +30,9 @@ from traceview.analysis.roofline import OUTPUT_COLUMNS, gain_ps, roofline, summa
 from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
 from traceview.hardware.detect import detect_target
-from traceview.hostreduce.host_ops import reduce_ops
-from traceview.hostreduce.run_ops import NeedRows, RunOps, merge_parts, per_step_self_time
-from traceview.parsers.profile import Profile
-from traceview.timeline.aggregate import op_row_index, run_step_times
+from traceview.hostreduce.combine import combine, run_steps
+from traceview.hostreduce.profile import Profile
+from traceview.hostreduce.run_ops import RunOps, per_step_self_time
 from traceview.timeline.async_ops import async_pairs
 from traceview.timeline.devices import inactive_devices
 from traceview.vocabulary import BOUNDS
@@ -55,6 +51,8 @@ class PipelineResult:
     ops: pd.DataFrame                  # aggregate.op_stats + cost (join) + roofline columns
     steps: pd.DataFrame                # aggregate.step_times (+ time_by_bound columns)
     ran_costs: pd.DataFrame            # per-instruction HLO costs of the modules the ops ran in
+    run_ops: RunOps                    # the hosts' parts combined: the op table the tables were built from
+    op_index: np.ndarray               # per op of run_ops.stats, its row in ops
     ran_modules: list = field(default_factory=list)   # those modules; every module found: `modules`
     per_device: bool = False
     target: Chip | None = None
@@ -67,9 +65,6 @@ class PipelineResult:
     span_ps: int = 0                   # sum over active devices of first-op-start .. last-op-end
     device_times: pd.DataFrame = field(default_factory=pd.DataFrame)  # timeline.devices.device_time
     capture_chip: Chip | None = None   # the chip the trace ran on, when detected
-    op_rows: np.ndarray | None = None  # per profile.ops row, its row in ops (-1: none); None: not known
-    run_ops: RunOps | None = None      # the hosts' merged op partials the tables were built from
-    op_index: np.ndarray | None = None  # per op of run_ops.stats, its row in ops
     projected: bool = False            # the target is not the capture chip: times are projections
     base_warnings: list[str] = field(default_factory=list)    # reading, HLO, costs: whatever the target
     target_warnings: list[str] = field(default_factory=list)  # detection, roofline, MFU: this target's
@@ -110,9 +105,7 @@ class PipelineResult:
     @property
     def op_time_ps(self) -> int:
         """Sum of op self times (overlapping ops, e.g. on several streams, count once each)."""
-        if self.run_ops is not None:
-            return self.run_ops.op_time_ps
-        return int(self.profile.ops["self_ps"].sum()) if not self.profile.ops.empty else 0
+        return self.run_ops.op_time_ps
 
     @property
     def active_devices(self) -> list[str]:
@@ -136,7 +129,7 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
         modules, module_warnings = profile_modules(profile, hlo_path, stage, converted=converted)
     costs, cost_warnings = cost_table(modules)
     pairs = async_pairs(modules)
-    run = run_ops(profile, per_device, pairs)
+    run = combine(profile, per_device, pairs)
     if run.n_rows == 0:
         warnings.insert(len(profile.warnings), "the trace holds no device op executions: nothing to analyze")
     ops, join_warnings = attach_costs(run.stats, costs)      # keeps the rows' order
@@ -144,29 +137,27 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
     ops = run.judged_and_exposed(ops, pairs)
     ops["step_times_ps"] = per_step_self_time(run, len(ops), ops.index)
     devices = run.device_time()
-    steps = run_step_times(profile.steps, [p.activity.step_times for p in run.parts])
-    analysis = PipelineResult(profile=profile, ops=ops, steps=steps, ran_costs=costs,
-                        ran_modules=modules, hlo_source=None if ran is None else (hlo_path, stage),
-                        per_device=per_device, idle_ps=int(devices["idle_ps"].sum()),
-                        span_ps=int(devices["span_ps"].sum()), device_times=devices, base_warnings=warnings,
-                        run_ops=run, op_index=np.arange(len(ops), dtype=np.int64),
-                        _every_module={"converted": converted})
+    pipeline = PipelineResult(profile=profile, ops=ops, steps=run_steps(profile), ran_costs=costs, run_ops=run,
+                              op_index=np.arange(len(ops), dtype=np.int64), ran_modules=modules,
+                              hlo_source=None if ran is None else (hlo_path, stage), per_device=per_device,
+                              idle_ps=int(devices["idle_ps"].sum()), span_ps=int(devices["span_ps"].sum()),
+                              device_times=devices, base_warnings=warnings, _every_module={"converted": converted})
     db = load_hardware(hardware_file)
     active = set(devices["device"])    # devices with no op say nothing about the program's chip
     chip, detect_warnings = detect_target([d for d in profile.devices if d.id in active] or profile.devices, db)
     source = "trace"
     if chip is None and target_chip is None and not target:
         chip, source, detect_warnings = _chip_from_dump(profile, hlo_path, db, detect_warnings)
-    analysis.capture_chip = chip
+    pipeline.capture_chip = chip
     if target_chip is not None:
-        return apply_target(analysis, target_chip, detected=False)
+        return apply_target(pipeline, target_chip, detected=False)
     if target:
-        return apply_target(analysis, get_chip(target, db), detected=False)
+        return apply_target(pipeline, get_chip(target, db), detected=False)
     if chip is None:
-        analysis.target_warnings = detect_warnings + [
+        pipeline.target_warnings = detect_warnings + [
             "no target chip: ops are not roofline-judged (give --target; `traceview hardware` lists the chips)"]
-        return analysis
-    return apply_target(analysis, chip, detected=True, extra_warnings=detect_warnings, source=source)
+        return pipeline
+    return apply_target(pipeline, chip, detected=True, extra_warnings=detect_warnings, source=source)
 
 
 def _chip_from_dump(profile: Profile, hlo_path, db: dict, detect_warnings: list[str]):
@@ -183,62 +174,50 @@ def _chip_from_dump(profile: Profile, hlo_path, db: dict, detect_warnings: list[
     return found.chip, found.source, found.warnings
 
 
-def apply_target(analysis: PipelineResult, chip: Chip, detected: bool = False,
+def apply_target(pipeline: PipelineResult, chip: Chip, detected: bool = False,
                  extra_warnings: list[str] | None = None, source: str | None = None) -> PipelineResult:
-    """A copy of the analysis with its ops judged against `chip` (replacing any earlier judgement
-    and its warnings). The input is left as it was, so a cached analysis can be re-targeted freely.
+    """A copy of the pipeline's result with its ops judged against `chip` (replacing any earlier judgement
+    and its warnings). The input is left as it was, so a cached result can be re-targeted freely.
     ``source``: where a detected chip came from (default "trace"; a chip not detected was given).
     """
-    analysis = dataclasses.replace(analysis)
-    analysis.target_source = (source or "trace") if detected else "--target"
-    base = analysis.ops.drop(columns=[c for c in analysis.ops.columns
+    pipeline = dataclasses.replace(pipeline)
+    pipeline.target_source = (source or "trace") if detected else "--target"
+    base = pipeline.ops.drop(columns=[c for c in pipeline.ops.columns
                                       if c in OUTPUT_COLUMNS or c == "projected_time_ps"])
     ops, roof_warnings = roofline(base, chip, time_column=JUDGED)
-    ops = _label_dones_like_starts(ops, analysis.per_device)
-    capture = analysis.capture_chip
-    analysis.projected = capture is not None and capture.name != chip.name
-    total = float(analysis.span_ps or analysis.device_time_ps)
+    ops = _label_dones_like_starts(ops, pipeline.per_device)
+    capture = pipeline.capture_chip
+    pipeline.projected = capture is not None and capture.name != chip.name
+    total = float(pipeline.span_ps or pipeline.device_time_ps)
     ratio = np.ones(len(ops))
-    if analysis.projected and capture is not None:
+    if pipeline.projected and capture is not None:
         ops, ratio, roof_warnings = _project(ops, base, capture, chip, roof_warnings)
         self_ps = ops["self_time_ps"].to_numpy(dtype="float64")
-        total = projected_total(float(analysis.device_time_ps), float(analysis.idle_ps), self_ps, self_ps * ratio)
-    run = analysis.run_ops
-    op_index = analysis.op_index if analysis.op_index is not None else np.arange(len(ops), dtype=np.int64)
-    step_split = None
-    if run is not None:
-        op_labels = bound_codes(ops)
-        # the busy time by bound per device and per step, in one pass over the kept rows
-        bare_steps = without_step_bounds(analysis.steps)
-        measure_steps = run.n_rows > 0 and not bare_steps.empty
-        busy, step_split = run.busy_split(op_labels, len(BOUNDS), bare_steps if measure_steps else None, op_index)
-        by_bound = totals_by_bound(busy)
-    else:
-        rows = _op_rows(analysis)
-        labels = raw_labels(ops, rows)
-        by_bound = bound_totals(analysis.profile.ops, labels)
-    summary = summarize(ops, chip, total_time_ps=total, idle_ps=analysis.idle_ps, time_column=JUDGED,
-                        by_bound_ps=None if analysis.projected else by_bound)
-    if analysis.projected:
-        summary["time_by_bound_ps"] = {**by_bound, "idle": float(analysis.idle_ps)}
-    summary["projected"] = analysis.projected
-    if analysis.projected:
+        total = projected_total(float(pipeline.device_time_ps), float(pipeline.idle_ps), self_ps, self_ps * ratio)
+    run = pipeline.run_ops
+    # the busy time by bound per device and per step, in one pass over the kept rows
+    bare_steps = without_step_bounds(pipeline.steps)
+    measure_steps = run.n_rows > 0 and not bare_steps.empty
+    busy, step_split = run.busy_split(bound_codes(ops), len(BOUNDS), bare_steps if measure_steps else None,
+                                      pipeline.op_index)
+    by_bound = totals_by_bound(busy)
+    summary = summarize(ops, chip, total_time_ps=total, idle_ps=pipeline.idle_ps, time_column=JUDGED,
+                        by_bound_ps=None if pipeline.projected else by_bound)
+    if pipeline.projected:
+        summary["time_by_bound_ps"] = {**by_bound, "idle": float(pipeline.idle_ps)}
+    summary["projected"] = pipeline.projected
+    if pipeline.projected:
         summary["projected_time_ps"] = total
         summary["projection_model"] = PROJECTION_MODEL
     ranked = ops.reset_index(drop=True).sort_values("gain_ps", ascending=False, na_position="last", kind="stable")
-    order = ranked.index.to_numpy()
-    analysis.ops = ranked.reset_index(drop=True)
-    analysis.target, analysis.target_detected, analysis.summary = chip, detected, summary
-    if run is not None:
-        analysis.steps = bare_steps if step_split is None else with_step_bounds(bare_steps, step_split)
-        analysis.op_index = _reordered(op_index, order)
-    else:
-        analysis.op_rows = _reordered(rows, order)
-        analysis.steps = steps_by_bound(analysis.profile.ops, labels, analysis.steps)
-    if analysis.projected and not analysis.steps.empty:
-        analysis.steps["projected_time_ps"] = projected_step_times(analysis.steps, ops, ratio)
-    analysis.target_warnings = _dedupe(list(extra_warnings or []) + roof_warnings + summary.get("warnings", []))
-    return analysis
+    pipeline.ops = ranked.reset_index(drop=True)
+    pipeline.target, pipeline.target_detected, pipeline.summary = chip, detected, summary
+    pipeline.steps = bare_steps if step_split is None else with_step_bounds(bare_steps, step_split)
+    pipeline.op_index = _reordered(pipeline.op_index, ranked.index.to_numpy())
+    if pipeline.projected and not pipeline.steps.empty:
+        pipeline.steps["projected_time_ps"] = projected_step_times(pipeline.steps, ops, ratio)
+    pipeline.target_warnings = _dedupe(list(extra_warnings or []) + roof_warnings + summary.get("warnings", []))
+    return pipeline
 
 
 def _project(ops: pd.DataFrame, base: pd.DataFrame, capture: Chip, chip: Chip,
@@ -269,58 +248,6 @@ def _project(ops: pd.DataFrame, base: pd.DataFrame, capture: Chip, chip: Chip,
         f"projection: the trace was measured on {capture.name}, not {chip.name}; {chip.name} times are "
         f"projected ({PROJECTION_MODEL}); {100 * kept / total:.1f}% of op self time is kept as measured"]
     return out, ratio, warnings
-
-
-_MERGE_TRIES = 4   # a merge, then at most: shared devices kept, pair members kept, and one to spare
-
-
-def run_ops(profile: Profile, per_device: bool, pairs: pd.DataFrame) -> RunOps:
-    """The profile's per-host op partials merged (its op table reduced here when it came without them).
-    A merge that lacks rows (a device in several hosts' files, an async op whose name does not say
-    so) has those hosts reduced again keeping them: from the op table when the profile holds it,
-    else by reading the files again."""
-    parts = list(profile.op_parts) if profile.op_parts is not None else [reduce_ops(profile.ops)]
-    # Each request keeps strictly more rows than the parts held: the devices shared by hosts, then the
-    # pairs' members; a merge still short after that is a bug, never a silently partial answer.
-    for _ in range(_MERGE_TRIES):
-        run = merge_parts(parts, per_device, jobs=profile.jobs)
-        try:
-            need = run.shared_devices()
-            if need:
-                raise NeedRows(need)
-            run.check_pairs(pairs)
-            return run
-        except NeedRows as exc:
-            parts = _reduced_again(profile, parts, exc)
-            if profile.op_parts is not None:
-                profile.op_parts = parts        # kept for the next analysis of this profile
-    raise RuntimeError(f"the hosts' op partials still lack rows after {_MERGE_TRIES} merges")
-
-
-def _reduced_again(profile: Profile, parts: list, need: NeedRows) -> list:
-    """The parts, those in ``need`` reduced again keeping the rows asked for (each keeps its activity, which
-    does not depend on the rows kept and may hold its host's threads, cut where it was read)."""
-    parts = list(parts)
-    if profile.op_parts is None or len(profile.ops) == sum(p.n_rows for p in parts):
-        bounds = np.concatenate(([0], np.cumsum([p.n_rows for p in parts])))
-        again = {i: reduce_ops(profile.ops.iloc[bounds[i]:bounds[i + 1]], keep) for i, keep in need.keep.items()}
-    elif profile.reduce_again is None:
-        raise RuntimeError("the profile's op partials lack rows and it cannot be read again")
-    else:
-        again = profile.reduce_again(need.keep)
-    for i, part in again.items():
-        part.activity = parts[i].activity
-        parts[i] = part
-    return parts
-
-
-def _op_rows(analysis: PipelineResult) -> np.ndarray:
-    """Each raw op row's row in ``analysis.ops``: the index kept from the aggregation, or found by name
-    when there is none (an PipelineResult put together by hand) or it cannot be this table's."""
-    rows = analysis.op_rows
-    if rows is not None and len(rows) == len(analysis.profile.ops) and (not rows.size or rows.max() < len(analysis.ops)):
-        return rows
-    return op_row_index(analysis.profile.ops, analysis.ops, analysis.per_device)
 
 
 def _reordered(rows: np.ndarray, order: np.ndarray) -> np.ndarray:

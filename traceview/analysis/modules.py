@@ -13,17 +13,17 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from traceview.cost.shapes import shape_text
 from traceview.cost.table import COLUMNS, costs_frame, instruction_rows
+from traceview.hostreduce.combine import executed
+from traceview.hostreduce.profile import Profile
 from traceview.parsers.hlo.dump import load_hlo_modules
 from traceview.parsers.hlo.model import HloModule
 from traceview.parsers.hlo.proto import modules_from_trace_protos
 from traceview.parsers.layout import find_dump_dir
-from traceview.parsers.profile import Profile
-from traceview.parsers.xspace.reader import as_int64
+from traceview.parsers.tables.conventions import as_int64
 
 
 @dataclass(frozen=True)
@@ -39,15 +39,8 @@ class Executed:
 
 
 def executed_modules(profile: Profile) -> Executed | None:
-    """The modules the profile's op executions ran in (None when it has none to go by)."""
-    if profile.op_parts is not None:
-        ids = {int(i) for p in profile.op_parts for i in np.unique(p.program_id)}
-        names = {p.modules[m] for p in profile.op_parts for m in np.unique(p.module) if m >= 0}
-    elif not profile.ops.empty:
-        ids = {int(i) for i in pd.unique(profile.ops["program_id"].to_numpy(dtype=np.int64))}
-        names = {str(n) for n in pd.unique(profile.ops["module"].dropna())}
-    else:
-        return None
+    """The modules the profile's op executions ran in, from its hosts' parts (None when it has none to go by)."""
+    ids, names = executed(profile.parts)
     ids.discard(-1)
     names.discard("")
     return Executed(frozenset(ids), frozenset(names)) if ids or names else None
@@ -89,7 +82,7 @@ def cost_table(modules: list[HloModule]) -> tuple[pd.DataFrame, list[str]]:
     """All modules' instruction costs in one frame, with a `program_id` column (-1 when unknown).
 
     Program ids are uint64 in XLA; like the op table, the column holds them
-    bit for bit in int64 (see parsers.xspace.reader.as_int64).
+    bit for bit in int64 (see parsers.tables.conventions.as_int64).
     """
     rows, warnings = [], []
     program_at, name_at = list(COLUMNS).index("program_id"), list(COLUMNS).index("name")

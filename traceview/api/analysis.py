@@ -25,7 +25,6 @@ from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
 from traceview.trace.progress import progress_bar
 from traceview.trace.read import ReadOptions, load_profile
-from traceview.trace.read import op_executions as executions_of
 from traceview.units import PS_PER_US
 
 if TYPE_CHECKING:
@@ -157,7 +156,7 @@ class Analysis:
         nested child ops), step (-1 outside every step), trace_flops and
         trace_bytes (what a TPU trace reports itself, NaN otherwise).
         """
-        raw = executions_of(self.pipeline.profile)   # read again when loaded without them
+        raw = self.pipeline.profile.op_executions()   # read again when loaded without them
         frame = raw.rename(columns={"op": "name", "self_ps": "self_time_ps"})
         return _ps_to_us(frame)
 
@@ -246,7 +245,7 @@ class Analysis:
         if self._inference is None:
             from traceview.inference.view import inference_from_analysis
 
-            self._inference = inference_from_analysis(self.pipeline, executions_of(self.pipeline.profile),
+            self._inference = inference_from_analysis(self.pipeline, self.pipeline.profile.op_executions(),
                                                       self._programs)
         return self._inference
 

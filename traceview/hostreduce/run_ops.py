@@ -30,14 +30,6 @@ from traceview.timeline.grouping import exact_sums
 from traceview.timeline.timing import judged_and_exposed_in_chunks, per_step_self_time_in_chunks
 
 
-class NeedRows(Exception):
-    """The parts lack rows the merge needs: ``keep[i]`` says what part i must keep (read it again)."""
-
-    def __init__(self, keep: dict[int, KeepRows]):
-        super().__init__(f"rows needed from {len(keep)} host(s)")
-        self.keep = keep
-
-
 @dataclass
 class RunOps:
     """The merged parts: the aggregated op table and, per part, each group's row in it."""
@@ -148,23 +140,29 @@ class RunOps:
             op_rows = np.append(op_index, -1)[op_rows]
         return raw, op_rows
 
-    def check_pairs(self, pairs: pd.DataFrame) -> None:
-        """Raise NeedRows when an op of an async pair ran on a simple device but its rows were not kept
-        (its name does not look async): those hosts are reduced again keeping it."""
+    def missing_rows(self, pairs: pd.DataFrame) -> dict[int, KeepRows]:
+        """What each part must keep beyond what it holds for the merge to be complete (empty: nothing):
+        first every device whose rows are in several parts, kept whole in each; then the members of the
+        async ``pairs`` that ran on simple devices but whose rows were not kept (their names do not look
+        async). The parts asked for are reduced again keeping them, and merged again."""
+        return self.shared_devices() or self.pair_members(pairs)
+
+    def pair_members(self, pairs: pd.DataFrame) -> dict[int, KeepRows]:
+        """Parts to read again: an op of an async pair ran on a simple device but its rows were not kept
+        (its name does not look async)."""
         if pairs.empty:
-            return
+            return {}
         members = set(zip(pairs["module"], pairs["start"])) | set(zip(pairs["module"], pairs["done"]))
         members = {m for m in members if not looks_async(m[1])}
         if not members:
-            return
+            return {}
         need: dict[int, KeepRows] = {}
         for i, p in enumerate(self.parts):
             missing = {(p.modules[m], p.op_names[o]) for m, o in zip(p.module, p.op)
                        if m >= 0 and o >= 0 and (p.modules[m], p.op_names[o]) in members} - set(p.kept_names)
             if missing:
-                need[i] = KeepRows(names=frozenset(set(p.kept_names) | missing))
-        if need:
-            raise NeedRows(need)
+                need[i] = KeepRows(devices=p.kept_devices, names=frozenset(set(p.kept_names) | missing))
+        return need
 
     def judged_and_exposed(self, ops: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
         """timeline.timing.judged_and_exposed over all rows (``ops``: the stats rows, same order)."""

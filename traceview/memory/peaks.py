@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from traceview.hostreduce.profile import Profile
 from traceview.memory.headroom import is_device_memory
 from traceview.memory.modules import static_peaks_from_dump, static_peaks_from_protos
 from traceview.memory.static import StaticPeak
-from traceview.parsers.profile import Profile
 from traceview.trace.read import runtime_memory
 
 

@@ -11,10 +11,10 @@ from traceview.hardware.chips import Chip
 from traceview.hardware.database import load_hardware
 from traceview.hardware.detect import detect_target
 from traceview.hostreduce.memory_peaks import RuntimePeak
+from traceview.hostreduce.profile import Profile
 from traceview.memory.headroom import Headroom, headroom, is_device_memory
 from traceview.memory.modules import static_peaks_from_dump, static_peaks_from_protos
 from traceview.memory.static import StaticPeak
-from traceview.parsers.profile import Profile
 from traceview.trace.read import runtime_memory
 
 

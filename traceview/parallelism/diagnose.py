@@ -496,11 +496,9 @@ def from_analysis(analysis, hlo_path: str | Path | None = None) -> Parallelism:
     before = naming_modules(dump) if dump is not None else []
     ops = analysis.ops
     ran = set(ops["module"].astype(str)) if not ops.empty and "module" in ops else None
-    from traceview.trace.read import op_executions
-
     return diagnose(DiagnoseInputs(analysis.modules, before, ops, analysis.span_ps or analysis.device_time_ps,
                                    analysis.target, len(analysis.profile.devices) or None, ran, analysis.costs,
-                                   _target_source(analysis), lambda: op_executions(analysis.profile),
+                                   _target_source(analysis), analysis.profile.op_executions,
                                    _device_programs(analysis),
                                    analysis.capture_chip.name if analysis.projected and analysis.capture_chip
                                    else None))
@@ -509,7 +507,7 @@ def from_analysis(analysis, hlo_path: str | Path | None = None) -> Parallelism:
 def _device_programs(analysis) -> Callable[[], pd.DataFrame | None]:
     """The distinct (device, module, program_id) of the run's executions, from its merged host partials."""
     run = analysis.run_ops
-    return (lambda: None) if run is None else run.device_programs
+    return run.device_programs
 
 
 def from_hlo(path: str | Path, chip: Chip | None = None, target_source: str = "--target") -> Parallelism:

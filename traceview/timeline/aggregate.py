@@ -60,21 +60,6 @@ def aggregate_ops(ops: pd.DataFrame, per_device: bool = False) -> tuple[pd.DataF
     return stats.iloc[order].reset_index(drop=True), rank[ids]
 
 
-def op_row_index(raw: pd.DataFrame, ops: pd.DataFrame, per_device: bool = False) -> np.ndarray:
-    """Per raw row, the row of ``ops`` (any op table keyed as :func:`op_stats` keys it, in any order)
-    with its key; -1 where there is none. For tables that did not come with :func:`aggregate_ops`'s
-    index: the raw rows are grouped by their codes and only the distinct keys are matched by name."""
-    key = (["device"] if per_device else []) + OP_KEY
-    if raw.empty or ops.empty:
-        return np.full(len(raw), -1, dtype=np.int64)
-    ids, n_groups = group_ids(raw, key)
-    text = {"module": str, "op": str} | ({"device": str} if per_device else {})
-    distinct = pd.DataFrame({name: _values_at(raw[name], first_rows(ids, n_groups)) for name in key}).astype(text)
-    rows = ops[key].astype(text).assign(_row=np.arange(len(ops))).drop_duplicates(key)
-    found = distinct.merge(rows, on=key, how="left")["_row"].fillna(-1).to_numpy(dtype=np.int64)
-    return np.append(found, -1)[ids]
-
-
 def _values_at(column: pd.Series, rows: np.ndarray) -> pd.Series:
     """``column``'s values at ``rows``, read through a categorical's codes (no conversion of the column)."""
     if isinstance(column.dtype, pd.CategoricalDtype):

@@ -23,8 +23,7 @@ from traceview.parsers.xspace.file import _FAST_MIN_BYTES, _FAST_WARM_MIN_BYTES
 if TYPE_CHECKING:
     import pandas as pd
 
-    from traceview.hostreduce.host_ops import OpsPart
-    from traceview.hostreduce.memory_peaks import HostPeaks
+    from traceview.hostreduce.part import HostPart
     from traceview.hostreduce.spill import Layout, RowSpill
 
 DASK_ENV = "TRACEVIEW_DASK"
@@ -39,8 +38,7 @@ class HostResult:
     data: TraceData | None = None   # its tables (``ops`` empty unless kept: the part has what the analysis reads)
     error: str | None = None        # one line naming the file
     internal: bool = False          # a bug in traceview, not a bad file
-    part: OpsPart | None = None     # its op table reduced (hostreduce.host_ops)
-    memory: HostPeaks | None = None   # its allocator events reduced (when asked for and read without error)
+    part: HostPart | None = None    # the host reduced (hostreduce.part), with its allocators' peaks when asked for
     allocator: pd.DataFrame | None = None   # the events themselves, only where the caller stores them
     spilled: Layout | None = None   # where the part's large arrays were written (hostreduce.spill), if they were
 
@@ -68,17 +66,17 @@ def read_host(path: str, keep_ops: bool = True, store: bool = False, background:
             from traceview.hostreduce.spill import write_part
 
             try:
-                result.spilled = write_part(result.part, spill_path)
+                result.spilled = write_part(result.part.ops, spill_path)
             except OSError:              # a full or read-only disk: the arrays travel as before
                 result.spilled = None
         if allocator:
             events = allocator_events(path)
-            if events is not None:
+            if events is not None and result.part is not None:
                 from traceview.hostreduce.memory_peaks import host_peaks
 
                 if store:
                     table_cache.put_allocator(path, events, background=background)
-                result.memory = host_peaks(events)
+                result.part.memory = host_peaks(events)
                 result.allocator = events if send_allocator else None
         return result
     except TraceError as exc:
@@ -103,23 +101,20 @@ def allocator_events(path: str) -> pd.DataFrame | None:
 
 
 def reduced(result: HostResult, keep_ops: bool) -> HostResult:
-    """The result with its op table reduced (the one reduction every way of reading runs) and its host
-    threads cut, and both tables dropped unless ``keep_ops``."""
+    """The result with its host reduced to its part (hostreduce.part: the one reduction every way of reading
+    runs), and its op, host-event and reduced step tables dropped unless ``keep_ops``."""
     if result.data is not None and result.part is None:
-        from traceview.hostreduce.activity import with_host_threads
-        from traceview.hostreduce.host_ops import reduce_ops
-        from traceview.timeline.step_parts import reduce_steps
+        from traceview.hostreduce.part import reduce_host
 
-        result.part = reduce_ops(result.data.ops)
-        result.part.activity = with_host_threads(result.part.activity, result.data.host_events)
-        result.part.activity.step_times = reduce_steps(result.data.steps)
+        data = result.data
+        result.part = reduce_host(data.ops, data.host_events, data.steps, file=result.path)
     if result.data is not None and not keep_ops and (len(result.data.ops) or len(result.data.host_events)
                                                      or len(result.data.steps)):
         from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, empty_frame
 
         # no view keeps the rows alive; the host's threads are cut already (its activity's ``hosts``), its
         # step table reduced (its activity's ``step_times``; kept where it could not be)
-        steps = result.data.steps if result.part is None or result.part.activity.step_times is None \
+        steps = result.data.steps if result.part is None or result.part.ops.activity.step_times is None \
             else empty_frame(STEP_COLUMNS)
         result.data = dataclasses.replace(result.data, ops=empty_frame(OP_COLUMNS),
                                           host_events=empty_frame(HOST_EVENT_COLUMNS), steps=steps)
@@ -200,9 +195,9 @@ def _arrival(progress: Callable[[int], None] | None, spill: RowSpill | None) -> 
         if result.spilled is not None and result.part is not None:
             from traceview.hostreduce.spill import adopt
 
-            adopt(result.part, result.spilled)
+            adopt(result.part.ops, result.spilled)
         elif spill is not None and result.part is not None:
-            spill.keep(result.part)
+            spill.keep(result.part.ops)
         if progress is not None:
             progress(1)
     return arrived
@@ -370,6 +365,8 @@ def _as_given(result: HostResult, path: str) -> HostResult:
     """A result read by absolute path, naming the file as the caller spelled it (output equals a local read)."""
     absolute = result.path
     result.path = path
+    if result.part is not None:
+        result.part.file = path
     if absolute != path:
         if result.error:
             result.error = result.error.replace(absolute, path)

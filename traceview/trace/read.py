@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,10 +13,14 @@ import numpy as np
 import pandas as pd
 
 from traceview.errors import TraceError, UserError
+from traceview.hostreduce.host_ops import KeepRows, OpsPart
+from traceview.hostreduce.part import HostPart
+from traceview.hostreduce.profile import Profile
+from traceview.hostreduce.reader import TablesReader
 from traceview.parsers.compressed import read_limited
 from traceview.parsers.discover import find_run
 from traceview.parsers.layout import host_of, is_trace_file, path_text
-from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Profile, Source, empty_frame
+from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Source, empty_frame
 from traceview.parsers.remote import url_of
 from traceview.parsers.tables.columns import is_unreported
 from traceview.parsers.tables.trace_data import TraceData
@@ -26,7 +29,7 @@ from traceview.runtime import cpu_ledger
 from traceview.trace.hosts import DASK_ENV, HostResult, allocator_events, default_jobs, read_hosts, reduced
 
 if TYPE_CHECKING:
-    from traceview.hostreduce.memory_peaks import RuntimePeak
+    from traceview.hostreduce.memory_peaks import HostPeaks, RuntimePeak
 
 
 @dataclass
@@ -87,9 +90,8 @@ def load_profile(path: str | Path, run: str | None = None,
 
     results = _read_host_files(files, opts, use_cache, dask, advance)
     cpu_ledger.reading_ended()
-    parts: list[TraceData] = []
-    op_parts: list = []
-    memory_parts: list = []
+    tables: list[TraceData] = []
+    parts: list[HostPart] = []
     warnings: list[str] = list(found.warnings)   # names like trace files that are not regular files
     if found.among > 1:   # every command's output then names the run it read
         warnings.insert(0, f"{path} holds {found.among} runs: read the newest, {found.name} (--run NAME reads "
@@ -98,39 +100,79 @@ def load_profile(path: str | Path, run: str | None = None,
     ok_files: list[str] = []
     for f in files:
         r = results[f]
-        if r.data is not None:
-            parts.append(r.data)
-            op_parts.append(r.part)
-            memory_parts.append(r.memory)
+        if r.data is not None and r.part is not None:
+            tables.append(r.data)
+            parts.append(r.part)
             ok_files.append(f)
         else:
             failures.append(r)
             warnings.append(f"skipped host {host_of(Path(f))}: {r.error}")
-    if not parts:
+    if not tables:
         _raise_none_read(found.path, failures, total)
-    for part in parts:
-        warnings += part.warnings
-    hlo_protos = _hlo_protos(parts, found.hlo_proto_files, warnings)
+    for table in tables:
+        warnings += table.warnings
+    hlo_protos = _hlo_protos(tables, found.hlo_proto_files, warnings)
     environment: dict[str, str] = {}
-    for part in parts:
-        for k, v in part.environment.items():
+    for table in tables:
+        for k, v in table.environment.items():
             environment.setdefault(k, v)
+    ops = _concat([t.ops for t in tables], OP_COLUMNS)
+    host_events = _concat([t.host_events for t in tables], HOST_EVENT_COLUMNS)
     return Profile(
-        source=Source(path=str(path), run=found.name, hosts=[p.host for p in parts], files=ok_files),
-        ops=_concat([p.ops for p in parts], OP_COLUMNS),
-        host_events=_concat([p.host_events for p in parts], HOST_EVENT_COLUMNS),
-        steps=_concat([p.steps for p in parts], STEP_COLUMNS),
-        devices=[d for p in parts for d in p.devices],
+        source=Source(path=str(path), run=found.name, hosts=[t.host for t in tables], files=ok_files),
+        devices=[d for t in tables for d in t.devices],
+        parts=parts,
+        reader=FilesReader(ok_files, use_cache, ops, host_events),
+        steps=_concat([t.steps for t in tables], STEP_COLUMNS),
+        ops=ops,
+        host_events=host_events,
         hlo_protos=hlo_protos,
         environment=environment,
         warnings=warnings,
-        op_parts=op_parts,
-        reduce_again=functools.partial(_reduce_again, ok_files),
-        read_ops=functools.cache(functools.partial(_read_table, ok_files, use_cache, "ops")),   # once, if ever
-        read_host_events=functools.cache(functools.partial(_read_table, ok_files, use_cache, "host_events")),
-        memory_parts=memory_parts if any(m is not None for m in memory_parts) else None,
-        jobs=_analysis_jobs(opts, len(parts)),
+        jobs=_analysis_jobs(opts, len(tables)),
     )
+
+
+class FilesReader:
+    """A run's host files read again (``traceview.hostreduce.reader.HostReader``): from the tables the
+    reading kept where it kept them, else from the files (through the table cache if the reading used it;
+    each table read once, if ever)."""
+
+    def __init__(self, files: list[str], use_cache: bool, ops: pd.DataFrame, host_events: pd.DataFrame) -> None:
+        self.files = files
+        self.use_cache = use_cache
+        self.kept = TablesReader(ops, host_events)
+        self._read: dict[str, pd.DataFrame] = {}     # the tables read again, by name
+
+    def reduce_again(self, parts: Sequence[OpsPart], keep: Mapping[int, KeepRows]) -> dict[int, OpsPart]:
+        if len(self.kept.ops) == sum(p.n_rows for p in parts):     # the executions kept (or none at all)
+            return self.kept.reduce_again(parts, keep)
+        from traceview.hostreduce.host_ops import reduce_ops
+
+        return {i: reduce_ops(read_trace_file(self.files[i]).ops, k) for i, k in keep.items()}
+
+    def op_executions(self) -> pd.DataFrame:
+        if not self.kept.ops.empty:
+            return self.kept.ops
+        return self._again("ops")
+
+    def host_events(self) -> pd.DataFrame:
+        if not self.kept.events.empty or not self.kept.ops.empty:
+            return self.kept.events       # kept with the executions (their host events are all there are)
+        return self._again("host_events")
+
+    def _again(self, table: str) -> pd.DataFrame:
+        if table not in self._read:
+            self._read[table] = _read_table(self.files, self.use_cache, table)
+        return self._read[table]
+
+    def host_peaks(self, index: int) -> HostPeaks | None:
+        from traceview.hostreduce.memory_peaks import host_peaks
+        from traceview.parsers.layout import is_xplane_file
+        from traceview.parsers.xspace.allocator_events import read_allocator_events
+
+        path = Path(self.files[index])
+        return host_peaks(read_allocator_events(path)) if is_xplane_file(path) else None
 
 
 def _analysis_jobs(opts: ReadOptions, hosts: int) -> int:
@@ -154,16 +196,16 @@ def _read_host_files(files: list[str], opts: ReadOptions, use_cache: bool, dask:
         for f in files:
             data = table_cache.get(f)
             if data is not None:
-                result = HostResult(f, data=data)
-                if opts.allocator_events:
+                result = reduced(HostResult(f, data=data), opts.keep_ops)
+                if opts.allocator_events and result.part is not None:
                     events = _cached_allocator_events(f)
                     if events is not None:
                         from traceview.hostreduce.memory_peaks import host_peaks
 
-                        result.memory = host_peaks(events)
-                results[f] = reduced(result, opts.keep_ops)
-                if spill is not None and results[f].part is not None:
-                    spill.keep(results[f].part)
+                        result.part.memory = host_peaks(events)
+                results[f] = result
+                if spill is not None and result.part is not None:
+                    spill.keep(result.part.ops)
                 advance(1)
     missed = [f for f in files if f not in results]
     try:
@@ -232,13 +274,6 @@ def _hlo_protos(parts: list[TraceData], proto_files: list[Path], warnings: list[
     return hlo_protos
 
 
-def _reduce_again(files: list[str], keep: dict) -> dict:
-    """{host index: KeepRows} -> {host index: OpsPart}: those host files read again, keeping those rows."""
-    from traceview.hostreduce.host_ops import reduce_ops
-
-    return {i: reduce_ops(read_trace_file(files[i]).ops, k) for i, k in keep.items()}
-
-
 def _concat(frames: list[pd.DataFrame], columns: dict[str, str]) -> pd.DataFrame:
     """Concatenate per-host tables; categoricals get the union of their categories."""
     frames = [f for f in frames if not f.empty]
@@ -281,42 +316,24 @@ def is_trace_path(path: Path) -> bool:
                                  for p in path.rglob(pattern))
 
 
-def op_executions(profile: Profile) -> pd.DataFrame:
-    """Every op execution of ``profile`` (its ``ops`` table), read again from its files when the reader
-    did not keep them (``ReadOptions(keep_ops=False)``), through the table cache if the reading used it."""
-    if not profile.ops.empty or profile.read_ops is None:
-        return profile.ops
-    return profile.read_ops()
-
-
-def host_events(profile: Profile) -> pd.DataFrame:
-    """The host events of ``profile``, read again from its files when the reader did not keep them."""
-    if not profile.host_events.empty or not profile.ops.empty or profile.read_host_events is None:
-        return profile.host_events       # kept with the executions (or nothing to read again)
-    return profile.read_host_events()
-
-
 def runtime_memory(profile: Profile) -> tuple[list[RuntimePeak], int | None]:
     """The runtime peak of every allocator in the profile's ``*.xplane.pb`` files (JSON traces have none), in
     the order one table of all their events gives, and the time of their first allocator event: each file's
     as reduced where its host was read, the others' read now (``profile.jobs`` processes)."""
-    from traceview.hostreduce.memory_peaks import host_peaks, merged_peaks, runtime_peaks
+    from traceview.hostreduce.memory_peaks import merged_peaks, runtime_peaks
     from traceview.parsers.layout import is_xplane_file
     from traceview.parsers.xspace.allocator_events import read_allocator_events
     from traceview.runtime.forked import fork_map
 
-    listed = profile.source.files
-    known = profile.memory_parts if profile.memory_parts is not None else [None] * len(listed)
-    given = [(f, part) for f, part in zip(listed, known) if is_xplane_file(Path(f))]
-    files = [f for f, _ in given]
-    missing = [f for f, part in given if part is None]
-    found = iter(fork_map(lambda k: host_peaks(read_allocator_events(Path(missing[k]))), len(missing), profile.jobs))
-    parts = [part if part is not None else next(found) for _, part in given]
+    given = [i for i, f in enumerate(profile.source.files) if is_xplane_file(Path(f))]
+    missing = [i for i in given if profile.parts[i].memory is None]
+    found = iter(fork_map(lambda k: profile.reader.host_peaks(missing[k]), len(missing), profile.jobs))
+    parts = [m if (m := profile.parts[i].memory) is not None else next(found) for i in given]
     firsts = [p.first_ps for p in parts if p.first_ps is not None]
     first = min(firsts) if firsts else None
     peaks = merged_peaks(parts)
     if peaks is None:       # two files of one host: its allocators measured over all their events at once
-        frames = [f for f in (read_allocator_events(Path(name)) for name in files) if not f.empty]
+        frames = [f for f in (read_allocator_events(Path(profile.source.files[i])) for i in given) if not f.empty]
         peaks = runtime_peaks(pd.concat(frames, ignore_index=True), jobs=profile.jobs)
     return peaks, first
 

@@ -1,0 +1,58 @@
+"""A run as read: what we know about it, one reduced part per host file, and a reader for the rest.
+
+``traceview.trace.read.load_profile`` builds it from a PATH (hosts read one after another, in a pool or
+on Dask, from the parsed-table cache or not); :meth:`Profile.from_tables` from tables in memory. Either
+way the analysis reads the parts (``traceview.hostreduce.combine``) and nothing else of the executions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from traceview.hostreduce.part import HostPart, reduce_host
+from traceview.hostreduce.reader import HostReader, TablesReader
+from traceview.parsers.profile import Device, Source
+
+
+@dataclass
+class Profile:
+    """One run: where it was read from, its devices, one :class:`HostPart` per host file read
+    (``source.files``, same order), the step rows no part reduced, the HLO protos the trace carries,
+    the environment it records, reading warnings, and the :class:`HostReader` that reads the hosts again.
+
+    ``ops`` and ``host_events`` are the tables the reading kept for the views that show executions
+    (``ReadOptions.keep_ops``; empty when it kept none): :meth:`op_executions` and
+    :meth:`all_host_events` give them whether kept or not.
+    """
+
+    source: Source
+    devices: list[Device]
+    parts: list[HostPart]
+    reader: HostReader
+    steps: pd.DataFrame                                         # parsers.profile.STEP_COLUMNS
+    ops: pd.DataFrame                                           # parsers.profile.OP_COLUMNS, as kept
+    host_events: pd.DataFrame                                   # parsers.profile.HOST_EVENT_COLUMNS, as kept
+    hlo_protos: dict[str, bytes] = field(default_factory=dict)  # module name -> HloProto bytes
+    environment: dict[str, str] = field(default_factory=dict)   # jax_version, ...
+    warnings: list[str] = field(default_factory=list)
+    # Processes the analysis of a run of many hosts may use for its per-host measures (runtime.forked): the
+    # reading's (``--jobs``, one per core by default); 1 for a single host.
+    jobs: int = 1
+
+    @classmethod
+    def from_tables(cls, source: Source, ops: pd.DataFrame, host_events: pd.DataFrame, steps: pd.DataFrame,
+                    devices: list[Device], **metadata) -> Profile:
+        """A profile of tables held in memory (any number of hosts): one part, read again from the tables."""
+        part = reduce_host(ops, host_events, steps)
+        return cls(source=source, devices=devices, parts=[part], reader=TablesReader(ops, host_events),
+                   steps=steps, ops=ops, host_events=host_events, **metadata)
+
+    def op_executions(self) -> pd.DataFrame:
+        """Every op execution (the kept table, else read again from the files)."""
+        return self.reader.op_executions()
+
+    def all_host_events(self) -> pd.DataFrame:
+        """Every host event (the kept table, else read again from the files)."""
+        return self.reader.host_events()
