@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from traceview.parsers.hlo.attributes import Attributes
+
 # Characters of a source file or function name kept from a module's stack-frame tables: every instruction of
 # a frame shares its name, so one hostile 2 M-character name would be printed once per instruction.
 MAX_SOURCE_NAME = 1000
@@ -58,6 +60,14 @@ class Instruction:
     fusion_kind: str | None = None     # kLoop, kInput, kOutput, kCustom
     id: int | None = None              # unique id in the proto form (may exceed 2**31)
     line: int | None = None            # line in the HLO text file, for messages
+    _typed: Attributes | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def typed(self) -> Attributes:
+        """The attributes as typed values, each decoded on first use (read once the instruction is built)."""
+        if self._typed is None:
+            self._typed = Attributes(self.attributes, self.backend_config)
+        return self._typed
 
 
 @dataclass

@@ -16,239 +16,29 @@ XLA's syntax sugar (``reduce-scatter-start``) are rewritten into the
 
 from __future__ import annotations
 
-import math
 import re
-from itertools import pairwise
 from pathlib import Path
 
 from traceview.errors import HloError
-from traceview.parsers.hlo.checks import MAX_TUPLE_DEPTH, check_module
+from traceview.parsers.hlo.checks import check_module
 from traceview.parsers.hlo.files import read_bytes
-from traceview.parsers.hlo.model import Computation, HloModule, Instruction, Shape, source_name
+from traceview.parsers.hlo.model import Computation, HloModule, Instruction, source_name
+from traceview.parsers.hlo.syntax import (
+    ARRAY_RE,
+    BARE_FLAG_RE,
+    COMMENT_RE,
+    balanced,
+    match_close,
+    parse_metadata,
+    parse_shape,
+    split_attributes,
+    split_top_level,
+    strip_comments,
+    unquote,
+)
 
 __all__ = ["apply_stack_frames", "called_from_attributes", "desugar_async", "header_module_name",
-           "looks_like_hlo_text", "parse_hlo_text",
-           "parse_metadata", "parse_replica_groups", "parse_shape", "read_hlo_text", "split_attributes",
-           "split_top_level", "strip_comments"]
-
-# ---------------------------------------------------------------------------
-# small lexical helpers
-
-# Structural tokens: string literals (skipped whole), brackets and commas.
-_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
-_TOKEN_RE = re.compile(_STRING + r'|[{}\[\](),]')
-_STRING_RE = re.compile(_STRING)
-_COMMENT_RE = re.compile(r"/\*.*?\*/")
-# where XLA joins two attributes: ", key=" (a candidate only: it may sit inside a string or braces)
-_ATTR_SPLIT_RE = re.compile(r", (?=[A-Za-z_][\w\-]*=)")
-
-
-def split_top_level(text: str, sep: str = ",") -> list[str]:
-    """Split ``text`` at ``sep`` characters outside brackets and string literals."""
-    parts: list[str] = []
-    depth = 0
-    start = 0
-    for m in _TOKEN_RE.finditer(text):
-        tok = m.group()
-        if tok in "{[(":
-            depth += 1
-        elif tok in "}])":
-            depth -= 1
-        elif tok == sep and depth == 0:
-            parts.append(text[start:m.start()].strip())
-            start = m.end()
-    tail = text[start:].strip()
-    if tail or parts:
-        parts.append(tail)
-    return parts
-
-
-def _closed(text: str) -> bool:
-    """True when ``text`` opens no bracket or string it does not close (C-speed counts)."""
-    if '"' in text:
-        text = _STRING_RE.sub("", text)
-        if '"' in text:
-            return False
-    return text.count("{") == text.count("}") and text.count("(") == text.count(")") \
-        and text.count("[") == text.count("]")
-
-
-def split_attributes(text: str) -> list[str]:
-    """Split an instruction's ``key=value, key=value`` tail into ``key=value`` parts.
-
-    Cuts at every ", key=" with str-level regexes and glues back pieces whose
-    cut fell inside a string or brackets: no Python loop over characters or
-    tokens, which matters for long JSON backend configs.
-    """
-    parts: list[str] = []
-    held: str | None = None
-    for piece in _ATTR_SPLIT_RE.split(text):
-        held = piece if held is None else f"{held}, {piece}"
-        if _closed(held):
-            parts.append(held.strip())
-            held = None
-    if held is not None:
-        parts.append(held.strip())
-    return parts
-
-
-def _match_close(text: str, pos: int) -> int:
-    """Index just past the bracket matching the one at ``text[pos]``; -1 if unbalanced."""
-    depth = 0
-    for m in _TOKEN_RE.finditer(text, pos):
-        tok = m.group()
-        if tok in "{[(":
-            depth += 1
-        elif tok in "}])":
-            depth -= 1
-            if depth == 0:
-                return m.end()
-    return -1
-
-
-_META_RE = re.compile(r'([\w.\-]+)=(' + _STRING + r'|[^\s}]+)')
-
-
-def _unquote(value: str) -> str:
-    if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
-        body = value[1:-1]
-        if "\\" in body:
-            body = re.sub(r'\\(.)', lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
-        return body
-    return value
-
-
-_COMMENT_TOKEN_RE = re.compile(_STRING + r"|/\*|//")
-_BARE_FLAG_RE = re.compile(r"^[A-Za-z_][\w.\-]*$")
-
-
-def strip_comments(text: str) -> str:
-    """``text`` without ``// ...`` and ``/* ... */`` comments outside string literals, as XLA's lexer
-    skips them. Lines are kept (a block comment's lines become empty), so line numbers still hold."""
-    if "//" not in text and "/*" not in text:
-        return text
-    lines = text.split("\n")
-    in_block = False
-    for i, line in enumerate(lines):
-        if not in_block and "//" not in line and "/*" not in line:
-            continue
-        out: list[str] = []
-        pos = 0
-        while True:
-            if in_block:
-                end = line.find("*/", pos)
-                if end < 0:
-                    break
-                in_block, pos = False, end + 2
-                continue
-            m = _COMMENT_TOKEN_RE.search(line, pos)
-            while m is not None and m.group()[0] == '"':  # a string literal: comments inside it are text
-                m = _COMMENT_TOKEN_RE.search(line, m.end())
-            if m is None:
-                out.append(line[pos:])
-                break
-            out.append(line[pos:m.start()])
-            if m.group() == "//":
-                break
-            in_block, pos = True, m.end()
-        lines[i] = "".join(out).rstrip() if out else ""
-    return "\n".join(lines)
-
-
-def looks_like_hlo_text(head: str) -> bool:
-    """True when text (its first few kB will do) starts, after comments, like an HLO module:
-    an ``HloModule`` header, or a computation (``ENTRY`` or ``name (params) -> shape {``)."""
-    for line in strip_comments(head).splitlines():
-        s = line.strip()
-        if not s:
-            continue
-        return s.startswith(("HloModule", "ENTRY")) or bool(_COMP_RE.match(s))
-    return False
-
-
-def parse_metadata(text: str) -> dict[str, str]:
-    """``{op_type="x" op_name="y" source_line=3}`` -> dict of unquoted strings."""
-    return {k: _unquote(v) for k, v in _META_RE.findall(text)}
-
-
-# ---------------------------------------------------------------------------
-# shapes
-
-_ARRAY_RE = re.compile(r"\s*([a-z][a-z0-9]*)(?:\[([^\]]*)\])?(\{[^{}]*\})?")
-_SHAPE_CACHE: dict[str, Shape] = {}
-
-
-def parse_shape(text: str) -> Shape:
-    """Parse an HLO shape such as ``f32[8,<=16]{1,0:T(8,128)}`` or a (nested) tuple.
-
-    Raises ValueError on text that is not a shape; callers turn that into an
-    :class:`HloError` with a file and line.
-    """
-    shape = _SHAPE_CACHE.get(text)
-    if shape is None:
-        shape, end = _parse_shape_at(text, 0)
-        if text[end:].strip():
-            raise ValueError(f"unexpected text after shape: {text[end:].strip()[:40]!r}")
-        if len(_SHAPE_CACHE) < 200_000:
-            _SHAPE_CACHE[text] = shape
-    return shape
-
-
-def _parse_shape_at(text: str, pos: int, depth: int = 0) -> tuple[Shape, int]:
-    while pos < len(text) and text[pos] == " ":
-        pos += 1
-    if pos < len(text) and text[pos] == "(":
-        if depth >= MAX_TUPLE_DEPTH:
-            raise ValueError(f"tuple shape nested more than {MAX_TUPLE_DEPTH} deep")
-        elems: list[Shape] = []
-        pos += 1
-        while True:
-            while pos < len(text) and text[pos] in " ,":
-                pos += 1
-            if pos >= len(text):
-                raise ValueError("unterminated tuple shape")
-            if text[pos] == ")":
-                pos += 1
-                break
-            if text.startswith("/*", pos):  # /*index=5*/ comments in long tuples
-                end = text.find("*/", pos)
-                if end < 0:
-                    raise ValueError("unterminated comment in shape")
-                pos = end + 2
-                continue
-            elem, pos = _parse_shape_at(text, pos, depth + 1)
-            elems.append(elem)
-        layout = None
-        if text.startswith("{", pos):  # tuples may carry a (memory space) layout
-            end = text.find("}", pos)
-            layout = text[pos:end + 1]
-            pos = end + 1
-        return Shape("tuple", (), tuple(elems), layout), pos
-    m = _ARRAY_RE.match(text, pos)
-    if not m or (m.group(2) is None and m.group(1) not in ("token", "opaque")):
-        raise ValueError(f"not a shape: {text[pos:pos + 40]!r}")
-    etype, dims_text, layout = m.groups()
-    dims: tuple[int, ...] = ()
-    dynamic: tuple[bool, ...] = ()
-    if dims_text:
-        parts = dims_text.split(",")
-        if "<" in dims_text or "?" in dims_text:
-            dl, fl = [], []
-            for p in parts:
-                p = p.strip()
-                if p.startswith("<="):
-                    dl.append(int(p[2:]))
-                    fl.append(True)
-                elif p == "?":
-                    dl.append(-1)
-                    fl.append(True)
-                else:
-                    dl.append(int(p))
-                    fl.append(False)
-            dims, dynamic = tuple(dl), tuple(fl)
-        else:
-            dims = tuple(int(p) for p in parts)
-    return Shape(etype, dims, (), layout, dynamic), m.end()
+           "looks_like_hlo_text", "parse_hlo_text", "read_hlo_text"]
 
 
 # ---------------------------------------------------------------------------
@@ -265,6 +55,17 @@ _OPERAND_NAME_RE = re.compile(r"%?([^\s%]+)\s*$")
 _SECTION_ENTRY_RE = re.compile(r'^(\d+)\s+(.*)$')
 _CLOSE_THREAD_RE = re.compile(r'execution_thread="([^"]*)"')
 _COMP_REF_RE = re.compile(r"%?([^\s{},%]+)")
+
+
+def looks_like_hlo_text(head: str) -> bool:
+    """True when text (its first few kB will do) starts, after comments, like an HLO module:
+    an ``HloModule`` header, or a computation (``ENTRY`` or ``name (params) -> shape {``)."""
+    for line in strip_comments(head).splitlines():
+        s = line.strip()
+        if not s:
+            continue
+        return s.startswith(("HloModule", "ENTRY")) or bool(_COMP_RE.match(s))
+    return False
 
 
 def header_module_name(head: str) -> str | None:
@@ -368,7 +169,7 @@ class _Reader:
             self.module_name = m.group(1)
             for part in split_top_level(m.group(2) or ""):
                 key, _, value = part.partition("=")
-                self.module_attrs[key.strip()] = _COMMENT_RE.sub("", value.strip()) if "/*" in value \
+                self.module_attrs[key.strip()] = COMMENT_RE.sub("", value.strip()) if "/*" in value \
                     else value.strip()
             return
         if s in _SECTIONS:
@@ -401,7 +202,7 @@ class _Reader:
                 raise self.error(self.pending_line, "unbalanced brackets or quotes in this instruction")
             self.pending.append(s)
             joined = " ".join(self.pending)
-            if _balanced(joined):
+            if balanced(joined):
                 self.pending = None
                 self._instruction(comp, joined, self.pending_line, truncated_ok=False)
             return
@@ -416,7 +217,7 @@ class _Reader:
                 comp.root = comp.instructions[-1].name
             self.comp = None
             return
-        if not _balanced(s):
+        if not balanced(s):
             if number >= self.last_line:
                 self._dropped_line(number)
             else:
@@ -481,14 +282,14 @@ class _Reader:
         # shape
         try:
             if rest.startswith("("):
-                end = _match_close(rest, 0)
+                end = match_close(rest, 0)
                 if end < 0:
                     raise ValueError("unbalanced tuple shape")
                 while rest.startswith("{", end):  # tuple layout
                     end = rest.index("}", end) + 1
                 shape_text = rest[:end]
             else:
-                sm = _ARRAY_RE.match(rest)
+                sm = ARRAY_RE.match(rest)
                 if not sm:
                     raise ValueError("no shape")
                 end = sm.end()
@@ -501,7 +302,7 @@ class _Reader:
             raise self.error(line, f"instruction {name!r}: expected 'opcode(' after the shape")
         opcode = om.group(1)
         open_pos = om.end() - 1
-        close = _match_close(rest, open_pos)
+        close = match_close(rest, open_pos)
         if close < 0:
             raise self.error(line, f"instruction {name!r}: unbalanced operand list")
         operand_text = rest[open_pos + 1:close - 1]
@@ -513,7 +314,7 @@ class _Reader:
             attributes["literal"] = operand_text.strip()
         elif operand_text.strip():
             if "/*" in operand_text:
-                operand_text = _COMMENT_RE.sub("", operand_text)
+                operand_text = COMMENT_RE.sub("", operand_text)
             parts = split_top_level(operand_text) if "[" in operand_text else operand_text.split(",")
             for p in parts:
                 pm = _OPERAND_NAME_RE.search(p)
@@ -528,14 +329,14 @@ class _Reader:
                 raise self.error(line, f"instruction {name!r}: expected ',' after operands, got {tail[:30]!r}")
             for part in split_attributes(tail[1:].lstrip()):
                 key, eq, value = part.partition("=")
-                if not eq and _BARE_FLAG_RE.match(part):  # a flag XLA may add one day: keep it
+                if not eq and BARE_FLAG_RE.match(part):  # a flag XLA may add one day: keep it
                     attributes[part] = ""
                     continue
                 if not eq:
                     raise self.error(line, f"instruction {name!r}: attribute without '=': {part[:40]!r}")
                 value = value.strip()
                 if "/*" in value:  # /*index=5*/ markers XLA puts in long lists
-                    value = _COMMENT_RE.sub("", value)
+                    value = COMMENT_RE.sub("", value)
                 attributes[key.strip()] = value
             self._decode_attributes(inst)
         return inst
@@ -546,9 +347,9 @@ class _Reader:
         if "metadata" in attrs:
             inst.metadata = parse_metadata(attrs["metadata"])
         if "backend_config" in attrs:
-            inst.backend_config = _unquote(attrs["backend_config"])
+            inst.backend_config = unquote(attrs["backend_config"])
         if "custom_call_target" in attrs:
-            inst.custom_call_target = _unquote(attrs["custom_call_target"])
+            inst.custom_call_target = unquote(attrs["custom_call_target"])
         if inst.opcode == "fusion" and "kind" in attrs:
             inst.fusion_kind = attrs["kind"]
         inst.called_computations = called_from_attributes(attrs)
@@ -557,10 +358,10 @@ class _Reader:
     def _stack_frames(self, module: HloModule) -> None:
         sec = self.sections
         if not sec["StackFrames"]:
-            module.source_files = [source_name(_unquote(v)) for _, v in sorted(sec["FileNames"].items())]
+            module.source_files = [source_name(unquote(v)) for _, v in sorted(sec["FileNames"].items())]
             return
-        files = {k: source_name(_unquote(v)) for k, v in sec["FileNames"].items()}
-        funcs = {k: source_name(_unquote(v)) for k, v in sec["FunctionNames"].items()}
+        files = {k: source_name(unquote(v)) for k, v in sec["FileNames"].items()}
+        funcs = {k: source_name(unquote(v)) for k, v in sec["FunctionNames"].items()}
         locs = {k: parse_metadata(v) for k, v in sec["FileLocations"].items()}
         module.source_files = [files[k] for k in sorted(files)]
         bad = 0
@@ -644,87 +445,6 @@ def called_from_attributes(attrs: dict[str, str]) -> list[str]:
     return out
 
 
-MAX_DEVICES = 1 << 20  # more devices than any machine has: a replica_groups form this large is corrupt
-_IOTA_GROUPS_RE = re.compile(r"^\[(\d+),(\d+)\]<=\[([\d,]*)\](?:T\(([\d,]*)\))?$")
-_MESH_RE = re.compile(r"^mesh\[(.*?)\]\s*\{(.*)\}$")
-_MESH_AXIS_RE = re.compile(r"'([^']*)'=(\d+)")
-_GROUP_AXIS_RE = re.compile(r"'([^']*)'(?::\((\d+)\)(\d+))?")
-
-
-def parse_replica_groups(text: str, device_ids: list[int] | None = None) -> list[list[int]] | None:
-    """The device groups a ``replica_groups`` attribute lists, in any of XLA's three forms.
-
-    ``{{0,1},{2,3}}`` (explicit), ``[2,4]<=[8]`` / ``[4,2]<=[2,4]T(1,0)`` (iota:
-    reshape iota(N) to the dims, transpose, reshape to groups x size) and
-    ``mesh['a'=2,'b'=4] {'a'}`` (devices of a mesh that differ only along the
-    listed axes). ``{}`` gives ``[]`` (one group of all devices, by XLA's
-    convention); text in none of these forms gives None.
-    """
-    import numpy as np
-
-    t = text.strip()
-    if t.startswith("{"):
-        inner = t[1:-1].strip()
-        if not inner:
-            return []
-        try:
-            return [[int(x) for x in g.split(",") if x.strip()] for g in re.findall(r"\{([^{}]*)\}", inner)]
-        except ValueError:
-            return None
-    m = _IOTA_GROUPS_RE.match(t)
-    if m:
-        n_groups, size = int(m.group(1)), int(m.group(2))
-        dims = [int(x) for x in m.group(3).split(",") if x]
-        perm = [int(x) for x in m.group(4).split(",") if x] if m.group(4) else list(range(len(dims)))
-        total = math.prod(dims)
-        # Forms that do not fit (group count x size != device count, a bad transpose) are unreadable.
-        if total != n_groups * size or total > MAX_DEVICES or sorted(perm) != list(range(len(dims))):
-            return None
-        ids = np.arange(total).reshape(dims).transpose(perm)
-        return ids.reshape(n_groups, size).tolist()
-    m = _MESH_RE.match(t)
-    if m:
-        try:
-            return _mesh_groups(m, device_ids)
-        except (ValueError, IndexError, OverflowError, ZeroDivisionError):  # a mesh that does not fit its axes
-            return None
-    return None
-
-
-def _mesh_groups(m: re.Match, device_ids: list[int] | None) -> list[list[int]] | None:
-    """Groups of a ``mesh[...] {axes}`` form (see parse_replica_groups)."""
-    import numpy as np
-
-    axes = [(name, int(size)) for name, size in _MESH_AXIS_RE.findall(m.group(1))]
-    # split every axis into (pre, size, post) pieces so sub-axes can be picked out
-    pieces: list[tuple[str, int, int]] = []  # (axis, pre_size, size) per reshaped dim
-    wanted = _GROUP_AXIS_RE.findall(m.group(2))
-    splits: dict[str, list[int]] = {}
-    for name, pre, size in wanted:
-        if pre:
-            splits.setdefault(name, []).append(int(pre))
-            splits[name].append(int(pre) * int(size))
-    for name, full in axes:
-        cuts = sorted({1, full, *splits.get(name, [])})
-        for lo, hi in pairwise(cuts):
-            pieces.append((name, lo, hi // lo))
-        if full == 1:
-            pieces.append((name, 1, 1))
-    total = math.prod(s for _, s in axes) if axes else 1
-    if total > MAX_DEVICES:
-        return None
-    ids = np.asarray(device_ids if device_ids is not None else np.arange(total))
-    ids = ids.reshape([p[2] for p in pieces] or [1])
-    group_dims: list[int] = []
-    for name, pre, size in wanted:
-        for i, (pname, ppre, psize) in enumerate(pieces):
-            if pname != name:
-                continue
-            if not pre or (ppre >= int(pre) and ppre * psize <= int(pre) * int(size)):
-                group_dims.append(i)
-    other = [i for i in range(len(pieces)) if i not in group_dims]
-    group_size = int(np.prod([pieces[i][2] for i in group_dims])) if group_dims else 1
-    return ids.transpose(other + group_dims).reshape(-1, group_size).tolist()
 
 
 def apply_stack_frames(module: HloModule) -> None:
@@ -752,13 +472,6 @@ def apply_stack_frames(module: HloModule) -> None:
                 md["source_function"] = frame[2]
 
 
-def _balanced(s: str) -> bool:
-    """True when the brackets of ``s`` (outside string literals) balance out."""
-    if s.count("{") == s.count("}") and s.count("(") == s.count(")") and s.count('"') % 2 == 0:
-        return True  # fast path; strings holding brackets are checked below
-    bare = _STRING_RE.sub("", s)
-    depth = sum(bare.count(c) for c in "{[(") - sum(bare.count(c) for c in "}])")
-    return depth <= 0 and (s.count('"') - s.count('\\"')) % 2 == 0
 
 
 # ---------------------------------------------------------------------------

@@ -1,7 +1,8 @@
-"""numba kernels of xspace_fast: the XLine / XEvent / XStat wire format walked byte by byte.
+"""numba kernels of the compiled tier: the XLine / XEvent / XStat wire format walked byte by byte, and
+the nesting of a line's events (loaded by native.loader; called by xspace.fast and tables.nesting).
 
 Imported only when numba is installed (it raises ImportError otherwise).
-Every kernel returns an error code instead of raising (see xspace_fast._ERRORS).
+Every kernel returns an error code instead of raising (see xspace.fast._ERRORS).
 """
 
 import numpy as np
@@ -38,7 +39,7 @@ def slices_equal(buf, starts, ends, ref_starts, ref_ends):
 # for each wanted stat id one column of (kind, bits, size), in one pass over
 # the line's bytes. Every read is bounded by the message that holds it (no
 # padding, no reads past a message); an error code is returned instead of
-# raising (see xspace_fast._ERRORS).
+# raising (see xspace.fast._ERRORS).
 
 
 # The loops over a line (line_head, event_position, decode_wide) call only
@@ -232,7 +233,7 @@ def decode_wide(buf, p0, n, first_event, wanted, mid, off, dur, kind, bits, size
     stat id k: kind[k] (int8: 0 absent, 1 no value, else the XStat value field
     number), bits[k] (the varint / fixed value, or where a string starts in
     `buf`), size[k] (uint32 string length); returns (events read, error code:
-    see xspace_fast._ERRORS; the count is meaningless then). The columns come
+    see xspace.fast._ERRORS; the count is meaningless then). The columns come
     zeroed. A stat whose leading metadata id is not wanted is skipped unread;
     else its last metadata id picks the column (none wanted: not kept); a stat
     repeated in an event: the last one counts. Threads may fill disjoint
@@ -418,7 +419,7 @@ def decode_wide(buf, p0, n, first_event, wanted, mid, off, dur, kind, bits, size
     return i - first_event, err
 
 
-# ---------------------------------------------------------------- nesting (xplane.self_times)
+# ---------------------------------------------------------------- nesting (tables.nesting.self_times)
 
 
 @njit(cache=True, nogil=True)
@@ -426,7 +427,7 @@ def nested_children(s, e, ends, children, last):
     """Per event, the time its directly nested events cover (into ``children``, zeroed), for events in
     (start, longest first) order (``ends``: the events' ends, sorted; ``last``: n entries of -1).
 
-    The same definition as xplane.self_times' vectorized pass, in one walk: an
+    The same definition as tables.nesting's vectorized pass, in one walk: an
     event's depth is the number of earlier events still open at its start (ends
     sorted, counted with a pointer that only moves forward, as starts only
     grow), its parent the last event seen one level up, and the part of the
@@ -450,7 +451,7 @@ def nested_children(s, e, ends, children, last):
 
 @njit(cache=True, nogil=True)
 def self_times_in_order(start, duration, out, heap, last):
-    """xplane.self_times of a line whose events of positive length are in (start, longest first) order,
+    """tables.nesting.self_times of a line whose events of positive length are in (start, longest first) order,
     straight from its columns into ``out``; returns False (``out`` unspecified) when they are not.
     ``heap``, ``last``: room for as many numbers as events (only what the nesting needs is touched).
 

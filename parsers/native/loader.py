@@ -43,7 +43,7 @@ on_compile: Callable[[bool], None] | None = None
 @lru_cache(maxsize=1)
 def kernels():
     """The kernels: their machine code linked without numba where a process built it before
-    (xspace_native), else through numba (which then builds that file for the next processes)."""
+    (native.linker), else through numba (which then builds that file for the next processes)."""
     from traceview.parsers.native import linker
 
     with _LOAD_LOCK:

@@ -36,6 +36,7 @@ from traceview.parsers.xspace.schema import (
     XPlaneRaw,
     decode_events,
     decode_wide,
+    field_span,
     varint_bytes,
 )
 
@@ -189,42 +190,17 @@ def _field_at(fh, pos: int, limit: int) -> tuple[int, int, int, int] | None:
     is malformed or runs past `limit`."""
     fh.seek(pos)
     head = fh.read(min(20, limit - pos))
-    tag, at = _varint_at(head, 0)
-    if tag is None or tag >> 3 == 0:
+    try:
+        number, wire, start, end = field_span(head, 0)
+    except WireError:
         return None
-    number, wire = tag >> 3, tag & 7
-    if wire == 0:
-        value, after = _varint_at(head, at)
-        if value is None:
-            return None
-        start, end = pos + at, pos + after
-    elif wire == 2:
-        length, after = _varint_at(head, at)
-        if length is None:
-            return None
-        start = pos + after
-        end = start + length
-    elif wire in (1, 5):
-        start = pos + at
-        end = start + (8 if wire == 1 else 4)
-    else:
+    if number == 0 or pos + end > limit:
         return None
-    return (number, wire, start, end) if end <= limit else None
-
-
-def _varint_at(data: bytes, at: int) -> tuple[int | None, int]:
-    """(value, position after it) of the varint at `at`; value None when it runs past `data` or 10 bytes."""
-    value = shift = 0
-    for i in range(at, min(len(data), at + 10)):
-        value |= (data[i] & 0x7F) << shift
-        if data[i] < 0x80:
-            return value, i + 1
-        shift += 7
-    return None, at
+    return number, wire, pos + start, pos + end
 
 
 def allocator_events_of_plane(plane, host: str, where: str) -> pd.DataFrame:
-    """The allocator events of one host plane (raw protobuf, or read by xspace_fast), as columns: no Python
+    """The allocator events of one host plane (raw protobuf, or read by xspace.fast), as columns: no Python
     object per event."""
     md_names = {k: v.name for k, v in plane.event_metadata.items()}
     kinds = {k: ("alloc" if n == ALLOCATION else "free") for k, n in md_names.items()
@@ -265,8 +241,8 @@ def allocator_events_of_plane(plane, host: str, where: str) -> pd.DataFrame:
 
 
 def _line_columns(line, prefixes: tuple[bytes, ...], wanted: np.ndarray, where: str):
-    """A line's events with the wanted stats as columns (xspace_schema.decode_wide), or None when none of
-    its events can be an allocator event. A line read by xspace_fast is decoded whole (compiled); a raw
+    """A line's events with the wanted stats as columns (schema.decode_wide), or None when none of
+    its events can be an allocator event. A line read by xspace.fast is decoded whole (compiled); a raw
     line, or one with a malformed event anywhere (decoded the raw way then, so the error is the same),
     only its events that may be allocator events."""
     if hasattr(line.events, "decode_wide"):
@@ -290,7 +266,7 @@ def _prefixes(kinds: dict[int, str]) -> tuple[bytes, ...]:
 
 def _candidates(line, prefixes: tuple[bytes, ...]) -> list[bytes]:
     """A line's events that may be allocator events, as bytes: those whose metadata id is an allocator
-    event's (varints are prefix-free), and any written otherwise. A line read by xspace_fast keeps no
+    event's (varints are prefix-free), and any written otherwise. A line read by xspace.fast keeps no
     per-event bytes: its own bytes are parsed for them."""
     events = line.events
     if hasattr(events, "data"):

@@ -54,7 +54,7 @@ class EventRegion:
         return self.count
 
     def decode_wide(self, stat_ids: np.ndarray) -> WideEvents:
-        """Per-event columns and one column per wanted stat (xspace_schema.decode_wide), in one compiled pass;
+        """Per-event columns and one column per wanted stat (schema.decode_wide), in one compiled pass;
         a large line in parts on as many threads as the process has cores (share_cores)."""
         k = loader.kernels()
         ids = np.ascontiguousarray(stat_ids, dtype=np.int64)

@@ -13,7 +13,7 @@ from traceview.parsers import compressed
 from traceview.parsers.compressed import read_limited
 from traceview.parsers.remote import url_of
 from traceview.parsers.xspace.lenient import repair_utf8
-from traceview.parsers.xspace.schema import WireError, XSpaceRaw
+from traceview.parsers.xspace.schema import WireError, XSpaceRaw, field_span
 
 if TYPE_CHECKING:
     from traceview.parsers.xspace.mapped import MappedFile
@@ -30,7 +30,7 @@ _START_STAT = "profile_start_time"
 
 
 def _parse_space(data: bytes, fast: bool | None, mapped: MappedFile | None = None):
-    """XSpaceRaw (pure path), or xspace_fast's FastSpace for large files when numba is there (`fast`: force);
+    """XSpaceRaw (pure path), or xspace.fast's FastSpace for large files when numba is there (`fast`: force);
     `data` is `mapped`'s bytes when the file is mapped (its decoded pages are then dropped as it goes)."""
     if fast is None:
         fast = len(data) >= _FAST_MIN_BYTES
@@ -157,49 +157,22 @@ def file_capture_time(path: str | Path) -> datetime | None:
         return None
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    for _ in range(10):
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-    raise ValueError("varint longer than 10 bytes")
-
-
-def _skip(data: bytes, pos: int, wire: int) -> tuple[int, int]:
-    """(start, end) of the value of a field of this wire type at pos."""
-    if wire == 0:
-        return pos, _varint(data, pos)[1]
-    if wire == 1:
-        return pos, pos + 8
-    if wire == 5:
-        return pos, pos + 4
-    if wire == 2:
-        length, start = _varint(data, pos)
-        return start, start + length
-    raise ValueError("unsupported wire type")
-
-
 def _find_plane(data: bytes, name: str) -> bytes | None:
-    """The serialized XPlane called `name` (XSpace field 1), or None; raises ValueError/IndexError on bad bytes."""
+    """The serialized XPlane called `name` (XSpace field 1), or None; raises ValueError (WireError) on bad
+    bytes."""
     want = name.encode()
     pos, n = 0, len(data)
     while pos < n:
-        tag, pos = _varint(data, pos)
-        start, end = _skip(data, pos, tag & 7)
+        number, wire, start, end = field_span(data, pos)
         if end > n:
             raise ValueError("field past the end")
-        if tag == (1 << 3 | 2):  # planes
+        if (number, wire) == (1, 2):  # planes
             p = start
             while p < end:
-                ptag, p = _varint(data, p)
-                s, e = _skip(data, p, ptag & 7)
+                pnumber, pwire, s, e = field_span(data, p)
                 if e > end:
                     raise ValueError("field past the end of its plane")
-                if ptag == (2 << 3 | 2):  # XPlane.name
+                if (pnumber, pwire) == (2, 2):  # XPlane.name
                     if data[s:e] == want:
                         return data[start:end]
                     break

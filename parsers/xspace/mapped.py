@@ -3,7 +3,7 @@
 Read into a bytes object, a 118 MB file stays in the process until its tables
 are built, beside its decoded columns. Mapped, a page of it is in the process
 from the walk that touches it until that range is decoded: the compiled reader
-(xspace_fast) hands each decoded range back (:meth:`MappedFile.drop`,
+(xspace.fast) hands each decoded range back (:meth:`MappedFile.drop`,
 ``madvise(MADV_DONTNEED)``); the page stays in the kernel's page cache and a
 later touch maps it again, so nothing is lost, only no longer counted.
 

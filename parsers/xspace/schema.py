@@ -83,7 +83,7 @@ _MESSAGES: list[tuple[str, list[tuple]]] = [
 _RAW_NAMES = {"XSpace": "XSpaceRaw", "XPlane": "XPlaneRaw", "XLine": "XLineRaw"}
 
 
-# And with each plane's lines left as raw bytes, for the compiled line walk (xspace_fast).
+# And with each plane's lines left as raw bytes, for the compiled line walk (xspace.fast).
 _LINES_NAMES = {"XSpace": "XSpaceLines", "XPlane": "XPlaneLines"}
 
 
@@ -226,7 +226,7 @@ class WideEvents:
 
 
 def decode_wide(raw_events, stat_ids: np.ndarray) -> WideEvents:
-    """A line's events (XLineRaw.events, or xspace_fast's EventRegion) with the given stats as columns.
+    """A line's events (XLineRaw.events, or xspace.fast's EventRegion) with the given stats as columns.
 
     A stat is kept when its leading metadata id (if it starts with one) and
     its last metadata id are wanted; the compiled decoder follows the same rule.
@@ -307,6 +307,37 @@ def varint_bytes(value: int) -> bytes:
             out.append(byte)
             return bytes(out)
         out.append(byte | 0x80)
+
+
+def read_varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """(value, position after it) of the protobuf varint at ``pos``; WireError when it runs past ``data``
+    or over 10 bytes. One at a time, in Python: for the few fields read outside the line decoders (the
+    vectorized :func:`_varints` reads one varint at each of many positions, the compiled kernels their own)."""
+    value = shift = 0
+    stop = min(len(data), pos + 10)
+    for i in range(pos, stop):
+        byte = data[i]
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, i + 1
+        shift += 7
+    raise WireError("varint longer than 10 bytes" if stop == pos + 10 else "varint runs past its message")
+
+
+def field_span(data: bytes | memoryview, pos: int) -> tuple[int, int, int, int]:
+    """(field number, wire type, value start, value end) of the field whose tag is at ``pos``; WireError
+    when a varint is malformed or the wire type is none of varint, fixed64, length-delimited, fixed32.
+    The end may lie past ``data``: the caller checks it against the message that holds the field."""
+    tag, at = read_varint(data, pos)
+    number, wire = tag >> 3, tag & 7
+    if wire == 0:
+        return number, wire, at, read_varint(data, at)[1]
+    if wire in (1, 5):
+        return number, wire, at, at + (8 if wire == 1 else 4)
+    if wire == 2:
+        length, start = read_varint(data, at)
+        return number, wire, start, start + length
+    raise WireError("unsupported wire type")
 
 
 def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

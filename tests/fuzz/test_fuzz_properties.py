@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from traceview.errors import HloError, TraceError, UserError
-from traceview.parsers.hlo.text import parse_hlo_text, parse_replica_groups
+from traceview.parsers.hlo.replica_groups import parse_replica_groups
+from traceview.parsers.hlo.text import parse_hlo_text
 from traceview.parsers.xspace.reader import read_xplane
 from traceview.parsers.xspace.schema import XSpace
 from traceview.render.escape import markdown_text, terminal_text, xml_text

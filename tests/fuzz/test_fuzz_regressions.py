@@ -23,8 +23,9 @@ from traceview.cli import main
 from traceview.errors import HloError, UserError
 from traceview.parsers.hlo.checks import check_module
 from traceview.parsers.hlo.proto import modules_from_trace_protos, parse_hlo_proto
+from traceview.parsers.hlo.replica_groups import parse_replica_groups
 from traceview.parsers.hlo.schema import message_class
-from traceview.parsers.hlo.text import parse_hlo_text, parse_replica_groups
+from traceview.parsers.hlo.text import parse_hlo_text
 from traceview.parsers.profile import Device
 from traceview.parsers.xspace.reader import read_xplane
 from traceview.parsers.xspace.schema import XSpace
@@ -337,7 +338,7 @@ def test_impossible_shapes_are_clean_errors(shape, words):
 
 
 def test_huge_trip_count_is_unknown_not_an_overflow():
-    from traceview.cost.attrs import known_trip_count
+    from traceview.parsers.hlo.attributes import known_trip_count
 
     assert known_trip_count('{"known_trip_count":{"n":"' + "9" * 400 + '"}}') is None
     assert known_trip_count('{"known_trip_count":{"n":"-3"}}') is None

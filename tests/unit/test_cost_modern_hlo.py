@@ -18,7 +18,8 @@ import pytest
 from traceview.cost import instruction_costs, module_totals
 from traceview.cost.trip_count import solve
 from traceview.parsers.hlo.dump import load_hlo_modules
-from traceview.parsers.hlo.text import parse_hlo_text, strip_comments
+from traceview.parsers.hlo.syntax import strip_comments
+from traceview.parsers.hlo.text import parse_hlo_text
 
 
 def _row(df, name):

@@ -10,7 +10,8 @@ import pytest
 
 from traceview.errors import HloError
 from traceview.parsers.hlo.proto import parse_hlo_proto, read_hlo_proto
-from traceview.parsers.hlo.text import parse_replica_groups, read_hlo_text
+from traceview.parsers.hlo.replica_groups import parse_replica_groups
+from traceview.parsers.hlo.text import read_hlo_text
 
 # ---------------------------------------------------------------------------
 # A minimal protobuf wire-format reader/writer, independent of parsers/hlo/schema.py:

@@ -10,7 +10,8 @@ import pytest
 
 from traceview.errors import HloError, UserError
 from traceview.parsers.hlo.proto import shape_to_text
-from traceview.parsers.hlo.text import parse_hlo_text, parse_replica_groups, read_hlo_text
+from traceview.parsers.hlo.replica_groups import parse_replica_groups
+from traceview.parsers.hlo.text import parse_hlo_text, read_hlo_text
 
 TPU_FILES = ("reference_hlo_llama3_8b.txt", "reference_hlo_qwen3_1.7b.txt", "reference_hlo_deepseek3.txt")
 

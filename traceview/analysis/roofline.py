@@ -159,34 +159,40 @@ def collective_time_ps(kind: np.ndarray, payload: np.ndarray, group: np.ndarray,
         m = np.floor(N / 2)
         ic = chip.interconnect
 
-        def switch_like(E: float | None) -> list[np.ndarray]:
+        def ring(ag: np.ndarray, all_to_all: np.ndarray, permute: np.ndarray) -> dict[str, np.ndarray]:
+            """The time of each pattern from an all-gather's, an all-to-all's and a one-hop permute's."""
+            return {"all-gather": ag, "reduce-scatter": ag, "all-reduce": 2 * ag, "all-to-all": all_to_all,
+                    "permute": permute}
+
+        def switch_like(E: float | None) -> dict[str, np.ndarray]:
             E = np.nan if E is None else E
             ag = V * f / E
-            return [ag, ag, 2 * ag, ag, V / E]
+            return ring(ag, ag, V / E)
 
         if ic is None:
-            local = [np.full(n, np.nan)] * (len(COLLECTIVE_PATTERNS) - 1)
+            unknown = np.full(n, np.nan)
+            local = ring(unknown, unknown, unknown)
         elif ic.topology.endswith("torus"):
             W = np.nan if ic.link_bandwidth is None else ic.link_bandwidth
             directions = np.full(n, 2.0) if ring_directions is None else np.where(
                 np.isnan(ring_directions), 2.0, ring_directions)
             ag = V * f / (directions * W)
-            local = [ag, ag, 2 * ag, (V / N) * m * (m + 1) / 2 / W, V / W]
+            local = ring(ag, (V / N) * m * (m + 1) / 2 / W, V / W)
         elif ic.topology == "full_mesh":
             W = np.nan if ic.link_bandwidth is None else ic.link_bandwidth
             L = np.nan if ic.links is None else ic.links
             ag = V * f / (np.minimum(N - 1, L) * W)
-            local = [ag, ag, 2 * ag, ag, V / W]
+            local = ring(ag, ag, V / W)
         else:
             local = switch_like(ic.egress_bandwidth)
         dcn = switch_like(chip.dcn_bandwidth)
-        host = V / (np.nan if chip.pcie_bandwidth is None else chip.pcie_bandwidth)
-        local, dcn = list(local) + [host], list(dcn) + [host]
+        local["host-transfer"] = dcn["host-transfer"] = V / (np.nan if chip.pcie_bandwidth is None
+                                                             else chip.pcie_bandwidth)
 
-    for index in range(len(COLLECTIVE_PATTERNS)):
+    for index, pattern in enumerate(COLLECTIVE_PATTERNS):  # kind holds positions in COLLECTIVE_PATTERNS
         rows = kind == index
         if rows.any():
-            t[rows] = np.where(crosses_dcn, dcn[index], local[index])[rows]
+            t[rows] = np.where(crosses_dcn, dcn[pattern], local[pattern])[rows]
     t *= PS_PER_S
     bad_kind = kind == -2
     host_kind = kind == COLLECTIVE_PATTERNS.index("host-transfer")

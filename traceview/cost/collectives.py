@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from traceview.cost import attrs as A
 from traceview.cost.shapes import byte_size, leaves
 from traceview.parsers.hlo.model import HloModule, Instruction, Shape
 from traceview.vocabulary import COLLECTIVE_OPCODES
@@ -108,7 +107,7 @@ def _host_transfer(inst: Instruction, opcode: str) -> CollectiveInfo | None:
 def _ring_directions(inst: Instruction) -> int | None:
     """1 or 2 when the TPU backend_config names the ring algorithm XLA chose
     (collective_algorithm_config.strategy, e.g. "UniDirection1DRingStrategy"), else None."""
-    config = A.backend_config(inst.backend_config or inst.attributes.get("backend_config"))
+    config = inst.typed.backend_config
     strategy = str((config.get("collective_algorithm_config") or {}).get("strategy", ""))
     if strategy.startswith("UniDirection"):
         return 1
@@ -125,11 +124,10 @@ def _result(inst: Instruction) -> Shape:
 
 
 def _groups(inst: Instruction, kind: str, module: HloModule) -> tuple[list[list[int]] | None, int | None]:
-    attrs = inst.attributes
     if kind in ("collective-permute", "send", "recv"):
-        pairs = A.source_target_pairs(attrs.get("source_target_pairs"))
+        pairs = inst.typed.source_target_pairs
         return ([list(p) for p in pairs] if pairs else None), 2
-    decoded = A.replica_groups(attrs.get("replica_groups"))
+    decoded = inst.typed.replica_groups
     if decoded:
         return [list(g) for g in decoded], len(decoded[0])
     # "{}" or absent: every device of the program takes part.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from traceview.cost.attrs import ConvDims, WindowDim
+from traceview.parsers.hlo.attributes import ConvDims, WindowDim
 
 FMA_FLOPS = 2
 

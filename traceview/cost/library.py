@@ -32,7 +32,6 @@ import math
 import re
 from typing import Any
 
-from traceview.cost import attrs as A
 from traceview.cost.flops import conv_flops, dot_flops
 from traceview.cost.record import Cost
 from traceview.cost.shapes import byte_size, elements, leaves
@@ -67,7 +66,7 @@ def library_call_cost(inst: Instruction, operands: list[Shape]) -> Cost | None:
     target = inst.custom_call_target or ""
     if target in _ANNOTATIONS:
         return Cost(note=f"compiler annotation {target}: no work")
-    config = A.backend_config(inst.backend_config)
+    config = inst.typed.backend_config
     if _GEMM_RE.match(target):
         return _gemm(inst, operands, config)
     if _CONV_RE.match(target):
@@ -117,7 +116,7 @@ def _gemm(inst: Instruction, operands: list[Shape], config: dict) -> Cost | None
 
 
 def _conv(inst: Instruction, operands: list[Shape], target: str) -> Cost | None:
-    dims = A.conv_dims(inst.attributes.get("dim_labels"))
+    dims = inst.typed.conv_dims
     outs = kernel_outputs(inst)
     if dims is None or len(operands) < 2 or not outs:
         return None
@@ -127,9 +126,9 @@ def _conv(inst: Instruction, operands: list[Shape], target: str) -> Cost | None:
         lhs, rhs, out = operands[0], outs[0], operands[1]
     else:                                # forward (and fused bias/activation forward)
         lhs, rhs, out = operands[0], operands[1], outs[0]
-    flops = conv_flops(lhs.dims, rhs.dims, out.dims, dims, A.window(inst.attributes.get("window")),
-                       A.int_attr(inst.attributes, "feature_group_count", 1),
-                       A.int_attr(inst.attributes, "batch_group_count", 1))
+    flops = conv_flops(lhs.dims, rhs.dims, out.dims, dims, inst.typed.window,
+                       inst.typed.feature_group_count,
+                       inst.typed.batch_group_count)
     return _io(operands, outs, flops, f"library convolution ({target})")
 
 

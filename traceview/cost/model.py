@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from traceview.cost import attrs as A
 from traceview.cost.flops import conv_flops, dot_flops
 from traceview.cost.library import kernel_outputs, library_call_cost
 from traceview.cost.record import Cost
@@ -200,7 +199,7 @@ class ModuleAnalysis:
             # A ragged dot does the work of a dense dot of its output (each row meets one group);
             # XLA's own count for it drops an output dimension, which undercounts. A scaled dot
             # (block-scaled operands) counts as the dot it is, as XLA's HandleScaledDot does.
-            f = dot_flops(operands[0].dims, elements(shape), A.int_list(inst.attributes.get("lhs_contracting_dims")))
+            f = dot_flops(operands[0].dims, elements(shape), inst.typed.lhs_contracting_dims)
             return _io(read, out, f)
         if op == "convolution":
             return _io(read, out, self._conv_flops(inst, operands[0], operands[1], shape))
@@ -261,7 +260,7 @@ class ModuleAnalysis:
         return _io(read, out, sub.flops * n, sub.transcendentals * n)
 
     def _reduce_window(self, inst, operands, read, out) -> Cost:
-        win = A.window(inst.attributes.get("window"))
+        win = inst.typed.window
         shape = inst.shape.tuple_shapes[0] if inst.shape.is_tuple else inst.shape
         window_elements = math.prod(w.size for w in win)
         out_n = elements(shape)
@@ -286,7 +285,7 @@ class ModuleAnalysis:
     def _select_and_scatter(self, inst, operands, read, out) -> Cost:
         select, scatter = self._sub(inst, "select", 0), self._sub(inst, "scatter", 1)
         n = elements(operands[1])
-        taps = math.prod(w.size for w in A.window(inst.attributes.get("window")))
+        taps = math.prod(w.size for w in inst.typed.window)
         flops = select.flops * n * (taps - 1) + scatter.flops * n
         trans = select.transcendentals * n * (taps - 1) + scatter.transcendentals * n
         return _io(read, out, flops, trans)
@@ -311,7 +310,7 @@ class ModuleAnalysis:
 
     def _fft(self, inst, operands, read, out) -> Cost:
         real = operands[0].tuple_shapes[0] if operands[0].is_tuple else operands[0]
-        logs = math.prod(int(math.log2(d)) if d > 0 else 0 for d in A.int_list(inst.attributes.get("fft_length")))
+        logs = math.prod(int(math.log2(d)) if d > 0 else 0 for d in inst.typed.fft_length)
         return _io(read, out, 2 * 4 * logs * elements(real))
 
     def _all_reduce(self, inst, operands, read, out) -> Cost:
@@ -348,18 +347,18 @@ class ModuleAnalysis:
         return Cost(a.dims[-1] * elements(a) // 3, 0, half, half, 2 * half)
 
     def _transpose_is_bitcast(self, inst: Instruction, operand: Shape) -> bool:
-        perm = A.int_list(inst.attributes.get("dimensions"))
+        perm = inst.typed.dimensions
         if len(perm) != len(inst.shape.dims):
             return False
         return tuple(perm[d] for d in minor_to_major(inst.shape)) == minor_to_major(operand)
 
     def _conv_flops(self, inst: Instruction, lhs: Shape, rhs: Shape, out: Shape) -> float:
-        dims = A.conv_dims(inst.attributes.get("dim_labels"))
+        dims = inst.typed.conv_dims
         if dims is None:
             return 0.0
-        return conv_flops(lhs.dims, rhs.dims, out.dims, dims, A.window(inst.attributes.get("window")),
-                          A.int_attr(inst.attributes, "feature_group_count", 1),
-                          A.int_attr(inst.attributes, "batch_group_count", 1))
+        return conv_flops(lhs.dims, rhs.dims, out.dims, dims, inst.typed.window,
+                          inst.typed.feature_group_count,
+                          inst.typed.batch_group_count)
 
     # -- fusion ------------------------------------------------------------------------
     def _fusion(self, inst: Instruction) -> Cost:
@@ -416,7 +415,7 @@ class ModuleAnalysis:
             total = 0.0
             for i, _ in enumerate(param.shape.tuple_shapes):
                 gte = next((u for u in idx.users.get(param.name, ()) if u.opcode == "get-tuple-element"
-                            and A.int_attr(u.attributes, "index", -1) == i), param)
+                            and u.typed.index == i), param)
                 total += self._read_bytes_of(gte, fused, idx) if gte is not param else 0.0
             return total
         return self._read_bytes_of(param, fused, idx)
@@ -444,7 +443,7 @@ class ModuleAnalysis:
                 if nested is not None:
                     nidx = self.index(nested)
                     params = [p for p in nested.instructions if p.opcode == "parameter"]
-                    params.sort(key=lambda p: A.int_attr(p.attributes, "parameter_number", 0))
+                    params.sort(key=lambda p: p.typed.parameter_number)
                     for pos, name in enumerate(user.operands):
                         if name == node.name and pos < len(params):
                             inner = params[pos]

@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from traceview.cost import attrs as A
 from traceview.parsers.hlo.model import Computation, Instruction
 
 # Ops that hand a scalar through unchanged (as far as the counter is concerned).
@@ -61,7 +60,7 @@ class _Resolver:
             return None
         op = inst.opcode
         if op == "parameter":
-            number = A.int_attr(inst.attributes, "parameter_number", 0)
+            number = inst.typed.parameter_number
             if env is None:
                 return ("loop",) if number == 0 else None
             return env.get(number)
@@ -71,7 +70,7 @@ class _Resolver:
             return self.term(comp, inst.operands[0], env, depth + 1)
         if op == "get-tuple-element" and inst.operands:
             base = self.term(comp, inst.operands[0], env, depth + 1)
-            index = A.int_attr(inst.attributes, "index", -1)
+            index = inst.typed.index
             if base == ("loop",):
                 return ("iv", index)
             if base is not None and base[0] == "tuple" and 0 <= index < len(base[1]):
@@ -215,7 +214,7 @@ def while_trip_count(inst: Instruction, parent: Computation, cond: Computation |
                      called: Callable[[Instruction, str, int], Computation | None],
                      by_name: Callable[[Computation], dict[str, Instruction]]) -> TripCount:
     """``known_trip_count`` from backend_config when XLA wrote one, else the structural count."""
-    known = A.known_trip_count(inst.backend_config)
+    known = inst.typed.known_trip_count
     if known is not None:
         return TripCount(known, "backend_config")
     inferred = structural_trip_count(inst, parent, cond, body, called, by_name)

@@ -27,9 +27,9 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from traceview.cost import attrs as A
 from traceview.cost.library import is_library_call
 from traceview.cost.shapes import leaves
+from traceview.parsers.hlo import attributes as A
 from traceview.parsers.hlo.model import Computation, HloModule, Instruction, Shape
 
 PASS_THROUGH = ("bitcast", "copy", "convert", "reshape", "transpose", "get-tuple-element", "all-reduce-done",

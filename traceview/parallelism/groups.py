@@ -15,15 +15,15 @@ XLA's collective_ops_utils):
   emits): flattened ids, ``replica * num_partitions + partition``.
 
 The decoding of the three textual forms (explicit, iota, mesh) is the HLO
-reader's (``parsers.hlo.text.parse_replica_groups`` via ``cost.attrs``).
+reader's (``parsers.hlo.replica_groups.parse_replica_groups`` via ``parsers.hlo.attributes``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from traceview.cost import attrs as A
 from traceview.cost.collectives import collective_kind
+from traceview.parsers.hlo import attributes as A
 from traceview.parsers.hlo.model import HloModule, Instruction
 
 POINT_TO_POINT = ("collective-permute", "send", "recv")

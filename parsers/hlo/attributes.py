@@ -1,17 +1,22 @@
-"""Decoders for the raw attribute text the HLO readers keep (``Instruction.attributes``).
+"""HLO instruction attributes as typed values: :class:`Attributes` (``Instruction.typed``), and the
+decoders it uses.
 
-Values are as XLA prints them: ``{1,2}``, ``{size=3x3 stride=2x2 pad=1_1x1_1}``,
-``b01f_01io->b01f``, ``{{0,1},{2,3}}``, ``[2,4]<=[8]``, ...
+Both readers keep every attribute as the text XLA prints (``Instruction.attributes``; the proto reader
+writes a proto's fields that way, :mod:`traceview.parsers.hlo.proto_attributes`), so one decoder per
+attribute serves both sources: ``{1,2}``, ``{size=3x3 stride=2x2 pad=1_1x1_1}``, ``b01f_01io->b01f``,
+``{{0,1},{2,3}}``, ``[2,4]<=[8]``, ... Each attribute is decoded the first time it is read and kept
+with its instruction; decoders of texts that repeat across instructions are cached by text.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
-from traceview.parsers.hlo.text import parse_replica_groups
+from traceview.parsers.hlo.replica_groups import parse_replica_groups
 
 _INT_RE = re.compile(r"-?\d+")
 
@@ -24,7 +29,7 @@ def int_list(text: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in _INT_RE.findall(text))
 
 
-def int_attr(attrs: dict[str, str], key: str, default: int) -> int:
+def int_attr(attrs: Mapping[str, str], key: str, default: int) -> int:
     value = attrs.get(key)
     if value is None:
         return default
@@ -146,3 +151,78 @@ def known_trip_count(text: str | None) -> int | None:
         return None
     # A count no loop can run (negative, or past what float64 counts exactly) is corrupt: unknown.
     return trips if 0 <= trips <= 1 << 53 else None
+
+
+class Attributes:
+    """The attributes of one instruction that the cost model and the views read, as typed values.
+
+    Each property decodes its attribute from the instruction's attribute text the first time it is read
+    (``raw``: the text by key; ``backend_config``: the instruction's backend config text) and keeps it.
+    An absent attribute reads as XLA's default: an empty tuple, the count 1, or None where no default
+    exists.
+    """
+
+    def __init__(self, raw: Mapping[str, str], backend_config: str | None) -> None:
+        self._raw = raw
+        self._backend_config = backend_config
+
+    def _ints(self, key: str) -> tuple[int, ...]:
+        return int_list(self._raw.get(key))
+
+    @cached_property
+    def window(self) -> tuple[WindowDim, ...]:
+        """Per spatial dimension: size, stride, padding, dilations (convolutions, reduce-window)."""
+        return window(self._raw.get("window"))
+
+    @cached_property
+    def conv_dims(self) -> ConvDims | None:
+        """A convolution's dimension numbers, from ``dim_labels``."""
+        return conv_dims(self._raw.get("dim_labels"))
+
+    @cached_property
+    def feature_group_count(self) -> int:
+        return int_attr(self._raw, "feature_group_count", 1)
+
+    @cached_property
+    def batch_group_count(self) -> int:
+        return int_attr(self._raw, "batch_group_count", 1)
+
+    @cached_property
+    def lhs_contracting_dims(self) -> tuple[int, ...]:
+        return self._ints("lhs_contracting_dims")
+
+    @cached_property
+    def dimensions(self) -> tuple[int, ...]:
+        return self._ints("dimensions")
+
+    @cached_property
+    def fft_length(self) -> tuple[int, ...]:
+        return self._ints("fft_length")
+
+    @cached_property
+    def parameter_number(self) -> int:
+        return int_attr(self._raw, "parameter_number", 0)
+
+    @cached_property
+    def index(self) -> int:
+        """A get-tuple-element's index; -1 when absent."""
+        return int_attr(self._raw, "index", -1)
+
+    @cached_property
+    def replica_groups(self) -> tuple[tuple[int, ...], ...] | None:
+        """The device groups: () for ``{}`` (every device), None when absent or unreadable."""
+        return replica_groups(self._raw.get("replica_groups"))
+
+    @cached_property
+    def source_target_pairs(self) -> tuple[tuple[int, int], ...]:
+        return source_target_pairs(self._raw.get("source_target_pairs"))
+
+    @cached_property
+    def backend_config(self) -> dict:
+        """The backend config JSON as a dict; {} when absent or not JSON."""
+        return backend_config(self._backend_config or self._raw.get("backend_config"))
+
+    @cached_property
+    def known_trip_count(self) -> int | None:
+        """A while loop's ``known_trip_count`` from its backend config; None when absent or impossible."""
+        return known_trip_count(self._backend_config)
