@@ -75,13 +75,11 @@ def shared_host(pipeline, chips: int) -> SharedHost | None:
 
 
 def _executions(pipeline) -> pd.DataFrame | None:
+    """Every op execution of the run (device, module, op, start, duration), read again when not kept."""
     prof = pipeline.profile
     if hasattr(prof, "op_executions"):
-        return prof.op_executions()          # kept, else read again from the files
-    ops = getattr(prof, "ops", None)
-    if (ops is None or ops.empty) and getattr(prof, "read_ops", None) is not None:
-        ops = prof.read_ops()
-    return ops
+        return prof.op_executions()
+    return getattr(prof, "ops", None)
 
 
 def _work(pipeline) -> dict[tuple[str, str], float]:
