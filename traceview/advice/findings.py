@@ -21,6 +21,7 @@ from traceview.units import fmt_time_us
 if TYPE_CHECKING:
     from traceview.advice.idle import IdleCauses
     from traceview.advice.stragglers import Stragglers
+    from traceview.analysis.build import PipelineResult
     from traceview.inference.view import InferenceReport
     from traceview.memory.view import MemoryReport
     from traceview.parallelism.report import Parallelism
@@ -73,7 +74,7 @@ class AdviceContext:
     ``overlap``: the devices' op time against their busy time (timeline.overlap), what turns an op-time
     gain into wall time."""
 
-    pipeline: Any
+    pipeline: PipelineResult
     span_ps: float
     active_devices: int
     views: Views = field(default_factory=Views)

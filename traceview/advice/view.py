@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from traceview.advice.findings import Advice, AdviceContext, Provider, Views, ranked
 from traceview.advice.idle import IdleCauses, idle_causes
 from traceview.advice.providers import DEFAULT_PROVIDERS
 from traceview.advice.stragglers import Stragglers, stragglers
+from traceview.analysis.build import PipelineResult
 from traceview.hostreduce.combine import run_activity
 from traceview.timeline.overlap import Overlap
 
@@ -29,7 +29,7 @@ class AdviceReport:
     warnings: list[str] = field(default_factory=list)
 
 
-def advice_report(pipeline: Any, views: Views | None = None,
+def advice_report(pipeline: PipelineResult, views: Views | None = None,
                   providers: Sequence[Provider] = DEFAULT_PROVIDERS) -> AdviceReport:
     """Idle causes and stragglers of ``pipeline`` (``analysis.build.PipelineResult``), then every
     provider's advice, ranked. ``views``: getters of the other views' typed reports (mesh, memory,
