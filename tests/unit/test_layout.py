@@ -32,7 +32,7 @@ def test_the_package_root_holds_the_ground_floor_only():
 
 def test_every_package_sits_on_a_layer():
     """A package missing from the layers contract would be free to import anything: each one is listed."""
-    (layers,) = [c["layers"] for c in _contracts() if c["type"] == "layers"]
+    (layers,) = [c["layers"] for c in _contracts() if c["type"] == "layers" and "containers" not in c]   # the top one
     listed = {name.strip() for line in layers for name in line.split("|")}
     packages = {f"traceview.{p.parent.name}" for p in (ROOT / "traceview").glob("*/__init__.py")}
     packages |= {"traceview.parsers", "traceview.dashboards"}
