@@ -17,6 +17,7 @@ from traceview.hostreduce.part import HostPart
 from traceview.hostreduce.profile import Profile
 from traceview.hostreduce.reader import TablesReader
 from traceview.hostreduce.run_ops import merge_parts, per_step_self_time
+from traceview.hostreduce.step_times import folded, step_times_of
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, Source, empty_frame
 from traceview.render.record import analysis_json
 from traceview.timeline.aggregate import aggregate_ops, step_times
@@ -183,10 +184,12 @@ def profile_of(raw: pd.DataFrame, hosts=None, reader=None) -> Profile:
     (default: from the hosts' tables put end to end)."""
     if hosts is None:
         return Profile.from_tables(SOURCE, raw, empty_frame(HOST_EVENT_COLUMNS), empty_frame(STEP_COLUMNS), [])
-    none = empty_frame(OP_COLUMNS)
-    return Profile(source=SOURCE, devices=[], parts=[HostPart(file="", ops=reduce_ops(h)) for h in hosts],
-                   reader=reader or TablesReader(raw, empty_frame(HOST_EVENT_COLUMNS)),
-                   steps=empty_frame(STEP_COLUMNS), ops=none, host_events=empty_frame(HOST_EVENT_COLUMNS))
+    parts = [HostPart(file="", ops=reduce_ops(h)) for h in hosts]
+    steps = empty_frame(STEP_COLUMNS)
+    return Profile(source=SOURCE, devices=[], parts=parts,
+                   reader=reader or TablesReader(raw, empty_frame(HOST_EVENT_COLUMNS)), steps=steps,
+                   step_times=step_times_of(parts, steps, folded(parts)), ops=empty_frame(OP_COLUMNS),
+                   host_events=empty_frame(HOST_EVENT_COLUMNS))
 
 
 class HostsAgain:

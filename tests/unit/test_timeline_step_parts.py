@@ -10,7 +10,7 @@ import pytest
 
 from traceview.parsers.profile import STEP_COLUMNS
 from traceview.timeline.aggregate import run_step_times, step_times
-from traceview.timeline.step_parts import exact_means, merged_step_times, reduce_steps
+from traceview.timeline.step_parts import StepFold, exact_means, merged_step_times, reduce_steps
 
 
 def host_steps(rng: np.random.Generator, host: str, devices: int, steps: int, shared: str | None = None) -> pd.DataFrame:
@@ -54,6 +54,26 @@ def test_step_times_merged_from_hosts_equal_one_pass(seed):
     np.testing.assert_array_equal(grouped["devices"].to_numpy(), expected["devices"].to_numpy())
     np.testing.assert_allclose(grouped["device_mean_ps"].to_numpy(), expected["device_mean_ps"].to_numpy())
     np.testing.assert_array_equal(grouped["time_ps"].to_numpy(), expected["time_ps"].to_numpy())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_step_times_folded_host_by_host_in_any_order_equal_one_pass(seed):
+    """The hosts' reductions folded one at a time (as a pod's hosts arrive, in any order) give the joined
+    tables' step times where no device is in two hosts' tables, and say so where one is."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 7))
+    tables = [host_steps(rng, f"h{i}", int(rng.integers(1, 4)), int(rng.integers(1, 30)),
+                         shared="h0/TPU:0" if seed % 2 and i else None) for i in range(n)]
+    parts = [reduce_steps(t) for t in tables]
+    expected = step_times(_joined(tables))
+    fold = StepFold()
+    for k in rng.permutation(n):
+        fold.add(parts[k])
+    assert fold.disjoint == (seed % 2 == 0)
+    if fold.disjoint:
+        pd.testing.assert_frame_equal(fold.table(), expected)
+    else:      # the counts of distinct devices need the pairs; everything else is folded
+        pd.testing.assert_frame_equal(fold.table().drop(columns="devices"), expected.drop(columns="devices"))
 
 
 def test_a_host_not_reduced_leaves_the_table_to_decide():

@@ -30,7 +30,7 @@ from traceview.analysis.roofline import OUTPUT_COLUMNS, gain_ps, roofline, summa
 from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
 from traceview.hardware.detect import detect_target
-from traceview.hostreduce.combine import combine, run_steps
+from traceview.hostreduce.combine import combine
 from traceview.hostreduce.profile import Profile
 from traceview.hostreduce.run_ops import RunOps, per_step_self_time
 from traceview.timeline.async_ops import async_pairs
@@ -137,7 +137,7 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
     ops = run.judged_and_exposed(ops, pairs)
     ops["step_times_ps"] = per_step_self_time(run, len(ops), ops.index)
     devices = run.device_time()
-    pipeline = PipelineResult(profile=profile, ops=ops, steps=run_steps(profile), ran_costs=costs, run_ops=run,
+    pipeline = PipelineResult(profile=profile, ops=ops, steps=profile.step_times, ran_costs=costs, run_ops=run,
                               op_index=np.arange(len(ops), dtype=np.int64), ran_modules=modules,
                               hlo_source=None if ran is None else (hlo_path, stage), per_device=per_device,
                               idle_ps=int(devices["idle_ps"].sum()), span_ps=int(devices["span_ps"].sum()),

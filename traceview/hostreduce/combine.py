@@ -1,5 +1,5 @@
 """A run's host parts combined into what the analysis reads: the op table of all their rows, the run's
-activity, the modules its ops ran in, its step times.
+activity, the modules its ops ran in (its step times are folded as its hosts arrive: hostreduce.step_times).
 
 One path for every run: one host is one part, a pod is many; the parts come from the files, the
 parsed-table cache or tables in memory alike (:mod:`traceview.hostreduce.part`).
@@ -16,7 +16,6 @@ from traceview.hostreduce.activity import Activity, merge_activity
 from traceview.hostreduce.part import HostPart
 from traceview.hostreduce.profile import Profile
 from traceview.hostreduce.run_ops import RunOps, merge_parts
-from traceview.timeline.aggregate import run_step_times
 
 # a merge, then at most: shared devices kept, pair members kept, and one to spare
 _MERGE_TRIES = 4
@@ -49,11 +48,6 @@ def combine(profile: Profile, per_device: bool, pairs: pd.DataFrame) -> RunOps:
 def run_activity(parts: Sequence[HostPart]) -> Activity:
     """The run's device activity: its hosts' activities merged (each reduced where its host was read)."""
     return merge_activity([p.ops.activity for p in parts])
-
-
-def run_steps(profile: Profile) -> pd.DataFrame:
-    """The run's step times: its hosts' reduced step tables, else the step rows no part reduced."""
-    return run_step_times(profile.steps, [p.ops.activity.step_times for p in profile.parts])
 
 
 def executed(parts: Sequence[HostPart]) -> tuple[set[int], set[str]]:

@@ -13,13 +13,15 @@ import pandas as pd
 
 from traceview.hostreduce.part import HostPart, reduce_host
 from traceview.hostreduce.reader import HostReader, TablesReader
+from traceview.hostreduce.step_times import folded, step_times_of
 from traceview.parsers.profile import Device, Source
 
 
 @dataclass
 class Profile:
     """One run: where it was read from, its devices, one :class:`HostPart` per host file read
-    (``source.files``, same order), the step rows no part reduced, the HLO protos the trace carries,
+    (``source.files``, same order), the step rows no part reduced, the run's step times (combined as its
+    hosts arrived: hostreduce.step_times), the HLO protos the trace carries,
     the environment it records, reading warnings, and the :class:`HostReader` that reads the hosts again.
 
     ``ops`` and ``host_events`` are the tables the reading kept for the views that show executions
@@ -32,6 +34,7 @@ class Profile:
     parts: list[HostPart]
     reader: HostReader
     steps: pd.DataFrame                                         # parsers.profile.STEP_COLUMNS
+    step_times: pd.DataFrame                                    # timeline.step_parts.STEP_TIME_COLUMNS
     ops: pd.DataFrame                                           # parsers.profile.OP_COLUMNS, as kept
     host_events: pd.DataFrame                                   # parsers.profile.HOST_EVENT_COLUMNS, as kept
     hlo_protos: dict[str, bytes] = field(default_factory=dict)  # module name -> HloProto bytes
@@ -45,9 +48,10 @@ class Profile:
     def from_tables(cls, source: Source, ops: pd.DataFrame, host_events: pd.DataFrame, steps: pd.DataFrame,
                     devices: list[Device], **metadata) -> Profile:
         """A profile of tables held in memory (any number of hosts): one part, read again from the tables."""
-        part = reduce_host(ops, host_events, steps)
-        return cls(source=source, devices=devices, parts=[part], reader=TablesReader(ops, host_events),
-                   steps=steps, ops=ops, host_events=host_events, **metadata)
+        parts = [reduce_host(ops, host_events, steps)]
+        return cls(source=source, devices=devices, parts=parts, reader=TablesReader(ops, host_events), steps=steps,
+                   step_times=step_times_of(parts, steps, folded(parts)), ops=ops, host_events=host_events,
+                   **metadata)
 
     def op_executions(self) -> pd.DataFrame:
         """Every op execution (the kept table, else read again from the files)."""

@@ -1,6 +1,6 @@
 """A pod's kept rows on disk: the arrays each host's part holds (hostreduce.host_ops: its kept rows; its
-activity's busy intervals and host threads) written to a file per host as the hosts come in, and read back
-through memory maps one host at a time.
+activity's busy intervals, host threads and reduced step table) written to a file per host as the hosts
+come in, and read back through memory maps one host at a time.
 
 They are what grows with a pod's hosts (about 40 bytes per execution that overlaps another op or may be half
 of an async pair: every row of a trace whose ops nest). Held in memory, 128 hosts of the TPU v6e timeline
@@ -31,6 +31,7 @@ import numpy as np
 if TYPE_CHECKING:
     from traceview.hostreduce.host_ops import OpsPart
 
+STEP_FIELDS = ("step", "first", "last", "total", "count", "pair_step", "pair_device", "distinct")
 KEPT_FIELDS = ("kept_group", "kept_device", "kept_start", "kept_duration", "kept_self", "kept_step", "kept_alone")
 _ALIGN = 64
 _TOKEN = "token"
@@ -130,6 +131,8 @@ def _slots(part: OpsPart) -> list[Slot]:
     """(read, replace) of every array of the part worth moving to disk."""
     activity = part.activity
     slots = _attr_slots(part, KEPT_FIELDS) + _tuple_slots(activity, "busy_union")
+    if activity.step_times is not None:      # folded as its host arrived (hostreduce.step_times): read again only
+        slots += _attr_slots(activity.step_times, STEP_FIELDS)    # where two hosts' tables share a device
     for device in activity.devices.values():
         slots += _tuple_slots(device, "busy") + _attr_slots(device, ("collective_starts",))
     for sets in (activity.hosts or {}).values():

@@ -67,36 +67,94 @@ def reduce_steps(steps: pd.DataFrame) -> StepPart | None:
 
 def merged_step_times(parts: Sequence[StepPart]) -> pd.DataFrame:
     """The step times of the tables the parts reduce, joined (``timeline.aggregate.step_times``)."""
-    if not parts or not any(p.step.size for p in parts):
-        return pd.DataFrame(columns=STEP_TIME_COLUMNS)
-    steps = sorted_unique(np.concatenate([p.step for p in parts]))
-    n = steps.size
-    at = np.searchsorted(steps, np.concatenate([p.step for p in parts]))     # every part's steps at once
-    count = np.zeros(n, dtype=np.int64)
-    first = np.full(n, np.iinfo(np.int64).max)
-    last = np.full(n, np.iinfo(np.int64).min)
-    np.add.at(count, at, np.concatenate([p.count for p in parts]))
-    np.minimum.at(first, at, np.concatenate([p.first for p in parts]))
-    np.maximum.at(last, at, np.concatenate([p.last for p in parts]))
-    totals = np.concatenate([p.total for p in parts])
-    total = np.zeros(n, dtype=np.int64)
-    if max(p.max_duration for p in parts) * int(count.max()) >= 2 ** 62:
-        total, totals = total.astype(object), totals.astype(object)     # sums past int64: Python's integers
-    np.add.at(total, at, totals)
+    fold = StepFold()
+    for part in parts:
+        fold.add(part)
+    if fold.disjoint:
+        return fold.table()
+    table = fold.table()
+    table["devices"] = _distinct_devices(parts, fold.step)
+    return table
+
+
+class StepFold:
+    """Step tables' reductions folded one at a time, in any order: :func:`merged_step_times` of them all,
+    holding one running reduction (a pod's hosts are folded as they arrive, not held until the last one).
+
+    Per step, counts and durations add, first starts and last ends combine; distinct devices add while no
+    device is in two tables (``disjoint``); else only the tables' (step, device) pairs together tell them,
+    and :func:`merged_step_times` counts them over the parts themselves.
+    """
+
+    def __init__(self) -> None:
+        self.step = np.zeros(0, dtype=np.int32)
+        self.count = np.zeros(0, dtype=np.int64)
+        self.first = np.zeros(0, dtype=np.int64)
+        self.last = np.zeros(0, dtype=np.int64)
+        self.total = np.zeros(0, dtype=np.int64)       # object (Python integers) once sums may pass int64
+        self.devices = np.zeros(0, dtype=np.int64)
+        self.max_duration = 0
+        self.names: set[str] = set()
+        self.disjoint = True
+        self.empty = True
+
+    def add(self, part: StepPart) -> None:
+        """Fold one table's reduction in."""
+        names = set(part.devices)
+        self.disjoint = self.disjoint and not (names & self.names) and len(names) == len(part.devices)
+        self.names |= names
+        if not part.step.size:
+            return
+        steps = sorted_unique(np.concatenate([self.step, part.step])) if not self.empty else sorted_unique(part.step)
+        if steps.size != self.step.size or self.empty:
+            self._widen(steps)
+        self.empty = False
+        at = np.searchsorted(steps, part.step)
+        np.add.at(self.count, at, part.count)
+        np.minimum.at(self.first, at, part.first)
+        np.maximum.at(self.last, at, part.last)
+        self.max_duration = max(self.max_duration, part.max_duration)
+        totals = part.total
+        if self.total.dtype != object and self.max_duration * int(self.count.max()) >= 2 ** 62:
+            self.total = self.total.astype(object)      # sums past int64: Python's integers
+        if self.total.dtype == object:
+            totals = totals.astype(object)
+        np.add.at(self.total, at, totals)
+        np.add.at(self.devices, at, part.distinct)
+
+    def _widen(self, steps: np.ndarray) -> None:
+        """The running arrays over ``steps`` (a superset of the steps folded so far)."""
+        old = np.searchsorted(steps, self.step)
+        n = steps.size
+
+        def moved(values: np.ndarray, fill) -> np.ndarray:
+            out = np.full(n, fill, dtype=values.dtype)
+            out[old] = values
+            return out
+
+        self.count, self.devices = moved(self.count, 0), moved(self.devices, 0)
+        self.first = moved(self.first, np.iinfo(np.int64).max)
+        self.last = moved(self.last, np.iinfo(np.int64).min)
+        self.total = moved(self.total, 0)
+        self.step = steps
+
+    def table(self) -> pd.DataFrame:
+        """The step times (STEP_TIME_COLUMNS) of every table folded so far."""
+        if self.empty:
+            return pd.DataFrame(columns=STEP_TIME_COLUMNS)
+        return pd.DataFrame({"step": self.step, "start_ps": self.first, "time_ps": self.last - self.first,
+                             "device_mean_ps": exact_means(self.total, self.count), "devices": self.devices})
+
+
+def _distinct_devices(parts: Sequence[StepPart], steps: np.ndarray) -> np.ndarray:
+    """Per step of ``steps``, its distinct devices over every part's (step, device) pairs."""
     names = np.array(sorted(set().union(*(p.devices for p in parts))), dtype=object)
-    devices = np.zeros(n, dtype=np.int64)
-    if len(names) == sum(len(p.devices) for p in parts):      # no device in two tables: their counts add
-        np.add.at(devices, at, np.concatenate([p.distinct for p in parts]))
-    else:
-        width = len(names) + 1
-        offsets = np.cumsum([0] + [p.step.size for p in parts])
-        pairs = np.concatenate([at[offsets[k]:offsets[k + 1]][p.pair_step] * width
-                                + (np.searchsorted(names, np.asarray(p.devices, dtype=object)) if p.devices
-                                   else np.zeros(0, dtype=np.int64))[p.pair_device]
-                                for k, p in enumerate(parts)])
-        devices += np.bincount(sorted_unique(pairs) // width, minlength=n)
-    return pd.DataFrame({"step": steps, "start_ps": first, "time_ps": last - first,
-                         "device_mean_ps": exact_means(total, count), "devices": devices})
+    width = len(names) + 1
+    pairs = [np.searchsorted(steps, p.step)[p.pair_step] * width
+             + (np.searchsorted(names, np.asarray(p.devices, dtype=object)) if p.devices
+                else np.zeros(0, dtype=np.int64))[p.pair_device] for p in parts if p.step.size]
+    found = sorted_unique(np.concatenate(pairs)) if pairs else np.zeros(0, dtype=np.int64)
+    return np.bincount(found // width, minlength=steps.size).astype(np.int64)
 
 
 def exact_means(total: np.ndarray, count: np.ndarray) -> np.ndarray:

@@ -144,16 +144,17 @@ def parse_jobs(value: str | int, what: str = "--jobs") -> int:
 def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None = None,
                progress: Callable[[int], None] | None = None, keep_ops: bool = True,
                store: bool = False, allocator: bool = False, spill: RowSpill | None = None,
-               while_reading: Sequence[str] = ()) -> list[HostResult]:
+               while_reading: Sequence[str] = (),
+               arrive: Callable[[HostResult], None] | None = None) -> list[HostResult]:
     """Results in the order of `paths`, each with its op table reduced (and kept too with `keep_ops`);
     `store`: put the tables read in the table cache. `dask`: a scheduler address (or a Client);
     else `jobs` local processes. ``allocator``: each host's allocator events read where it is read.
     ``spill``: each part's kept rows moved to this file as its host comes in (hostreduce.spill).
     ``while_reading``: modules to import once the hosts are handed to other processes (while this one
-    would only wait)."""
+    would only wait). ``arrive``: called with each result as it comes in, before its arrays are spilled."""
     if not paths:
         return []
-    arrived = _arrival(progress, spill)
+    arrived = _arrival(progress, spill, arrive)
     if dask:
         results = _read_dask(paths, dask, arrived, keep_ops=keep_ops or store, allocator=allocator, spill=spill,
                              send_allocator=store, while_reading=while_reading)
@@ -189,15 +190,23 @@ def _import_all(modules: Sequence[str]) -> None:
             pass
 
 
-def _arrival(progress: Callable[[int], None] | None, spill: RowSpill | None) -> Callable[[HostResult], None]:
-    """What happens as each host's result comes in: its kept rows spilled, the progress advanced."""
+def _arrival(progress: Callable[[int], None] | None, spill: RowSpill | None,
+             arrive: Callable[[HostResult], None] | None = None) -> Callable[[HostResult], None]:
+    """What happens as each host's result comes in: ``arrive`` (the caller's fold of it into the run), its
+    large arrays spilled, the progress advanced."""
     def arrived(result: HostResult) -> None:
         if result.spilled is not None and result.part is not None:
-            from traceview.hostreduce.spill import adopt
+            from traceview.hostreduce.spill import adopt, release
 
             adopt(result.part.ops, result.spilled)
-        elif spill is not None and result.part is not None:
-            spill.keep(result.part.ops)
+            if arrive is not None:
+                arrive(result)
+                release(result.part.ops.kept_start)     # the pages the fold read leave the process again
+        else:
+            if arrive is not None:
+                arrive(result)
+            if spill is not None and result.part is not None:
+                spill.keep(result.part.ops)
         if progress is not None:
             progress(1)
     return arrived

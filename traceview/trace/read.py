@@ -17,6 +17,7 @@ from traceview.hostreduce.host_ops import KeepRows, OpsPart
 from traceview.hostreduce.part import HostPart
 from traceview.hostreduce.profile import Profile
 from traceview.hostreduce.reader import TablesReader
+from traceview.hostreduce.step_times import fold_in, step_times_of
 from traceview.parsers.compressed import read_limited
 from traceview.parsers.discover import find_run
 from traceview.parsers.layout import host_of, is_trace_file, path_text
@@ -26,6 +27,7 @@ from traceview.parsers.tables.columns import is_unreported
 from traceview.parsers.tables.trace_data import TraceData
 from traceview.parsers.trace_file import read_trace_file
 from traceview.runtime import cpu_ledger
+from traceview.timeline.step_parts import StepFold
 from traceview.trace.hosts import DASK_ENV, HostResult, allocator_events, default_jobs, read_hosts, reduced
 
 if TYPE_CHECKING:
@@ -88,7 +90,13 @@ def load_profile(path: str | Path, run: str | None = None,
         if progress is not None:
             progress(done, total)
 
-    results = _read_host_files(files, opts, use_cache, dask, advance)
+    fold = StepFold()          # the hosts' step tables, folded as they arrive
+
+    def arrive(result: HostResult) -> None:
+        if result.part is not None:
+            fold_in(fold, result.part)
+
+    results = _read_host_files(files, opts, use_cache, dask, advance, arrive)
     cpu_ledger.reading_ended()
     tables: list[TraceData] = []
     parts: list[HostPart] = []
@@ -118,12 +126,14 @@ def load_profile(path: str | Path, run: str | None = None,
             environment.setdefault(k, v)
     ops = _concat([t.ops for t in tables], OP_COLUMNS)
     host_events = _concat([t.host_events for t in tables], HOST_EVENT_COLUMNS)
+    steps = _concat([t.steps for t in tables], STEP_COLUMNS)
     return Profile(
         source=Source(path=str(path), run=found.name, hosts=[t.host for t in tables], files=ok_files),
         devices=[d for t in tables for d in t.devices],
         parts=parts,
         reader=FilesReader(ok_files, use_cache, ops, host_events),
-        steps=_concat([t.steps for t in tables], STEP_COLUMNS),
+        steps=steps,
+        step_times=step_times_of(parts, steps, fold),
         ops=ops,
         host_events=host_events,
         hlo_protos=hlo_protos,
@@ -184,7 +194,8 @@ def _analysis_jobs(opts: ReadOptions, hosts: int) -> int:
 
 
 def _read_host_files(files: list[str], opts: ReadOptions, use_cache: bool, dask: str | None,
-                     advance: Callable[[int], None]) -> dict[str, HostResult]:
+                     advance: Callable[[int], None],
+                     arrive: Callable[[HostResult], None]) -> dict[str, HostResult]:
     """Each host file's tables: from the table cache where it holds the file as it is now, else read
     (and stored in the cache where they are read, a pool's workers, or by a writer thread while the
     analysis goes on)."""
@@ -204,12 +215,13 @@ def _read_host_files(files: list[str], opts: ReadOptions, use_cache: bool, dask:
 
                         result.part.memory = host_peaks(events)
                 results[f] = result
+                arrive(result)
                 if spill is not None and result.part is not None:
                     spill.keep(result.part.ops)
                 advance(1)
     missed = [f for f in files if f not in results]
     try:
-        for r in read_hosts(missed, jobs=opts.jobs, dask=dask, progress=advance, keep_ops=opts.keep_ops,
+        for r in read_hosts(missed, jobs=opts.jobs, dask=dask, progress=advance, keep_ops=opts.keep_ops, arrive=arrive,
                             store=use_cache, allocator=opts.allocator_events, spill=spill,
                             while_reading=opts.while_reading):
             results[r.path] = r
