@@ -162,16 +162,17 @@ def context_program(rng, jax, style: str) -> tuple[Any, tuple, dict[str, Any]]:
     return fn, (ws, x), facts
 
 
-def pipeline_program(rng, jax, schedule: str) -> tuple[Any, tuple, dict[str, Any]]:
+def pipeline_program(rng, jax, schedule: str, stages: tuple[int, ...] = (2, 4)) -> tuple[Any, tuple, dict[str, Any]]:
     """An SPMD pipeline over a random axis: ``gpipe`` (a loop of m + p - 1 ticks, each stage holding its
     layers, an inner layer scan when it holds several) or ``interleaved`` (circular: v virtual stages per
-    device, the stage's [v, ...] weights indexed by the tick, a loop of v·m + p - 1 ticks)."""
+    device, the stage's [v, ...] weights indexed by the tick, a loop of v·m + p - 1 ticks); p drawn from
+    ``stages`` (p = 8: the pipeline axis holds every device, the other axis is of size 1)."""
     import jax.numpy as jnp
     import numpy as np
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    p = int(rng.choice([2, 4]))
+    p = int(rng.choice(list(stages)))
     stage, other = _name(rng, "s"), _name(rng, "o")
     sizes = {stage: p, other: DEVICES // p}
     mesh, order = _mesh(rng, jax, sizes)
@@ -336,43 +337,20 @@ def paged_program(rng, jax) -> tuple[Any, tuple, dict[str, Any]]:
     return step, args, facts
 
 
-def _schedule_order(p: int, m: int, one_f_one_b: bool) -> list[tuple[str, int, int]]:
-    """(kind, stage, microbatch) of every forward and backward in the order a GPipe or 1F1B schedule of equal
-    ticks starts them: each stage runs its own order (1F1B: p - s - 1 warm-up forwards, then one forward and
-    one backward in turn), an op starting once its stage is free and its inputs are ready."""
-    order = {}
-    for s in range(p):
-        warm = min(p - s - 1, m) if one_f_one_b else m
-        seq = [("f", k) for k in range(warm)]
-        for k in range(m - warm):
-            seq += [("f", warm + k), ("b", k)]
-        order[s] = seq + [("b", k) for k in range(m - warm, m)]
-    end: dict[tuple[str, int, int], int] = {}
-    free, placed, out = [0] * p, [0] * p, []
-    while any(placed[s] < len(order[s]) for s in range(p)):
-        for s in range(p):
-            while placed[s] < len(order[s]):
-                kind, k = order[s][placed[s]]
-                needs = ([("f", s - 1, k)] if s > 0 else []) if kind == "f" else \
-                    [("f", s, k)] + ([("b", s + 1, k)] if s < p - 1 else [])
-                if any(n not in end for n in needs):
-                    break
-                start = max([free[s]] + [end[n] for n in needs])
-                end[(kind, s, k)] = free[s] = start + 1
-                out.append((start, s, kind, k))
-                placed[s] += 1
-    return [(kind, s, k) for _, s, kind, k in sorted(out)]
-
-
 def run_mpmd(rng, jax, schedule: str, name: str, where: Path) -> dict[str, Any]:
-    """An MPMD pipeline: a forward and a backward program per stage (tanh layers), each stage on its own CPU
-    device, activations and gradients moved between stages with ``device_put``, dispatched in a GPipe or a
-    1F1B order; two steps traced under ``StepTraceAnnotation``."""
+    """An MPMD pipeline: a forward and a backward program per stage and model chunk (tanh layers), each stage on
+    its own CPU device, activations and gradients moved between stages with ``device_put``, dispatched in the
+    order of a GPipe or 1F1B schedule (tests/support/pipeline_schedules.py), with v = 2-3 chunks per stage for
+    the interleaved forms; two steps traced under ``StepTraceAnnotation``."""
     import jax.numpy as jnp
     import numpy as np
+    from pipeline_schedules import schedule as worked_out
 
+    interleaved = schedule.startswith("interleaved")
+    kind = "1f1b" if schedule.endswith("1f1b") else "gpipe"
     p = int(rng.integers(2, 5))
-    m = int(rng.integers(p, 2 * p + 1))
+    v = int(rng.integers(2, 4)) if interleaved else 1
+    m = p * int(rng.integers(1, 3)) if interleaved and kind == "1f1b" else int(rng.integers(p, 2 * p + 1))
     d, rows = int(rng.choice([256, 384])), int(rng.choice([128, 256]))
     devices = jax.devices()[:p]
 
@@ -384,27 +362,32 @@ def run_mpmd(rng, jax, schedule: str, name: str, where: Path) -> dict[str, Any]:
         gz = gy * (1 - y * y)
         return gz @ w.T, x.T @ gz
 
-    ws = [jax.device_put(np.full((d, d), 0.01, np.float32), devices[s]) for s in range(p)]
+    chunks = [(s, c) for s in range(p) for c in range(v)]
+    ws = {(s, c): jax.device_put(np.full((d, d), 0.01, np.float32), devices[s]) for s, c in chunks}
     xs = [jax.device_put(np.ones((rows, d), np.float32), devices[0]) for _ in range(m)]
     seed = jax.device_put(np.ones((rows, d), np.float32), devices[p - 1])
-    f = [jax.jit(_renamed(fwd, f"{name}_f{s}")).lower(ws[s], jax.device_put(xs[0], devices[s])).compile()
-         for s in range(p)]
-    b = [jax.jit(_renamed(bwd, f"{name}_b{s}")).lower(ws[s], jax.device_put(xs[0], devices[s]),
-                                                       jax.device_put(seed, devices[s])).compile()
-         for s in range(p)]
-    order = _schedule_order(p, m, schedule == "1f1b")
+    suffix = {(s, c): f"{s}" if v == 1 else f"{s}c{c}" for s, c in chunks}
+    f = {key: jax.jit(_renamed(fwd, f"{name}_f{suffix[key]}")).lower(
+        ws[key], jax.device_put(xs[0], devices[key[0]])).compile() for key in chunks}
+    b = {key: jax.jit(_renamed(bwd, f"{name}_b{suffix[key]}")).lower(
+        ws[key], jax.device_put(xs[0], devices[key[0]]), jax.device_put(seed, devices[key[0]])).compile()
+        for key in chunks}
+    order = worked_out(p, m, v, kind)
 
     def step():
-        inputs: dict[tuple[int, int], Any] = {}       # what stage s received for microbatch k
-        acts: dict[tuple[int, int], Any] = {}
-        grads: dict[tuple[int, int], Any] = {}
-        for kind, s, k in order:
-            if kind == "f":
-                inputs[(s, k)] = xs[k] if s == 0 else jax.device_put(acts[(s - 1, k)], devices[s])
-                acts[(s, k)] = f[s](ws[s], inputs[(s, k)])
+        inputs: dict[tuple[int, int, int], Any] = {}       # what (stage, chunk) received for microbatch k
+        acts: dict[tuple[int, int, int], Any] = {}
+        grads: dict[tuple[int, int, int], Any] = {}
+        for w in order:
+            s, c, k = w.stage, w.chunk, w.microbatch
+            if w.kind == "f":
+                before = (s - 1, c, k) if s > 0 else (p - 1, c - 1, k)
+                inputs[(s, c, k)] = xs[k] if (s, c) == (0, 0) else jax.device_put(acts[before], devices[s])
+                acts[(s, c, k)] = f[(s, c)](ws[(s, c)], inputs[(s, c, k)])
             else:
-                gy = seed if s == p - 1 else jax.device_put(grads[(s + 1, k)], devices[s])
-                grads[(s, k)], _ = b[s](ws[s], inputs[(s, k)], gy)
+                after = (s + 1, c, k) if s < p - 1 else (0, c + 1, k)
+                gy = seed if (s, c) == (p - 1, v - 1) else jax.device_put(grads[after], devices[s])
+                grads[(s, c, k)], _ = b[(s, c)](ws[(s, c)], inputs[(s, c, k)], gy)
         jax.block_until_ready(list(grads.values()))
 
     step()
@@ -412,7 +395,8 @@ def run_mpmd(rng, jax, schedule: str, name: str, where: Path) -> dict[str, Any]:
         for i in range(2):
             with jax.profiler.StepTraceAnnotation("train", step_num=i):
                 step()
-    return {"stages": p, "microbatches": m, "schedule": "1F1B" if schedule == "1f1b" else "GPipe",
+    names = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "interleaved", "interleaved-1f1b": "interleaved 1F1B"}
+    return {"stages": p, "microbatches": m, "virtual_stages": v, "schedule": names[schedule],
             "module": f"jit_{name}_*", "traced_steps": 2}
 
 
@@ -424,6 +408,10 @@ FORMS = {
     "layer-scan": layer_scan_program,
     "pipeline-gpipe": lambda rng, jax: pipeline_program(rng, jax, "gpipe"),
     "pipeline-interleaved": lambda rng, jax: pipeline_program(rng, jax, "interleaved"),
+    # the same programs with their loops' permutes rewritten into send/recv as XLA's GPU passes print them
+    "pipeline-sendrecv": lambda rng, jax: pipeline_program(rng, jax, str(rng.choice(["gpipe", "interleaved"])),
+                                                           (2, 4, 8)),
+    "context-sendrecv": lambda rng, jax: context_program(rng, jax, "loop"),
     "generation-loop": generation_program,
     "paged": paged_program,
 }
@@ -454,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
                 manifest.append(facts)
                 continue
             fn, call_args, facts = FORMS[form](rng, jax)
+            if form in SEND_RECV:                   # the program drawn, its permutes rewritten below
+                facts |= {"drawn_form": facts["form"], "form": form}
             name = _name(rng, "g")
             named = jax.jit(_renamed(fn, name), donate_argnums=tuple(facts.get("donate", ())))
             compiled = named.lower(*call_args).compile()
@@ -468,13 +458,29 @@ def main(argv: list[str] | None = None) -> int:
         for f in dump.glob(f"module_*.{facts['module']}.*"):
             if f.name.endswith((".before_optimizations.txt", "after_optimizations.txt")):
                 shutil.move(str(f), folder / f.name)
+        if facts["form"] in SEND_RECV:
+            facts["send_recv"] = _send_recv(folder, bool(rng.integers(0, 2)))
     shutil.rmtree(dump, ignore_errors=True)
     (args.out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     return 0
 
 
+SEND_RECV = ("pipeline-sendrecv", "context-sendrecv")
+
+
+def _send_recv(folder: Path, annotate: bool) -> dict[str, Any]:
+    """Rewrite the optimized module's loop permutes into send/recv (tests/support/send_recv.py)."""
+    from send_recv import decompose
+
+    (after,) = folder.glob("*after_optimizations.txt")
+    rewritten = decompose(after.read_text(), annotate)
+    after.write_text(rewritten.text)
+    return {"transfers": rewritten.transfers, "annotated": rewritten.annotated}
+
+
 TRACED = ("generation-loop", "paged")      # serving programs: run under the profiler for their calls
-MPMD = {"mpmd-gpipe": "gpipe", "mpmd-1f1b": "1f1b"}      # a program per stage, run and traced
+MPMD = {"mpmd-gpipe": "gpipe", "mpmd-1f1b": "1f1b",      # a program per stage (and chunk), run and traced
+        "mpmd-interleaved": "interleaved", "mpmd-interleaved-1f1b": "interleaved-1f1b"}
 
 
 def _trace(jax, compiled, call_args, where: Path, rng) -> int:

@@ -112,23 +112,28 @@ ENTRY %main (x: f32[64,128]) -> f32[64,128] {
 """
 
 
-def test_diagnose_adds_the_measured_stage_axis():
-    """Programs per stage passing activations with send/recv (no mesh from them): the report gets a
-    ``stage`` axis with the measured bubble and the GPipe verdict; only with several programs run."""
+@pytest.mark.parametrize("pairs", [True, False])
+def test_diagnose_adds_the_measured_stage_axis(pairs):
+    """Programs per stage passing activations with send/recv: the send/recv's pairs give the mesh axis the
+    measured bubble and the GPipe verdict go to; without pairs (no mesh from them) the report gets a ``stage``
+    axis; measured only with several programs run."""
     from traceview.parallelism.diagnose import DiagnoseInputs, diagnose
     from traceview.parsers.hlo.text import parse_hlo_text
 
+    text = SEND_RECV if pairs else SEND_RECV.replace('_xla_send_recv_source_target_pairs="{{0,1},{1,2},{2,3}}"',
+                                                     '_xla_other="1"')
     table = _gpipe(4, 4, steps=2)
     ran = set(table["module"])
-    report = diagnose(DiagnoseInputs([parse_hlo_text(SEND_RECV)], ran=ran, executions=lambda: table))
-    (axis,) = report.axes
-    assert axis.name == "stage" and axis.size == 4 and axis.role.role == "pipeline"
+    report = diagnose(DiagnoseInputs([parse_hlo_text(text)], ran=ran, executions=lambda: table))
+    (axis,) = [a for a in report.axes if a.pipeline is not None]
+    assert axis.name == ("axis0" if pairs else "stage") and axis.size == 4 and axis.role.role == "pipeline"
     assert axis.pipeline.bubble_fraction == pytest.approx(3 / 7) and axis.pipeline.microbatches == 4
     # GPipe's m >= 4p: (p - 1)/(5p - 1) = 3/19 < 3/7
     assert axis.verdict.verdict == "bubble-bound" and axis.verdict.threshold == pytest.approx(3 / 19)
-    assert not any(w.startswith("mesh not determined") for w in report.warnings)
-    one = diagnose(DiagnoseInputs([parse_hlo_text(SEND_RECV)], ran={"stage_send"}, executions=lambda: table))
-    assert one.axes == []                                      # one program ran: nothing measured
+    assert not any(w.startswith("mesh not determined") for w in report.warnings) or not pairs
+    one = diagnose(DiagnoseInputs([parse_hlo_text(text)], ran={"stage_send"}, executions=lambda: table))
+    # one program ran: nothing measured
+    assert [a.pipeline.bubble_fraction for a in one.axes if a.pipeline is not None] == ([None] if pairs else [])
 
 
 def _forward_backward(p: int, m: int, one_f_one_b: bool) -> pd.DataFrame:
@@ -179,3 +184,73 @@ def test_gpipe_and_1f1b_are_told_apart_and_compared_with_their_formula(p, m):
         # equal forward and backward ticks: each stage idles 2 (p - 1) of 2 (m + p - 1) ticks
         assert found.bubble_fraction == pytest.approx((p - 1) / (m + p - 1))
         assert "1F1B" in found.how() if found is ofob else "GPipe schedule" in found.how()
+
+
+def _interleaved_table(p: int, m: int, v: int, kind: str, seed: int, forward: float = TICK,
+                       backward: float = 2 * TICK) -> tuple[pd.DataFrame, list]:
+    """A worked-out schedule (tests/support/pipeline_schedules.py) as op executions: one program per (stage,
+    chunk, direction) under a random name (so order by name says nothing), two ops per execution."""
+    import numpy as np
+
+    from tests.support.pipeline_schedules import schedule
+
+    rng = np.random.default_rng(seed)
+    work = schedule(p, m, v, kind, forward, backward)
+    names = {key: "jit_" + "".join(rng.choice(list("abcdefghij"), 6)) for key in
+             {(w.stage, w.chunk, w.kind) for w in work}}
+    ids = {key: i for i, key in enumerate(names)}
+    rows = []
+    for w in work:
+        half = (w.end - w.start) / 2
+        for i in range(2):
+            rows.append({"device": f"/device:GPU:{w.stage}", "module": names[(w.stage, w.chunk, w.kind)],
+                         "program_id": ids[(w.stage, w.chunk, w.kind)], "op": f"fusion.{i}",
+                         "start_ps": int((w.start + i * half) * US), "duration_ps": int(half * US), "step": 0})
+    return pd.DataFrame(rows).sample(frac=1.0, random_state=seed), work
+
+
+def _hand_bubble(work: list, p: int) -> float:
+    """Each stage's idle time in the step over the step's span (every idle moment: the stages run forward
+    and backward programs), the mean over stages."""
+    span = max(w.end for w in work) - min(w.start for w in work)
+    return sum((span - sum(w.end - w.start for w in work if w.stage == s)) / span for s in range(p)) / p
+
+
+@pytest.mark.parametrize("p, m, v, kind, name", [
+    (2, 4, 2, "1f1b", "interleaved 1F1B"), (4, 8, 2, "1f1b", "interleaved 1F1B"),
+    (4, 4, 3, "1f1b", "interleaved 1F1B"), (3, 6, 2, "gpipe", "interleaved"), (4, 5, 3, "gpipe", "interleaved"),
+    (4, 8, 1, "1f1b", "1F1B"), (3, 5, 1, "gpipe", "GPipe")])
+def test_interleaved_schedules_are_named_from_the_order_programs_run(p, m, v, kind, name):
+    """v model chunks per stage, each a forward and a backward program: the stage timeline gives v, m, the
+    schedule's name, its formula (p - 1)/(v·m + p - 1) and the measured bubble equal to the hand count."""
+    for seed in range(3):
+        table, work = _interleaved_table(p, m, v, kind, seed)
+        found = measure_mpmd(table)
+        assert found is not None and found.p == p, (p, m, v, kind, seed)
+        assert (found.microbatches, found.virtual_stages, found.schedule_name) == (m, v, name), seed
+        assert found.formula_bubble_fraction == pytest.approx((p - 1) / (v * m + p - 1))
+        assert found.bubble_fraction == pytest.approx(_hand_bubble(work, p), rel=1e-6)
+        assert name in found.how() and ("(p - 1)/(v·m + p - 1)" in found.how()) == (v > 1)
+
+
+def test_interleaving_cuts_the_measured_bubble_as_the_formula_says():
+    """Megatron-LM's claim, measured: the same p and m with v = 2 chunks of half the work each idle less."""
+    p, m = 4, 8
+    plain = measure_mpmd(_interleaved_table(p, m, 1, "1f1b", 0, 2 * TICK, 4 * TICK)[0])
+    split = measure_mpmd(_interleaved_table(p, m, 2, "1f1b", 0, TICK, 2 * TICK)[0])
+    assert plain.bubble_fraction == pytest.approx((p - 1) / (m + p - 1), rel=1e-6)
+    assert split.bubble_fraction == pytest.approx((p - 1) / (2 * m + p - 1), rel=0.05)
+    assert split.bubble_fraction < plain.bubble_fraction
+
+
+def test_two_forward_programs_that_are_no_chunks_stay_one_stage_program():
+    """Two forward programs per stage run side by side (each feeds its own next stage, never the first stage
+    again): no chunk chain, so no interleaved schedule."""
+    table, _ = _interleaved_table(3, 4, 1, "gpipe", 0)
+    forward = table.sort_values("start_ps").groupby("device")["module"].first()    # each stage's forward
+    twin = table[table["module"].isin(forward)].copy()
+    twin["module"] = twin["module"] + "_twin"
+    twin["program_id"] = twin["program_id"] + 100
+    twin["start_ps"] = twin["start_ps"] + 1
+    found = measure_mpmd(pd.concat([table, twin]))
+    assert found is not None and found.virtual_stages == 1 and found.schedule_name in ("GPipe", "1F1B")

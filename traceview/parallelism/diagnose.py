@@ -34,6 +34,7 @@ from traceview.parallelism.expert import routed_tokens, router
 from traceview.parallelism.groups import CollectiveSite, collective_sites, device_counts
 from traceview.parallelism.mesh import Mesh, infer_mesh, named_mesh
 from traceview.parallelism.mpmd import MeasuredSchedule, may_have_stages, measure_mpmd
+from traceview.parallelism.p2p import transfer_key
 from traceview.parallelism.report import AxisReport, Parallelism, RoleReport
 from traceview.parallelism.roles import PATTERN_ROLE, AxisRole, Classified, axis_roles, classify, gathered_arrays
 from traceview.parallelism.rules import (
@@ -222,7 +223,7 @@ def _find_mesh(inputs: DiagnoseInputs, modules: list[HloModule], program: _Progr
     named = named_mesh(list(inputs.before) + modules)
     count = _device_count([m for m, _ in program.communicating]) or _device_count(modules)
     group_sets = [s.groups for s in program.sites if s.groups]
-    group_sets += [rings for s in program.sites if s.pairs and not s.groups and (rings := _rings(s.pairs))]
+    group_sets += [rings for pairs in _point_to_point_pairs(program) if (rings := _rings(pairs))]
     named_ids = [x for groups in group_sets for g in groups for x in g]
     named_ids += [x for s in program.sites for pair in (s.pairs or []) for x in pair]
     if count is None and named_ids:
@@ -238,6 +239,19 @@ def _find_mesh(inputs: DiagnoseInputs, modules: list[HloModule], program: _Progr
         why = _what_was_seen(inputs, modules, program) or why
         warnings.append(f"mesh not determined: {why}")
     return mesh, why
+
+
+def _point_to_point_pairs(program: _Program) -> list[list[tuple[int, int]]]:
+    """The (source, target) pairs of each point-to-point transfer: a permute's own; the sends and recvs that
+    move one value (a ring XLA split into its back edge and the rest, :func:`p2p.transfer_key`) together."""
+    out = [s.pairs for s in program.sites if s.pairs and not s.groups and s.kind not in ("send", "recv")]
+    moved: dict[tuple[str, str, str], list[tuple[int, int]]] = {}
+    for s in program.sites:
+        module = program.by_module.get(s.module)
+        if s.pairs and s.kind in ("send", "recv") and module is not None and s.instruction is not None:
+            key = (s.module,) + transfer_key(module, s.computation, s.instruction)
+            moved.setdefault(key, []).extend(p for p in s.pairs if p not in moved.get(key, []))
+    return out + list(moved.values())
 
 
 def _rings(pairs: list[tuple[int, int]]) -> list[list[int]]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from traceview.cost.collectives import collective_kind
+from traceview.parallelism.p2p import is_host_transfer, send_recv_pairs
 from traceview.parsers.hlo import attributes as A
 from traceview.parsers.hlo.model import HloModule, Instruction
 
@@ -87,7 +88,8 @@ def to_device_ids(groups: list[list[int]], mode: str, replicas: int | None,
 
 
 def collective_sites(module: HloModule) -> list[CollectiveSite]:
-    """One site per collective instruction (the ``-start`` of an async pair; ``-done`` skipped)."""
+    """One site per collective instruction (the ``-start`` of an async pair; ``-done`` skipped; a send or recv
+    to or from the host is no collective)."""
     replicas, partitions = device_counts(module)
     out: list[CollectiveSite] = []
     async_bodies = {c for comp in module.computations.values() for inst in comp.instructions
@@ -104,14 +106,19 @@ def collective_sites(module: HloModule) -> list[CollectiveSite]:
                     continue
                 inst, opcode = root, root.opcode
             kind, done = collective_kind(opcode)
-            if not kind or done:
+            if not kind or done or (kind in ("send", "recv") and is_host_transfer(inst)):
                 continue
             mode = group_mode(inst, kind)
             site = CollectiveSite(module.name, comp.name, outer.name, kind, mode, None, instruction=inst,
                                   outer=outer)
             if kind in POINT_TO_POINT:
-                site.pairs = [(p[0], p[1]) for p in A.source_target_pairs(inst.attributes.get("source_target_pairs"))]
-                if mode == "cross-partition" and replicas and replicas > 1 and partitions:
+                if kind in ("send", "recv"):
+                    site.pairs = send_recv_pairs(inst) or None
+                    site.note = "" if site.pairs else "the send/recv names no source-target pairs"
+                else:
+                    pairs = A.source_target_pairs(inst.attributes.get("source_target_pairs"))
+                    site.pairs = [(p[0], p[1]) for p in pairs]
+                if site.pairs is not None and mode == "cross-partition" and replicas and replicas > 1 and partitions:
                     site.note = "point-to-point pairs of partitions in a multi-replica program: replica 0 shown"
             else:
                 decoded = A.replica_groups(inst.attributes.get("replica_groups", "{}"))

@@ -10,7 +10,8 @@ already says the operand is the moved buffer, and an activation shaped like the 
 forward program's input and output are, is still no weight); or the value side, a dot that contracts the
 buffer's sequence against the probabilities and keeps its head dimension;
 or as a key/value operand of a fused attention kernel (cuDNN, Transformer Engine, Pallas flash/splash: a
-custom-call). The walk enters fusions, calls and while loops (the value put in a loop's carry is read in
+custom-call). A send/recv (XLA's GPU form of a loop's permute) delivers what its recv-done's element 0
+holds. The walk enters fusions, calls and while loops (the value put in a loop's carry is read in
 the body, and a body's result is the next iteration's carry), and leaves them again, so it finds the
 product whether the ring is unrolled into a chain of permutes, runs in a loop of its own, or sits inside
 the scan over layers: the loop's shape is never asked.
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 
 from traceview.parallelism.context import ATTENTION_KERNELS, AttentionShape, is_attention_dot
 from traceview.parallelism.dots import dot_of, shape_map
+from traceview.parallelism.p2p import received_value
 from traceview.parsers.hlo.model import Computation, HloModule, Instruction
 
 MAX_STEPS = 20_000       # instructions visited per walk (hostile input)
@@ -109,6 +111,8 @@ def kv_reader(module: HloModule, computation: str, name: str, head_dim: int, gro
         return None
     seen: set[tuple[str, str, tuple[int, ...]]] = set()
     frontier = [_At(computation, name, (), _elements(start.shape) or 2**62)]
+    if start.opcode in ("send", "recv"):         # the data lands in the recv-done's element 0
+        frontier = _delivered(index, computation, start, 2**62)
     sources = {(computation, name)}
     steps = 0
     while frontier and steps < MAX_STEPS:
@@ -180,6 +184,8 @@ def _read_by(index: _Index, at: _At, user: Instruction, operand: int, head_dim: 
                     f"operand {operand} of the fused attention kernel {user.name} "
                     f"({user.custom_call_target}) in {at.comp}")
         return []
+    if op == "send" and operand == 0:            # the next hop: what the send delivers
+        return _delivered(index, at.comp, user, shrink)
     if op in FORWARD:
         if op == "dynamic-update-slice" and operand > 1:
             return []             # an index
@@ -187,6 +193,16 @@ def _read_by(index: _Index, at: _At, user: Instruction, operand: int, head_dim: 
             return []
         return [_At(at.comp, user.name, (), shrink)]
     return []
+
+
+def _delivered(index: _Index, comp: str, inst: Instruction, smallest: int) -> list[_At]:
+    """The value a send or recv delivers: element 0 of its recv-done (:func:`p2p.received_value`)."""
+    found = received_value(index.module, comp, inst)
+    if found is None:
+        return []
+    data = index.shape_map(found[0]).get(found[1])
+    elements = _elements(data.tuple_shapes[0]) if data is not None and data.is_tuple and data.tuple_shapes else 0
+    return [_At(found[0], found[1], (0,), min(smallest, elements or smallest))]
 
 
 def _feeds_softmax(index: _Index, comp: str, name: str, depth: int = 6) -> bool:

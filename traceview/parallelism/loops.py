@@ -46,8 +46,8 @@ def enclosing_loops(module: HloModule) -> dict[str, Loop]:
                 continue
             seen.add(name)
             out[name] = loop
-            comp = module.computations.get(name)
-            for inst in comp.instructions if comp else []:
+            called = module.computations.get(name)
+            for inst in called.instructions if called else []:
                 if inst.opcode != "while":
                     frontier.extend(inst.called_computations)
     return out

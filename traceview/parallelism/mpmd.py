@@ -22,7 +22,9 @@ the trace shows instead is when each stage ran. From the op executions:
   backward pass fills from the last stage mid-step). The
   pipeline's bubble fraction is the mean over stages and steps of
   (idle before + idle after) / step span; the GPipe formula
-  (p - 1)/(m + p - 1) is given beside it (equal stage times, no gaps).
+  (p - 1)/(m + p - 1) is given beside it (equal stage times, no gaps);
+* several programs per stage chained into one microbatch path are model chunks (:mod:`chunks`): an
+  interleaved schedule, compared with (p - 1)/(v·m + p - 1).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+
+from traceview.parallelism.chunks import read_chunks
 
 MIN_STAGES = 2
 # The share of (stage s, stage s + 1) execution pairs that must run in order. CPU captures, where several
@@ -66,6 +70,8 @@ class MeasuredSchedule:
     executions: pd.DataFrame = field(repr=False)   # stage, step, microbatch, start_ps, end_ps
     schedule_name: str = "GPipe"            # GPipe: each stage's programs run in blocks; 1F1B: they alternate
     alternations: int = 0                   # program changes beyond one block each, summed over a step's stages
+    virtual_stages: int = 1                 # v: model chunks per stage (an interleaved schedule, :mod:`chunks`)
+    chunks: str = ""                        # how the chunks were read
 
     def drawn_step(self) -> int:
         """The step to draw: the one whose span is the median."""
@@ -81,10 +87,13 @@ class MeasuredSchedule:
         names = "; ".join(f"stage {s.stage}: {', '.join(s.programs)} on {', '.join(s.devices)}"
                           for s in self.stages)
         held, checked = self.in_sequence
-        m = self.microbatches
+        m, v = self.microbatches, self.virtual_stages
         formula = "; the stages run different numbers of microbatches: no formula" if m is None else (
-            f"; the formula (p - 1)/(m + p - 1) = {self.p - 1}/{m + self.p - 1} = {(self.p - 1) / (m + self.p - 1):.4f}")
-        order = ("forward and backward programs alternate on a stage (one forward, one backward in the steady "
+            f"; the formula (p - 1)/(m + p - 1) = {self.p - 1}/{m + self.p - 1} = {(self.p - 1) / (m + self.p - 1):.4f}"
+            if v == 1 else f"; the formula (p - 1)/(v·m + p - 1) = {self.p - 1}/({v}·{m} + {self.p - 1}) = "
+            f"{(self.p - 1) / (v * m + self.p - 1):.4f}")
+        order = (f"{v} model chunks per stage ({self.chunks}): an {self.schedule_name} schedule" if v > 1 else
+                 "forward and backward programs alternate on a stage (one forward, one backward in the steady "
                  "state): a 1F1B schedule, whose bubble has GPipe's formula" if self.schedule_name == "1F1B" else
                  "each stage runs its programs' executions in one block each: a GPipe schedule")
         return (f"measured in the trace (a program per stage), {order}: {names}; each stage runs its program "
@@ -107,7 +116,7 @@ def measure_mpmd(executions: pd.DataFrame) -> MeasuredSchedule | None:
         return None
     ops = _op_frame(executions)
     ops["stage"] = ops["device"].map(stages).astype("int64")
-    runs, alternations = _program_runs(ops)
+    runs, alternations, every = _program_runs(ops)
     order = runs.groupby("stage")["start_ps"].min().sort_values().index.to_numpy()
     rank = {int(s): i for i, s in enumerate(order)}
     runs["stage"] = runs["stage"].map(rank)
@@ -119,6 +128,12 @@ def measure_mpmd(executions: pd.DataFrame) -> MeasuredSchedule | None:
     if found is not None:
         found.alternations = alternations
         found.schedule_name = "1F1B" if alternations else "GPipe"
+        chunks = read_chunks(every.assign(stage=every["stage"].map(rank)))
+        if chunks.virtual_stages > 1:
+            found.virtual_stages, found.chunks = chunks.virtual_stages, chunks.evidence
+            found.schedule_name = "interleaved 1F1B" if chunks.alternations else "interleaved"
+            m, p = found.microbatches, found.p
+            found.formula_bubble_fraction = (p - 1) / (chunks.virtual_stages * m + p - 1) if m else None
     return found
 
 
@@ -161,11 +176,12 @@ def _stages(ops: pd.DataFrame) -> dict[str, int] | None:
     return {str(device): groups[key] for device, key in programs.items()}
 
 
-def _program_runs(ops: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+def _program_runs(ops: pd.DataFrame) -> tuple[pd.DataFrame, int, pd.DataFrame]:
     """One row per execution of each stage's main program: stage, step, microbatch, start_ps, end_ps (an
-    execution starts at each occurrence of the op that opens the program in the step); and the alternations:
+    execution starts at each occurrence of the op that opens the program in the step); the alternations:
     on each stage's first device, in the step of most executions, the program changes beyond one block per
-    program (0 for GPipe, where a stage runs all its forwards, then all its backwards)."""
+    program (0 for GPipe, where a stage runs all its forwards, then all its backwards); and every program's
+    executions (device, program, step, run, stage, start_ps, end_ps)."""
     ops = ops.sort_values(["device", "program", "step", "start_ps"], kind="stable")
     keys = ["device", "program", "step"]
     first = ops.groupby(keys, sort=False)["op"].transform("first")
@@ -173,6 +189,7 @@ def _program_runs(ops: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     runs = ops.groupby(keys + ["run"], sort=False).agg(stage=("stage", "first"), start_ps=("start_ps", "min"),
                                                       end_ps=("end_ps", "max")).reset_index()
     alternations = _alternations(runs)
+    every = runs
     # a stage's microbatch k: its main program's k-th execution in the step; the main program is the one run
     # most often, of those the one that runs first (a forward program, which passes activations down the stages)
     per = runs.groupby(["stage", "program"]).agg(n=("run", "size"), first=("start_ps", "min")).reset_index()
@@ -181,7 +198,7 @@ def _program_runs(ops: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     runs = runs[runs["program"].to_numpy() == runs["stage"].map(main).to_numpy()]
     out = runs.groupby(["stage", "step", "run"], as_index=False).agg(start_ps=("start_ps", "min"),
                                                                      end_ps=("end_ps", "max"))
-    return out.rename(columns={"run": "microbatch"}), alternations
+    return out.rename(columns={"run": "microbatch"}), alternations, every
 
 
 def _alternations(runs: pd.DataFrame) -> int:

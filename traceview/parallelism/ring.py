@@ -38,6 +38,7 @@ def ring_passes(modules: dict[str, HloModule], rows: list[tuple[Classified, Loop
         groups[(r[0].attribution.site.module, r[1].name if r[1] is not None else None)].append(r)
     (module_name, _), group = max(groups.items(), key=lambda kv: len(kv[1]))
     module = modules.get(module_name)
+    group = _one_per_array(group)
     names = {_name(r[0]) for r in group}
     starts = [r for r in group if module is None or not _continues(module, r[0], names)]
     hops = len(group) // max(len(starts), 1)
@@ -49,6 +50,23 @@ def ring_passes(modules: dict[str, HloModule], rows: list[tuple[Classified, Loop
     how = (f"{len(group)} forward K/V permute(s) {where}: {len(starts)} array(s) travel, {hops} hop(s) each per "
            f"{'iteration' if own and loop is not None else 'attention'}: {passes or None} pass(es)")
     return passes or None, float(sum(r[0].bytes for r in starts)), how
+
+
+def _one_per_array(rows: list[tuple[Classified, Loop | None, bool]]) -> list[tuple[Classified, Loop | None, bool]]:
+    """The sends of one hop of one array, once: XLA splits a ring's permute into its back edge and the rest,
+    two sends of the same value, each device taking part in one."""
+    seen: set[tuple[str, str, str]] = set()
+    out = []
+    for r in rows:
+        site = r[0].attribution.site
+        inst = site.instruction
+        if site.kind == "send" and inst is not None and inst.operands:
+            key = (site.module, site.computation, inst.operands[0])
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append(r)
+    return out
 
 
 def _name(row: Classified) -> str:

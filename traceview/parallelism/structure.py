@@ -34,6 +34,7 @@ from traceview.parallelism.expert import ExpertFinding, capacity, expert_width, 
 from traceview.parallelism.kvflow import gather_group, kv_reader
 from traceview.parallelism.loops import Loop, enclosing_loops
 from traceview.parallelism.mpmd import MeasuredSchedule
+from traceview.parallelism.p2p import partner, send_recv_note
 from traceview.parallelism.ring import in_backward, ring_passes
 from traceview.parallelism.roles import Classified
 from traceview.parallelism.scans import LoopReading, read_loop, spmd_schedule
@@ -69,7 +70,7 @@ class PipelineFinding:
 def measured_pipeline(schedule: MeasuredSchedule) -> PipelineFinding:
     """The finding of a pipeline whose stages run their own programs, as the trace measured it."""
     return PipelineFinding(schedule.p, schedule.microbatches, schedule.bubble_fraction, schedule.how(), schedule,
-                           schedule.schedule_name)
+                           schedule.schedule_name, schedule.virtual_stages)
 
 
 @dataclass
@@ -102,17 +103,24 @@ def read_structures(rows: list[Classified], modules: dict[str, HloModule], weigh
                     sizes: dict[str, int]) -> Structures:
     """Re-label the structural collectives of ``rows`` (in place) and read each strategy's figures per axis."""
     reading = _Reading(modules, weights)
+    halves: list[tuple[Classified, str]] = []
     for row in rows:
         module = modules.get(row.attribution.site.module)
         if module is None or row.attribution.axes is None:
             continue
-        if row.pattern == "point-to-point":
+        sender = _sender(row, module)
+        if row.pattern == "point-to-point" and sender is not None:
+            halves.append((row, sender))         # a recv: read as its send is
+        elif row.pattern == "point-to-point":
             _read_point_to_point(row, module, reading)
         elif row.attribution.site.kind == "all-gather" and row.attribution.site.instruction is not None:
             _read_gather(row, module, reading)
         elif row.pattern == "all-to-all" and _routes(module, reading.routed):
             row.pattern = DISPATCH
     out = reading.out
+    patterns = {(r.attribution.site.module, r.attribution.site.name): r.pattern for r in rows}
+    for row, sender in halves:
+        row.pattern = patterns.get((row.attribution.site.module, sender), row.pattern)
     _kv_gradients(rows)
     for label, kv in reading.kv_rows.items():
         found_ctx = out.context.get(label)
@@ -122,7 +130,7 @@ def read_structures(rows: list[Classified], modules: dict[str, HloModule], weigh
     for label, found in reading.pipeline_loops.items():
         found = [f for f in found if f[1].pattern == STAGE_PASS]
         if found:
-            out.pipeline[label] = _pipeline(sizes.get(label, 1), found)
+            out.pipeline[label] = _pipeline(sizes.get(label, 1), found, modules)
     for label in {r.attribution.label for r in rows if r.pattern == STAGE_PASS} - set(out.pipeline):
         out.pipeline[label] = PipelineFinding(sizes.get(label, 1), None, None,
                                               "point-to-point outside any loop (a program per stage?): the bubble "
@@ -149,10 +157,21 @@ def _kv_gradients(rows: list[Classified]) -> None:
             r.pattern = KV_GRAD_PASS
 
 
+def _sender(row: Classified, module: HloModule) -> str | None:
+    """The send a recv receives from (the same channel, :func:`p2p.partner`), when the program holds it:
+    the pair is one transfer, read once, from the send."""
+    site = row.attribution.site
+    if site.kind != "recv" or site.instruction is None:
+        return None
+    found = partner(module, site.computation, site.instruction)
+    return found[1].name if found is not None else None
+
+
 def _read_point_to_point(row: Classified, module: HloModule, reading: _Reading) -> None:
     """A K/V pass when what it delivers is read as the keys of an attention product (:mod:`kvflow`), whatever
     the loop around it; else, in a loop, a stage's activation pass (an SPMD schedule) unless the loop is a
-    scan over layers (:mod:`scans`); send/recv: programs per stage; else left unlabelled."""
+    scan over layers (:mod:`scans`); a send/recv in a loop is read as the permute XLA split it from, outside
+    any loop as programs per stage; else left unlabelled."""
     site = row.attribution.site
     loops = reading.loops_of(module)
     loop = loops.get(site.computation)
@@ -264,7 +283,8 @@ def _add_context(out: Structures, label: str, style: str, attention: AttentionSh
         found.bytes_per_pass += row.bytes       # the forward pass's K and V blocks
 
 
-def _pipeline(stages: int, found: list[tuple[Loop, Classified, LoopReading]]) -> PipelineFinding:
+def _pipeline(stages: int, found: list[tuple[Loop, Classified, LoopReading]],
+              modules: dict[str, HloModule]) -> PipelineFinding:
     trips = Counter(loop.trips for loop, _, _ in found if loop.trips)
     if not trips:
         return PipelineFinding(stages, None, None, "the loop passing activations to the next stage has no known "
@@ -281,7 +301,9 @@ def _pipeline(stages: int, found: list[tuple[Loop, Classified, LoopReading]]) ->
            f"= {n} times, passing activations to the next stage each time; p = {stages} stages (the axis size)"
            + (f", v = {v} virtual stages per device (the stage's weights stacked [{v}, ...] and indexed per tick)"
               if v > 1 else "")
-           + f", so m = {m} microbatches and the bubble {schedule.formula}" + (f" ({evidence})" if evidence else ""))
+           + f", so m = {m} microbatches and the bubble {schedule.formula}" + (f" ({evidence})" if evidence else "")
+           + send_recv_note(modules.get(row.attribution.site.module), loop,
+                            [r.attribution.site.instruction for lp, r, _ in found if lp == loop], n - stages + 1))
     return PipelineFinding(stages, m, schedule.bubble_fraction, how, None, schedule.name, v,
                            (row.attribution.site.module, loop.body, n))
 
