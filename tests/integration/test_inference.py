@@ -129,6 +129,21 @@ def test_analyze_shows_an_inference_section_only_for_serving(serving, sample_tra
     assert "Inference" not in titles(mlp)
 
 
+def test_each_program_is_listed_as_its_hlo_reads(shared_traces):
+    """The report's programs hold each module's signature as read from its HLO, not as recognising the phases
+    left it (the H200 decode capture: its prefill makes the KV cache that its decode step updates)."""
+    from traceview.inference.programs import read_program
+
+    analysis = traceview.load(shared_traces / "h200" / "decode")
+    report = analysis.inference()
+    assert {p.phase for p in report.phases} == {"prefill", "decode"}
+    for ran, module in zip(report.programs, analysis.pipeline.ran_modules, strict=False):
+        read = read_program(module)
+        assert ran.hlo and ran.module == module.name
+        assert (ran.weight_bytes, ran.kv_cache_bytes, ran.parameters) == \
+            (read.weight_bytes, read.kv_cache_bytes, len(read.parameters)), module.name
+
+
 def test_a_real_tpu_trace_says_what_is_missing(shared_traces):
     """tpu_inference_2 (TPU v6e x4) is JAX, but its one repeated program (jit_f, 100 calls) adds 1 to three
     host-offloaded f32 arrays: no KV cache, no tokens. The report says so instead of inventing phases."""

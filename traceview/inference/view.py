@@ -99,11 +99,29 @@ class Phase:
 
 
 @dataclass
+class RanProgram:
+    """A module the trace ran: its calls (the most any device made, on how many devices) and, when its HLO
+    was found (``hlo``), its signature as read, before any phase was recognised in it: parameters, weight
+    and KV-cache bytes, the KV-cache parameters and the token input ("number: name shape"). None (or
+    empty) where the HLO was not found."""
+
+    module: str
+    calls_per_device: int
+    devices: int
+    hlo: bool = True
+    parameters: int | None = None
+    weight_bytes: int | None = None
+    kv_cache_bytes: int | None = None
+    kv_cache_parameters: list[str] = field(default_factory=list)
+    token_input: str | None = None
+
+
+@dataclass
 class InferenceReport:
     """The serving phases of one trace, the critical batch and the KV-cache budget on the target."""
 
     phases: list[Phase]
-    programs: list[dict[str, Any]]          # every module that ran: module, calls, role, why
+    programs: list[RanProgram]              # every module that ran, with or without its HLO
     target: Chip | None
     projected: bool = False                 # the trace ran on another chip than the target
     critical_batch: float | None = None
@@ -140,12 +158,12 @@ def inference_from_analysis(pipeline: PipelineResult, ops: pd.DataFrame | None =
         mine = calls[calls["module"] == module.name]
         if module.program_id is not None and not mine.empty and (mine["program_id"] == module.program_id).any():
             mine = mine[mine["program_id"] == module.program_id]
-        report.programs.append(_program_record(program, mine))
+        report.programs.append(_ran(module.name, mine, program))
         if not mine.empty:
             ran.append((program, mine))
     with_hlo = {m.name for m in pipeline.ran_modules}
     for name, mine in calls[~calls["module"].isin(with_hlo)].groupby("module", sort=True):
-        report.programs.append(_no_hlo_record(str(name), mine))
+        report.programs.append(_ran(str(name), mine, None))
     cached = [(program, mine) for program, mine in ran if program.caches]
     _recognise(report, cached)
     _cache_makers(report, ran)
@@ -159,23 +177,18 @@ def inference_from_analysis(pipeline: PipelineResult, ops: pd.DataFrame | None =
     return report
 
 
-def _program_record(program: Program, calls: pd.DataFrame) -> dict[str, Any]:
+def _ran(module: str, calls: pd.DataFrame, program: Program | None) -> RanProgram:
+    """A module's calls and its signature (``program``: its HLO read as a serving program, None when not
+    found), taken now: recognising the phases later adds to the programs."""
     per_device = calls.groupby("device").size() if not calls.empty else pd.Series(dtype=int)
+    calls_per_device, devices = int(per_device.max()) if len(per_device) else 0, int(len(per_device))
+    if program is None:
+        return RanProgram(module, calls_per_device, devices, hlo=False)
     tokens = program.tokens
-    return {"module": program.module, "calls_per_device": int(per_device.max()) if len(per_device) else 0,
-            "devices": int(len(per_device)),
-            "parameters": len(program.parameters),
-            "weight_bytes": program.weight_bytes, "kv_cache_bytes": program.kv_cache_bytes,
-            "kv_cache_parameters": [f"{p.number}: {p.name} {p.shape_text}" for p in program.caches],
-            "token_input": f"{tokens.number}: {tokens.name} {tokens.shape_text}" if tokens else None}
-
-
-def _no_hlo_record(module: str, calls: pd.DataFrame) -> dict[str, Any]:
-    """A program the trace ran whose HLO was not found: its calls only."""
-    per_device = calls.groupby("device").size()
-    return {"module": module, "calls_per_device": int(per_device.max()), "devices": int(len(per_device)),
-            "parameters": None, "weight_bytes": None, "kv_cache_bytes": None, "kv_cache_parameters": [],
-            "token_input": None, "hlo": False}
+    return RanProgram(program.module, calls_per_device, devices, parameters=len(program.parameters),
+                      weight_bytes=program.weight_bytes, kv_cache_bytes=program.kv_cache_bytes,
+                      kv_cache_parameters=[f"{p.number}: {p.name} {p.shape_text}" for p in program.caches],
+                      token_input=f"{tokens.number}: {tokens.name} {tokens.shape_text}" if tokens else None)
 
 
 def _recognise(report: InferenceReport, cached: list[tuple[Program, pd.DataFrame]]) -> None:
@@ -495,13 +508,13 @@ def _projection(report: InferenceReport, decode: Phase, chip: Chip | None) -> li
     return rows
 
 
-def _no_serving_statement(programs: list[dict[str, Any]]) -> str:
+def _no_serving_statement(programs: list[RanProgram]) -> str:
     """What was seen (every program the trace ran, with or without its HLO) and what was missing."""
-    read = [p for p in programs if p.get("hlo", True)]
-    blind = [p for p in programs if not p.get("hlo", True)]
-    ran = "; ".join(f"{p['module']} (x{p['calls_per_device']} per device, {p['parameters']} parameters, "
-                    f"token input: {p['token_input'] or 'none'})" for p in read)
-    unread = "; ".join(f"{p['module']} (x{p['calls_per_device']} per device)" for p in blind[:20]) + \
+    read = [p for p in programs if p.hlo]
+    blind = [p for p in programs if not p.hlo]
+    ran = "; ".join(f"{p.module} (x{p.calls_per_device} per device, {p.parameters} parameters, "
+                    f"token input: {p.token_input or 'none'})" for p in read)
+    unread = "; ".join(f"{p.module} (x{p.calls_per_device} per device)" for p in blind[:20]) + \
         (f" and {len(blind) - 20} more" if len(blind) > 20 else "")
     if not read and not blind:
         return ("no serving pattern: the trace shows no program that ran (no device op belongs to an HLO module), "

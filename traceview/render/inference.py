@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from traceview.inference.view import InferenceReport, Phase
+from traceview.inference.view import InferenceReport, Phase, RanProgram
 from traceview.render.escape import markdown_text, terminal_text
 from traceview.render.memory import fmt_bytes
 from traceview.render.tables import markdown_table, text_table
@@ -55,6 +55,14 @@ def phase_json(phase: Phase) -> dict[str, Any]:
     }
 
 
+def program_json(ran: RanProgram) -> dict[str, Any]:
+    """A module the trace ran: its calls and what its HLO holds (``"hlo": false`` when none was found)."""
+    record = {"module": ran.module, "calls_per_device": ran.calls_per_device, "devices": ran.devices,
+              "parameters": ran.parameters, "weight_bytes": ran.weight_bytes, "kv_cache_bytes": ran.kv_cache_bytes,
+              "kv_cache_parameters": list(ran.kv_cache_parameters), "token_input": ran.token_input}
+    return record if ran.hlo else {**record, "hlo": False}
+
+
 def inference_json(report: InferenceReport) -> dict[str, Any]:
     """The ``traceview inference --format json`` record (DESIGN.md's contract, plus details)."""
     target = None
@@ -69,7 +77,7 @@ def inference_json(report: InferenceReport) -> dict[str, Any]:
         "max_sequences": report.max_sequences,
         "batch_projection": [{k: finite(v) if isinstance(v, float) else v for k, v in row.items()}
                              for row in report.projection],
-        "programs": report.programs,
+        "programs": [program_json(p) for p in report.programs],
         "target": target,
         "reasons": dict(report.reasons),
         "warnings": list(report.warnings),
