@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from traceview.errors import UserError
+
 if TYPE_CHECKING:
     from traceview.hostreduce.host_ops import OpsPart
 
@@ -117,7 +119,11 @@ def adopt(part: OpsPart, layout: Layout) -> OpsPart:
         os.unlink(layout.path)
     except OSError:          # the folder is removed at the end anyway
         pass
-    for (_, put), (offset, dtype, shape) in zip(_numeric_slots(part), layout.arrays):
+    slots = _numeric_slots(part)
+    if [(get().dtype.str, get().ndim) for get, _ in slots] != [(dtype, len(shape)) for _, dtype, shape in layout.arrays]:
+        raise UserError(f"{layout.path}: a host's arrays were written by a process running another traceview "
+                        "(a Dask worker started before an upgrade?): restart the workers with this one")
+    for (_, put), (offset, dtype, shape) in zip(slots, layout.arrays):
         size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
         put(region[offset:offset + size].view(np.dtype(dtype)).reshape(shape))
     return part
