@@ -145,9 +145,9 @@ def _memory_metrics(memory: dict[str, int]) -> dict[str, Metric]:
     return out
 
 
-def _gain_per_step_us(result, steps: int) -> float | None:
-    ops = result.ops
-    if result.target is None or "gain_ps" not in ops.columns or not ops["gain_ps"].notna().any():
+def _gain_per_step_us(pipeline, steps: int) -> float | None:
+    ops = pipeline.ops
+    if pipeline.target is None or "gain_ps" not in ops.columns or not ops["gain_ps"].notna().any():
         return None
     return float(np.nansum(ops["gain_ps"].to_numpy(dtype="float64"))) / PS_PER_US / max(steps, 1)
 
@@ -157,15 +157,15 @@ MAX_SCOPE_DEPTH = 4
 MAX_SCOPES = 50
 
 
-def scope_metrics(result, n_steps: int) -> dict[str, Metric]:
+def scope_metrics(pipeline, n_steps: int) -> dict[str, Metric]:
     """One ``scope:<path>`` metric per named-scope node (traceview.scopes) down to MAX_SCOPE_DEPTH, the
     MAX_SCOPES with the most time: its ops' self time per step in microseconds, with the per-step values
     (median and quartiles) when the ops carry per-step times."""
     from traceview.scopes.tree import build_scopes
 
-    tree = build_scopes(result, "scope")
+    tree = build_scopes(pipeline, "scope")
     nodes = tree.nodes[tree.nodes["depth"] <= MAX_SCOPE_DEPTH].nlargest(MAX_SCOPES, "total_us")
-    per_step = _op_step_matrix(result.ops)
+    per_step = _op_step_matrix(pipeline.ops)
     metrics: dict[str, Metric] = {}
     for path, total_us in zip(nodes["path"], nodes["total_us"]):
         name = "scope:" + "/".join(path)
@@ -189,7 +189,7 @@ def _op_step_matrix(ops: pd.DataFrame) -> np.ndarray | None:
     return np.array(lists, dtype="float64").reshape(len(lists), width) if width else None
 
 
-def run_metrics(result, snapshot: Snapshot) -> dict[str, Metric]:
+def run_metrics(pipeline, snapshot: Snapshot) -> dict[str, Metric]:
     """Every metric of a run (see the module docstring) from its PipelineResult and Snapshot."""
     steps = snapshot.step_times_ps
     n_steps = snapshot.n_steps
@@ -197,7 +197,7 @@ def run_metrics(result, snapshot: Snapshot) -> dict[str, Metric]:
     device_us = None if snapshot.device_time_ps is None else snapshot.device_time_ps / PS_PER_US
     metrics["step_time"] = _sampled(_us(steps)) if len(steps) else Metric(device_us, "us")
     metrics["mfu"] = Metric(finite(snapshot.mfu), "fraction")
-    per_step = result.steps
+    per_step = pipeline.steps
     for bound in BOUNDS_AND_IDLE:
         column = f"{bound}_ps"
         if not per_step.empty and column in per_step.columns:
@@ -205,10 +205,10 @@ def run_metrics(result, snapshot: Snapshot) -> dict[str, Metric]:
         elif snapshot.time_by_bound_ps is not None:
             metrics[f"time_by_bound:{bound}"] = Metric(
                 float(snapshot.time_by_bound_ps.get(bound) or 0.0) / PS_PER_US / n_steps, "us")
-    metrics["gain"] = Metric(_gain_per_step_us(result, n_steps), "us")
+    metrics["gain"] = Metric(_gain_per_step_us(pipeline, n_steps), "us")
     metrics["device_time"] = Metric(device_us, "us")
     metrics.update(_memory_metrics(snapshot.memory))
-    metrics.update(scope_metrics(result, n_steps))
+    metrics.update(scope_metrics(pipeline, n_steps))
     return metrics
 
 
@@ -231,10 +231,10 @@ def run_ops(snapshot: Snapshot, limit: int = MAX_OPS) -> pd.DataFrame:
     return ops
 
 
-def run_from_analysis(result, label: str, time: datetime | None = None, meta: dict[str, str] | None = None,
+def run_from_analysis(pipeline, label: str, time: datetime | None = None, meta: dict[str, str] | None = None,
                       trace_path: str | None = None) -> RunRecord:
     """A run to record from a PipelineResult (``Analysis.pipeline``)."""
-    snapshot = snapshot_from_analysis(result, label=label)
+    snapshot = snapshot_from_analysis(pipeline, label=label)
     return RunRecord(label=check_label(label), time=time or datetime.now(timezone.utc), meta=dict(meta or {}),
                      trace_path=trace_path, target=snapshot.target, steps=len(snapshot.step_times_ps),
-                     metrics=run_metrics(result, snapshot), ops=run_ops(snapshot))
+                     metrics=run_metrics(pipeline, snapshot), ops=run_ops(snapshot))

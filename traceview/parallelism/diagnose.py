@@ -490,37 +490,37 @@ def naming_modules(dump: Path) -> list[HloModule]:
         return []
 
 
-def _target_source(analysis) -> str:
-    """Where an Analysis's target chip came from, in words (its own record when it keeps one)."""
-    if analysis.target is None:
+def _target_source(pipeline) -> str:
+    """Where the pipeline's target chip came from, in words (its own record when it keeps one)."""
+    if pipeline.target is None:
         return ""
-    if analysis.target_source:                           # e.g. a dump's target config
-        return str(analysis.target_source)
-    if analysis.target_detected:
+    if pipeline.target_source:                           # e.g. a dump's target config
+        return str(pipeline.target_source)
+    if pipeline.target_detected:
         return "detected from the trace's device planes"
     return "--target"
 
 
-def from_analysis(analysis, hlo_path: str | Path | None = None) -> Parallelism:
-    """The report of a traceview Analysis (its modules and op times), names from a dump's
+def from_analysis(pipeline, hlo_path: str | Path | None = None) -> Parallelism:
+    """The report of a pipeline result (its modules and op times), names from a dump's
     before-optimizations modules when one is beside the trace or given."""
     from traceview.analysis.modules import find_dump_dir
 
-    dump = Path(hlo_path) if hlo_path else find_dump_dir(analysis.profile.source.path)
+    dump = Path(hlo_path) if hlo_path else find_dump_dir(pipeline.profile.source.path)
     before = naming_modules(dump) if dump is not None else []
-    ops = analysis.ops
+    ops = pipeline.ops
     ran = set(ops["module"].astype(str)) if not ops.empty and "module" in ops else None
-    return diagnose(DiagnoseInputs(analysis.modules, before, ops, analysis.span_ps or analysis.device_time_ps,
-                                   analysis.target, len(analysis.profile.devices) or None, ran, analysis.costs,
-                                   _target_source(analysis), analysis.profile.op_executions,
-                                   _device_programs(analysis),
-                                   analysis.capture_chip.name if analysis.projected and analysis.capture_chip
+    return diagnose(DiagnoseInputs(pipeline.modules, before, ops, pipeline.span_ps or pipeline.device_time_ps,
+                                   pipeline.target, len(pipeline.profile.devices) or None, ran, pipeline.costs,
+                                   _target_source(pipeline), pipeline.profile.op_executions,
+                                   _device_programs(pipeline),
+                                   pipeline.capture_chip.name if pipeline.projected and pipeline.capture_chip
                                    else None))
 
 
-def _device_programs(analysis) -> Callable[[], pd.DataFrame | None]:
+def _device_programs(pipeline) -> Callable[[], pd.DataFrame | None]:
     """The distinct (device, module, program_id) of the run's executions, from its merged host partials."""
-    run = analysis.run_ops
+    run = pipeline.run_ops
     return run.device_programs
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -27,6 +28,9 @@ from traceview.errors import UserError
 from traceview.parsers.hlo.model import HloModule
 from traceview.units import PS_PER_US
 from traceview.vocabulary import BOUNDS_AND_IDLE
+
+if TYPE_CHECKING:
+    from traceview.analysis.build import PipelineResult
 
 OP_COLUMNS = ["module", "op", "opcode", "category", "shape", "dtype", "occurrences", "time_ps",
               "judged_time_ps", "roofline_time_ps", "flops", "bytes", "collective_bytes", "bound",
@@ -91,9 +95,9 @@ def _column(frame: pd.DataFrame, name: str, default=np.nan) -> pd.Series:
     return frame[name] if name in frame.columns else pd.Series(default, index=frame.index)
 
 
-def snapshot_from_analysis(analysis, label: str | None = None) -> Snapshot:
+def snapshot_from_analysis(pipeline: PipelineResult, label: str | None = None) -> Snapshot:
     """The comparable part of a live `traceview.analysis.build.PipelineResult`."""
-    a = analysis.ops
+    a = pipeline.ops
     ops = pd.DataFrame({
         "module": a["module"].astype(str), "op": a["op"].astype(str),
         "opcode": _column(a, "opcode", ""), "category": _column(a, "category", ""),
@@ -106,45 +110,45 @@ def snapshot_from_analysis(analysis, label: str | None = None) -> Snapshot:
         "collective_bytes": _column(a, "payload_bytes").astype("float64"),
         "bound": _column(a, "bound", None).astype(object),
         "source_file": _column(a, "source_file", ""), "source_line": _column(a, "source_line"),
-        "fingerprint": _column(a, "fingerprint", "").fillna("").astype(str),  # from traceview.analysis.modules
+        "fingerprint": _column(a, "fingerprint", "").fillna("").astype(str),  # from traceview.pipeline.modules
         "op_name": _column(a, "op_name", "").fillna("").astype(str),          # named scopes: regress.scopes
     })
     ops = _collapse(ops)
-    raw = analysis.profile.ops
+    raw = pipeline.profile.ops
     op_steps = None
     if not raw.empty and (raw["step"] >= 0).any():
         inside = raw[raw["step"] >= 0]
         op_steps = (inside.groupby(["module", "op", "step"], observed=True)["self_ps"].sum()
                     .rename("time_ps").reset_index().astype({"module": str, "op": str}))
-    summary = analysis.summary or {}
+    summary = pipeline.summary or {}
     from traceview.memory.peaks import profile_peaks
     from traceview.regress.gating import programs_that_ran
 
-    memory, memory_warnings = profile_peaks(analysis.profile)
+    memory, memory_warnings = profile_peaks(pipeline.profile)
     return Snapshot(
-        kind="trace", label=label or analysis.profile.source.path, ops=ops,
-        step_times_ps=analysis.steps["time_ps"].to_numpy(dtype="float64") if not analysis.steps.empty
+        kind="trace", label=label or pipeline.profile.source.path, ops=ops,
+        step_times_ps=pipeline.steps["time_ps"].to_numpy(dtype="float64") if not pipeline.steps.empty
         else np.zeros(0),
         op_steps=op_steps,
-        time_by_bound_ps=_per_device_bounds(analysis),
-        mfu=summary.get("mfu"), target=analysis.target.name if analysis.target is not None else None,
-        device_time_ps=float(analysis.device_time_ps),
-        warnings=list(dict.fromkeys(list(analysis.warnings) + memory_warnings)), memory=memory,
-        programs=programs_that_ran(raw), projected=bool(analysis.projected))
+        time_by_bound_ps=_per_device_bounds(pipeline),
+        mfu=summary.get("mfu"), target=pipeline.target.name if pipeline.target is not None else None,
+        device_time_ps=float(pipeline.device_time_ps),
+        warnings=list(dict.fromkeys(list(pipeline.warnings) + memory_warnings)), memory=memory,
+        programs=programs_that_ran(raw), projected=bool(pipeline.projected))
 
 
-def _per_device_bounds(analysis) -> dict[str, float] | None:
+def _per_device_bounds(pipeline: PipelineResult) -> dict[str, float] | None:
     """Time by bound and idle per device, summed over the steps (the figures of the step table and
     chart), so diff's per-step means never exceed a step; without steps, the whole capture's split
     divided by the active devices."""
-    steps = analysis.steps
+    steps = pipeline.steps
     names = [*BOUNDS_AND_IDLE]
     if not steps.empty and all(f"{b}_ps" in steps.columns for b in names):
         return {b: float(steps[f"{b}_ps"].sum()) for b in names}
-    by_bound = (analysis.summary or {}).get("time_by_bound_ps")
+    by_bound = (pipeline.summary or {}).get("time_by_bound_ps")
     if not by_bound:
         return None
-    active = max(len(analysis.device_times), 1)
+    active = max(len(pipeline.device_times), 1)
     return {k: float(v) / active for k, v in by_bound.items()}
 
 

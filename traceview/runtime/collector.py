@@ -2,8 +2,8 @@
 
 Reading a trace and analyzing it allocate millions of short-lived objects and keep a large heap of pandas'
 and the analysis' objects, so Python's default thresholds (700, 10, 10) run full collections over that
-heap again and again; :data:`THRESHOLDS` make them 30-70 times rarer for the same peak memory (figures and
-method: docs/scale.md, "Issue 30: fourth session" and "Issue 30: fifth session").
+heap again and again; :data:`THRESHOLDS` make them 30-70 times rarer for the same peak memory (the
+measurements and their method: docs/scale.md, the garbage-collector sections of the benchmark log).
 
 The ``traceview`` program sets them for its whole (short) life, and its forked workers inherit them
 (``cli.console``); a Dask worker has them while it reads a host (:func:`fewer_collections`), its own after.
