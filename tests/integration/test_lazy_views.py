@@ -74,3 +74,16 @@ def test_to_json_is_a_fresh_record_each_call(sample_traces):
     second = analysis.to_json()
     assert second["ops"][0]["name"] != "changed" and second["summary"]["devices"]
     assert second == analysis.to_json()
+
+
+@pytest.mark.parametrize("sample", ["mlp", "serving", "sharded"])
+def test_summary_is_the_json_summary_without_the_op_rows(sample_traces, sample, monkeypatch):
+    """The headline numbers equal the analyze JSON's ``summary`` field for field, built without a row per op."""
+    import traceview.render.record as record
+
+    analysis = traceview.load(sample_traces / sample, read_options=SERIAL)
+    expected = traceview.Summary.from_record(analysis.to_json()["summary"])
+    calls = []
+    monkeypatch.setattr(record, "op_rows", lambda ops: calls.append(len(ops)) or [])
+    assert analysis.summary == expected
+    assert calls == []

@@ -174,7 +174,9 @@ class Analysis:
     @cached_property
     def summary(self) -> Summary:
         """Headline numbers (:class:`Summary`): the JSON ``summary``, with the views' fields in it."""
-        return Summary.from_record(self.to_json()["summary"])
+        from traceview.render.analyze_views import analyze_summary
+
+        return Summary.from_record(analyze_summary(self.pipeline, self.advice(), self.scope_tree()))
 
     @property
     def warnings(self) -> list[str]:

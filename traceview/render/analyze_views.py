@@ -15,7 +15,7 @@ from traceview.render.advice import add_advice_record, advice_sections
 from traceview.render.analyze import Section, projected_label
 from traceview.render.inference import inference_json, section_lines
 from traceview.render.parallelism import summary_line
-from traceview.render.record import analysis_json
+from traceview.render.record import analysis_json, summary_record
 from traceview.render.scopes import node_record, top_scope_lines
 from traceview.scopes.tree import ScopeTree
 
@@ -30,9 +30,21 @@ def analyze_json(pipeline: PipelineResult, advice: AdviceReport, scopes: ScopeTr
     record = analysis_json(pipeline)
     if serving is not None:
         record["inference"] = inference_json(serving)
+    _add_view_fields(record, advice, scopes)
+    return record
+
+
+def analyze_summary(pipeline: PipelineResult, advice: AdviceReport, scopes: ScopeTree) -> dict[str, Any]:
+    """The ``summary`` of :func:`analyze_json` alone (the headline numbers), without writing a row per op."""
+    record: dict[str, Any] = {"summary": summary_record(pipeline)}
+    _add_view_fields(record, advice, scopes)
+    return record["summary"]
+
+
+def _add_view_fields(record: dict[str, Any], advice: AdviceReport, scopes: ScopeTree) -> None:
+    """``summary.top_scopes`` and the advice's fields, in the contract's order."""
     record["summary"]["top_scopes"] = top_scopes_json(scopes)
     add_advice_record(record, advice)
-    return record
 
 
 def top_scopes_json(tree: ScopeTree, n: int = TOP_SCOPES) -> list[dict[str, Any]]:
