@@ -109,7 +109,7 @@ def _pipeline(devices) -> SimpleNamespace:
     ops = pd.DataFrame({"module": ["m"] * 16, "op": ["a"] * 8 + ["b"] * 8, "duration_ps": [1e6] * 16})
     table = pd.DataFrame({"module": ["m", "m"], "op": ["a", "b"], "bound": ["compute", "memory"],
                           "collective_kind": [None, None], "bytes_accessed": [0.0, 8e6]})
-    return SimpleNamespace(profile=SimpleNamespace(devices=devices, ops=ops), ops=table,
+    return SimpleNamespace(profile=SimpleNamespace(devices=devices, op_executions=lambda: ops), ops=table,
                            steps=pd.DataFrame({"time_ps": [1e9]}), summary={}, projected=False, capture_chip=None,
                            target=None)
 

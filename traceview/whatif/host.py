@@ -54,7 +54,7 @@ class SharedHost:
 def shared_host(pipeline, chips: int) -> SharedHost | None:
     """The capture's devices as one host's threads: every device a CPU device of one host and one process, more
     than one of them, as many as the mesh's chips. None otherwise (chips, several hosts: the chip model)."""
-    devices = list(getattr(pipeline.profile, "devices", None) or [])
+    devices = pipeline.profile.devices
     if len(devices) < 2 or len(devices) != chips:
         return None
     if any(str(d.kind or "").upper() != "CPU" for d in devices):
@@ -74,18 +74,10 @@ def shared_host(pipeline, chips: int) -> SharedHost | None:
     return SharedHost(len(devices), host, rate, work, how)
 
 
-def _executions(pipeline) -> pd.DataFrame | None:
-    """Every op execution of the run (device, module, op, start, duration), read again when not kept."""
-    prof = pipeline.profile
-    if hasattr(prof, "op_executions"):
-        return prof.op_executions()
-    return getattr(prof, "ops", None)
-
-
 def _work(pipeline) -> dict[tuple[str, str], float]:
     """(module, op) -> its executions per step x the WORK_QUANTILE quantile of their durations, in seconds."""
-    ops = _executions(pipeline)
-    if ops is None or ops.empty or "duration_ps" not in ops:
+    ops = pipeline.profile.op_executions()     # every execution, read again when the reading kept none
+    if ops.empty or "duration_ps" not in ops:
         return {}
     steps = max(1, len(pipeline.steps))
     grouped = ops.groupby([ops["module"].astype(str), ops["op"].astype(str)])["duration_ps"]
