@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 
 from traceview.parallelism.loops import Loop
+from traceview.parsers.hlo.attributes import source_target_pairs
 from traceview.parsers.hlo.model import HloModule, Instruction
 
 PAIRS_KEY = "_xla_send_recv_source_target_pairs"
@@ -31,7 +32,6 @@ VALIDATION_KEY = "_xla_send_recv_validation"
 PIPELINE_KEY = "_xla_send_recv_pipeline"
 PIPELINED_LOOP_KEY = "is_pipelined_while_loop"
 _ENTRY = re.compile(r'\s*([A-Za-z_][\w.\-]*)\s*=\s*')
-_BRACED = re.compile(r"\{([^{}]*)\}")
 
 
 def frontend_attributes(inst: Instruction) -> dict[str, str]:
@@ -78,12 +78,8 @@ def _value_end(text: str, pos: int) -> int:
 
 
 def _pairs(text: str | None) -> list[tuple[int, int]]:
-    out = []
-    for group in _BRACED.findall(text or ""):
-        numbers = [p.strip() for p in group.split(",")]
-        if len(numbers) == 2 and all(re.fullmatch(r"-?\d+", n) for n in numbers):
-            out.append((int(numbers[0]), int(numbers[1])))
-    return out
+    """``{{0,1},{1,2}}`` as [(0, 1), (1, 2)]: the decoder of ``source_target_pairs``, whichever attribute holds them."""
+    return list(source_target_pairs(text))
 
 
 def send_recv_pairs(inst: Instruction) -> list[tuple[int, int]]:
