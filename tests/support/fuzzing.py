@@ -139,6 +139,11 @@ def default_seeds(shared: bool = True, max_trace_bytes: int = 400_000) -> list[S
     seeds.append(Seed("trace_json", "tpu.trace.json", json.dumps(TPU_TRACE_JSON).encode()))
     seeds.append(Seed("stablehlo", "train_step.hlo.txt", STABLEHLO.encode()))
     seeds += [Seed("hlo_text", p.name, p.read_bytes()) for p in hlo_text]
+    # the pipeline's permutes as XLA's GPU passes write them: send/recv with their frontend attributes
+    from tests.support.send_recv import decompose
+
+    for p in sorted(SAMPLES.glob("pipeline/hlo/*train_step*after_optimizations.txt"))[:1]:
+        seeds.append(Seed("hlo_text", f"sendrecv_{p.name}", decompose(p.read_text(), annotate=True).text.encode()))
     seeds += [Seed("hlo_proto", p.name, p.read_bytes()) for p in hlo_proto]
     seeds += [Seed("baseline", "baseline.json", json.dumps(BASELINE).encode()),
               Seed("baseline", "hlo-baseline.json", json.dumps(HLO_BASELINE).encode()),
