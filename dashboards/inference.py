@@ -6,11 +6,14 @@ the decode floor's throughput curve. The numbers are `traceview inference --form
 
 from __future__ import annotations
 
+from typing import Any
+
 import altair as alt
 import pandas as pd
 import streamlit as st
 
 from traceview.dashboards.data import View
+from traceview.inference.view import InferenceReport
 from traceview.render.inference import inference_json
 from traceview.render.memory import fmt_bytes
 from traceview.render.parallelism import md
@@ -53,24 +56,23 @@ def step_chart(report, record: dict) -> alt.LayerChart | None:
     return alt.layer(*layers).properties(height=320)
 
 
-def batch_chart(record: dict) -> alt.LayerChart | None:
+def batch_chart(report: InferenceReport) -> alt.LayerChart | None:
     """Decode throughput at the floor against the batch, with the measured and the critical batch marked."""
-    rows = record["batch_projection"]
-    if not rows:
+    crit = report.critical
+    if not report.projection or crit is None:
         return None
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame(report.projection)
     line = alt.Chart(frame).mark_line(point=True).encode(
         x=alt.X("batch:Q", scale=alt.Scale(type="log"), title="batch (sequences per decode step)"),
         y=alt.Y("floor_tokens_per_s:Q", title="tokens/s per chip at the floor"),
         tooltip=["batch", alt.Tooltip("floor_us:Q", format=",.2f", title="floor (us)"), "floor_bound",
                  alt.Tooltip("floor_tokens_per_s:Q", format=",.0f")])
-    marks = [{"what": f"measured batch {record['critical_batch_detail'].get('measured_batch')}",
-              "batch": record["critical_batch_detail"].get("measured_batch"), "colour": "#e45756"},
-             {"what": f"critical batch {record['critical_batch']:,.0f}", "batch": record["critical_batch"],
-              "colour": "#54a24b"}]
-    with_kv = record["critical_batch_detail"].get("with_kv_cache")
-    if with_kv:
-        marks.append({"what": f"critical with KV cache {with_kv:,.0f}", "batch": with_kv, "colour": "#b279a2"})
+    marks: list[dict[str, Any]] = [
+        {"what": f"measured batch {crit.measured_batch}", "batch": crit.measured_batch, "colour": "#e45756"},
+        {"what": f"critical batch {crit.batch:,.0f}", "batch": crit.batch, "colour": "#54a24b"}]
+    if crit.with_kv_cache:
+        marks.append({"what": f"critical with KV cache {crit.with_kv_cache:,.0f}", "batch": crit.with_kv_cache,
+                      "colour": "#b279a2"})
     rules = pd.DataFrame([m for m in marks if m["batch"]])
     rule = alt.Chart(rules).mark_rule(strokeWidth=2).encode(
         x="batch:Q", color=alt.Color("what:N", scale=alt.Scale(domain=list(rules["what"]),
@@ -98,11 +100,12 @@ def render(view: View) -> None:
         st.info(record["warnings"][0] if record["warnings"] else "No serving pattern in this trace.")
         st.dataframe(pd.DataFrame(record["programs"]), hide_index=True, width="stretch")
         return
-    crit = record["critical_batch_detail"]
+    crit = report.critical
+    measured = crit.measured_batch if crit is not None else None
     cols = st.columns(4)
-    cols[0].metric("measured batch", "-" if crit.get("measured_batch") is None else crit["measured_batch"])
-    cols[1].metric("critical batch", "-" if record["critical_batch"] is None else f"{record['critical_batch']:,.0f}",
-                   help=record["reasons"].get("critical_batch") or crit.get("formula"))
+    cols[0].metric("measured batch", "-" if measured is None else measured)
+    cols[1].metric("critical batch", "-" if crit is None else f"{crit.batch:,.0f}",
+                   help=report.reasons.get("critical_batch") or (crit.formula if crit is not None else None))
     cols[2].metric("KV cache per token", fmt_bytes(record["kv_bytes_per_token"]))
     cols[3].metric("sequences in HBM", "-" if record["max_sequences"] is None else f"{record['max_sequences']:,}",
                    help=record["reasons"].get("max_sequences"))
@@ -115,9 +118,9 @@ def render(view: View) -> None:
     if chart is not None:
         st.altair_chart(chart, width="stretch")
     st.subheader("Batch against the critical batch")
-    if crit.get("verdict"):
-        st.markdown(md(crit["verdict"]))
-    chart = batch_chart(record)
+    if crit is not None and crit.verdict:
+        st.markdown(md(crit.verdict))
+    chart = batch_chart(report)
     if chart is not None:
         st.altair_chart(chart, width="stretch")
     else:

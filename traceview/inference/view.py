@@ -8,8 +8,7 @@ each against the target chip (``roofline``). docs/inference.md defines every num
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -116,6 +115,42 @@ class RanProgram:
     token_input: str | None = None
 
 
+@dataclass(frozen=True)
+class CriticalBatch:
+    """The decode batch at which the weight matmuls turn compute-bound (book part 7: each weight loaded per
+    step serves one multiply-add per sequence), its inputs on the target, and the measured batch against it."""
+
+    batch: float                            # peak_flops * bytes_per_weight / (2 * hbm_bandwidth), sequences
+    peak_flops: float                       # the target's peak FLOP/s for the decode's matmul dtype
+    peak_dtype: str | None                  # that dtype
+    hbm_bandwidth: float                    # the target's HBM bytes/s
+    bytes_per_weight: float                 # weight bytes over weight elements
+    measured_batch: int | None              # the decode phase's batch (None: unknown)
+    batch_over_critical: float | None = None    # measured / critical (None without a measured batch)
+    verdict: str | None = None              # what that ratio means for a decode step (None without a batch)
+    with_kv_cache: float | None = None      # the crossover counting each sequence's KV-cache reads
+    with_kv_cache_reason: str | None = None     # why it is None when the batch and FLOPs are known
+
+    @property
+    def formula(self) -> str:
+        """How ``batch`` is computed, in its inputs' names."""
+        return "peak_flops * bytes_per_weight / (2 * hbm_bandwidth)"
+
+
+@dataclass(frozen=True)
+class ProjectedBatch:
+    """The decode step at another batch, same model: FLOPs and KV-cache bytes grow with the batch, weights do
+    not; the step time keeps the measured efficiency (None when the efficiency is not judged)."""
+
+    batch: int                              # sequences per decode step
+    floor_us: float                         # the decode floor at that batch
+    floor_bound: str                        # "compute" | "memory"
+    floor_tokens_per_s: float               # batch over the floor
+    step_time_us: float | None              # the floor over the measured efficiency
+    tokens_per_s_per_chip: float | None     # batch over that step time
+    hbm_bytes: float                        # weights plus the KV cache of that many sequences
+
+
 @dataclass
 class InferenceReport:
     """The serving phases of one trace, the critical batch and the KV-cache budget on the target."""
@@ -124,13 +159,17 @@ class InferenceReport:
     programs: list[RanProgram]              # every module that ran, with or without its HLO
     target: Chip | None
     projected: bool = False                 # the trace ran on another chip than the target
-    critical_batch: float | None = None
-    critical: dict[str, Any] = field(default_factory=dict)   # its inputs, the batch's verdict, with KV
+    critical: CriticalBatch | None = None   # None with the reason in reasons["critical_batch"]
     kv_bytes_per_token: float | None = None
     max_sequences: int | None = None
-    projection: list[dict[str, Any]] = field(default_factory=list)
+    projection: list[ProjectedBatch] = field(default_factory=list)   # empty without a critical batch
     reasons: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def critical_batch(self) -> float | None:
+        """Sequences per decode step at which the weight matmuls turn compute-bound (None: unknown)."""
+        return self.critical.batch if self.critical is not None else None
 
     @property
     def serving(self) -> bool:
@@ -442,27 +481,23 @@ def _critical(report: InferenceReport, decode: Phase, chip: Chip) -> None:
     program = decode.program
     peak, bw = float(decode.peak_flops or 0.0), float(chip.hbm_bandwidth or 0.0)
     per_weight = program.weight_bytes / program.weight_elements
-    report.critical_batch = roofline.critical_batch(peak, bw, per_weight)
-    detail: dict[str, Any] = {"peak_flops": peak, "peak_dtype": decode.peak_dtype, "hbm_bandwidth": bw,
-                              "bytes_per_weight": per_weight,
-                              "formula": "peak_flops * bytes_per_weight / (2 * hbm_bandwidth)",
-                              "measured_batch": decode.batch, "batch_over_critical": None,
-                              "with_kv_cache": None, "with_kv_cache_reason": None}
+    batch = roofline.critical_batch(peak, bw, per_weight)
+    critical = CriticalBatch(batch, peak, decode.peak_dtype, bw, per_weight, decode.batch)
     if decode.batch:
-        ratio = decode.batch / report.critical_batch
-        detail["batch_over_critical"] = ratio
-        detail["verdict"] = (f"batch {decode.batch} is {ratio:.1%} of the critical batch: each decode step is "
-                             "bound by loading the weights; a larger batch costs little extra time per step"
-                             if ratio < 1 else f"batch {decode.batch} is at or above the critical batch: the "
-                             "weight matmuls are compute-bound")
+        ratio = decode.batch / batch
+        verdict = (f"batch {decode.batch} is {ratio:.1%} of the critical batch: each decode step is bound by "
+                   "loading the weights; a larger batch costs little extra time per step" if ratio < 1 else
+                   f"batch {decode.batch} is at or above the critical batch: the weight matmuls are compute-bound")
+        with_kv, why = None, None
         if decode.flops is not None:
             with_kv = roofline.critical_batch_with_kv(program.weight_bytes, decode.flops / decode.batch,
                                                       program.kv_cache_bytes / decode.batch, peak, bw)
-            detail["with_kv_cache"] = with_kv
             if with_kv is None:
-                detail["with_kv_cache_reason"] = ("reading one sequence's KV cache takes longer than its FLOPs: "
-                                                  "decode stays memory-bound at any batch")
-    report.critical = detail
+                why = ("reading one sequence's KV cache takes longer than its FLOPs: decode stays memory-bound "
+                       "at any batch")
+        critical = replace(critical, batch_over_critical=ratio, verdict=verdict, with_kv_cache=with_kv,
+                           with_kv_cache_reason=why)
+    report.critical = critical
 
 
 def _max_sequences(report: InferenceReport, program: Program, chip: Chip | None) -> None:
@@ -479,7 +514,7 @@ def _max_sequences(report: InferenceReport, program: Program, chip: Chip | None)
         report.max_sequences = int((chip.hbm_capacity - program.weight_bytes) // per_sequence)
 
 
-def _projection(report: InferenceReport, decode: Phase, chip: Chip | None) -> list[dict[str, Any]]:
+def _projection(report: InferenceReport, decode: Phase, chip: Chip | None) -> list[ProjectedBatch]:
     """The decode floor at larger batches (same model: FLOPs and KV bytes grow with the batch); the step time
     holds the measured efficiency."""
     batch = decode.batch
@@ -501,10 +536,9 @@ def _projection(report: InferenceReport, decode: Phase, chip: Chip | None) -> li
         f = roofline.projected_step(n, batch, decode.flops, program.weight_bytes, program.kv_cache_bytes,
                                     decode.peak_flops, chip.hbm_bandwidth)
         step = f.floor_s * 1e6 / decode.efficiency if decode.efficiency else None
-        rows.append({"batch": n, "floor_us": f.floor_s * 1e6, "floor_bound": f.bound,
-                     "floor_tokens_per_s": n / f.floor_s,
-                     "step_time_us": step, "tokens_per_s_per_chip": n / (step * 1e-6) if step else None,
-                     "hbm_bytes": program.weight_bytes + program.kv_cache_bytes * n / batch})
+        rows.append(ProjectedBatch(n, f.floor_s * 1e6, f.bound, n / f.floor_s, step,
+                                   n / (step * 1e-6) if step else None,
+                                   program.weight_bytes + program.kv_cache_bytes * n / batch))
     return rows
 
 
@@ -529,4 +563,4 @@ def _no_serving_statement(programs: list[RanProgram]) -> str:
     return text
 
 
-__all__ = ["InferenceReport", "Phase", "inference_from_analysis"]
+__all__ = ["CriticalBatch", "InferenceReport", "Phase", "ProjectedBatch", "inference_from_analysis"]

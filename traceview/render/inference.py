@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from traceview.inference.view import InferenceReport, Phase, RanProgram
+from traceview.inference.view import CriticalBatch, InferenceReport, Phase, ProjectedBatch, RanProgram
 from traceview.render.escape import markdown_text, terminal_text
 from traceview.render.memory import fmt_bytes
 from traceview.render.tables import markdown_table, text_table
@@ -63,6 +63,26 @@ def program_json(ran: RanProgram) -> dict[str, Any]:
     return record if ran.hlo else {**record, "hlo": False}
 
 
+def critical_json(critical: CriticalBatch | None) -> dict[str, Any]:
+    """The critical batch's inputs and the measured batch against it (``{}`` when there is none); ``verdict``
+    only where the measured batch is known."""
+    if critical is None:
+        return {}
+    record = {"peak_flops": finite(critical.peak_flops), "peak_dtype": critical.peak_dtype,
+              "hbm_bandwidth": finite(critical.hbm_bandwidth), "bytes_per_weight": finite(critical.bytes_per_weight),
+              "formula": critical.formula, "measured_batch": critical.measured_batch,
+              "batch_over_critical": finite(critical.batch_over_critical),
+              "with_kv_cache": finite(critical.with_kv_cache), "with_kv_cache_reason": critical.with_kv_cache_reason}
+    return record if critical.verdict is None else {**record, "verdict": critical.verdict}
+
+
+def projected_json(row: ProjectedBatch) -> dict[str, Any]:
+    """One row of the batch projection."""
+    return {"batch": row.batch, "floor_us": finite(row.floor_us), "floor_bound": row.floor_bound,
+            "floor_tokens_per_s": finite(row.floor_tokens_per_s), "step_time_us": finite(row.step_time_us),
+            "tokens_per_s_per_chip": finite(row.tokens_per_s_per_chip), "hbm_bytes": finite(row.hbm_bytes)}
+
+
 def inference_json(report: InferenceReport) -> dict[str, Any]:
     """The ``traceview inference --format json`` record (DESIGN.md's contract, plus details)."""
     target = None
@@ -72,11 +92,10 @@ def inference_json(report: InferenceReport) -> dict[str, Any]:
     return {
         "phases": [phase_json(p) for p in report.phases],
         "critical_batch": finite(report.critical_batch),
-        "critical_batch_detail": {k: finite(v) if isinstance(v, float) else v for k, v in report.critical.items()},
+        "critical_batch_detail": critical_json(report.critical),
         "kv_bytes_per_token": finite(report.kv_bytes_per_token),
         "max_sequences": report.max_sequences,
-        "batch_projection": [{k: finite(v) if isinstance(v, float) else v for k, v in row.items()}
-                             for row in report.projection],
+        "batch_projection": [projected_json(row) for row in report.projection],
         "programs": [program_json(p) for p in report.programs],
         "target": target,
         "reasons": dict(report.reasons),
@@ -118,8 +137,8 @@ def inference_text(report: InferenceReport, markdown: bool = False) -> str:
     out += _budget_lines(report, esc)
     if report.projection:
         out += ["", head("Decode at a larger batch (same model; step time at the measured efficiency)"), ""]
-        rows = [[str(r["batch"]), fmt_time_us(r["floor_us"]), r["floor_bound"], fmt_time_us(r["step_time_us"]),
-                 _n(r["tokens_per_s_per_chip"]), _n(r["floor_tokens_per_s"]), fmt_bytes(r["hbm_bytes"])]
+        rows = [[str(r.batch), fmt_time_us(r.floor_us), r.floor_bound, fmt_time_us(r.step_time_us),
+                 _n(r.tokens_per_s_per_chip), _n(r.floor_tokens_per_s), fmt_bytes(r.hbm_bytes)]
                 for r in report.projection]
         out.append(table(["batch", "floor", "bound", "step time", "tokens/s/chip", "tokens/s at floor",
                           "weights + KV"], rows, "rrlrrrr"))
@@ -132,14 +151,13 @@ def inference_text(report: InferenceReport, markdown: bool = False) -> str:
 def _budget_lines(report: InferenceReport, esc) -> list[str]:
     lines = []
     crit = report.critical
-    if report.critical_batch is not None:
-        lines.append(f"Critical batch: {report.critical_batch:,.0f} sequences (peak {fmt_si(crit['peak_flops'], 'FLOP/s')}"
-                     f" x {crit['bytes_per_weight']:g} bytes per weight / (2 x HBM {fmt_si(crit['hbm_bandwidth'], 'B/s')}))")
-        if crit.get("verdict"):
-            lines.append(f"  {esc(crit['verdict'])}")
-        with_kv = crit.get("with_kv_cache")
-        lines.append(f"  counting the KV cache: {with_kv:,.0f} sequences" if with_kv is not None else
-                     f"  counting the KV cache: {esc(crit.get('with_kv_cache_reason') or 'unknown')}")
+    if crit is not None:
+        lines.append(f"Critical batch: {crit.batch:,.0f} sequences (peak {fmt_si(crit.peak_flops, 'FLOP/s')}"
+                     f" x {crit.bytes_per_weight:g} bytes per weight / (2 x HBM {fmt_si(crit.hbm_bandwidth, 'B/s')}))")
+        if crit.verdict:
+            lines.append(f"  {esc(crit.verdict)}")
+        lines.append(f"  counting the KV cache: {crit.with_kv_cache:,.0f} sequences" if crit.with_kv_cache is not None
+                     else f"  counting the KV cache: {esc(crit.with_kv_cache_reason or 'unknown')}")
     else:
         lines.append(f"Critical batch: unknown ({esc(report.reasons.get('critical_batch', ''))})")
     lines.append(f"KV cache per token: {fmt_bytes(report.kv_bytes_per_token)}" if report.kv_bytes_per_token
