@@ -9,6 +9,7 @@ import streamlit as st
 
 from traceview.dashboards.data import View
 from traceview.dashboards.persist import keep_across_tabs
+from traceview.hostreduce.memory_peaks import HeldAtPeak
 from traceview.memory.headroom import Headroom, headroom, is_device_memory
 from traceview.memory.view import MemoryReport
 from traceview.render.memory import buffer_json, fmt_bytes
@@ -55,11 +56,11 @@ def _bar_height(frame: pd.DataFrame) -> int:
     return max(160, 30 * len(frame) + 90)
 
 
-def _held_label(i: int, alloc: dict, origin_ps: int) -> str:
+def _held_label(i: int, held: HeldAtPeak, origin_ps: int) -> str:
     """What the trace says about an allocation (op, shape), else when it was made; numbered to stay unique."""
-    parts = [p for p in (alloc.get("op"), alloc.get("shape")) if p]
-    if not parts and alloc.get("time_ps") is not None:
-        parts = [f"allocated at {(alloc['time_ps'] - origin_ps) / PS_PER_MS:.3f} ms (step {alloc['step']})"]
+    parts = [p for p in (held.op, held.shape) if p]
+    if not parts and held.time_ps is not None:
+        parts = [f"allocated at {(held.time_ps - origin_ps) / PS_PER_MS:.3f} ms (step {held.step})"]
     return f"#{i + 1} " + "  ".join(parts)
 
 

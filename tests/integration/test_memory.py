@@ -30,6 +30,7 @@ from traceview.parsers.hlo.buffer_assignment import (
     LogicalBuffer,
 )
 from traceview.parsers.xspace.allocator_events import ALLOCATOR_COLUMNS, read_allocator_events
+from traceview.render.memory import held_json
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 XPLANES = sorted(SHARED.rglob("*.xplane.pb")) if SHARED.is_dir() else []
@@ -148,9 +149,19 @@ def test_runtime_peak_and_what_holds_it():
     (p,) = runtime_peaks(ev)
     assert p.peak_bytes == 500 and p.peak_time_ps == 40       # ties: the latest event wins, as in XProf
     assert p.capacity_bytes == 1500 and p.step == 4
-    assert [(a["op"], a["size_bytes"]) for a in p.at_peak] == [("b", 200), ("allocated before the profile", 200),
+    assert [(a.op, a.size_bytes) for a in p.at_peak] == [("b", 200), ("allocated before the profile", 200),
                                                               ("c", 100)]
-    assert sum(a["size_bytes"] for a in p.at_peak) == p.peak_bytes
+    assert sum(a.size_bytes for a in p.at_peak) == p.peak_bytes
+
+
+def test_held_at_peak_json_is_timed_from_the_origin_without_the_address():
+    ev = _events([dict(time_ps=1_000_000 * t, kind="alloc", heap_bytes=100 * t, allocation_bytes=100,
+                       address=t, tf_op=f"op{t}", step=t) for t in (1, 2, 3)])
+    (p,) = runtime_peaks(ev)
+    rows = [held_json(a, origin=1_000_000) for a in p.at_peak]
+    assert [list(r) for r in rows] == [["size_bytes", "requested_bytes", "shape", "op", "region_type",
+                                         "data_type", "step", "kind", "time_us"]] * 3
+    assert [(r["op"], r["time_us"], r["step"]) for r in rows] == [("op1", 0.0, 1), ("op2", 1.0, 2), ("op3", 2.0, 3)]
 
 
 def test_fill_steps_like_xprof():

@@ -34,6 +34,24 @@ from traceview.runtime.forked import fork_map
 MAX_TIMELINE_POINTS = 1000
 
 
+@dataclass(frozen=True, slots=True)
+class HeldAtPeak:
+    """One thing an allocator held at its peak: an allocation made inside the profile window and not yet freed
+    (``kind`` "allocation", with what the trace says of it), what the heap held beyond those, allocated before
+    the profile ("before profile"), or the stack ("stack"). A peak's rows add up to its peak bytes."""
+
+    size_bytes: int
+    requested_bytes: int | None       # what the program asked for (an allocation only)
+    shape: str | None
+    op: str | None                    # the op that allocated it; a label for the other two kinds
+    region_type: str | None           # "stack" for the stack
+    data_type: str | None
+    step: int | None                  # the step it was allocated in (an allocation only)
+    time_ps: int | None               # when it was allocated, absolute (an allocation only)
+    address: int | None
+    kind: str                         # "allocation" | "before profile" | "stack"
+
+
 @dataclass
 class RuntimePeak:
     device: str                   # host/allocator, e.g. "tw003/GPU_0_bfc"
@@ -50,7 +68,7 @@ class RuntimePeak:
     lifetime_peak_bytes: int      # the allocator's own peak_bytes_in_use stat (may precede the window)
     events: int
     timeline: pd.DataFrame        # time_ps, stack_bytes, heap_bytes, step (downsampled)
-    at_peak: list[dict] = field(default_factory=list)
+    at_peak: list[HeldAtPeak] = field(default_factory=list)   # largest first
 
 
 def fill_steps(steps: np.ndarray) -> np.ndarray:
@@ -77,7 +95,7 @@ def _downsample(frame: pd.DataFrame, peak_row: int, limit: int) -> pd.DataFrame:
     return frame.iloc[keep]
 
 
-def _active_at_peak(events: pd.DataFrame, peak_row: int) -> list[dict]:
+def _active_at_peak(events: pd.DataFrame, peak_row: int) -> list[HeldAtPeak]:
     live: dict[int, int] = {}
     kinds = events["kind"].to_numpy()
     addrs = events["address"].to_numpy()
@@ -93,13 +111,11 @@ def _active_at_peak(events: pd.DataFrame, peak_row: int) -> list[dict]:
         v = cols[column][i]
         return v if isinstance(v, str) and v else None
 
-    rows: list[dict] = []
-    for i in live.values():
-        rows.append({"size_bytes": int(cols["allocation_bytes"][i]), "requested_bytes": int(cols["requested_bytes"][i]),
-                     "shape": text("shape", i), "op": text("tf_op", i), "region_type": text("region_type", i),
-                     "data_type": text("data_type", i), "step": int(cols["step"][i]),
-                     "time_ps": int(cols["time_ps"][i]), "address": int(cols["address"][i]), "kind": "allocation"})
-    rows.sort(key=lambda r: (-r["size_bytes"], r["time_ps"]))
+    rows = [HeldAtPeak(size_bytes=int(cols["allocation_bytes"][i]), requested_bytes=int(cols["requested_bytes"][i]),
+                       shape=text("shape", i), op=text("tf_op", i), region_type=text("region_type", i),
+                       data_type=text("data_type", i), step=int(cols["step"][i]), time_ps=int(cols["time_ps"][i]),
+                       address=int(cols["address"][i]), kind="allocation") for i in live.values()]
+    rows.sort(key=lambda r: (-r.size_bytes, r.time_ps))
     return rows
 
 
@@ -131,16 +147,16 @@ def _runtime_peak(host, memory, group: pd.DataFrame, timeline_points: int) -> Ru
     stack, heap, free = int(p["stack_bytes"]), int(p["heap_bytes"]), int(p["free_bytes"])
     capacity = stack + heap + free if free > 0 else None
     at_peak = _active_at_peak(group, peak_row)
-    attributed = sum(r["size_bytes"] for r in at_peak)
+    attributed = sum(r.size_bytes for r in at_peak)
     if heap - attributed > 0:
-        at_peak.append({"size_bytes": heap - attributed, "requested_bytes": None, "shape": None,
-                        "op": "allocated before the profile", "region_type": None, "data_type": None,
-                        "step": None, "time_ps": None, "address": None, "kind": "before profile"})
+        at_peak.append(HeldAtPeak(size_bytes=heap - attributed, requested_bytes=None, shape=None,
+                                  op="allocated before the profile", region_type=None, data_type=None, step=None,
+                                  time_ps=None, address=None, kind="before profile"))
     if stack > 0:
-        at_peak.append({"size_bytes": stack, "requested_bytes": None, "shape": None, "op": "stack",
-                        "region_type": "stack", "data_type": None, "step": None, "time_ps": None,
-                        "address": None, "kind": "stack"})
-    at_peak.sort(key=lambda r: -r["size_bytes"])
+        at_peak.append(HeldAtPeak(size_bytes=stack, requested_bytes=None, shape=None, op="stack",
+                                  region_type="stack", data_type=None, step=None, time_ps=None, address=None,
+                                  kind="stack"))
+    at_peak.sort(key=lambda r: -r.size_bytes)
     timeline = _downsample(group[["time_ps", "stack_bytes", "heap_bytes", "step"]], peak_row, timeline_points)
     return RuntimePeak(
         device=f"{host}/{memory}", name=str(memory), host=str(host), capacity_bytes=capacity,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from traceview.hostreduce.memory_peaks import HeldAtPeak
 from traceview.memory.headroom import Headroom
 from traceview.memory.static import StaticBuffer
 from traceview.memory.view import MemoryReport
@@ -42,6 +43,13 @@ def buffer_json(buffer: StaticBuffer) -> dict:
             "kind": buffer.kind, "source": buffer.source, "opcode": buffer.opcode, "op_name": buffer.op_name}
 
 
+def held_json(held: HeldAtPeak, origin: int) -> dict:
+    """One thing held at an allocator's peak (its time from the report's origin; no address)."""
+    return {"size_bytes": held.size_bytes, "requested_bytes": held.requested_bytes, "shape": held.shape,
+            "op": held.op, "region_type": held.region_type, "data_type": held.data_type, "step": held.step,
+            "kind": held.kind, "time_us": _us(held.time_ps, origin)}
+
+
 def memory_json(report: MemoryReport) -> dict:
     origin = report.origin_ps
     target = None
@@ -61,8 +69,7 @@ def memory_json(report: MemoryReport) -> dict:
                           "usage_bytes": int(s + h), "step": int(st)}
                          for t, s, h, st in m.timeline[["time_ps", "stack_bytes", "heap_bytes", "step"]]
                          .itertuples(index=False)],
-            "at_peak": [{**{k: v for k, v in a.items() if k not in ("time_ps", "address")},
-                         "time_us": _us(a["time_ps"], origin)} for a in m.at_peak],
+            "at_peak": [held_json(a, origin) for a in m.at_peak],
             "headroom": headroom_json(room) if room else None,
         })
     modules = []
@@ -116,8 +123,8 @@ def memory_text(report: MemoryReport, top: int = 10, markdown: bool = False) -> 
             out.append("")
             out.append(head(f"Held at the peak of {esc(m.device)}") if markdown
                        else f"Held at the peak of {esc(m.device)}:")
-            rows = [[fmt_bytes(a["size_bytes"]), esc(a["op"] or "-"), esc(a["shape"] or "-"),
-                     esc(a["region_type"] or "-"), "-" if a["step"] is None else str(a["step"])]
+            rows = [[fmt_bytes(a.size_bytes), esc(a.op or "-"), esc(a.shape or "-"),
+                     esc(a.region_type or "-"), "-" if a.step is None else str(a.step)]
                     for a in m.at_peak[:top]]
             out.append(table(["size", "op", "shape", "region", "step"], rows, "rllll"))
             if len(m.at_peak) > top:
