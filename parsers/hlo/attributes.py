@@ -1,11 +1,13 @@
 """HLO instruction attributes as typed values: :class:`Attributes` (``Instruction.typed``), and the
-decoders it uses.
+decoders of their text.
 
-Both readers keep every attribute as the text XLA prints (``Instruction.attributes``; the proto reader
-writes a proto's fields that way, :mod:`traceview.parsers.hlo.proto_attributes`), so one decoder per
-attribute serves both sources: ``{1,2}``, ``{size=3x3 stride=2x2 pad=1_1x1_1}``, ``b01f_01io->b01f``,
-``{{0,1},{2,3}}``, ``[2,4]<=[8]``, ... Each attribute is decoded the first time it is read and kept
-with its instruction; decoders of texts that repeat across instructions are cached by text.
+Two sources fill the same record. The text reader keeps every attribute as the text XLA prints
+(``Instruction.attributes``): each property decodes its attribute from that text the first time it is
+read (``{1,2}``, ``{size=3x3 stride=2x2 pad=1_1x1_1}``, ``b01f_01io->b01f``, ``{{0,1},{2,3}}``,
+``[2,4]<=[8]``, ...), and decoders of texts that repeat across instructions are cached by text. The
+proto reader decodes the values straight from the HloInstructionProto's fields
+(:mod:`traceview.parsers.hlo.proto_typed`) and hands them over whole (:meth:`Attributes.decoded`); the
+text it also writes (:mod:`traceview.parsers.hlo.proto_attributes`) is only for display.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from typing import Any
 
 from traceview.parsers.hlo.replica_groups import parse_replica_groups
 
@@ -153,18 +156,119 @@ def known_trip_count(text: str | None) -> int | None:
     return trips if 0 <= trips <= 1 << 53 else None
 
 
+def optional_int(text: str | None) -> int | None:
+    """The first integer in ``text``; None when absent or none there."""
+    m = _INT_RE.search(text) if text else None
+    return int(m.group()) if m else None
+
+
+def unquote(value: str) -> str:
+    """A quoted HLO text string (``"a\\"b"``) as its value; any other text as it is."""
+    if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
+        body = value[1:-1]
+        if "\\" in body:
+            body = re.sub(r'\\(.)', lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
+        return body
+    return value
+
+
+# attributes naming called computations, in the order XLA prints them
+CALL_KEYS = ("calls", "to_apply", "condition", "body", "true_computation", "false_computation",
+             "branch_computations", "select", "scatter", "called_computations")
+_COMP_REF_RE = re.compile(r"%?([^\s{},%]+)")
+
+
+def computation_names(text: str) -> list[str]:
+    """The computation names an attribute lists: ``%body``, ``{%a, %b}`` -> [a, b]."""
+    return _COMP_REF_RE.findall(text)
+
+
+def called_from_attributes(attrs: Mapping[str, str]) -> list[str]:
+    """Names of the computations an instruction's attributes call, in printed-key order."""
+    out: list[str] = []
+    for key in CALL_KEYS:
+        if key in attrs:
+            out.extend(computation_names(attrs[key]))
+    return out
+
+
+_FRONTEND_ENTRY_RE = re.compile(r'\s*([A-Za-z_][\w.\-]*)\s*=\s*')
+
+
+def frontend_attributes(text: str | None) -> dict[str, str]:
+    """``{k=v,...}`` as a dict, values unquoted (XLA prints some quoted, some bare, e.g. ``{{0,1},{1,2}}``);
+    {} when absent or unreadable."""
+    text = (text or "").strip()
+    if not (text.startswith("{") and text.endswith("}")):
+        return {}
+    body, pos = text[1:-1], 0
+    out: dict[str, str] = {}
+    while pos < len(body):
+        m = _FRONTEND_ENTRY_RE.match(body, pos)
+        if m is None:
+            return out
+        key, pos = m.group(1), m.end()
+        end = _value_end(body, pos)
+        out[key] = unquote(body[pos:end].strip())
+        pos = end + 1                      # past the comma
+    return out
+
+
+def _value_end(text: str, pos: int) -> int:
+    """Where a value starting at ``pos`` ends: the next comma outside braces and quotes (or the end)."""
+    depth, quoted, i = 0, False, pos
+    while i < len(text):
+        c = text[i]
+        if quoted:
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                quoted = False
+        elif c == '"':
+            quoted = True
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+        elif c == "," and depth <= 0:
+            return i
+        i += 1
+    return len(text)
+
+
 class Attributes:
     """The attributes of one instruction that the cost model and the views read, as typed values.
 
-    Each property decodes its attribute from the instruction's attribute text the first time it is read
-    (``raw``: the text by key; ``backend_config``: the instruction's backend config text) and keeps it.
-    An absent attribute reads as XLA's default: an empty tuple, the count 1, or None where no default
-    exists.
+    From text, each property decodes its attribute from the instruction's attribute text the first time it
+    is read (``raw``: the text by key; ``backend_config``: the instruction's backend config text) and keeps
+    it. From a proto, :meth:`decoded` holds the values the proto reader decoded from the fields. Either
+    way an absent attribute reads as XLA's default: an empty tuple or mapping, the count 1, False, or None
+    where no default exists.
     """
+
+    # every typed attribute, by property name (what as_dict() lists and the two sources must agree on)
+    FIELDS = ("window", "conv_dims", "feature_group_count", "batch_group_count", "lhs_contracting_dims",
+              "rhs_contracting_dims", "lhs_batch_dims", "rhs_batch_dims", "dimensions", "fft_length",
+              "parameter_number", "index", "replica_groups", "source_target_pairs", "channel_id",
+              "is_host_transfer", "frontend_attributes", "calls", "comparison_direction", "backend_config",
+              "known_trip_count")
 
     def __init__(self, raw: Mapping[str, str], backend_config: str | None) -> None:
         self._raw = raw
         self._backend_config = backend_config
+
+    @classmethod
+    def decoded(cls, values: Mapping[str, Any], backend_config: str | None) -> Attributes:
+        """A record of values decoded elsewhere (the proto reader, from the proto's fields), by property
+        name; a property not in ``values`` is absent from the instruction and reads as its default. The
+        backend config is JSON text in both sources: it is decoded here, on first read."""
+        record = cls({}, backend_config)
+        record.__dict__.update(values)  # what each cached property would have stored on first read
+        return record
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every typed attribute by name (decoding what was not read yet)."""
+        return {name: getattr(self, name) for name in self.FIELDS}
 
     def _ints(self, key: str) -> tuple[int, ...]:
         return int_list(self._raw.get(key))
@@ -192,7 +296,21 @@ class Attributes:
         return self._ints("lhs_contracting_dims")
 
     @cached_property
+    def rhs_contracting_dims(self) -> tuple[int, ...]:
+        return self._ints("rhs_contracting_dims")
+
+    @cached_property
+    def lhs_batch_dims(self) -> tuple[int, ...]:
+        return self._ints("lhs_batch_dims")
+
+    @cached_property
+    def rhs_batch_dims(self) -> tuple[int, ...]:
+        return self._ints("rhs_batch_dims")
+
+    @cached_property
     def dimensions(self) -> tuple[int, ...]:
+        """``dimensions={...}`` (broadcast, transpose, reduce, concatenate, all-gather, ...); an iota's
+        dimension is ``iota_dimension``, not this."""
         return self._ints("dimensions")
 
     @cached_property
@@ -216,6 +334,33 @@ class Attributes:
     @cached_property
     def source_target_pairs(self) -> tuple[tuple[int, int], ...]:
         return source_target_pairs(self._raw.get("source_target_pairs"))
+
+    @cached_property
+    def channel_id(self) -> int | None:
+        """The channel a send/recv pair or a cross-module collective shares; None when it has none."""
+        return optional_int(self._raw.get("channel_id"))
+
+    @cached_property
+    def is_host_transfer(self) -> bool:
+        """Whether a send/recv moves data to or from the host rather than between devices."""
+        return (self._raw.get("is_host_transfer") or "").strip().lower() == "true"
+
+    @cached_property
+    def frontend_attributes(self) -> Mapping[str, str]:
+        """The frontend attributes, values unquoted; {} when none."""
+        return frontend_attributes(self._raw.get("frontend_attributes"))
+
+    @cached_property
+    def calls(self) -> Mapping[str, tuple[str, ...]]:
+        """The called computations by the attribute that names them (``to_apply``, ``condition``,
+        ``body``, ``calls``, ``branch_computations``, ...), in XLA's printed order."""
+        return {key: tuple(computation_names(self._raw[key])) for key in CALL_KEYS if key in self._raw}
+
+    @cached_property
+    def comparison_direction(self) -> str | None:
+        """A compare's direction (``LT``, ``EQ``, ...); None when absent."""
+        text = (self._raw.get("direction") or "").strip()
+        return text or None
 
     @cached_property
     def backend_config(self) -> dict:

@@ -69,6 +69,11 @@ class Instruction:
             self._typed = Attributes(self.attributes, self.backend_config)
         return self._typed
 
+    @typed.setter
+    def typed(self, record: Attributes) -> None:
+        """Set by a reader that decodes the typed values itself (the proto reader, from the proto's fields)."""
+        self._typed = record
+
 
 @dataclass
 class Computation:

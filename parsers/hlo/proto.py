@@ -1,8 +1,10 @@
 """Decode HloProto / HloModuleProto bytes into :class:`HloModule`.
 
-Attributes are rendered the way HLO text prints them
-(:mod:`traceview.parsers.hlo.proto_attributes`), so the cost model reads one
-form whatever the source. Inputs: the bytes of a trace's ``/host:metadata`` HLO protos,
+The typed attributes the cost model reads (``Instruction.typed``) are decoded
+straight from the instruction's fields (:mod:`traceview.parsers.hlo.proto_typed`);
+the attribute text HLO would print is written as well
+(:mod:`traceview.parsers.hlo.proto_attributes`), for display and for the views
+that read attribute text. Inputs: the bytes of a trace's ``/host:metadata`` HLO protos,
 ``*.hlo_proto.pb`` files written beside traces, and XLA dump files
 ``*.hlo.pb`` (optionally ``.xz``/``.gz``).
 """
@@ -17,15 +19,24 @@ from pathlib import Path
 from google.protobuf.message import DecodeError
 
 from traceview.errors import HloError
+from traceview.parsers.hlo.attributes import CALL_KEYS, Attributes
 from traceview.parsers.hlo.checks import check_module
 from traceview.parsers.hlo.files import read_bytes
 from traceview.parsers.hlo.model import Computation, HloModule, Instruction, Shape, source_name
-from traceview.parsers.hlo.proto_attributes import ProtoOp, attributes_of, metadata_of, metadata_text, quote
+from traceview.parsers.hlo.proto_attributes import (
+    ProtoOp,
+    attributes_of,
+    called_roles,
+    metadata_of,
+    metadata_text,
+    quote,
+)
+from traceview.parsers.hlo.proto_typed import typed_values
 from traceview.parsers.hlo.schema import (
     PRIMITIVE_TYPES,
     message_class,
 )
-from traceview.parsers.hlo.text import apply_stack_frames, called_from_attributes
+from traceview.parsers.hlo.text import apply_stack_frames
 
 __all__ = ["parse_hlo_proto", "read_hlo_proto", "modules_from_trace_protos", "shape_from_proto", "shape_to_text"]
 
@@ -240,15 +251,20 @@ class _ModuleConversion:
             raise HloError(f"{self.where}: instruction {ip.name!r} in {cp.name!r} refers to unknown "
                            f"operand id {exc.args[0]}") from None
         opcode = ip.opcode
-        attrs = attributes_of(ProtoOp(ip, opcode, shapes[ip.id], self.called(ip), [shapes[i] for i in ip.operand_ids]))
+        operand_shapes = [shapes[i] for i in ip.operand_ids]
+        roles = called_roles(opcode, self.called(ip), operand_shapes)
+        op = ProtoOp(ip, opcode, shapes[ip.id], roles, operand_shapes, ip.ListFields())
+        attrs = attributes_of(op)
         metadata = metadata_of(ip.metadata) if ip.HasField("metadata") else {}
         backend_config = ip.backend_config.decode("utf-8", errors="replace") if ip.backend_config else None
         attrs.update(_trailing_attributes(ip, metadata, backend_config, names))
-        return Instruction(
+        inst = Instruction(
             name=ip.name, opcode=opcode, shape=shapes[ip.id], operands=operands, attributes=attrs,
-            called_computations=called_from_attributes(attrs), metadata=metadata, backend_config=backend_config,
-            custom_call_target=ip.custom_call_target or None,
+            called_computations=[name for key in CALL_KEYS for name in roles.get(key, ())], metadata=metadata,
+            backend_config=backend_config, custom_call_target=ip.custom_call_target or None,
             fusion_kind=(ip.fusion_kind or None) if opcode == "fusion" else None, id=ip.id)
+        inst.typed = Attributes.decoded(typed_values(op), backend_config)
+        return inst
 
     def called(self, ip) -> list[str]:
         """The names of the computations the instruction calls; an unknown id is a warning."""

@@ -1,7 +1,9 @@
 """HLO instruction attributes of an HloInstructionProto, written the way HLO text prints them
 (``lhs_contracting_dims`` -> ``{1}``, ``replica_groups`` -> ``{{0,1},{2,3}}`` or ``[2,4]<=[8]``,
 ``window`` -> ``{size=3x3 stride=2x2}``, ...), so that a module read from a proto and one read from
-text carry the same ``Instruction.attributes``; and the instruction's metadata.
+text show the same ``Instruction.attributes``; and the instruction's metadata. This text is for
+display and for the views that read attribute text: the typed values the cost model reads are decoded
+from the fields themselves (:mod:`traceview.parsers.hlo.proto_typed`).
 
 Each attribute has a rule (the opcodes or proto fields it applies to, and its formatter): an
 instruction's attributes are the rules that apply to it, in the order XLA prints them.
@@ -76,10 +78,9 @@ def _groups_text(groups) -> str:
 
 def _mesh_text(mesh_list) -> str:
     mesh = mesh_list.mesh
-    names = [a.name for a in mesh.axes]
     axes = []
     for ref in mesh_list.axes:
-        name = names[ref.mesh_axis_index] if ref.mesh_axis_index < len(names) else str(ref.mesh_axis_index)
+        name = mesh_axis_name(mesh_list, ref)
         if ref.HasField("sub_axis_info"):
             axes.append(f"'{name}':({ref.sub_axis_info.pre_size}){ref.sub_axis_info.size}")
         else:
@@ -91,20 +92,39 @@ def _mesh_text(mesh_list) -> str:
     return text
 
 
-def _replica_groups(ip) -> str:
+def replica_group_form(ip) -> tuple[str, Any]:
+    """Which of its device-list fields an instruction's groups are in, and that field: ``("mesh",
+    MeshAxesReplicaGroupListProto)``, ``("iota", IotaReplicaGroupListProto)`` or ``("list", the
+    ReplicaGroups)``; the newest form set wins, as in XLA."""
     if ip.HasField("mesh_axes_replica_group_list") and ip.mesh_axes_replica_group_list.mesh.axes:
-        return _mesh_text(ip.mesh_axes_replica_group_list)
+        return "mesh", ip.mesh_axes_replica_group_list
     if ip.HasField("iota_collective_device_list") and ip.iota_collective_device_list.num_replica_groups:
-        return _iota_text(ip.iota_collective_device_list)
+        return "iota", ip.iota_collective_device_list
     cdl = ip.collective_device_list if ip.HasField("collective_device_list") else None
     if cdl is not None and cdl.HasField("iota_replica_group_list"):
-        return _iota_text(cdl.iota_replica_group_list)
-    groups = cdl.replica_groups if cdl is not None and cdl.replica_groups else ip.replica_groups
-    return _groups_text(g.replica_ids for g in groups)
+        return "iota", cdl.iota_replica_group_list
+    return "list", cdl.replica_groups if cdl is not None and cdl.replica_groups else ip.replica_groups
 
 
-_COLLECTIVES = {"all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter",
-                "all-to-all", "ragged-all-to-all", "collective-broadcast"}
+def mesh_axis_name(mesh_list, ref) -> str:
+    """The name of the mesh axis an AxisRefProto points at (its index when out of range)."""
+    axes = mesh_list.mesh.axes
+    return axes[ref.mesh_axis_index].name if ref.mesh_axis_index < len(axes) else str(ref.mesh_axis_index)
+
+
+def _replica_groups(ip) -> str:
+    form, value = replica_group_form(ip)
+    if form == "mesh":
+        return _mesh_text(value)
+    if form == "iota":
+        return _iota_text(value)
+    return _groups_text(g.replica_ids for g in value)
+
+
+COLLECTIVES = frozenset({"all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter",
+                         "all-to-all", "ragged-all-to-all", "collective-broadcast"})
+REPLICA_GROUP_FIELDS = ("replica_groups", "collective_device_list", "iota_collective_device_list",
+                        "mesh_axes_replica_group_list")
 _TO_APPLY_OPS = {"reduce", "reduce-window", "map", "sort", "scatter", "call", "all-reduce",
                  "all-reduce-start", "reduce-scatter"}
 
@@ -213,36 +233,46 @@ def _default_comparison_type(etype: str) -> str:
     return "UNSIGNED"
 
 
-def _called_attributes(ip, opcode: str, names: list[str], operand_shapes: list[Shape]) -> dict[str, str]:
-    """Which attribute each called computation is printed under."""
+def called_roles(opcode: str, names: list[str], operand_shapes: list[Shape]) -> dict[str, list[str]]:
+    """The computations an instruction calls (``names``, in the proto's order), by the attribute HLO text
+    prints each under (``to_apply``, ``condition`` and ``body``, ``branch_computations``, ...)."""
     if not names:
         return {}
-    ref = ["%" + n for n in names]
-    if opcode == "while" and len(ref) == 2:  # the proto lists the body first
-        return {"condition": ref[1], "body": ref[0]}
+    if opcode == "while" and len(names) == 2:  # the proto lists the body first
+        return {"condition": [names[1]], "body": [names[0]]}
     if opcode == "conditional":
-        if len(ref) == 2 and operand_shapes and operand_shapes[0].element_type == "pred":
-            return {"true_computation": ref[0], "false_computation": ref[1]}
-        return {"branch_computations": "{" + ", ".join(ref) + "}"}
-    if opcode == "select-and-scatter" and len(ref) == 2:
-        return {"select": ref[0], "scatter": ref[1]}
+        if len(names) == 2 and operand_shapes and operand_shapes[0].element_type == "pred":
+            return {"true_computation": [names[0]], "false_computation": [names[1]]}
+        return {"branch_computations": names}
+    if opcode == "select-and-scatter" and len(names) == 2:
+        return {"select": [names[0]], "scatter": [names[1]]}
     if opcode == "custom-call":
-        return {"called_computations": "{" + ", ".join(ref) + "}"}
+        return {"called_computations": names}
     if opcode in ("async-done", "async-update"):
         return {}  # printed only on async-start
-    if opcode in _TO_APPLY_OPS and len(ref) == 1:
-        return {"to_apply": ref[0]}
-    return {"calls": ref[0] if len(ref) == 1 else "{" + ", ".join(ref) + "}"}
+    if opcode in _TO_APPLY_OPS and len(names) == 1:
+        return {"to_apply": names}
+    return {"calls": names}
+
+
+_LIST_ROLES = frozenset({"branch_computations", "called_computations"})  # printed in braces even when one
+
+
+def _called_attributes(roles: dict[str, list[str]]) -> dict[str, str]:
+    """The called computations as HLO text prints them: ``%name``, or ``{%a, %b}``."""
+    return {key: "%" + names[0] if len(names) == 1 and key not in _LIST_ROLES else
+            "{" + ", ".join("%" + n for n in names) + "}" for key, names in roles.items()}
 
 
 class ProtoOp(NamedTuple):
-    """One instruction as the attribute formatters see it."""
+    """One instruction as the attribute decoders (text and typed) see it."""
 
     proto: Any                  # the HloInstructionProto
     opcode: str
     shape: Shape
-    called: list[str]           # the computations it calls, by name
+    roles: dict[str, list[str]]  # the computations it calls, by name, under their attributes (called_roles)
     operand_shapes: list[Shape]
+    fields: list                # proto.ListFields(): the fields set, a handful of the proto's fifty
 
 
 def _slice(op: ProtoOp) -> dict[str, str]:
@@ -357,9 +387,6 @@ def _flag_rule(field: str) -> _Rule:
     return _rule(_flag(field), fields=(field,))
 
 
-_REPLICA_GROUP_FIELDS = ("replica_groups", "collective_device_list", "iota_collective_device_list",
-                         "mesh_axes_replica_group_list")
-
 # The attributes HLO text prints, in its order.
 _ATTRIBUTE_RULES = (
     _rule(lambda op: {"parameter_number": str(op.proto.parameter_number)}, opcodes=("parameter",)),
@@ -381,8 +408,8 @@ _ATTRIBUTE_RULES = (
     _flag_rule("unique_indices"),
     _rule(lambda op: {"channel_id": str(op.proto.channel_id)} if op.proto.channel_id > 0 else {},
           fields=("channel_id",)),
-    _rule(lambda op: {"replica_groups": _replica_groups(op.proto)}, opcodes=tuple(_COLLECTIVES),
-          fields=_REPLICA_GROUP_FIELDS),
+    _rule(lambda op: {"replica_groups": _replica_groups(op.proto)}, opcodes=tuple(COLLECTIVES),
+          fields=REPLICA_GROUP_FIELDS),
     _rule(lambda op: {"source_target_pairs": "{" + ",".join(
         f"{{{p.source},{p.target}}}" for p in op.proto.source_target_pairs) + "}"}, fields=("source_target_pairs",)),
     _flag_rule("use_global_device_ids"),
@@ -405,8 +432,7 @@ _ATTRIBUTE_RULES = (
           {"async_execution_thread": quote(op.proto.async_execution_thread)}, fields=("async_execution_thread",)),
     _rule(lambda op: {"sharding": _sharding(op.proto.sharding)}, fields=("sharding",)),
     _flag_rule("is_composite"),
-    _rule(lambda op: _called_attributes(op.proto, op.opcode, op.called, op.operand_shapes),
-          fields=("called_computation_ids",)),
+    _rule(lambda op: _called_attributes(op.roles), fields=("called_computation_ids",)),
     _rule(lambda op: {"custom_call_target": quote(op.proto.custom_call_target)}, fields=("custom_call_target",)),
     _rule(_output_to_operand_aliasing, fields=("output_operand_aliasing",)),
     _flag_rule("custom_call_has_side_effect"),
@@ -429,7 +455,7 @@ _RULES_BY_FIELD = _rules_by(lambda rule: rule.fields)
 def attributes_of(op: ProtoOp) -> dict[str, str]:
     """The instruction's attributes as HLO text prints them, in its order (see _ATTRIBUTE_RULES)."""
     rules = set(_RULES_BY_OPCODE.get(op.opcode, ()))
-    for field, _ in op.proto.ListFields():  # the fields set: a handful of the proto's fifty
+    for field, _ in op.fields:
         rules.update(_RULES_BY_FIELD.get(field.name, ()))
     a: dict[str, str] = {}
     for i in sorted(rules):

@@ -23,8 +23,6 @@ def parse_replica_groups(text: str, device_ids: list[int] | None = None) -> list
     listed axes). ``{}`` gives ``[]`` (one group of all devices, by XLA's
     convention); text in none of these forms gives None.
     """
-    import numpy as np
-
     t = text.strip()
     if t.startswith("{"):
         inner = t[1:-1].strip()
@@ -36,37 +34,62 @@ def parse_replica_groups(text: str, device_ids: list[int] | None = None) -> list
             return None
     m = _IOTA_GROUPS_RE.match(t)
     if m:
-        n_groups, size = int(m.group(1)), int(m.group(2))
         dims = [int(x) for x in m.group(3).split(",") if x]
-        perm = [int(x) for x in m.group(4).split(",") if x] if m.group(4) else list(range(len(dims)))
-        total = math.prod(dims)
-        # Forms that do not fit (group count x size != device count, a bad transpose) are unreadable.
-        if total != n_groups * size or total > MAX_DEVICES or sorted(perm) != list(range(len(dims))):
-            return None
-        ids = np.arange(total).reshape(dims).transpose(perm)
-        return ids.reshape(n_groups, size).tolist()
+        perm = [int(x) for x in m.group(4).split(",") if x] if m.group(4) else None
+        return iota_groups(int(m.group(1)), int(m.group(2)), dims, perm)
     m = _MESH_RE.match(t)
     if m:
-        try:
-            return _mesh_groups(m, device_ids)
-        except (ValueError, IndexError, OverflowError, ZeroDivisionError):  # a mesh that does not fit its axes
-            return None
+        axes = [(name, int(size)) for name, size in _MESH_AXIS_RE.findall(m.group(1))]
+        wanted = [(name, int(pre) if pre else None, int(size) if pre else None)
+                  for name, pre, size in _GROUP_AXIS_RE.findall(m.group(2))]
+        return mesh_groups(axes, wanted, device_ids)
     return None
 
 
-def _mesh_groups(m: re.Match, device_ids: list[int] | None) -> list[list[int]] | None:
-    """Groups of a ``mesh[...] {axes}`` form (see parse_replica_groups)."""
+def iota_groups(n_groups: int, size: int, dims: list[int], perm: list[int] | None) -> list[list[int]] | None:
+    """The groups of the iota form ``[n_groups,size]<=[dims]T(perm)``: iota(N) reshaped to ``dims``,
+    transposed by ``perm`` (None or empty: no transpose), read as ``n_groups`` rows of ``size``.
+
+    None when the form does not fit (group count x size != device count, a bad transpose, more devices
+    than MAX_DEVICES).
+    """
     import numpy as np
 
-    axes = [(name, int(size)) for name, size in _MESH_AXIS_RE.findall(m.group(1))]
+    perm = list(perm) if perm else list(range(len(dims)))
+    if any(d < 0 for d in dims):
+        return None
+    total = math.prod(dims)
+    if total != n_groups * size or total > MAX_DEVICES or sorted(perm) != list(range(len(dims))):
+        return None
+    ids = np.arange(total).reshape(dims).transpose(perm)
+    return ids.reshape(n_groups, size).tolist()
+
+
+def mesh_groups(axes: list[tuple[str, int]], wanted: list[tuple[str, int | None, int | None]],
+                device_ids: list[int] | None) -> list[list[int]] | None:
+    """The groups of the mesh form ``mesh['a'=2,'b'=4] {'a'}``: the devices of the mesh (``axes``: name
+    and size; ``device_ids``: the mesh's devices in order, None for iota) that differ only along the
+    ``wanted`` axes (name, and the sub-axis's pre-size and size, or None for the whole axis).
+
+    None when the mesh does not fit its axes.
+    """
+    try:
+        return _mesh_groups(axes, wanted, device_ids)
+    except (ValueError, IndexError, OverflowError, ZeroDivisionError):
+        return None
+
+
+def _mesh_groups(axes: list[tuple[str, int]], wanted: list[tuple[str, int | None, int | None]],
+                 device_ids: list[int] | None) -> list[list[int]] | None:
+    import numpy as np
+
     # split every axis into (pre, size, post) pieces so sub-axes can be picked out
     pieces: list[tuple[str, int, int]] = []  # (axis, pre_size, size) per reshaped dim
-    wanted = _GROUP_AXIS_RE.findall(m.group(2))
     splits: dict[str, list[int]] = {}
     for name, pre, size in wanted:
-        if pre:
-            splits.setdefault(name, []).append(int(pre))
-            splits[name].append(int(pre) * int(size))
+        if pre is not None:
+            splits.setdefault(name, []).append(pre)
+            splits[name].append(pre * (size or 0))
     for name, full in axes:
         cuts = sorted({1, full, *splits.get(name, [])})
         for lo, hi in pairwise(cuts):
@@ -83,7 +106,7 @@ def _mesh_groups(m: re.Match, device_ids: list[int] | None) -> list[list[int]] |
         for i, (pname, ppre, psize) in enumerate(pieces):
             if pname != name:
                 continue
-            if not pre or (ppre >= int(pre) and ppre * psize <= int(pre) * int(size)):
+            if pre is None or (ppre >= pre and ppre * psize <= pre * (size or 0)):
                 group_dims.append(i)
     other = [i for i in range(len(pieces)) if i not in group_dims]
     group_size = int(np.prod([pieces[i][2] for i in group_dims])) if group_dims else 1

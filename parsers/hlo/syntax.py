@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from traceview.parsers.hlo.attributes import unquote
 from traceview.parsers.hlo.checks import MAX_TUPLE_DEPTH
 from traceview.parsers.hlo.model import Shape
 
@@ -82,15 +83,6 @@ def match_close(text: str, pos: int) -> int:
 
 
 _META_RE = re.compile(r'([\w.\-]+)=(' + _STRING + r'|[^\s}]+)')
-
-
-def unquote(value: str) -> str:
-    if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
-        body = value[1:-1]
-        if "\\" in body:
-            body = re.sub(r'\\(.)', lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
-        return body
-    return value
 
 
 _COMMENT_TOKEN_RE = re.compile(_STRING + r"|/\*|//")

@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 
 from traceview.errors import HloError
+from traceview.parsers.hlo.attributes import called_from_attributes, unquote
 from traceview.parsers.hlo.checks import check_module
 from traceview.parsers.hlo.files import read_bytes
 from traceview.parsers.hlo.model import Computation, HloModule, Instruction, source_name
@@ -34,7 +35,6 @@ from traceview.parsers.hlo.syntax import (
     split_attributes,
     split_top_level,
     strip_comments,
-    unquote,
 )
 
 __all__ = ["apply_stack_frames", "called_from_attributes", "desugar_async", "header_module_name",
@@ -54,7 +54,6 @@ _OPCODE_RE = re.compile(r"\s*([a-z][\w\-]*)\(")
 _OPERAND_NAME_RE = re.compile(r"%?([^\s%]+)\s*$")
 _SECTION_ENTRY_RE = re.compile(r'^(\d+)\s+(.*)$')
 _CLOSE_THREAD_RE = re.compile(r'execution_thread="([^"]*)"')
-_COMP_REF_RE = re.compile(r"%?([^\s{},%]+)")
 
 
 def looks_like_hlo_text(head: str) -> bool:
@@ -81,9 +80,6 @@ def header_module_name(head: str) -> str | None:
     return None
 
 
-# attributes naming called computations, in the order XLA prints them
-_CALL_KEYS = ("calls", "to_apply", "condition", "body", "true_computation", "false_computation",
-              "branch_computations", "select", "scatter", "called_computations")
 _SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
 
@@ -434,17 +430,6 @@ def desugar_async(computations: dict[str, Computation], warnings: list[str]) -> 
             inst.attributes = {k: v for k, v in inst.attributes.items() if k in _ASYNC_OWN}
             inst.attributes["calls"] = "%" + wrapped_name
             inst.called_computations = [wrapped_name]
-
-
-def called_from_attributes(attrs: dict[str, str]) -> list[str]:
-    """Names of the computations an instruction's attributes call, in printed-key order."""
-    out: list[str] = []
-    for key in _CALL_KEYS:
-        if key in attrs:
-            out.extend(_COMP_REF_RE.findall(attrs[key]))
-    return out
-
-
 
 
 def apply_stack_frames(module: HloModule) -> None:

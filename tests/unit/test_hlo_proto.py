@@ -172,6 +172,8 @@ def test_proto_equals_text_of_the_same_module(jax_hlo_dump):
                 for field in ("opcode", "shape", "operands", "attributes", "called_computations",
                               "metadata", "backend_config", "custom_call_target", "fusion_kind"):
                     assert getattr(it, field) == getattr(ip, field), (text_path.name, it.name, field)
+                # typed values: decoded from the text by one reader, from the proto's fields by the other
+                assert it.typed.as_dict() == ip.typed.as_dict(), (text_path.name, it.name)
                 groups = it.attributes.get("replica_groups", "")
                 seen_forms.add("mesh" if groups.startswith("mesh") else "iota" if "<=" in groups
                                else "list" if groups else None)

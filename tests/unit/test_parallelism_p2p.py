@@ -78,11 +78,14 @@ def test_pairs_and_validation_read_as_printed(quoted):
 
 
 def test_frontend_attributes_keep_commas_and_braces_inside_values():
-    inst = parse_hlo_text(_module(_pairs_text([(0, 1)], False))).computations["body"].by_name()["s"]
-    inst.attributes["frontend_attributes"] = '{a="x,y",b={{1,2},{3,4}},c="say \\"hi\\"",d=7}'
+    def send(frontend: str):  # attributes are decoded on first read: a fresh instruction per text
+        inst = parse_hlo_text(_module(_pairs_text([(0, 1)], False))).computations["body"].by_name()["s"]
+        inst.attributes["frontend_attributes"] = frontend
+        return inst
+
+    inst = send('{a="x,y",b={{1,2},{3,4}},c="say \\"hi\\"",d=7}')
     assert p2p.frontend_attributes(inst) == {"a": "x,y", "b": "{{1,2},{3,4}}", "c": 'say "hi"', "d": "7"}
-    inst.attributes["frontend_attributes"] = "not braces"
-    assert p2p.frontend_attributes(inst) == {}
+    assert p2p.frontend_attributes(send("not braces")) == {}
 
 
 def test_invalid_validation_and_host_transfers():

@@ -106,9 +106,9 @@ class ModuleAnalysis:
 
     def called(self, inst: Instruction, key: str, position: int = 0) -> Computation | None:
         """The computation named by attribute ``key`` (e.g. ``to_apply``), else by position."""
-        text = inst.attributes.get(key)
-        if text:
-            comp = self.computation(text.strip().lstrip("%").strip("{}").split(",")[0].strip().lstrip("%"))
+        names = inst.typed.calls.get(key)
+        if names:
+            comp = self.computation(names[0])
             if comp is not None:
                 return comp
         if position < len(inst.called_computations):

@@ -80,7 +80,7 @@ class _Resolver:
             return ("tuple", list(inst.operands), comp, env)
         if op == "compare" and len(inst.operands) == 2:
             a, b = (self.term(comp, o, env, depth + 1) for o in inst.operands)
-            direction = inst.attributes.get("direction", "").strip()
+            direction = inst.typed.comparison_direction or ""
             return ("cmp", direction, a, b) if a is not None and b is not None else None
         if op in ("add", "subtract") and len(inst.operands) == 2:
             a, b = (self.term(comp, o, env, depth + 1) for o in inst.operands)

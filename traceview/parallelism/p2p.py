@@ -21,8 +21,6 @@ n − p + 1 = v·m iterations), or ``"invalid"`` (a peeled copy that transfers n
 
 from __future__ import annotations
 
-import re
-
 from traceview.parallelism.loops import Loop
 from traceview.parsers.hlo.attributes import source_target_pairs
 from traceview.parsers.hlo.model import HloModule, Instruction
@@ -31,50 +29,11 @@ PAIRS_KEY = "_xla_send_recv_source_target_pairs"
 VALIDATION_KEY = "_xla_send_recv_validation"
 PIPELINE_KEY = "_xla_send_recv_pipeline"
 PIPELINED_LOOP_KEY = "is_pipelined_while_loop"
-_ENTRY = re.compile(r'\s*([A-Za-z_][\w.\-]*)\s*=\s*')
 
 
 def frontend_attributes(inst: Instruction) -> dict[str, str]:
-    """``frontend_attributes={k=v,...}`` as a dict, values unquoted; {} when absent or unreadable."""
-    text = (inst.attributes.get("frontend_attributes") or "").strip()
-    if not (text.startswith("{") and text.endswith("}")):
-        return {}
-    body, pos = text[1:-1], 0
-    out: dict[str, str] = {}
-    while pos < len(body):
-        m = _ENTRY.match(body, pos)
-        if m is None:
-            return out
-        key, pos = m.group(1), m.end()
-        end = _value_end(body, pos)
-        value = body[pos:end].strip()
-        if len(value) >= 2 and value[0] == value[-1] == '"':
-            value = value[1:-1].replace('\\"', '"')
-        out[key] = value
-        pos = end + 1                      # past the comma
-    return out
-
-
-def _value_end(text: str, pos: int) -> int:
-    """Where a value starting at ``pos`` ends: the next comma outside braces and quotes (or the end)."""
-    depth, quoted, i = 0, False, pos
-    while i < len(text):
-        c = text[i]
-        if quoted:
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                quoted = False
-        elif c == '"':
-            quoted = True
-        elif c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-        elif c == "," and depth <= 0:
-            return i
-        i += 1
-    return len(text)
+    """The instruction's frontend attributes, values unquoted; {} when absent or unreadable."""
+    return dict(inst.typed.frontend_attributes)
 
 
 def _pairs(text: str | None) -> list[tuple[int, int]]:
@@ -85,12 +44,12 @@ def _pairs(text: str | None) -> list[tuple[int, int]]:
 def send_recv_pairs(inst: Instruction) -> list[tuple[int, int]]:
     """The (source, target) device pairs of a send or recv: the instruction's own ``source_target_pairs``,
     else the frontend attribute XLA's decomposer writes; [] when neither says."""
-    own = _pairs(inst.attributes.get("source_target_pairs"))
+    own = list(inst.typed.source_target_pairs)
     return own or _pairs(frontend_attributes(inst).get(PAIRS_KEY))
 
 
 def is_host_transfer(inst: Instruction) -> bool:
-    return (inst.attributes.get("is_host_transfer") or "").strip().lower() == "true"
+    return inst.typed.is_host_transfer
 
 
 def validation(inst: Instruction) -> list[tuple[int, int]] | None:
@@ -111,13 +70,13 @@ def partner(module: HloModule, computation: str, inst: Instruction) -> tuple[str
     """The other half of a send or recv: the recv (send) on the same channel, in the same computation first,
     else anywhere in the module (a pipelined transfer's recv may sit before the loop); None when unmatched."""
     want = {"send": "recv", "recv": "send"}.get(inst.opcode)
-    channel = inst.attributes.get("channel_id")
+    channel = inst.typed.channel_id
     if want is None or channel is None:
         return None
     here = module.computations.get(computation)
     for comp in ([here] if here is not None else []) + [c for c in module.computations.values() if c is not here]:
         for other in comp.instructions:
-            if other.opcode == want and other.attributes.get("channel_id") == channel:
+            if other.opcode == want and other.typed.channel_id == channel:
                 return comp.name, other
     return None
 

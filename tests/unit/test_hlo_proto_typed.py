@@ -1,0 +1,286 @@
+"""Typed attributes decoded straight from an HloInstructionProto's fields equal those decoded from text.
+
+Three references: the text dump XLA wrote of the same module (the samples' ``*.txt`` beside their
+``*.hlo.pb``; the H200 captures' dumps beside the xplanes that carry the protos); the attribute text the
+proto reader still writes for display, decoded by the text decoders (the route every proto took before
+the typed values were read from the fields), for every HLO proto available; and generated instructions
+whose dims, windows, groups and pairs are drawn at random, where the drawn values are the truth.
+"""
+
+from __future__ import annotations
+
+import lzma
+import random
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from traceview.parsers.hlo.attributes import Attributes, ConvDims, WindowDim
+from traceview.parsers.hlo.model import HloModule
+from traceview.parsers.hlo.proto import modules_from_trace_protos, parse_hlo_proto
+from traceview.parsers.hlo.schema import message_class
+from traceview.parsers.hlo.text import read_hlo_text
+
+REPO = Path(__file__).resolve().parents[2]
+_DEFAULTS = Attributes({}, None).as_dict()
+
+
+def _instructions(module: HloModule):
+    for comp in module.computations.values():
+        for inst in comp.instructions:
+            yield comp.name, inst
+
+
+def _text_route(inst) -> dict:
+    """The typed values decoded from the attribute text the proto reader writes (the former route)."""
+    return Attributes(inst.attributes, inst.backend_config).as_dict()
+
+
+def _sample_pairs():
+    """(proto file, text dump of the same module) of every sample."""
+    for proto in sorted((REPO / "sample_traces").glob("*/hlo/*.hlo.pb")):
+        text = proto.with_name(proto.name[: -len(".hlo.pb")] + ".txt")
+        if text.exists():
+            yield proto, text
+
+
+def _assert_same_as_text(proto_module: HloModule, text_module: HloModule, where: str) -> Counter:
+    """Every instruction both modules name has equal typed attributes; the non-default fields seen."""
+    seen: Counter = Counter()
+    for comp_name, inst in _instructions(proto_module):
+        comp = text_module.computations.get(comp_name)
+        other = comp.by_name().get(inst.name) if comp is not None else None
+        if other is None:  # text desugars async ops into computations of its own naming
+            continue
+        mine = inst.typed.as_dict()
+        assert mine == other.typed.as_dict(), (where, comp_name, inst.name)
+        seen.update(k for k, v in mine.items() if v != _DEFAULTS[k])
+        seen["instructions"] += 1
+    return seen
+
+
+def test_samples_proto_equals_their_text_dump():
+    pairs = list(_sample_pairs())
+    if not pairs:
+        pytest.skip("no sample HLO dumps")
+    seen: Counter = Counter()
+    for proto, text in pairs:
+        seen += _assert_same_as_text(parse_hlo_proto(proto.read_bytes(), str(proto)), read_hlo_text(text), proto.name)
+    assert seen["instructions"] > 5000
+    for field in ("parameter_number", "index", "dimensions", "lhs_contracting_dims", "lhs_batch_dims", "calls",
+                  "comparison_direction", "replica_groups", "channel_id", "frontend_attributes", "window"):
+        assert seen[field], field  # the comparison covered it
+
+
+def test_h200_trace_protos_equal_the_dumps_beside_them(shared_traces):
+    """The H200 captures carry each program's HloProto in the xplane and XLA's text dump beside it."""
+    pairs = 0
+    seen: Counter = Counter()
+    for xplane in sorted((shared_traces / "h200").glob("*/plugins/profile/*/*.xplane.pb")):
+        from traceview.parsers.xspace.reader import read_xplane
+
+        modules, warnings = modules_from_trace_protos(read_xplane(xplane).hlo_protos, str(xplane))
+        assert warnings == []
+        dumps = xplane.parents[3] / "hlo"
+        for module in modules:
+            for text in dumps.glob(f"module_*.{module.name}.*_gpu_after_optimizations.txt"):
+                seen += _assert_same_as_text(module, read_hlo_text(text), f"{xplane.parts[-5]}:{module.name}")
+                pairs += 1
+    assert pairs >= 5 and seen["instructions"] > 3000
+    assert seen["backend_config"] and seen["calls"] and seen["lhs_contracting_dims"]
+
+
+def _every_proto(shared: Path | None):
+    """(name, bytes) of every HLO proto available: the samples' files and the ones inside their xplanes;
+    with the shared traces, their proto files, dumps and the protos inside every xplane."""
+    from traceview.parsers.xspace.reader import read_xplane
+
+    yield from ((str(p), p.read_bytes()) for p in sorted((REPO / "sample_traces").glob("*/hlo/*.hlo.pb")))
+    xplanes = sorted((REPO / "sample_traces").glob("*/plugins/profile/*/*.xplane.pb"))
+    if shared is not None:
+        for p in sorted(shared.rglob("*.hlo.pb.xz")):
+            yield str(p), lzma.decompress(p.read_bytes())
+        yield from ((str(p), p.read_bytes()) for p in sorted(shared.rglob("*.hlo_proto.pb")))
+        xplanes += sorted(shared.rglob("*.xplane.pb"))
+    for xplane in xplanes:
+        for key, data in read_xplane(xplane).hlo_protos.items():
+            yield f"{xplane}:{key}", data
+
+
+@pytest.mark.parametrize("with_shared", [False, True], ids=["samples", "shared"])
+def test_every_proto_equals_its_attribute_text(with_shared, request):
+    shared = request.getfixturevalue("shared_traces") if with_shared else None
+    protos = instructions = 0
+    for name, data in _every_proto(shared):
+        module = parse_hlo_proto(data, name)
+        protos += 1
+        for comp_name, inst in _instructions(module):
+            assert inst.typed.as_dict() == _text_route(inst), (name, comp_name, inst.name)
+            instructions += 1
+    assert protos >= (400 if with_shared else 30) and instructions > (100_000 if with_shared else 10_000)
+
+
+# ---------------------------------------------------------------------------
+# generated instructions
+
+def _shape(dims: list[int]):
+    return message_class("ShapeProto")(element_type=11, dimensions=dims)  # f32
+
+
+def _window_dims(rng: random.Random, n: int) -> list[WindowDim]:
+    return [WindowDim(rng.randint(1, 7), rng.randint(1, 4), rng.randint(-2, 3), rng.randint(-2, 3),
+                      rng.choice((1, 1, 2, 3)), rng.choice((1, 1, 2))) for _ in range(n)]
+
+
+def _set_window(window, dims: list[WindowDim]) -> None:
+    for w in dims:
+        window.dimensions.add(size=w.size, stride=w.stride, padding_low=w.pad_low, padding_high=w.pad_high,
+                              base_dilation=w.lhs_dilate, window_dilation=w.rhs_dilate)
+
+
+def _layout(rng: random.Random, n_spatial: int) -> tuple[int, int, tuple[int, ...]]:
+    order = list(range(n_spatial + 2))
+    rng.shuffle(order)
+    return order[0], order[1], tuple(order[2:])
+
+
+def _iota(rng: random.Random) -> tuple[list[int], list[int], list[list[int]], int, int]:
+    """Random iota reshape dims and transpose, and the groups they mean (the definition, by numpy)."""
+    dims = [rng.choice((1, 2, 3, 4)) for _ in range(rng.randint(1, 3))]
+    perm = list(range(len(dims)))
+    rng.shuffle(perm)
+    total = int(np.prod(dims))
+    size = rng.choice([d for d in range(1, total + 1) if total % d == 0])
+    groups = np.arange(total).reshape(dims).transpose(perm).reshape(total // size, size).tolist()
+    return dims, perm, groups, total // size, size
+
+
+def _generated(rng: random.Random):
+    """A module of random instructions, and per instruction the typed values it must read as."""
+    HloInstructionProto = message_class("HloInstructionProto")
+    insts, want = [], {}
+    next_id = iter(range(1, 10_000))
+
+    def add(name: str, opcode: str, expect: dict, **fields):
+        ip = HloInstructionProto(name=name, opcode=opcode, id=next(next_id), shape=_shape([4, 4]), **fields)
+        insts.append(ip)
+        want[name] = expect
+        return ip
+
+    n_params = rng.randint(1, 4)
+    for k in range(n_params):
+        add(f"p{k}", "parameter", {"parameter_number": k}, parameter_number=k)
+    p0 = insts[0].id
+    for k in range(rng.randint(1, 5)):
+        n = rng.randint(1, 3)
+        win = _window_dims(rng, n)
+        lhs, rhs, out = _layout(rng, n), _layout(rng, n), _layout(rng, n)
+        conv = ConvDims(lhs[0], lhs[1], lhs[2], rhs[0], rhs[1], rhs[2], out[0], out[1], out[2])
+        fg, bg = rng.choice((1, 2, 4)), rng.choice((1, 1, 3))
+        ip = add(f"conv{k}", "convolution", {"window": tuple(win), "conv_dims": conv, "feature_group_count": fg,
+                                              "batch_group_count": bg},
+                 operand_ids=[p0, p0], feature_group_count=fg, batch_group_count=bg)
+        _set_window(ip.window, win)
+        c = ip.convolution_dimension_numbers
+        c.input_batch_dimension, c.input_feature_dimension = lhs[0], lhs[1]
+        c.input_spatial_dimensions.extend(lhs[2])
+        c.kernel_input_feature_dimension, c.kernel_output_feature_dimension = rhs[0], rhs[1]
+        c.kernel_spatial_dimensions.extend(rhs[2])
+        c.output_batch_dimension, c.output_feature_dimension = out[0], out[1]
+        c.output_spatial_dimensions.extend(out[2])
+        win = _window_dims(rng, rng.randint(1, 4))
+        _set_window(add(f"rw{k}", "reduce-window", {"window": tuple(win)}, operand_ids=[p0]).window, win)
+    for k in range(rng.randint(1, 4)):
+        lc, rc = rng.sample(range(4), rng.randint(0, 2)), rng.sample(range(4), rng.randint(0, 2))
+        lb, rb = rng.sample(range(4), rng.randint(0, 2)), rng.sample(range(4), rng.randint(0, 2))
+        ip = add(f"dot{k}", "dot", {"lhs_contracting_dims": tuple(lc), "rhs_contracting_dims": tuple(rc),
+                                    "lhs_batch_dims": tuple(lb), "rhs_batch_dims": tuple(rb)}, operand_ids=[p0, p0])
+        d = ip.dot_dimension_numbers
+        d.lhs_contracting_dimensions.extend(lc)
+        d.rhs_contracting_dimensions.extend(rc)
+        d.lhs_batch_dimensions.extend(lb)
+        d.rhs_batch_dimensions.extend(rb)
+        perm = rng.sample(range(5), rng.randint(1, 5))
+        add(f"t{k}", rng.choice(("transpose", "broadcast", "reduce", "reverse")), {"dimensions": tuple(perm)},
+            operand_ids=[p0], dimensions=perm)
+        lengths = [rng.choice((8, 16, 64)) for _ in range(rng.randint(1, 3))]
+        add(f"fft{k}", "fft", {"fft_length": tuple(lengths)}, operand_ids=[p0], fft_length=lengths, fft_type=2)
+        index = rng.randint(0, 5)
+        add(f"gte{k}", "get-tuple-element", {"index": index}, operand_ids=[p0], tuple_index=index)
+    for k in range(rng.randint(2, 6)):
+        form = rng.choice(("list", "iota", "iota_cdl", "empty"))
+        dims, perm, groups, n_groups, size = _iota(rng)
+        channel = rng.choice((0, 0, rng.randint(1, 1 << 40)))
+        expect = {"replica_groups": tuple(map(tuple, groups)) if form != "empty" else ()}
+        if channel:
+            expect["channel_id"] = channel
+        ip = add(f"ar{k}", rng.choice(("all-reduce", "all-gather", "reduce-scatter", "all-to-all")), expect,
+                 operand_ids=[p0], channel_id=channel)
+        if form == "list":
+            for g in groups:
+                ip.replica_groups.add(replica_ids=g)
+        elif form != "empty":
+            iota = ip.iota_collective_device_list if form == "iota" else \
+                ip.collective_device_list.iota_replica_group_list
+            iota.num_replica_groups, iota.num_devices_per_group = n_groups, size
+            iota.iota_reshape_dims.extend(dims)
+            iota.iota_transpose_perm.extend(perm)
+    for k in range(rng.randint(1, 4)):
+        devices = rng.randint(2, 9)
+        pairs = [(rng.randrange(devices), rng.randrange(devices)) for _ in range(rng.randint(1, devices))]
+        frontend = {f"_k{j}.x": rng.choice(("true", "{{0,1},{1,2}}", 'say "hi"', "a\\b", "x,y", "line\nnext"))
+                    for j in range(rng.randint(0, 3))}
+        host = rng.random() < 0.3
+        expect = {"source_target_pairs": tuple(pairs), "is_host_transfer": host, "channel_id": k + 1}
+        if frontend:
+            expect["frontend_attributes"] = frontend
+        ip = add(f"cp{k}", rng.choice(("collective-permute", "send", "recv")), expect, operand_ids=[p0],
+                 channel_id=k + 1, is_host_transfer=host)
+        for s, t in pairs:
+            ip.source_target_pairs.add(source=s, target=t)
+        for key, value in frontend.items():
+            ip.frontend_attributes.map[key] = value
+    for k in range(rng.randint(1, 3)):
+        direction = rng.choice(("LT", "LE", "EQ", "NE", "GT", "GE"))
+        add(f"cmp{k}", "compare", {"comparison_direction": direction}, operand_ids=[p0, p0],
+            comparison_direction=direction)
+        trips = rng.randint(0, 1 << 40)
+        add(f"while{k}", "while", {"calls": {"condition": ("cond",), "body": ("body",)}, "known_trip_count": trips,
+                                   "backend_config": {"known_trip_count": {"n": str(trips)}}},
+            operand_ids=[p0], called_computation_ids=[2, 3],  # XLA lists the body first
+            backend_config=f'{{"known_trip_count":{{"n":"{trips}"}}}}'.encode())
+        add(f"reduce{k}", "reduce", {"calls": {"to_apply": ("body",)}, "dimensions": (1,)}, operand_ids=[p0, p0],
+            called_computation_ids=[2], dimensions=[1])
+    add("root", "tuple", {}, operand_ids=[p0])
+    module = message_class("HloModuleProto")(name="generated", entry_computation_name="main", id=1)
+    module.computations.add(name="main", id=1, root_id=insts[-1].id).instructions.extend(insts)
+    for cid, name in ((2, "body"), (3, "cond")):
+        ip = HloInstructionProto(name=f"{name}.p", opcode="parameter", id=next(next_id), shape=_shape([]))
+        module.computations.add(name=name, id=cid, root_id=ip.id).instructions.append(ip)
+    return module.SerializeToString(), want
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_generated_instructions_round_trip(seed):
+    """Random values set in the proto's fields come back as the typed values, and the text the reader
+    writes for them decodes to the same."""
+    data, want = _generated(random.Random(seed))
+    module = parse_hlo_proto(data, f"generated-{seed}")
+    insts = module.computations["main"].by_name()
+    assert set(want) == set(insts)
+    for name, expect in want.items():
+        inst = insts[name]
+        typed = inst.typed.as_dict()
+        assert typed == {**_DEFAULTS, **expect}, name
+        assert typed == _text_route(inst), name
+    # the while loop's called computations: condition, then body, in either form
+    assert insts["while0"].called_computations == ["cond", "body"]
+
+
+def test_absent_attributes_read_as_defaults_from_either_source():
+    data, _ = _generated(random.Random(0))
+    root = parse_hlo_proto(data, "generated").computations["main"].by_name()["root"]
+    assert root.typed.as_dict() == _DEFAULTS == _text_route(root)
+    assert set(_DEFAULTS) == set(Attributes.FIELDS)
