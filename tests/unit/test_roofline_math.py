@@ -15,10 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traceview.analysis.roofline import ridge_point, roofline, summarize
+from traceview.analysis.roofline import collective_patterns, ridge_point, roofline, summarize
 from traceview.hardware.database import load_hardware
 from traceview.hardware.detect import detect_chip
 from traceview.parsers.profile import Device
+from traceview.vocabulary import NOT_COLLECTIVE, UNMODELLED
 
 # Published figures (hardware_reference.md / the book / datasheets), not our table.
 V5E_BF16, V5E_INT8, V5E_HBM, V5E_ICI_BIDI = 1.97e14, 3.94e14, 8.1e11, 9.0e10
@@ -106,6 +107,16 @@ def test_rates_intensity_efficiency_and_gap(db):
 
 
 # ---------------------------------------------------------------- collectives
+
+def test_collective_kinds_are_read_as_pattern_names():
+    """Every spelling of a kind (async halves, trace names, none, one not modelled) becomes its pattern's
+    name, whatever order the patterns are listed in."""
+    kinds = ["all-reduce-start", "send", None, "foo", "host-offload", "AllGather", "", "ragged-all-to-all"]
+    patterns = collective_patterns(pd.DataFrame({"collective_kind": kinds}))
+    assert list(patterns) == ["all-reduce", "permute", NOT_COLLECTIVE, UNMODELLED, "host-transfer", "all-gather",
+                              NOT_COLLECTIVE, "all-to-all"]
+    assert list(collective_patterns(pd.DataFrame({"op": ["x", "y"]}))) == [NOT_COLLECTIVE] * 2
+
 
 @pytest.mark.parametrize("n", [4, 8, 16, 64])
 def test_ring_all_gather_takes_about_v_over_bidirectional_bandwidth(db, n):

@@ -18,7 +18,6 @@ run over distinct dtypes and collective kinds, never over rows.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,14 @@ import pandas as pd
 
 from traceview.hardware.chips import DTYPE_CLASSES, Chip, dtype_class, ridge_point_of
 from traceview.units import PS_PER_S
-from traceview.vocabulary import BOUNDS, COLLECTIVE_PATTERNS, PATTERN_OF
+from traceview.vocabulary import (
+    BOUNDS,
+    COLLECTIVE_PATTERNS,
+    NOT_COLLECTIVE,
+    PATTERN_CATEGORIES,
+    UNMODELLED,
+    collective_pattern,
+)
 
 OUTPUT_COLUMNS = ("t_compute_ps", "t_memory_ps", "t_comm_ps", "roofline_time_ps", "bound",
                   "unknown_reason", "achieved_flops", "achieved_bandwidth", "intensity",
@@ -40,8 +46,6 @@ EFFICIENCY_DEFINITION = ("program-level roofline efficiency, as XProf's roofline
                          "time (bytes / HBM bandwidth), over ops with a known bound, divided by the devices' "
                          "time (span x active devices); at most 100%. Link time is left out: transfers "
                          "overlap each other and compute, so their sum bounds nothing")
-
-_NO_COLLECTIVE = {"", "none", "nan", "null"}
 
 # A measured time this much below the model counts as "faster than the roofline".
 FASTER_TOLERANCE = 1.05
@@ -90,27 +94,20 @@ REASONS = ("", "cost model marks the op unknown", "no FLOPs/bytes for the op",
  _ZERO) = range(len(REASONS))
 
 
-def kind_index(value: object) -> int:
-    """Position of a collective kind in COLLECTIVE_PATTERNS; -1 for none, -2 for one we do not model."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return -1
-    text = str(value).strip().lower().replace("_", "-")
-    for suffix in ("-start", "-done", "-update"):
-        if text.endswith(suffix):
-            text = text[: -len(suffix)]
-    if text in _NO_COLLECTIVE:
-        return -1
-    kind = PATTERN_OF.get(text)
-    return COLLECTIVE_PATTERNS.index(kind) if kind else -2
+def collective_patterns(frame: pd.DataFrame) -> pd.Categorical:
+    """Each row's :func:`collective_pattern` of its ``collective_kind`` (none without the column), as a
+    categorical over PATTERN_CATEGORIES: compared by name, never by position."""
+    where = _per_value(frame, "collective_kind", lambda v: PATTERN_CATEGORIES.index(collective_pattern(v)), "int8")
+    return pd.Categorical.from_codes(where, categories=PATTERN_CATEGORIES)
 
 
-def collective_time_ps(kind: np.ndarray, payload: np.ndarray, group: np.ndarray,
+def collective_time_ps(pattern: pd.Categorical | np.ndarray, payload: np.ndarray, group: np.ndarray,
                        crosses_dcn: np.ndarray, chip: Chip,
                        ring_directions: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Bandwidth time of collectives in ps, and a per-row REASONS index when it cannot be computed.
 
-    ``kind`` holds indexes from :func:`kind_index` (-1 none, -2 not
-    modelled). ``payload`` V is the bytes of the array each device holds in
+    ``pattern`` names each row's pattern (:func:`collective_patterns`: a name
+    of COLLECTIVE_PATTERNS, NOT_COLLECTIVE or UNMODELLED). ``payload`` V is the bytes of the array each device holds in
     full: the result of an all-gather, the operand of a reduce-scatter,
     all-reduce, all-to-all or permute (totals over executions are fine: every
     formula is linear in V). N = group size; a group of one moves nothing.
@@ -149,7 +146,7 @@ def collective_time_ps(kind: np.ndarray, payload: np.ndarray, group: np.ndarray,
     n = len(payload)
     t = np.zeros(n, dtype="float64")
     reason = np.zeros(n, dtype="int8")
-    is_coll = kind != -1
+    is_coll = np.asarray(pattern != NOT_COLLECTIVE)
     if not is_coll.any():
         return t, reason
 
@@ -189,13 +186,13 @@ def collective_time_ps(kind: np.ndarray, payload: np.ndarray, group: np.ndarray,
         local["host-transfer"] = dcn["host-transfer"] = V / (np.nan if chip.pcie_bandwidth is None
                                                              else chip.pcie_bandwidth)
 
-    for index, pattern in enumerate(COLLECTIVE_PATTERNS):  # kind holds positions in COLLECTIVE_PATTERNS
-        rows = kind == index
+    for name in COLLECTIVE_PATTERNS:
+        rows = np.asarray(pattern == name)
         if rows.any():
-            t[rows] = np.where(crosses_dcn, dcn[pattern], local[pattern])[rows]
+            t[rows] = np.where(crosses_dcn, dcn[name], local[name])[rows]
     t *= PS_PER_S
-    bad_kind = kind == -2
-    host_kind = kind == COLLECTIVE_PATTERNS.index("host-transfer")
+    bad_kind = np.asarray(pattern == UNMODELLED)
+    host_kind = np.asarray(pattern == "host-transfer")
     t[is_coll & (((N <= 1) & ~host_kind) | (V == 0)) & ~bad_kind] = 0.0
     t[bad_kind] = np.nan
 
@@ -248,10 +245,12 @@ def roofline(ops: pd.DataFrame, chip: Chip, time_column: str = "time_ps") -> tup
     peak[tf32] = chip.peak_flops.get("tf32", np.nan)
     t_compute = _term(flops, peak)
     t_memory = _term(nbytes, chip.hbm_bandwidth)
-    kinds = _per_value(out, "collective_kind", kind_index, "int8")
+    patterns = collective_patterns(out)
+    collective = np.asarray(patterns != NOT_COLLECTIVE)
+    priced = collective & np.asarray(patterns != UNMODELLED)     # a collective whose pattern is modelled
     group = _column(out, "group_size")
     group[group <= 0] = np.nan                   # not positive: unknown, as NaN is
-    t_comm, comm_reason = collective_time_ps(kinds, _column(out, "payload_bytes"), group,
+    t_comm, comm_reason = collective_time_ps(patterns, _column(out, "payload_bytes"), group,
                                              _flag(out, "crosses_dcn"), chip, _column(out, "ring_directions"))
 
     # A kernel costed by its shapes alone (cost_lower_bound) has bytes but no FLOP figure: its
@@ -265,15 +264,15 @@ def roofline(ops: pd.DataFrame, chip: Chip, time_column: str = "time_ps") -> tup
     reason = np.select(
         [_flag(out, "unknown"), no_cost, np.isnan(t_compute) & ~flops_unknown, np.isnan(t_memory),
          comm_reason != _OK,
-         (roof == 0) & (kinds == -1)],
+         (roof == 0) & ~collective],
         [_FLAGGED, _NO_COST, _NO_PEAK, _NO_HBM, comm_reason, _ZERO], default=_OK).astype("int8")
     unknown = reason != _OK
     winner = np.argmax(np.nan_to_num(terms, nan=-1.0), axis=0).astype("int8")
     # A collective whose link time ties its memory time is still communication.
-    winner[(kinds >= 0) & (t_comm >= terms.max(axis=0))] = BOUNDS.index("communication")
+    winner[priced & (t_comm >= terms.max(axis=0))] = BOUNDS.index("communication")
     # A collective with nothing left to model (the "-done" half of an async pair, a group of
     # one) is time spent on communication: its whole measured time is the gap.
-    winner[(roof == 0) & (kinds >= 0)] = BOUNDS.index("communication")
+    winner[(roof == 0) & priced] = BOUNDS.index("communication")
     roof[unknown] = np.nan
 
     seconds = np.where(time > 0, time / PS_PER_S, np.nan)
