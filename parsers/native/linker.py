@@ -48,6 +48,8 @@ from typing import Any
 
 import numpy as np
 
+from traceview.cache_root import configured_cache_root, default_cache_root
+
 # Each kernel: its arguments (an array as its numpy dtype and dimensions, "n": an int64) and what the
 # Python call returns: "arg<k>" (its k-th argument), "int", "pair" (two ints), "bool" or "none".
 # The C function takes each array as a pointer followed by its dimensions, each number as an int64,
@@ -300,13 +302,16 @@ def supported() -> bool:
 
 
 def _folders() -> list[Path]:
-    """Where the file is looked for, and written to the first that takes it: numba's cache folder where
-    one is set (numba then keeps its own cache there only), else beside the kernels' source (as numba's
-    own cache is) and the user's cache."""
+    """Where the file is looked for, and written to the first that takes it: numba's cache folder where one
+    is set (numba then keeps its own cache there only); else the ``kernels`` folder of the cache root that
+    ``TRACEVIEW_CACHE_DIR`` names (:mod:`traceview.cache_root`), when it is set, then beside the kernels'
+    source (as numba's own cache is) and the user's cache, where a process given a fresh cache root still
+    finds the file an earlier one built: the kernels depend on the install, not on what the cache holds."""
     if os.environ.get("NUMBA_CACHE_DIR"):
         return [Path(os.environ["NUMBA_CACHE_DIR"])]
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return [_SOURCE.parent / "__pycache__", Path(base) / "traceview" / "kernels"]
+    install = [_SOURCE.parent / "__pycache__", default_cache_root() / "kernels"]
+    configured = configured_cache_root()
+    return install if configured is None else [configured / "kernels", *install]
 
 
 def _file_name() -> str:

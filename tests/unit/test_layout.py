@@ -16,7 +16,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
-GROUND_FLOOR = {"__init__", "__main__", "cli", "errors", "units", "vocabulary", "version"}
+GROUND_FLOOR = {"__init__", "__main__", "cache_root", "cli", "errors", "units", "vocabulary", "version"}
 MAX_ROOT_MODULES = 8
 
 

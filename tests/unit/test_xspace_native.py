@@ -122,6 +122,20 @@ def test_nowhere_to_write_nothing_is_compiled(monkeypatch, tmp_path):
     assert xspace_native.build(xspace_kernels) is None and not compiled
 
 
+def test_the_file_lands_under_traceviews_cache_root(tmp_path, monkeypatch):
+    """With TRACEVIEW_CACHE_DIR set (and no numba cache folder), the kernels are written under its root and
+    linked from there; the install's folders are still looked in after it."""
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("TRACEVIEW_CACHE_DIR", str(tmp_path / "cache"))
+    folders = xspace_native._folders()
+    assert folders[0] == tmp_path / "cache" / "kernels" and len(folders) == 3
+    assert xspace_native.build(xspace_kernels) is not None
+    (written,) = (tmp_path / "cache" / "kernels").glob("kernels.*.native")
+    assert written.name == xspace_native._file_name()
+    monkeypatch.setattr(xspace_native, "_folders", lambda: [written.parent])
+    assert xspace_native.load() is not None
+
+
 def test_native_kernels_give_numbas_results(tmp_path, monkeypatch):
     """Each kernel, called natively and through numba's dispatcher, on the same inputs."""
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))

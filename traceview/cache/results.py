@@ -26,7 +26,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from traceview.cache.store import cache_dir, max_bytes, remove, store, touch
+from traceview.cache.store import max_bytes, remove, store, touch
+from traceview.cache_root import cache_root
 
 FORMAT = 1
 MAGIC = b"traceview-out\x00\x01\n"
@@ -46,7 +47,7 @@ class Entry:
 
 
 def results_dir() -> Path:
-    return cache_dir() / "results"
+    return cache_root() / "results"
 
 
 def entry_path(key: str) -> Path:

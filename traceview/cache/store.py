@@ -1,8 +1,9 @@
-"""Where traceview's caches live and how large they may grow (no heavy import: the CLI reads it at start).
+"""How traceview's caches store their entries and how large they may grow (no heavy import: the CLI reads it
+at start).
 
-``TRACEVIEW_CACHE_DIR`` wins, else ``$XDG_CACHE_HOME/traceview``, else
-``~/.cache/traceview``. ``TRACEVIEW_CACHE_MAX_MB`` (default 4096) bounds each
-kind of entry (parsed tables: cache/tables.py; finished outputs: cache/results.py).
+The entries live under :func:`traceview.cache_root.cache_root` (``TRACEVIEW_CACHE_DIR`` wins, else
+``$XDG_CACHE_HOME/traceview``, else ``~/.cache/traceview``). ``TRACEVIEW_CACHE_MAX_MB`` (default 4096) bounds
+each kind of entry (parsed tables: cache/tables.py; finished outputs: cache/results.py).
 """
 
 from __future__ import annotations
@@ -15,14 +16,6 @@ from pathlib import Path
 from typing import BinaryIO
 
 DEFAULT_MAX_MB = 4096
-
-
-def cache_dir() -> Path:
-    explicit = os.environ.get("TRACEVIEW_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "traceview"
 
 
 def max_bytes() -> int:

@@ -38,7 +38,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traceview.cache.store import cache_dir, remove, store, touch
+from traceview.cache.store import remove, store, touch
+from traceview.cache_root import cache_root
 from traceview.parsers.profile import Device
 from traceview.parsers.remote import identity as remote_identity
 from traceview.parsers.remote import url_of
@@ -100,14 +101,14 @@ def entry_path(path: str | Path) -> Path | None:
         if found is None:
             return None
         ident = json.dumps([FORMAT, __version__, _reader_fingerprint(), url, found])
-        return cache_dir() / (hashlib.sha256(ident.encode()).hexdigest()[:32] + _SUFFIX)
+        return cache_root() / (hashlib.sha256(ident.encode()).hexdigest()[:32] + _SUFFIX)
     try:
         p = Path(path).resolve()
         st = p.stat()
     except OSError:
         return None
     ident = json.dumps([FORMAT, __version__, _reader_fingerprint(), str(p), st.st_size, st.st_mtime_ns])
-    return cache_dir() / (hashlib.sha256(ident.encode()).hexdigest()[:32] + _SUFFIX)
+    return cache_root() / (hashlib.sha256(ident.encode()).hexdigest()[:32] + _SUFFIX)
 
 
 def get(path: str | Path) -> TraceData | None:
