@@ -14,8 +14,10 @@ import math
 import pytest
 
 import traceview
+from traceview.inference.view import inference_from_analysis
 from traceview.render.analyze_views import report_sections
 from traceview.render.inference import inference_json
+from traceview.trace.read import ReadOptions
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +97,17 @@ def test_critical_batch_on_v5e_is_the_books_240(on_v5e, meta):
     assert rows[cfg["batch"]]["floor_us"] == pytest.approx(
         next(p for p in record["phases"] if p["phase"] == "decode")["floor_us"])
     assert rows[2 * cfg["batch"]]["hbm_bytes"] == weight_bytes + 2 * kv_bytes
+
+
+def test_the_phases_are_found_when_the_reading_kept_no_executions(serving, on_v5e):
+    """Loaded as `analyze` loads (the op executions not kept), the serving view reads them again: the same
+    phases and critical batch as with them kept."""
+    bare = traceview.load(serving, target="tpu-v5e", read_options=ReadOptions(keep_ops=False))
+    assert bare.pipeline.profile.ops.empty
+    report = inference_from_analysis(bare.pipeline)
+    assert [(p.phase, p.module, p.steps) for p in report.phases] == \
+        [(p.phase, p.module, p.steps) for p in on_v5e.inference().phases] != []
+    assert report.critical == on_v5e.inference().critical is not None
 
 
 def test_each_call_lies_inside_its_step_annotation(serving):

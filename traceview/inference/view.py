@@ -183,10 +183,10 @@ class InferenceReport:
 
 def inference_from_analysis(pipeline: PipelineResult, ops: pd.DataFrame | None = None,
                             programs: list[Program] | None = None) -> InferenceReport:
-    """``ops``: the op executions to find the module calls in (default: the profile's); ``programs``: the
-    ran modules (``pipeline.ran_modules``) already read as serving programs, in that order (default: read
-    here)."""
-    ops = pipeline.profile.ops if ops is None else ops
+    """``ops``: the op executions to find the module calls in (default: the profile's, read again when the
+    reading did not keep them); ``programs``: the ran modules (``pipeline.ran_modules``) already read as
+    serving programs, in that order (default: read here)."""
+    ops = pipeline.profile.op_executions() if ops is None else ops
     calls = module_calls(ops, {m.name: entry_instructions(m) for m in pipeline.ran_modules})
     chip = pipeline.target
     report = InferenceReport([], [], chip, projected=bool(pipeline.projected))
