@@ -20,7 +20,7 @@ from traceview.parallelism.dots import state_shapes, weight_shapes
 from traceview.parallelism.report import Parallelism
 from traceview.parsers.hlo.model import HloModule
 from traceview.whatif.book import batch_ways, parameter_ways
-from traceview.whatif.host import SharedHost, shared_host
+from traceview.whatif.host import SharedHost, not_collective, shared_host
 
 BUCKETS = ("compute", "memory", "communication", "unknown", "idle")
 
@@ -84,6 +84,7 @@ def measure(pipeline, parallelism: Parallelism, memory=None) -> Baseline:
     state = state_shapes(main) if main is not None else set()
     weights = weight_shapes(main, gathered) if main is not None else set()
     ops = _op_terms(pipeline.ops, state, weights, devices * n_steps)
+    ops["weight_bytes"] = _weight_operand_bytes(pipeline.ops, main, state | weights, n_steps)
     role_measures = _role_measures(parallelism, roles, devices * n_steps)
     tokens = parallelism.per_chip_tokens
     batch = None if tokens is None or tokens.value is None else float(tokens.value) * batch_ways(mesh)
@@ -156,8 +157,7 @@ def _op_terms(ops: pd.DataFrame, state: set, weights: set, device_steps: int) ->
     columns = ["module", "op", "bound", "time_ps", "scale"]
     if ops.empty:
         return pd.DataFrame(columns=columns)
-    coll = ops["collective_kind"].astype(str).isin(["", "None", "nan"]) if "collective_kind" in ops else True
-    own = ops[coll]
+    own = ops[not_collective(ops)]
     rows = []
     modules = own["module"].astype(str) if "module" in own else pd.Series("", index=own.index)
     for module, op, bound, time, shape in zip(modules, own["op"], own["bound"], own["total_time_ps"], own["shape"]):
@@ -172,6 +172,23 @@ def _op_terms(ops: pd.DataFrame, state: set, weights: set, device_steps: int) ->
             scale = "activation bytes"
         rows.append((module, str(op), str(bound), float(time) / device_steps, scale))
     return pd.DataFrame(rows, columns=columns)
+
+
+def _weight_operand_bytes(ops: pd.DataFrame, main: HloModule | None, weights: set, steps: int) -> list[float]:
+    """Per non-collective op (the rows of _op_terms, in order): the bytes per step, over all devices, of its
+    operands and result that are weights (a shard of the state or a gathered weight, by sorted dims: their size
+    does not change with the batch). 0 for an op outside the main module or without such an operand."""
+    own = ops[not_collective(ops)] if not ops.empty else ops
+    insts: dict = {}
+    for comp in main.computations.values() if main is not None else []:
+        insts.update(comp.by_name())
+    out = []
+    for module, op, runs in zip(own["module"].astype(str), own["op"].astype(str), own["occurrences"]):
+        inst = insts.get(op) if main is not None and module == main.name else None
+        shapes = [] if inst is None else [inst.shape] + [insts[o].shape for o in inst.operands if o in insts]
+        size = sum(float(byte_size(a)) for shape in shapes for a in leaves(shape) if tuple(sorted(a.dims)) in weights)
+        out.append(size * float(runs) / steps)
+    return out
 
 
 def _role_measures(parallelism: Parallelism, roles: dict[str, list], device_steps: int) -> dict[str, RoleMeasure]:

@@ -90,7 +90,7 @@ def _byte_rate(pipeline, work: dict[tuple[str, str], float]) -> tuple[float | No
     bandwidth (the table's figure)."""
     t = pipeline.ops
     if not t.empty and "bytes_accessed" in t:
-        own = _not_collective(t)
+        own = not_collective(t)
         rows = t[own & (t["bound"] == "memory")]
         keys = list(zip(rows["module"].astype(str), rows["op"].astype(str)))
         seconds = sum(work.get(k, 0.0) for k in keys)
@@ -102,11 +102,23 @@ def _byte_rate(pipeline, work: dict[tuple[str, str], float]) -> tuple[float | No
     return bw, f"{chip.name if chip else 'no chip'}'s memory bandwidth (no memory-bound op to measure)"
 
 
-def _not_collective(t: pd.DataFrame) -> pd.Series:
+def not_collective(t: pd.DataFrame) -> pd.Series:
+    """The rows that are not collectives: an empty, missing or NaN collective kind."""
     if "collective_kind" not in t:
         return pd.Series(True, index=t.index)
     kind = t["collective_kind"]
     return kind.isna() | kind.astype(str).isin(["", "None", "nan"])
+
+
+def _with_weight_reads(rows: pd.DataFrame, work: pd.Series, ratio: pd.Series, byte_rate: float,
+                       weight_ratio: float) -> pd.Series:
+    """A compute-bound op's ratio when part of its work is reading its weights: that part, the op's weight
+    bytes at the host's byte rate (at most its work), scales with the weight a chip multiplies by (the gathered
+    matrix: 1 / the tensor, pipeline and expert ways, whatever shards it between steps), not with the rows it
+    multiplies it by; the rest scales as the op's kind says. A matmul on twice the rows reads the same weights,
+    so its work grows less than twice."""
+    reads = (rows["weight_bytes"] / byte_rate).clip(upper=work)
+    return ((work - reads) * ratio + reads * weight_ratio) / work.where(work > 0, 1.0)
 
 
 def host_collective_bytes(role: str, mesh: dict[str, int], batch: float, param_bytes: float, act: float,
@@ -146,6 +158,8 @@ def host_terms(base, cfg, scale: dict[str, float]) -> list:
         work = pd.Series([host.work.get((m, o), 0.0) for m, o in zip(rows["module"], rows["op"])],
                          index=rows.index)
         ratio = rows["scale"].map(kinds).fillna(scale["flops"])
+        if bound == "compute":
+            ratio = _with_weight_reads(rows, work, ratio, host.byte_rate, scale["gathered parameter bytes"])
         today, new = float(work.sum()), float((work * ratio).sum()) * chips_ratio
         how = (f"all devices' work at its measured speed x {new / today if today else 1.0:.4g} (per-chip "
                f"ratio by op kind x chips {cfg.chips}/{base.chips})")
