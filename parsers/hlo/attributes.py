@@ -261,8 +261,11 @@ class Attributes:
     def decoded(cls, values: Mapping[str, Any], backend_config: str | None) -> Attributes:
         """A record of values decoded elsewhere (the proto reader, from the proto's fields), by property
         name; a property not in ``values`` is absent from the instruction and reads as its default. The
-        backend config is JSON text in both sources: it is decoded here, on first read."""
-        record = cls({}, backend_config)
+        backend config is JSON text in both sources: it is decoded here, on first read. Instructions with
+        neither share one record (all defaults: most of a module's instructions)."""
+        if not values and backend_config is None:
+            return _NO_ATTRIBUTES
+        record = cls(_NO_TEXT, backend_config)
         record.__dict__.update(values)  # what each cached property would have stored on first read
         return record
 
@@ -371,3 +374,7 @@ class Attributes:
     def known_trip_count(self) -> int | None:
         """A while loop's ``known_trip_count`` from its backend config; None when absent or impossible."""
         return known_trip_count(self._backend_config)
+
+
+_NO_TEXT: Mapping[str, str] = {}  # never written to (a dict, not a read-only proxy: records are pickled)
+_NO_ATTRIBUTES = Attributes(_NO_TEXT, None)  # every attribute at its default

@@ -19,7 +19,7 @@ from pathlib import Path
 from google.protobuf.message import DecodeError
 
 from traceview.errors import HloError
-from traceview.parsers.hlo.attributes import CALL_KEYS, Attributes
+from traceview.parsers.hlo.attributes import Attributes
 from traceview.parsers.hlo.checks import check_module
 from traceview.parsers.hlo.files import read_bytes
 from traceview.parsers.hlo.model import Computation, HloModule, Instruction, Shape, source_name
@@ -260,7 +260,7 @@ class _ModuleConversion:
         attrs.update(_trailing_attributes(ip, metadata, backend_config, names))
         inst = Instruction(
             name=ip.name, opcode=opcode, shape=shapes[ip.id], operands=operands, attributes=attrs,
-            called_computations=[name for key in CALL_KEYS for name in roles.get(key, ())], metadata=metadata,
+            called_computations=[name for names in roles.values() for name in names], metadata=metadata,
             backend_config=backend_config, custom_call_target=ip.custom_call_target or None,
             fusion_kind=(ip.fusion_kind or None) if opcode == "fusion" else None, id=ip.id)
         inst.typed = Attributes.decoded(typed_values(op), backend_config)

@@ -235,7 +235,9 @@ def _default_comparison_type(etype: str) -> str:
 
 def called_roles(opcode: str, names: list[str], operand_shapes: list[Shape]) -> dict[str, list[str]]:
     """The computations an instruction calls (``names``, in the proto's order), by the attribute HLO text
-    prints each under (``to_apply``, ``condition`` and ``body``, ``branch_computations``, ...)."""
+    prints each under (``to_apply``, ``condition`` and ``body``, ``branch_computations``, ...), in the
+    order of ``attributes.CALL_KEYS`` (so the names in the dict's order are the text reader's
+    ``called_computations``)."""
     if not names:
         return {}
     if opcode == "while" and len(names) == 2:  # the proto lists the body first

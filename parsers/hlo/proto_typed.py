@@ -82,6 +82,12 @@ def _replica_groups(ip) -> tuple[tuple[int, ...], ...] | None:
     return None if groups is None else tuple(tuple(int(x) for x in g) for g in groups)
 
 
+def _frontend_attributes(op: ProtoOp, f) -> Values:
+    # XLA writes the message on every instruction, mostly empty
+    entries = f.map
+    return {"frontend_attributes": dict(sorted(entries.items()))} if entries else {}
+
+
 # proto field -> its decoder (the proto instruction and the field's value -> record values)
 _BY_FIELD: dict[str, Callable[[ProtoOp, Any], Values]] = {
     "window": _window,
@@ -95,24 +101,21 @@ _BY_FIELD: dict[str, Callable[[ProtoOp, Any], Values]] = {
     "source_target_pairs": lambda op, pairs: {"source_target_pairs": tuple((p.source, p.target) for p in pairs)},
     "channel_id": lambda op, n: {"channel_id": n} if n > 0 else {},  # non-positive: no channel
     "is_host_transfer": lambda op, flag: {"is_host_transfer": bool(flag)},
-    "frontend_attributes": lambda op, f: {"frontend_attributes": dict(sorted(f.map.items()))},
+    "frontend_attributes": _frontend_attributes,
     "comparison_direction": lambda op, d: {"comparison_direction": d},
     "called_computation_ids": lambda op, ids: {"calls": {k: tuple(v) for k, v in op.roles.items()}},
+    **{name: lambda op, value: {"replica_groups": _replica_groups(op.proto)} for name in REPLICA_GROUP_FIELDS},
 }
 
 
 def typed_values(op: ProtoOp) -> Values:
     """The instruction's typed attributes by :class:`Attributes` property name, from the fields it sets."""
     values: Values = {}
-    groups = op.opcode in COLLECTIVES
     for field, value in op.fields:
-        name = field.name
-        decode = _BY_FIELD.get(name)
+        decode = _BY_FIELD.get(field.name)
         if decode is not None:
             values.update(decode(op, value))
-        elif name in REPLICA_GROUP_FIELDS:
-            groups = True
-    if groups:
+    if op.opcode in COLLECTIVES and "replica_groups" not in values:  # no list: every device
         values["replica_groups"] = _replica_groups(op.proto)
     # proto3 leaves 0 unset, so these go by opcode
     if op.opcode == "parameter":

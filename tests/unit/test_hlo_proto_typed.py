@@ -10,6 +10,7 @@ whose dims, windows, groups and pairs are drawn at random, where the drawn value
 from __future__ import annotations
 
 import lzma
+import pickle
 import random
 from collections import Counter
 from pathlib import Path
@@ -277,6 +278,9 @@ def test_generated_instructions_round_trip(seed):
         assert typed == _text_route(inst), name
     # the while loop's called computations: condition, then body, in either form
     assert insts["while0"].called_computations == ["cond", "body"]
+    # modules travel between processes: the records survive pickling
+    copy = pickle.loads(pickle.dumps(module)).computations["main"].by_name()
+    assert {n: copy[n].typed.as_dict() for n in want} == {n: insts[n].typed.as_dict() for n in want}
 
 
 def test_absent_attributes_read_as_defaults_from_either_source():
