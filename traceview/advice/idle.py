@@ -38,6 +38,7 @@ from traceview.hostreduce.host_threads import (
     host_threads,
 )
 from traceview.hostreduce.spill import release
+from traceview.hostreduce.workers import PartWorkers
 from traceview.runtime.forked import batches, fork_map_items
 from traceview.timeline.intervals import complement, covered_length, intersect, subtract, union
 
@@ -71,14 +72,16 @@ class IdleCauses:
 
 
 def idle_causes(ops: pd.DataFrame | Activity, host_events: pd.DataFrame,
-                steps: pd.DataFrame | None = None, jobs: int = 1) -> IdleCauses:
+                steps: pd.DataFrame | None = None, jobs: int = 1, workers: PartWorkers | None = None) -> IdleCauses:
     """Split every active device's idle time into :data:`CAUSES`.
 
     ``ops``: the run's activity (``hostreduce.activity``, its hosts' reductions merged), or the op
     executions themselves (``parsers.profile.OP_COLUMNS``: host, device, line, op, start_ps,
     duration_ps), reduced here; ``host_events``: the host threads (``HOST_EVENT_COLUMNS``); ``steps``:
     step, start_ps, time_ps (the analysis' step table) for the per-step split. ``jobs``: processes the
-    devices may be split over (a pod's: runtime.forked; the same result whatever it is).
+    devices may be split over (a pod's: runtime.forked; the same result whatever it is). ``workers``: where
+    the run's host parts are held too (hostreduce.workers): each part's devices are measured there when
+    every device is in one part and each host's threads were cut where it was read.
     """
     activity = ops if isinstance(ops, Activity) else reduce_activity(ops)
     if activity.n_rows == 0:
@@ -95,7 +98,13 @@ def idle_causes(ops: pd.DataFrame | Activity, host_events: pd.DataFrame,
         return _Causes.added([_device_causes(*devices[i], hosts, activity.busy_union, windows) for i in run],
                              step_ids.size)
 
-    total = _Causes.added(fork_map_items(run_of_devices, batches(len(devices), jobs), jobs), step_ids.size)
+    if workers is not None and activity.hosts is not None and \
+            [name for names in workers.devices_by_part for name in names] == [name for name, _ in devices]:
+        found = workers.map(_held_causes, [[i] for i in range(len(workers.devices_by_part))],
+                            activity.busy_union, windows, step_ids.size)
+    else:
+        found = fork_map_items(run_of_devices, batches(len(devices), jobs), jobs)
+    total = _Causes.added(found, step_ids.size)
     per_device, per_step, evidence_time, feeding = total.rows, total.per_step, total.evidence, total.feeding
     device_table = pd.DataFrame(per_device, columns=["device", "idle_ps", *(f"{c}_ps" for c in CAUSES)])
     causes = {c: int(device_table[f"{c}_ps"].sum()) for c in CAUSES}
@@ -135,6 +144,14 @@ class _Causes:
                 for key, t in f.evidence[c].items():
                     out.evidence[c][key] = out.evidence[c].get(key, 0) + t
         return out
+
+
+def _held_causes(group: list[int], parts: list, any_busy: Intervals, windows: tuple[np.ndarray, np.ndarray],
+                 n_steps: int) -> _Causes:
+    """Where the parts are held (hostreduce.workers): their devices' causes, added up before they travel
+    (each device's rows in its part alone, each host's threads cut where it was read)."""
+    return _Causes.added([_device_causes(name, d, p.activity.hosts or {}, any_busy, windows)
+                          for p in parts for name, d in p.activity.devices.items()], n_steps)
 
 
 def _device_causes(device: str, d, hosts: dict[str, HostSets], any_busy: Intervals,

@@ -38,7 +38,7 @@ def advice_report(pipeline: PipelineResult, views: Views | None = None,
     activity = run_activity(profile.parts)
     # each host's threads were cut where it was read; else the run's host events (read again if not kept)
     idle = idle_causes(activity, profile.host_events if activity.hosts is not None else profile.all_host_events(),
-                       pipeline.steps, jobs=profile.jobs)
+                       pipeline.steps, jobs=profile.jobs, workers=profile.workers)
     late = stragglers(activity, jobs=profile.jobs)
     active = len(pipeline.device_times) if not pipeline.device_times.empty else 0
     span = pipeline.span_ps / active if active else 0.0

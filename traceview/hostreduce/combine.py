@@ -31,12 +31,14 @@ def combine(profile: Profile, per_device: bool, pairs: pd.DataFrame) -> RunOps:
     ``_MERGE_TRIES`` is a bug, never a silently partial answer.
     """
     parts = [p.ops for p in profile.parts]
+    workers = profile.workers
     for _ in range(_MERGE_TRIES):
-        run = merge_parts(parts, per_device, jobs=profile.jobs)
+        run = merge_parts(parts, per_device, jobs=profile.jobs, workers=workers)
         need = run.missing_rows(pairs)
         if not need:
             return run
         again = profile.reader.reduce_again(parts, need)
+        workers = None          # the parts held elsewhere lack the rows kept now: the passes run here
         for i, part in again.items():
             # its activity does not depend on the rows kept, and may hold its host's threads, cut where it was read
             part.activity = parts[i].activity

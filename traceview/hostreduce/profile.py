@@ -14,6 +14,7 @@ import pandas as pd
 from traceview.hostreduce.part import HostPart, reduce_host
 from traceview.hostreduce.reader import HostReader, TablesReader
 from traceview.hostreduce.step_times import folded, step_times_of
+from traceview.hostreduce.workers import PartWorkers
 from traceview.parsers.profile import Device, Source
 
 
@@ -43,6 +44,9 @@ class Profile:
     # Processes the analysis of a run of many hosts may use for its per-host measures (runtime.forked): the
     # reading's (``--jobs``, one per core by default); 1 for a single host.
     jobs: int = 1
+    # Where the parts are held besides here (a Dask cluster's workers that read them): the per-host passes
+    # run there (hostreduce.workers); None: here, in ``jobs`` processes.
+    workers: PartWorkers | None = None
 
     @classmethod
     def from_tables(cls, source: Source, ops: pd.DataFrame, host_events: pd.DataFrame, steps: pd.DataFrame,

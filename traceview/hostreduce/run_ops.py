@@ -17,6 +17,7 @@ import pandas as pd
 
 from traceview.hostreduce.host_ops import KeepRows, OpsPart, looks_async
 from traceview.hostreduce.spill import release
+from traceview.hostreduce.workers import PartWorkers
 from traceview.runtime.forked import fork_map
 from traceview.timeline.async_ops import pair_times_in_chunks
 from traceview.timeline.devices import (
@@ -41,6 +42,7 @@ class RunOps:
     devices: list[str]                   # devices with rows, sorted
     part_devices: list[np.ndarray]       # per part: its device codes -> codes into ``devices``
     jobs: int = 1                        # processes the per-chunk measures may use (runtime.forked)
+    workers: PartWorkers | None = None   # where the parts are held too: the per-chunk measures run there
     _chunks: list[list[int]] | None = field(default=None, repr=False)   # parts that share devices, together
 
     @property
@@ -76,18 +78,16 @@ class RunOps:
         op id -> current row). A chunk is one part, or the parts that share a device (or rows with no device),
         in run order: every device's rows are in one chunk, so whatever is measured per device adds up over
         the chunks, and no table of every host's rows is ever built. The chunks are measured in ``jobs``
-        forked processes (runtime.forked). ``full_only``: only the rows of devices kept whole (not the
-        async-looking rows of simple devices)."""
+        forked processes (runtime.forked), or where the parts are held (``workers``: the Dask workers that
+        read them). ``full_only``: only the rows of devices kept whole (not the async-looking rows of simple
+        devices)."""
         chunks = self._chunk_parts()
-
-        def measure(k: int) -> Any:
-            try:
-                return task(*self._kept_rows(chunks[k], full_only, op_index))
-            finally:
-                for i in chunks[k]:
-                    release(self.parts[i].kept_start)   # a spilled part's pages leave the process (hostreduce.spill)
-
-        return fork_map(measure, len(chunks), self.jobs)
+        if self.workers is not None:
+            return self.workers.map(_measured_chunk, chunks, task, full_only, op_index, self.devices,
+                                    self.group_rows, self.part_devices)
+        return fork_map(lambda k: _measured_chunk(chunks[k], [self.parts[i] for i in chunks[k]], task, full_only,
+                                                  op_index, self.devices, self.group_rows, self.part_devices),
+                        len(chunks), self.jobs)
 
     def _chunk_parts(self) -> list[list[int]]:
         """The parts in chunks: parts that hold rows of one device (or both rows with no device) together."""
@@ -118,27 +118,6 @@ class RunOps:
             for d in np.flatnonzero(p.has_rows):
                 owners.setdefault(p.devices[d], []).append(i)
         return owners
-
-    def _kept_rows(self, members: list[int], full_only: bool,
-                   op_index: np.ndarray | None) -> tuple[pd.DataFrame, np.ndarray]:
-        frames, rows = [], []
-        for i in members:
-            p, gr, dmap = self.parts[i], self.group_rows[i], self.part_devices[i]
-            take = ~p.kept_alone if full_only and p.kept_alone.any() else slice(None)
-            dev = p.kept_device[take]
-            frames.append((np.where(dev >= 0, np.append(dmap, -1)[dev], -1), p.kept_start[take],
-                           p.kept_duration[take], p.kept_self[take], p.kept_step[take]))
-            rows.append(np.append(gr, -1)[p.kept_group[take]])
-        cols = [_joined([f[i] for f in frames]) for i in range(5)]
-        raw = pd.DataFrame({
-            "device": pd.Categorical.from_codes(cols[0], categories=pd.Index(self.devices)),
-            "start_ps": cols[1].astype(np.int64, copy=False), "duration_ps": cols[2].astype(np.int64, copy=False),
-            "self_ps": cols[3].astype(np.int64, copy=False), "step": cols[4].astype(np.int32, copy=False)},
-            copy=False)
-        op_rows = _joined(rows)
-        if op_index is not None:
-            op_rows = np.append(op_index, -1)[op_rows]
-        return raw, op_rows
 
     def missing_rows(self, pairs: pd.DataFrame) -> dict[int, KeepRows]:
         """What each part must keep beyond what it holds for the merge to be complete (empty: nothing):
@@ -265,6 +244,43 @@ class RunOps:
         return busy, step_busy_table([by_step for _, by_step in found], n_labels, steps)
 
 
+def _measured_chunk(members: list[int], parts: list[OpsPart], task: Callable[[pd.DataFrame, np.ndarray], Any],
+                    full_only: bool, op_index: np.ndarray | None, devices: list[str], group_rows: list[np.ndarray],
+                    part_devices: list[np.ndarray]) -> Any:
+    """``task`` of one chunk's kept rows (``members``: its parts' indices in the run, ``parts``: those parts,
+    here or where they are held); a spilled part's pages leave the process after (hostreduce.spill)."""
+    try:
+        return task(*_kept_rows(members, parts, full_only, op_index, devices, group_rows, part_devices))
+    finally:
+        for p in parts:
+            release(p.kept_start)
+
+
+def _kept_rows(members: list[int], parts: list[OpsPart], full_only: bool, op_index: np.ndarray | None,
+               devices: list[str], group_rows: list[np.ndarray],
+               part_devices: list[np.ndarray]) -> tuple[pd.DataFrame, np.ndarray]:
+    """One chunk's kept rows as a raw op table (devices as codes into the run's ``devices``) and each row's
+    op row (through ``op_index`` where given)."""
+    frames, rows = [], []
+    for i, p in zip(members, parts):
+        gr, dmap = group_rows[i], part_devices[i]
+        take = ~p.kept_alone if full_only and p.kept_alone.any() else slice(None)
+        dev = p.kept_device[take]
+        frames.append((np.where(dev >= 0, np.append(dmap, -1)[dev], -1), p.kept_start[take],
+                       p.kept_duration[take], p.kept_self[take], p.kept_step[take]))
+        rows.append(np.append(gr, -1)[p.kept_group[take]])
+    cols = [_joined([f[i] for f in frames]) for i in range(5)]
+    raw = pd.DataFrame({
+        "device": pd.Categorical.from_codes(cols[0], categories=pd.Index(devices)),
+        "start_ps": cols[1].astype(np.int64, copy=False), "duration_ps": cols[2].astype(np.int64, copy=False),
+        "self_ps": cols[3].astype(np.int64, copy=False), "step": cols[4].astype(np.int32, copy=False)},
+        copy=False)
+    op_rows = _joined(rows)
+    if op_index is not None:
+        op_rows = np.append(op_index, -1)[op_rows]
+    return raw, op_rows
+
+
 def _joined(arrays: list[np.ndarray]) -> np.ndarray:
     """The arrays one after another (the array itself when there is one: no copy)."""
     if not arrays:
@@ -272,15 +288,18 @@ def _joined(arrays: list[np.ndarray]) -> np.ndarray:
     return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
-def merge_parts(parts: list[OpsPart], per_device: bool = False, jobs: int = 1) -> RunOps:
+def merge_parts(parts: list[OpsPart], per_device: bool = False, jobs: int = 1,
+                workers: PartWorkers | None = None) -> RunOps:
     """Merge host parts (in the run's host order) into the aggregated op table of all their rows; ``jobs``:
-    the processes its per-chunk measures may use."""
+    the processes its per-chunk measures may use; ``workers``: where the parts are held too (they run
+    there then)."""
     devices, part_devices = _run_devices(parts)
     groups = _stacked_groups(parts, part_devices)
     ids, by_pos = _op_numbers(groups, per_device)
     stats = _op_stats(groups, ids, by_pos, devices, per_device)
     run = _ranked_by_self_time(parts, stats, ids, per_device, devices, part_devices)
     run.jobs = jobs
+    run.workers = workers
     return run
 
 

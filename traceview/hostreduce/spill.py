@@ -111,12 +111,14 @@ def write_part(part: OpsPart, path: str) -> Layout | None:
     return Layout(path, at, entries)
 
 
-def adopt(part: OpsPart, layout: Layout) -> OpsPart:
-    """The part with its arrays as read-only views of its spill file (mapped, then unlinked)."""
+def adopt(part: OpsPart, layout: Layout, unlink: bool = True) -> OpsPart:
+    """The part with its arrays as read-only views of its spill file (mapped, then unlinked unless
+    ``unlink`` is False: a Dask worker keeping its copy of the part it wrote, which the caller maps next)."""
     with open(layout.path, "rb") as handle:
         region = np.memmap(handle, dtype=np.uint8, mode="r", shape=(max(layout.size, 1),))
     try:
-        os.unlink(layout.path)
+        if unlink:
+            os.unlink(layout.path)
     except OSError:          # the folder is removed at the end anyway
         pass
     slots = _numeric_slots(part)

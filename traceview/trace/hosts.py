@@ -23,8 +23,10 @@ from traceview.parsers.xspace.file import _FAST_MIN_BYTES, _FAST_WARM_MIN_BYTES
 if TYPE_CHECKING:
     import pandas as pd
 
+    from traceview.hostreduce.host_ops import OpsPart
     from traceview.hostreduce.part import HostPart
     from traceview.hostreduce.spill import Layout, RowSpill
+    from traceview.trace.dask_parts import DaskParts
 
 DASK_ENV = "TRACEVIEW_DASK"
 JOBS_ENV = "TRACEVIEW_JOBS"
@@ -145,19 +147,22 @@ def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None =
                progress: Callable[[int], None] | None = None, keep_ops: bool = True,
                store: bool = False, allocator: bool = False, spill: RowSpill | None = None,
                while_reading: Sequence[str] = (),
-               arrive: Callable[[HostResult], None] | None = None) -> list[HostResult]:
+               arrive: Callable[[HostResult], None] | None = None,
+               hold: Callable[[DaskParts], None] | None = None) -> list[HostResult]:
     """Results in the order of `paths`, each with its op table reduced (and kept too with `keep_ops`);
     `store`: put the tables read in the table cache. `dask`: a scheduler address (or a Client);
     else `jobs` local processes. ``allocator``: each host's allocator events read where it is read.
     ``spill``: each part's kept rows moved to this file as its host comes in (hostreduce.spill).
     ``while_reading``: modules to import once the hosts are handed to other processes (while this one
-    would only wait). ``arrive``: called with each result as it comes in, before its arrays are spilled."""
+    would only wait). ``arrive``: called with each result as it comes in, before its arrays are spilled.
+    ``hold``: on Dask, each host's part is also left on the worker that read it, and ``hold`` gets their
+    holder (trace.dask_parts: the analysis' per-host passes then run there; the client stays open)."""
     if not paths:
         return []
     arrived = _arrival(progress, spill, arrive)
     if dask:
         results = _read_dask(paths, dask, arrived, keep_ops=keep_ops or store, allocator=allocator, spill=spill,
-                             send_allocator=store, while_reading=while_reading)
+                             send_allocator=store, while_reading=while_reading, hold=hold)
         if store:
             from traceview.cache import tables as table_cache
 
@@ -281,7 +286,8 @@ def _size(path: str) -> int:
 
 def _read_dask(paths: Sequence[str], address, arrived: Callable[[HostResult], None], keep_ops: bool,
                allocator: bool = False, spill: RowSpill | None = None, send_allocator: bool = False,
-               while_reading: Sequence[str] = ()) -> list[HostResult]:
+               while_reading: Sequence[str] = (), hold: Callable[[DaskParts], None] | None = None
+               ) -> list[HostResult]:
     try:
         from distributed import Client, as_completed
     except ImportError:
@@ -297,10 +303,16 @@ def _read_dask(paths: Sequence[str], address, arrived: Callable[[HostResult], No
         # A worker that sees the spill folder (this machine, or a shared file system) writes its hosts' large
         # arrays there itself; the others send them back.
         spill_paths = [spill.path_for(i) if spill is not None else None for i in range(len(paths))]
-        futures = client.map(_read_on_dask_worker, [_for_worker(p) for p in paths], spill_paths,
+        futures = client.map(_read_on_dask_worker if hold is None else _read_and_hold,
+                             [_for_worker(p) for p in paths], spill_paths,
                              keep_ops=keep_ops, allocator=allocator, send_allocator=send_allocator,
                              readers=_readers_by_machine(client),
                              spill_token=spill.token if spill is not None else None, pure=False)
+        pairs = None
+        if hold is not None:       # the pairs stay on the workers; their results come here
+            from traceview.trace.dask_parts import first
+
+            pairs, futures = futures, client.map(first, futures, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         _import_all(while_reading)
         results: list[HostResult | None] = [None] * len(paths)
@@ -313,6 +325,11 @@ def _read_dask(paths: Sequence[str], address, arrived: Callable[[HostResult], No
                                                     f"({type(exc).__name__}: {exc})", internal=True)
             arrived(result)
             results[i] = result
+        if pairs is not None and hold is not None:
+            from traceview.trace.dask_parts import DaskParts
+
+            hold(DaskParts(client, dict(zip(paths, pairs)), own))
+            own = False            # the holder closes it once the analysis lets it go
         return [r for r in results if r is not None]
     finally:
         if own:
@@ -368,6 +385,23 @@ def _read_on_dask_worker(path: str, spill_path: str | None, keep_ops: bool, read
     with freed_memory_kept(), fewer_collections():
         return read_host(path, keep_ops, allocator=allocator, spill_path=spill_path if seen else None,
                          send_allocator=send_allocator)
+
+
+def _read_and_hold(path: str, spill_path: str | None, keep_ops: bool, readers: dict[str, int],
+                   allocator: bool = False, spill_token: str | None = None,
+                   send_allocator: bool = False) -> tuple[HostResult, OpsPart | None]:
+    """:func:`_read_on_dask_worker`, and the worker's own copy of the part with its arrays, held there for
+    the analysis' passes (trace.dask_parts): the arrays it wrote to the spill folder mapped here too (the
+    caller maps and unlinks the file), else the part itself."""
+    result = _read_on_dask_worker(path, spill_path, keep_ops, readers, allocator=allocator,
+                                  spill_token=spill_token, send_allocator=send_allocator)
+    if result.part is None or result.spilled is None:
+        return result, result.part.ops if result.part is not None else None
+    import copy
+
+    from traceview.hostreduce.spill import adopt
+
+    return result, adopt(copy.deepcopy(result.part.ops), result.spilled, unlink=False)
 
 
 def _as_given(result: HostResult, path: str) -> HostResult:

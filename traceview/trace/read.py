@@ -32,6 +32,7 @@ from traceview.trace.hosts import DASK_ENV, HostResult, allocator_events, defaul
 
 if TYPE_CHECKING:
     from traceview.hostreduce.memory_peaks import HostPeaks, RuntimePeak
+    from traceview.trace.dask_parts import DaskParts
 
 
 @dataclass
@@ -96,7 +97,8 @@ def load_profile(path: str | Path, run: str | None = None,
         if result.part is not None:
             fold_in(fold, result.part)
 
-    results = _read_host_files(files, opts, use_cache, dask, advance, arrive)
+    held: list[DaskParts] = []       # on Dask: the parts left on the workers that read them
+    results = _read_host_files(files, opts, use_cache, dask, advance, arrive, held.append)
     cpu_ledger.reading_ended()
     tables: list[TraceData] = []
     parts: list[HostPart] = []
@@ -140,6 +142,7 @@ def load_profile(path: str | Path, run: str | None = None,
         environment=environment,
         warnings=warnings,
         jobs=_analysis_jobs(opts, len(tables)),
+        workers=held[0].for_files(ok_files, parts) if held and len(parts) > 1 else None,
     )
 
 
@@ -194,8 +197,8 @@ def _analysis_jobs(opts: ReadOptions, hosts: int) -> int:
 
 
 def _read_host_files(files: list[str], opts: ReadOptions, use_cache: bool, dask: str | None,
-                     advance: Callable[[int], None],
-                     arrive: Callable[[HostResult], None]) -> dict[str, HostResult]:
+                     advance: Callable[[int], None], arrive: Callable[[HostResult], None],
+                     hold: Callable[[DaskParts], None] | None = None) -> dict[str, HostResult]:
     """Each host file's tables: from the table cache where it holds the file as it is now, else read
     (and stored in the cache where they are read, a pool's workers, or by a writer thread while the
     analysis goes on)."""
@@ -223,7 +226,7 @@ def _read_host_files(files: list[str], opts: ReadOptions, use_cache: bool, dask:
     try:
         for r in read_hosts(missed, jobs=opts.jobs, dask=dask, progress=advance, keep_ops=opts.keep_ops, arrive=arrive,
                             store=use_cache, allocator=opts.allocator_events, spill=spill,
-                            while_reading=opts.while_reading):
+                            while_reading=opts.while_reading, hold=hold):
             results[r.path] = r
     finally:
         if spill is not None:

@@ -1,0 +1,74 @@
+"""A pod's host parts left on the Dask workers that read them, and the analysis' passes run there.
+
+Each read task's result stays on its worker as a pair: the host's result as the caller gets it, and the
+worker's own copy of the part with its arrays (a memory map of the spill file it wrote, or the arrays
+themselves where it sees no spill folder). The caller keeps the futures of those pairs
+(:class:`DaskParts`, a ``hostreduce.workers.PartWorkers``) and the Dask client open while the analysis
+runs; a pass submits a function of some parts with the merged context, Dask runs it on the worker that
+holds them (no part travels), and only its result comes back. The futures are dropped, and the client
+closed if the reading opened it, when the holder is no longer referenced.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from traceview.hostreduce.host_ops import OpsPart
+    from traceview.hostreduce.part import HostPart
+
+
+class DaskParts:
+    """The read tasks' futures by file (see the module docstring); :meth:`for_files` gives the
+    ``PartWorkers`` of a profile's parts."""
+
+    def __init__(self, client: Any, futures: dict[str, Any], own: bool) -> None:
+        self.client = client
+        self.futures = futures            # file as the caller spelled it -> future of (HostResult, held part)
+        self.order: list[str] = []        # the profile's files, in its parts' order
+        self.devices_by_part: list[list[str]] = []
+        if own:
+            weakref.finalize(self, client.close)
+
+    def for_files(self, files: Sequence[str], parts: Sequence[HostPart]) -> DaskParts | None:
+        """This holder for the profile's parts (``files[i]`` read into ``parts[i]``); None where a part was
+        not read on the cluster (found in the table cache) or lacks its copy there."""
+        if any(f not in self.futures for f in files):
+            return None
+        self.order = list(files)
+        self.devices_by_part = [list(p.ops.activity.devices) for p in parts]
+        return self
+
+    def map(self, fn: Callable[..., Any], groups: Sequence[Sequence[int]], *shared: Any) -> list[Any]:
+        """``fn(group, held parts, *shared)`` per group, on the worker holding the group's parts: one task per
+        worker, for all the groups whose first part it holds (a pod's hosts: few tasks, not one per host)."""
+        if not groups:
+            return []
+        [context] = self.client.scatter([shared], hash=False)     # once, whatever the number of tasks
+        held = [[self.futures[self.order[i]] for i in group] for group in groups]
+        where = self.client.who_has([g[0] for g in held if g])
+        by_worker: dict[str | None, list[int]] = {}
+        for k, g in enumerate(held):
+            places = sorted(where.get(g[0].key, ())) if g else []
+            by_worker.setdefault(places[0] if places else None, []).append(k)
+        tasks = [self.client.submit(_run_held, [list(groups[k]) for k in ks], [held[k] for k in ks], fn, context,
+                                    workers=[worker] if worker else None, allow_other_workers=True, pure=False)
+                 for worker, ks in by_worker.items()]
+        out: list[Any] = [None] * len(groups)
+        for ks, found in zip(by_worker.values(), self.client.gather(tasks)):
+            for k, value in zip(ks, found):
+                out[k] = value
+        return out
+
+
+def _run_held(groups: list[list[int]], pairs: list[list[tuple[Any, OpsPart | None]]], fn: Callable[..., Any],
+              context: tuple) -> list[Any]:
+    """On a worker: ``fn`` of the held parts of each group."""
+    return [fn(group, [held for _, held in found], *context) for group, found in zip(groups, pairs)]
+
+
+def first(pair: tuple[Any, Any]) -> Any:
+    """The result a read task's pair hands the caller (the held part stays on the worker)."""
+    return pair[0]
