@@ -85,12 +85,11 @@ class View:
     @property
     def projected(self) -> str:
         """One sentence for a tab whose figures are judged against a target the trace did not run on, else ""."""
-        analysis = self.analysis
-        if not analysis.projected or analysis.target is None:
+        judged = self.analysis.judged
+        if judged is None or judged.measured_on is None:
             return ""
-        measured = analysis.capture_chip.name if analysis.capture_chip is not None else "the capture chip"
         return (f"Projected: bounds, roofline times, efficiency, gap and gain are judged against "
-                f"{analysis.target.name}; times are as measured on {measured}.")
+                f"{judged.chip.name}; times are as measured on {judged.measured_on.name}.")
 
     @property
     def as_loaded(self) -> traceview.Analysis:

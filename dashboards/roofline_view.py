@@ -38,7 +38,8 @@ def render(view: View) -> None:
     if points.empty:
         st.info("No op has both FLOPs and bytes (is the trace's HLO missing?).")
     else:
-        measured_on = view.analysis.capture_chip.name if view.projected and view.analysis.capture_chip else None
+        judged = view.analysis.judged
+        measured_on = judged.measured_on.name if judged is not None and judged.measured_on is not None else None
         event = st.altair_chart(altair_chart(points, chip, ops=view.analysis.ops, measured_on=measured_on),
                                 on_select="rerun",
                                 key="roofline_chart", width="stretch")

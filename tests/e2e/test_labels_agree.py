@@ -61,7 +61,7 @@ def test_the_ridge_point_names_the_peak_the_chart_draws(sample_traces, capsys, t
     extra = ["--target", target] if target else []
     text = _out(capsys, "roofline", path, *extra)
     a = traceview.load(path, target=target)
-    chip, ops = a.pipeline.target, a.pipeline.ops
+    chip, ops = a.target, a.pipeline.ops
     dtypes, _ = applicable_roofs(chip, ops)
     drawn = set(roofline_lines(chip, 0.1, 1e4, ops)["line"])
     named = re.findall(r"(\w+) peak ", text.splitlines()[1 if target else 0])   # under the "projected:" line

@@ -262,7 +262,7 @@ def test_tensor_parallel_sample(sample_traces):
     # --target projects the verdicts: on a v5p, C/W = 2,550 > 256 = F/Y: tensor parallelism is comm-bound
     v5p = get_chip("tpu-v5p", load_hardware(None))
     on_v5p = from_analysis(traceview.Analysis(analysis).retarget(v5p).pipeline)
-    assert on_v5p.projected and on_v5p.measured_on == analysis.target.name        # said so in every output
+    assert on_v5p.projected and on_v5p.measured_on == analysis.judged.chip.name        # said so in every output
     assert "PROJECTED from a trace measured on cpu" in parallelism_text(on_v5p)
     assert parallelism_json(on_v5p)["target"]["projected"] is True
     assert not report.projected and "PROJECTED" not in parallelism_text(report)

@@ -191,7 +191,7 @@ def test_without_a_target_bound_and_gain_are_null(sample_traces):
     from traceview.scopes import build_scopes
 
     pipeline = build_analysis(analysis.pipeline.profile)
-    pipeline.target = None         # as for a trace whose chip is not known
+    pipeline.judged = None         # as for a trace whose chip is not known
     record = scopes_json(build_scopes(pipeline))
     assert all(n["gain_us"] is None and n["time_by_bound_us"] is None for n in record["nodes"])
     assert any("no target chip" in w for w in record["warnings"])

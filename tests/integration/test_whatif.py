@@ -138,7 +138,7 @@ def test_another_chip_scales_compute_by_peak_and_checks_memory(sample_traces):
     (p,) = analysis.whatif(meshes=[{"fsdp": 4, "tensor": 2}], batches=["x1"], target="tpu-v5p").projections
     cpu = analysis.target
     compute = next(t for t in p.terms if t.what == "compute-bound ops")
-    dtype = analysis.pipeline.summary["mfu_dtype"]
+    dtype = analysis.pipeline.judged.summary["mfu_dtype"]
     assert compute.time_ps == pytest.approx(compute.baseline_ps * cpu.peak_flops_for(dtype) / v5p.peak_flops_for(dtype))
     assert p.capacity_bytes == v5p.hbm_capacity and p.fits is True
     assert p.headroom_bytes == pytest.approx(v5p.hbm_capacity - p.memory_per_chip_bytes)

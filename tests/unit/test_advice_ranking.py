@@ -27,7 +27,7 @@ US = 1e6
 def context(span_ps: float, devices: int, ops: pd.DataFrame | None = None, idle: IdleCauses | None = None,
             **views) -> AdviceContext:
     """A context over ``ops`` whose views (parallelism, memory, scopes, serving) are the objects given."""
-    pipeline = SimpleNamespace(ops=ops if ops is not None else pd.DataFrame())
+    pipeline = SimpleNamespace(ops=ops if ops is not None else pd.DataFrame(), judged=None)
     return AdviceContext(pipeline=pipeline, span_ps=span_ps, active_devices=devices, idle=idle,
                          views=Views(**{name: (lambda v=v: v) for name, v in views.items()}))
 
@@ -60,7 +60,8 @@ def test_mesh_axis_saving_is_its_exposed_communication_per_device() -> None:
     # overlapped, a step takes max(T_math, T_comms): hiding saves at most the non-communication busy time,
     # here (50 + 10 + 0) / 2 devices = 30 < 40
     hidden = context(1000, 2, parallelism=SimpleNamespace(axes=[axis]))
-    hidden.pipeline.summary = {"time_by_bound_ps": {"compute": 50, "memory": 10, "communication": 500, "unknown": 0}}
+    hidden.pipeline.judged = SimpleNamespace(
+        summary={"time_by_bound_ps": {"compute": 50, "memory": 10, "communication": 500, "unknown": 0}})
     capped = ranked(axis_provider(hidden), 1000)
     assert capped[0].saving_ps == 30.0 and capped[0].removable_ps == 40.0
     assert items[0].fix == "overlap the gradient all-reduce"

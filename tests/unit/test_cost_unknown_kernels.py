@@ -112,13 +112,13 @@ def test_mfu_null_with_a_reason_when_the_only_op_is_a_kernel_without_flops(tmp_p
     from traceview.render.record import analysis_json
 
     analysis = _analysis(tmp_path, ONLY_KERNEL, "only_kernel", ["plain_kernel"])
-    s = analysis.summary
+    s = analysis.judged.summary
     assert s["mfu"] is None and s["flops"] is None and s["achieved_flops"] is None
     assert "plain_kernel" in s["mfu_reason"] and "cost estimate" in s["mfu_reason"]
     row = analysis.ops.set_index("op").loc["plain_kernel"]
     # roofline: the memory time of what it must read and write (1640 TB/s of v6e HBM), a lower bound
     assert row["bound"] == "memory" and np.isnan(row["t_compute_ps"])
-    assert row["roofline_time_ps"] == pytest.approx((READ + WRITTEN) / analysis.target.hbm_bandwidth * 1e12)
+    assert row["roofline_time_ps"] == pytest.approx((READ + WRITTEN) / analysis.judged.chip.hbm_bandwidth * 1e12)
     assert np.isnan(row["achieved_flops"]) and np.isnan(row["intensity"])
 
     text = analysis_text(analysis, colour_enabled=False)
@@ -131,7 +131,7 @@ def test_mfu_null_with_a_reason_when_the_only_op_is_a_kernel_without_flops(tmp_p
 
 def test_mfu_counts_only_the_kernel_with_an_estimate_and_warns_about_the_other(tmp_path):
     analysis = _analysis(tmp_path, PALLAS, "pallas_kernels", ["plain_kernel", "estimated_kernel"])
-    s = analysis.summary
+    s = analysis.judged.summary
     assert s["flops"] == ESTIMATE
     # 2 ms of device time on one TPU v6e (918 TFLOP/s bf16; f32 FLOPs use the bf16 peak there)
     assert s["mfu"] == pytest.approx(ESTIMATE / (2e-3 * s["mfu_peak_flops"]))
@@ -165,7 +165,7 @@ def test_chart_and_op_detail_call_the_kernel_flops_unknown(tmp_path):
     from traceview.dashboards.op_detail import arithmetic
 
     (record,) = [r for r in op_rows(analysis.ops) if r["name"] == "plain_kernel"]
-    terms = dict(zip(*arithmetic(record, analysis.target)[["term", "formula"]].T.values))
+    terms = dict(zip(*arithmetic(record, analysis.judged.chip)[["term", "formula"]].T.values))
     assert terms["T_compute"].startswith("unknown: custom kernel without a cost estimate")
 
 

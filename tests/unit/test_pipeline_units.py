@@ -8,6 +8,7 @@ judgement, re-done for another chip without touching the input).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -200,13 +201,27 @@ def test_apply_target_leaves_its_input_alone_and_replaces_an_earlier_judgement()
     base = pipeline_result()
     columns = list(base.ops.columns)
     first = apply_target(base, chip("slow", bf16=1e12, hbm=1e11))
-    assert list(base.ops.columns) == columns and base.target is None       # the input is untouched
+    assert list(base.ops.columns) == columns and base.judged is None       # the input is untouched
     second = apply_target(first, chip("fast", bf16=1e13, hbm=1e12), detected=False)
-    assert second.target.name == "fast" and not second.target_detected
+    assert second.judged.chip.name == "fast" and not second.judged.detected
     a = second.ops.set_index("op").loc["A"]
     assert a["roofline_time_ps"] == pytest.approx(1e8)                   # 1e9 FLOPs at 1e13 FLOP/s
     assert list(second.ops.columns) == list(first.ops.columns)          # no columns left over from the first
-    assert first.target.name == "slow" and first.ops.set_index("op").at["A", "roofline_time_ps"] == pytest.approx(1e9)
+    assert first.judged.chip.name == "slow" and first.ops.set_index("op").at["A", "roofline_time_ps"] == pytest.approx(1e9)
+
+
+def test_a_judgement_on_another_chip_is_a_projection_and_the_capture_chip_is_not():
+    slow, fast = chip("slow", bf16=1e12, hbm=1e11), chip("fast", bf16=1e13, hbm=1e12)
+    captured = dataclasses.replace(pipeline_result(), capture_chip=slow)
+    onto_fast = apply_target(captured, fast)
+    assert onto_fast.judged.projected and onto_fast.judged.measured_on is slow
+    assert onto_fast.judged.summary["projected"] and "projected_time_ps" in onto_fast.judged.summary
+    assert "projected_time_ps" in onto_fast.ops and "projected_time_ps" in onto_fast.steps
+    back = apply_target(onto_fast, slow, detected=True)          # re-targeted: nothing of the projection stays
+    assert not back.judged.projected and back.judged.measured_on is None and back.judged.source == "trace"
+    assert back.judged.detected and not back.judged.summary["projected"]
+    assert "projected_time_ps" not in back.ops and "projected_time_ps" not in back.steps
+    assert not any("projection" in w for w in back.target_warnings)
 
 
 def test_apply_target_keeps_the_op_index_pointing_at_the_reordered_ops():

@@ -128,8 +128,7 @@ def _pipeline(devices) -> SimpleNamespace:
     table = pd.DataFrame({"module": ["m", "m"], "op": ["a", "b"], "bound": ["compute", "memory"],
                           "collective_kind": [None, None], "bytes_accessed": [0.0, 8e6]})
     return SimpleNamespace(profile=SimpleNamespace(devices=devices, op_executions=lambda: ops), ops=table,
-                           steps=pd.DataFrame({"time_ps": [1e9]}), summary={}, projected=False, capture_chip=None,
-                           target=None)
+                           steps=pd.DataFrame({"time_ps": [1e9]}), judged=None)
 
 
 def _device(i, host="localhost", kind="CPU", pid=7):

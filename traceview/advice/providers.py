@@ -101,7 +101,8 @@ def axis_provider(context: AdviceContext) -> Iterable[Advice]:
     report = context.parallelism()
     if report is None:
         return []
-    by_bound = (getattr(context.pipeline, "summary", None) or {}).get("time_by_bound_ps") or {}
+    judged = context.pipeline.judged
+    by_bound = (judged.summary.get("time_by_bound_ps") if judged is not None else None) or {}
     behind = [by_bound.get(b) for b in ("compute", "memory", "unknown")]
     hideable = context.per_device(float(sum(b or 0 for b in behind))) if any(b is not None for b in behind) \
         else None

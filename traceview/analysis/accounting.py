@@ -28,8 +28,9 @@ def totals_by_bound(per_device: dict[str, np.ndarray]) -> dict[str, float]:
 
 
 def without_step_bounds(steps: pd.DataFrame) -> pd.DataFrame:
-    """``steps`` without the bound and idle columns an earlier target added."""
-    return steps.drop(columns=[c for c in steps.columns if c.endswith("_ps") and c[:-3] in (*BOUNDS, "idle")])
+    """``steps`` without the columns an earlier target added: time by bound, idle, and the projected time."""
+    return steps.drop(columns=[c for c in steps.columns if c.endswith("_ps") and c[:-3] in (*BOUNDS, "idle")
+                               or c == "projected_time_ps"])
 
 
 def with_step_bounds(steps: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:

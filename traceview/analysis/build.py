@@ -42,6 +42,32 @@ from traceview.vocabulary import BOUNDS
 JUDGED = "judged_time_ps"
 
 
+@dataclass(frozen=True)
+class Judgement:
+    """The ops judged against one chip: which chip, how it was chosen, and the run's summary on it.
+
+    ``apply_target`` builds one per target, so a re-targeted copy replaces the whole judgement and no
+    field of an earlier one survives."""
+
+    chip: Chip
+    # Where the chip came from: "--target" (given), "trace" (its device planes), "dump: <file>" (the
+    # target config of the run's XLA dump, when the trace names no chip).
+    source: str
+    summary: dict                      # roofline.summarize, times in ps
+    # The chip the times were measured on when it is not `chip`: every judged time is a projection from it
+    measured_on: Chip | None = None
+
+    @property
+    def detected(self) -> bool:
+        """Found in the trace or its dump, not given."""
+        return self.source != "--target"
+
+    @property
+    def projected(self) -> bool:
+        """The times are projections onto `chip` from those measured on another chip (`measured_on`)."""
+        return self.measured_on is not None
+
+
 @dataclass
 class PipelineResult:
     """The pipeline's tables for one trace, in picoseconds with internal column names; the public
@@ -55,17 +81,11 @@ class PipelineResult:
     op_index: np.ndarray               # per op of run_ops.stats, its row in ops
     ran_modules: list = field(default_factory=list)   # those modules; every module found: `modules`
     per_device: bool = False
-    target: Chip | None = None
-    target_detected: bool = False
-    # Where the target came from: "--target" (given), "trace" (its device planes), "dump: <file>" (the
-    # target config of the run's XLA dump, when the trace names no chip).
-    target_source: str | None = None
-    summary: dict = field(default_factory=dict)   # roofline.summarize, times in ps
+    judged: Judgement | None = None    # the judgement on the target chip; None: no chip given or detected
     idle_ps: int = 0                   # sum over active devices of span - busy
     span_ps: int = 0                   # sum over active devices of first-op-start .. last-op-end
     device_times: pd.DataFrame = field(default_factory=pd.DataFrame)  # timeline.devices.device_time
     capture_chip: Chip | None = None   # the chip the trace ran on, when detected
-    projected: bool = False            # the target is not the capture chip: times are projections
     base_warnings: list[str] = field(default_factory=list)    # reading, HLO, costs: whatever the target
     target_warnings: list[str] = field(default_factory=list)  # detection, roofline, MFU: this target's
     # (--hlo, stage) to find every module again when the ran ones are not all of them; None: they are
@@ -137,25 +157,24 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
     ops = run.judged_and_exposed(ops, pairs)
     ops["step_times_ps"] = per_step_self_time(run, len(ops), ops.index)
     devices = run.device_time()
+    db = load_hardware(hardware_file)
+    active = set(devices["device"])    # devices with no op say nothing about the program's chip
+    chip, detect_warnings = detect_target([d for d in profile.devices if d.id in active] or profile.devices, db)
+    given = target_chip if target_chip is not None else get_chip(target, db) if target else None
+    source = "trace"
+    if chip is None and given is None:
+        chip, source, detect_warnings = _chip_from_dump(profile, hlo_path, db, detect_warnings)
+    unjudged = [] if chip is not None or given is not None else detect_warnings + [
+        "no target chip: ops are not roofline-judged (give --target; `traceview hardware` lists the chips)"]
     pipeline = PipelineResult(profile=profile, ops=ops, steps=profile.step_times, ran_costs=costs, run_ops=run,
                               op_index=np.arange(len(ops), dtype=np.int64), ran_modules=modules,
                               hlo_source=None if ran is None else (hlo_path, stage), per_device=per_device,
                               idle_ps=int(devices["idle_ps"].sum()), span_ps=int(devices["span_ps"].sum()),
-                              device_times=devices, base_warnings=warnings, _every_module={"converted": converted})
-    db = load_hardware(hardware_file)
-    active = set(devices["device"])    # devices with no op say nothing about the program's chip
-    chip, detect_warnings = detect_target([d for d in profile.devices if d.id in active] or profile.devices, db)
-    source = "trace"
-    if chip is None and target_chip is None and not target:
-        chip, source, detect_warnings = _chip_from_dump(profile, hlo_path, db, detect_warnings)
-    pipeline.capture_chip = chip
-    if target_chip is not None:
-        return apply_target(pipeline, target_chip, detected=False)
-    if target:
-        return apply_target(pipeline, get_chip(target, db), detected=False)
+                              device_times=devices, capture_chip=chip, base_warnings=warnings,
+                              target_warnings=unjudged, _every_module={"converted": converted})
+    if given is not None:
+        return apply_target(pipeline, given, detected=False)
     if chip is None:
-        pipeline.target_warnings = detect_warnings + [
-            "no target chip: ops are not roofline-judged (give --target; `traceview hardware` lists the chips)"]
         return pipeline
     return apply_target(pipeline, chip, detected=True, extra_warnings=detect_warnings, source=source)
 
@@ -180,18 +199,16 @@ def apply_target(pipeline: PipelineResult, chip: Chip, detected: bool = False,
     and its warnings). The input is left as it was, so a cached result can be re-targeted freely.
     ``source``: where a detected chip came from (default "trace"; a chip not detected was given).
     """
-    pipeline = dataclasses.replace(pipeline)
-    pipeline.target_source = (source or "trace") if detected else "--target"
+    capture = pipeline.capture_chip
+    measured_on = capture if capture is not None and capture.name != chip.name else None
     base = pipeline.ops.drop(columns=[c for c in pipeline.ops.columns
                                       if c in OUTPUT_COLUMNS or c == "projected_time_ps"])
     ops, roof_warnings = roofline(base, chip, time_column=JUDGED)
     ops = _label_dones_like_starts(ops, pipeline.per_device)
-    capture = pipeline.capture_chip
-    pipeline.projected = capture is not None and capture.name != chip.name
     total = float(pipeline.span_ps or pipeline.device_time_ps)
     ratio = np.ones(len(ops))
-    if pipeline.projected and capture is not None:
-        ops, ratio, roof_warnings = _project(ops, base, capture, chip, roof_warnings)
+    if measured_on is not None:
+        ops, ratio, roof_warnings = _project(ops, base, measured_on, chip, roof_warnings)
         self_ps = ops["self_time_ps"].to_numpy(dtype="float64")
         total = projected_total(float(pipeline.device_time_ps), float(pipeline.idle_ps), self_ps, self_ps * ratio)
     run = pipeline.run_ops
@@ -201,23 +218,24 @@ def apply_target(pipeline: PipelineResult, chip: Chip, detected: bool = False,
     busy, step_split = run.busy_split(bound_codes(ops), len(BOUNDS), bare_steps if measure_steps else None,
                                       pipeline.op_index)
     by_bound = totals_by_bound(busy)
+    projected = measured_on is not None
     summary = summarize(ops, chip, total_time_ps=total, idle_ps=pipeline.idle_ps, time_column=JUDGED,
-                        by_bound_ps=None if pipeline.projected else by_bound)
-    if pipeline.projected:
+                        by_bound_ps=None if projected else by_bound)
+    if projected:
         summary["time_by_bound_ps"] = {**by_bound, "idle": float(pipeline.idle_ps)}
-    summary["projected"] = pipeline.projected
-    if pipeline.projected:
+    summary["projected"] = projected
+    if projected:
         summary["projected_time_ps"] = total
         summary["projection_model"] = PROJECTION_MODEL
     ranked = ops.reset_index(drop=True).sort_values("gain_ps", ascending=False, na_position="last", kind="stable")
-    pipeline.ops = ranked.reset_index(drop=True)
-    pipeline.target, pipeline.target_detected, pipeline.summary = chip, detected, summary
-    pipeline.steps = bare_steps if step_split is None else with_step_bounds(bare_steps, step_split)
-    pipeline.op_index = _reordered(pipeline.op_index, ranked.index.to_numpy())
-    if pipeline.projected and not pipeline.steps.empty:
-        pipeline.steps["projected_time_ps"] = projected_step_times(pipeline.steps, ops, ratio)
-    pipeline.target_warnings = _dedupe(list(extra_warnings or []) + roof_warnings + summary.get("warnings", []))
-    return pipeline
+    steps = bare_steps if step_split is None else with_step_bounds(bare_steps, step_split)
+    if projected and not steps.empty:
+        steps["projected_time_ps"] = projected_step_times(steps, ops, ratio)
+    judged = Judgement(chip, (source or "trace") if detected else "--target", summary, measured_on)
+    return dataclasses.replace(
+        pipeline, judged=judged, ops=ranked.reset_index(drop=True), steps=steps,
+        op_index=_reordered(pipeline.op_index, ranked.index.to_numpy()),
+        target_warnings=_dedupe(list(extra_warnings or []) + roof_warnings + summary.get("warnings", [])))
 
 
 def _project(ops: pd.DataFrame, base: pd.DataFrame, capture: Chip, chip: Chip,

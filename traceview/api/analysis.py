@@ -186,7 +186,7 @@ class Analysis:
     @property
     def target(self) -> Chip | None:
         """The chip the ops are judged against; None when none was given or detected."""
-        return self.pipeline.target
+        return self.pipeline.judged.chip if self.pipeline.judged is not None else None
 
     def retarget(self, chip: str | Chip) -> Analysis:
         """The same trace judged against ``chip`` (a name or alias from :func:`traceview.chips`, or a Chip).

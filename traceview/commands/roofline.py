@@ -41,34 +41,34 @@ def run(args: argparse.Namespace) -> int:
     if args.plot and not args.plot.lower().endswith(PLOT_SUFFIXES):
         raise UserError(f"{args.plot}: the plot must be .png, .svg, .pdf or .html")
     pipeline = load_from_args(args).pipeline
-    if pipeline.target is None:
+    judged = pipeline.judged
+    if judged is None:
         raise UserError(f"{args.path}: no chip detected for the roofline; give --target "
                         "(`traceview hardware` lists them)")
     points = roofline_points(pipeline.ops)
     if args.plot:
-        measured_on = pipeline.capture_chip.name if pipeline.projected and pipeline.capture_chip is not None else None
-        save_plot(points, pipeline.target, args.plot, ops=pipeline.ops, measured_on=measured_on)
-        print(f"wrote {args.plot}: {len(points)} of {len(pipeline.ops)} ops on the {pipeline.target.name} roofline",
+        measured_on = judged.measured_on.name if judged.measured_on is not None else None
+        save_plot(points, judged.chip, args.plot, ops=pipeline.ops, measured_on=measured_on)
+        print(f"wrote {args.plot}: {len(points)} of {len(pipeline.ops)} ops on the {judged.chip.name} roofline",
               file=sys.stderr)
     note = unplaceable_note(pipeline.ops)
-    ridges = drawn_ridge_points(pipeline.target, pipeline.ops)   # the peaks the chart draws, the program's first
+    ridges = drawn_ridge_points(judged.chip, pipeline.ops)   # the peaks the chart draws, the program's first
     if args.format == "json":
-        text = jsontext.dumps({"target": pipeline.target.name, "projected": bool(pipeline.projected),
+        text = jsontext.dumps({"target": judged.chip.name, "projected": judged.projected,
                                "ridge_point": ridges[0][2] if ridges else None,
                                "ridge_point_dtype": ridges[0][0] if ridges else None,
                                "ridge_points": {dtype: ridge for dtype, _, ridge in ridges},
                            "points": op_rows(points),
                            "not_placed": op_rows(unplaceable_ops(pipeline.ops))}) + "\n"
     else:
-        ridge = ridge_text(pipeline.target, pipeline.ops)
+        ridge = ridge_text(judged.chip, pipeline.ops)
         rows = [[r["module"], r["op"], r["bound"], f"{r['intensity']:.3g}", fmt_si(r["achieved_flops"], "FLOP/s"),
                  fmt_time_us(r["time_us"])] for r in points.sort_values("time_us", ascending=False).head(30)
                 .to_dict("records")]
-        measured = pipeline.capture_chip.name if pipeline.capture_chip is not None else "the capture chip"
-        projected = (f"projected: the points are the rates measured on {measured}, placed on "
-                     f"{pipeline.target.name}'s roofline; bound as judged on {pipeline.target.name}\n"
-                     if pipeline.projected else "")
-        text = projected + (f"{pipeline.target.name}: {ridge}\n" if ridge else "") + \
+        projected = (f"projected: the points are the rates measured on {judged.measured_on.name}, placed on "
+                     f"{judged.chip.name}'s roofline; bound as judged on {judged.chip.name}\n"
+                     if judged.measured_on is not None else "")
+        text = projected + (f"{judged.chip.name}: {ridge}\n" if ridge else "") + \
             text_table(["module", "op", "bound", "FLOPs/byte", "achieved", "time"], rows, "lllrrr") + "\n" + \
             (note + "\n" if note else "")
     write_output(text, args.output)

@@ -147,7 +147,7 @@ def _memory_metrics(memory: dict[str, int]) -> dict[str, Metric]:
 
 def _gain_per_step_us(pipeline, steps: int) -> float | None:
     ops = pipeline.ops
-    if pipeline.target is None or "gain_ps" not in ops.columns or not ops["gain_ps"].notna().any():
+    if pipeline.judged is None or "gain_ps" not in ops.columns or not ops["gain_ps"].notna().any():
         return None
     return float(np.nansum(ops["gain_ps"].to_numpy(dtype="float64"))) / PS_PER_US / max(steps, 1)
 

@@ -188,8 +188,10 @@ def inference_from_analysis(pipeline: PipelineResult, ops: pd.DataFrame | None =
     serving programs, in that order (default: read here)."""
     ops = pipeline.profile.op_executions() if ops is None else ops
     calls = module_calls(ops, {m.name: entry_instructions(m) for m in pipeline.ran_modules})
-    chip = pipeline.target
-    report = InferenceReport([], [], chip, projected=bool(pipeline.projected))
+    judged = pipeline.judged
+    chip = judged.chip if judged else None
+    measured_on = judged.measured_on if judged else None
+    report = InferenceReport([], [], chip, projected=measured_on is not None)
     ran: list[tuple[Program, pd.DataFrame]] = []
     if programs is None:
         programs = [read_program(module) for module in pipeline.ran_modules]
@@ -209,7 +211,7 @@ def inference_from_analysis(pipeline: PipelineResult, ops: pd.DataFrame | None =
     _loop_phases(report, ran, pipeline.ran_modules, ops)
     costs = pipeline.ran_costs
     for phase in report.phases:
-        _judge(phase, costs, chip, report.projected, pipeline.capture_chip)
+        _judge(phase, costs, chip, report.projected, measured_on)
     _budget(report)
     if not report.phases:
         report.warnings.append(_no_serving_statement(report.programs))

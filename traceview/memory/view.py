@@ -65,10 +65,11 @@ def memory_from_analysis(pipeline: PipelineResult, hardware_file: str | Path | N
     profile = pipeline.profile
     report = MemoryReport(source=str(profile.source.path))
     fill_from_profile(report, profile)
-    if pipeline.target is not None and not pipeline.target_detected:   # given (--target, retarget)
-        report.target, report.target_source = pipeline.target, "--target"
-    elif pipeline.target is not None and pipeline.target_source != "trace":   # chosen from the run's dump
-        report.target, report.target_detected, report.target_source = pipeline.target, True, pipeline.target_source
+    judged = pipeline.judged
+    if judged is not None and not judged.detected:   # given (--target, retarget)
+        report.target, report.target_source = judged.chip, "--target"
+    elif judged is not None and judged.source != "trace":   # chosen from the run's dump
+        report.target, report.target_detected, report.target_source = judged.chip, True, judged.source
     elif profile.devices:
         chip, warnings = detect_target(profile.devices, load_hardware(hardware_file))
         report.target, report.target_detected = chip, chip is not None

@@ -490,17 +490,6 @@ def naming_modules(dump: Path) -> list[HloModule]:
         return []
 
 
-def _target_source(pipeline) -> str:
-    """Where the pipeline's target chip came from, in words (its own record when it keeps one)."""
-    if pipeline.target is None:
-        return ""
-    if pipeline.target_source:                           # e.g. a dump's target config
-        return str(pipeline.target_source)
-    if pipeline.target_detected:
-        return "detected from the trace's device planes"
-    return "--target"
-
-
 def from_analysis(pipeline, hlo_path: str | Path | None = None) -> Parallelism:
     """The report of a pipeline result (its modules and op times), names from a dump's
     before-optimizations modules when one is beside the trace or given."""
@@ -510,12 +499,12 @@ def from_analysis(pipeline, hlo_path: str | Path | None = None) -> Parallelism:
     before = naming_modules(dump) if dump is not None else []
     ops = pipeline.ops
     ran = set(ops["module"].astype(str)) if not ops.empty and "module" in ops else None
+    judged = pipeline.judged
     return diagnose(DiagnoseInputs(pipeline.modules, before, ops, pipeline.span_ps or pipeline.device_time_ps,
-                                   pipeline.target, len(pipeline.profile.devices) or None, ran, pipeline.costs,
-                                   _target_source(pipeline), pipeline.profile.op_executions,
+                                   judged.chip if judged else None, len(pipeline.profile.devices) or None, ran,
+                                   pipeline.costs, judged.source if judged else "", pipeline.profile.op_executions,
                                    _device_programs(pipeline),
-                                   pipeline.capture_chip.name if pipeline.projected and pipeline.capture_chip
-                                   else None))
+                                   judged.measured_on.name if judged and judged.measured_on else None))
 
 
 def _device_programs(pipeline) -> Callable[[], pd.DataFrame | None]:

@@ -120,7 +120,8 @@ def snapshot_from_analysis(pipeline: PipelineResult, label: str | None = None) -
         inside = raw[raw["step"] >= 0]
         op_steps = (inside.groupby(["module", "op", "step"], observed=True)["self_ps"].sum()
                     .rename("time_ps").reset_index().astype({"module": str, "op": str}))
-    summary = pipeline.summary or {}
+    judged = pipeline.judged
+    summary = judged.summary if judged is not None else {}
     from traceview.memory.peaks import profile_peaks
     from traceview.regress.gating import programs_that_ran
 
@@ -131,10 +132,10 @@ def snapshot_from_analysis(pipeline: PipelineResult, label: str | None = None) -
         else np.zeros(0),
         op_steps=op_steps,
         time_by_bound_ps=_per_device_bounds(pipeline),
-        mfu=summary.get("mfu"), target=pipeline.target.name if pipeline.target is not None else None,
+        mfu=summary.get("mfu"), target=judged.chip.name if judged is not None else None,
         device_time_ps=float(pipeline.device_time_ps),
         warnings=list(dict.fromkeys(list(pipeline.warnings) + memory_warnings)), memory=memory,
-        programs=programs_that_ran(raw), projected=bool(pipeline.projected))
+        programs=programs_that_ran(raw), projected=judged is not None and judged.projected)
 
 
 def _per_device_bounds(pipeline: PipelineResult) -> dict[str, float] | None:
@@ -145,7 +146,7 @@ def _per_device_bounds(pipeline: PipelineResult) -> dict[str, float] | None:
     names = [*BOUNDS_AND_IDLE]
     if not steps.empty and all(f"{b}_ps" in steps.columns for b in names):
         return {b: float(steps[f"{b}_ps"].sum()) for b in names}
-    by_bound = (pipeline.summary or {}).get("time_by_bound_ps")
+    by_bound = pipeline.judged.summary.get("time_by_bound_ps") if pipeline.judged is not None else None
     if not by_bound:
         return None
     active = max(len(pipeline.device_times), 1)

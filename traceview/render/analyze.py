@@ -79,14 +79,13 @@ def _device_rows(pipeline: PipelineResult) -> list[list[str]]:
 
 def projected_label(pipeline: PipelineResult) -> str:
     """" (projected onto CHIP)" for figures judged against a target the trace did not run on, else ""."""
-    if not pipeline.projected or pipeline.target is None:
-        return ""
-    return f" (projected onto {pipeline.target.name})"
+    judged = pipeline.judged
+    return f" (projected onto {judged.chip.name})" if judged is not None and judged.projected else ""
 
 
 def _proj(pipeline: PipelineResult, header: str) -> str:
     """A column header, marked "proj." when its figures are a projection."""
-    return f"proj. {header}" if pipeline.projected else header
+    return f"proj. {header}" if pipeline.judged is not None and pipeline.judged.projected else header
 
 
 def _bound_cells(row: dict, total_ps: float) -> list[str]:
@@ -183,23 +182,23 @@ def _summary_lines(pipeline: PipelineResult, mesh_line: str | None) -> list[str]
     if inactive:
         lines.append(f"{len(inactive)} devices ran no op and are left out: " + ", ".join(inactive[:8])
                      + (" ..." if len(inactive) > 8 else ""))
-    chip = pipeline.target
-    if chip is not None:
-        how = target_how(pipeline.target_source)
-        s = pipeline.summary
-        if pipeline.projected and pipeline.capture_chip is not None:
+    judged = pipeline.judged
+    if judged is not None:
+        chip, s, measured_on = judged.chip, judged.summary, judged.measured_on
+        how = target_how(judged.source)
+        if measured_on is not None:
             lines.append(f"target {chip.name} ({how}): PROJECTION from times measured on "
-                         f"{pipeline.capture_chip.name}; projected device time "
+                         f"{measured_on.name}; projected device time "
                          f"{fmt_time_us(us_from_ps(s.get('projected_time_ps')))} vs measured {fmt_time_us(us_from_ps(total))}")
         else:
             lines.append(f"target {chip.name} ({how})")
         by_bound = s["time_by_bound_ps"]
         denominator = sum(by_bound.values()) or 1
-        what = (f"share of busy + idle measured on {pipeline.capture_chip.name if pipeline.capture_chip else '?'}, "
-                f"bounds projected onto {chip.name}") if pipeline.projected else "share of busy + idle, measured"
+        what = (f"share of busy + idle measured on {measured_on.name}, bounds projected onto {chip.name}"
+                if measured_on is not None else "share of busy + idle, measured")
         lines.append(f"time by bound ({what}): " + ", ".join(
             f"{name} {fmt_pct(value / denominator)}" for name, value in by_bound.items()))
-        label = "projected MFU" if pipeline.projected else "MFU"
+        label = "projected MFU" if judged.projected else "MFU"
         if s.get("mfu") is not None:
             peak = s.get("mfu_peak_dtype")
             used = f"{peak} peak" + (f", used for {s['mfu_dtype']} FLOPs" if s.get("mfu_dtype") and
@@ -207,14 +206,14 @@ def _summary_lines(pipeline: PipelineResult, mesh_line: str | None) -> list[str]
             mfu = f"{label} {fmt_share(s['mfu'])} ({used})"
         else:
             mfu = f"{label} unknown ({s.get('mfu_reason') or 'no FLOP count'})"
-        eff_label = "projected roofline efficiency" if pipeline.projected else "roofline efficiency"
+        eff_label = "projected roofline efficiency" if judged.projected else "roofline efficiency"
         if s.get("efficiency") is not None:
             eff = f"{eff_label} {fmt_share(s['efficiency'])} (program level: max(FLOPs/peak, bytes/HBM) " \
                   "/ busy + idle)"
         else:
             eff = f"{eff_label} unknown ({s.get('efficiency_reason')})"
         lines.append(f"{mfu}; {eff}")
-        seen = None if pipeline.projected else _seen_line(s, "memory" if chip.kind == "CPU" else "HBM")
+        seen = None if judged.projected else _seen_line(s, "memory" if chip.kind == "CPU" else "HBM")
         if seen:
             lines.append(seen)
     if mesh_line:
@@ -236,7 +235,7 @@ def _seen_line(summary: dict, memory: str) -> str | None:
 
 
 def target_how(source: str | None) -> str:
-    """How the target was chosen, in words (PipelineResult.target_source)."""
+    """How the target was chosen, in words (Judgement.source)."""
     if source == "--target" or source is None:
         return "given with --target"
     if source == "trace":

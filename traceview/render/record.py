@@ -70,8 +70,9 @@ def summary_record(pipeline: PipelineResult) -> dict:
                     for r in active.itertuples()],
         "inactive_devices": pipeline.inactive_devices,
         "steps": _step_records(pipeline)}
-    s = pipeline.summary
-    if s:
+    judged = pipeline.judged
+    if judged is not None:
+        s = judged.summary
         summary["time_by_bound_us"] = {k: us_from_ps(v) for k, v in s["time_by_bound_ps"].items()}
         for key in ("mfu", "mfu_reason", "mfu_dtype", "mfu_peak_dtype", "mfu_peak_flops", "flops", "flops_reason",
                     "achieved_flops", "bytes_accessed", "efficiency", "efficiency_reason", "efficiency_definition",
@@ -79,7 +80,7 @@ def summary_record(pipeline: PipelineResult) -> dict:
             if key in s:
                 summary[key] = json_scalar(s.get(key)) if not isinstance(s.get(key), str) else s[key]
         for key in ("seen_flops", "seen_bandwidth"):   # what the chip the trace ran on reached: not another's
-            seen = None if pipeline.projected else s.get(key)
+            seen = None if judged.projected else s.get(key)
             summary[key] = {k: json_scalar(v) if not isinstance(v, str) else v for k, v in seen.items()} \
                 if seen else None
         summary["roofline_time_us"] = us_from_ps(s.get("roofline_time_ps"))
@@ -90,12 +91,12 @@ def summary_record(pipeline: PipelineResult) -> dict:
 
 
 def target_record(pipeline: PipelineResult) -> dict | None:
-    if pipeline.target is None:
+    judged = pipeline.judged
+    if judged is None:
         return None
-    capture = pipeline.capture_chip
-    return {"detected": pipeline.target_detected, "source": pipeline.target_source,
-            **pipeline.target.target_fields(),
-            "projected": pipeline.projected, "measured_on": capture.name if capture is not None else None}
+    capture = pipeline.capture_chip     # the chip the trace ran on, projected from or not
+    return {"detected": judged.detected, "source": judged.source, **judged.chip.target_fields(),
+            "projected": judged.projected, "measured_on": capture.name if capture is not None else None}
 
 
 def analysis_json(pipeline: PipelineResult) -> dict:

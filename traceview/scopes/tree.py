@@ -165,9 +165,10 @@ def build_scopes(pipeline: PipelineResult, by: str = "scope") -> ScopeTree:
     if by not in BY:
         raise ValueError(f"by must be one of {BY}, not {by!r}")
     ops = pipeline.ops
-    judged = pipeline.target is not None
+    judged = pipeline.judged is not None
+    projected_onto = pipeline.judged.chip.name if pipeline.judged is not None and pipeline.judged.projected else None
     paths, passes = (_scope_paths if by == "scope" else _source_paths)(ops)
-    values = _op_values(ops, passes, judged, pipeline.projected)
+    values = _op_values(ops, passes, judged, projected_onto is not None)
     total_ps = float(np.nansum(values["time"]))
     attributed = np.fromiter((p is not None for p in paths), dtype=bool, count=len(paths))
     unattributed_ps = float(np.nansum(values["time"].to_numpy()[~attributed]))
@@ -178,13 +179,13 @@ def build_scopes(pipeline: PipelineResult, by: str = "scope") -> ScopeTree:
     nodes["self_wall_gain_us"] = nodes["self_gain_us"] * overlap.factor
     nodes = nodes[NODE_COLUMNS]
     warnings = _warnings(by, judged, total_ps, unattributed_ps, int((~attributed).sum()), ops, attributed)
-    if pipeline.projected and pipeline.target is not None:
-        warnings.append(f"projected onto {pipeline.target.name}: times are as measured on the capture chip; gain and "
+    if projected_onto is not None:
+        warnings.append(f"projected onto {projected_onto}: times are as measured on the capture chip; gain and "
                         "efficiency are against the projected times (docs/api.md)")
     if overlap.overlapped and judged:
         warnings.append(overlap.describe() + ": wall_gain_us states each gain in wall time")
     return ScopeTree(by, nodes, op_paths, total_ps / PS_PER_US, unattributed_ps / PS_PER_US, judged, warnings,
-                     overlap, pipeline.target.name if pipeline.projected and pipeline.target is not None else None)
+                     overlap, projected_onto)
 
 
 def _nodes(values: pd.DataFrame, paths: list[tuple], by: str) -> pd.DataFrame:

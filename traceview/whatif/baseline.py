@@ -92,9 +92,10 @@ def measure(pipeline, parallelism: Parallelism, memory=None) -> Baseline:
     tensor_width = next((float(a.verdict.value) for a in parallelism.axes if a.role.role == "tensor"
                          and a.verdict.value), None)
     param_bytes, act, ffn = _shapes(main, state, mesh, tensor_width, warnings)
-    summary = pipeline.summary
-    # the chip the step was measured on (a re-targeted analysis keeps it as capture_chip)
-    chip = pipeline.capture_chip if pipeline.projected and pipeline.capture_chip is not None else pipeline.target
+    judged = pipeline.judged
+    summary = judged.summary if judged is not None else {}
+    # the chip the step was measured on (a re-targeted analysis keeps it as the judgement's measured_on)
+    chip = (judged.measured_on or judged.chip) if judged is not None else None
     dtype = str(summary.get("mfu_dtype") or "bf16")
     base = Baseline(mesh, chips, chip, len(steps), step_ps, buckets, ops, role_measures, batch, how,
                     param_bytes, act, ffn, summary.get("mfu"), dtype, warnings=warnings)

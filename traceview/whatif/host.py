@@ -97,7 +97,8 @@ def _byte_rate(pipeline, work: dict[tuple[str, str], float]) -> tuple[float | No
         moved = float(rows["bytes_accessed"].fillna(0.0).sum()) / max(1, len(pipeline.steps))
         if seconds > 0 and moved > 0:
             return moved / seconds, "the memory-bound ops' bytes over their work"
-    chip = pipeline.capture_chip if pipeline.projected and pipeline.capture_chip is not None else pipeline.target
+    judged = pipeline.judged      # the chip the step was measured on, when known
+    chip = (judged.measured_on or judged.chip) if judged is not None else None
     bw = chip.hbm_bandwidth if chip is not None else None
     return bw, f"{chip.name if chip else 'no chip'}'s memory bandwidth (no memory-bound op to measure)"
 

@@ -39,8 +39,8 @@ def whatif_report(pipeline, parallelism: Parallelism, memory=None, request: Requ
     """Project the analysed step onto the requested configurations (or the defaults: every factorisation of
     today's chips over the roles the program uses, at today's batch, twice and half of it)."""
     request = request or Request()
-    if request.target is None and pipeline.projected:      # an analysis re-targeted: project onto its target
-        request.target = pipeline.target
+    if request.target is None and pipeline.judged is not None and pipeline.judged.projected:
+        request.target = pipeline.judged.chip      # an analysis re-targeted: project onto its target
     base = measure(pipeline, parallelism, memory)
     warnings = list(base.warnings)
     roles = [r for r in base.mesh if base.mesh[r] > 1] or ["data"]
