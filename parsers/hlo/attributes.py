@@ -265,8 +265,9 @@ class Attributes:
         neither share one record (all defaults: most of a module's instructions)."""
         if not values and backend_config is None:
             return _NO_ATTRIBUTES
-        record = cls(_NO_TEXT, backend_config)
-        record.__dict__.update(values)  # what each cached property would have stored on first read
+        record = cls.__new__(cls)
+        # the values become the record's own dict: what each cached property would have stored on first read
+        record.__dict__ = {**values, "_raw": _NO_TEXT, "_backend_config": backend_config}
         return record
 
     def as_dict(self) -> dict[str, Any]:

@@ -4,7 +4,9 @@ decoded straight from its fields.
 The text reader decodes the same record from the attribute text XLA prints; for every module both forms
 describe, the two give equal records (tests/unit/test_hlo_proto_typed.py). Each decoder reads one field
 (or a group: a dot's dimension numbers, the device-list forms) and returns the record's values by name;
-an instruction's record holds what the fields it has set give, and XLA's defaults for the rest.
+an instruction's record holds what the fields it has set give, and XLA's defaults for the rest. The
+decoders write into the one dict the record keeps (few objects per instruction: a module has tens of
+thousands).
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ from traceview.parsers.hlo.proto_attributes import (
 from traceview.parsers.hlo.replica_groups import iota_groups, mesh_groups
 
 Values = dict[str, Any]
+Decoder = Callable[[ProtoOp, Any, Values], None]  # (instruction, the field's value, the values to fill)
 
 
-def _window(op: ProtoOp, w) -> Values:
+def _window(op: ProtoOp, w, values: Values) -> None:
     # An unset dilation (0) is XLA's default, 1: text leaves such a window's dilations out.
-    return {"window": tuple(WindowDim(d.size, d.stride, d.padding_low, d.padding_high, d.base_dilation or 1,
-                                      d.window_dilation or 1) for d in w.dimensions)}
+    values["window"] = tuple(WindowDim(d.size, d.stride, d.padding_low, d.padding_high, d.base_dilation or 1,
+                                       d.window_dilation or 1) for d in w.dimensions)
 
 
 def _is_layout(batch: int, feature: int, spatial, rank: int) -> bool:
@@ -36,7 +39,7 @@ def _is_layout(batch: int, feature: int, spatial, rank: int) -> bool:
     return sorted([batch, feature, *spatial]) == list(range(rank))
 
 
-def _conv_dims(op: ProtoOp, c) -> Values:
+def _conv_dims(op: ProtoOp, c, values: Values) -> None:
     """The dimension numbers, or None when they are no layout (what ``dim_labels`` cannot spell)."""
     rank = len(c.input_spatial_dimensions) + 2
     dims = ConvDims(c.input_batch_dimension, c.input_feature_dimension, tuple(c.input_spatial_dimensions),
@@ -46,23 +49,29 @@ def _conv_dims(op: ProtoOp, c) -> Values:
     ok = (_is_layout(dims.input_batch, dims.input_feature, dims.input_spatial, rank)
           and _is_layout(dims.kernel_input_feature, dims.kernel_output_feature, dims.kernel_spatial, rank)
           and _is_layout(dims.output_batch, dims.output_feature, dims.output_spatial, rank))
-    return {"conv_dims": dims if ok else None}
+    values["conv_dims"] = dims if ok else None
 
 
-def _count(name: str) -> Callable[[ProtoOp, int], Values]:
+def _count(name: str) -> Decoder:
     """A group count: unset (0) or 1 both mean one group."""
-    return lambda op, n: {name: n} if n > 1 else {}
+    def decode(op: ProtoOp, n: int, values: Values) -> None:
+        if n > 1:
+            values[name] = n
+    return decode
 
 
-def _dot_dims(dnums) -> Values:
-    return {"lhs_contracting_dims": tuple(dnums.lhs_contracting_dimensions),
-            "rhs_contracting_dims": tuple(dnums.rhs_contracting_dimensions),
-            "lhs_batch_dims": tuple(dnums.lhs_batch_dimensions),
-            "rhs_batch_dims": tuple(dnums.rhs_batch_dimensions)}
+def _dot_dims(dnums, values: Values) -> None:
+    values["lhs_contracting_dims"] = tuple(dnums.lhs_contracting_dimensions)
+    values["rhs_contracting_dims"] = tuple(dnums.rhs_contracting_dimensions)
+    values["lhs_batch_dims"] = tuple(dnums.lhs_batch_dimensions)
+    values["rhs_batch_dims"] = tuple(dnums.rhs_batch_dimensions)
 
 
-def _ints(name: str) -> Callable[[ProtoOp, Any], Values]:
-    return lambda op, values: {name: tuple(values)}
+def _as(name: str, convert: Callable[[Any], Any] = tuple) -> Decoder:
+    """The field's value, converted, under ``name``."""
+    def decode(op: ProtoOp, value, values: Values) -> None:
+        values[name] = convert(value)
+    return decode
 
 
 def _replica_groups(ip) -> tuple[tuple[int, ...], ...] | None:
@@ -82,29 +91,47 @@ def _replica_groups(ip) -> tuple[tuple[int, ...], ...] | None:
     return None if groups is None else tuple(tuple(int(x) for x in g) for g in groups)
 
 
-def _frontend_attributes(op: ProtoOp, f) -> Values:
-    # XLA writes the message on every instruction, mostly empty
-    entries = f.map
-    return {"frontend_attributes": dict(sorted(entries.items()))} if entries else {}
+def _frontend_attributes(op: ProtoOp, f, values: Values) -> None:
+    entries = f.map  # XLA writes the message on every instruction, mostly empty
+    if entries:
+        values["frontend_attributes"] = dict(sorted(entries.items()))
 
 
-# proto field -> its decoder (the proto instruction and the field's value -> record values)
-_BY_FIELD: dict[str, Callable[[ProtoOp, Any], Values]] = {
+def _dimensions(op: ProtoOp, dims, values: Values) -> None:
+    if op.opcode != "iota":  # an iota's dimension is its iota_dimension
+        values["dimensions"] = tuple(dims)
+
+
+def _channel_id(op: ProtoOp, n: int, values: Values) -> None:
+    if n > 0:  # non-positive: no channel
+        values["channel_id"] = n
+
+
+def _calls(op: ProtoOp, ids, values: Values) -> None:
+    values["calls"] = {key: tuple(names) for key, names in op.roles.items()}
+
+
+def _groups(op: ProtoOp, field, values: Values) -> None:
+    values["replica_groups"] = _replica_groups(op.proto)
+
+
+# proto field -> its decoder
+_BY_FIELD: dict[str, Decoder] = {
     "window": _window,
     "convolution_dimension_numbers": _conv_dims,
     "feature_group_count": _count("feature_group_count"),
     "batch_group_count": _count("batch_group_count"),
-    "dot_dimension_numbers": lambda op, d: _dot_dims(d),
-    "ragged_dot_dimension_numbers": lambda op, r: _dot_dims(r.dot_dimension_numbers),
-    "dimensions": lambda op, d: {} if op.opcode == "iota" else {"dimensions": tuple(d)},  # iota: iota_dimension
-    "fft_length": _ints("fft_length"),
-    "source_target_pairs": lambda op, pairs: {"source_target_pairs": tuple((p.source, p.target) for p in pairs)},
-    "channel_id": lambda op, n: {"channel_id": n} if n > 0 else {},  # non-positive: no channel
-    "is_host_transfer": lambda op, flag: {"is_host_transfer": bool(flag)},
+    "dot_dimension_numbers": lambda op, d, values: _dot_dims(d, values),
+    "ragged_dot_dimension_numbers": lambda op, r, values: _dot_dims(r.dot_dimension_numbers, values),
+    "dimensions": _dimensions,
+    "fft_length": _as("fft_length"),
+    "source_target_pairs": _as("source_target_pairs", lambda pairs: tuple((p.source, p.target) for p in pairs)),
+    "channel_id": _channel_id,
+    "is_host_transfer": _as("is_host_transfer", bool),
     "frontend_attributes": _frontend_attributes,
-    "comparison_direction": lambda op, d: {"comparison_direction": d},
-    "called_computation_ids": lambda op, ids: {"calls": {k: tuple(v) for k, v in op.roles.items()}},
-    **{name: lambda op, value: {"replica_groups": _replica_groups(op.proto)} for name in REPLICA_GROUP_FIELDS},
+    "comparison_direction": _as("comparison_direction", str),
+    "called_computation_ids": _calls,
+    **dict.fromkeys(REPLICA_GROUP_FIELDS, _groups),
 }
 
 
@@ -114,7 +141,7 @@ def typed_values(op: ProtoOp) -> Values:
     for field, value in op.fields:
         decode = _BY_FIELD.get(field.name)
         if decode is not None:
-            values.update(decode(op, value))
+            decode(op, value, values)
     if op.opcode in COLLECTIVES and "replica_groups" not in values:  # no list: every device
         values["replica_groups"] = _replica_groups(op.proto)
     # proto3 leaves 0 unset, so these go by opcode
