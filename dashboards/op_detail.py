@@ -104,7 +104,7 @@ def render(view: View) -> None:
     record = view.ops[(view.ops["module"].astype(str) == module) & (view.ops["name"].astype(str) == name)] \
         .iloc[0].to_dict()
     _header(record)
-    found = find_instruction(view.analysis.modules, module, name, record.get("program_id"),
+    found = find_instruction(view.analysis.hlo.every, module, name, record.get("program_id"),
                              record.get("computation"))
     left, right = st.columns([1, 1])
     with left:

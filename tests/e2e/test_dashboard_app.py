@@ -197,7 +197,7 @@ def test_hlo_line_is_xlas_own_text(sample_traces):
         head, _, rest = text.partition("), ")
         return head, frozenset(_top_level_split(rest))   # attribute order is not meaningful
 
-    module = next(m for m in analysis.modules if m.name == "jit_train_step")
+    module = next(m for m in analysis.hlo.every if m.name == "jit_train_step")
     compared = 0
     for comp in module.computations.values():
         for inst in comp.instructions:

@@ -2,7 +2,7 @@
 
 A JAX trace carries every module the program compiled (initialisation, RNG, small
 jits), most of which never ran while the profiler was on. The analysis joins op
-costs with the modules that ran only; `Analysis.modules` / `.costs` still give
+costs with the modules that ran only; `PipelineResult.hlo.every` / `.every_costs` still give
 every module (parallelism, graph, the dashboard's op detail), converted on first use.
 """
 
@@ -46,15 +46,15 @@ def test_only_the_modules_that_ran_are_decoded_until_all_are_asked_for(transform
     decoded = _counting(monkeypatch)
     analysis = build_analysis(transformer)
     assert len(decoded) == sum(hlo_proto.proto_key(k)[0] in ran_names for k in transformer.hlo_protos)
-    assert {m.name for m in analysis.ran_modules} == ran_names
-    assert set(analysis.ran_costs["module"]) == ran_names
+    assert {m.name for m in analysis.hlo.ran} == ran_names
+    assert set(analysis.hlo.ran_costs["module"]) == ran_names
 
-    assert [m.name for m in analysis.modules] == [m.name for m in every]       # all of them, in order
+    assert [m.name for m in analysis.hlo.every] == [m.name for m in every]       # all of them, in order
     assert len(decoded) == len(transformer.hlo_protos)             # each converted once: the ran ones reused
-    assert all(any(m is r for m in analysis.modules) for r in analysis.ran_modules)
-    pd.testing.assert_frame_equal(analysis.costs, cost_table(every)[0])
+    assert all(any(m is r for m in analysis.hlo.every) for r in analysis.hlo.ran)
+    pd.testing.assert_frame_equal(analysis.hlo.every_costs, cost_table(every)[0])
     retargeted = apply_target(analysis, get_chip("tpu-v5p", load_hardware()))
-    assert retargeted.modules is analysis.modules                  # converted once for every copy
+    assert retargeted.hlo is analysis.hlo and retargeted.hlo.every is analysis.hlo.every   # found once for every copy
     assert len(decoded) == len(transformer.hlo_protos)
 
 
@@ -62,7 +62,7 @@ def test_the_analysis_equals_the_one_built_from_every_module(transformer, monkey
     filtered = analysis_json(build_analysis(transformer, target="h100"))
     monkeypatch.setattr(pipeline, "executed_modules", lambda profile: None)
     every = build_analysis(transformer, target="h100")
-    assert every.hlo_source is None and len(every.ran_modules) == len(transformer.hlo_protos)
+    assert every.hlo.every_from is None and len(every.hlo.ran) == len(transformer.hlo_protos)
     assert analysis_json(every) == filtered
 
 
@@ -70,8 +70,8 @@ def test_ops_that_match_no_module_fall_back_to_every_module(transformer, monkeyp
     monkeypatch.setattr(pipeline, "executed_modules",
                         lambda profile: Executed(program_ids=frozenset({12345}), names=frozenset({"never_ran"})))
     analysis = build_analysis(transformer)
-    assert analysis.hlo_source is None
-    assert len(analysis.ran_modules) == len(transformer.hlo_protos)
+    assert analysis.hlo.every_from is None
+    assert len(analysis.hlo.ran) == len(transformer.hlo_protos)
     assert analysis.ops["has_cost"].any()
 
 
@@ -94,5 +94,5 @@ def test_a_dumped_module_the_trace_carries_is_not_read(transformer, monkeypatch)
     monkeypatch.setattr(hlo_dump, "read_hlo_file", lambda p: read.append(p) or real(p))
     analysis = build_analysis(transformer)
     assert analysis.ops["has_cost"].any()
-    assert [m.name for m in analysis.modules].count("jit_train_step") == 1
+    assert [m.name for m in analysis.hlo.every].count("jit_train_step") == 1
     assert read == []

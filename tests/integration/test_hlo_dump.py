@@ -150,7 +150,7 @@ def test_a_dump_reads_only_the_modules_wanted(jax_hlo_dump, monkeypatch):
 
 def test_a_dump_read_again_reuses_the_modules_converted(jax_hlo_dump, monkeypatch):
     """What a filtered read converted, a later read of the whole dump reuses: the same list, in the same
-    order, each module read once (Analysis.modules after the analysis read the modules that ran)."""
+    order, each module read once (PipelineResult.hlo.every after the analysis read the modules that ran)."""
     from traceview.parsers.hlo import dump as hlo_dump
 
     dump = jax_hlo_dump / "dump"

@@ -150,7 +150,7 @@ def test_each_program_is_listed_as_its_hlo_reads(shared_traces):
     analysis = traceview.load(shared_traces / "h200" / "decode")
     report = analysis.inference()
     assert {p.phase for p in report.phases} == {"prefill", "decode"}
-    for ran, module in zip(report.programs, analysis.pipeline.ran_modules, strict=False):
+    for ran, module in zip(report.programs, analysis.pipeline.hlo.ran, strict=False):
         read = read_program(module)
         assert ran.hlo and ran.module == module.name
         assert (ran.weight_bytes, ran.kv_cache_bytes, ran.parameters) == \

@@ -17,6 +17,7 @@ import pytest
 
 from traceview.analysis.build import PipelineResult, apply_target
 from traceview.analysis.cost_join import attach_costs
+from traceview.analysis.modules import TraceModules
 from traceview.hardware.chips import Chip
 from traceview.hostreduce.combine import combine
 from traceview.hostreduce.profile import Profile
@@ -178,8 +179,9 @@ def pipeline_result() -> PipelineResult:
     ops["flops"] = ops["op"].map(lambda o: costs[o][0])
     ops["bytes_accessed"] = ops["op"].map(lambda o: costs[o][1])
     ops["dtype"] = "bf16"
-    return PipelineResult(profile=profile, ops=ops, steps=step_times(profile.steps), ran_costs=pd.DataFrame(),
-                          run_ops=run, op_index=np.arange(len(ops), dtype=np.int64), span_ps=22_001_000_000)
+    return PipelineResult(profile=profile, ops=ops, steps=step_times(profile.steps), hlo=TraceModules([], pd.DataFrame()),
+                          run_ops=run, op_index=np.arange(len(ops), dtype=np.int64),
+                          device_times=run.device_time())
 
 
 def test_apply_target_judges_each_op_against_the_chip():

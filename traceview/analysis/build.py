@@ -24,7 +24,7 @@ from traceview.analysis.accounting import (
     without_step_bounds,
 )
 from traceview.analysis.cost_join import attach_costs
-from traceview.analysis.modules import cost_table, executed_modules, profile_modules
+from traceview.analysis.modules import TraceModules, cost_table, executed_modules, profile_modules
 from traceview.analysis.projection import PROJECTION_MODEL, projected_times, projected_total
 from traceview.analysis.roofline import OUTPUT_COLUMNS, gain_ps, roofline, summarize
 from traceview.hardware.chips import Chip
@@ -76,42 +76,16 @@ class PipelineResult:
     profile: Profile
     ops: pd.DataFrame                  # aggregate.op_stats + cost (join) + roofline columns
     steps: pd.DataFrame                # aggregate.step_times (+ time_by_bound columns)
-    ran_costs: pd.DataFrame            # per-instruction HLO costs of the modules the ops ran in
+    hlo: TraceModules                  # the HLO modules the ops ran in (their costs are joined) and every one
     run_ops: RunOps                    # the hosts' parts combined: the op table the tables were built from
     op_index: np.ndarray               # per op of run_ops.stats, its row in ops
-    ran_modules: list = field(default_factory=list)   # those modules; every module found: `modules`
     per_device: bool = False
     judged: Judgement | None = None    # the judgement on the target chip; None: no chip given or detected
-    idle_ps: int = 0                   # sum over active devices of span - busy
-    span_ps: int = 0                   # sum over active devices of first-op-start .. last-op-end
-    device_times: pd.DataFrame = field(default_factory=pd.DataFrame)  # timeline.devices.device_time
+    # per active device: busy, idle and span (timeline.devices.device_time); the run's totals are its sums
+    device_times: pd.DataFrame = field(default_factory=pd.DataFrame)
     capture_chip: Chip | None = None   # the chip the trace ran on, when detected
     base_warnings: list[str] = field(default_factory=list)    # reading, HLO, costs: whatever the target
     target_warnings: list[str] = field(default_factory=list)  # detection, roofline, MFU: this target's
-    # (--hlo, stage) to find every module again when the ran ones are not all of them; None: they are
-    hlo_source: tuple[str | Path | None, str] | None = None
-    # shared by re-targeted copies: every module and its costs once found, and ("converted") the modules
-    # converted so far, by source, so finding every module converts none twice
-    _every_module: dict = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def modules(self) -> list:
-        """Every HLO module found for the trace; those its ops never ran in are converted on first use
-        (a trace carries every module the program compiled, most of them never profiled)."""
-        return self._every()[0]
-
-    @property
-    def costs(self) -> pd.DataFrame:
-        """Per-instruction HLO costs of every module found (see `modules`)."""
-        return self._every()[1]
-
-    def _every(self) -> tuple[list, pd.DataFrame]:
-        if self.hlo_source is None:
-            return self.ran_modules, self.ran_costs
-        if "modules" not in self._every_module:
-            modules, _ = profile_modules(self.profile, *self.hlo_source, converted=self._every_module.get("converted"))
-            self._every_module.update(modules=modules, costs=cost_table(modules)[0])
-        return self._every_module["modules"], self._every_module["costs"]
 
     @property
     def warnings(self) -> list[str]:
@@ -120,7 +94,20 @@ class PipelineResult:
     @property
     def device_time_ps(self) -> int:
         """Busy time summed over devices: the union of each device's op intervals."""
-        return int(self.device_times["busy_ps"].sum()) if not self.device_times.empty else 0
+        return self._device_total("busy_ps")
+
+    @property
+    def idle_ps(self) -> int:
+        """Idle time summed over the active devices: span - busy on each."""
+        return self._device_total("idle_ps")
+
+    @property
+    def span_ps(self) -> int:
+        """Span summed over the active devices: first op start to last op end on each."""
+        return self._device_total("span_ps")
+
+    def _device_total(self, column: str) -> int:
+        return int(self.device_times[column].sum()) if not self.device_times.empty else 0
 
     @property
     def op_time_ps(self) -> int:
@@ -166,12 +153,11 @@ def build_analysis(profile: Profile, target: str | None = None, hardware_file: s
         chip, source, detect_warnings = _chip_from_dump(profile, hlo_path, db, detect_warnings)
     unjudged = [] if chip is not None or given is not None else detect_warnings + [
         "no target chip: ops are not roofline-judged (give --target; `traceview hardware` lists the chips)"]
-    pipeline = PipelineResult(profile=profile, ops=ops, steps=profile.step_times, ran_costs=costs, run_ops=run,
-                              op_index=np.arange(len(ops), dtype=np.int64), ran_modules=modules,
-                              hlo_source=None if ran is None else (hlo_path, stage), per_device=per_device,
-                              idle_ps=int(devices["idle_ps"].sum()), span_ps=int(devices["span_ps"].sum()),
+    hlo = TraceModules(modules, costs, None if ran is None else (profile, hlo_path, stage), converted)
+    pipeline = PipelineResult(profile=profile, ops=ops, steps=profile.step_times, hlo=hlo, run_ops=run,
+                              op_index=np.arange(len(ops), dtype=np.int64), per_device=per_device,
                               device_times=devices, capture_chip=chip, base_warnings=warnings,
-                              target_warnings=unjudged, _every_module={"converted": converted})
+                              target_warnings=unjudged)
     if given is not None:
         return apply_target(pipeline, given, detected=False)
     if chip is None:

@@ -10,7 +10,7 @@ those to ``Profile.hlo_protos``).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -36,6 +36,39 @@ class Executed:
 
     def holds(self, name: str, program_id: int | None) -> bool:
         return name in self.names or (program_id is not None and as_int64(program_id) in self.program_ids)
+
+
+@dataclass(eq=False)
+class TraceModules:
+    """The HLO modules of an analysed trace and their per-instruction costs: ``ran``, those its ops ran in
+    (read with the analysis, which joins their costs), and ``every`` module found, read on first use
+    (a trace carries every module the program compiled, most of them never profiled). Re-targeted
+    copies of an analysis share one, so no module is found or converted twice."""
+
+    ran: list[HloModule]
+    ran_costs: pd.DataFrame            # per-instruction costs of `ran` (cost_table)
+    # (profile, --hlo, stage) to find every module from when `ran` is not all of them; None: it is
+    every_from: tuple[Profile, str | Path | None, str] | None = None
+    converted: dict = field(default_factory=dict, repr=False)   # modules converted so far, by source
+    _every: tuple[list[HloModule], pd.DataFrame] | None = field(default=None, repr=False)
+
+    @property
+    def every(self) -> list[HloModule]:
+        """Every module found for the trace; those its ops never ran in are converted on first use."""
+        return self._found()[0]
+
+    @property
+    def every_costs(self) -> pd.DataFrame:
+        """Per-instruction costs of `every` module."""
+        return self._found()[1]
+
+    def _found(self) -> tuple[list[HloModule], pd.DataFrame]:
+        if self.every_from is None:
+            return self.ran, self.ran_costs
+        if self._every is None:
+            modules, _ = profile_modules(*self.every_from, converted=self.converted)
+            self._every = modules, cost_table(modules)[0]
+        return self._every
 
 
 def executed_modules(profile: Profile) -> Executed | None:

@@ -260,14 +260,14 @@ class Analysis:
     def _serving_found(self) -> bool:
         from traceview.inference.loops import serves
 
-        return any(serves(m, p) for m, p in zip(self.pipeline.ran_modules, self._programs))
+        return any(serves(m, p) for m, p in zip(self.pipeline.hlo.ran, self._programs))
 
     @cached_property
     def _programs(self) -> list[Program]:
-        """The modules that ran (``pipeline.ran_modules``), read as serving programs (caches, token inputs)."""
+        """The modules that ran (``pipeline.hlo.ran``), read as serving programs (caches, token inputs)."""
         from traceview.inference.programs import read_program
 
-        return [read_program(m) for m in self.pipeline.ran_modules]
+        return [read_program(m) for m in self.pipeline.hlo.ran]
 
     def scope_tree(self, by: str = "scope") -> ScopeTree:
         """The scope (``by="scope"``) or source-line (``by="source"``) tree with its totals and warnings
@@ -302,7 +302,7 @@ class Analysis:
         """The cost model of the HLO modules this trace ran (FLOPs, bytes, collectives per instruction)."""
         from traceview.api.hlo import costed_report
 
-        return costed_report(self.pipeline.modules, [])
+        return costed_report(self.pipeline.hlo.every, [])
 
 
 def load(path: str | Path, *, run: str | None = None, target: str | Chip | None = None,

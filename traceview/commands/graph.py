@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         from traceview.commands._options import load_from_args
 
         pipeline = load_from_args(args).pipeline
-        modules = pipeline.modules
+        modules = pipeline.hlo.every
         records = op_rows(pipeline.ops)
     else:
         modules, _ = load_hlo_modules(path, stage=args.stage)

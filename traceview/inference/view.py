@@ -184,32 +184,32 @@ class InferenceReport:
 def inference_from_analysis(pipeline: PipelineResult, ops: pd.DataFrame | None = None,
                             programs: list[Program] | None = None) -> InferenceReport:
     """``ops``: the op executions to find the module calls in (default: the profile's, read again when the
-    reading did not keep them); ``programs``: the ran modules (``pipeline.ran_modules``) already read as
+    reading did not keep them); ``programs``: the ran modules (``pipeline.hlo.ran``) already read as
     serving programs, in that order (default: read here)."""
     ops = pipeline.profile.op_executions() if ops is None else ops
-    calls = module_calls(ops, {m.name: entry_instructions(m) for m in pipeline.ran_modules})
+    calls = module_calls(ops, {m.name: entry_instructions(m) for m in pipeline.hlo.ran})
     judged = pipeline.judged
     chip = judged.chip if judged else None
     measured_on = judged.measured_on if judged else None
     report = InferenceReport([], [], chip, projected=measured_on is not None)
     ran: list[tuple[Program, pd.DataFrame]] = []
     if programs is None:
-        programs = [read_program(module) for module in pipeline.ran_modules]
-    for module, program in zip(pipeline.ran_modules, programs):
+        programs = [read_program(module) for module in pipeline.hlo.ran]
+    for module, program in zip(pipeline.hlo.ran, programs):
         mine = calls[calls["module"] == module.name]
         if module.program_id is not None and not mine.empty and (mine["program_id"] == module.program_id).any():
             mine = mine[mine["program_id"] == module.program_id]
         report.programs.append(_ran(module.name, mine, program))
         if not mine.empty:
             ran.append((program, mine))
-    with_hlo = {m.name for m in pipeline.ran_modules}
+    with_hlo = {m.name for m in pipeline.hlo.ran}
     for name, mine in calls[~calls["module"].isin(with_hlo)].groupby("module", sort=True):
         report.programs.append(_ran(str(name), mine, None))
     cached = [(program, mine) for program, mine in ran if program.caches]
     _recognise(report, cached)
     _cache_makers(report, ran)
-    _loop_phases(report, ran, pipeline.ran_modules, ops)
-    costs = pipeline.ran_costs
+    _loop_phases(report, ran, pipeline.hlo.ran, ops)
+    costs = pipeline.hlo.ran_costs
     for phase in report.phases:
         _judge(phase, costs, chip, report.projected, measured_on)
     _budget(report)

@@ -500,9 +500,9 @@ def from_analysis(pipeline, hlo_path: str | Path | None = None) -> Parallelism:
     ops = pipeline.ops
     ran = set(ops["module"].astype(str)) if not ops.empty and "module" in ops else None
     judged = pipeline.judged
-    return diagnose(DiagnoseInputs(pipeline.modules, before, ops, pipeline.span_ps or pipeline.device_time_ps,
+    return diagnose(DiagnoseInputs(pipeline.hlo.every, before, ops, pipeline.span_ps or pipeline.device_time_ps,
                                    judged.chip if judged else None, len(pipeline.profile.devices) or None, ran,
-                                   pipeline.costs, judged.source if judged else "", pipeline.profile.op_executions,
+                                   pipeline.hlo.every_costs, judged.source if judged else "", pipeline.profile.op_executions,
                                    _device_programs(pipeline),
                                    judged.measured_on.name if judged and judged.measured_on else None))
 

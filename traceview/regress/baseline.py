@@ -110,7 +110,7 @@ def snapshot_from_analysis(pipeline: PipelineResult, label: str | None = None) -
         "collective_bytes": _column(a, "payload_bytes").astype("float64"),
         "bound": _column(a, "bound", None).astype(object),
         "source_file": _column(a, "source_file", ""), "source_line": _column(a, "source_line"),
-        "fingerprint": _column(a, "fingerprint", "").fillna("").astype(str),  # from traceview.pipeline.modules
+        "fingerprint": _column(a, "fingerprint", "").fillna("").astype(str),  # analysis.modules.op_fingerprints
         "op_name": _column(a, "op_name", "").fillna("").astype(str),          # named scopes: regress.scopes
     })
     ops = _collapse(ops)

@@ -136,10 +136,10 @@ def _mesh_by_role(parallelism: Parallelism, warnings: list[str]) -> tuple[dict[s
 def _main_module(pipeline) -> HloModule | None:
     """The module that holds most of the measured op time: the training step."""
     ops = pipeline.ops
-    if ops.empty or not pipeline.ran_modules:
+    if ops.empty or not pipeline.hlo.ran:
         return None
     top = str(ops.groupby("module")["total_time_ps"].sum().idxmax())
-    return next((m for m in pipeline.ran_modules if m.name == top), pipeline.ran_modules[0])
+    return next((m for m in pipeline.hlo.ran if m.name == top), pipeline.hlo.ran[0])
 
 
 def _dims(shape: object) -> tuple[int, ...] | None:
