@@ -21,6 +21,7 @@ arrays (``timeline.intervals``); no Python object per event.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -95,7 +96,8 @@ def idle_causes(ops: pd.DataFrame | Activity, host_events: pd.DataFrame,
     devices = list(activity.devices.items())
 
     def run_of_devices(run: range) -> _Causes:            # a forked task: its devices, added up before they travel
-        return _Causes.added([_device_causes(*devices[i], hosts, activity.busy_union, windows) for i in run],
+        # each device's causes added in as it is measured: a run of thousands of a pod's devices never held
+        return _Causes.added((_device_causes(*devices[i], hosts, activity.busy_union, windows) for i in run),
                              step_ids.size)
 
     if workers is not None and activity.hosts is not None and \
@@ -131,8 +133,8 @@ class _Causes:
     feeding: set[str]
 
     @staticmethod
-    def added(found: list, n_steps: int) -> _Causes:
-        """``found`` (in device order) added up: the same sums, rows and evidence order as one device after
+    def added(found: Iterable[_Causes], n_steps: int) -> _Causes:
+        """``found`` (in device order; a list, or a generator measuring each device as it is added) added up: the same sums, rows and evidence order as one device after
         another."""
         out = _Causes([], {c: np.zeros(n_steps, dtype=np.int64) for c in CAUSES}, {c: {} for c in CAUSES}, set())
         for f in found:

@@ -57,7 +57,7 @@ def stragglers(ops: pd.DataFrame | Activity, jobs: int = 1) -> Stragglers:
         out.reason = "one device: no straggler to find"
         return out
     whos = ["device", "host"] if distinct(names["host"]) >= 2 else ["device"]
-    per = _per_step_of(tables, whos, jobs, names)
+    per = _per_step_of(tables, whos, jobs, names, activity.span_sums if activity.host_spans is not None else None)
     out.steps, out.most_often_last, out.device_late_steps = _ranked(per["device"])
     out.device = out.most_often_last if 2 * out.device_late_steps > len(out.steps) >= 2 else None
     if "host" in per:
@@ -67,14 +67,17 @@ def stragglers(ops: pd.DataFrame | Activity, jobs: int = 1) -> Stragglers:
 
 
 def _per_step_of(tables: list[pd.DataFrame], whos: list[str], jobs: int,
-                 names: dict[str, list[set]]) -> dict[str, PerStep]:
+                 names: dict[str, list[set]], sums: dict[str, PerStep] | None = None) -> dict[str, PerStep]:
     """Per ``who`` (device, host): its per-step sums. ``tables``: the step spans, one table or one per host
     (``names``: per ``who``, the names each holds); a ``who`` that is in no two hosts' tables is summed up host
     by host and the sums merged step by step (a pod: never one table of every (step, device) at once), all
-    such in one pass over the hosts."""
+    such in one pass over the hosts; or taken from ``sums``, the hosts' sums folded as they arrived (the run's
+    ``Activity.span_sums``), where given."""
     apart = [who for who in whos if names_apart(names[who])] if len(tables) > 1 else []
     out: dict[str, PerStep] = {}
-    if apart:
+    if apart and sums is not None:
+        out = {who: sums[who] for who in apart}
+    elif apart:
         def run_of_hosts(run: range) -> list[PerStep]:
             return [merged_per_step([per_step(tables[i], who) for i in run]) for who in apart]
 

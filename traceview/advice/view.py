@@ -35,7 +35,7 @@ def advice_report(pipeline: PipelineResult, views: Views | None = None,
     provider's advice, ranked. ``views``: getters of the other views' typed reports (mesh, memory,
     scope tree, serving phases), each built only if a provider asks for it."""
     profile = pipeline.profile
-    activity = run_activity(profile.parts)
+    activity = run_activity(profile.parts, profile.span_fold)
     # each host's threads were cut where it was read; else the run's host events (read again if not kept)
     idle = idle_causes(activity, profile.host_events if activity.hosts is not None else profile.all_host_events(),
                        pipeline.steps, jobs=profile.jobs, workers=profile.workers)

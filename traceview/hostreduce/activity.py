@@ -29,7 +29,7 @@ from pandas.api.types import union_categoricals
 from traceview.hostreduce.host_threads import HostSets, host_threads
 from traceview.timeline.grouping import column_codes, matches
 from traceview.timeline.intervals import STEP_ROWS, union, union_in_steps
-from traceview.timeline.lateness import SpanSummary, summarize
+from traceview.timeline.lateness import PerStep, SpanFold, SpanSummary, folded_sums, summarize
 from traceview.timeline.step_parts import StepPart
 
 COLLECTIVE = re.compile(
@@ -68,6 +68,9 @@ class Activity:
     # one host's step table reduced where it was read (timeline.step_parts; None: not reduced)
     step_times: StepPart | None = None
     host_summaries: list[SpanSummary] | None = None
+    # the stragglers' per-step sums over every ``host_spans`` table, per who (device, host), folded as the hosts
+    # arrived or from their summaries (timeline.lateness.SpanFold); None: the stragglers sum up the tables
+    span_sums: dict[str, PerStep] | None = None
     # the union of every device's busy intervals (where any device runs an op)
     busy_union: tuple[np.ndarray, np.ndarray] = field(default_factory=lambda: (_NONE, _NONE))
     # per host, its threads' interval sets (hostreduce.host_threads), cut where the host was read; None: not
@@ -184,9 +187,10 @@ def _codes_and_text(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return codes, np.array([str(v) for v in values] + ["nan"], dtype=object)
 
 
-def merge_activity(parts: Sequence[Activity]) -> Activity:
+def merge_activity(parts: Sequence[Activity], span_fold: SpanFold | None = None) -> Activity:
     """The activities of a run's hosts (in host order) as one: what :func:`reduce_activity` gives on their
-    op tables put end to end."""
+    op tables put end to end. ``span_fold``: the hosts' span summaries folded as they arrived (their own
+    sums let go), else the summaries' sums are folded here."""
     if len(parts) == 1:
         return parts[0]
     out = Activity(n_rows=sum(p.n_rows for p in parts))
@@ -206,6 +210,8 @@ def merge_activity(parts: Sequence[Activity]) -> Activity:
                                       else [set(s["device"].unique()) for s in spans]):
         out.host_spans = spans       # each (step, device, host) in one host's spans: nothing to merge
         out.host_summaries = known if len(known) == len(spans) else None
+        out.span_sums = span_fold.result(len(spans)) if span_fold is not None else \
+            folded_sums(summaries) if out.host_summaries is not None else None
     elif len(spans) > 1:
         # the spans of a device seen in several hosts' files grouped into one (step, device, host) each
         out.step_spans = joined_spans(spans).groupby(["step", "device", "host"], sort=False, observed=True).agg(

@@ -16,6 +16,7 @@ from traceview.hostreduce.activity import Activity, merge_activity
 from traceview.hostreduce.part import HostPart
 from traceview.hostreduce.profile import Profile
 from traceview.hostreduce.run_ops import RunOps, merge_parts
+from traceview.timeline.lateness import SpanFold
 
 # a merge, then at most: shared devices kept, pair members kept, and one to spare
 _MERGE_TRIES = 4
@@ -47,9 +48,10 @@ def combine(profile: Profile, per_device: bool, pairs: pd.DataFrame) -> RunOps:
     raise RuntimeError(f"the hosts' op partials still lack rows after {_MERGE_TRIES} merges")
 
 
-def run_activity(parts: Sequence[HostPart]) -> Activity:
-    """The run's device activity: its hosts' activities merged (each reduced where its host was read)."""
-    return merge_activity([p.ops.activity for p in parts])
+def run_activity(parts: Sequence[HostPart], span_fold: SpanFold | None = None) -> Activity:
+    """The run's device activity: its hosts' activities merged (each reduced where its host was read);
+    ``span_fold``: their step spans' sums folded as they arrived (``Profile.span_fold``)."""
+    return merge_activity([p.ops.activity for p in parts], span_fold)
 
 
 def executed(parts: Sequence[HostPart]) -> tuple[set[int], set[str]]:

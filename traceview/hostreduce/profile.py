@@ -16,6 +16,7 @@ from traceview.hostreduce.reader import HostReader, TablesReader
 from traceview.hostreduce.step_times import folded, step_times_of
 from traceview.hostreduce.workers import PartWorkers
 from traceview.parsers.profile import Device, Source
+from traceview.timeline.lateness import SpanFold
 
 
 @dataclass
@@ -44,6 +45,9 @@ class Profile:
     # Processes the analysis of a run of many hosts may use for its per-host measures (runtime.forked): the
     # reading's (``--jobs``, one per core by default); 1 for a single host.
     jobs: int = 1
+    # The stragglers' per-step sums of the hosts' step spans, folded as the hosts arrived (their own let go);
+    # None: each part holds its own (hostreduce.activity.merge_activity folds them)
+    span_fold: SpanFold | None = None
     # Where the parts are held besides here (a Dask cluster's workers that read them): the per-host passes
     # run there (hostreduce.workers); None: here, in ``jobs`` processes.
     workers: PartWorkers | None = None

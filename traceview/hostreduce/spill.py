@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 from traceview.errors import UserError
 
@@ -139,6 +140,9 @@ def _slots(part: OpsPart) -> list[Slot]:
     """(read, replace) of every array of the part worth moving to disk."""
     activity = part.activity
     slots = _attr_slots(part, KEPT_FIELDS) + _tuple_slots(activity, "busy_union")
+    # its step spans: summed up where read and folded as the host arrived (timeline.lateness.SpanFold); read
+    # again only where two hosts' spans name one device
+    slots += _frame_slots(activity, "step_spans")
     if activity.step_times is not None:      # folded as its host arrived (hostreduce.step_times): read again only
         slots += _attr_slots(activity.step_times, STEP_FIELDS)    # where two hosts' tables share a device
     for device in activity.devices.values():
@@ -166,6 +170,23 @@ def _tuple_slots(owner: object, name: str) -> list[Slot]:
         values[k] = view
         setattr(owner, name, tuple(values))
     return [(functools.partial(get, k), functools.partial(put, k)) for k in range(len(getattr(owner, name)))]
+
+
+def _frame_slots(owner: object, name: str) -> list[Slot]:
+    """Slots for each column of a table attribute (a categorical's codes, its categories kept): the table is
+    rebuilt around the replaced columns once they have one length again (they are replaced one by one)."""
+    frame = getattr(owner, name)
+    dtypes = dict(frame.dtypes)
+    columns = {c: frame[c].array.codes if isinstance(t, pd.CategoricalDtype) else frame[c].to_numpy()
+               for c, t in dtypes.items()}
+
+    def put(column: str, values: np.ndarray) -> None:
+        columns[column] = values
+        if len({len(v) for v in columns.values()}) == 1:
+            setattr(owner, name, pd.DataFrame(
+                {c: pd.Categorical.from_codes(v, dtype=dtypes[c], validate=False)
+                 if isinstance(dtypes[c], pd.CategoricalDtype) else v for c, v in columns.items()}, copy=False))
+    return [(functools.partial(columns.__getitem__, c), functools.partial(put, c)) for c in dtypes]
 
 
 def release(array: object) -> None:

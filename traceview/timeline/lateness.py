@@ -3,9 +3,9 @@
 
 A pod's hosts each hold their own devices' step spans; their per-step sums merge exactly (counts and sums
 add, extremes combine, ties of the latest go to the first name in name order, whatever the order the hosts
-come in), in one vectorized pass over every host's steps. The names each host's spans hold are found where
-it is read (:func:`summarize`), so the parent no longer scans every host's span table for them after the
-last host is in.
+come in). Each host's spans are summed up where it is read (:func:`summarize`: the names they hold and their
+per-step sums), and a pod's parent folds those sums into one running sum as the hosts arrive
+(:class:`SpanFold`), so it holds neither every host's spans nor every host's sums.
 """
 
 from __future__ import annotations
@@ -40,10 +40,11 @@ class PerStep:
 @dataclass
 class SpanSummary:
     """What one host's step spans hold, found where it is read: per ``who`` (device, host), the names (None:
-    a row with no name). The per-step sums themselves stay with the forked passes: a host's are a few
-    hundred kB on a trace of thousands of steps, which a pod's parent would hold for every host at once."""
+    a row with no name) and the per-step sums (``sums``: a few hundred kB on a trace of thousands of steps;
+    None once a pod's parent folded them into the run's, :class:`SpanFold`, or where not made)."""
 
     names: dict[str, set]
+    sums: dict[str, PerStep] | None = None
 
 
 def names_in(column: pd.Series) -> set:
@@ -65,7 +66,44 @@ def summarize(spans: pd.DataFrame) -> SpanSummary | None:
     """One host's step spans (``hostreduce.activity.SPAN_COLUMNS``) summed up; None when it has none."""
     if spans.empty:
         return None
-    return SpanSummary({who: names_in(spans[who]) for who in WHOS})
+    return SpanSummary({who: names_in(spans[who]) for who in WHOS}, {who: per_step(spans, who) for who in WHOS})
+
+
+class SpanFold:
+    """Hosts' span summaries folded one at a time, in any order: per ``who``, :func:`merged_per_step` of every
+    host's sums, held as one running sum (a pod's parent folds each host as it arrives and lets its own sums
+    go). ``hosts``: how many summaries it holds; ``complete``: False once one came without its sums (the
+    stragglers then sum up the spans themselves)."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, PerStep] = {}
+        self.hosts = 0
+        self.complete = True
+
+    def add(self, summary: SpanSummary | None) -> None:
+        """Fold one host's summary in (None: a host with no step spans, nothing to fold)."""
+        if summary is None:
+            return
+        self.hosts += 1
+        if summary.sums is None:
+            self.complete = False
+            return
+        for who in WHOS:
+            own = summary.sums[who]
+            self.sums[who] = own if who not in self.sums else merged_per_step([self.sums[who], own])
+
+    def result(self, hosts: int) -> dict[str, PerStep] | None:
+        """The run's per-step sums per ``who``, where this fold holds every one of the run's ``hosts`` span
+        tables whole; else None."""
+        return self.sums if self.complete and self.hosts == hosts and hosts else None
+
+
+def folded_sums(summaries: Sequence[SpanSummary | None]) -> dict[str, PerStep] | None:
+    """:meth:`SpanFold.result` of these hosts' summaries (each keeps its own sums)."""
+    fold = SpanFold()
+    for summary in summaries:
+        fold.add(summary)
+    return fold.result(len(summaries))
 
 
 def per_step(frame: pd.DataFrame, who: str) -> PerStep:

@@ -13,11 +13,12 @@ import numpy as np
 import pandas as pd
 
 from traceview.errors import TraceError, UserError
+from traceview.hostreduce.arrivals import Arrivals
 from traceview.hostreduce.host_ops import KeepRows, OpsPart
 from traceview.hostreduce.part import HostPart
 from traceview.hostreduce.profile import Profile
 from traceview.hostreduce.reader import TablesReader
-from traceview.hostreduce.step_times import fold_in, step_times_of
+from traceview.hostreduce.step_times import step_times_of
 from traceview.parsers.compressed import read_limited
 from traceview.parsers.discover import find_run
 from traceview.parsers.layout import host_of, is_trace_file, path_text
@@ -27,7 +28,6 @@ from traceview.parsers.tables.columns import is_unreported
 from traceview.parsers.tables.trace_data import TraceData
 from traceview.parsers.trace_file import read_trace_file
 from traceview.runtime import cpu_ledger
-from traceview.timeline.step_parts import StepFold
 from traceview.trace.hosts import DASK_ENV, HostResult, allocator_events, default_jobs, read_hosts, reduced
 
 if TYPE_CHECKING:
@@ -91,11 +91,11 @@ def load_profile(path: str | Path, run: str | None = None,
         if progress is not None:
             progress(done, total)
 
-    fold = StepFold()          # the hosts' step tables, folded as they arrive
+    fold = Arrivals()          # what the run keeps of each host, folded as it arrives
 
     def arrive(result: HostResult) -> None:
         if result.part is not None:
-            fold_in(fold, result.part)
+            fold.add(result.part)
 
     held: list[DaskParts] = []       # on Dask: the parts left on the workers that read them
     results = _read_host_files(files, opts, use_cache, dask, advance, arrive, held.append)
@@ -135,7 +135,8 @@ def load_profile(path: str | Path, run: str | None = None,
         parts=parts,
         reader=FilesReader(ok_files, use_cache, ops, host_events),
         steps=steps,
-        step_times=step_times_of(parts, steps, fold),
+        step_times=step_times_of(parts, steps, fold.steps),
+        span_fold=fold.spans,
         ops=ops,
         host_events=host_events,
         hlo_protos=hlo_protos,

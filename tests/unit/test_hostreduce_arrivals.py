@@ -1,0 +1,103 @@
+"""A pod's hosts folded as they arrive (hostreduce.arrivals): the stragglers from the running per-step sums equal
+those of one pass over every row, whatever order the hosts arrive in, and what a host's arrival leaves in the
+parent holds neither its per-step sums nor its step spans in memory (they wait in the spill file, read back
+only where two hosts' spans name one device)."""
+
+from __future__ import annotations
+
+import mmap
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.unit.test_hostreduce_activity import _assert_same_stragglers, host_ops
+from traceview.advice.stragglers import stragglers
+from traceview.hostreduce.arrivals import Arrivals
+from traceview.hostreduce.combine import run_activity
+from traceview.hostreduce.part import reduce_host
+from traceview.hostreduce.spill import RowSpill
+from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, empty_frame
+
+
+def _pod(rng: np.random.Generator, shared_device: bool) -> list[pd.DataFrame]:
+    """Random hosts (1-3 devices, 20-200 rows each, steps -1..3); the last host's times copied from the first's
+    (ties of the latest in every step); ``shared_device``: the last host also holds rows of host 0's device."""
+    n_hosts = int(rng.integers(3, 8))
+    hosts = [host_ops(rng, f"h{i}", [f"h{i}/TPU:{k}" for k in range(int(rng.integers(1, 4)))],
+                      int(rng.integers(20, 200))) for i in range(n_hosts)]
+    rows = min(len(hosts[0]), len(hosts[-1]))
+    for column in ("start_ps", "duration_ps", "step"):
+        hosts[-1].loc[: rows - 1, column] = hosts[0][column].to_numpy()[:rows]
+    if shared_device:
+        hosts[-1]["device"] = hosts[-1]["device"].astype(str)
+        hosts[-1].loc[: rows // 2, "device"] = "h0/TPU:0"
+    return [h.astype(dict(OP_COLUMNS)) for h in hosts]
+
+
+def _on_disk(array: object) -> bool:
+    """Whether the array is a view of a mapped file (a spilled part's)."""
+    while array is not None:
+        if isinstance(array, (np.memmap, mmap.mmap)):
+            return True
+        array = getattr(array, "base", None)
+    return False
+
+
+def _arrived(hosts: list[pd.DataFrame], order: np.ndarray, spill: RowSpill):
+    """Each host reduced and pickled (as from a reading worker), folded in ``order``, its arrays spilled."""
+    parts = [pickle.loads(pickle.dumps(reduce_host(h, empty_frame(HOST_EVENT_COLUMNS), empty_frame(STEP_COLUMNS))))
+             for h in hosts]
+    fold = Arrivals()
+    for i in order:
+        fold.add(parts[i])
+        spill.keep(parts[i].ops)
+    return parts, fold
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_stragglers_folded_as_hosts_arrive_equal_one_pass(seed, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    rng = np.random.default_rng(4100 + seed)
+    hosts = _pod(rng, shared_device=False)
+    whole = pd.concat(hosts, ignore_index=True).astype(dict(OP_COLUMNS))
+    spill = RowSpill()
+    try:
+        parts, fold = _arrived(hosts, rng.permutation(len(hosts)), spill)
+        # what each arrival leaves: no per-step sums, and the step spans as views of the spill file
+        for part in parts:
+            activity = part.ops.activity
+            assert activity.span_summary is not None and activity.span_summary.sums is None
+            spans = activity.step_spans
+            assert len(spans) and all(_on_disk(spans[c].array.codes if c in ("device", "host") else spans[c].to_numpy())
+                                      for c in spans.columns)
+        assert fold.spans.hosts == len(hosts) and fold.spans.result(len(hosts)) is not None
+        activity = run_activity(parts, fold.spans)
+        assert activity.span_sums is not None           # the stragglers read the running sums, not the spans
+        _assert_same_stragglers(stragglers(activity), stragglers(whole))
+        # a fold that misses a host is not used: the spans are summed up again from the spill file
+        short = Arrivals()
+        for part in parts[1:]:
+            short.spans.add(part.ops.activity.span_summary)
+        partial = run_activity(parts, short.spans)
+        assert partial.span_sums is None
+        _assert_same_stragglers(stragglers(partial), stragglers(whole))
+    finally:
+        spill.close()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_device_in_two_hosts_reads_the_spilled_spans_and_equals_one_pass(seed, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    rng = np.random.default_rng(4200 + seed)
+    hosts = _pod(rng, shared_device=True)
+    whole = pd.concat(hosts, ignore_index=True).astype(dict(OP_COLUMNS))
+    spill = RowSpill()
+    try:
+        parts, fold = _arrived(hosts, rng.permutation(len(hosts)), spill)
+        activity = run_activity(parts, fold.spans)
+        assert activity.host_spans is None                # the spans of the shared device joined, from the file
+        _assert_same_stragglers(stragglers(activity), stragglers(whole))
+    finally:
+        spill.close()
