@@ -11,13 +11,13 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from traceview.cache import tables as table_cache
 from traceview.cli import main
 from traceview.errors import UserError
+from traceview.hostreduce.spill import spilled
 from traceview.parsers.xspace.reader import read_xplane
 from traceview.trace.read import ReadOptions, load_profile
 
@@ -304,9 +304,9 @@ def test_a_pods_kept_rows_wait_on_disk_with_identical_output(pod, cache_dir, mon
     file as the host comes in (memory maps, dropped from the process after use); the output is the same
     byte for byte as with every array in memory."""
     profile = load_profile(pod, options=ReadOptions(jobs=jobs, cache=False, keep_ops=False))
-    spilled = [p.ops for p in profile.parts if p.ops.kept_start.size]
-    assert spilled and all(isinstance(p.kept_start, np.memmap) for p in spilled)
-    assert all(isinstance(d.busy[0], np.memmap) for p in profile.parts for d in p.ops.activity.devices.values())
+    kept = [p.ops for p in profile.parts if p.ops.kept_start.size]
+    assert kept and all(spilled(p.kept_start) for p in kept)
+    assert all(spilled(d.busy[0]) for p in profile.parts for d in p.ops.activity.devices.values())
     on_disk = _analyze_json(pod, "--no-cache", "--jobs", str(jobs))
     monkeypatch.setenv("TRACEVIEW_NO_SPILL", "1")
     in_memory = _analyze_json(pod, "--no-cache", "--jobs", str(jobs))
@@ -476,7 +476,7 @@ def test_dask_workers_split_lines_over_their_share_of_the_machine(pod, cache_dir
         try:
             results = hosts.read_hosts(paths, dask=client, keep_ops=False, spill=spill)
             assert all(r.spilled is not None for r in results)
-            assert all(isinstance(r.part.ops.kept_start, np.memmap) for r in results if r.part.ops.kept_start.size)
+            assert all(spilled(r.part.ops.kept_start) for r in results if r.part.ops.kept_start.size)
         finally:
             spill.close()
 

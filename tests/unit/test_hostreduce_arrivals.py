@@ -5,7 +5,6 @@ only where two hosts' spans name one device)."""
 
 from __future__ import annotations
 
-import mmap
 import pickle
 
 import numpy as np
@@ -17,7 +16,7 @@ from traceview.advice.stragglers import stragglers
 from traceview.hostreduce.arrivals import Arrivals
 from traceview.hostreduce.combine import run_activity
 from traceview.hostreduce.part import reduce_host
-from traceview.hostreduce.spill import RowSpill
+from traceview.hostreduce.spill import RowSpill, spilled
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, empty_frame
 
 
@@ -34,15 +33,6 @@ def _pod(rng: np.random.Generator, shared_device: bool) -> list[pd.DataFrame]:
         hosts[-1]["device"] = hosts[-1]["device"].astype(str)
         hosts[-1].loc[: rows // 2, "device"] = "h0/TPU:0"
     return [h.astype(dict(OP_COLUMNS)) for h in hosts]
-
-
-def _on_disk(array: object) -> bool:
-    """Whether the array is a view of a mapped file (a spilled part's)."""
-    while array is not None:
-        if isinstance(array, (np.memmap, mmap.mmap)):
-            return True
-        array = getattr(array, "base", None)
-    return False
 
 
 def _arrived(hosts: list[pd.DataFrame], order: np.ndarray, spill: RowSpill):
@@ -70,7 +60,7 @@ def test_stragglers_folded_as_hosts_arrive_equal_one_pass(seed, tmp_path, monkey
             activity = part.ops.activity
             assert activity.span_summary is not None and activity.span_summary.sums is None
             spans = activity.step_spans
-            assert len(spans) and all(_on_disk(spans[c].array.codes if c in ("device", "host") else spans[c].to_numpy())
+            assert len(spans) and all(spilled(spans[c].array.codes if c in ("device", "host") else spans[c].to_numpy())
                                       for c in spans.columns)
         assert fold.spans.hosts == len(hosts) and fold.spans.result(len(hosts)) is not None
         activity = run_activity(parts, fold.spans)

@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from traceview.hostreduce.host_ops import OpsPart
 
 STEP_FIELDS = ("step", "first", "last", "total", "count", "pair_step", "pair_device", "distinct")
-KEPT_FIELDS = ("kept_group", "kept_device", "kept_start", "kept_duration", "kept_self", "kept_step", "kept_alone")
+KEPT_FIELDS = ("kept_group", "kept_device", "kept_start", "kept_duration", "kept_self", "kept_step", "kept_alone",
+               "kept_steps")
 _ALIGN = 64
 _TOKEN = "token"
 Slot = tuple[Callable[[], np.ndarray], Callable[[np.ndarray], None]]   # read an array, replace it
@@ -116,7 +117,9 @@ def adopt(part: OpsPart, layout: Layout, unlink: bool = True) -> OpsPart:
     """The part with its arrays as read-only views of its spill file (mapped, then unlinked unless
     ``unlink`` is False: a Dask worker keeping its copy of the part it wrote, which the caller maps next)."""
     with open(layout.path, "rb") as handle:
-        region = np.memmap(handle, dtype=np.uint8, mode="r", shape=(max(layout.size, 1),))
+        # plain views of one read-only mapping: a view costs a quarter of an np.memmap's (no attributes of its
+        # own), and a pod's parent holds dozens per host
+        region = np.frombuffer(mmap.mmap(handle.fileno(), layout.size, access=mmap.ACCESS_READ), dtype=np.uint8)
     try:
         if unlink:
             os.unlink(layout.path)
@@ -189,10 +192,24 @@ def _frame_slots(owner: object, name: str) -> list[Slot]:
     return [(functools.partial(columns.__getitem__, c), functools.partial(put, c)) for c in dtypes]
 
 
+def _mapping(array: object) -> mmap.mmap | None:
+    """The file mapping a spilled array is a view of (None: not one)."""
+    while isinstance(array, np.ndarray):
+        array = array.base
+    if isinstance(array, memoryview):       # np.frombuffer's view of the mapping
+        array = array.obj
+    return array if isinstance(array, mmap.mmap) else None
+
+
+def spilled(array: object) -> bool:
+    """Whether ``array`` is a view of a spill file (moved to disk) rather than in memory."""
+    return _mapping(array) is not None
+
+
 def release(array: object) -> None:
     """Drop the pages of a spilled array's region (its part's) from the process; read again from the file
     when next used. Anything else: nothing to do."""
-    mapped = getattr(array, "_mmap", None)
+    mapped = _mapping(array)
     if mapped is not None and hasattr(mmap, "MADV_DONTNEED"):
         try:
             mapped.madvise(mmap.MADV_DONTNEED)
