@@ -258,16 +258,20 @@ class Attributes:
         self._backend_config = backend_config
 
     @classmethod
-    def decoded(cls, values: Mapping[str, Any], backend_config: str | None) -> Attributes:
+    def decoded(cls, values: dict[str, Any], backend_config: str | None) -> Attributes:
         """A record of values decoded elsewhere (the proto reader, from the proto's fields), by property
         name; a property not in ``values`` is absent from the instruction and reads as its default. The
         backend config is JSON text in both sources: it is decoded here, on first read. Instructions with
-        neither share one record (all defaults: most of a module's instructions)."""
+        neither share one record (all defaults: most of a module's instructions).
+
+        The record takes ``values`` as its own dict (what each cached property would have stored on first
+        read): one object fewer per instruction, and a module has tens of thousands.
+        """
         if not values and backend_config is None:
             return _NO_ATTRIBUTES
         record = cls.__new__(cls)
-        # the values become the record's own dict: what each cached property would have stored on first read
-        record.__dict__ = {**values, "_raw": _NO_TEXT, "_backend_config": backend_config}
+        values["_raw"], values["_backend_config"] = _NO_TEXT, backend_config
+        record.__dict__ = values
         return record
 
     def as_dict(self) -> dict[str, Any]:
