@@ -17,9 +17,11 @@ from tests.unit.test_hostreduce_ops import PAIRS, HostsAgain, profile_of, run_ta
 from traceview.advice.view import advice_report
 from traceview.analysis.build import build_analysis
 from traceview.hostreduce.activity import with_host_threads
-from traceview.hostreduce.spill import KEPT_FIELDS
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, empty_frame
 from traceview.render.record import analysis_json
+
+# the kept rows themselves: what the per-chunk measures read (hostreduce.run_ops._kept_rows)
+ROW_FIELDS = ("kept_group", "kept_device", "kept_start", "kept_duration", "kept_self", "kept_step", "kept_alone")
 
 
 class Held:
@@ -46,7 +48,7 @@ def _pod(raw, hosts):
 def _stripped(profile):
     """The caller's parts without their kept rows and device intervals."""
     for part in profile.parts:
-        for name in KEPT_FIELDS:
+        for name in ROW_FIELDS:
             setattr(part.ops, name, getattr(part.ops, name)[:0])
         for device in part.ops.activity.devices.values():
             device.busy = (device.busy[0][:0], device.busy[1][:0])
