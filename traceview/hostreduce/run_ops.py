@@ -8,6 +8,7 @@ pairs) is computed by the same functions over the rows the parts kept, in the ru
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,7 @@ import pandas as pd
 from traceview.hostreduce.host_ops import KeepRows, OpsPart, looks_async
 from traceview.hostreduce.spill import release
 from traceview.hostreduce.workers import PartWorkers
-from traceview.runtime.forked import fork_map
+from traceview.runtime.forked import batches, fork_map, fork_map_items
 from traceview.timeline.async_ops import pair_times_in_chunks
 from traceview.timeline.devices import (
     DEVICE_COLUMNS,
@@ -72,7 +73,7 @@ class RunOps:
     # ------------------------------------------------------------------ rows kept by the parts
 
     def for_each(self, task: Callable[[pd.DataFrame, np.ndarray], Any], full_only: bool,
-                 op_index: np.ndarray | None = None) -> list[Any]:
+                 op_index: np.ndarray | None = None, fold: Callable[[Any, Any], Any] | None = None) -> list[Any]:
         """``task(raw, op_rows)`` on every chunk of the rows the parts kept, the results in chunk order: a raw
         op table (device, start_ps, duration_ps, self_ps, step) and its rows' op rows (through ``op_index``:
         op id -> current row). A chunk is one part, or the parts that share a device (or rows with no device),
@@ -80,14 +81,22 @@ class RunOps:
         the chunks, and no table of every host's rows is ever built. The chunks are measured in ``jobs``
         forked processes (runtime.forked), or where the parts are held (``workers``: the Dask workers that
         read them). ``full_only``: only the rows of devices kept whole (not the async-looking rows of simple
-        devices)."""
+        devices). ``fold``: results that add up (``fold(sum, result)``, in chunk order) are added as they come,
+        each forked process adding its run of chunks before its sum travels: a few sums come back, not every
+        chunk's result at once (a pod's thousands)."""
         chunks = self._chunk_parts()
         if self.workers is not None:
             return self.workers.map(_measured_chunk, chunks, task, full_only, op_index, self.devices,
                                     self.group_rows, self.part_devices)
-        return fork_map(lambda k: _measured_chunk(chunks[k], [self.parts[i] for i in chunks[k]], task, full_only,
-                                                  op_index, self.devices, self.group_rows, self.part_devices),
-                        len(chunks), self.jobs)
+
+        def measure(k: int) -> Any:
+            return _measured_chunk(chunks[k], [self.parts[i] for i in chunks[k]], task, full_only, op_index,
+                                   self.devices, self.group_rows, self.part_devices)
+
+        if fold is None:
+            return fork_map(measure, len(chunks), self.jobs)
+        return fork_map_items(lambda run: functools.reduce(fold, (measure(k) for k in run)),
+                              batches(len(chunks), self.jobs), self.jobs)
 
     def _chunk_parts(self) -> list[list[int]]:
         """The parts in chunks: parts that hold rows of one device (or both rows with no device) together."""
@@ -220,7 +229,7 @@ class RunOps:
                 else None
             return busy, by_step
 
-        found = self.for_each(measure, True, op_index)
+        found = self.for_each(measure, True, op_index, fold=_busy_added)
         out: dict[str, np.ndarray] = {}
         for busy, _ in found:
             out.update(busy)
@@ -242,6 +251,13 @@ class RunOps:
         if steps is None:
             return busy, None
         return busy, step_busy_table([by_step for _, by_step in found], n_labels, steps)
+
+
+def _busy_added(a: tuple[dict, Any], b: tuple[dict, Any]) -> tuple[dict, Any]:
+    """Two runs of chunks' busy time by label (each device in one chunk) and per-step parts
+    (``timeline.devices.step_busy_part``: whole numbers of ps, whatever order they are added in) as one."""
+    steps = b[1] if a[1] is None else a[1] if b[1] is None else (a[1][0] + b[1][0], a[1][1] + b[1][1])
+    return {**a[0], **b[0]}, steps
 
 
 def _measured_chunk(members: list[int], parts: list[OpsPart], task: Callable[[pd.DataFrame, np.ndarray], Any],
