@@ -184,3 +184,23 @@ def test_the_names_a_span_table_holds_with_rows_that_have_none(categorical):
     assert a == {"d0", "d1", _MISSING} and b == {"d2", _MISSING} and c == {"d3"}
     assert _distinct([a, b, c]) == 4
     assert not names_apart([a, b]) and names_apart([a, c])
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 3, 7, 16, 37])
+def test_union_of_unions_folded_as_a_binary_counter_equals_one_union(count):
+    """Any number of interval sets (each a union: disjoint, sorted; some empty) united a few partial unions at a
+    time equal the union of all their intervals at once."""
+    from traceview.hostreduce.activity import _union_of_unions
+    from traceview.timeline.intervals import union
+
+    rng = np.random.default_rng(count)
+    sets = []
+    for _ in range(count):
+        starts = np.sort(rng.integers(0, 10_000, int(rng.integers(0, 30))))
+        sets.append(union(starts, starts + rng.integers(0, 400, starts.size)))
+    got = _union_of_unions(sets)
+    every = [s for s in sets if s[0].size]
+    want = union(np.concatenate([s[0] for s in every]), np.concatenate([s[1] for s in every])) if every \
+        else (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)

@@ -27,6 +27,7 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from traceview.hostreduce.host_threads import HostSets, host_threads
+from traceview.hostreduce.pages import release
 from traceview.timeline.grouping import column_codes, matches
 from traceview.timeline.intervals import STEP_ROWS, union, union_in_steps
 from traceview.timeline.lateness import PerStep, SpanFold, SpanSummary, folded_sums, summarize
@@ -256,13 +257,29 @@ def names_apart(groups: Sequence[set]) -> bool:
 
 
 def _union_of_unions(sets: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """The union of interval sets, each a union already (disjoint, sorted), folded pairwise (a pod's hosts:
-    each level's unions are no larger than their inputs, and where the devices run in step, far smaller),
-    never one table of every set."""
-    sets = [s for s in sets if s[0].size]
-    if not sets:
+    """The union of interval sets, each a union already (disjoint, sorted), folded pairwise as in a binary
+    counter: each set in turn is united with the partial union of as many sets before it, so at most one
+    partial union per power of two is held (a pod's thousands of hosts: a dozen), never one table of every set
+    nor a level of pairs. Each set's pages leave the process once it is read (a spilled part's:
+    hostreduce.spill)."""
+    held: list[tuple[int, tuple[np.ndarray, np.ndarray]]] = []     # (sets it unites, partial union)
+    for s in sets:
+        if not s[0].size:
+            continue
+        count, part = 1, (s[0], s[1])
+        release(s[0])
+        while held and held[-1][0] == count:
+            other = held.pop()[1]
+            part = _united(other, part)
+            count *= 2
+        held.append((count, part))
+    if not held:
         return _NONE, _NONE
-    while len(sets) > 1:
-        sets = [union(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])) for a, b in zip(sets[::2], sets[1::2])] \
-            + ([sets[-1]] if len(sets) % 2 else [])
-    return sets[0]
+    part = held.pop()[1]
+    while held:
+        part = _united(held.pop()[1], part)
+    return part
+
+
+def _united(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    return union(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))

@@ -30,6 +30,8 @@ import numpy as np
 import pandas as pd
 
 from traceview.errors import UserError
+from traceview.hostreduce.pages import release as release  # re-exported: the passes drop pages through spill
+from traceview.hostreduce.pages import spilled as spilled
 
 if TYPE_CHECKING:
     from traceview.hostreduce.host_ops import OpsPart
@@ -190,28 +192,3 @@ def _frame_slots(owner: object, name: str) -> list[Slot]:
                 {c: pd.Categorical.from_codes(v, dtype=dtypes[c], validate=False)
                  if isinstance(dtypes[c], pd.CategoricalDtype) else v for c, v in columns.items()}, copy=False))
     return [(functools.partial(columns.__getitem__, c), functools.partial(put, c)) for c in dtypes]
-
-
-def _mapping(array: object) -> mmap.mmap | None:
-    """The file mapping a spilled array is a view of (None: not one)."""
-    while isinstance(array, np.ndarray):
-        array = array.base
-    if isinstance(array, memoryview):       # np.frombuffer's view of the mapping
-        array = array.obj
-    return array if isinstance(array, mmap.mmap) else None
-
-
-def spilled(array: object) -> bool:
-    """Whether ``array`` is a view of a spill file (moved to disk) rather than in memory."""
-    return _mapping(array) is not None
-
-
-def release(array: object) -> None:
-    """Drop the pages of a spilled array's region (its part's) from the process; read again from the file
-    when next used. Anything else: nothing to do."""
-    mapped = _mapping(array)
-    if mapped is not None and hasattr(mmap, "MADV_DONTNEED"):
-        try:
-            mapped.madvise(mmap.MADV_DONTNEED)
-        except (OSError, ValueError):      # closed, or a platform that refuses: the pages just stay
-            pass
