@@ -78,7 +78,7 @@ from traceview.trace.read import load_profile
 p = load_profile(sys.argv[1])
 dt = time.perf_counter() - t
 print({"seconds": dt, "peak_rss_mb": peak_mb(), "rss_before_mb": base,
-       "op_rows": len(p.ops), "host_rows": len(p.host_events), "steps": len(p.steps)})
+       "op_rows": len(p.op_executions()), "host_rows": len(p.all_host_events()), "steps": len(p.steps)})
 """
 
 # The whole `traceview analyze` path: load, HLO costs, join, roofline, summary.

@@ -53,7 +53,7 @@ def timeline(view: View, step: int | None = None, limit: int = 2000, max_idle: i
              host: str | None = None) -> Timeline:
     """The bars for one step (or all steps when `step` is None): the `limit` longest leaf ops per window;
     ``host``: that host's devices only (the window stays the whole run's)."""
-    raw = view.analysis.profile.ops
+    raw = view.analysis.profile.op_executions()
     if raw.empty:
         empty = pd.DataFrame(columns=["lane", "start_ms", "end_ms", "duration_us", "bound"])
         return Timeline(empty, empty, {}, pd.DataFrame(columns=["step", "start_ms", "end_ms"]), 0, 0.0, "no ops")
@@ -124,7 +124,7 @@ class HostLanes:
 
 def is_pod(view: View) -> bool:
     """Whether the timeline opens on the hosts' aggregated lanes (too many devices to draw one by one)."""
-    raw = view.analysis.profile.ops
+    raw = view.analysis.profile.op_executions()
     return not raw.empty and raw["host"].nunique() > 1 and raw["device"].nunique() > MAX_DEVICE_LANES
 
 
@@ -132,7 +132,7 @@ def host_lanes(view: View, step: int | None = None, slices: int = HOST_SLICES) -
     """Per host, per slice of the window: the share of its devices' time that some leaf op (one holding no
     other, as the drawn bars) kept busy (per device the union of those ops' intervals, summed over the
     host's devices, over their number times the slice). One cell per host and slice: no event is drawn."""
-    raw = view.analysis.profile.ops
+    raw = view.analysis.profile.op_executions()
     lo, hi, _ = _window(view, raw, step)
     edges = np.unique(np.linspace(lo, hi, slices + 1).round().astype(np.int64))
     starts = raw["start_ps"].to_numpy(dtype=np.int64)
@@ -270,7 +270,7 @@ def render(view: View) -> None:
     key = (view.request, view.stamp, view.target_label)
     host = None
     if is_pod(view):
-        hosts = [str(h) for h in view.analysis.profile.ops["host"].unique()]
+        hosts = [str(h) for h in view.analysis.profile.op_executions()["host"].unique()]
         picked = st.session_state.get(HOST_PICKED)
         options = [None, *hosts]
         host = c1.selectbox("host", options, index=options.index(picked) if picked in options else 0,

@@ -61,7 +61,7 @@ def test_slower_program_fails_and_names_the_slowed_ops(sample_traces, baseline_j
     # The op that slowed most, per the raw op events of the two traces, is named over budget.
     per_step = {}
     for name in ("mlp", "mlp_slow"):
-        raw = load_profile(sample_traces / name).ops
+        raw = load_profile(sample_traces / name).op_executions()
         per_step[name] = raw.groupby("op", observed=True)["self_ps"].sum() / raw["step"].nunique()
     worst = (per_step["mlp_slow"] - per_step["mlp"]).idxmax()
     assert f"op:jit_train_step/{worst}" in failed
@@ -127,7 +127,7 @@ def test_two_mi300x_workloads_report_new_and_vanished_ops(shared_traces, capsys)
     assert {"new", "vanished"} <= statuses
     # A new op is one the gemm trace never ran (by module and name).
     new_ops = {(op["module"], op["op"]) for op in report["ops"] if op["status"] == "new"}
-    gemm = load_profile(folder / "jax08_gemm").ops
+    gemm = load_profile(folder / "jax08_gemm").op_executions()
     assert new_ops and not new_ops & set(zip(gemm["module"].astype(str), gemm["op"].astype(str)))
 
 

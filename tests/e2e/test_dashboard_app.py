@@ -325,7 +325,7 @@ def test_timeline_keeps_the_longest_ops_and_true_gaps(shared_traces):
     from traceview.dashboards.timeline import timeline
 
     view = load_view(LoadRequest(path=str(shared_traces / "openxla-xprof" / "tpu_inference_2.xplane.pb")))
-    raw = view.analysis.profile.ops
+    raw = view.analysis.profile.op_executions()
     step = int(view.analysis.steps["step"].iloc[3])
     tl = timeline(view, step=step, limit=20)
     window = view.analysis.steps.set_index("step").loc[step]
@@ -480,7 +480,7 @@ def test_host_lanes_add_up_to_each_devices_busy_time(shared_traces):
     from traceview.dashboards.timeline import host_lanes, is_pod
 
     view = load_view(LoadRequest(path=str(shared_traces / "AMD-AGI-TraceLens" / "jax08_gemm" / "tw003.xplane.pb")))
-    raw = view.analysis.profile.ops
+    raw = view.analysis.profile.op_executions()
     lanes = host_lanes(view, slices=50)
     assert not is_pod(view) and lanes.hosts == [str(h) for h in raw["host"].unique()]
     leaf = raw[raw["self_ps"] == raw["duration_ps"]]

@@ -96,7 +96,7 @@ def test_overview_from_the_stored_record_equals_the_analysis(where, rel, extra, 
     assert loaded.record == stored.record           # the dashboard's analysis is the CLI's, field for field
     assert stored.chip == loaded.chip               # the chip as the page names its resources
     assert stored.detected == view.analysis.judged.detected
-    assert stored.executions == len(view.analysis.profile.ops)   # the header's count, without the op table
+    assert stored.executions == len(view.analysis.profile.op_executions())   # the header's count, without the op table
     _same_parts(overview.build_parts(stored), overview.build_parts(loaded))
     assert overview.build_parts(stored).steps, "nothing to compare: no steps"
 

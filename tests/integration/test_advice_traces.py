@@ -15,7 +15,7 @@ def _load_batch_time_while_idle(analysis) -> float:
     """The host time spent in the sample's load_batch while the device ran no op, measured straight from
     the raw events with a plain sweep: each load_batch call clipped to the device's span (the first
     step's load runs before the first op), less the parts any op overlaps."""
-    ops, host = analysis.pipeline.profile.ops, analysis.pipeline.profile.host_events
+    ops, host = analysis.pipeline.profile.op_executions(), analysis.pipeline.profile.all_host_events()
     op_spans = sorted(zip(ops["start_ps"].tolist(), (ops["start_ps"] + ops["duration_ps"]).tolist()))
     first, last = op_spans[0][0], max(end for _, end in op_spans)
     loads = host[host["name"].astype(str).str.endswith(" load_batch")]

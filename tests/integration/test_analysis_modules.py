@@ -40,7 +40,7 @@ def _counting(monkeypatch) -> list[str]:
 
 
 def test_only_the_modules_that_ran_are_decoded_until_all_are_asked_for(transformer, monkeypatch):
-    ran_names = set(transformer.ops["module"].astype(str))
+    ran_names = set(transformer.op_executions()["module"].astype(str))
     assert len(transformer.hlo_protos) > len(ran_names)      # the sample compiled more than it profiled
     every, _ = profile_modules(transformer)                   # the reference: every module
     decoded = _counting(monkeypatch)

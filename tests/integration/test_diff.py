@@ -112,7 +112,7 @@ def test_per_step_flops_follow_xla_cost_analysis(sample_traces, mlp, mlp_slow):
 def test_slow_variant_names_the_ops_that_slowed(mlp, mlp_slow):
     """Changed ops are those whose measured per-step time moved, per the raw op events."""
     diff = traceview.diff(mlp, mlp_slow)
-    raw_b, raw_n = mlp.pipeline.profile.ops, mlp_slow.pipeline.profile.ops
+    raw_b, raw_n = mlp.pipeline.profile.op_executions(), mlp_slow.pipeline.profile.op_executions()
     per_step = lambda raw: raw.groupby("op", observed=True)["self_ps"].sum() / raw["step"].nunique()  # noqa: E731
     ratio = (per_step(raw_n) / per_step(raw_b)).dropna()
     big = per_step(raw_b).combine(per_step(raw_n), max) >= 1e9
@@ -211,7 +211,7 @@ def test_two_mi300x_workloads_report_new_and_vanished_ops(shared_traces):
     folder = shared_traces / "AMD-AGI-TraceLens"
     gemm, attention = folder / "jax08_gemm", folder / "jax08_attention"
     diff = diff_analyses(load_snapshot(gemm), load_snapshot(attention))
-    names = lambda p: set(zip(*[load_profile(p).ops[c].astype(str) for c in ("module", "op")]))  # noqa: E731
+    names = lambda p: set(zip(*[load_profile(p).op_executions()[c].astype(str) for c in ("module", "op")]))  # noqa: E731
     only_new, only_base = names(attention) - names(gemm), names(gemm) - names(attention)
     got = lambda status: set(zip(*[diff.ops.loc[diff.ops["status"] == status, c] for c in ("module", "op")]))  # noqa: E731
     # Fallback matching may pair a few ops under new names; all others are new or vanished.
@@ -226,7 +226,7 @@ def test_two_mi300x_workloads_report_new_and_vanished_ops(shared_traces):
 def test_baseline_json_with_per_step_op_times_gives_op_intervals(tmp_path, mlp):
     """Ops carrying `step_times_us` (per-step self time) make op checks against a JSON baseline noise-aware."""
     data = mlp.to_json()
-    raw = mlp.pipeline.profile.ops[mlp.pipeline.profile.ops["step"] >= 0]
+    raw = mlp.pipeline.profile.op_executions()[mlp.pipeline.profile.op_executions()["step"] >= 0]
     per_step = raw.groupby(["module", "op", "step"], observed=True)["self_ps"].sum() / 1e6
     for op in data["ops"]:
         op["step_times_us"] = per_step.loc[(op["module"], op["name"])].tolist()

@@ -110,11 +110,11 @@ def test_load_merges_hosts(shared_traces, tmp_path):
     assert seen == [(1, 2), (2, 2)]
     assert prof.source.run == "2025_05_05_05_05_05"
     assert prof.source.hosts == ["host1", "host2"]
-    assert set(prof.ops["host"]) == {"host1", "host2"}
-    assert {str(c): str(prof.ops[c].dtype) for c in prof.ops.columns} == OP_COLUMNS
+    assert set(prof.op_executions()["host"]) == {"host1", "host2"}
+    assert {str(c): str(prof.op_executions()[c].dtype) for c in prof.op_executions().columns} == OP_COLUMNS
     # each host keeps its rows: totals are the sum of the single-file reads
     one = load_profile(tmp_path / "plugins/profile/2025_05_05_05_05_05/host1.xplane.pb")
-    assert (prof.ops["host"] == "host1").sum() == len(one.ops)
+    assert (prof.op_executions()["host"] == "host1").sum() == len(one.op_executions())
     assert len({d.id for d in prof.devices}) == len(prof.devices) == 16
 
 
@@ -124,7 +124,7 @@ def test_one_broken_host_is_a_warning(shared_traces, tmp_path):
     prof = load_profile(tmp_path)
     assert prof.source.hosts == ["host1"]
     assert any("host2.xplane.pb.gz" in w for w in prof.warnings)
-    assert len(prof.ops) > 0
+    assert len(prof.op_executions()) > 0
 
 
 def test_all_hosts_broken_is_an_error(tmp_path):
@@ -174,3 +174,20 @@ def test_a_single_run_is_found_without_reading_capture_times(logdir, monkeypatch
     assert calls == []
     assert [r.name for r in list_runs(logdir)] == ["2024_01_31_12_00_00", "2024_02_01_09_30_00"]
     assert calls  # several runs: ordered by their capture times
+
+
+def test_a_reading_that_keeps_no_execution_says_so_and_reads_them_again_on_demand(shared_traces, tmp_path):
+    """keep_ops=False leaves ``Profile.kept`` None (not empty tables that could be a run with no op); the
+    executions and host events are then read again from the files, equal to those a full reading keeps."""
+    import pandas as pd
+
+    from traceview.trace.read import ReadOptions
+
+    _two_host_run(shared_traces, tmp_path)
+    full = load_profile(tmp_path, options=ReadOptions(cache=False, jobs=1))
+    lean = load_profile(tmp_path, options=ReadOptions(cache=False, jobs=1, keep_ops=False))
+    assert lean.kept is None and full.kept is not None and len(full.kept.ops) > 0
+    assert full.op_executions() is full.kept.ops and full.all_host_events() is full.kept.host_events
+    pd.testing.assert_frame_equal(lean.op_executions().reset_index(drop=True), full.kept.ops.reset_index(drop=True))
+    pd.testing.assert_frame_equal(lean.all_host_events().reset_index(drop=True),
+                                  full.kept.host_events.reset_index(drop=True))

@@ -193,10 +193,10 @@ def test_busy_plus_idle_is_the_span_on_every_trace(path):
     from traceview.trace.read import load_profile
 
     profile = load_profile(path)
-    table = device_time(profile.ops)
+    table = device_time(profile.op_executions())
     assert len(table) and (table["busy_ps"] + table["idle_ps"] == table["span_ps"]).all()
     assert (table["idle_ps"] >= 0).all()
-    with_events = set(profile.ops["device"].astype(str))
+    with_events = set(profile.op_executions()["device"].astype(str))
     assert set(table["device"]) == with_events
 
 

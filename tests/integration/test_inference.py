@@ -103,7 +103,7 @@ def test_the_phases_are_found_when_the_reading_kept_no_executions(serving, on_v5
     """Loaded as `analyze` loads (the op executions not kept), the serving view reads them again: the same
     phases and critical batch as with them kept."""
     bare = traceview.load(serving, target="tpu-v5e", read_options=ReadOptions(keep_ops=False))
-    assert bare.pipeline.profile.ops.empty
+    assert bare.pipeline.profile.kept is None
     report = inference_from_analysis(bare.pipeline)
     assert [(p.phase, p.module, p.steps) for p in report.phases] == \
         [(p.phase, p.module, p.steps) for p in on_v5e.inference().phases] != []

@@ -132,7 +132,7 @@ def test_stage_split_decided_from_the_partials_without_reading_executions(sample
     from traceview.parallelism.mpmd import may_have_stages
 
     loaded = sample[0]
-    executions = loaded.pipeline.profile.ops
+    executions = loaded.pipeline.profile.op_executions()
     by_rows = executions[["device", "module", "program_id"]].astype(str).drop_duplicates()
     by_parts = loaded.pipeline.run_ops.device_programs().astype(str)
     assert sorted(map(tuple, by_rows.to_numpy())) == sorted(map(tuple, by_parts.to_numpy()))
@@ -145,8 +145,8 @@ def test_stage_split_decided_from_the_partials_without_reading_executions(sample
     class Counting:                                               # a reader that counts the executions read
         def op_executions(self):
             calls.append(1)
-            return pod.profile.ops
+            return pod.profile.op_executions()
 
-    profile = dataclasses.replace(pod.profile, ops=pod.profile.ops.iloc[:0], reader=Counting())   # as `analyze`
+    profile = dataclasses.replace(pod.profile, kept=None, reader=Counting())   # as `analyze`
     from_analysis(dataclasses.replace(pod, profile=profile))
     assert calls == []

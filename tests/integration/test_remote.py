@@ -81,13 +81,13 @@ def test_table_cache_keyed_by_the_objects_identity(sample_traces: Path, memory_l
     monkeypatch.setattr(remote, "read_bytes", lambda url, *a, **k: reads.append(url) or real_read(url, *a, **k))
     again = load_profile(memory_log_dir, options=ReadOptions(cache=True, jobs=1))
     assert not [u for u in reads if u.endswith(".xplane.pb")]  # the unchanged object: from the cache
-    assert again.ops["duration_ps"].sum() == first.ops["duration_ps"].sum()
+    assert again.op_executions()["duration_ps"].sum() == first.op_executions()["duration_ps"].sum()
     # The object replaced (another capture under the same name): its identity changed, so it is read again.
     fsspec.filesystem("memory").pipe(memory_log_dir.removeprefix("memory://") + "/plugins/profile/mlp/localhost.xplane.pb",
                                      (sample_traces / "mlp_slow/plugins/profile/mlp_slow/localhost.xplane.pb").read_bytes())
     changed = load_profile(memory_log_dir, options=ReadOptions(cache=True, jobs=1))
     assert [u for u in reads if u.endswith(".xplane.pb")]
-    assert changed.ops["duration_ps"].sum() != first.ops["duration_ps"].sum()
+    assert changed.op_executions()["duration_ps"].sum() != first.op_executions()["duration_ps"].sum()
 
 
 def test_remote_errors_are_one_line(memory_log_dir: str, monkeypatch) -> None:

@@ -291,8 +291,8 @@ def test_host_threads_cut_where_read_equal_the_run_cut_in_the_parent(pod, cache_
     activity = merge_activity([p.ops.activity for p in profile.parts])
     assert activity.hosts is not None and set(activity.hosts) == {"hostA", "hostB", "hostC"}
     assert any(activity.hosts.values())
-    a = idle_causes(activity, profile.host_events)
-    b = idle_causes(dataclasses.replace(activity, hosts=None), profile.host_events)
+    a = idle_causes(activity, profile.all_host_events())
+    b = idle_causes(dataclasses.replace(activity, hosts=None), profile.all_host_events())
     assert a.causes == b.causes and a.evidence == b.evidence and a.feeding_threads == b.feeding_threads
     assert sum(a.causes.values()) == a.idle_ps > 0
     pd.testing.assert_frame_equal(a.per_device, b.per_device)
@@ -369,7 +369,7 @@ def test_two_files_of_one_host_have_their_threads_cut_together(shared_traces, ca
     (run / "hostA.xplane.pb.gz").write_bytes(gzip.compress(raw))
     lean = load_profile(run, options=ReadOptions(jobs=1, cache=False, keep_ops=False))
     full = load_profile(run, options=ReadOptions(jobs=1, cache=False))
-    assert lean.host_events.empty and not full.host_events.empty
+    assert lean.kept is None and not full.kept.host_events.empty
     a, b = advice_report(build_analysis(lean)).idle, advice_report(build_analysis(full)).idle
     assert a.causes == b.causes and a.evidence == b.evidence and sum(a.causes.values()) == a.idle_ps > 0
     assert a.feeding_threads and a.feeding_threads == b.feeding_threads
@@ -551,7 +551,7 @@ def test_many_threads_use_a_fork_server(pod, cache_dir, monkeypatch):
     monkeypatch.setattr(threading, "active_count", lambda: 6)  # e.g. a Streamlit server
     assert _start_method() == "forkserver"
     got = load_profile(pod, options=ReadOptions(cache=False, jobs=2))
-    pd.testing.assert_frame_equal(got.ops, expected.ops)
+    pd.testing.assert_frame_equal(got.op_executions(), expected.op_executions())
     assert got.source.hosts == expected.source.hosts
 
 
@@ -569,7 +569,8 @@ def test_a_script_without_a_main_guard_reads_hosts_in_a_pool_after_running_jax(p
         "from traceview.trace.read import ReadOptions, load_profile\n"
         "two = load_profile(sys.argv[1], options=ReadOptions(cache=False, jobs=2))\n"
         "one = load_profile(sys.argv[1], options=ReadOptions(cache=False, jobs=1))\n"
-        "print(two.ops.equals(one.ops), len(two.source.hosts), len(two.warnings) == len(one.warnings))\n"
+        "print(two.op_executions().equals(one.op_executions()), len(two.source.hosts),\n"
+        "      len(two.warnings) == len(one.warnings))\n"
     )
     out = subprocess.run([sys.executable, str(script), str(pod)], capture_output=True, text=True, timeout=240,
                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
@@ -591,7 +592,7 @@ def test_a_program_that_ran_jax_reads_hosts_in_a_fork_server_without_forking_its
         "    from traceview.trace.read import ReadOptions, load_profile\n"
         "    two = load_profile(sys.argv[1], options=ReadOptions(cache=False, jobs=2))\n"
         "    one = load_profile(sys.argv[1], options=ReadOptions(cache=False, jobs=1))\n"
-        "    print(_start_method(), two.ops.equals(one.ops), len(two.source.hosts))\n"
+        "    print(_start_method(), two.op_executions().equals(one.op_executions()), len(two.source.hosts))\n"
         "if __name__ == '__main__':\n"
         "    main()\n"
     )

@@ -39,7 +39,7 @@ def test_perfetto_json_gives_the_xplanes_op_table(sample_traces: Path) -> None:
     run = _perfetto_run(sample_traces)
     from_xplane = load_profile(run / "localhost.xplane.pb", options=NO_CACHE)
     from_json = load_profile(run / "perfetto_trace.json.gz", options=NO_CACHE)
-    xplane_ops, json_ops = _per_op(from_xplane.ops), _per_op(from_json.ops)
+    xplane_ops, json_ops = _per_op(from_xplane.op_executions()), _per_op(from_json.op_executions())
     assert xplane_ops and set(json_ops) == set(xplane_ops)
     for key, (n, total) in xplane_ops.items():
         assert json_ops[key][0] == n, key
@@ -47,10 +47,11 @@ def test_perfetto_json_gives_the_xplanes_op_table(sample_traces: Path) -> None:
     # Independently: every event carrying an hlo_op arg is one op row.
     with gzip.open(run / "perfetto_trace.json.gz") as fh:
         events = json.load(fh)["traceEvents"]
-    assert len(from_json.ops) == sum(1 for e in events if "hlo_op" in e.get("args", {}))
+    assert len(from_json.op_executions()) == sum(1 for e in events if "hlo_op" in e.get("args", {}))
     # The same steps (host step annotations), the same host threads.
     assert from_json.steps["step"].tolist() == from_xplane.steps["step"].tolist()
-    assert set(from_json.host_events["thread"].astype(str)) == set(from_xplane.host_events["thread"].astype(str))
+    threads = [set(p.all_host_events()["thread"].astype(str)) for p in (from_json, from_xplane)]
+    assert threads[0] == threads[1]
 
 
 def test_analyze_reads_the_perfetto_json_like_the_xplane(sample_traces: Path, tmp_path: Path) -> None:
@@ -120,14 +121,15 @@ def test_xprof_chrome_trace_op_counts(xprof_chrome_trace: Path, shared_traces: P
     profile = load_profile(xprof_chrome_trace.parent, options=NO_CACHE)
     expected = Counter(device for device, _ in _xla_op_events(xprof_chrome_trace))
     assert len(expected) == 4 and min(expected.values()) > 1000
-    got = Counter({d.rsplit("/", 1)[-1]: n for d, n in profile.ops.groupby("device", observed=True).size().items()})
+    executions = profile.op_executions()
+    got = Counter({d.rsplit("/", 1)[-1]: n for d, n in executions.groupby("device", observed=True).size().items()})
     assert got == expected
     # The JSON's op table is the xplane's: ops, modules, program ids and device-clock times alike.
     xplane = load_profile(shared_traces / "openxla-xprof" / "tpu_inference_2.xplane.pb", options=NO_CACHE)
     for column in ("op", "module", "program_id", "category", "duration_ps", "self_ps", "step"):
-        assert profile.ops[column].astype(str).tolist() == xplane.ops[column].astype(str).tolist(), column
+        assert executions[column].astype(str).tolist() == xplane.op_executions()[column].astype(str).tolist(), column
     assert len(profile.steps) == len(xplane.steps) > 0
-    assert profile.host_events["thread"].astype(str).str.startswith("main/").any()
+    assert profile.all_host_events()["thread"].astype(str).str.startswith("main/").any()
 
 
 def test_xprof_chrome_trace_analyzed_with_the_costs_it_reports(xprof_chrome_trace: Path) -> None:

@@ -481,8 +481,8 @@ def test_unreported_figures_hold_no_memory_and_a_profile_can_change_them():
         values = ops[name].to_numpy()
         assert is_unreported(values) and values.nbytes == 8 * len(ops) and np.isnan(values).all()
     profile = load_profile(path, options=ReadOptions(cache=False, jobs=1))
-    assert len(profile.ops) == len(ops)
+    assert len(profile.kept.ops) == len(ops)
     for name in ("trace_flops", "trace_bytes"):
-        assert not is_unreported(profile.ops[name].to_numpy())
-        profile.ops.loc[profile.ops.index[0], name] = 2.0
-        assert profile.ops[name].iloc[0] == 2.0 and profile.ops[name].iloc[1:].isna().all()
+        assert not is_unreported(profile.kept.ops[name].to_numpy())
+        profile.kept.ops.loc[profile.kept.ops.index[0], name] = 2.0
+        assert profile.kept.ops[name].iloc[0] == 2.0 and profile.kept.ops[name].iloc[1:].isna().all()

@@ -188,8 +188,7 @@ def profile_of(raw: pd.DataFrame, hosts=None, reader=None) -> Profile:
     steps = empty_frame(STEP_COLUMNS)
     return Profile(source=SOURCE, devices=[], parts=parts,
                    reader=reader or TablesReader(raw, empty_frame(HOST_EVENT_COLUMNS)), steps=steps,
-                   step_times=step_times_of(parts, steps, folded(parts)), ops=empty_frame(OP_COLUMNS),
-                   host_events=empty_frame(HOST_EVENT_COLUMNS))
+                   step_times=step_times_of(parts, steps, folded(parts)), kept=None)
 
 
 class HostsAgain:

@@ -38,7 +38,7 @@ def test_cpu_sample_idle_is_per_device_and_in_the_legend(sample_traces):
 
     view = load_view(LoadRequest(path=str(sample_traces / "mlp")))
     tl = timeline(view, step=None, limit=5000)
-    raw = view.analysis.profile.ops
+    raw = view.analysis.profile.op_executions()
     leaf = raw[raw["self_ps"] == raw["duration_ps"]]
     starts, ends = leaf["start_ps"].tolist(), (leaf["start_ps"] + leaf["duration_ps"]).tolist()
     lo, hi = min(starts), max(ends)

@@ -11,6 +11,7 @@ from traceview.advice.providers import DEFAULT_PROVIDERS
 from traceview.advice.stragglers import Stragglers, stragglers
 from traceview.analysis.build import PipelineResult
 from traceview.hostreduce.combine import run_activity
+from traceview.parsers.profile import HOST_EVENT_COLUMNS, empty_frame
 from traceview.timeline.overlap import Overlap
 
 TOP = 5      # the items ``analyze`` prints
@@ -36,9 +37,9 @@ def advice_report(pipeline: PipelineResult, views: Views | None = None,
     scope tree, serving phases), each built only if a provider asks for it."""
     profile = pipeline.profile
     activity = run_activity(profile.parts, profile.span_fold)
-    # each host's threads were cut where it was read; else the run's host events (read again if not kept)
-    idle = idle_causes(activity, profile.host_events if activity.hosts is not None else profile.all_host_events(),
-                       pipeline.steps, jobs=profile.jobs, workers=profile.workers)
+    # each host's threads were cut where it was read (no host event is needed); else the run's host events
+    events = empty_frame(HOST_EVENT_COLUMNS) if activity.hosts is not None else profile.all_host_events()
+    idle = idle_causes(activity, events, pipeline.steps, jobs=profile.jobs, workers=profile.workers)
     late = stragglers(activity, jobs=profile.jobs)
     active = len(pipeline.device_times) if not pipeline.device_times.empty else 0
     span = pipeline.span_ps / active if active else 0.0

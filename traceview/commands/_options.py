@@ -94,7 +94,7 @@ VIEW_MODULES = ("traceview.analysis.build", "traceview.advice.view", "traceview.
 def load_from_args(args: argparse.Namespace, keep_ops: bool = True,
                    allocator_events: bool = False) -> traceview.Analysis:
     """`traceview.load` of the trace PATH names (with a progress bar), as the source/target/HLO/reading options say.
-    ``keep_ops=False``: the op executions themselves are not kept (``op_executions`` is then empty), for a
+    ``keep_ops=False``: the op executions themselves are not kept (read again if a view asks for them), for a
     command that prints only what the analysis derives from them. ``allocator_events``: each host's
     allocator events read where it is read (a command whose output includes the memory view)."""
     import dataclasses

@@ -19,6 +19,15 @@ from traceview.parsers.profile import Device, Source
 from traceview.timeline.lateness import SpanFold
 
 
+@dataclass(frozen=True)
+class KeptExecutions:
+    """The op executions and host events the reading kept for the views that show executions
+    (``ReadOptions.keep_ops``): every row of every host, hosts in order."""
+
+    ops: pd.DataFrame                   # parsers.profile.OP_COLUMNS
+    host_events: pd.DataFrame           # parsers.profile.HOST_EVENT_COLUMNS
+
+
 @dataclass
 class Profile:
     """One run: where it was read from, its devices, one :class:`HostPart` per host file read
@@ -26,9 +35,9 @@ class Profile:
     hosts arrived: hostreduce.step_times), the HLO protos the trace carries,
     the environment it records, reading warnings, and the :class:`HostReader` that reads the hosts again.
 
-    ``ops`` and ``host_events`` are the tables the reading kept for the views that show executions
-    (``ReadOptions.keep_ops``; empty when it kept none): :meth:`op_executions` and
-    :meth:`all_host_events` give them whether kept or not.
+    ``kept`` holds the tables the reading kept for the views that show executions (``ReadOptions.keep_ops``),
+    or None when it kept none: :meth:`op_executions` and :meth:`all_host_events` give them either way
+    (read again when not kept).
     """
 
     source: Source
@@ -37,8 +46,7 @@ class Profile:
     reader: HostReader
     steps: pd.DataFrame                                         # parsers.profile.STEP_COLUMNS
     step_times: pd.DataFrame                                    # timeline.step_parts.STEP_TIME_COLUMNS
-    ops: pd.DataFrame                                           # parsers.profile.OP_COLUMNS, as kept
-    host_events: pd.DataFrame                                   # parsers.profile.HOST_EVENT_COLUMNS, as kept
+    kept: KeptExecutions | None                                 # None: the reading kept no execution
     hlo_protos: dict[str, bytes] = field(default_factory=dict)  # module name -> HloProto bytes
     environment: dict[str, str] = field(default_factory=dict)   # jax_version, ...
     warnings: list[str] = field(default_factory=list)
@@ -58,7 +66,7 @@ class Profile:
         """A profile of tables held in memory (any number of hosts): one part, read again from the tables."""
         parts = [reduce_host(ops, host_events, steps)]
         return cls(source=source, devices=devices, parts=parts, reader=TablesReader(ops, host_events), steps=steps,
-                   step_times=step_times_of(parts, steps, folded(parts)), ops=ops, host_events=host_events,
+                   step_times=step_times_of(parts, steps, folded(parts)), kept=KeptExecutions(ops, host_events),
                    **metadata)
 
     def op_executions(self) -> pd.DataFrame:

@@ -43,7 +43,8 @@ def fill_from_profile(report: MemoryReport, profile: Profile) -> None:
     were read, or read now), static peaks from its HLO."""
     report.memories, first = runtime_memory(profile)
     report.warnings += profile.warnings
-    starts = [int(profile.ops["start_ps"].min())] if not profile.ops.empty else []
+    kept = profile.kept      # the executions' first start where the reading kept them (not read again for it)
+    starts = [int(kept.ops["start_ps"].min())] if kept is not None and not kept.ops.empty else []
     if first is not None:
         starts.append(first)
     report.origin_ps = min(starts) if starts else 0

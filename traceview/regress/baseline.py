@@ -26,6 +26,8 @@ from traceview.analysis.modules import NOT_EXECUTED, op_fingerprints
 from traceview.config.files import read_json, validate
 from traceview.errors import UserError
 from traceview.parsers.hlo.model import HloModule
+from traceview.parsers.profile import OP_COLUMNS as EXECUTION_COLUMNS
+from traceview.parsers.profile import empty_frame
 from traceview.units import PS_PER_US
 from traceview.vocabulary import BOUNDS_AND_IDLE
 
@@ -114,7 +116,8 @@ def snapshot_from_analysis(pipeline: PipelineResult, label: str | None = None) -
         "op_name": _column(a, "op_name", "").fillna("").astype(str),          # named scopes: regress.scopes
     })
     ops = _collapse(ops)
-    raw = pipeline.profile.ops
+    kept = pipeline.profile.kept     # per-step op times and the programs that ran: from the executions kept
+    raw = kept.ops if kept is not None else empty_frame(EXECUTION_COLUMNS)
     op_steps = None
     if not raw.empty and (raw["step"] >= 0).any():
         inside = raw[raw["step"] >= 0]

@@ -16,7 +16,7 @@ from traceview.errors import TraceError, UserError
 from traceview.hostreduce.arrivals import Arrivals
 from traceview.hostreduce.host_ops import KeepRows, OpsPart
 from traceview.hostreduce.part import HostPart
-from traceview.hostreduce.profile import Profile
+from traceview.hostreduce.profile import KeptExecutions, Profile
 from traceview.hostreduce.reader import TablesReader
 from traceview.hostreduce.step_times import step_times_of
 from traceview.parsers.compressed import read_limited
@@ -126,19 +126,19 @@ def load_profile(path: str | Path, run: str | None = None,
     for table in tables:
         for k, v in table.environment.items():
             environment.setdefault(k, v)
-    ops = _concat([t.ops for t in tables], OP_COLUMNS)
-    host_events = _concat([t.host_events for t in tables], HOST_EVENT_COLUMNS)
+    # hosts.reduced emptied each host's tables unless keep_ops
+    kept = KeptExecutions(_concat([t.ops for t in tables], OP_COLUMNS),
+                          _concat([t.host_events for t in tables], HOST_EVENT_COLUMNS)) if opts.keep_ops else None
     steps = _concat([t.steps for t in tables], STEP_COLUMNS)
     return Profile(
         source=Source(path=str(path), run=found.name, hosts=[t.host for t in tables], files=ok_files),
         devices=[d for t in tables for d in t.devices],
         parts=parts,
-        reader=FilesReader(ok_files, use_cache, ops, host_events),
+        reader=FilesReader(ok_files, use_cache, kept),
         steps=steps,
         step_times=step_times_of(parts, steps, fold.steps),
         span_fold=fold.spans,
-        ops=ops,
-        host_events=host_events,
+        kept=kept,
         hlo_protos=hlo_protos,
         environment=environment,
         warnings=warnings,
@@ -149,31 +149,27 @@ def load_profile(path: str | Path, run: str | None = None,
 
 class FilesReader:
     """A run's host files read again (``traceview.hostreduce.reader.HostReader``): from the tables the
-    reading kept where it kept them, else from the files (through the table cache if the reading used it;
+    reading kept when it kept them, else from the files (through the table cache if the reading used it;
     each table read once, if ever)."""
 
-    def __init__(self, files: list[str], use_cache: bool, ops: pd.DataFrame, host_events: pd.DataFrame) -> None:
+    def __init__(self, files: list[str], use_cache: bool, kept: KeptExecutions | None) -> None:
         self.files = files
         self.use_cache = use_cache
-        self.kept = TablesReader(ops, host_events)
+        self.kept = TablesReader(kept.ops, kept.host_events) if kept is not None else None
         self._read: dict[str, pd.DataFrame] = {}     # the tables read again, by name
 
     def reduce_again(self, parts: Sequence[OpsPart], keep: Mapping[int, KeepRows]) -> dict[int, OpsPart]:
-        if len(self.kept.ops) == sum(p.n_rows for p in parts):     # the executions kept (or none at all)
+        if self.kept is not None:
             return self.kept.reduce_again(parts, keep)
         from traceview.hostreduce.host_ops import reduce_ops
 
         return {i: reduce_ops(read_trace_file(self.files[i]).ops, k) for i, k in keep.items()}
 
     def op_executions(self) -> pd.DataFrame:
-        if not self.kept.ops.empty:
-            return self.kept.ops
-        return self._again("ops")
+        return self.kept.op_executions() if self.kept is not None else self._again("ops")
 
     def host_events(self) -> pd.DataFrame:
-        if not self.kept.events.empty or not self.kept.ops.empty:
-            return self.kept.events       # kept with the executions (their host events are all there are)
-        return self._again("host_events")
+        return self.kept.host_events() if self.kept is not None else self._again("host_events")
 
     def _again(self, table: str) -> pd.DataFrame:
         if table not in self._read:
