@@ -260,14 +260,12 @@ def _union_of_unions(sets: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndar
     """The union of interval sets, each a union already (disjoint, sorted), folded pairwise as in a binary
     counter: each set in turn is united with the partial union of as many sets before it, so at most one
     partial union per power of two is held (a pod's thousands of hosts: a dozen), never one table of every set
-    nor a level of pairs. Each set's pages leave the process once it is read (a spilled part's:
-    hostreduce.spill)."""
+    nor a level of pairs. A spilled set's pages leave the process once it is united (hostreduce.spill)."""
     held: list[tuple[int, tuple[np.ndarray, np.ndarray]]] = []     # (sets it unites, partial union)
     for s in sets:
         if not s[0].size:
             continue
         count, part = 1, (s[0], s[1])
-        release(s[0])
         while held and held[-1][0] == count:
             other = held.pop()[1]
             part = _united(other, part)
@@ -282,4 +280,8 @@ def _union_of_unions(sets: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndar
 
 
 def _united(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    return union(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+    """Two unions as one; a spilled one's pages leave the process once read."""
+    out = union(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+    release(a[0])
+    release(b[0])
+    return out
