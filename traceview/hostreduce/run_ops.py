@@ -477,6 +477,7 @@ def _distinct_devices(ids: np.ndarray, dev: np.ndarray, n_ops: int, n_devices: i
 
 def per_step_self_time(run: RunOps, n_ops: int, index: pd.Index) -> pd.Series:
     """timeline.timing.per_step_self_time over all rows: every row in a step is a kept row."""
-    found = [p.kept_steps for p in run.parts]      # each host's, found as it was read
-    return per_step_self_time_in_chunks(lambda task: run.for_each(task, full_only=True), index,
-                                        np.concatenate(found) if found else np.zeros(0, dtype=np.int32))
+    found = np.concatenate([p.kept_steps for p in run.parts]) if run.parts else np.zeros(0, dtype=np.int32)
+    for p in run.parts:          # each host's, found as it was read: a spilled part's pages leave once read
+        release(p.kept_steps)
+    return per_step_self_time_in_chunks(lambda task: run.for_each(task, full_only=True), index, found)
