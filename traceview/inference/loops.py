@@ -139,4 +139,4 @@ def _passed_on(names: dict[str, Instruction], inst: Instruction, j: int) -> bool
     """Whether root element ``j`` is the body parameter's element ``j`` unchanged (loop-invariant)."""
     while inst.opcode in ("copy", "bitcast") and inst.operands and inst.operands[0] in names:
         inst = names[inst.operands[0]]
-    return inst.opcode == "get-tuple-element" and inst.attributes.get("index") == str(j)
+    return inst.opcode == "get-tuple-element" and inst.typed.index == j

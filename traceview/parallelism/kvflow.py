@@ -139,7 +139,7 @@ def _read_by(index: _Index, at: _At, user: Instruction, operand: int, head_dim: 
     shrink = min(at.smallest, _elements(user.shape) or at.smallest)
     if at.path:
         if op == "get-tuple-element":
-            index_ = int(user.attributes.get("index", "-1") or -1)
+            index_ = user.typed.index
             return [_At(at.comp, user.name, at.path[1:], at.smallest)] if index_ == at.path[0] else []
         if op == "tuple":
             return [_At(at.comp, user.name, (operand,) + at.path, at.smallest)]

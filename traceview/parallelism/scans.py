@@ -108,7 +108,7 @@ def _invariant_elements(body) -> set[int]:
         inst = insts.get(name)
         while inst is not None and inst.opcode in ("copy", "bitcast") and inst.operands:
             inst = insts.get(inst.operands[0])
-        if inst is not None and inst.opcode == "get-tuple-element" and inst.attributes.get("index") == str(j) \
+        if inst is not None and inst.opcode == "get-tuple-element" and inst.typed.index == j \
                 and inst.operands and insts.get(inst.operands[0]) is not None and \
                 insts[inst.operands[0]].opcode == "parameter":
             out.add(j)
@@ -136,7 +136,7 @@ def _carry_element(module: HloModule, comp_name: str, name: str, body: str) -> i
         if inst.opcode == "get-tuple-element" and comp_name == body and inst.operands:
             source = comp.by_name().get(inst.operands[0])
             if source is not None and source.opcode == "parameter":
-                return int(inst.attributes.get("index", "-1") or -1)
+                return inst.typed.index
         if inst.opcode in ("bitcast", "copy", "reshape", "convert", "get-tuple-element") and inst.operands:
             name = inst.operands[0]
             continue
@@ -181,7 +181,7 @@ def _from_parameter(module: HloModule, comp_name: str, inst: Instruction, path: 
             inst, path = names[inst.operands[path[0]]], path[1:]
             continue
         if inst.opcode == "get-tuple-element" and inst.operands and inst.operands[0] in names:
-            path = (int(inst.attributes.get("index", "0") or 0),) + path
+            path = (max(0, inst.typed.index),) + path
             inst = names[inst.operands[0]]
             continue
         if (inst.opcode in BACK or _copy_fusion(inst)) and inst.operands and inst.operands[0] in names and not path:
