@@ -83,8 +83,9 @@ def measure(pipeline, parallelism: Parallelism, memory=None) -> Baseline:
                 and r.attribution.site.module == main.name]
     state = state_shapes(main) if main is not None else set()
     weights = weight_shapes(main, gathered) if main is not None else set()
-    ops = _op_terms(pipeline.ops, state, weights, devices * n_steps)
-    ops["weight_bytes"] = _weight_operand_bytes(pipeline.ops, main, state | weights, n_steps)
+    own = pipeline.ops[not_collective(pipeline.ops)] if not pipeline.ops.empty else pipeline.ops
+    ops = _op_terms(own, state, weights, devices * n_steps)
+    ops["weight_bytes"] = _weight_operand_bytes(own, main, weights, n_steps)   # weights include the state
     role_measures = _role_measures(parallelism, roles, devices * n_steps)
     tokens = parallelism.per_chip_tokens
     batch = None if tokens is None or tokens.value is None else float(tokens.value) * batch_ways(mesh)
@@ -153,12 +154,12 @@ def _dims(shape: object) -> tuple[int, ...] | None:
         return None
 
 
-def _op_terms(ops: pd.DataFrame, state: set, weights: set, device_steps: int) -> pd.DataFrame:
-    """Per non-collective op: its time per device and step, its bound, what its time scales with."""
+def _op_terms(own: pd.DataFrame, state: set, weights: set, device_steps: int) -> pd.DataFrame:
+    """Per op (``own``: the op table's rows that are not collectives): its time per device and step, its bound,
+    what its time scales with."""
     columns = ["module", "op", "bound", "time_ps", "scale"]
-    if ops.empty:
+    if own.empty:
         return pd.DataFrame(columns=columns)
-    own = ops[not_collective(ops)]
     rows = []
     modules = own["module"].astype(str) if "module" in own else pd.Series("", index=own.index)
     for module, op, bound, time, shape in zip(modules, own["op"], own["bound"], own["total_time_ps"], own["shape"]):
@@ -175,11 +176,10 @@ def _op_terms(ops: pd.DataFrame, state: set, weights: set, device_steps: int) ->
     return pd.DataFrame(rows, columns=columns)
 
 
-def _weight_operand_bytes(ops: pd.DataFrame, main: HloModule | None, weights: set, steps: int) -> list[float]:
-    """Per non-collective op (the rows of _op_terms, in order): the bytes per step, over all devices, of its
+def _weight_operand_bytes(own: pd.DataFrame, main: HloModule | None, weights: set, steps: int) -> list[float]:
+    """Per op of ``own`` (the rows _op_terms reads, in order): the bytes per step, over all devices, of its
     operands and result that are weights (a shard of the state or a gathered weight, by sorted dims: their size
     does not change with the batch). 0 for an op outside the main module or without such an operand."""
-    own = ops[not_collective(ops)] if not ops.empty else ops
     insts: dict = {}
     for comp in main.computations.values() if main is not None else []:
         insts.update(comp.by_name())
