@@ -85,3 +85,64 @@ def test_passes_run_on_the_workers_and_outputs_equal_one_process(pod, cluster, m
 def test_other_commands_equal_one_process(pod, cluster, command):
     assert _output(pod, command, "--dask", cluster.scheduler_address) == _output(pod, command, "--jobs", "1")
 
+
+
+class Piece:
+    """A group's result that counts how many of its kind this process holds at once (each made or received
+    from a worker counts, each let go counts off): what a caller gathering results holds."""
+
+    live = 0
+    most = 0
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+        Piece.live += 1
+        Piece.most = max(Piece.most, Piece.live)
+
+    def __del__(self) -> None:
+        Piece.live -= 1
+
+    def __reduce__(self):
+        return Piece, (self.value,)
+
+
+def _held_pair(i: int) -> tuple[None, int]:
+    """A read task's pair: nothing for the caller, the held part (here its number) for the passes."""
+    return None, i
+
+
+def _piece(group: list[int], held: list[int], scale: int) -> Piece:
+    return Piece(scale * sum(held) + 1)
+
+
+def _plus(a: Piece, b: Piece) -> Piece:
+    return Piece(a.value + b.value)
+
+
+def test_a_fold_adds_up_on_the_workers_and_the_caller_never_holds_every_result(cluster):
+    """``PartWorkers.map(..., fold=)`` on Dask: the sum of every group's result, with the caller holding the
+    running sum and one worker's sum at a time, not one result per group (a pod's thousands)."""
+    from distributed import Client
+
+    from traceview.trace.dask_parts import DaskParts
+
+    n = 40
+    with Client(cluster) as client:
+        files = [f"host{i}" for i in range(n)]
+        futures = {f: client.submit(_held_pair, i, pure=False) for i, f in enumerate(files)}
+        client.gather(list(futures.values()))
+        holder = DaskParts(client, futures, own=False)
+        holder.order = files
+        groups = [[i] for i in range(n)]
+        expected = sum(10 * i + 1 for i in range(n))
+        Piece.live = Piece.most = 0
+        [total] = holder.map(_piece, groups, 10, fold=_plus)
+        assert total.value == expected
+        assert Piece.most <= 3                   # the running sum, one worker's sum, their sum
+        del total
+        # without the fold every group's result comes to the caller at once: the count above can fail
+        Piece.live = Piece.most = 0
+        found = holder.map(_piece, groups, 10)
+        assert [p.value for p in found] == [10 * i + 1 for i in range(n)]
+        assert Piece.most == n
+        assert holder.map(_piece, [], 10, fold=_plus) == []

@@ -21,6 +21,7 @@ arrays (``timeline.intervals``); no Python object per event.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -102,11 +103,15 @@ def idle_causes(ops: pd.DataFrame | Activity, host_events: pd.DataFrame,
 
     if workers is not None and activity.hosts is not None and \
             [name for names in workers.devices_by_part for name in names] == [name for name, _ in devices]:
+        # each worker adds up its parts' devices, this process the workers' sums as they finish
         found = workers.map(_held_causes, [[i] for i in range(len(workers.devices_by_part))],
-                            activity.busy_union, windows, step_ids.size)
+                            activity.busy_union, windows, step_ids.size,
+                            fold=functools.partial(_two_added, n_steps=step_ids.size))
     else:
         found = fork_map_items(run_of_devices, batches(len(devices), jobs), jobs)
     total = _Causes.added(found, step_ids.size)
+    position = {name: k for k, (name, _) in enumerate(devices)}
+    total.rows.sort(key=lambda row: position[row["device"]])    # as measured one device after another
     per_device, per_step, evidence_time, feeding = total.rows, total.per_step, total.evidence, total.feeding
     device_table = pd.DataFrame(per_device, columns=["device", "idle_ps", *(f"{c}_ps" for c in CAUSES)])
     causes = {c: int(device_table[f"{c}_ps"].sum()) for c in CAUSES}
@@ -150,10 +155,16 @@ class _Causes:
 
 def _held_causes(group: list[int], parts: list, any_busy: Intervals, windows: tuple[np.ndarray, np.ndarray],
                  n_steps: int) -> _Causes:
-    """Where the parts are held (hostreduce.workers): their devices' causes, added up before they travel
-    (each device's rows in its part alone, each host's threads cut where it was read)."""
-    return _Causes.added([_device_causes(name, d, p.activity.hosts or {}, any_busy, windows)
-                          for p in parts for name, d in p.activity.devices.items()], n_steps)
+    """Where the parts are held (hostreduce.workers): their devices' causes, each added in as it is measured,
+    before they travel (each device's rows in its part alone, each host's threads cut where it was read)."""
+    return _Causes.added((_device_causes(name, d, p.activity.hosts or {}, any_busy, windows)
+                          for p in parts for name, d in p.activity.devices.items()), n_steps)
+
+
+def _two_added(a: _Causes, b: _Causes, n_steps: int) -> _Causes:
+    """Two runs of devices' causes as one (the fold of ``PartWorkers.map``: integer sums, a set, and rows put
+    back in device order by the caller, so the order they are added in does not matter)."""
+    return _Causes.added((a, b), n_steps)
 
 
 def _device_causes(device: str, d, hosts: dict[str, HostSets], any_busy: Intervals,

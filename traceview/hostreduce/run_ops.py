@@ -81,13 +81,14 @@ class RunOps:
         the chunks, and no table of every host's rows is ever built. The chunks are measured in ``jobs``
         forked processes (runtime.forked), or where the parts are held (``workers``: the Dask workers that
         read them). ``full_only``: only the rows of devices kept whole (not the async-looking rows of simple
-        devices). ``fold``: results that add up (``fold(sum, result)``, in chunk order) are added as they come,
-        each forked process adding its run of chunks before its sum travels: a few sums come back, not every
-        chunk's result at once (a pod's thousands)."""
+        devices). ``fold``: results that add up (``fold(sum, result)``: the same sum whatever the order and
+        grouping, as whole numbers and disjoint devices' entries are) are added as they come, each forked
+        process adding its run of chunks before its sum travels, each Dask worker the chunks it holds, and the
+        caller the few sums as they arrive: not every chunk's result at once (a pod's thousands)."""
         chunks = self._chunk_parts()
         if self.workers is not None:
             return self.workers.map(_measured_chunk, chunks, task, full_only, op_index, self.devices,
-                                    self.group_rows, self.part_devices)
+                                    self.group_rows, self.part_devices, fold=fold)
 
         def measure(k: int) -> Any:
             return _measured_chunk(chunks[k], [self.parts[i] for i in chunks[k]], task, full_only, op_index,

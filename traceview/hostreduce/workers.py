@@ -23,7 +23,12 @@ class PartWorkers(Protocol):
     # tell whether a device's rows are in one part only, so that the part alone measures it
     devices_by_part: list[list[str]]
 
-    def map(self, fn: Callable[..., Any], groups: Sequence[Sequence[int]], *shared: Any) -> list[Any]:
+    def map(self, fn: Callable[..., Any], groups: Sequence[Sequence[int]], *shared: Any,
+            fold: Callable[[Any, Any], Any] | None = None) -> list[Any]:
         """``[fn(group, [the held parts of group], *shared) for group in groups]``, each run where its parts
-        are held (``shared`` sent once); the results in the groups' order, an error raised as it was."""
+        are held (``shared`` sent once); the results in the groups' order, an error raised as it was.
+        ``fold``: results that add up (``fold(sum, result)``, the same sum whatever the order and grouping
+        they are added in): each place adds up its groups' results before they travel, and the caller adds
+        those sums as they arrive, so it never holds every group's result; a list of the one sum then
+        (empty: no group)."""
         ...

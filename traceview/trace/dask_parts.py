@@ -11,6 +11,7 @@ closed if the reading opened it, when the holder is no longer referenced.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -41,9 +42,13 @@ class DaskParts:
         self.devices_by_part = [list(p.ops.activity.devices) for p in parts]
         return self
 
-    def map(self, fn: Callable[..., Any], groups: Sequence[Sequence[int]], *shared: Any) -> list[Any]:
+    def map(self, fn: Callable[..., Any], groups: Sequence[Sequence[int]], *shared: Any,
+            fold: Callable[[Any, Any], Any] | None = None) -> list[Any]:
         """``fn(group, held parts, *shared)`` per group, on the worker holding the group's parts: one task per
-        worker, for all the groups whose first part it holds (a pod's hosts: few tasks, not one per host)."""
+        worker, for all the groups whose first part it holds (a pod's hosts: few tasks, not one per host).
+        ``fold``: each task adds up its groups' results as they are made, and the tasks' sums are added here
+        as they finish (``hostreduce.workers.PartWorkers.map``): one sum per worker travels, and this process
+        holds the running sum and one task's, not a pod's thousands of results."""
         if not groups:
             return []
         [context] = self.client.scatter([shared], hash=False)     # once, whatever the number of tasks
@@ -54,8 +59,11 @@ class DaskParts:
             places = sorted(where.get(g[0].key, ())) if g else []
             by_worker.setdefault(places[0] if places else None, []).append(k)
         tasks = [self.client.submit(_run_held, [list(groups[k]) for k in ks], [held[k] for k in ks], fn, context,
-                                    workers=[worker] if worker else None, allow_other_workers=True, pure=False)
+                                    fold, workers=[worker] if worker else None, allow_other_workers=True,
+                                    pure=False)
                  for worker, ks in by_worker.items()]
+        if fold is not None:
+            return [_added_as_finished(tasks, fold)]
         out: list[Any] = [None] * len(groups)
         for ks, found in zip(by_worker.values(), self.client.gather(tasks)):
             for k, value in zip(ks, found):
@@ -64,9 +72,24 @@ class DaskParts:
 
 
 def _run_held(groups: list[list[int]], pairs: list[list[tuple[Any, OpsPart | None]]], fn: Callable[..., Any],
-              context: tuple) -> list[Any]:
-    """On a worker: ``fn`` of the held parts of each group."""
-    return [fn(group, [held for _, held in found], *context) for group, found in zip(groups, pairs)]
+              context: tuple, fold: Callable[[Any, Any], Any] | None = None) -> Any:
+    """On a worker: ``fn`` of the held parts of each group, the results in a list, or (``fold``) added up as
+    they are made (one group's result held at a time besides the sum)."""
+    found = (fn(group, [held for _, held in pair], *context) for group, pair in zip(groups, pairs))
+    return list(found) if fold is None else functools.reduce(fold, found)
+
+
+def _added_as_finished(tasks: list[Any], fold: Callable[[Any, Any], Any]) -> Any:
+    """The tasks' results added up in the order they finish, each let go once added (the first error
+    raised as it was)."""
+    from distributed import as_completed
+
+    total: Any = None
+    for k, future in enumerate(as_completed(tasks)):
+        value = future.result()
+        total = value if k == 0 else fold(total, value)
+        del value
+    return total
 
 
 def first(pair: tuple[Any, Any]) -> Any:
