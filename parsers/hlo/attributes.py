@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any
 
-from traceview.parsers.hlo.replica_groups import parse_replica_groups
+from traceview.parsers.hlo.replica_groups import mesh_axes, parse_replica_groups
+from traceview.parsers.hlo.sharding import Sharding, parse_sharding
 
 _INT_RE = re.compile(r"-?\d+")
 
@@ -94,7 +95,8 @@ class ConvDims:
 
 @lru_cache(maxsize=1024)
 def conv_dims(dim_labels: str | None) -> ConvDims | None:
-    """``b01f_01io->b01f`` -> ConvDims; None when absent or malformed."""
+    """``b01f_01io->b01f`` -> ConvDims; None when absent or malformed (a side that is no layout of its
+    letters and spatial digits)."""
     if not dim_labels:
         return None
     m = re.fullmatch(r"\s*(\w+)_(\w+)->(\w+)\s*", dim_labels)
@@ -102,6 +104,8 @@ def conv_dims(dim_labels: str | None) -> ConvDims | None:
         return None
     lhs, rhs, out = m.groups()
     n = sum(c.isdigit() for c in lhs)
+    if not len(lhs) == len(rhs) == len(out) == n + 2:  # each a layout: its letters and digits once each
+        return None
     try:
         return ConvDims(lhs.index("b"), lhs.index("f"), tuple(lhs.index(str(i)) for i in range(n)),
                         rhs.index("i"), rhs.index("o"), tuple(rhs.index(str(i)) for i in range(n)),
@@ -236,6 +240,11 @@ def _value_end(text: str, pos: int) -> int:
     return len(text)
 
 
+def _flag(text: str | None) -> bool:
+    """A boolean attribute's text: ``true`` (any case) is True, anything else or absent False."""
+    return (text or "").strip().lower() == "true"
+
+
 class Attributes:
     """The attributes of one instruction that the cost model and the views read, as typed values.
 
@@ -249,9 +258,9 @@ class Attributes:
     # every typed attribute, by property name (what as_dict() lists and the two sources must agree on)
     FIELDS = ("window", "conv_dims", "feature_group_count", "batch_group_count", "lhs_contracting_dims",
               "rhs_contracting_dims", "lhs_batch_dims", "rhs_batch_dims", "dimensions", "fft_length",
-              "parameter_number", "index", "replica_groups", "source_target_pairs", "channel_id",
-              "is_host_transfer", "frontend_attributes", "calls", "comparison_direction", "backend_config",
-              "known_trip_count")
+              "parameter_number", "index", "replica_groups", "replica_group_mesh", "use_global_device_ids",
+              "source_target_pairs", "channel_id", "is_host_transfer", "frontend_attributes", "calls",
+              "comparison_direction", "sharding", "backend_config", "known_trip_count")
 
     def __init__(self, raw: Mapping[str, str], backend_config: str | None) -> None:
         self._raw = raw
@@ -340,6 +349,17 @@ class Attributes:
         return replica_groups(self._raw.get("replica_groups"))
 
     @cached_property
+    def replica_group_mesh(self) -> tuple[tuple[str, int], ...]:
+        """The mesh (axis names and sizes, major to minor) a mesh-form ``replica_groups`` is over; () for
+        the other forms (a mesh over listed device ids is printed as its groups, so it is () too)."""
+        return mesh_axes(self._raw.get("replica_groups"))
+
+    @cached_property
+    def use_global_device_ids(self) -> bool:
+        """Whether a collective's groups hold global device ids (``replica * partitions + partition``)."""
+        return _flag(self._raw.get("use_global_device_ids"))
+
+    @cached_property
     def source_target_pairs(self) -> tuple[tuple[int, int], ...]:
         return source_target_pairs(self._raw.get("source_target_pairs"))
 
@@ -351,7 +371,7 @@ class Attributes:
     @cached_property
     def is_host_transfer(self) -> bool:
         """Whether a send/recv moves data to or from the host rather than between devices."""
-        return (self._raw.get("is_host_transfer") or "").strip().lower() == "true"
+        return _flag(self._raw.get("is_host_transfer"))
 
     @cached_property
     def frontend_attributes(self) -> Mapping[str, str]:
@@ -369,6 +389,12 @@ class Attributes:
         """A compare's direction (``LT``, ``EQ``, ...); None when absent."""
         text = (self._raw.get("direction") or "").strip()
         return text or None
+
+    @cached_property
+    def sharding(self) -> Sharding | None:
+        """How the value is laid out over the devices; None when the instruction has no sharding (or one
+        in no form XLA prints)."""
+        return parse_sharding(self._raw.get("sharding"))
 
     @cached_property
     def backend_config(self) -> dict:

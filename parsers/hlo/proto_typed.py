@@ -23,6 +23,8 @@ from traceview.parsers.hlo.proto_attributes import (
     replica_group_form,
 )
 from traceview.parsers.hlo.replica_groups import iota_groups, mesh_groups
+from traceview.parsers.hlo.schema import SHARDING_TYPES
+from traceview.parsers.hlo.sharding import TILED, Sharding, iota_devices, listed_devices
 
 Values = dict[str, Any]
 Decoder = Callable[[ProtoOp, Any, Values], None]  # (instruction, the field's value, the values to fill)
@@ -91,6 +93,31 @@ def _replica_groups(ip) -> tuple[tuple[int, ...], ...] | None:
     return None if groups is None else tuple(tuple(int(x) for x in g) for g in groups)
 
 
+def _replica_group_mesh(ip) -> tuple[tuple[str, int], ...]:
+    """The mesh of a mesh-form device list over the iota device order (one over listed device ids is
+    written out as its groups, as text would print it); () otherwise."""
+    form, value = replica_group_form(ip)
+    if form != "mesh" or value.mesh.device_ids:
+        return ()
+    return tuple((a.name, a.size) for a in value.mesh.axes)
+
+
+def sharding_from_proto(sh) -> Sharding:
+    """The sharding an OpSharding message holds (the elements of a tuple sharding are not decoded)."""
+    kind = SHARDING_TYPES.get(sh.type, str(sh.type))
+    if kind == "maximal":
+        return Sharding(kind, devices=(sh.tile_assignment_devices[0] if sh.tile_assignment_devices else 0,))
+    if kind != TILED:
+        return Sharding(kind)
+    tiles = tuple(sh.tile_assignment_dimensions)
+    if sh.iota_reshape_dims:
+        devices = iota_devices(tiles, tuple(sh.iota_reshape_dims), tuple(sh.iota_transpose_perm))
+    else:
+        devices = listed_devices(tiles, tuple(sh.tile_assignment_devices))
+    return Sharding(kind, tiles, devices, bool(sh.replicate_on_last_tile_dim),
+                    tuple(SHARDING_TYPES.get(t, str(t)) for t in sh.last_tile_dims))
+
+
 def _frontend_attributes(op: ProtoOp, f, values: Values) -> None:
     entries = f.map  # XLA writes the message on every instruction, mostly empty
     if entries:
@@ -113,6 +140,9 @@ def _calls(op: ProtoOp, ids, values: Values) -> None:
 
 def _groups(op: ProtoOp, field, values: Values) -> None:
     values["replica_groups"] = _replica_groups(op.proto)
+    mesh = _replica_group_mesh(op.proto)
+    if mesh:
+        values["replica_group_mesh"] = mesh
 
 
 # proto field -> its decoder
@@ -128,6 +158,8 @@ _BY_FIELD: dict[str, Decoder] = {
     "source_target_pairs": _as("source_target_pairs", lambda pairs: tuple((p.source, p.target) for p in pairs)),
     "channel_id": _channel_id,
     "is_host_transfer": _as("is_host_transfer", bool),
+    "use_global_device_ids": _as("use_global_device_ids", bool),
+    "sharding": _as("sharding", sharding_from_proto),
     "frontend_attributes": _frontend_attributes,
     "comparison_direction": _as("comparison_direction", str),
     "called_computation_ids": _calls,

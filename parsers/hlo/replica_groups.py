@@ -10,6 +10,7 @@ from itertools import pairwise
 MAX_DEVICES = 1 << 20  # more devices than any machine has: a replica_groups form this large is corrupt
 _IOTA_GROUPS_RE = re.compile(r"^\[(\d+),(\d+)\]<=\[([\d,]*)\](?:T\(([\d,]*)\))?$")
 _MESH_RE = re.compile(r"^mesh\[(.*?)\]\s*\{(.*)\}$")
+_MESH_PREFIX_RE = re.compile(r"^mesh\[(.*?)\]")
 _MESH_AXIS_RE = re.compile(r"'([^']*)'=(\d+)")
 _GROUP_AXIS_RE = re.compile(r"'([^']*)'(?::\((\d+)\)(\d+))?")
 
@@ -44,6 +45,13 @@ def parse_replica_groups(text: str, device_ids: list[int] | None = None) -> list
                   for name, pre, size in _GROUP_AXIS_RE.findall(m.group(2))]
         return mesh_groups(axes, wanted, device_ids)
     return None
+
+
+def mesh_axes(text: str | None) -> tuple[tuple[str, int], ...]:
+    """The mesh (axis names and sizes) a mesh-form ``replica_groups`` names, whatever the axes it lists
+    after; () for any other form."""
+    m = _MESH_PREFIX_RE.match(text.strip()) if text else None
+    return tuple((name, int(size)) for name, size in _MESH_AXIS_RE.findall(m.group(1))) if m else ()
 
 
 def iota_groups(n_groups: int, size: int, dims: list[int], perm: list[int] | None) -> list[list[int]] | None:

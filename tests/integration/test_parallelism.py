@@ -142,7 +142,11 @@ def test_groups_that_are_no_grid_stay_unattributed():
 
 
 def test_parameter_sharding_forms():
-    from traceview.parallelism.shardings import tile_groups
+    from traceview.parallelism.shardings import tile_groups as groups_of
+    from traceview.parsers.hlo.sharding import parse_sharding
+
+    def tile_groups(text: str):
+        return groups_of(parse_sharding(text))
 
     # [4,2]<=[8]: tile (i, j) on device 2i + j; dim 0 varies i (stride 2), dim 1 varies j
     assert sorted(map(sorted, tile_groups("{devices=[4,2]<=[8]}")[0])) == [[0, 2, 4, 6], [1, 3, 5, 7]]
@@ -154,6 +158,10 @@ def test_parameter_sharding_forms():
     # explicit device list
     assert sorted(map(sorted, tile_groups("{devices=[1,2]1,0}")[1])) == [[0, 1]]
     assert tile_groups("{replicated}") is None
+    assert tile_groups("{{devices=[2]0,1}, {replicated}}") is None   # a tuple's elements are not read
+    assert tile_groups("{devices=[2,2]0,1,2}") is None               # 3 devices for 4 tiles
+    assert tile_groups("{devices=[2,2]<=[4]T(0,0)}") is None         # no transpose
+    assert tile_groups("{devices=[2,1,2]<=[4] last_tile_dims={manual}}") is None
 
 
 # --- the book's thresholds from the code's formulas --------------------------------------------

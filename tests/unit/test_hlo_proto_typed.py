@@ -22,6 +22,7 @@ from traceview.parsers.hlo.attributes import Attributes, ConvDims, WindowDim
 from traceview.parsers.hlo.model import HloModule
 from traceview.parsers.hlo.proto import modules_from_trace_protos, parse_hlo_proto
 from traceview.parsers.hlo.schema import message_class
+from traceview.parsers.hlo.sharding import Sharding
 from traceview.parsers.hlo.text import read_hlo_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,7 +72,8 @@ def test_samples_proto_equals_their_text_dump():
         seen += _assert_same_as_text(parse_hlo_proto(proto.read_bytes(), str(proto)), read_hlo_text(text), proto.name)
     assert seen["instructions"] > 5000
     for field in ("parameter_number", "index", "dimensions", "lhs_contracting_dims", "lhs_batch_dims", "calls",
-                  "comparison_direction", "replica_groups", "channel_id", "frontend_attributes", "window"):
+                  "comparison_direction", "replica_groups", "channel_id", "frontend_attributes", "window",
+                  "use_global_device_ids", "sharding"):
         assert seen[field], field  # the comparison covered it
 
 
@@ -158,6 +160,64 @@ def _iota(rng: random.Random) -> tuple[list[int], list[int], list[list[int]], in
     return dims, perm, groups, total // size, size
 
 
+_SHARDING_KINDS = {"replicated": 0, "maximal": 1, "tuple": 2, "other": 3, "manual": 4}
+
+
+def _sharding(rng: random.Random, sh) -> Sharding:
+    """Fill the OpSharding ``sh`` at random; the sharding it means (tile devices by numpy)."""
+    kind = rng.choice(("other", "other", "other", "replicated", "maximal", "tuple", "manual"))
+    sh.type = _SHARDING_KINDS[kind]
+    if kind == "maximal":
+        device = rng.randrange(8)
+        sh.tile_assignment_devices.append(device)
+        return Sharding(kind, devices=(device,))
+    if kind == "tuple":
+        sh.tuple_shardings.add(type=0)
+        return Sharding(kind)
+    if kind != "other":
+        return Sharding(kind)
+    tiles = [rng.choice((1, 2, 4)) for _ in range(rng.randint(1, 4))]
+    total = int(np.prod(tiles))
+    sh.tile_assignment_dimensions.extend(tiles)
+    if rng.random() < 0.5:                      # iota: a random factoring of the count, transposed
+        dims = [total] if total == 1 or rng.random() < 0.3 else [2, total // 2]
+        perm = list(range(len(dims)))
+        rng.shuffle(perm)
+        sh.iota_reshape_dims.extend(dims)
+        sh.iota_transpose_perm.extend(perm)
+        devices = tuple(np.arange(total).reshape(dims).transpose(perm).reshape(-1).tolist())
+    else:
+        devices = tuple(rng.sample(range(total + 3), total))
+        sh.tile_assignment_devices.extend(devices)
+    replicate = rng.random() < 0.3
+    sh.replicate_on_last_tile_dim = replicate
+    last = ("manual",) if not replicate and rng.random() < 0.2 else ()
+    sh.last_tile_dims.extend(_SHARDING_KINDS[k] for k in last)
+    return Sharding(kind, tuple(tiles), devices, replicate, last)
+
+
+def _mesh_list(rng: random.Random, mesh_list) -> tuple[tuple, tuple, int]:
+    """A random mesh-form device list (whole axes, over iota or over listed devices) in ``mesh_list``;
+    its groups and mesh (by the definition: move the listed axes last and cut into rows) and size."""
+    names = rng.sample(("data", "fsdp", "tp", "x"), rng.randint(1, 3))
+    sizes = [rng.choice((1, 2, 3)) for _ in names]
+    total = int(np.prod(sizes))
+    chosen = sorted(rng.sample(range(len(names)), rng.randint(1, len(names))))
+    for name, size in zip(names, sizes):
+        mesh_list.mesh.axes.add(name=name, size=size)
+    for i in chosen:
+        mesh_list.axes.add(mesh_axis_index=i)
+    ids = np.arange(total)
+    if rng.random() < 0.3:                      # listed device ids: text spells out the groups
+        ids = np.asarray(rng.sample(range(total), total))
+        mesh_list.mesh.device_ids.extend(ids.tolist())
+    other = [i for i in range(len(names)) if i not in chosen]
+    size = int(np.prod([sizes[i] for i in chosen]))
+    groups = ids.reshape(sizes).transpose(other + chosen).reshape(-1, size).tolist()
+    mesh = () if mesh_list.mesh.device_ids else tuple(zip(names, sizes))
+    return tuple(map(tuple, groups)), mesh, total
+
+
 def _generated(rng: random.Random):
     """A module of random instructions, and per instruction the typed values it must read as."""
     HloInstructionProto = message_class("HloInstructionProto")
@@ -172,7 +232,9 @@ def _generated(rng: random.Random):
 
     n_params = rng.randint(1, 4)
     for k in range(n_params):
-        add(f"p{k}", "parameter", {"parameter_number": k}, parameter_number=k)
+        ip = add(f"p{k}", "parameter", {"parameter_number": k}, parameter_number=k)
+        if rng.random() < 0.7:
+            want[ip.name]["sharding"] = _sharding(rng, ip.sharding)
     p0 = insts[0].id
     for k in range(rng.randint(1, 5)):
         n = rng.randint(1, 3)
@@ -211,15 +273,22 @@ def _generated(rng: random.Random):
         index = rng.randint(0, 5)
         add(f"gte{k}", "get-tuple-element", {"index": index}, operand_ids=[p0], tuple_index=index)
     for k in range(rng.randint(2, 6)):
-        form = rng.choice(("list", "iota", "iota_cdl", "empty"))
+        form = rng.choice(("list", "iota", "iota_cdl", "mesh", "empty"))
         dims, perm, groups, n_groups, size = _iota(rng)
         channel = rng.choice((0, 0, rng.randint(1, 1 << 40)))
+        global_ids = rng.random() < 0.5
         expect = {"replica_groups": tuple(map(tuple, groups)) if form != "empty" else ()}
         if channel:
             expect["channel_id"] = channel
+        if global_ids:
+            expect["use_global_device_ids"] = True
         ip = add(f"ar{k}", rng.choice(("all-reduce", "all-gather", "reduce-scatter", "all-to-all")), expect,
-                 operand_ids=[p0], channel_id=channel)
-        if form == "list":
+                 operand_ids=[p0], channel_id=channel, use_global_device_ids=global_ids)
+        if form == "mesh":
+            expect["replica_groups"], mesh, _ = _mesh_list(rng, ip.mesh_axes_replica_group_list)
+            if mesh:
+                expect["replica_group_mesh"] = mesh
+        elif form == "list":
             for g in groups:
                 ip.replica_groups.add(replica_ids=g)
         elif form != "empty":

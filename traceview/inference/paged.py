@@ -129,7 +129,7 @@ def _indexes_pool(module: HloModule, number: int) -> bool:
     if entry is None:
         return False
     start = next((i.name for i in entry.instructions if i.opcode == "parameter"
-                  and i.attributes.get("parameter_number") == str(number)), None)
+                  and i.typed.parameter_number == number), None)
     users, callers = _users(module)
     frontier, seen = [(entry.name, start)], set[tuple[str, str]]()
     while frontier and len(seen) < MAX_STEPS:
@@ -147,7 +147,7 @@ def _indexes_pool(module: HloModule, number: int) -> bool:
             elif user.opcode in ("fusion", "call") and user.called_computations:
                 fused = module.computations.get(user.called_computations[0])
                 param = next((i.name for i in fused.instructions if i.opcode == "parameter"
-                              and i.attributes.get("parameter_number") == str(operand)), None) if fused else None
+                              and i.typed.parameter_number == operand), None) if fused else None
                 frontier.append((user.called_computations[0], param))
             elif user.opcode == "custom-call" and any(len(_shape(module, comp_name, o).dims) >= 3 for o in
                                                        user.operands if _shape(module, comp_name, o) is not None):

@@ -225,7 +225,7 @@ def _entry_parameters(entry: Computation) -> list[Parameter]:
     for inst in entry.instructions:
         if inst.opcode != "parameter":
             continue
-        number = _int(inst.attributes.get("parameter_number"))
+        number = inst.typed.parameter_number
         if number < 0:
             continue
         name = inst.metadata.get("op_name") or inst.name
@@ -260,13 +260,6 @@ def _outputs(entry: Computation) -> list[Instruction]:
     return [root]
 
 
-def _int(text: str | None, default: int = -1) -> int:
-    try:
-        return int(text) if text is not None else default
-    except ValueError:
-        return default
-
-
 class _Names:
     """Each computation's instructions by name, built once per computation (``Computation.by_name`` builds
     a fresh dict on every call)."""
@@ -292,7 +285,7 @@ def _scattered_into(module: HloModule, comp: Computation, update: Instruction, n
         if inst is None:
             return found
         if inst.opcode == "parameter" and calls:
-            number = _int(inst.attributes.get("parameter_number"))
+            number = inst.typed.parameter_number
             comp, call = calls.pop()
             inst = names(comp).get(call.operands[number]) if 0 <= number < len(call.operands) else None
             continue
@@ -310,7 +303,7 @@ def _scattered_into(module: HloModule, comp: Computation, update: Instruction, n
             found += [CacheWrite("scatter", tuple(shapes[i.operands[-1]].shape.dims)) for i in scatters
                       if i.operands[-1] in shapes]
             target = shapes.get(scatters[0].operands[0])
-            number = _int(target.attributes.get("parameter_number")) if target is not None and \
+            number = target.typed.parameter_number if target is not None and \
                 target.opcode == "parameter" else -1
             inst = names(comp).get(inst.operands[number]) if 0 <= number < len(inst.operands) else None
             continue
@@ -332,7 +325,7 @@ def trace_to_parameter(module: HloModule, comp: Computation, inst: Instruction,
         insts = names(comp)
         op = inst.opcode
         if op == "parameter":
-            number = _int(inst.attributes.get("parameter_number"))
+            number = inst.typed.parameter_number
             if not calls:
                 return (number if number >= 0 else None), writes, index
             comp, call = calls.pop()
@@ -358,7 +351,7 @@ def trace_to_parameter(module: HloModule, comp: Computation, inst: Instruction,
                 inst, index = names(comp)[inst.operands[index]], None
             continue
         elif op == "get-tuple-element":
-            index = _int(inst.attributes.get("index"), 0)
+            index = inst.typed.index
             source = insts.get(inst.operands[0]) if inst.operands else None
             if source is None:
                 return None, writes, None

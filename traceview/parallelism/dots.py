@@ -22,14 +22,13 @@ the layer slices of a scanned model's stacked state.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from traceview.cost.library import is_library_call
 from traceview.cost.shapes import leaves
-from traceview.parsers.hlo import attributes as A
+from traceview.parsers.hlo.attributes import ConvDims
 from traceview.parsers.hlo.model import Computation, HloModule, Instruction, Shape
 
 PASS_THROUGH = ("bitcast", "copy", "convert", "reshape", "transpose", "get-tuple-element", "all-reduce-done",
@@ -73,19 +72,19 @@ def _array_dims(shape: Shape) -> tuple[int, ...]:
 
 def dot_of(inst: Instruction, shapes: dict[str, Shape], comp: str) -> Dot | None:
     if inst.opcode == "dot":
-        attrs = inst.attributes
-        dn = {k: A.int_list(attrs.get(k)) for k in ("lhs_contracting_dims", "rhs_contracting_dims",
-                                                     "lhs_batch_dims", "rhs_batch_dims")}
+        typed = inst.typed
+        dn = {"lhs_contracting_dims": typed.lhs_contracting_dims, "rhs_contracting_dims": typed.rhs_contracting_dims,
+              "lhs_batch_dims": typed.lhs_batch_dims, "rhs_batch_dims": typed.rhs_batch_dims}
     elif inst.opcode == "custom-call" and is_library_call(inst.custom_call_target) and \
             any(word in (inst.custom_call_target or "").lower() for word in ("gemm", "matmul")):
-        config = A.backend_config(inst.backend_config or inst.attributes.get("backend_config"))
+        config = inst.typed.backend_config
         nums = (config.get("gemm_backend_config", config) or {}).get("dot_dimension_numbers")
         if not isinstance(nums, dict):
             return None
         dn = {f"{k}_dims": tuple(int(x) for x in nums.get(f"{k}_dimensions", []) or [])
               for k in ("lhs_contracting", "rhs_contracting", "lhs_batch", "rhs_batch")}
     elif inst.opcode == "convolution":
-        labelled = _matmul_convolution(inst.attributes.get("dim_labels", ""))
+        labelled = _matmul_convolution(inst.typed.conv_dims)
         if labelled is None:
             return None
         dn = labelled
@@ -98,17 +97,12 @@ def dot_of(inst: Instruction, shapes: dict[str, Shape], comp: str) -> Dot | None
                dn["lhs_batch_dims"], dn["rhs_batch_dims"])
 
 
-_MATMUL_LABELS = re.compile(r"^([bf]{2})_([io]{2})->([bf]{2})$")
-
-
-def _matmul_convolution(labels: str) -> dict[str, tuple[int, ...]] | None:
+def _matmul_convolution(conv: ConvDims | None) -> dict[str, tuple[int, ...]] | None:
     """Dimension numbers of a convolution without spatial dimensions (``bf_io->bf``: how TPU HLO writes a
     matmul), else None. Input feature ``f`` contracts with kernel input ``i``."""
-    m = _MATMUL_LABELS.match(labels.strip())
-    if m is None:
+    if conv is None or conv.input_spatial or conv.kernel_spatial or conv.output_spatial:
         return None
-    lhs, rhs = m.group(1), m.group(2)
-    return {"lhs_contracting_dims": (lhs.index("f"),), "rhs_contracting_dims": (rhs.index("i"),),
+    return {"lhs_contracting_dims": (conv.input_feature,), "rhs_contracting_dims": (conv.kernel_input_feature,),
             "lhs_batch_dims": (), "rhs_batch_dims": ()}
 
 

@@ -14,8 +14,11 @@ XLA's collective_ops_utils):
 * channel_id and ``use_global_device_ids=true`` (what JAX's SPMD partitioner
   emits): flattened ids, ``replica * num_partitions + partition``.
 
-The decoding of the three textual forms (explicit, iota, mesh) is the HLO
-reader's (``parsers.hlo.replica_groups.parse_replica_groups`` via ``parsers.hlo.attributes``).
+The groups, pairs, channel and flag are the instruction's typed attributes
+(``Instruction.typed``: decoded once by the HLO reader, from text in any of the
+three forms, explicit, iota and mesh, or from the proto's fields). One rule is
+this view's own: a collective that names no group list at all runs over every
+device (the typed record reads it as absent).
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ from dataclasses import dataclass
 
 from traceview.cost.collectives import collective_kind
 from traceview.parallelism.p2p import is_host_transfer, send_recv_pairs
-from traceview.parsers.hlo import attributes as A
 from traceview.parsers.hlo.model import HloModule, Instruction
 
 POINT_TO_POINT = ("collective-permute", "send", "recv")
@@ -46,15 +48,21 @@ class CollectiveSite:
 
 
 def group_mode(inst: Instruction, kind: str) -> str:
-    attrs = inst.attributes
-    has_channel = "channel_id" in attrs
-    global_ids = attrs.get("use_global_device_ids")
-    if not has_channel:
+    typed = inst.typed
+    if typed.channel_id is None:
         return "cross-replica"
     if kind not in WITH_GLOBAL_IDS:      # all-to-all, permutes: no use_global_device_ids field
         return "cross-partition"
-    # the text form prints use_global_device_ids only when true; absent means false
-    return "flattened-id" if (global_ids or "").strip().lower() == "true" else "cross-replica-and-partition"
+    return "flattened-id" if typed.use_global_device_ids else "cross-replica-and-partition"
+
+
+def _groups(inst: Instruction) -> tuple[tuple[int, ...], ...] | None:
+    """A collective's device groups; () (every device) when it names no group list, as XLA reads a missing
+    one; None when the list it names is unreadable."""
+    decoded = inst.typed.replica_groups
+    if decoded is None and "replica_groups" not in inst.attributes:
+        return ()
+    return decoded
 
 
 def device_counts(module: HloModule) -> tuple[int | None, int | None]:
@@ -116,12 +124,11 @@ def collective_sites(module: HloModule) -> list[CollectiveSite]:
                     site.pairs = send_recv_pairs(inst) or None
                     site.note = "" if site.pairs else "the send/recv names no source-target pairs"
                 else:
-                    pairs = A.source_target_pairs(inst.attributes.get("source_target_pairs"))
-                    site.pairs = [(p[0], p[1]) for p in pairs]
+                    site.pairs = [(p[0], p[1]) for p in inst.typed.source_target_pairs]
                 if site.pairs is not None and mode == "cross-partition" and replicas and replicas > 1 and partitions:
                     site.note = "point-to-point pairs of partitions in a multi-replica program: replica 0 shown"
             else:
-                decoded = A.replica_groups(inst.attributes.get("replica_groups", "{}"))
+                decoded = _groups(inst)
                 if decoded is None:
                     site.note = f"unreadable replica_groups {inst.attributes.get('replica_groups')!r}"
                 else:

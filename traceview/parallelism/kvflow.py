@@ -252,7 +252,7 @@ def _enter(index: _Index, at: _At, user: Instruction, operand: int, path: tuple[
         if comp is None:
             continue
         for inst in comp.instructions:
-            if inst.opcode == "parameter" and int(inst.attributes.get("parameter_number", "-1") or -1) == number:
+            if inst.opcode == "parameter" and inst.typed.parameter_number == number:
                 out.append(_At(name, inst.name, path, at.smallest))
     return out
 
@@ -288,10 +288,10 @@ def gather_group(module: HloModule, computation: str, name: str) -> int:
     else:
         result = inst.shape
     operand = names.get(inst.operands[0])
-    dims_text = (inst.attributes.get("dimensions") or "").strip("{} ")
-    if operand is None or operand.shape.is_tuple or result.is_tuple or not dims_text.isdigit():
+    dims = inst.typed.dimensions
+    if operand is None or operand.shape.is_tuple or result.is_tuple or len(dims) != 1 or dims[0] < 0:
         return 1
-    dim = int(dims_text)
+    dim = dims[0]
     if dim >= len(result.dims) or dim >= len(operand.shape.dims) or not operand.shape.dims[dim]:
         return 1
     return max(1, result.dims[dim] // operand.shape.dims[dim])

@@ -33,8 +33,6 @@ _SDY_MESH_RE = re.compile(r"#sdy\.mesh<\s*\[([^\]]*)\](?:\s*,\s*device_ids\s*=\s
 _SDY_AXIS_RE = re.compile(r'"([^"]+)"\s*=\s*(\d+)')
 _OP_NAME_MESH_RE = re.compile(r"\bMesh\(((?:\s*'[^']*'\s*:\s*\d+\s*,?)+)")
 _OP_NAME_AXIS_RE = re.compile(r"'([^']*)'\s*:\s*(\d+)")
-_GROUP_MESH_RE = re.compile(r"^mesh\[(.*?)\]")
-_GROUP_MESH_AXIS_RE = re.compile(r"'([^']*)'=(\d+)")
 
 SOURCE_SDY = "xla.sdy.meshes (Shardy mesh of the before-optimizations module)"
 SOURCE_GROUP_MESH = "mesh-form replica_groups"
@@ -116,12 +114,11 @@ def _instructions(module: HloModule):
 
 
 def group_mesh(module: HloModule) -> NamedMesh | None:
+    """The mesh of the first mesh-form replica group list (its axes as the HLO reader decoded them)."""
     for inst in _instructions(module):
-        m = _GROUP_MESH_RE.match(inst.attributes.get("replica_groups", "").strip())
-        if m:
-            axes = [(n, int(s)) for n, s in _GROUP_MESH_AXIS_RE.findall(m.group(1))]
-            if axes:
-                return NamedMesh(axes, SOURCE_GROUP_MESH)
+        axes = inst.typed.replica_group_mesh
+        if axes:
+            return NamedMesh(list(axes), SOURCE_GROUP_MESH)
     return None
 
 

@@ -128,7 +128,7 @@ def _carry_element(module: HloModule, comp_name: str, name: str, body: str) -> i
             if comp_name == body:
                 return None                       # the whole carry, not one element
             caller = _fusion_caller(module, comp_name)
-            number = int(inst.attributes.get("parameter_number", "-1") or -1)
+            number = inst.typed.parameter_number
             if caller is None or not 0 <= number < len(caller[1].operands):
                 return None
             comp_name, name = caller[0], caller[1].operands[number]

@@ -1,25 +1,22 @@
 """How each entry parameter is split over the devices, from its HLO ``sharding`` attribute.
 
-``{devices=[4,2]<=[8]}`` tiles dimension 0 four ways and dimension 1 two ways;
-the tile assignment is iota(8) reshaped to [4,2] (an explicit list, or the
-iota form ``<=[dims]T(perm)``, reshape then transpose, as replica groups).
-With ``last_tile_dim_replicate`` the last tile dimension holds replicas, not
-a split. The devices that differ only in their tile index along dimension i
-form the groups dimension i is split over: the same groups a collective over
-those mesh axes has, so :mod:`attribution` names the axes.
+The sharding is the instruction's typed one (``Instruction.typed.sharding``, decoded once by the HLO
+reader from text or from the proto: :mod:`traceview.parsers.hlo.sharding`). ``{devices=[4,2]<=[8]}``
+tiles dimension 0 four ways and dimension 1 two ways over the devices in tile order; with
+``last_tile_dim_replicate`` the last tile dimension holds replicas, not a split. The devices that differ
+only in their tile index along dimension i form the groups dimension i is split over: the same groups a
+collective over those mesh axes has, so :mod:`attribution` names the axes.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from traceview.cost.shapes import shape_text
 from traceview.parsers.hlo.model import HloModule
-
-_DEVICES_RE = re.compile(r"devices=\[([\d,]+)\]\s*(?:<=\[([\d,]+)\](?:T\(([\d,]+)\))?|([\d,\s]+))")
+from traceview.parsers.hlo.sharding import TILED, Sharding
 
 
 @dataclass
@@ -32,32 +29,15 @@ class ParameterSharding:
     axes: dict[int, list[str] | None] = field(default_factory=dict)      # tensor dim -> mesh axes
 
 
-def tile_groups(sharding: str) -> dict[int, list[list[int]]] | None:
-    """Tensor dimension -> the device groups it is split over; None when the text is not a tiled sharding."""
-    m = _DEVICES_RE.search(sharding)
-    if not m or sharding.strip().startswith("{{"):
+def tile_groups(sharding: Sharding | None) -> dict[int, list[list[int]]] | None:
+    """Tensor dimension -> the device groups it is split over; None when it is no tiled sharding (or one
+    whose tile assignment does not fit, or with subgroups of other kinds, manual or more, which are not
+    read)."""
+    if sharding is None or sharding.kind != TILED or sharding.devices is None or sharding.last_tile_dims:
         return None
-    tiles = [int(x) for x in m.group(1).split(",") if x]
-    count = int(np.prod(tiles))
-    if m.group(2):
-        dims = [int(x) for x in m.group(2).split(",") if x]
-        if int(np.prod(dims)) != count:
-            return None
-        ids = np.arange(count).reshape(dims)
-        if m.group(3):
-            perm = [int(x) for x in m.group(3).split(",") if x]
-            if sorted(perm) != list(range(len(dims))):
-                return None
-            ids = ids.transpose(perm)
-    else:
-        listed = [int(x) for x in m.group(4).replace(" ", "").split(",") if x]
-        if len(listed) != count:
-            return None
-        ids = np.asarray(listed)
-    grid = ids.reshape(tiles)
-    tensor_dims = len(tiles) - (1 if "last_tile_dim_replicate" in sharding else 0)
-    if "last_tile_dims=" in sharding:       # manual / other subgroup kinds: not read
-        return None
+    tiles = list(sharding.tile_dims)
+    grid = np.asarray(sharding.devices, dtype=np.int64).reshape(tiles)
+    tensor_dims = len(tiles) - (1 if sharding.replicate_last else 0)
     out = {}
     for i in range(tensor_dims):
         if tiles[i] > 1:
@@ -72,10 +52,9 @@ def parameter_shardings(module: HloModule) -> list[ParameterSharding]:
         return []
     out = []
     for inst in entry.instructions:
-        text = inst.attributes.get("sharding")
-        if inst.opcode != "parameter" or not text:
+        if inst.opcode != "parameter":
             continue
-        groups = tile_groups(text)
+        groups = tile_groups(inst.typed.sharding)
         if groups is None:
             continue
         out.append(ParameterSharding(module.name, inst.name, inst.metadata.get("op_name") or inst.name,
