@@ -171,9 +171,9 @@ def test_pool_and_serial_give_identical_output(pod, cache_dir):
 
 
 def _peak_rows(peaks) -> list[dict]:
-    """Runtime peaks as comparable rows (every field; the timeline's columns as lists)."""
-    return [{**{k: v for k, v in vars(p).items() if k != "timeline"}, "timeline": p.timeline.to_dict("list")}
-            for p in peaks]
+    """Runtime peaks as comparable rows (every field, packed or not; the timeline's columns as lists)."""
+    return [{**{k: v for k, v in vars(p).items() if k != "detail"}, "timeline": p.timeline.to_dict("list"),
+             "timeline_dtypes": p.timeline.dtypes.to_dict(), "at_peak": p.at_peak} for p in peaks]
 
 
 @pytest.mark.parametrize("jobs", [1, 2])

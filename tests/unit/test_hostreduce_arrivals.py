@@ -91,3 +91,66 @@ def test_a_device_in_two_hosts_reads_the_spilled_spans_and_equals_one_pass(seed,
         _assert_same_stragglers(stragglers(activity), stragglers(whole))
     finally:
         spill.close()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_hosts_names_are_the_runs_copies_and_merge_as_their_own(seed, tmp_path, monkeypatch):
+    """Each host arrives (pickled, as from a reading worker) with its own copies of the pod's names: folded in,
+    an equal name is one object across the hosts, and the merged op table equals that of the parts left with
+    their own copies."""
+    from traceview.hostreduce.arrivals import Names
+    from traceview.hostreduce.run_ops import merge_parts
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    rng = np.random.default_rng(4200 + seed)
+    hosts = _pod(rng, shared_device=False)
+    spill = RowSpill()
+    try:
+        parts, _ = _arrived(hosts, rng.permutation(len(hosts)), spill)
+        own = [pickle.loads(pickle.dumps(reduce_host(h, empty_frame(HOST_EVENT_COLUMNS), empty_frame(STEP_COLUMNS))))
+               for h in hosts]
+        first: dict[str, object] = {}
+        for part in parts:
+            for name in part.ops.op_names + part.ops.modules:
+                assert first.setdefault(name, name) is name          # one object per name across hosts
+            for device in part.ops.activity.devices.values():
+                for name in device.collective_names.tolist():
+                    assert first.setdefault(name, name) is name
+        names = [n for p in own for n in p.ops.op_names]
+        assert len({id(n) for n in names}) > len(set(names))           # left alone, each host has its own
+        for per_device in (False, True):
+            a = merge_parts([p.ops for p in parts], per_device=per_device)
+            b = merge_parts([p.ops for p in own], per_device=per_device)
+            pd.testing.assert_frame_equal(a.stats, b.stats, check_exact=True)
+    finally:
+        spill.close()
+
+    table = Names()
+    values = np.array(["x" + str(k % 3) for k in range(9)], dtype=object)
+    table._in_array(values)
+    assert [id(v) for v in values[:3]] == [id(v) for v in values[3:6]]
+
+
+def test_hosts_tables_hold_one_copy_of_equal_protos_and_empty_tables():
+    """What the reading holds of each host's tables: an HLO proto equal to one an earlier host brought is that
+    one, a proto that differs under the same key stays the host's own, an empty table is the run's one of its
+    columns; a table with rows is left as it is."""
+    from traceview.parsers.tables.trace_data import TraceData
+
+    fold = Arrivals()
+    rng = np.random.default_rng(5)
+    body = rng.bytes(4096)
+
+    def host(k: int, proto: bytes, steps: pd.DataFrame) -> TraceData:
+        return TraceData(host=f"h{k}", ops=empty_frame(OP_COLUMNS), host_events=empty_frame(HOST_EVENT_COLUMNS),
+                         steps=steps, devices=[], hlo_protos={"m(1)": bytes(proto), "m(2)": bytes(proto[:10])})
+
+    steps = empty_frame(STEP_COLUMNS)
+    full = pd.concat([steps, pd.DataFrame({c: [0] for c in steps.columns})]) if len(steps.columns) else steps
+    held = [fold.tables(host(k, body if k != 2 else body[::-1], full if k == 3 else steps)) for k in range(4)]
+    assert held[1].hlo_protos["m(1)"] is held[0].hlo_protos["m(1)"] is held[3].hlo_protos["m(1)"]
+    assert held[2].hlo_protos["m(1)"] == body[::-1]                    # another program under that key: its own
+    assert held[1].hlo_protos["m(2)"] is held[0].hlo_protos["m(2)"]
+    assert all(h.ops is held[0].ops and h.host_events is held[0].host_events for h in held)
+    assert held[1].steps is held[0].steps and held[3].steps is full
+    assert [h.host for h in held] == ["h0", "h1", "h2", "h3"]

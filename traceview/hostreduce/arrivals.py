@@ -4,13 +4,21 @@
 its arrays are spilled): its reduced step table is folded into the run's step times
 (``timeline.step_parts.StepFold``) and its step spans' per-step sums into the stragglers' running sums
 (``timeline.lateness.SpanFold``), after which the part lets its own sums go. A pod's parent then holds one
-running result per fold, whatever the number of its hosts, in place of a few hundred kB per host.
+running result per fold, whatever the number of its hosts, in place of a few hundred kB per host. The names
+a pod's hosts repeat (ops, threads) and what the reading holds of their tables until the last host (HLO
+protos, emptied tables) are kept once for the run (:class:`Names`, :meth:`Arrivals.tables`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
+import pandas as pd
+
 from traceview.hostreduce.part import HostPart
 from traceview.hostreduce.step_times import fold_in
+from traceview.parsers.tables.trace_data import TraceData
 from traceview.timeline.lateness import SpanFold
 from traceview.timeline.step_parts import StepFold
 
@@ -21,11 +29,64 @@ class Arrivals:
     def __init__(self) -> None:
         self.steps = StepFold()
         self.spans = SpanFold()
+        self.names = Names()
+        self._protos: dict[str, bytes] = {}            # the first of each HLO proto seen, by key
+        self._empty: dict[tuple, pd.DataFrame] = {}    # one empty table per set of columns
+
+    def tables(self, data: TraceData) -> TraceData:
+        """What the reading holds of a host's tables until the Profile is built, with the run's one copy of
+        each HLO proto equal to one seen before (a pod's hosts carry the same programs) and of each empty
+        table (the op and host-event tables a pod's reading dropped): the same values."""
+        protos = {k: self._protos.setdefault(k, v) if self._protos.get(k, v) == v else v
+                  for k, v in data.hlo_protos.items()}
+        tables = {name: self._one_empty(getattr(data, name)) for name in ("ops", "host_events", "steps")}
+        return dataclasses.replace(data, hlo_protos=protos, **tables)
+
+    def _one_empty(self, table: pd.DataFrame) -> pd.DataFrame:
+        if len(table):
+            return table
+        key = tuple(zip(table.columns, map(str, table.dtypes)))
+        return self._empty.setdefault(key, table)
 
     def add(self, part: HostPart) -> None:
-        """Fold one host's part in; its step spans' sums are the run's now, and leave the part."""
+        """Fold one host's part in; its step spans' sums are the run's now, and leave the part; its names are
+        the run's copies (:class:`Names`)."""
+        self.names.share(part)
         fold_in(self.steps, part)
         summary = part.ops.activity.span_summary
         self.spans.add(summary)
         if summary is not None:
             summary.sums = None
+
+
+class Names:
+    """One copy of each name a run's hosts repeat: the pod's hosts run the same programs, so each host's part
+    arrives with its own copies of the same op, module, device-line and host-thread names (tens of kB a host
+    in a pod's parent). A host's names are replaced, in place, by the first equal one the run saw: the same
+    values, so whatever reads them reads the same."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, str] = {}
+
+    def one(self, name: str) -> str:
+        return self._seen.setdefault(name, name)
+
+    def share(self, part: HostPart) -> None:
+        """Every name list and name array of ``part`` made of the run's copies."""
+        ops = part.ops
+        for names in (ops.op_names, ops.modules, ops.devices):
+            self._in_list(names)
+        activity = ops.activity
+        for device in activity.devices.values():
+            self._in_array(device.collective_names)
+        for sets in (activity.hosts or {}).values():
+            self._in_list(sets.threads)
+            if sets.pieces is not None:
+                self._in_array(sets.pieces.names)
+
+    def _in_list(self, names: list) -> None:
+        names[:] = [self.one(n) if type(n) is str else n for n in names]
+
+    def _in_array(self, names: np.ndarray) -> None:
+        if names.dtype == object and names.size and names.flags.writeable:
+            names[:] = [self.one(n) if type(n) is str else n for n in names.tolist()]

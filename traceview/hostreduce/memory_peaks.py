@@ -23,6 +23,9 @@ event gives.
 
 from __future__ import annotations
 
+import dataclasses
+import pickle
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -67,8 +70,38 @@ class RuntimePeak:
     step: int
     lifetime_peak_bytes: int      # the allocator's own peak_bytes_in_use stat (may precede the window)
     events: int
-    timeline: pd.DataFrame        # time_ps, stack_bytes, heap_bytes, step (downsampled)
-    at_peak: list[HeldAtPeak] = field(default_factory=list)   # largest first
+    detail: PeakDetail | bytes = field(repr=False)   # its timeline and rows, or them packed (:meth:`packed`)
+
+    @property
+    def timeline(self) -> pd.DataFrame:
+        """time_ps, stack_bytes, heap_bytes, step (downsampled)."""
+        return self.unpacked().timeline
+
+    @property
+    def at_peak(self) -> list[HeldAtPeak]:
+        """What it held at its peak, largest first."""
+        return self.unpacked().at_peak
+
+    def unpacked(self) -> PeakDetail:
+        """Its timeline and rows (unpacked on each call when packed: nothing kept)."""
+        if isinstance(self.detail, bytes):
+            return pickle.loads(zlib.decompress(self.detail))
+        return self.detail
+
+    def packed(self) -> RuntimePeak:
+        """The same peak with its timeline and rows as one compressed string: a pod's parent holds thousands of
+        allocators' peaks, of which an analysis reads the bytes only (the memory view's tables unpack them)."""
+        if isinstance(self.detail, bytes):
+            return self
+        return dataclasses.replace(self, detail=zlib.compress(pickle.dumps(self.detail, protocol=5), 1))
+
+
+@dataclass(frozen=True)
+class PeakDetail:
+    """One allocator's use over time and what it held at its peak."""
+
+    timeline: pd.DataFrame
+    at_peak: list[HeldAtPeak] = field(default_factory=list)
 
 
 def fill_steps(steps: np.ndarray) -> np.ndarray:
@@ -163,7 +196,7 @@ def _runtime_peak(host, memory, group: pd.DataFrame, timeline_points: int) -> Ru
         peak_bytes=int(usage[peak_row]), stack_bytes=stack, heap_bytes=heap, free_bytes=free,
         fragmentation=float(p["fragmentation"]), peak_time_ps=int(p["time_ps"]), step=int(p["step"]),
         lifetime_peak_bytes=int(group["peak_bytes_in_use"].max()), events=len(group),
-        timeline=timeline.reset_index(drop=True), at_peak=at_peak)
+        detail=PeakDetail(timeline.reset_index(drop=True), at_peak))
 
 
 @dataclass
@@ -175,8 +208,10 @@ class HostPeaks:
 
 
 def host_peaks(events: pd.DataFrame) -> HostPeaks:
-    """A file's allocator events (parsers.xspace.allocator_events) reduced to its allocators' peaks."""
-    return HostPeaks(runtime_peaks(events), int(events["time_ps"].min()) if len(events) else None)
+    """A file's allocator events (parsers.xspace.allocator_events) reduced to its allocators' peaks, their
+    timelines and rows packed (what a pod's parent holds per host until the memory view asks)."""
+    peaks = [p.packed() for p in runtime_peaks(events)]
+    return HostPeaks(peaks, int(events["time_ps"].min()) if len(events) else None)
 
 
 def merged_peaks(parts: Sequence[HostPeaks]) -> list[RuntimePeak] | None:
