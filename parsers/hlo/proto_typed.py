@@ -12,6 +12,7 @@ thousands).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from traceview.parsers.hlo.attributes import ConvDims, WindowDim
@@ -23,7 +24,7 @@ from traceview.parsers.hlo.proto_attributes import (
     replica_group_form,
 )
 from traceview.parsers.hlo.replica_groups import iota_groups, mesh_groups
-from traceview.parsers.hlo.schema import SHARDING_TYPES
+from traceview.parsers.hlo.schema import SHARDING_TYPES, message_class
 from traceview.parsers.hlo.sharding import TILED, Sharding, iota_devices, listed_devices
 
 Values = dict[str, Any]
@@ -118,6 +119,18 @@ def sharding_from_proto(sh) -> Sharding:
                     tuple(SHARDING_TYPES.get(t, str(t)) for t in sh.last_tile_dims))
 
 
+@lru_cache(maxsize=4096)
+def _sharding_of(data: bytes) -> Sharding:
+    """The sharding of a serialized OpSharding. A module repeats a few shardings on many instructions:
+    keyed on its bytes, each is decoded once (reading a message's fields costs some 30 times more than
+    serializing it)."""
+    return sharding_from_proto(message_class("OpSharding").FromString(data))
+
+
+def _sharding(op: ProtoOp, sh, values: Values) -> None:
+    values["sharding"] = _sharding_of(sh.SerializeToString())
+
+
 def _frontend_attributes(op: ProtoOp, f, values: Values) -> None:
     entries = f.map  # XLA writes the message on every instruction, mostly empty
     if entries:
@@ -159,7 +172,7 @@ _BY_FIELD: dict[str, Decoder] = {
     "channel_id": _channel_id,
     "is_host_transfer": _as("is_host_transfer", bool),
     "use_global_device_ids": _as("use_global_device_ids", bool),
-    "sharding": _as("sharding", sharding_from_proto),
+    "sharding": _sharding,
     "frontend_attributes": _frontend_attributes,
     "comparison_direction": _as("comparison_direction", str),
     "called_computation_ids": _calls,
