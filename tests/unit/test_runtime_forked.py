@@ -171,3 +171,32 @@ def test_nothing_forks_once_a_threaded_runtime_is_loaded(monkeypatch):
     assert _start_method() in ("forkserver", "spawn")
     parent = os.getpid()
     assert forked.fork_map(lambda i: os.getpid(), 6, 2) == [parent] * 6
+
+
+@linux_only
+def test_forked_processes_do_not_start_with_the_parents_freed_heap():
+    """A parent keeping its freed heap for reuse (the CLI's malloc thresholds) hands it back before it forks:
+    a forked process's resident size counts every page it shares, so it would start with that heap too."""
+    out = _fresh("""
+        import os, time
+        from traceview.runtime import forked, malloc
+        if not malloc.keep_freed_memory():
+            print("skip")
+            raise SystemExit
+        def rss():
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        blocks = [bytearray(os.urandom(1 << 10) * 1024) for _ in range(120)]     # 120 MB on the heap, touched
+        del blocks
+        before = rss()
+        def task(i):
+            time.sleep(0.02)
+            return os.getpid(), rss()
+        got = forked.fork_map(task, 20, 2)
+        child = [r for pid, r in got if pid != os.getpid()]
+        print(before, min(child) if child else -1)
+    """)
+    if out == "skip":
+        pytest.skip("no glibc to tune")
+    before, child = map(int, out.split())
+    assert child > 0 and child < before - 60 * 2**20

@@ -28,6 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from traceview.runtime.malloc import trim
+
 
 def fork_map(task: Callable[[int], Any], count: int, jobs: int) -> list[Any]:
     """``[task(i) for i in range(count)]``, computed by ``jobs`` processes when it can be: this one and
@@ -73,6 +75,7 @@ class _Workers:
         self.task, self.count, self.next = task, count, counter
         self.children: list[tuple[int, int]] = []     # (pid, read end of its pipe)
         gc.freeze()             # the children's collections leave the inherited objects' pages alone
+        trim()                  # nor do they start with this one's freed heap mapped
         try:
             for _ in range(jobs - 1):
                 self._fork()

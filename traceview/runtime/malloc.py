@@ -89,6 +89,15 @@ def _give_back_if_idle() -> None:
             _give_back()
 
 
+def trim() -> None:
+    """The free heap handed back to the kernel now (glibc only; nothing elsewhere): before a process forks,
+    so that its children do not start with its freed pages mapped (a forked child's resident size counts
+    every page it shares)."""
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
 def _give_back() -> None:
     """The process's own thresholds again, and the free heap to the kernel (call with ``_lock`` held)."""
     global _lent
