@@ -196,6 +196,19 @@ def called_from_attributes(attrs: Mapping[str, str]) -> list[str]:
     return out
 
 
+_ALIAS_RE = re.compile(r"\{\s*([\d,\s]*)\}\s*:\s*\(\s*(\d+)\s*,\s*\{[\d,\s]*\}")
+
+
+def input_output_alias(text: str | None) -> dict[int, int]:
+    """A module's ``input_output_alias`` header (``{ {1}: (19, {}, may-alias), ... }``) as {top-level output
+    index: parameter number}; an entry with a negative index or number is corrupt, left out."""
+    out: dict[int, int] = {}
+    for m in _ALIAS_RE.finditer(text or ""):
+        index = m.group(1).replace(" ", "").split(",")[0]
+        out[int(index) if index else 0] = int(m.group(2))
+    return out
+
+
 _FRONTEND_ENTRY_RE = re.compile(r'\s*([A-Za-z_][\w.\-]*)\s*=\s*')
 
 

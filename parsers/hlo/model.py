@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from traceview.parsers.hlo.attributes import Attributes
+from traceview.parsers.hlo.attributes import Attributes, input_output_alias
 
 # Characters of a source file or function name kept from a module's stack-frame tables: every instruction of
 # a frame shares its name, so one hostile 2 M-character name would be printed once per instruction.
@@ -104,6 +104,20 @@ class HloModule:
     warnings: list[str] = field(default_factory=list)
     attributes: dict[str, str] = field(default_factory=dict)  # header attributes, raw text by key
     module_id: int | None = None             # dump file number (module_0016.* -> 16), or proto id
+    _aliases: dict[int, int] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def aliases(self) -> dict[int, int]:
+        """The donated outputs (``input_output_alias``): top-level output index -> the parameter number whose
+        buffer it reuses; from the header text on first use, unless the reader set them."""
+        if self._aliases is None:
+            self._aliases = input_output_alias(self.attributes.get("input_output_alias"))
+        return self._aliases
+
+    @aliases.setter
+    def aliases(self, value: dict[int, int]) -> None:
+        """Set by a reader that decodes them itself (the proto reader, from the alias entries)."""
+        self._aliases = value
 
     def entry_computation(self) -> Computation | None:
         return self.computations.get(self.entry) if self.entry else None

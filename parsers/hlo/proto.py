@@ -334,6 +334,7 @@ def _convert_module(mp, file: str | None) -> HloModule:
         module.attributes["entry_computation_layout"] = _entry_computation_layout(mp)
     if mp.HasField("input_output_alias") and mp.input_output_alias.entries:
         module.attributes["input_output_alias"] = _alias_text(mp.input_output_alias.entries)
+        module.aliases = _aliases(mp.input_output_alias.entries)
     _stack_frames(mp, module)
     return module
 
@@ -349,6 +350,18 @@ def _alias_text(entries) -> str:
     return "{ " + ", ".join(
         f"{index(e.output_shape_index)}: ({int(e.parameter_number)}, {index(e.parameter_shape_index)}, "
         f"{_ALIAS_KINDS.get(int(e.kind), 'may-alias')})" for e in entries) + " }"
+
+
+def _aliases(entries) -> dict[int, int]:
+    """The alias entries as {top-level output index: parameter number}, later entries winning, as
+    :func:`~traceview.parsers.hlo.attributes.input_output_alias` reads the text; an entry with a negative
+    index or number is corrupt, left out."""
+    out: dict[int, int] = {}
+    for e in entries:
+        if e.parameter_number < 0 or any(i < 0 for i in (*e.output_shape_index, *e.parameter_shape_index)):
+            continue
+        out[int(e.output_shape_index[0]) if e.output_shape_index else 0] = int(e.parameter_number)
+    return out
 
 
 def _stack_frames(mp, module: HloModule) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from traceview.parsers.hlo.attributes import Attributes, ConvDims, WindowDim
+from traceview.parsers.hlo.attributes import Attributes, ConvDims, WindowDim, input_output_alias
 from traceview.parsers.hlo.model import HloModule
 from traceview.parsers.hlo.proto import modules_from_trace_protos, parse_hlo_proto
 from traceview.parsers.hlo.schema import message_class
@@ -49,8 +49,11 @@ def _sample_pairs():
 
 
 def _assert_same_as_text(proto_module: HloModule, text_module: HloModule, where: str) -> Counter:
-    """Every instruction both modules name has equal typed attributes; the non-default fields seen."""
+    """Every instruction both modules name has equal typed attributes, and the modules equal donated
+    outputs; the non-default fields seen."""
     seen: Counter = Counter()
+    assert proto_module.aliases == text_module.aliases, where
+    seen["aliases"] += len(proto_module.aliases)
     for comp_name, inst in _instructions(proto_module):
         comp = text_module.computations.get(comp_name)
         other = comp.by_name().get(inst.name) if comp is not None else None
@@ -73,7 +76,7 @@ def test_samples_proto_equals_their_text_dump():
     assert seen["instructions"] > 5000
     for field in ("parameter_number", "index", "dimensions", "lhs_contracting_dims", "lhs_batch_dims", "calls",
                   "comparison_direction", "replica_groups", "channel_id", "frontend_attributes", "window",
-                  "use_global_device_ids", "sharding"):
+                  "use_global_device_ids", "sharding", "aliases"):
         assert seen[field], field  # the comparison covered it
 
 
@@ -119,6 +122,7 @@ def test_every_proto_equals_its_attribute_text(with_shared, request):
     for name, data in _every_proto(shared):
         module = parse_hlo_proto(data, name)
         protos += 1
+        assert module.aliases == input_output_alias(module.attributes.get("input_output_alias")), name
         for comp_name, inst in _instructions(module):
             assert inst.typed.as_dict() == _text_route(inst), (name, comp_name, inst.name)
             instructions += 1
@@ -326,6 +330,15 @@ def _generated(rng: random.Random):
     add("root", "tuple", {}, operand_ids=[p0])
     module = message_class("HloModuleProto")(name="generated", entry_computation_name="main", id=1)
     module.computations.add(name="main", id=1, root_id=insts[-1].id).instructions.extend(insts)
+    aliases: dict[int, int] = {}
+    for _ in range(rng.randint(0, 4)):   # donated outputs; a negative number or index is corrupt: left out
+        output = [rng.randint(-1, 3)] + [rng.randint(-1, 2) for _ in range(rng.randint(0, 1))]
+        number, inner = rng.randint(-1, n_params), [rng.randint(-1, 2) for _ in range(rng.randint(0, 1))]
+        module.input_output_alias.entries.add(output_shape_index=output, parameter_number=number,
+                                              parameter_shape_index=inner, kind=rng.choice((1, 2)))
+        if min(output + inner + [number]) >= 0:
+            aliases[output[0]] = number
+    want[""] = aliases
     for cid, name in ((2, "body"), (3, "cond")):
         ip = HloInstructionProto(name=f"{name}.p", opcode="parameter", id=next(next_id), shape=_shape([]))
         module.computations.add(name=name, id=cid, root_id=ip.id).instructions.append(ip)
@@ -339,6 +352,8 @@ def test_generated_instructions_round_trip(seed):
     data, want = _generated(random.Random(seed))
     module = parse_hlo_proto(data, f"generated-{seed}")
     insts = module.computations["main"].by_name()
+    aliases = want.pop("")
+    assert module.aliases == aliases == input_output_alias(module.attributes.get("input_output_alias"))
     assert set(want) == set(insts)
     for name, expect in want.items():
         inst = insts[name]

@@ -12,7 +12,8 @@ import pytest
 
 from traceview.inference import roofline
 from traceview.inference.executions import module_calls
-from traceview.inference.programs import parse_aliases, read_program
+from traceview.inference.programs import read_program
+from traceview.parsers.hlo.attributes import input_output_alias
 from traceview.parsers.hlo.text import read_hlo_text
 
 PAGED = """HloModule jit_paged_decode, input_output_alias={ {1}: (1, {}, may-alias) }
@@ -103,10 +104,10 @@ def test_a_donated_buffer_that_is_not_written_in_place_is_not_a_cache(tmp_path):
     assert program.caches == [] and program.weight_bytes == 128 * 128 * 4
 
 
-def test_parse_aliases_reads_xla_text():
-    assert parse_aliases("{ {1}: (19, {}, may-alias), {2}: (20, {}, must-alias) }") == {1: 19, 2: 20}
-    assert parse_aliases("{ {}: (0, {}, may-alias) }") == {0: 0}
-    assert parse_aliases("") == {}
+def test_input_output_alias_reads_xla_text():
+    assert input_output_alias("{ {1}: (19, {}, may-alias), {2}: (20, {}, must-alias) }") == {1: 19, 2: 20}
+    assert input_output_alias("{ {}: (0, {}, may-alias) }") == {0: 0}
+    assert input_output_alias("") == {} == input_output_alias(None)
 
 
 def test_module_calls_split_interleaved_threads_at_each_calls_earliest_op():

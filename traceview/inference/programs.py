@@ -32,7 +32,6 @@ _PASS_THROUGH = frozenset(("bitcast", "copy", "convert", "reshape", "bitcast-con
 _TOKEN_TYPES = frozenset(("s32", "u32", "s64", "u64"))
 _MAX_WALK = 10_000
 _TOKEN_NAME_RE = re.compile(r"tok|ids|prompt|input", re.IGNORECASE)
-_ALIAS_RE = re.compile(r"\{\s*([\d,\s]*)\}\s*:\s*\(\s*(\d+)\s*,\s*\{[\d,\s]*\}")
 
 
 @dataclass(frozen=True)
@@ -191,7 +190,7 @@ def read_program(module: HloModule) -> Program:
         return program
     by_number = {p.number: p for p in params}
     program.output_shapes = [out.shape for out in _outputs(entry)]
-    aliases = parse_aliases(module.attributes.get("input_output_alias", ""))
+    aliases = module.aliases
     names = _Names()
     for index, output in enumerate(_outputs(entry)):
         number, writes, _ = trace_to_parameter(module, entry, output, names)
@@ -209,15 +208,6 @@ def read_program(module: HloModule) -> Program:
                 _pick_tokens([p for p in params if p.role == "position" and p.shape.dims])
         program.paging = read_paging(module, program.caches, table, program.tokens)
     return program
-
-
-def parse_aliases(text: str) -> dict[int, int]:
-    """``input_output_alias`` text -> {top-level output index: parameter number}."""
-    out: dict[int, int] = {}
-    for m in _ALIAS_RE.finditer(text):
-        index = m.group(1).replace(" ", "").split(",")[0]
-        out[int(index) if index else 0] = int(m.group(2))
-    return out
 
 
 def _entry_parameters(entry: Computation) -> list[Parameter]:
