@@ -70,8 +70,8 @@ WITHIN = 0.25
 # against 11-14 ms in the other sets); the chip model's for 41-48% on three sets
 WITHIN_SHARE = 0.65
 # Projections whose rounds' error interval lay wholly outside +-25%: 0-2 of 56 on eight sets of captures
-# (FSDP 4 x tensor 2 at 320 projecting data 8)
-MEASURABLY_OFF = 2
+# (FSDP 4 x tensor 2 at 320 projecting data 8); one more allowed, so that a set as noisy as the worst seen still passes
+MEASURABLY_OFF = 3
 CASES = [f"{m}_b{b}:{b}:{spec}" for m, spec in MESHES.items() for b in BATCHES]
 
 
