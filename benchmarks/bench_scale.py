@@ -32,7 +32,8 @@ and prints wall time, peak memory (largest process, from wait4) and ratios:
 * the serial share of each pod run: the parent's CPU after the last host's result arrived, less the items of
   the forked passes it ran itself (``TRACEVIEW_CPU_LEDGER``, traceview.runtime.cpu_ledger), against the
   one-process run's CPU; with it the parent's CPU before (imports, the hosts' arrivals), what 16 and 64
-  workers would give by Amdahl's law, and the Dask client's share of the Dask run's CPU;
+  workers would give by Amdahl's law, and the Dask client's share of the Dask run's CPU; the Dask client's
+  peak memory (``/usr/bin/time``) against the smallest pod's, and each worker's (psutil, sampled every 0.2 s);
 * this machine's own ceiling for each pod: two copies of the ``--jobs 1`` run
   started at once, twice the one-process time over theirs (shared caches,
   memory bandwidth and the hypervisor cost two processes that share nothing
@@ -260,6 +261,34 @@ class DaskCluster:
             out["scheduler" if k == 0 else "workers"] += times.user + times.system
         return out
 
+    def workers_rss_while(self, measure):
+        """``measure()``, and the largest RSS (MB) each worker process reached meanwhile (sampled every 0.2 s:
+        a worker holds its hosts' parts until the run ends, so its peak is not a moment between samples)."""
+        import threading
+
+        import psutil
+
+        peaks: dict[int, int] = {}
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.is_set():
+                for p in self.processes()[1:]:
+                    try:
+                        peaks[p.pid] = max(peaks.get(p.pid, 0), p.memory_info().rss)
+                    except psutil.Error:
+                        pass
+                done.wait(0.2)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        try:
+            result = measure()
+        finally:
+            done.set()
+            sampler.join()
+        return result, sorted(round(v / 2**20) for v in peaks.values())
+
     def pause(self) -> None:
         """Stop the idle cluster while other ways are timed (SIGSTOP): on two cores its heartbeats, workers'
         profilers and memory monitors took the share of a core that a run of all cores needs."""
@@ -335,7 +364,7 @@ def timed_way(way: str, cmd: list, cluster: DaskCluster | None) -> dict:
     if cluster is not None and way == "dask":
         cluster.resume()
         before = cluster.cpu()
-        result = ledgered(cmd)
+        result, result["workers_peak_mb"] = cluster.workers_rss_while(lambda: ledgered(cmd))
         result["cluster_cpu"] = {k: cluster.cpu().get(k, 0.0) - v for k, v in before.items()}
         return result
     if cluster is not None:
@@ -450,7 +479,9 @@ def print_pods(pods: list[dict]) -> None:
             print(f"  Dask: rounds {', '.join(f'{r:.2f}x' for r in p['dask_ratios'])} "
                   f"({100 * statistics.median(p['dask_ratios']) / ceiling:.0f}% of the ceiling); CPU of its median "
                   f"run: client {p['dask']['cpu']:.1f} s, workers {cl.get('workers', float('nan')):.1f} s, "
-                  f"scheduler {cl.get('scheduler', float('nan')):.1f} s")
+                  f"scheduler {cl.get('scheduler', float('nan')):.1f} s; peak RSS of the client "
+                  f"{p['dask']['peak_mb']:.0f} MB ({ratio(p['dask'], pods[0]['dask'], 'peak_mb')} the smallest "
+                  f"pod's), of each worker {', '.join(str(m) for m in p['dask'].get('workers_peak_mb', []))} MB")
 
 
 def main() -> None:

@@ -106,9 +106,9 @@ class Piece:
         return Piece, (self.value,)
 
 
-def _held_pair(i: int) -> tuple[None, int]:
-    """A read task's pair: nothing for the caller, the held part (here its number) for the passes."""
-    return None, i
+def _held_part(i: int) -> int:
+    """A part held on a worker (here its number)."""
+    return i
 
 
 def _piece(group: list[int], held: list[int], scale: int) -> Piece:
@@ -129,7 +129,7 @@ def test_a_fold_adds_up_on_the_workers_and_the_caller_never_holds_every_result(c
     n = 40
     with Client(cluster) as client:
         files = [f"host{i}" for i in range(n)]
-        futures = {f: client.submit(_held_pair, i, pure=False) for i, f in enumerate(files)}
+        futures = {f: client.submit(_held_part, i, pure=False) for i, f in enumerate(files)}
         client.gather(list(futures.values()))
         holder = DaskParts(client, futures, own=False)
         holder.order = files
@@ -146,3 +146,41 @@ def test_a_fold_adds_up_on_the_workers_and_the_caller_never_holds_every_result(c
         assert [p.value for p in found] == [10 * i + 1 for i in range(n)]
         assert Piece.most == n
         assert holder.map(_piece, [], 10, fold=_plus) == []
+
+
+def _in_memory(client) -> dict[str, int]:
+    """Per task prefix, how many results the cluster's workers hold now."""
+    def counted(dask_scheduler) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for ts in dask_scheduler.tasks.values():
+            if ts.state == "memory":
+                out[ts.prefix.name] = out.get(ts.prefix.name, 0) + 1
+        return out
+    return client.run_on_scheduler(counted)
+
+
+def test_the_workers_keep_only_the_held_parts_once_read(pod, cluster):
+    """Once the caller has each host's result, the workers let the read task's pair (and the result in it) go
+    and hold the parts alone, without the host's step spans summed up (folded by the caller)."""
+    import time
+
+    from distributed import Client
+
+    from traceview.trace.hosts import read_hosts
+
+    files = sorted(str(p) for p in pod.glob("*.xplane.pb"))
+    with Client(cluster) as client:
+        holders: list = []
+        results = read_hosts(files, dask=client, keep_ops=False, hold=holders.append)
+        assert [r.path for r in results] == files and all(r.part is not None for r in results)
+        assert all(r.part.ops.activity.span_summary is not None for r in results)    # the caller's to fold
+        deadline = time.monotonic() + 20
+        while (_in_memory(client).get("read_and_hold", 0) or _in_memory(client).get("first", 0)) \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        held = _in_memory(client)
+        assert held.get("read_and_hold", 0) == 0 and held.get("first", 0) == 0
+        assert held.get("second", 0) == len(files)
+        parts = client.gather(list(holders[0].futures.values()))
+        assert all(p.activity.span_summary is None and len(p.kept_start) for p in parts)
+        del parts, holders

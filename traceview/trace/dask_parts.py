@@ -1,10 +1,11 @@
 """A pod's host parts left on the Dask workers that read them, and the analysis' passes run there.
 
-Each read task's result stays on its worker as a pair: the host's result as the caller gets it, and the
+Each read task's result is a pair on its worker: the host's result as the caller gets it, and the
 worker's own copy of the part with its arrays (a memory map of the spill file it wrote, or the arrays
-themselves where it sees no spill folder). The caller keeps the futures of those pairs
-(:class:`DaskParts`, a ``hostreduce.workers.PartWorkers``) and the Dask client open while the analysis
-runs; a pass submits a function of some parts with the merged context, Dask runs it on the worker that
+themselves where it sees no spill folder). Two small tasks split it (:func:`first`, :func:`second`): the
+caller gathers the first, and keeps the futures of the second, the held parts (:class:`DaskParts`, a
+``hostreduce.workers.PartWorkers``), with the Dask client open while the analysis runs, so that a worker
+lets each pair, and the result in it, go once the caller has it; a pass submits a function of some parts with the merged context, Dask runs it on the worker that
 holds them (no part travels), and only its result comes back. The futures are dropped, and the client
 closed if the reading opened it, when the holder is no longer referenced.
 """
@@ -27,7 +28,7 @@ class DaskParts:
 
     def __init__(self, client: Any, futures: dict[str, Any], own: bool) -> None:
         self.client = client
-        self.futures = futures            # file as the caller spelled it -> future of (HostResult, held part)
+        self.futures = futures            # file as the caller spelled it -> future of its held part
         self.order: list[str] = []        # the profile's files, in its parts' order
         self.devices_by_part: list[list[str]] = []
         if own:
@@ -71,11 +72,11 @@ class DaskParts:
         return out
 
 
-def _run_held(groups: list[list[int]], pairs: list[list[tuple[Any, OpsPart | None]]], fn: Callable[..., Any],
+def _run_held(groups: list[list[int]], parts: list[list[OpsPart | None]], fn: Callable[..., Any],
               context: tuple, fold: Callable[[Any, Any], Any] | None = None) -> Any:
     """On a worker: ``fn`` of the held parts of each group, the results in a list, or (``fold``) added up as
     they are made (one group's result held at a time besides the sum)."""
-    found = (fn(group, [held for _, held in pair], *context) for group, pair in zip(groups, pairs))
+    found = (fn(group, held, *context) for group, held in zip(groups, parts))
     return list(found) if fold is None else functools.reduce(fold, found)
 
 
@@ -95,3 +96,9 @@ def _added_as_finished(tasks: list[Any], fold: Callable[[Any, Any], Any]) -> Any
 def first(pair: tuple[Any, Any]) -> Any:
     """The result a read task's pair hands the caller (the held part stays on the worker)."""
     return pair[0]
+
+
+def second(pair: tuple[Any, Any]) -> Any:
+    """The part a read task's pair leaves on its worker: once the caller has the result, the pair (and the
+    result with it) is let go there, and only this stays."""
+    return pair[1]

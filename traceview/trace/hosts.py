@@ -338,11 +338,13 @@ def _read_dask(paths: Sequence[str], address, arrived: Callable[[HostResult], No
                              keep_ops=keep_ops, allocator=allocator, send_allocator=send_allocator,
                              readers=_readers_by_machine(client),
                              spill_token=spill.token if spill is not None else None, pure=False)
-        pairs = None
-        if hold is not None:       # the pairs stay on the workers; their results come here
-            from traceview.trace.dask_parts import first
+        held, pairs = None, []
+        if hold is not None:       # each pair's part stays on its worker, its result comes here; the pair goes
+            from traceview.trace.dask_parts import first, second
 
-            pairs, futures = futures, client.map(first, futures, pure=False)
+            pairs = futures
+            held = client.map(second, pairs, pure=False)
+            futures = client.map(first, pairs, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         _import_all(while_reading)
         results: list[HostResult | None] = [None] * len(paths)
@@ -353,12 +355,17 @@ def _read_dask(paths: Sequence[str], address, arrived: Callable[[HostResult], No
             except Exception as exc:  # noqa: BLE001 - the worker died or could not run the task
                 result = HostResult(paths[i], error=f"{paths[i]}: the Dask task failed "
                                                     f"({type(exc).__name__}: {exc})", internal=True)
+            # the worker lets the result go now (and the pair, once its part is split off), not when this
+            # process's collector frees the futures (they are in cycles with as_completed's callbacks)
+            fut.release()
+            if pairs:
+                pairs[i].release()
             arrived(result)
             results[i] = result
-        if pairs is not None and hold is not None:
+        if held is not None and hold is not None:
             from traceview.trace.dask_parts import DaskParts
 
-            hold(DaskParts(client, dict(zip(paths, pairs)), own))
+            hold(DaskParts(client, dict(zip(paths, held)), own))
             own = False            # the holder closes it once the analysis lets it go
         return [r for r in results if r is not None]
     finally:
@@ -422,16 +429,21 @@ def _read_and_hold(path: str, spill_path: str | None, keep_ops: bool, readers: d
                    send_allocator: bool = False) -> tuple[HostResult, OpsPart | None]:
     """:func:`_read_on_dask_worker`, and the worker's own copy of the part with its arrays, held there for
     the analysis' passes (trace.dask_parts): the arrays it wrote to the spill folder mapped here too (the
-    caller maps and unlinks the file), else the part itself."""
+    caller maps and unlinks the file), else the part itself; without the host's step spans summed up,
+    which the caller folds as the host arrives and no pass reads (a third of a pod host's part)."""
     result = _read_on_dask_worker(path, spill_path, keep_ops, readers, allocator=allocator,
                                   spill_token=spill_token, send_allocator=send_allocator)
-    if result.part is None or result.spilled is None:
-        return result, result.part.ops if result.part is not None else None
+    if result.part is None:
+        return result, None
+    ops = result.part.ops
+    ops = dataclasses.replace(ops, activity=dataclasses.replace(ops.activity, span_summary=None))
+    if result.spilled is None:
+        return result, ops
     import copy
 
     from traceview.hostreduce.spill import adopt
 
-    return result, adopt(copy.deepcopy(result.part.ops), result.spilled, unlink=False)
+    return result, adopt(copy.deepcopy(ops), result.spilled, unlink=False)
 
 
 def _as_given(result: HostResult, path: str) -> HostResult:
