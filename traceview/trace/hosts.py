@@ -338,7 +338,8 @@ def _read_dask(paths: Sequence[str], address, arrived: Callable[[HostResult], No
                              keep_ops=keep_ops, allocator=allocator, send_allocator=send_allocator,
                              readers=_readers_by_machine(client),
                              spill_token=spill.token if spill is not None else None, pure=False)
-        held, pairs = None, []
+        held = None
+        pairs: list = []             # the read tasks' futures, where their pairs are split
         if hold is not None:       # each pair's part stays on its worker, its result comes here; the pair goes
             from traceview.trace.dask_parts import first, second
 
