@@ -130,27 +130,3 @@ def test_hosts_names_are_the_runs_copies_and_merge_as_their_own(seed, tmp_path, 
     table._in_array(values)
     assert [id(v) for v in values[:3]] == [id(v) for v in values[3:6]]
 
-
-def test_hosts_tables_hold_one_copy_of_equal_protos_and_empty_tables():
-    """What the reading holds of each host's tables: an HLO proto equal to one an earlier host brought is that
-    one, a proto that differs under the same key stays the host's own, an empty table is the run's one of its
-    columns; a table with rows is left as it is."""
-    from traceview.parsers.tables.trace_data import TraceData
-
-    fold = Arrivals()
-    rng = np.random.default_rng(5)
-    body = rng.bytes(4096)
-
-    def host(k: int, proto: bytes, steps: pd.DataFrame) -> TraceData:
-        return TraceData(host=f"h{k}", ops=empty_frame(OP_COLUMNS), host_events=empty_frame(HOST_EVENT_COLUMNS),
-                         steps=steps, devices=[], hlo_protos={"m(1)": bytes(proto), "m(2)": bytes(proto[:10])})
-
-    steps = empty_frame(STEP_COLUMNS)
-    full = pd.concat([steps, pd.DataFrame({c: [0] for c in steps.columns})]) if len(steps.columns) else steps
-    held = [fold.tables(host(k, body if k != 2 else body[::-1], full if k == 3 else steps)) for k in range(4)]
-    assert held[1].hlo_protos["m(1)"] is held[0].hlo_protos["m(1)"] is held[3].hlo_protos["m(1)"]
-    assert held[2].hlo_protos["m(1)"] == body[::-1]                    # another program under that key: its own
-    assert held[1].hlo_protos["m(2)"] is held[0].hlo_protos["m(2)"]
-    assert all(h.ops is held[0].ops and h.host_events is held[0].host_events for h in held)
-    assert held[1].steps is held[0].steps and held[3].steps is full
-    assert [h.host for h in held] == ["h0", "h1", "h2", "h3"]

@@ -5,20 +5,15 @@ its arrays are spilled): its reduced step table is folded into the run's step ti
 (``timeline.step_parts.StepFold``) and its step spans' per-step sums into the stragglers' running sums
 (``timeline.lateness.SpanFold``), after which the part lets its own sums go. A pod's parent then holds one
 running result per fold, whatever the number of its hosts, in place of a few hundred kB per host. The names
-a pod's hosts repeat (ops, threads) and what the reading holds of their tables until the last host (HLO
-protos, emptied tables) are kept once for the run (:class:`Names`, :meth:`Arrivals.tables`).
+a pod's hosts repeat (ops, modules, devices, threads) are kept once for the run (:class:`Names`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
-import pandas as pd
 
 from traceview.hostreduce.part import HostPart
 from traceview.hostreduce.step_times import fold_in
-from traceview.parsers.tables.trace_data import TraceData
 from traceview.timeline.lateness import SpanFold
 from traceview.timeline.step_parts import StepFold
 
@@ -30,23 +25,6 @@ class Arrivals:
         self.steps = StepFold()
         self.spans = SpanFold()
         self.names = Names()
-        self._protos: dict[str, bytes] = {}            # the first of each HLO proto seen, by key
-        self._empty: dict[tuple, pd.DataFrame] = {}    # one empty table per set of columns
-
-    def tables(self, data: TraceData) -> TraceData:
-        """What the reading holds of a host's tables until the Profile is built, with the run's one copy of
-        each HLO proto equal to one seen before (a pod's hosts carry the same programs) and of each empty
-        table (the op and host-event tables a pod's reading dropped): the same values."""
-        protos = {k: self._protos.setdefault(k, v) if self._protos.get(k, v) == v else v
-                  for k, v in data.hlo_protos.items()}
-        tables = {name: self._one_empty(getattr(data, name)) for name in ("ops", "host_events", "steps")}
-        return dataclasses.replace(data, hlo_protos=protos, **tables)
-
-    def _one_empty(self, table: pd.DataFrame) -> pd.DataFrame:
-        if len(table):
-            return table
-        key = tuple(zip(table.columns, map(str, table.dtypes)))
-        return self._empty.setdefault(key, table)
 
     def add(self, part: HostPart) -> None:
         """Fold one host's part in; its step spans' sums are the run's now, and leave the part; its names are

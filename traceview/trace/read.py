@@ -96,8 +96,6 @@ def load_profile(path: str | Path, run: str | None = None,
     def arrive(result: HostResult) -> None:
         if result.part is not None:
             fold.add(result.part)
-        if result.data is not None and not opts.keep_ops:
-            result.data = fold.tables(result.data)
 
     held: list[DaskParts] = []       # on Dask: the parts left on the workers that read them
     results = _read_host_files(files, opts, use_cache, dask, advance, arrive, held.append)
