@@ -146,6 +146,48 @@ def backend_config(text: str | None) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+@dataclass(frozen=True)
+class Precision:
+    """A precision config: what each operand asks for (``default``, ``high``, ``highest``: the names HLO
+    text prints) and the dot algorithm (``dot_bf16_bf16_f32``, as text prints XLA's
+    ``ALG_DOT_BF16_BF16_F32``; None when unset)."""
+    operands: tuple[str, ...] = ()
+    algorithm: str | None = None
+
+
+NO_PRECISION = Precision()
+
+
+@lru_cache(maxsize=256)
+def operand_precision(text: str | None) -> tuple[str, ...]:
+    """``{highest,default}`` -> ("highest", "default"); () when absent."""
+    return tuple(name for part in (text or "").strip().strip("{}").split(",") if (name := part.strip().lower()))
+
+
+def dot_algorithm(text: str | None) -> str | None:
+    """A dot's ``algorithm=dot_...``; None when absent, and for the other ops' ``algorithm=``
+    (rng-bit-generator's ``rng_philox``, ...): XLA prints every dot algorithm as ``dot_...``."""
+    value = (text or "").strip().lower()
+    return value if value.startswith("dot_") else None
+
+
+def config_precision(config: Mapping[str, Any]) -> Precision:
+    """The precision config a library call's backend config carries: a cuBLAS gemm's
+    ``gemm_backend_config.precision_config`` (at the top of an older, unwrapped GemmBackendConfig), whose
+    JSON spells the enums ``HIGHEST`` and ``ALG_DOT_F32_F32_F32``; named as HLO text names them.
+    NO_PRECISION when there is none (cuDNN's convolution config carries no precision)."""
+    gemm = config.get("gemm_backend_config", config)
+    found = gemm.get("precision_config") if isinstance(gemm, dict) else None
+    if not isinstance(found, dict):
+        return NO_PRECISION
+    operands = found.get("operand_precision")
+    names = tuple(str(p).lower() for p in operands) if isinstance(operands, list) else ()
+    algorithm = str(found.get("algorithm") or "").lower().removeprefix("alg_")
+    if not names and algorithm in ("", "unset"):
+        return NO_PRECISION
+    return Precision(names, algorithm if algorithm not in ("", "unset") else None)
+
+
 def known_trip_count(text: str | None) -> int | None:
     """``known_trip_count.n`` from a while loop's backend_config, or None."""
     if not text or "known_trip_count" not in text:
@@ -273,7 +315,8 @@ class Attributes:
               "rhs_contracting_dims", "lhs_batch_dims", "rhs_batch_dims", "dimensions", "fft_length",
               "parameter_number", "index", "replica_groups", "replica_group_mesh", "use_global_device_ids",
               "source_target_pairs", "channel_id", "is_host_transfer", "frontend_attributes", "calls",
-              "comparison_direction", "sharding", "backend_config", "known_trip_count")
+              "comparison_direction", "sharding", "precision", "async_execution_thread", "backend_config",
+              "backend_precision", "known_trip_count")
 
     def __init__(self, raw: Mapping[str, str], backend_config: str | None) -> None:
         self._raw = raw
@@ -410,9 +453,28 @@ class Attributes:
         return parse_sharding(self._raw.get("sharding"))
 
     @cached_property
+    def precision(self) -> Precision:
+        """The precision config of a dot, convolution, ...: ``operand_precision`` (only printed when an
+        operand asks for more than the default) and the dot ``algorithm``."""
+        operands, algorithm = operand_precision(self._raw.get("operand_precision")), dot_algorithm(
+            self._raw.get("algorithm"))
+        return Precision(operands, algorithm) if operands or algorithm else NO_PRECISION
+
+    @cached_property
+    def async_execution_thread(self) -> str | None:
+        """The thread an async op runs its computation on (``sparsecore``, ...); None when not printed:
+        XLA prints no thread for the main one, whose ops may run a computation of another thread."""
+        return (self._raw.get("async_execution_thread") or "").strip().strip('"') or None
+
+    @cached_property
     def backend_config(self) -> dict:
         """The backend config JSON as a dict; {} when absent or not JSON."""
         return backend_config(self._backend_config or self._raw.get("backend_config"))
+
+    @cached_property
+    def backend_precision(self) -> Precision:
+        """The precision config a library call's backend config carries (see config_precision)."""
+        return config_precision(self.backend_config) if self.backend_config else NO_PRECISION
 
     @cached_property
     def known_trip_count(self) -> int | None:

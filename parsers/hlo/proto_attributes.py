@@ -19,7 +19,14 @@ from typing import Any, NamedTuple
 
 from traceview.parsers.hlo.model import Shape
 from traceview.parsers.hlo.replica_groups import parse_replica_groups
-from traceview.parsers.hlo.schema import FFT_TYPES, PRECISION_NAMES, RNG_ALGORITHMS, RNG_DISTRIBUTIONS, SHARDING_TYPES
+from traceview.parsers.hlo.schema import (
+    DOT_ALGORITHMS,
+    FFT_TYPES,
+    PRECISION_NAMES,
+    RNG_ALGORITHMS,
+    RNG_DISTRIBUTIONS,
+    SHARDING_TYPES,
+)
 
 
 def _ints(values) -> str:
@@ -353,11 +360,16 @@ def _comparison(op: ProtoOp) -> dict[str, str]:
     return a
 
 
-def _operand_precision(op: ProtoOp) -> dict[str, str]:
-    precisions = op.proto.precision_config.operand_precision
-    if not any(precisions):
-        return {}
-    return {"operand_precision": "{" + ",".join(PRECISION_NAMES.get(p, str(p)) for p in precisions) + "}"}
+def _precision_config(op: ProtoOp) -> dict[str, str]:
+    """``operand_precision`` when an operand asks for more than the default, and the dot ``algorithm``
+    when one is set (XLA prints neither otherwise; an algorithm number it has no name for is left out)."""
+    config = op.proto.precision_config
+    a: dict[str, str] = {}
+    if any(config.operand_precision):
+        a["operand_precision"] = "{" + ",".join(PRECISION_NAMES.get(p, str(p)) for p in config.operand_precision) + "}"
+    if config.algorithm in DOT_ALGORITHMS:
+        a["algorithm"] = DOT_ALGORITHMS[config.algorithm]
+    return a
 
 
 def _output_to_operand_aliasing(op: ProtoOp) -> dict[str, str]:
@@ -417,7 +429,7 @@ _ATTRIBUTE_RULES = (
     _flag_rule("use_global_device_ids"),
     _rule(_comparison, fields=("comparison_direction",)),
     _flag_rule("is_stable"),
-    _rule(_operand_precision, fields=("precision_config",)),
+    _rule(_precision_config, fields=("precision_config",)),
     _rule(lambda op: {"exponent_bits": str(op.proto.exponent_bits), "mantissa_bits": str(op.proto.mantissa_bits)},
           opcodes=("reduce-precision",)),
     _rule(lambda op: {"fft_type": FFT_TYPES.get(op.proto.fft_type, str(op.proto.fft_type)),

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from traceview.parsers.hlo.attributes import ConvDims, WindowDim
+from traceview.parsers.hlo.attributes import ConvDims, Precision, WindowDim
 from traceview.parsers.hlo.proto_attributes import (
     COLLECTIVES,
     REPLICA_GROUP_FIELDS,
@@ -24,7 +24,7 @@ from traceview.parsers.hlo.proto_attributes import (
     replica_group_form,
 )
 from traceview.parsers.hlo.replica_groups import iota_groups, mesh_groups
-from traceview.parsers.hlo.schema import SHARDING_TYPES, message_class
+from traceview.parsers.hlo.schema import DOT_ALGORITHMS, PRECISION_NAMES, SHARDING_TYPES, message_class
 from traceview.parsers.hlo.sharding import TILED, Sharding, iota_devices, listed_devices
 
 Values = dict[str, Any]
@@ -151,6 +151,26 @@ def _calls(op: ProtoOp, ids, values: Values) -> None:
     values["calls"] = {key: tuple(names) for key, names in op.roles.items()}
 
 
+@lru_cache(maxsize=256)
+def _precision_of(numbers: tuple[int, ...], algorithm: int) -> Precision | None:
+    """Operand precisions only when one is not the default, and named algorithms: what text prints. A
+    module repeats a few configs on many dots: each is one record."""
+    operands = tuple(PRECISION_NAMES.get(p, str(p)) for p in numbers) if any(numbers) else ()
+    name = DOT_ALGORITHMS.get(algorithm)
+    return Precision(operands, name) if operands or name else None
+
+
+def _precision(op: ProtoOp, config, values: Values) -> None:
+    precision = _precision_of(tuple(config.operand_precision), config.algorithm)
+    if precision is not None:
+        values["precision"] = precision
+
+
+def _async_execution_thread(op: ProtoOp, thread: str, values: Values) -> None:
+    if thread != "main":  # XLA's text prints no thread for the main one
+        values["async_execution_thread"] = thread
+
+
 def _groups(op: ProtoOp, field, values: Values) -> None:
     values["replica_groups"] = _replica_groups(op.proto)
     mesh = _replica_group_mesh(op.proto)
@@ -175,6 +195,8 @@ _BY_FIELD: dict[str, Decoder] = {
     "sharding": _sharding,
     "frontend_attributes": _frontend_attributes,
     "comparison_direction": _as("comparison_direction", str),
+    "precision_config": _precision,
+    "async_execution_thread": _async_execution_thread,
     "called_computation_ids": _calls,
     **dict.fromkeys(REPLICA_GROUP_FIELDS, _groups),
 }

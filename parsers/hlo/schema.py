@@ -213,6 +213,12 @@ PRIMITIVE_TYPES: dict[int, str] = {
 }
 
 PRECISION_NAMES = {0: "default", 1: "high", 2: "highest", 3: "packed_nibble"}
+# PrecisionConfig.Algorithm numbers -> the names HLO text prints (``ALG_DOT_BF16_BF16_F32`` as
+# ``dot_bf16_bf16_f32``); ALG_UNSET (0) is not printed.
+DOT_ALGORITHMS = {n: "dot_" + name for n, name in enumerate(
+    ("", "any_f8_any_f8_f32", "any_f8_any_f8_f32_fast_accum", "f16_f16_f16", "f16_f16_f32", "bf16_bf16_bf16",
+     "bf16_bf16_f32", "bf16_bf16_f32_x3", "bf16_bf16_f32_x6", "tf32_tf32_f32", "tf32_tf32_f32_x3", "f32_f32_f32",
+     "f64_f64_f64", "bf16_bf16_f32_x9")) if n}
 FFT_TYPES = {0: "FFT", 1: "IFFT", 2: "RFFT", 3: "IRFFT"}
 RNG_DISTRIBUTIONS = {1: "rng_uniform", 2: "rng_normal"}
 RNG_ALGORITHMS = {0: "rng_default", 1: "rng_three_fry", 2: "rng_philox"}

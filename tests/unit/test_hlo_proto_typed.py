@@ -9,19 +9,28 @@ whose dims, windows, groups and pairs are drawn at random, where the drawn value
 
 from __future__ import annotations
 
+import json
 import lzma
 import pickle
 import random
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from traceview.parsers.hlo.attributes import Attributes, ConvDims, WindowDim, input_output_alias
+from traceview.parsers.hlo.attributes import (
+    NO_PRECISION,
+    Attributes,
+    ConvDims,
+    Precision,
+    WindowDim,
+    input_output_alias,
+)
 from traceview.parsers.hlo.model import HloModule
 from traceview.parsers.hlo.proto import modules_from_trace_protos, parse_hlo_proto
-from traceview.parsers.hlo.schema import message_class
+from traceview.parsers.hlo.schema import DOT_ALGORITHMS, PRECISION_NAMES, message_class
 from traceview.parsers.hlo.sharding import Sharding
 from traceview.parsers.hlo.text import read_hlo_text
 
@@ -96,6 +105,7 @@ def test_h200_trace_protos_equal_the_dumps_beside_them(shared_traces):
                 pairs += 1
     assert pairs >= 5 and seen["instructions"] > 3000
     assert seen["backend_config"] and seen["calls"] and seen["lhs_contracting_dims"]
+    assert seen["precision"] and seen["backend_precision"]  # dot algorithms, gemm configs' precision
 
 
 def _every_proto(shared: Path | None):
@@ -222,6 +232,27 @@ def _mesh_list(rng: random.Random, mesh_list) -> tuple[tuple, tuple, int]:
     return tuple(map(tuple, groups)), mesh, total
 
 
+_PRECISIONS = {name: number for number, name in PRECISION_NAMES.items()}
+
+
+def _gemm_config(rng: random.Random) -> tuple[dict, Precision]:
+    """A gemm's backend config ({} for none), wrapped or flat, with or without a precision config, and
+    the precision it carries."""
+    form = rng.choice(("none", "wrapped", "flat", "no_precision"))
+    if form == "none":
+        return {}, NO_PRECISION
+    gemm: dict = {"alpha_real": 1}
+    want = NO_PRECISION
+    if form != "no_precision":
+        operands = [rng.choice(("DEFAULT", "HIGH", "HIGHEST")) for _ in range(rng.randint(0, 2))]
+        algorithm = rng.choice(("ALG_UNSET", *("ALG_" + name.upper() for name in DOT_ALGORITHMS.values())))
+        gemm["precision_config"] = {"operand_precision": operands, "algorithm": algorithm}
+        if operands or algorithm != "ALG_UNSET":
+            want = Precision(tuple(p.lower() for p in operands),
+                             algorithm[len("ALG_"):].lower() if algorithm != "ALG_UNSET" else None)
+    return ({"gemm_backend_config": gemm} if form == "wrapped" else gemm), want
+
+
 def _generated(rng: random.Random):
     """A module of random instructions, and per instruction the typed values it must read as."""
     HloInstructionProto = message_class("HloInstructionProto")
@@ -281,7 +312,7 @@ def _generated(rng: random.Random):
         dims, perm, groups, n_groups, size = _iota(rng)
         channel = rng.choice((0, 0, rng.randint(1, 1 << 40)))
         global_ids = rng.random() < 0.5
-        expect = {"replica_groups": tuple(map(tuple, groups)) if form != "empty" else ()}
+        expect: dict[str, Any] = {"replica_groups": tuple(map(tuple, groups)) if form != "empty" else ()}
         if channel:
             expect["channel_id"] = channel
         if global_ids:
@@ -316,6 +347,25 @@ def _generated(rng: random.Random):
             ip.source_target_pairs.add(source=s, target=t)
         for key, value in frontend.items():
             ip.frontend_attributes.map[key] = value
+    for k in range(rng.randint(1, 4)):  # precision configs: the op's own, and a library call's backend config
+        operands = [rng.choice(tuple(_PRECISIONS)) for _ in range(rng.randint(0, 3))]
+        algorithm = rng.choice((0, 0, *DOT_ALGORITHMS, 99))  # 99: a number XLA has no name for, not printed
+        expect = {"lhs_contracting_dims": (1,), "rhs_contracting_dims": (0,)}
+        if any(p != "default" for p in operands) or algorithm in DOT_ALGORITHMS:
+            expect["precision"] = Precision(tuple(operands) if any(p != "default" for p in operands) else (),
+                                            DOT_ALGORITHMS.get(algorithm))
+        ip = add(f"pdot{k}", "dot", expect, operand_ids=[p0, p0])
+        ip.dot_dimension_numbers.lhs_contracting_dimensions.append(1)
+        ip.dot_dimension_numbers.rhs_contracting_dimensions.append(0)
+        ip.precision_config.operand_precision.extend(_PRECISIONS[p] for p in operands)
+        ip.precision_config.algorithm = algorithm
+        config, library = _gemm_config(rng)
+        expect = {"backend_config": config, "backend_precision": library} if config else {}
+        add(f"gemm{k}", "custom-call", expect, operand_ids=[p0, p0], custom_call_target="__cublas$gemm",
+            backend_config=json.dumps(config).encode() if config else b"")
+        thread = rng.choice(("", "main", "sparsecore", "host"))
+        add(f"start{k}", "async-start", {"async_execution_thread": thread} if thread not in ("", "main") else {},
+            operand_ids=[p0], async_execution_thread=thread)
     for k in range(rng.randint(1, 3)):
         direction = rng.choice(("LT", "LE", "EQ", "NE", "GT", "GE"))
         add(f"cmp{k}", "compare", {"comparison_direction": direction}, operand_ids=[p0, p0],

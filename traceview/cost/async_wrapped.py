@@ -94,10 +94,10 @@ def execution_thread(inst: Instruction, analysis: ModuleAnalysis, comp: Computat
     computation's), else its own computation's; "" for the main thread."""
     if inst.opcode.startswith("async-"):
         start = async_start_of(inst, analysis, comp)
-        thread = (start.attributes.get("async_execution_thread") or "").strip().strip('"')
+        thread = start.typed.async_execution_thread or ""
         if not thread:
             wrapped = analysis.called(start, "calls")
             thread = (wrapped.execution_thread or "") if wrapped is not None else ""
         return "" if thread == "main" else thread
-    thread = (inst.attributes.get("async_execution_thread") or "").strip().strip('"') or comp.execution_thread or ""
+    thread = inst.typed.async_execution_thread or comp.execution_thread or ""
     return "" if thread == "main" else thread
