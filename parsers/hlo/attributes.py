@@ -473,8 +473,13 @@ class Attributes:
 
     @cached_property
     def backend_precision(self) -> Precision:
-        """The precision config a library call's backend config carries (see config_precision)."""
-        return config_precision(self.backend_config) if self.backend_config else NO_PRECISION
+        """The precision config a library call's backend config carries (see config_precision). Read for
+        every op the cost table lists: only a config that names a precision config is decoded, and its
+        dict is not kept (most ops have a config, few a precision)."""
+        text = self._backend_config or self._raw.get("backend_config")
+        if not text or "precision_config" not in text:
+            return NO_PRECISION
+        return config_precision(backend_config(text))
 
     @cached_property
     def known_trip_count(self) -> int | None:
