@@ -275,6 +275,8 @@ class DaskCluster:
             while not done.is_set():
                 for p in self.processes()[1:]:
                     try:
+                        if "resource_tracker" in " ".join(p.cmdline()):     # multiprocessing's, not a worker
+                            continue
                         peaks[p.pid] = max(peaks.get(p.pid, 0), p.memory_info().rss)
                     except psutil.Error:
                         pass
