@@ -336,3 +336,41 @@ def test_step_times_whose_sums_pass_float64_integers_are_exact():
     got, grouped = step_times(steps), _step_times_grouped(steps)
     assert got["device_mean_ps"].tolist() == [(2**53 + 5) / 2]
     assert got.drop(columns="device_mean_ps").equals(grouped.drop(columns="device_mean_ps"))
+
+
+@pytest.mark.parametrize("per_device", [False, True])
+def test_per_op_sums_are_added_as_chunks_are_measured_and_equal_one_pass(per_device, monkeypatch):
+    """The passes whose per-chunk results are arrays over every op of the run (paired in-flight time, exposed
+    collective time, self time per step) get them added as measured (a few sums back, not one per chunk: on
+    a pod, chunks x ops), and equal the row-level functions over all rows."""
+    from traceview.hostreduce.run_ops import RunOps
+
+    hosts, raw = run_tables(5, steps=True, overlap=0.2)
+    stats, rows = aggregate_ops(raw, per_device)
+    run = merged(hosts, per_device)
+    assert len(run._chunk_parts()) >= 3
+    back: list[tuple[bool, int]] = []
+    plain = RunOps.for_each
+
+    def counted(self, task, full_only, op_index=None, fold=None):
+        out = plain(self, task, full_only, op_index, fold)
+        back.append((fold is not None, len(out)))
+        return out
+    monkeypatch.setattr(RunOps, "for_each", counted)
+    ops = _same_measures(run, raw, stats, rows, 5, True)
+    assert ops is not None
+    summed = [n for folded, n in back if folded]
+    assert len(summed) >= 3 and all(n <= 2 for n in summed)     # pairs, exposure, per step: one sum each here
+
+
+def test_added_sums_whole_numbers_ors_flags_and_refuses_fractions():
+    from traceview.runtime.forked import added
+
+    a = (np.array([True, False]), np.array([[1, 2], [3, 4]], dtype=np.int64))
+    b = (np.array([False, False]), np.array([[10, 20], [30, 40]], dtype=np.int64))
+    got = added(added(None, a), b)
+    np.testing.assert_array_equal(got[0], [True, False])
+    np.testing.assert_array_equal(got[1], [[11, 22], [33, 44]])
+    assert added(a, None) is a
+    with pytest.raises(TypeError):
+        added(np.ones(2), np.ones(2))

@@ -159,8 +159,8 @@ class RunOps:
         if pairs.empty:                 # nothing to pair: pair_times' all-NaN answer without the rows
             timed = pd.DataFrame({"in_flight_ps": np.nan, "pair_exposed_ps": np.nan}, index=ops.index)
         else:
-            timed = pair_times_in_chunks(lambda task: self.for_each(task, full_only=False), ops, pairs)
-        return judged_and_exposed_in_chunks(lambda task: self.for_each(task, full_only=True), ops, pairs,
+            timed = pair_times_in_chunks(lambda task, fold=None: self.for_each(task, False, fold=fold), ops, pairs)
+        return judged_and_exposed_in_chunks(lambda task, fold=None: self.for_each(task, True, fold=fold), ops, pairs,
                                             timed=timed,
                                             exposed_alone=self._exposed_alone(len(ops)) if self.n_rows else None)
 
@@ -481,4 +481,4 @@ def per_step_self_time(run: RunOps, n_ops: int, index: pd.Index) -> pd.Series:
     found = np.concatenate([p.kept_steps for p in run.parts]) if run.parts else np.zeros(0, dtype=np.int32)
     for p in run.parts:          # each host's, found as it was read: a spilled part's pages leave once read
         release(p.kept_steps)
-    return per_step_self_time_in_chunks(lambda task: run.for_each(task, full_only=True), index, found)
+    return per_step_self_time_in_chunks(lambda task, fold=None: run.for_each(task, True, fold=fold), index, found)

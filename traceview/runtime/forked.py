@@ -236,13 +236,31 @@ def _can_fork() -> bool:
 
 # A run's kept rows come in chunks, each holding whole devices (a host, or the hosts sharing a device): a
 # ``ForEach`` applies a function of one chunk (its raw rows, and per row its op row or label) to every chunk
-# and returns the results in chunk order (hostreduce.run_ops.RunOps.for_each: in forked processes).
-ForEach = Callable[[Callable[[Any, Any], Any]], list[Any]]
+# and returns the results in chunk order (hostreduce.run_ops.RunOps.for_each: in forked processes); given
+# ``fold=`` (:func:`added`), results that add up are added as they are made and a few sums come back instead.
+ForEach = Callable[..., list[Any]]
 
 
 def one_chunk(raw: Any, rows: Any) -> ForEach:
     """The ``ForEach`` of a single table (the row-level functions: every row in one chunk)."""
-    return lambda task: [task(raw, rows)]
+    return lambda task, fold=None: [task(raw, rows)]
+
+
+def added(a: Any, b: Any) -> Any:
+    """Two chunks' results as one: whole-number arrays summed, flag arrays or-ed, tuples of them element by
+    element, None (nothing measured) the other one. Exact whatever the order and grouping: a pod's per-op sums
+    (an array over every op of the run per chunk, thousands of chunks) are never all held at once."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if isinstance(a, tuple):
+        return tuple(added(x, y) for x, y in zip(a, b, strict=True))
+    if a.dtype == bool:
+        return a | b
+    if a.dtype.kind not in "iu" or b.dtype.kind not in "iu":
+        raise TypeError(f"only whole numbers add up in any order, not {a.dtype} and {b.dtype}")
+    return a + b
 
 
 def batches(count: int, jobs: int) -> list[range]:

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from traceview.parsers.hlo.model import HloModule
-from traceview.runtime.forked import ForEach, one_chunk
+from traceview.runtime.forked import ForEach, added, one_chunk
 from traceview.timeline.grouping import column_codes, exact_sums
 
 
@@ -58,7 +58,7 @@ def pair_times_in_chunks(for_each: ForEach, ops: pd.DataFrame, pairs: pd.DataFra
     roles = _op_roles(ops, pairs)
     paired = np.zeros(len(ops), dtype=bool)
     sums = np.zeros((2, len(ops)), dtype=np.int64)
-    for found in for_each(lambda raw, rows: _pair_sums(raw, rows, roles, len(pairs))):
+    for found in for_each(lambda raw, rows: _pair_sums(raw, rows, roles, len(pairs)), fold=added):
         if found is not None:
             paired |= found[0]
             sums += found[1]

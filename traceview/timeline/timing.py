@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceview.runtime.forked import ForEach, one_chunk
+from traceview.runtime.forked import ForEach, added, one_chunk
 from traceview.timeline.async_ops import pair_times_in_chunks
 from traceview.timeline.grouping import device_rows, exact_sums
 from traceview.timeline.intervals import covered_length, union
@@ -77,7 +77,7 @@ def _exposed_time(for_each: ForEach, ops: pd.DataFrame, skip: np.ndarray, alone:
     sums = np.where(is_coll & ~skip, alone, 0) if alone is not None else np.zeros(len(ops), dtype=np.int64)
     measured = False
     for found in for_each(lambda raw, rows: None if raw.empty else
-                          _measured_exposure(raw, rows, is_coll, is_coll & ~skip)):
+                          _measured_exposure(raw, rows, is_coll, is_coll & ~skip), fold=added):
         if found is not None:
             sums = sums + found
             measured = True
@@ -134,7 +134,7 @@ def per_step_self_time_in_chunks(for_each: ForEach, index: pd.Index, found: np.n
     steps = np.sort(pd.unique(found))[:MAX_STEPS_PER_OP]
     sums = np.zeros(n_ops * len(steps), dtype=np.int64)
     counted = np.zeros(n_ops, dtype=bool)
-    for part in for_each(lambda raw, rows: None if raw.empty else _step_sums(raw, rows, steps, n_ops)):
+    for part in for_each(lambda raw, rows: None if raw.empty else _step_sums(raw, rows, steps, n_ops), fold=added):
         if part is not None:
             sums += part[0]
             counted |= part[1]
