@@ -190,17 +190,21 @@ def _trips(inst: Instruction, comp: Computation, analysis: ModuleAnalysis) -> fl
     return float(count) if count is not None else np.nan
 
 
+# the dot algorithm that keeps full f32 (XLA's ALG_DOT_F32_F32_F32, as HLO text prints it)
+_FULL_F32 = "dot_f32_f32_f32"
+
+
 def _precision(inst: Instruction, analysis: ModuleAnalysis) -> str:
     """``"highest"`` when the op's contraction asks for full f32 precision (``operand_precision={highest,...}``
-    on it or a fused dot / convolution / library call, or a HIGHEST operand or an F32_F32_F32 algorithm in a
-    library call's config), else ``""`` (XLA's DEFAULT / HIGH: an f32 dot that a GPU with TF32 tensor cores
-    runs as TF32). An HLO op's own ``algorithm=`` is not read."""
+    or ``algorithm=dot_f32_f32_f32`` on it or a fused dot / convolution / library call, or a HIGHEST operand
+    or an F32_F32_F32 algorithm in a library call's config), else ``""`` (XLA's DEFAULT / HIGH: an f32 dot
+    that a GPU with TF32 tensor cores runs as TF32)."""
     parts = [inst]
     if inst.opcode == "fusion" and (fused := analysis.called(inst, "calls")) is not None:
         parts += [sub for sub in fused.instructions if sub.opcode in ("dot", "convolution", "custom-call", "fusion")]
     for part in parts:
         own, library = part.typed.precision, part.typed.backend_precision
-        if "highest" in own.operands or "highest" in library.operands or library.algorithm == "dot_f32_f32_f32":
+        if "highest" in own.operands + library.operands or _FULL_F32 in (own.algorithm, library.algorithm):
             return "highest"
     return ""
 
