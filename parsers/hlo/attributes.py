@@ -202,6 +202,15 @@ def known_trip_count(text: str | None) -> int | None:
     return trips if 0 <= trips <= 1 << 53 else None
 
 
+def integer_scalar_type(opcode: str, element_type: str, dims: tuple[int, ...]) -> str | None:
+    """The element type of a ``constant`` whose shape is one scalar (no dims, not a tuple) of an integer type
+    (``s*``/``u*``; ``pred`` is not one); None for any other instruction. The one rule both sources of
+    :attr:`Attributes.integer_scalar` go by."""
+    if opcode != "constant" or dims or element_type == "tuple" or element_type[:1] not in ("s", "u"):
+        return None
+    return element_type
+
+
 def optional_int(text: str | None) -> int | None:
     """The first integer in ``text``; None when absent or none there."""
     m = _INT_RE.search(text) if text else None
@@ -316,11 +325,17 @@ class Attributes:
               "parameter_number", "index", "replica_groups", "replica_group_mesh", "use_global_device_ids",
               "source_target_pairs", "channel_id", "is_host_transfer", "frontend_attributes", "calls",
               "comparison_direction", "sharding", "precision", "async_execution_thread", "backend_config",
-              "backend_precision", "known_trip_count")
+              "backend_precision", "known_trip_count", "integer_scalar")
 
-    def __init__(self, raw: Mapping[str, str], backend_config: str | None) -> None:
+    # the element type of an integer scalar constant (see integer_scalar_type): the record has no shape, so
+    # the text route is told it; None (this class default) for every other instruction and the proto route
+    _scalar_type: str | None = None
+
+    def __init__(self, raw: Mapping[str, str], backend_config: str | None, scalar_type: str | None = None) -> None:
         self._raw = raw
         self._backend_config = backend_config
+        if scalar_type is not None:
+            self._scalar_type = scalar_type
 
     @classmethod
     def decoded(cls, values: dict[str, Any], backend_config: str | None) -> Attributes:
@@ -485,6 +500,17 @@ class Attributes:
     def known_trip_count(self) -> int | None:
         """A while loop's ``known_trip_count`` from its backend config; None when absent or impossible."""
         return known_trip_count(self._backend_config)
+
+    @cached_property
+    def integer_scalar(self) -> int | None:
+        """The value of a constant whose shape is one integer scalar (``s32[] constant(-3)``); None for any
+        other instruction, including a float constant printed as an integer (``f32[] constant(0)``)."""
+        if self._scalar_type is None:
+            return None
+        try:
+            return int(self._raw.get("literal", "").strip())
+        except ValueError:
+            return None
 
 
 _NO_TEXT: Mapping[str, str] = {}  # never written to (a dict, not a read-only proxy: records are pickled)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from traceview.parsers.hlo.attributes import Attributes, input_output_alias
+from traceview.parsers.hlo.attributes import Attributes, input_output_alias, integer_scalar_type
 
 # Characters of a source file or function name kept from a module's stack-frame tables: every instruction of
 # a frame shares its name, so one hostile 2 M-character name would be printed once per instruction.
@@ -66,13 +66,19 @@ class Instruction:
     def typed(self) -> Attributes:
         """The attributes as typed values, each decoded on first use (read once the instruction is built)."""
         if self._typed is None:
-            self._typed = Attributes(self.attributes, self.backend_config)
+            self._typed = self.text_attributes()
         return self._typed
 
     @typed.setter
     def typed(self, record: Attributes) -> None:
         """Set by a reader that decodes the typed values itself (the proto reader, from the proto's fields)."""
         self._typed = record
+
+    def text_attributes(self) -> Attributes:
+        """A fresh record decoded from the attribute text (with what it needs of the opcode and shape)."""
+        shape = self.shape
+        return Attributes(self.attributes, self.backend_config,
+                          integer_scalar_type(self.opcode, shape.element_type, shape.dims))
 
 
 @dataclass

@@ -177,7 +177,8 @@ _BYTE_LITERALS = (("u8s", "<u1"), ("s8s", "<i1"), ("u16s", "<u2"), ("s16s", "<i2
                   ("bf16s", "bf16"))
 
 
-def _literal_values(lit) -> list | None:
+def literal_values(lit) -> list | None:
+    """A LiteralProto's elements, from the first of its arrays that holds any (None when none does)."""
     for field in ("preds", "s32s", "s64s", "u32s", "u64s", "f32s", "f64s"):
         vals = getattr(lit, field)
         if vals:
@@ -198,7 +199,7 @@ def _literal(lit, shape: Shape) -> str:
     """Scalars and 1-D literals as text prints them; bigger ones elided like XLA's dumps."""
     if shape.is_tuple or len(shape.dims) > 1:
         return "{...}"
-    vals = _literal_values(lit)
+    vals = literal_values(lit)
     if not vals:
         return "{...}"
     if shape.element_type == "pred":

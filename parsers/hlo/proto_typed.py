@@ -15,11 +15,12 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from traceview.parsers.hlo.attributes import ConvDims, Precision, WindowDim
+from traceview.parsers.hlo.attributes import ConvDims, Precision, WindowDim, integer_scalar_type
 from traceview.parsers.hlo.proto_attributes import (
     COLLECTIVES,
     REPLICA_GROUP_FIELDS,
     ProtoOp,
+    literal_values,
     mesh_axis_name,
     replica_group_form,
 )
@@ -178,6 +179,16 @@ def _groups(op: ProtoOp, field, values: Values) -> None:
         values["replica_group_mesh"] = mesh
 
 
+def _integer_scalar(op: ProtoOp) -> int | None:
+    """An integer scalar constant's value, from the LiteralProto's integer arrays (s8/u8/s16/u16 are bytes);
+    None when the constant is no integer scalar, or its literal holds no integer (pred or float values)."""
+    if integer_scalar_type(op.opcode, op.shape.element_type, op.shape.dims) is None:
+        return None
+    values = literal_values(op.proto.literal)
+    value = values[0] if values else None
+    return value if type(value) is int else None  # not bool: a pred array's True is no integer
+
+
 # proto field -> its decoder
 _BY_FIELD: dict[str, Decoder] = {
     "window": _window,
@@ -216,4 +227,8 @@ def typed_values(op: ProtoOp) -> Values:
         values["parameter_number"] = op.proto.parameter_number
     elif op.opcode == "get-tuple-element":
         values["index"] = op.proto.tuple_index
+    elif op.opcode == "constant":
+        value = _integer_scalar(op)
+        if value is not None:
+            values["integer_scalar"] = value
     return values

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from traceview.cost.trip_count import _constant
 from traceview.parsers.hlo.attributes import (
     NO_PRECISION,
     Attributes,
@@ -46,7 +47,7 @@ def _instructions(module: HloModule):
 
 def _text_route(inst) -> dict:
     """The typed values decoded from the attribute text the proto reader writes (the former route)."""
-    return Attributes(inst.attributes, inst.backend_config).as_dict()
+    return inst.text_attributes().as_dict()
 
 
 def _sample_pairs():
@@ -85,7 +86,7 @@ def test_samples_proto_equals_their_text_dump():
     assert seen["instructions"] > 5000
     for field in ("parameter_number", "index", "dimensions", "lhs_contracting_dims", "lhs_batch_dims", "calls",
                   "comparison_direction", "replica_groups", "channel_id", "frontend_attributes", "window",
-                  "use_global_device_ids", "sharding", "aliases"):
+                  "use_global_device_ids", "sharding", "integer_scalar", "aliases"):
         assert seen[field], field  # the comparison covered it
 
 
@@ -106,6 +107,7 @@ def test_h200_trace_protos_equal_the_dumps_beside_them(shared_traces):
     assert pairs >= 5 and seen["instructions"] > 3000
     assert seen["backend_config"] and seen["calls"] and seen["lhs_contracting_dims"]
     assert seen["precision"] and seen["backend_precision"]  # dot algorithms, gemm configs' precision
+    assert seen["integer_scalar"]  # loop counters' bounds and steps
 
 
 def _every_proto(shared: Path | None):
@@ -128,15 +130,18 @@ def _every_proto(shared: Path | None):
 @pytest.mark.parametrize("with_shared", [False, True], ids=["samples", "shared"])
 def test_every_proto_equals_its_attribute_text(with_shared, request):
     shared = request.getfixturevalue("shared_traces") if with_shared else None
-    protos = instructions = 0
+    protos = instructions = scalars = 0
     for name, data in _every_proto(shared):
         module = parse_hlo_proto(data, name)
         protos += 1
         assert module.aliases == input_output_alias(module.attributes.get("input_output_alias")), name
         for comp_name, inst in _instructions(module):
-            assert inst.typed.as_dict() == _text_route(inst), (name, comp_name, inst.name)
+            typed = inst.typed.as_dict()
+            assert typed == _text_route(inst), (name, comp_name, inst.name)
             instructions += 1
+            scalars += typed["integer_scalar"] is not None
     assert protos >= (400 if with_shared else 30) and instructions > (100_000 if with_shared else 10_000)
+    assert scalars  # integer scalar constants were compared
 
 
 # ---------------------------------------------------------------------------
@@ -422,3 +427,115 @@ def test_absent_attributes_read_as_defaults_from_either_source():
     root = parse_hlo_proto(data, "generated").computations["main"].by_name()["root"]
     assert root.typed.as_dict() == _DEFAULTS == _text_route(root)
     assert set(_DEFAULTS) == set(Attributes.FIELDS)
+
+
+# ---------------------------------------------------------------------------
+# integer scalar constants (the trip count's counter bounds)
+
+# integer element type -> (primitive type number, the LiteralProto array it is stored in, its numpy dtype when
+# that array is bytes, bits, signed)
+_INTEGER_TYPES = {"s8": (2, "s8s", "<i1", 8, True), "s16": (3, "s16s", "<i2", 16, True), "s32": (4, "s32s", None, 32, True),
+                  "s64": (5, "s64s", None, 64, True), "u8": (6, "u8s", "<u1", 8, False),
+                  "u16": (7, "u16s", "<u2", 16, False), "u32": (8, "u32s", None, 32, False),
+                  "u64": (9, "u64s", None, 64, False)}
+# float element type -> (primitive type number, array, numpy dtype when bytes): integral values print as
+# integers (``f32[] constant(0)``) and must not read as integer constants
+_FLOAT_TYPES = {"f32": (11, "f32s", None), "f64": (12, "f64s", None), "f16": (10, "f16s", "<f2"),
+                "bf16": (16, "bf16s", "bf16")}
+
+
+def _old_constant(inst) -> tuple | None:
+    """The trip count's constant rule before the typed field, on the attribute text (the reference)."""
+    if inst.shape.is_tuple or inst.shape.dims or inst.shape.element_type[:1] not in ("s", "u"):
+        return None
+    try:
+        return ("const", int(inst.attributes.get("literal", "").strip()))
+    except ValueError:
+        return None
+
+
+def _set_literal(lit, array: str, dtype: str | None, values: list) -> None:
+    if dtype == "bf16":
+        bits = np.asarray(values, np.float32).view(np.uint32) >> 16
+        setattr(lit, array, bits.astype("<u2").tobytes())
+    elif dtype is not None:
+        setattr(lit, array, np.asarray(values, dtype).tobytes())
+    else:
+        getattr(lit, array).extend(values)
+
+
+def _constants(rng: random.Random):
+    """A module of random constants, as an HloModuleProto and as the text XLA prints; per constant the
+    integer_scalar it must read as."""
+    HloInstructionProto, ShapeProto = message_class("HloInstructionProto"), message_class("ShapeProto")
+    insts, lines, want = [], [], {}
+    for k in range(rng.randint(8, 20)):
+        name, kind = f"c{k}", rng.choice(("int", "int", "int", "float", "vector", "pred", "empty"))
+        if kind in ("int", "vector", "empty"):
+            etype = rng.choice(tuple(_INTEGER_TYPES))
+            number, array, dtype, bits, signed = _INTEGER_TYPES[etype]
+            low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+            values: list = [rng.choice((low, high, 0, 1, -1 if signed else 2, rng.randint(low, high)))
+                      for _ in range(1 if kind != "vector" else rng.randint(1, 4))]
+        elif kind == "float":
+            etype = rng.choice(tuple(_FLOAT_TYPES))
+            number, array, dtype = _FLOAT_TYPES[etype]
+            values = [float(rng.choice((0, 1, -2, 3, 64)))]
+        else:
+            etype, number, array, dtype, values = "pred", 1, "preds", None, [rng.random() < 0.5]
+        dims = [len(values)] if kind == "vector" else []
+        ip = HloInstructionProto(name=name, opcode="constant", id=k + 1,
+                                 shape=ShapeProto(element_type=number, dimensions=dims))
+        if kind != "empty":
+            _set_literal(ip.literal, array, dtype, values)
+        insts.append(ip)
+        want[name] = values[0] if kind == "int" else None
+        if kind == "empty":
+            continue  # XLA prints no constant without its value
+        printed = [("true" if v else "false") if kind == "pred" else str(int(v)) for v in values]
+        literal = "{" + ", ".join(printed) + "}" if dims else printed[0]
+        shape = f"{etype}[{len(values)}]" if dims else f"{etype}[]"
+        lines.append(f"  %{name} = {shape} constant({literal})")
+    root = HloInstructionProto(name="root", opcode="tuple", id=len(insts) + 1, shape=_shape([]),
+                               operand_ids=[insts[0].id])
+    module = message_class("HloModuleProto")(name="constants", entry_computation_name="main", id=1)
+    module.computations.add(name="main", id=1, root_id=root.id).instructions.extend([*insts, root])
+    first = lines[0].split(" = ")[0].strip().lstrip("%") if lines else None
+    body = "\n".join(lines + ([f"  ROOT %root = ({lines[0].split(' = ')[1].split(' ')[0]}) tuple(%{first})"]
+                              if first else []))
+    text = f"HloModule constants\n\nENTRY %main () -> () {{\n{body}\n}}\n"
+    return module.SerializeToString(), text, want
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_integer_scalar_constants_from_proto_equal_text_equal_drawn(seed, tmp_path):
+    """An integer scalar constant's value reads as drawn (negatives and the type's bounds included) from
+    the LiteralProto's arrays, from the text the proto reader writes, and from the text XLA prints; float
+    constants that print as integers, vectors, preds and empty literals read as None. The trip count's
+    constant reads the field, and agrees with its former rule on the attribute text."""
+    data, text, want = _constants(random.Random(seed))
+    insts = parse_hlo_proto(data, f"constants-{seed}").computations["main"].by_name()
+    path = tmp_path / "constants.txt"
+    path.write_text(text)
+    printed = read_hlo_text(path).computations["main"].by_name()
+    for name, value in want.items():
+        inst = insts[name]
+        assert inst.typed.integer_scalar == value == inst.text_attributes().integer_scalar, (name, text)
+        assert inst.typed.as_dict() == _text_route(inst), name
+        expect = ("const", value) if value is not None else None
+        assert _constant(inst) == _old_constant(inst) == expect, name
+        if name in printed:
+            assert printed[name].typed.integer_scalar == value, (name, text)
+            assert _constant(printed[name]) == _old_constant(printed[name]) == expect, name
+
+
+def test_the_drawn_constants_cover_each_case():
+    seen: Counter = Counter()
+    for seed in range(40):
+        _, text, want = _constants(random.Random(seed))
+        for line in text.splitlines():
+            if " constant(" in line:
+                seen[line.split(" = ")[1].split("[")[0]] += 1
+        seen.update("negative" for v in want.values() if v is not None and v < 0)
+        seen.update("none" for v in want.values() if v is None)
+    assert {*_INTEGER_TYPES, *_FLOAT_TYPES, "pred", "negative", "none"} <= set(seen)

@@ -99,12 +99,9 @@ class _Resolver:
 
 
 def _constant(inst: Instruction) -> Term | None:
-    if inst.shape.is_tuple or inst.shape.dims or inst.shape.element_type[:1] not in ("s", "u"):
-        return None
-    try:
-        return ("const", int(inst.attributes.get("literal", "").strip()))
-    except ValueError:
-        return None
+    """An integer scalar constant's value (the typed record decodes it from either source)."""
+    value = inst.typed.integer_scalar
+    return ("const", value) if value is not None else None
 
 
 def _linear(term: Term | None, index: int) -> tuple[int, int] | None:
