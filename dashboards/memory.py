@@ -80,7 +80,8 @@ def _runtime(report: MemoryReport, view: View) -> None:
     cols[3].metric("heap at peak", fmt_bytes(chosen.heap_bytes))
     cols[4].metric("stack at peak", fmt_bytes(chosen.stack_bytes))
     cols[5].metric("fragmentation at peak", f"{chosen.fragmentation:.1%}")
-    t = chosen.timeline
+    detail = chosen.unpacked()      # its timeline and rows, unpacked once
+    t = detail.timeline
     line = pd.DataFrame({"time (ms)": (t["time_ps"] - report.origin_ps) / PS_PER_MS,
                          "GiB in use": (t["stack_bytes"] + t["heap_bytes"]) / 2**30, "step": t["step"]})
     peak = pd.DataFrame({"time (ms)": [(chosen.peak_time_ps - report.origin_ps) / PS_PER_MS],
@@ -94,10 +95,10 @@ def _runtime(report: MemoryReport, view: View) -> None:
     rule = alt.Chart(peak).mark_rule(color="#d62728", strokeDash=[4, 3]).encode(x="time (ms):Q")
     st.markdown(f"**Usage of {chosen.device} over the profile** (stack + heap; peak in red, step {chosen.step})")
     st.altair_chart((area + rule + marker + text).properties(height=260), width="stretch")
-    held = pd.DataFrame(chosen.at_peak[:TOP_BUFFERS])
+    held = pd.DataFrame(detail.at_peak[:TOP_BUFFERS])
     if not held.empty:
-        held["what"] = [_held_label(i, a, report.origin_ps) for i, a in enumerate(chosen.at_peak[:TOP_BUFFERS])]
-        st.markdown(f"**Held at the peak** ({len(chosen.at_peak)} allocations; the largest {len(held)})")
+        held["what"] = [_held_label(i, a, report.origin_ps) for i, a in enumerate(detail.at_peak[:TOP_BUFFERS])]
+        st.markdown(f"**Held at the peak** ({len(detail.at_peak)} allocations; the largest {len(held)})")
         st.altair_chart(_bars(held, "what"), width="stretch", height=_bar_height(held))
 
 

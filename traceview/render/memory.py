@@ -60,6 +60,7 @@ def memory_json(report: MemoryReport) -> dict:
     memories = []
     for m in report.memories:
         room = report.memory_headroom(m)
+        detail = m.unpacked()          # its timeline and rows, unpacked once
         memories.append({
             "device": m.device, "name": m.name, "host": m.host, "capacity_bytes": m.capacity_bytes,
             "peak_bytes": m.peak_bytes, "peak_time_us": _us(m.peak_time_ps, origin), "step": m.step,
@@ -67,9 +68,9 @@ def memory_json(report: MemoryReport) -> dict:
             "fragmentation": m.fragmentation, "lifetime_peak_bytes": m.lifetime_peak_bytes, "events": m.events,
             "timeline": [{"time_us": _us(int(t), origin), "stack_bytes": int(s), "heap_bytes": int(h),
                           "usage_bytes": int(s + h), "step": int(st)}
-                         for t, s, h, st in m.timeline[["time_ps", "stack_bytes", "heap_bytes", "step"]]
+                         for t, s, h, st in detail.timeline[["time_ps", "stack_bytes", "heap_bytes", "step"]]
                          .itertuples(index=False)],
-            "at_peak": [held_json(a, origin) for a in m.at_peak],
+            "at_peak": [held_json(a, origin) for a in detail.at_peak],
             "headroom": headroom_json(room) if room else None,
         })
     modules = []
@@ -118,17 +119,18 @@ def memory_text(report: MemoryReport, top: int = 10, markdown: bool = False) -> 
         out.append(table(["memory", "peak", "capacity", "stack", "heap", "fragmentation", "at", "step",
                           "headroom on target"], rows, "lrrrrrrrl"))
         for m in report.memories:
-            if not m.at_peak:
+            at_peak = m.at_peak    # unpacked once
+            if not at_peak:
                 continue
             out.append("")
             out.append(head(f"Held at the peak of {esc(m.device)}") if markdown
                        else f"Held at the peak of {esc(m.device)}:")
             rows = [[fmt_bytes(a.size_bytes), esc(a.op or "-"), esc(a.shape or "-"),
                      esc(a.region_type or "-"), "-" if a.step is None else str(a.step)]
-                    for a in m.at_peak[:top]]
+                    for a in at_peak[:top]]
             out.append(table(["size", "op", "shape", "region", "step"], rows, "rllll"))
-            if len(m.at_peak) > top:
-                out.append(f"... and {len(m.at_peak) - top} more")
+            if len(at_peak) > top:
+                out.append(f"... and {len(at_peak) - top} more")
         out.append("")
     if report.modules:
         out.append(head("Static peak per HLO module (buffer assignment)"))

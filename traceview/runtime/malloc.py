@@ -103,9 +103,7 @@ def _give_back() -> None:
     global _lent
     _lent = False
     _set(_env_int("MALLOC_MMAP_THRESHOLD_", GLIBC_DEFAULT), _env_int("MALLOC_TRIM_THRESHOLD_", GLIBC_DEFAULT))
-    libc = _glibc()
-    if libc is not None:
-        libc.malloc_trim(0)
+    trim()
 
 
 def _set(mmap_threshold: int, trim_threshold: int) -> bool:
