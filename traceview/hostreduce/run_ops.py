@@ -477,8 +477,11 @@ def _distinct_devices(ids: np.ndarray, dev: np.ndarray, n_ops: int, n_devices: i
 
 
 def per_step_self_time(run: RunOps, n_ops: int, index: pd.Index) -> pd.Series:
-    """timeline.timing.per_step_self_time over all rows: every row in a step is a kept row."""
-    found = np.concatenate([p.kept_steps for p in run.parts]) if run.parts else np.zeros(0, dtype=np.int32)
-    for p in run.parts:          # each host's, found as it was read: a spilled part's pages leave once read
+    """timeline.timing.per_step_self_time over all rows: every row in a step is a kept row. The run's
+    distinct steps are each host's (found as it was read) added one host at a time: a pod's hosts share their
+    steps, so one array of every host's (hosts x steps) and its hash table were most of the analysis' peak."""
+    found = np.zeros(0, dtype=np.int32)
+    for p in run.parts:          # a spilled part's pages leave once read
+        found = np.union1d(found, p.kept_steps)
         release(p.kept_steps)
     return per_step_self_time_in_chunks(lambda task, fold=None: run.for_each(task, True, fold=fold), index, found)
