@@ -4,11 +4,13 @@ Run as a script in a subprocess (JAX on the CPU, 8 simulated devices, the HLO du
 
     JAX_PLATFORMS=cpu XLA_FLAGS=--xla_force_host_platform_device_count=8 python whatif_capture.py OUT CASE...
 
-CASE is ``name:batch:data=N,fsdp=N,tensor=N`` (roles left out are size 1). Every case is the same two-layer
-MLP written with shard_map, so that only the mesh and the batch differ between captures: the batch is split
-over data x fsdp, the weights over fsdp (gathered before use, their gradients reduce-scattered) and tensor
-(Megatron: the first matmul column-parallel, the second row-parallel and all-reduced), and the weight
-gradients are averaged over data. One process compiles and traces every case, so jax is imported once.
+CASE is ``name:batch:data=N,fsdp=N,tensor=N`` (roles left out are size 1). Every case is the same stack of
+residual MLP blocks written with shard_map, so that only the mesh and the batch differ between captures: the
+batch is split over data x fsdp, the weights over fsdp (gathered before use, their gradients reduce-scattered)
+and tensor (Megatron: each block's first matmul column-parallel, its second row-parallel and all-reduced), and
+the weight gradients are averaged over data. WHATIF_FFN lists the blocks' hidden widths (comma-separated,
+each a multiple of 32): blocks of different widths give matmuls of different FLOPs, which is what lets one
+capture tell a matmul's fixed cost per execution from its cost per FLOP. One process compiles and traces every case, so jax is imported once.
 Each case lands in OUT/name as a log folder (plugins/profile/r<round>/localhost.xplane.pb, one run per
 round, WHATIF_ROUNDS of them, and hlo/); OUT/name/capture.json says its mesh, batch, runs and the wall time
 of each traced step (WHATIF_STEPS of them per round).
@@ -28,7 +30,7 @@ import time
 from pathlib import Path
 
 WIDTH = 256        # d_model (no weight shard shares its shape with an activation at the tests' batches)
-FFN = 768          # the MLP's hidden width
+FFN = tuple(int(f) for f in os.environ.get("WHATIF_FFN", "768").split(","))   # each block's hidden width
 WARMUP = 2
 TRACED = int(os.environ.get("WHATIF_STEPS", "3"))
 
@@ -52,41 +54,45 @@ def _program(name: str, batch: int, sizes: dict[str, int]):
 
     nd, nf, nt = sizes["data"], sizes["fsdp"], sizes["tensor"]
     mesh = Mesh(np.array(jax.devices()[: nd * nf * nt]).reshape(nd, nf, nt), ("data", "fsdp", "tensor"))
-    w_specs = (P("fsdp", "tensor"), P("tensor", "fsdp"))
+    w_specs = tuple(s for _ in FFN for s in (P("fsdp", "tensor"), P("tensor", "fsdp")))
     rng = np.random.default_rng(0)
-    w1 = jnp.asarray(rng.normal(size=(WIDTH, FFN)) / np.sqrt(WIDTH), jnp.float32)
-    w2 = jnp.asarray(rng.normal(size=(FFN, WIDTH)) / np.sqrt(FFN), jnp.float32)
-    params = tuple(jax.device_put(w, NamedSharding(mesh, s)) for w, s in zip((w1, w2), w_specs))
+    weights = []
+    for f in FFN:
+        weights += [rng.normal(size=(WIDTH, f)) / np.sqrt(WIDTH), rng.normal(size=(f, WIDTH)) / np.sqrt(f)]
+    params = tuple(jax.device_put(jnp.asarray(w, jnp.float32), NamedSharding(mesh, s))
+                   for w, s in zip(weights, w_specs))
     batch_spec = P(("data", "fsdp"), None)
     xs = jax.device_put(jnp.asarray(rng.normal(size=(batch, WIDTH)), jnp.float32), NamedSharding(mesh, batch_spec))
     ys = jax.device_put(jnp.asarray(rng.normal(size=(batch, WIDTH)), jnp.float32), NamedSharding(mesh, batch_spec))
 
-    def local_loss(w1g, w2g, x, y):
-        h = jax.nn.relu(x @ w1g)
-        out = h @ w2g
-        if nt > 1:
-            out = jax.lax.psum(out, "tensor")
-        return jnp.mean((out - y) ** 2)
+    def local_loss(ws, x, y):
+        for w1g, w2g in zip(ws[::2], ws[1::2]):
+            out = jax.nn.relu(x @ w1g) @ w2g
+            if nt > 1:
+                out = jax.lax.psum(out, "tensor")
+            x = x + out if len(ws) > 2 else out       # one block: the plain two-layer MLP
+        return jnp.mean((x - y) ** 2)
 
-    def shard_step(w1s, w2s, x, y):
-        w1g, w2g = w1s, w2s
+    def shard_step(*args):
+        shards, x, y = args[:-2], args[-2], args[-1]
+        full = list(shards)
         if nf > 1:
-            w1g = jax.lax.all_gather(w1s, "fsdp", axis=0, tiled=True)
-            w2g = jax.lax.all_gather(w2s, "fsdp", axis=1, tiled=True)
-        loss, (g1, g2) = jax.value_and_grad(local_loss, argnums=(0, 1))(w1g, w2g, x, y)
+            full = [jax.lax.all_gather(w, "fsdp", axis=i % 2, tiled=True) for i, w in enumerate(shards)]
+        loss, grads = jax.value_and_grad(local_loss)(tuple(full), x, y)
+        grads = list(grads)
         if nf > 1:
-            g1 = jax.lax.psum_scatter(g1, "fsdp", scatter_dimension=0, tiled=True) / nf
-            g2 = jax.lax.psum_scatter(g2, "fsdp", scatter_dimension=1, tiled=True) / nf
+            grads = [jax.lax.psum_scatter(g, "fsdp", scatter_dimension=i % 2, tiled=True) / nf
+                     for i, g in enumerate(grads)]
         if nd > 1:
-            g1, g2 = jax.lax.pmean(g1, "data"), jax.lax.pmean(g2, "data")
-        return w1s - 1e-3 * g1, w2s - 1e-3 * g2, jax.lax.pmean(loss, ("data", "fsdp"))
+            grads = [jax.lax.pmean(g, "data") for g in grads]
+        return (*(w - 1e-3 * g for w, g in zip(shards, grads)), jax.lax.pmean(loss, ("data", "fsdp")))
 
     step = jax.shard_map(shard_step, mesh=mesh, in_specs=(*w_specs, batch_spec, batch_spec),
                          out_specs=(*w_specs, P()), check_vma=False)
 
     def train(params, x, y):
-        w1s, w2s, loss = step(*params, x, y)
-        return (w1s, w2s), loss
+        *new, loss = step(*params, x, y)
+        return tuple(new), loss
 
     train.__name__ = f"step_{name}"      # the module's name: jit_step_<case>, to find its dump
     return jax.jit(train).lower(params, xs, ys).compile(), params, xs, ys
@@ -118,7 +124,7 @@ def capture(out: Path, dump: Path, cases: list[str], rounds: int) -> None:
                                 ".before_optimizations.hlo.pb", ".cpu_after_optimizations.hlo.pb")):
                 shutil.copy(f, hlo / f.name)
         (out / name / "capture.json").write_text(json.dumps(
-            {"mesh": {k: v for k, v in sizes.items() if v > 1}, "batch": batch, "width": WIDTH, "ffn": FFN,
+            {"mesh": {k: v for k, v in sizes.items() if v > 1}, "batch": batch, "width": WIDTH, "ffn": list(FFN),
              "runs": [f"r{r}" for r in range(rounds)], "traced_step_times_s": times[name]}, indent=1))
 
 

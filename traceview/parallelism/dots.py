@@ -169,11 +169,17 @@ class Figure:
     how: str
 
 
-def per_chip_tokens(module: HloModule, weights: set[tuple[int, ...]]) -> Figure:
+def per_chip_tokens(module: HloModule, weights: set[tuple[int, ...]],
+                    provenance: set[tuple[str, str]] | None = None) -> Figure:
+    """Tokens per chip, from the dots that read a weight (module docstring). Where both operands have a
+    weight's shape (tokens per chip equal to a weight's side), ``provenance`` (the (computation, instruction)
+    values that are the state's weights, by data flow) says which operand is the weight."""
     votes: Counter[int] = Counter()
     count = 0
     for d in dots(module):
         lhs_w, rhs_w = tuple(sorted(d.lhs)) in weights, tuple(sorted(d.rhs)) in weights
+        if lhs_w and rhs_w and provenance:
+            lhs_w, rhs_w = _read_weights(module, d, provenance)
         if lhs_w != rhs_w:
             tokens = d.free("rhs" if lhs_w else "lhs")
         elif not lhs_w and tuple(sorted(d.out)) in weights:
@@ -189,6 +195,14 @@ def per_chip_tokens(module: HloModule, weights: set[tuple[int, ...]]) -> Figure:
     value, _ = votes.most_common(1)[0]
     return Figure(float(value), f"{count} dots with a weight operand or result; the most FLOPs at {value} "
                                 "tokens per chip")
+
+
+def _read_weights(module: HloModule, d: Dot, provenance: set[tuple[str, str]]) -> tuple[bool, bool]:
+    """Which of a dot's operands are weights by data flow."""
+    inst = module.computations[d.computation].by_name().get(d.name)
+    if inst is None or len(inst.operands) < 2:
+        return False, False
+    return (d.computation, inst.operands[0]) in provenance, (d.computation, inst.operands[1]) in provenance
 
 
 def producing_dot(module: HloModule, computation: str, name: str, depth: int = 0) -> Dot | None:

@@ -21,6 +21,7 @@ from traceview.parallelism.report import Parallelism
 from traceview.parsers.hlo.model import HloModule
 from traceview.whatif.book import batch_ways, parameter_ways
 from traceview.whatif.host import SharedHost, not_collective, shared_host
+from traceview.whatif.widths import state_widths
 
 BUCKETS = ("compute", "memory", "communication", "unknown", "idle")
 
@@ -214,9 +215,10 @@ def _sum(values) -> float | None:
 def _shapes(main: HloModule | None, state: set, mesh: dict[str, int], tensor_width: float | None,
             warnings: list[str]) -> tuple[float | None, float | None, float | None]:
     """(parameter bytes of one model copy, activation bytes per token crossing a tensor axis, F) from the
-    state the step updates: each local shard times the ways parameters are split. F is the tensor axis's
-    per-shard width times its ways (the parallelism view's figure), else the widest local dimension (an
-    unsplit one); D = a full matrix's elements / F."""
+    state the step updates. From the state's full shapes where the shardings give them (whatif.widths: D the
+    side most matrices share, F the widest other side); else each local shard times the ways parameters are
+    split, F the tensor axis's per-shard width times its ways (the parallelism view's figure) or the widest
+    local dimension (an unsplit one), and D = the median matrix's elements / F."""
     if main is None or not state:
         warnings.append("no state (entry parameters that are also results): parameter bytes unknown")
         return None, None, None
@@ -237,6 +239,9 @@ def _shapes(main: HloModule | None, state: set, mesh: dict[str, int], tensor_wid
                 mats += stack
                 elements.append(float(a.dims[-1] * a.dims[-2]))
                 widest = max(widest, *a.dims[-2:])
+    full = state_widths(main, state)
+    if full is not None:
+        return full.state_bytes, 2.0 * max(1, full.matrices // 2) * full.d_model * elem, float(full.ffn)
     ways = parameter_ways(mesh)
     ffn = tensor_width * mesh.get("tensor", 1) if tensor_width else (float(widest) if widest else None)
     d_model = (sorted(elements)[len(elements) // 2] * ways / ffn) if elements and ffn else None

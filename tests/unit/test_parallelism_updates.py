@@ -1,0 +1,96 @@
+"""The data flow that tells a gradient from an activation of the same shape (traceview/parallelism/updates.py),
+on generated training steps written as HLO text: one tensor-parallel MLP block whose per-device rows T equal
+F / Y, so that the activation all-reduce [T, D] and the second weight's shard and gradient [F / Y, D] are the
+same array type. Names, widths and ways are drawn per seed; what is expected follows from how the text was
+written, not from traceview."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from traceview.parallelism.updates import WALK_LIMIT, find_updates, weight_values
+from traceview.parsers.hlo.text import parse_hlo_text
+
+
+def _step(rng: random.Random) -> tuple[str, dict[str, str]]:
+    """A training step's HLO text and the names of its parts: forward x @ w1 -> relu -> @ w2 -> all-reduce
+    (activation), backward dW1, dW2 as dots, their all-reduce over the data axis (gradients), and the update
+    w - lr * g of each weight."""
+    y = rng.choice((2, 4, 8))
+    f = y * rng.randrange(8, 64)
+    t, d = f // y, rng.randrange(16, 128)
+    n = {k: f"{k}_{rng.randrange(1000)}" for k in ("x", "w1", "w2", "h", "act", "ar", "dh", "g1", "g2", "gar",
+                                                    "u1", "u2", "gw1", "gw2", "fused")}
+    n["w1 shape"] = f"f32[{d},{t}]"
+    text = f"""HloModule step_{rng.randrange(10**6)}
+
+%add (a: f32[], b: f32[]) -> f32[] {{
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}}
+
+%{n['fused']} (p0: f32[{d},{t}], p1: f32[{t},{d}]) -> f32[{d},{d}] {{
+  %p0 = f32[{d},{t}] parameter(0)
+  %p1 = f32[{t},{d}] parameter(1)
+  %cp = f32[{t},{d}] copy(%p1)
+  ROOT %inner = f32[{d},{d}] dot(%p0, %cp), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}}
+
+ENTRY %main (x: f32[{t},{d}], w1: f32[{d},{t}], w2: f32[{t},{d}]) -> (f32[{d},{t}], f32[{t},{d}], f32[{d},{d}]) {{
+  %{n['x']} = f32[{t},{d}] parameter(0)
+  %{n['w1']} = f32[{d},{t}] parameter(1)
+  %{n['w2']} = f32[{t},{d}] parameter(2)
+  %{n['h']} = f32[{t},{t}] dot(%{n['x']}, %{n['w1']}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  %{n['act']} = f32[{t},{d}] dot(%{n['h']}, %{n['w2']}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  %{n['ar']} = f32[{t},{d}] all-reduce(%{n['act']}), channel_id=1, replica_groups={{{{0,1}}}}, to_apply=%add
+  %{n['dh']} = f32[{t},{t}] dot(%{n['ar']}, %{n['w2']}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}
+  %{n['g1']} = f32[{d},{t}] dot(%{n['x']}, %{n['dh']}), lhs_contracting_dims={{0}}, rhs_contracting_dims={{0}}
+  %{n['g2']} = f32[{t},{d}] dot(%{n['h']}, %{n['ar']}), lhs_contracting_dims={{0}}, rhs_contracting_dims={{0}}
+  %{n['gar']} = (f32[{d},{t}], f32[{t},{d}]) all-reduce(%{n['g1']}, %{n['g2']}), channel_id=2, replica_groups={{{{0,2}}}}, to_apply=%add
+  %{n['gw1']} = f32[{d},{t}] get-tuple-element(%{n['gar']}), index=0
+  %{n['gw2']} = f32[{t},{d}] get-tuple-element(%{n['gar']}), index=1
+  %{n['u1']} = f32[{d},{t}] subtract(%{n['w1']}, %{n['gw1']})
+  %{n['u2']} = f32[{t},{d}] subtract(%{n['w2']}, %{n['gw2']})
+  %probe = f32[{d},{d}] fusion(%{n['w1']}, %{n['w2']}), kind=kOutput, calls=%{n['fused']}
+  ROOT %out = (f32[{d},{t}], f32[{t},{d}], f32[{d},{d}]) tuple(%{n['u1']}, %{n['u2']}, %probe)
+}}
+"""
+    return text, n
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_gradients_feed_the_update_and_same_shaped_activations_do_not(seed):
+    text, n = _step(random.Random(seed))
+    module = parse_hlo_text(text)
+    found = find_updates(module)
+    assert found is not None
+    assert found.updates == {n["u1"], n["u2"]}, seed
+    assert found.state == {n["w1"], n["w2"]}, seed          # the input x, of w2's shape, is not state
+    assert found.feeds_update(found.computation, n["gar"]) is True
+    assert found.feeds_update(found.computation, n["ar"]) is False      # the activation all-reduce
+    assert found.feeds_update("some_other_computation", n["gar"]) is None
+    weights = weight_values(module, found)
+    entry = found.computation
+    assert (entry, n["w2"]) in weights and (entry, n["x"]) not in weights
+    assert (n["fused"], "p1") in weights and (n["fused"], "cp") in weights and (n["fused"], "p0") in weights
+
+
+def test_a_program_that_updates_nothing_has_no_updates():
+    text, n = _step(random.Random(3))
+    forward = text.replace("ROOT %out", "%out_unused").replace(
+        "%probe = ", "ROOT %probe = ")
+    module = parse_hlo_text(forward)
+    assert find_updates(module) is None
+
+
+def test_a_cycle_in_hostile_text_ends():
+    text, n = _step(random.Random(5))
+    # the update reads an add that reads itself: the walk must end, not loop
+    cyclic = text.replace(f"subtract(%{n['w1']}, %{n['gw1']})", f"subtract(%{n['w1']}, %loop)").replace(
+        f"  %{n['u1']} =", f"  %loop = {n['w1 shape']} add(%loop, %loop)\n  %{n['u1']} =")
+    module = parse_hlo_text(cyclic)
+    found = find_updates(module)
+    assert found is not None and "loop" in found.feeding and len(found.feeding) < WALK_LIMIT
