@@ -50,3 +50,33 @@ def test_the_runs_distinct_steps_are_added_host_by_host(monkeypatch):
     assert found.dtype == np.int32
     one_host = parts[0].kept_steps.nbytes
     assert held < 10 * one_host, (held, one_host, everything.nbytes)       # all at once: 120 hosts' worth
+
+
+def test_a_pods_peak_details_wait_on_disk_as_its_hosts_arrive_and_read_back_the_same():
+    """Each arriving host's packed allocator details (timelines, rows at the peak: only the memory view reads
+    them) are written to the run's file as the host arrives, so the caller holds none of their bytes; each
+    peak unpacks to the same timeline and rows, and pickles (to a forked or remote process) as its bytes."""
+    import pickle
+
+    from tests.unit.test_memory_peaks_packed import _events, _rows
+    from traceview.hostreduce.memory_peaks import host_peaks
+    from traceview.hostreduce.part import HostPart
+    from traceview.trace.hosts import HostResult, _arrival
+
+    rng = np.random.default_rng(3)
+    held = [host_peaks(_events(rng, f"h{h}", 2, int(rng.integers(50, 2500)))) for h in range(6)]
+    before = [_rows(p.peaks) for p in held]
+    packed = [[p.detail for p in hp.peaks] for hp in held]
+    spill = SimpleNamespace(keep=lambda ops: ops)          # a pod's spill: its rows' part is not what is tested
+    arrived = _arrival(None, spill)
+    for k, hp in enumerate(held):
+        arrived(HostResult(f"h{k}", part=HostPart(file=f"h{k}", ops=None, memory=hp)))
+    assert all(not isinstance(p.detail, (bytes, dict)) for hp in held for p in hp.peaks)   # none in memory
+    assert [_rows(p.peaks) for p in held] == before
+    for hp, details in zip(held, packed):
+        for peak, detail in zip(hp.peaks, details):
+            assert pickle.loads(pickle.dumps(peak)).detail == detail
+    one_by_one = _arrival(None, None)                       # not a pod's: the details stay as they came
+    alone = host_peaks(_events(rng, "h9", 1, 300))
+    one_by_one(HostResult("h9", part=HostPart(file="h9", ops=None, memory=alone)))
+    assert isinstance(alone.peaks[0].detail, bytes)

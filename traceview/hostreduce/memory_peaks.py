@@ -24,10 +24,14 @@ event gives.
 from __future__ import annotations
 
 import dataclasses
+import os
 import pickle
+import tempfile
+import threading
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -70,7 +74,8 @@ class RuntimePeak:
     step: int
     lifetime_peak_bytes: int      # the allocator's own peak_bytes_in_use stat (may precede the window)
     events: int
-    detail: PeakDetail | bytes = field(repr=False)   # its timeline and rows, or them packed (:meth:`packed`)
+    # its timeline and rows, or them packed (:meth:`packed`), or packed and written to a file (:class:`DetailStore`)
+    detail: PeakDetail | bytes | StoredDetail = field(repr=False)
 
     @property
     def timeline(self) -> pd.DataFrame:
@@ -84,6 +89,8 @@ class RuntimePeak:
 
     def unpacked(self) -> PeakDetail:
         """Its timeline and rows (unpacked on each call when packed: nothing kept)."""
+        if isinstance(self.detail, StoredDetail):
+            return pickle.loads(zlib.decompress(self.detail.read()))
         if isinstance(self.detail, bytes):
             return pickle.loads(zlib.decompress(self.detail))
         return self.detail
@@ -91,9 +98,69 @@ class RuntimePeak:
     def packed(self) -> RuntimePeak:
         """The same peak with its timeline and rows as one compressed string: a pod's parent holds thousands of
         allocators' peaks, of which an analysis reads the bytes only (the memory view's tables unpack them)."""
-        if isinstance(self.detail, bytes):
+        if isinstance(self.detail, (bytes, StoredDetail)):
             return self
         return dataclasses.replace(self, detail=zlib.compress(pickle.dumps(self.detail, protocol=5), 1))
+
+
+class StoredDetail:
+    """A packed peak detail (:meth:`RuntimePeak.packed`) written to a :class:`DetailStore`'s file: read back on
+    each unpack, and pickled as the bytes themselves (a process it travels to gets them, not the file)."""
+
+    __slots__ = ("store", "offset", "size")
+
+    def __init__(self, store: DetailStore, offset: int, size: int) -> None:
+        self.store = store
+        self.offset = offset
+        self.size = size
+
+    def read(self) -> bytes:
+        return self.store.read(self.offset, self.size)
+
+    def __reduce__(self) -> tuple:
+        return bytes, (self.read(),)
+
+
+class DetailStore:
+    """Where a pod's caller keeps its hosts' packed peak details as the hosts arrive: one unnamed temporary file
+    (gone when the last peak that reads it is), each detail appended and read back on each unpack. ``analyze``
+    reads only the peaks' bytes, and only the memory view unpacks the details; held in memory they were about
+    10 kB a host (four allocators), the largest part of what the caller kept per host. A disk that refuses
+    leaves the details in memory, as before."""
+
+    def __init__(self) -> None:
+        self._file: BinaryIO | None = None
+        self._end = 0
+        self._lock = threading.Lock()     # a file without pread is read by seek and read
+
+    def keep(self, held: HostPeaks) -> None:
+        """Each packed detail of ``held`` written here, its peak reading it from here from now on."""
+        for k, peak in enumerate(held.peaks):
+            if not isinstance(peak.detail, bytes):
+                continue
+            try:
+                stored = self._write(peak.detail)
+            except OSError:
+                return
+            held.peaks[k] = dataclasses.replace(peak, detail=stored)
+
+    def _write(self, data: bytes) -> StoredDetail:
+        with self._lock:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile()
+            self._file.seek(self._end)
+            self._file.write(data)
+            self._file.flush()
+            offset, self._end = self._end, self._end + len(data)
+        return StoredDetail(self, offset, len(data))
+
+    def read(self, offset: int, size: int) -> bytes:
+        assert self._file is not None
+        if hasattr(os, "pread"):          # no shared file offset: a forked process may read at the same time
+            return os.pread(self._file.fileno(), size, offset)
+        with self._lock:
+            self._file.seek(offset)
+            return self._file.read(size)
 
 
 @dataclass(frozen=True)

@@ -198,12 +198,20 @@ def _import_all(modules: Sequence[str]) -> None:
 def _arrival(progress: Callable[[int], None] | None, spill: RowSpill | None,
              arrive: Callable[[HostResult], None] | None = None) -> Callable[[HostResult], None]:
     """What happens as each host's result comes in: ``arrive`` (the caller's fold of it into the run), its
-    large arrays spilled, the progress advanced."""
+    large arrays spilled and, with them, its allocators' packed peak details (read by the memory view only),
+    the progress advanced."""
     held = _HeldOnce()
+    details = None
+    if spill is not None:          # a pod's analysis: its allocators' details wait on disk (memory_peaks)
+        from traceview.hostreduce.memory_peaks import DetailStore
+
+        details = DetailStore()
 
     def arrived(result: HostResult) -> None:
         if result.data is not None:
             result.data = held.tables(result.data)
+        if details is not None and result.part is not None and result.part.memory is not None:
+            details.keep(result.part.memory)
         if result.spilled is not None and result.part is not None:
             from traceview.hostreduce.spill import adopt, release
 
