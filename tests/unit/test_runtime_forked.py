@@ -200,3 +200,31 @@ def test_forked_processes_do_not_start_with_the_parents_freed_heap():
         pytest.skip("no glibc to tune")
     before, child = map(int, out.split())
     assert child > 0 and child < before - 60 * 2**20
+
+
+@linux_only
+def test_the_parent_takes_no_item_so_no_items_working_memory():
+    """Items run in the forked processes only: the parent, which lives on holding the run's results, never
+    reaches an item's working memory (its peak would stay for the rest of the run, and every later fork
+    would start from it)."""
+    out = _fresh("""
+        import os, time
+        from traceview.runtime import forked, malloc
+        malloc.keep_freed_memory()
+        def peak():
+            with open("/proc/self/status") as f:
+                return next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) * 1024
+        def task(i):
+            time.sleep(0.01)
+            held = bytearray(80 * 2**20)
+            held[::4096] = b"x" * len(range(0, len(held), 4096))     # every page touched
+            return os.getpid(), peak()
+        before = peak()
+        got = forked.fork_map(task, 12, 2)
+        print(len({pid for pid, _ in got}), int(os.getpid() in {pid for pid, _ in got}),
+              max(p for _, p in got) - before, peak() - before)
+    """)
+    processes, parent_ran, child_rise, parent_rise = map(int, out.split())
+    assert processes == 2 and not parent_ran          # both jobs forked, none in this process
+    assert child_rise > 70 * 2**20                     # an item's memory is there to be seen
+    assert parent_rise < 20 * 2**20

@@ -32,8 +32,9 @@ from traceview.runtime.malloc import trim
 
 
 def fork_map(task: Callable[[int], Any], count: int, jobs: int) -> list[Any]:
-    """``[task(i) for i in range(count)]``, computed by ``jobs`` processes when it can be: this one and
-    ``jobs - 1`` forked from it, each taking the next item until none is left."""
+    """``[task(i) for i in range(count)]``, computed by ``jobs`` processes when it can be: forked from this
+    one, each taking the next item until none is left, while this one waits for their answers (see
+    :class:`_Workers` for why it takes none itself)."""
     jobs = min(jobs, count)
     if jobs <= 1 or not _can_fork():
         return [_timed(task, i) for i in range(count)]
@@ -65,10 +66,17 @@ def _timed(task: Callable[[int], Any], index: int) -> Any:
 
 
 class _Workers:
-    """The forked half of :func:`fork_map`. The processes share a counter (the next item); each child pickles
-    each result as it comes and sends its ``(index, pickled result)`` pairs into a pipe of its own once the
-    items run out, and the parent reads them after its own share: its results never travel, and a child that
-    dies is an error, not a hang."""
+    """The forked half of :func:`fork_map`. The children share a counter (the next item); each pickles each
+    result as it comes and sends its ``(index, pickled result)`` pairs into a pipe of its own once the items
+    run out, and the parent reads them: a child that dies is an error, not a hang.
+
+    The parent takes no item while children run (only when no child could be forked). An item's working
+    memory then comes and goes in a child, and the parent, which lives to the end of the run and holds every
+    host's results, never grows by it: glibc keeps what a process frees for reuse (the CLI's thresholds,
+    runtime.malloc), so an item run here would leave the parent's resident size at the item's peak for the
+    rest of the run, and each later fork would start its children from it. A child's resident size starts at
+    the parent's private pages only: the parent's file mappings (the spilled parts, the libraries) count in a
+    child only once it reads them."""
 
     def __init__(self, task: Callable[[int], Any], count: int, jobs: int, counter: Any) -> None:
         _reap_ended()
@@ -77,7 +85,7 @@ class _Workers:
         gc.freeze()             # the children's collections leave the inherited objects' pages alone
         trim()                  # nor do they start with this one's freed heap mapped
         try:
-            for _ in range(jobs - 1):
+            for _ in range(jobs):
                 self._fork()
         except OSError:          # no more processes or memory for one: those started share the items
             pass
@@ -143,7 +151,7 @@ class _Workers:
 
     def results(self) -> list[Any]:
         try:
-            mine = self._share()
+            mine = self._share() if not self.children else []     # no child could be forked: all here
             theirs = [self._answer(pid, read) for pid, read in self.children]
         finally:
             self._stop()
