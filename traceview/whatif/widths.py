@@ -82,7 +82,8 @@ def state_widths(module: HloModule | None, state: set[tuple[int, ...]]) -> State
             local, whole = local * d, whole * f
         total += float(byte_size(arrays[0])) * whole / max(1, local)
         a, b = full[-2:]
-        shared.update({a, b} if a != b else {a})
+        for side in {a, b}:
+            shared[side] += stack
         pairs += [(a, b)] * stack
         matrices += stack
     if not pairs:
@@ -95,4 +96,4 @@ def state_widths(module: HloModule | None, state: set[tuple[int, ...]]) -> State
     ffn = max(others) if others else d_model
     return StateWidths(d_model, ffn, matrices, total,
                        f"{matrices} state matrices' full shapes (shard x tiles): D = {d_model}, the side "
-                       f"{ranked[0][1]} of them share; F = {ffn}, the widest other side")
+                       f"{ranked[0][1]} of them have; F = {ffn}, the widest other side")
