@@ -94,3 +94,63 @@ def test_a_cycle_in_hostile_text_ends():
     module = parse_hlo_text(cyclic)
     found = find_updates(module)
     assert found is not None and "loop" in found.feeding and len(found.feeding) < WALK_LIMIT
+
+
+def _buffers(rng: random.Random) -> tuple[str, dict[str, str]]:
+    """A step whose gradients are written into buffers: an embedding's gradient scattered into zeros, and a
+    weight's gradient accumulated by a loop that starts from zeros; a same-shaped activation buffer (zeros a
+    scatter fills from the tokens) that feeds no update."""
+    v, d = rng.randrange(16, 256), rng.randrange(8, 64)
+    n = {k: f"{k}_{rng.randrange(1000)}" for k in ("emb", "w", "zeros", "grad", "acc0", "loop", "gw", "mask0",
+                                                    "mask", "ue", "uw", "init")}
+    text = f"""HloModule buffers_{rng.randrange(10**6)}
+
+%add (a: f32[], b: f32[]) -> f32[] {{
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}}
+
+%body (t: (s32[], f32[{d},{d}])) -> (s32[], f32[{d},{d}]) {{
+  %t = (s32[], f32[{d},{d}]) parameter(0)
+  %i = s32[] get-tuple-element(%t), index=0
+  %g = f32[{d},{d}] get-tuple-element(%t), index=1
+  %g2 = f32[{d},{d}] add(%g, %g)
+  ROOT %r = (s32[], f32[{d},{d}]) tuple(%i, %g2)
+}}
+
+%cond (t: (s32[], f32[{d},{d}])) -> pred[] {{
+  %t = (s32[], f32[{d},{d}]) parameter(0)
+  ROOT %p = pred[] constant(false)
+}}
+
+ENTRY %main (emb: f32[{v},{d}], w: f32[{d},{d}], ids: s32[{v},1], upd: f32[{v},{d}]) -> (f32[{v},{d}], f32[{d},{d}], f32[{v},{d}]) {{
+  %{n['emb']} = f32[{v},{d}] parameter(0)
+  %{n['w']} = f32[{d},{d}] parameter(1)
+  %ids = s32[{v},1] parameter(2)
+  %upd = f32[{v},{d}] parameter(3)
+  %zero = f32[] constant(0)
+  %{n['zeros']} = f32[{v},{d}] broadcast(%zero), dimensions={{}}
+  %{n['grad']} = f32[{v},{d}] scatter(%{n['zeros']}, %ids, %upd), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=%add
+  %{n['mask0']} = f32[{v},{d}] broadcast(%zero), dimensions={{}}
+  %{n['mask']} = f32[{v},{d}] scatter(%{n['mask0']}, %ids, %upd), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=%add
+  %{n['acc0']} = f32[{d},{d}] broadcast(%zero), dimensions={{}}
+  %c0 = s32[] constant(0)
+  %{n['init']} = (s32[], f32[{d},{d}]) tuple(%c0, %{n['acc0']})
+  %{n['loop']} = (s32[], f32[{d},{d}]) while(%{n['init']}), condition=%cond, body=%body
+  %{n['gw']} = f32[{d},{d}] get-tuple-element(%{n['loop']}), index=1
+  %{n['ue']} = f32[{v},{d}] subtract(%{n['emb']}, %{n['grad']})
+  %{n['uw']} = f32[{d},{d}] subtract(%{n['w']}, %{n['gw']})
+  ROOT %out = (f32[{v},{d}], f32[{d},{d}], f32[{v},{d}]) tuple(%{n['ue']}, %{n['uw']}, %{n['mask']})
+}}
+"""
+    return text, n
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_buffers_gradients_are_written_into_count_as_gradients(seed):
+    text, n = _buffers(random.Random(seed))
+    found = find_updates(parse_hlo_text(text))
+    assert found is not None and found.updates == {n["ue"], n["uw"]}
+    assert {n["grad"], n["zeros"], n["gw"], n["loop"], n["acc0"]} <= found.feeding, seed
+    assert n["mask"] not in found.feeding and n["mask0"] not in found.feeding, seed

@@ -70,6 +70,30 @@ def _fused_makes(module: HloModule, inst: Instruction) -> bool:
     return False
 
 
+def _writes_in_place(module: HloModule, inst: Instruction) -> bool:
+    """A scatter or dynamic-update-slice (or a fusion of one): its result is its first operand, updated."""
+    if inst.opcode in ("scatter", "dynamic-update-slice"):
+        return True
+    if inst.opcode != "fusion":
+        return False
+    return any(i.opcode in ("scatter", "dynamic-update-slice") for name in inst.called_computations
+               if (comp := module.computations.get(name)) is not None for i in comp.instructions)
+
+
+def _loop_init(inst: Instruction, by_name: dict[str, Instruction]) -> str | None:
+    """For an element of a while loop's result, the same element of the tuple the loop started from."""
+    if inst.opcode != "get-tuple-element" or not inst.operands:
+        return None
+    loop = by_name.get(inst.operands[0])
+    if loop is None or loop.opcode != "while" or not loop.operands:
+        return None
+    init = by_name.get(loop.operands[0])
+    index = inst.typed.index
+    if init is None or init.opcode != "tuple" or not 0 <= index < len(init.operands):
+        return None
+    return init.operands[index]
+
+
 def _outputs(entry: Computation, by_name: dict[str, Instruction]) -> list[Instruction]:
     """The instructions that produce the step's results (through tuples, copies and bitcasts)."""
     root = by_name.get(entry.root or "")
@@ -115,7 +139,12 @@ def find_updates(module: HloModule) -> Updates | None:
             continue
         feeding.add(name)
         inst = by_name[name]
+        carried = _loop_init(inst, by_name)
+        if carried is not None:      # a loop's result: the buffer it started from has the gradient's size too
+            stack.append(carried)
         if inst.opcode in MAKERS or (inst.opcode == "fusion" and _fused_makes(module, inst)):
+            if _writes_in_place(module, inst):       # the buffer a scatter adds into is the gradient's too
+                stack += [o for o in inst.operands if o in by_name and _dims(by_name[o]) == _dims(inst)]
             continue
         stack += inst.operands
     return Updates(entry.name, frozenset(u.name for u in updates), frozenset(feeding), frozenset(state))
@@ -129,11 +158,16 @@ def weight_values(module: HloModule, found: Updates) -> set[tuple[str, str]]:
     if entry is None:
         return set()
     weights = set(found.state)
+    by_name = entry.by_name()
     for _ in range(2):           # a second pass for instructions listed before their operands
         for inst in entry.instructions:
-            if inst.name not in weights and inst.opcode in CARRY_WEIGHT and inst.operands \
-                    and inst.operands[0] in weights:
+            if inst.name in weights or not inst.operands:
+                continue
+            if inst.opcode in CARRY_WEIGHT and inst.operands[0] in weights:
                 weights.add(inst.name)
+            elif inst.opcode == "fusion" and not _fused_makes(module, inst) and any(
+                    o in weights and o in by_name and _dims(by_name[o]) == _dims(inst) for o in inst.operands):
+                weights.add(inst.name)      # a fused convert or copy of a weight (or its update)
     out = {(entry.name, w) for w in weights}
     for inst in entry.instructions:
         if inst.opcode != "fusion" or not inst.called_computations:

@@ -18,6 +18,7 @@ from traceview.cost.shapes import byte_size, leaves
 from traceview.hardware.chips import Chip
 from traceview.parallelism.dots import state_shapes, weight_shapes
 from traceview.parallelism.report import Parallelism
+from traceview.parallelism.updates import find_updates, weight_values
 from traceview.parsers.hlo.model import HloModule
 from traceview.whatif.book import batch_ways, parameter_ways
 from traceview.whatif.host import SharedHost, not_collective, shared_host
@@ -85,8 +86,9 @@ def measure(pipeline, parallelism: Parallelism, memory=None) -> Baseline:
     state = state_shapes(main) if main is not None else set()
     weights = weight_shapes(main, gathered) if main is not None else set()
     own = pipeline.ops[not_collective(pipeline.ops)] if not pipeline.ops.empty else pipeline.ops
-    ops = _op_terms(own, state, weights, devices * n_steps)
-    ops["weight_bytes"] = _weight_operand_bytes(own, main, weights, n_steps)   # weights include the state
+    flow = WeightFlow.of(main)
+    ops = _op_terms(own, state, weights, devices * n_steps, flow)
+    ops["weight_bytes"] = _weight_operand_bytes(own, main, weights, n_steps, flow)   # weights include the state
     role_measures = _role_measures(parallelism, roles, devices * n_steps)
     tokens = parallelism.per_chip_tokens
     batch = None if tokens is None or tokens.value is None else float(tokens.value) * batch_ways(mesh)
@@ -155,18 +157,52 @@ def _dims(shape: object) -> tuple[int, ...] | None:
         return None
 
 
-def _op_terms(own: pd.DataFrame, state: set, weights: set, device_steps: int) -> pd.DataFrame:
+@dataclass(frozen=True)
+class WeightFlow:
+    """The main module's state, weights and gradients by data flow (parallelism.updates), for its entry
+    computation's instructions: where an activation has a weight's shape the shape alone would put it with the
+    weights. A gradient (what feeds an update: an embedding's scattered gradient, its zeroed buffer) has its
+    weight's size whatever the batch, and counts with the weights."""
+    computation: str
+    updates: frozenset[str]
+    weights: frozenset[str]
+    gradients: frozenset[str] = frozenset()
+
+    @staticmethod
+    def of(main: HloModule | None) -> WeightFlow | None:
+        found = find_updates(main) if main is not None else None
+        if main is None or found is None:
+            return None
+        entry = {name for comp, name in weight_values(main, found) if comp == found.computation}
+        return WeightFlow(found.computation, found.updates, frozenset(entry), found.feeding)
+
+    def is_weight(self, computation: str, name: str) -> bool | None:
+        """Whether an instruction's value is the state, its update, a weight made from it (gathered, copied,
+        sliced) or a gradient; None outside the entry computation (the shape decides)."""
+        if computation != self.computation:
+            return None
+        return name in self.updates or name in self.weights or name in self.gradients
+
+
+def _op_terms(own: pd.DataFrame, state: set, weights: set, device_steps: int,
+              flow: WeightFlow | None = None) -> pd.DataFrame:
     """Per op (``own``: the op table's rows that are not collectives): its time per device and step, its bound,
-    what its time scales with."""
+    what its time scales with. A weight's shape says state or gathered weight unless the data flow says the
+    op's value is neither (an activation of a weight's shape)."""
     columns = ["module", "op", "bound", "time_ps", "scale"]
     if own.empty:
         return pd.DataFrame(columns=columns)
     rows = []
     modules = own["module"].astype(str) if "module" in own else pd.Series("", index=own.index)
-    for module, op, bound, time, shape in zip(modules, own["op"], own["bound"], own["total_time_ps"], own["shape"]):
+    comps = own["computation"].astype(str) if "computation" in own else pd.Series("", index=own.index)
+    for module, comp, op, bound, time, shape in zip(modules, comps, own["op"], own["bound"], own["total_time_ps"],
+                                                     own["shape"]):
         dims = _dims(shape)
+        weight = flow.is_weight(comp, str(op)) if flow is not None and (dims in state or dims in weights) else None
         if bound == "compute":
             scale = "flops"
+        elif weight is False:
+            scale = "activation bytes"
         elif dims in state:
             scale = "parameter shard bytes"
         elif dims in weights:
@@ -177,18 +213,31 @@ def _op_terms(own: pd.DataFrame, state: set, weights: set, device_steps: int) ->
     return pd.DataFrame(rows, columns=columns)
 
 
-def _weight_operand_bytes(own: pd.DataFrame, main: HloModule | None, weights: set, steps: int) -> list[float]:
+def _weight_operand_bytes(own: pd.DataFrame, main: HloModule | None, weights: set, steps: int,
+                          flow: WeightFlow | None = None) -> list[float]:
     """Per op of ``own`` (the rows _op_terms reads, in order): the bytes per step, over all devices, of its
-    operands and result that are weights (a shard of the state or a gathered weight, by sorted dims: their size
-    does not change with the batch). 0 for an op outside the main module or without such an operand."""
+    operands and result that are weights (a shard of the state or a gathered weight, by sorted dims, unless the
+    data flow says the value is neither: their size does not change with the batch). 0 for an op outside the
+    main module or without such an operand."""
     insts: dict = {}
+    where: dict[str, str] = {}
     for comp in main.computations.values() if main is not None else []:
-        insts.update(comp.by_name())
+        named = comp.by_name()
+        insts.update(named)
+        where.update(dict.fromkeys(named, comp.name))
+
+    def weight(name: str) -> bool:
+        shape = insts[name].shape
+        if not any(tuple(sorted(a.dims)) in weights for a in leaves(shape)):
+            return False
+        return flow is None or flow.is_weight(where[name], name) is not False
+
     out = []
     for module, op, runs in zip(own["module"].astype(str), own["op"].astype(str), own["occurrences"]):
         inst = insts.get(op) if main is not None and module == main.name else None
-        shapes = [] if inst is None else [inst.shape] + [insts[o].shape for o in inst.operands if o in insts]
-        size = sum(float(byte_size(a)) for shape in shapes for a in leaves(shape) if tuple(sorted(a.dims)) in weights)
+        names = [] if inst is None else [op] + [o for o in inst.operands if o in insts]
+        size = sum(float(byte_size(a)) for name in names if weight(name) for a in leaves(insts[name].shape)
+                   if tuple(sorted(a.dims)) in weights)
         out.append(size * float(runs) / steps)
     return out
 
