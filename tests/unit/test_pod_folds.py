@@ -38,7 +38,7 @@ def test_the_runs_distinct_steps_are_added_host_by_host(monkeypatch):
     for h in range(n_hosts):
         steps = rng.permutation(np.arange(-1, n_steps + h % 7, dtype=np.int32))    # mostly shared, a few not
         parts.append(SimpleNamespace(kept_steps=steps[rng.random(steps.size) < 0.97]))
-    run = SimpleNamespace(parts=parts, for_each=None)
+    run = SimpleNamespace(parts=parts, for_each=lambda task, full_only, fold=None: [])
     seen: list[np.ndarray] = []
     monkeypatch.setattr(run_ops, "per_step_self_time_in_chunks",
                         lambda for_each, index, found: seen.append(found) or pd.Series([], dtype=object))

@@ -159,8 +159,8 @@ class RunOps:
         if pairs.empty:                 # nothing to pair: pair_times' all-NaN answer without the rows
             timed = pd.DataFrame({"in_flight_ps": np.nan, "pair_exposed_ps": np.nan}, index=ops.index)
         else:
-            timed = pair_times_in_chunks(lambda task, fold=None: self.for_each(task, False, fold=fold), ops, pairs)
-        return judged_and_exposed_in_chunks(lambda task, fold=None: self.for_each(task, True, fold=fold), ops, pairs,
+            timed = pair_times_in_chunks(functools.partial(self.for_each, full_only=False), ops, pairs)
+        return judged_and_exposed_in_chunks(functools.partial(self.for_each, full_only=True), ops, pairs,
                                             timed=timed,
                                             exposed_alone=self._exposed_alone(len(ops)) if self.n_rows else None)
 
@@ -484,4 +484,4 @@ def per_step_self_time(run: RunOps, n_ops: int, index: pd.Index) -> pd.Series:
     for p in run.parts:          # a spilled part's pages leave once read
         found = np.union1d(found, p.kept_steps)
         release(p.kept_steps)
-    return per_step_self_time_in_chunks(lambda task, fold=None: run.for_each(task, True, fold=fold), index, found)
+    return per_step_self_time_in_chunks(functools.partial(run.for_each, full_only=True), index, found)

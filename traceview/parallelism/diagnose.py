@@ -50,7 +50,7 @@ from traceview.parallelism.shardings import ParameterSharding, parameter_shardin
 from traceview.parallelism.spmd_bubble import device_number, measure_spmd
 from traceview.parallelism.structure import Structures, kv_gather_reader, measured_pipeline, read_structures
 from traceview.parallelism.times import collective_key, collective_times, fill_times, host_transfers
-from traceview.parallelism.updates import find_updates, weight_values
+from traceview.parallelism.updates import weight_values
 from traceview.parsers.hlo.model import HloModule
 
 
@@ -323,7 +323,7 @@ def _read_dots(program: _Program, attributions: list[Attribution], warnings: lis
     main = max(program.communicating, key=lambda ms: len(ms[1]))[0]
     routing = router(main)
     routed = routed_tokens(main, program.weights[main.name], routing.experts) if routing.experts else None
-    program.tokens = routed or per_chip_tokens(main, program.weights[main.name], _weight_provenance(main))
+    program.tokens = routed or per_chip_tokens(main, program.weights[main.name], weight_values(main))
     if not state_shapes(main):
         warnings.append(f"{main.name}: no entry parameter is also a result (not a training step?): weights are "
                         "only the all-gathered parameters")
@@ -526,9 +526,3 @@ def from_hlo(path: str | Path, chip: Chip | None = None, target_source: str = "-
                                      target_source=target_source if chip is not None else ""))
     report.warnings = warnings + report.warnings + ["no trace: counts and shapes from the HLO only, no times"]
     return report
-
-
-def _weight_provenance(module: HloModule) -> set[tuple[str, str]] | None:
-    """The values that are the state's weights by data flow (parallelism.updates); None without updates."""
-    found = find_updates(module)
-    return weight_values(module, found) if found is not None else None

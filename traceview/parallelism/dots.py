@@ -170,7 +170,7 @@ class Figure:
 
 
 def per_chip_tokens(module: HloModule, weights: set[tuple[int, ...]],
-                    provenance: set[tuple[str, str]] | None = None) -> Figure:
+                    provenance: frozenset[tuple[str, str]] | None = None) -> Figure:
     """Tokens per chip, from the dots that read a weight (module docstring). Where both operands have a
     weight's shape (tokens per chip equal to a weight's side), ``provenance`` (the (computation, instruction)
     values that are the state's weights, by data flow) says which operand is the weight."""
@@ -197,7 +197,7 @@ def per_chip_tokens(module: HloModule, weights: set[tuple[int, ...]],
                                 "tokens per chip")
 
 
-def _read_weights(module: HloModule, d: Dot, provenance: set[tuple[str, str]]) -> tuple[bool, bool]:
+def _read_weights(module: HloModule, d: Dot, provenance: frozenset[tuple[str, str]]) -> tuple[bool, bool]:
     """Which of a dot's operands are weights by data flow."""
     inst = module.computations[d.computation].by_name().get(d.name)
     if inst is None or len(inst.operands) < 2:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from traceview.parallelism.context import ATTENTION_KERNELS, AttentionShape, is_attention_dot
 from traceview.parallelism.dots import dot_of, shape_map
+from traceview.parallelism.memo import ModuleMemo
 from traceview.parallelism.p2p import received_value
 from traceview.parsers.hlo.model import Computation, HloModule, Instruction
 
@@ -81,19 +82,9 @@ class _Index:
         return self.shapes[name]
 
 
-# The last few modules' indexes: one report asks about every permute and gather of the same few modules, and
-# an index costs a pass over the module; few are kept, as each holds its module alive.
-_INDEXES: dict[int, tuple[HloModule, _Index]] = {}
-KEPT_INDEXES = 4
-
-
-def _index(module: HloModule) -> _Index:
-    found = _INDEXES.get(id(module))
-    if found is None or found[0] is not module:
-        while len(_INDEXES) >= KEPT_INDEXES:
-            del _INDEXES[next(iter(_INDEXES))]             # the oldest
-        found = _INDEXES[id(module)] = (module, _Index(module))
-    return found[1]
+# one report asks about every permute and gather of the same few modules, and an index costs a pass over the
+# module: the last few modules' indexes are kept
+_index = ModuleMemo(_Index)
 
 
 def _elements(shape) -> int:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from traceview.cost.shapes import byte_size, leaves
 from traceview.parallelism.attribution import Attribution
 from traceview.parallelism.dots import shape_map
-from traceview.parallelism.updates import Updates, find_updates
+from traceview.parallelism.updates import find_updates
 from traceview.parsers.hlo.model import HloModule, Shape
 
 SCALAR_BYTES = 1024   # below this a collective moves a loss or a metric, not a model tensor
@@ -96,7 +96,6 @@ def classify(attributions: list[Attribution], modules: dict[str, HloModule],
              weights: dict[str, set[tuple[int, ...]]]) -> list[Classified]:
     rows: list[Classified] = []
     pending = []
-    updates: dict[str, Updates | None] = {}
     for att in attributions:
         arrays = _arrays(modules.get(att.site.module), att)
         dims = tuple(arrays[0].dims) if arrays else ()
@@ -121,12 +120,12 @@ def classify(attributions: list[Attribution], modules: dict[str, HloModule],
         elif kind == "all-gather":
             pattern = "parameter all-gather" if weight_like or key in scattered else "activation all-gather"
         elif kind == "reduce-scatter":
-            gradient = (weight_like or key in gathered) and _feeds_update(att, modules, updates) is not False
+            gradient = (weight_like or key in gathered) and _feeds_update(att, modules) is not False
             pattern = "gradient reduce-scatter" if gradient else "activation reduce-scatter"
         elif kind == "all-reduce":
             # a vector is no activation (those are [tokens, features] at least): a replicated bias or norm
             # scale's gradient
-            gradient = len(dims) <= 1 or (weight_like and _feeds_update(att, modules, updates) is not False)
+            gradient = len(dims) <= 1 or (weight_like and _feeds_update(att, modules) is not False)
             pattern = "gradient all-reduce" if gradient else "activation all-reduce"
         else:
             pattern = kind
@@ -134,20 +133,17 @@ def classify(attributions: list[Attribution], modules: dict[str, HloModule],
     return rows
 
 
-def _feeds_update(att: Attribution, modules: dict[str, HloModule],
-                  cache: dict[str, Updates | None]) -> bool | None:
+def _feeds_update(att: Attribution, modules: dict[str, HloModule]) -> bool | None:
     """Whether a weight-shaped collective's result feeds the step's update of its state (a gradient): False
     tells an activation of a weight's shape from a gradient (updates.py); None where the data flow cannot say
     (no update in the program, or the collective outside the entry computation)."""
     site = att.site
-    if site.module not in cache:
-        module = modules.get(site.module)
-        cache[site.module] = find_updates(module) if module is not None else None
-    found = cache[site.module]
-    if found is None:
-        return None
+    module = modules.get(site.module)
+    found = find_updates(module) if module is not None else None
     inst = site.outer or site.instruction
-    return found.feeds_update(site.computation, inst.name) if inst is not None else None
+    if found is None or inst is None:
+        return None
+    return found.feeds_update(site.computation, inst.name)
 
 
 def axis_roles(rows: list[Classified], axis_names: list[str]) -> dict[str, AxisRole]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from traceview.cost.shapes import leaves
+from traceview.parallelism.memo import ModuleMemo
 from traceview.parsers.hlo.model import Computation, HloModule, Instruction
 
 # where a value is made rather than passed along: the walk back from an update stops here
@@ -110,7 +111,7 @@ def _outputs(entry: Computation, by_name: dict[str, Instruction]) -> list[Instru
     return out
 
 
-def find_updates(module: HloModule) -> Updates | None:
+def _find_updates(module: HloModule) -> Updates | None:
     """The updates of a training step (results computed element-wise from a parameter of the same shape) and
     what feeds them; None when the entry computation updates no state (an inference or a helper program)."""
     entry = module.entry_computation()
@@ -150,13 +151,14 @@ def find_updates(module: HloModule) -> Updates | None:
     return Updates(entry.name, frozenset(u.name for u in updates), frozenset(feeding), frozenset(state))
 
 
-def weight_values(module: HloModule, found: Updates) -> set[tuple[str, str]]:
+def _weight_values(module: HloModule) -> frozenset[tuple[str, str]] | None:
     """(computation, instruction) of the values that are the state's weights: the updated parameters, followed
     through copies, gathers and slices, and into the fusions that read them (the fused parameter and what it
-    passes through). What a dot reads from here is a weight, whatever its shape."""
-    entry = module.computations.get(found.computation)
-    if entry is None:
-        return set()
+    passes through). What a dot reads from here is a weight, whatever its shape. None without updates."""
+    found = find_updates(module)
+    entry = module.computations.get(found.computation) if found is not None else None
+    if found is None or entry is None:
+        return None
     weights = set(found.state)
     by_name = entry.by_name()
     for _ in range(2):           # a second pass for instructions listed before their operands
@@ -181,4 +183,9 @@ def weight_values(module: HloModule, found: Updates) -> set[tuple[str, str]]:
             if i.name not in inner and i.opcode in CARRY_WEIGHT and i.operands and i.operands[0] in inner:
                 inner.add(i.name)
         out |= {(fused.name, n) for n in inner}
-    return out
+    return frozenset(out)
+
+
+# the roles, the per-chip batch, the widths and the what-if baseline each ask about the same module
+find_updates = ModuleMemo(_find_updates)
+weight_values = ModuleMemo(_weight_values)

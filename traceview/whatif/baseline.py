@@ -171,9 +171,10 @@ class WeightFlow:
     @staticmethod
     def of(main: HloModule | None) -> WeightFlow | None:
         found = find_updates(main) if main is not None else None
-        if main is None or found is None:
+        values = weight_values(main) if main is not None else None
+        if found is None or values is None:
             return None
-        entry = {name for comp, name in weight_values(main, found) if comp == found.computation}
+        entry = {name for comp, name in values if comp == found.computation}
         return WeightFlow(found.computation, found.updates, frozenset(entry), found.feeding)
 
     def is_weight(self, computation: str, name: str) -> bool | None:
