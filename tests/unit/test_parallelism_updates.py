@@ -155,3 +155,24 @@ def test_the_buffers_gradients_are_written_into_count_as_gradients(seed):
     assert found is not None and found.updates == {n["ue"], n["uw"]}
     assert {n["grad"], n["zeros"], n["gw"], n["loop"], n["acc0"]} <= found.feeding, seed
     assert n["mask"] not in found.feeding and n["mask0"] not in found.feeding, seed
+
+
+@pytest.mark.parametrize("bad", ["lhs_contracting_dims={2}, rhs_contracting_dims={0}",
+                                 "lhs_contracting_dims={1}, rhs_contracting_dims={3}",
+                                 "lhs_batch_dims={7}, lhs_contracting_dims={1}, rhs_batch_dims={0}, "
+                                 "rhs_contracting_dims={0}"])
+def test_a_dot_whose_dimension_numbers_pass_its_operands_rank_is_no_matmul(bad):
+    """Hostile text (the bounded fuzz run's case): dimension numbers past an operand's rank are refused where
+    the dot is read, so the per-chip batch, which weighs dots by their FLOPs, never indexes past a shape."""
+    from traceview.parallelism.dots import dot_of, per_chip_tokens, shape_map
+
+    text, n = _step(random.Random(9))
+    lines = [line.replace("lhs_contracting_dims={1}, rhs_contracting_dims={0}", bad)
+             if line.startswith(f"  %{n['h']} =") else line for line in text.splitlines()]
+    module = parse_hlo_text("\n".join(lines))
+    entry = module.entry_computation()
+    shapes = shape_map(entry)
+    read = {i.name: dot_of(i, shapes, entry.name) for i in entry.instructions if i.opcode == "dot"}
+    assert read.pop(n["h"]) is None and read and all(d is not None for d in read.values())
+    weights = {tuple(sorted(a)) for a in ((8, 8),)}
+    assert per_chip_tokens(module, weights, weight_values(module)).how       # reads, does not raise

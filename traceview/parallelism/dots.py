@@ -92,9 +92,16 @@ def dot_of(inst: Instruction, shapes: dict[str, Shape], comp: str) -> Dot | None
         return None
     if len(inst.operands) < 2 or inst.operands[0] not in shapes or inst.operands[1] not in shapes:
         return None
-    return Dot(comp, inst.name, _array_dims(shapes[inst.operands[0]]), _array_dims(shapes[inst.operands[1]]),
-               _array_dims(inst.shape), dn["lhs_contracting_dims"], dn["rhs_contracting_dims"],
-               dn["lhs_batch_dims"], dn["rhs_batch_dims"])
+    lhs, rhs = _array_dims(shapes[inst.operands[0]]), _array_dims(shapes[inst.operands[1]])
+    if not (_fits(dn["lhs_contracting_dims"] + dn["lhs_batch_dims"], lhs)
+            and _fits(dn["rhs_contracting_dims"] + dn["rhs_batch_dims"], rhs)):
+        return None          # dimension numbers past an operand's rank (malformed text): no matmul to read
+    return Dot(comp, inst.name, lhs, rhs, _array_dims(inst.shape), dn["lhs_contracting_dims"],
+               dn["rhs_contracting_dims"], dn["lhs_batch_dims"], dn["rhs_batch_dims"])
+
+
+def _fits(dims: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    return all(0 <= d < len(shape) for d in dims)
 
 
 def _matmul_convolution(conv: ConvDims | None) -> dict[str, tuple[int, ...]] | None:
