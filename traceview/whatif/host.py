@@ -10,7 +10,9 @@ of the per-device step scaled on its own, collectives hidden in the share the tr
 for such a capture, and this one does (docs/whatif.md, "Virtual devices of one host"):
 
 * an op's work is its executions per step times what one execution lasts when its thread is not kept
-  waiting: the ``WORK_QUANTILE`` quantile of its executions' durations (over every device and step);
+  waiting: the ``WORK_QUANTILE`` quantile of its executions' durations (over every device and step); a
+  compute-bound op's work has a fixed part per execution, fitted over the capture's compute-bound ops when
+  their FLOPs differ (whatif.fit), which does not scale with its FLOPs;
 * the host's work per step is the sum of every op's work over all devices, plus each role's collectives as
   copies: the book's bytes per chip over the role's axis times the chips, read and written once, at the
   rate the host's memory-bound ops ran at (their bytes over their work);
@@ -27,9 +29,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from traceview.whatif.book import collective_bytes
+from traceview.whatif.fit import FixedPart, fixed_part
 
 # a copy reads each byte it sends and writes it once where it lands
 COPY_TRAFFIC = 2.0
@@ -49,6 +53,9 @@ class SharedHost:
     byte_rate: float                                     # B/s of the host's memory-bound ops
     work: dict[tuple[str, str], float] = field(default_factory=dict)   # (module, op) -> s of work per step
     how: str = ""
+    # (module, op) -> s of a compute-bound op's work per step that does not grow with its FLOPs (whatif.fit)
+    fixed: dict[tuple[str, str], float] = field(default_factory=dict)
+    fit: FixedPart | None = None
 
 
 def shared_host(pipeline, chips: int) -> SharedHost | None:
@@ -71,7 +78,25 @@ def shared_host(pipeline, chips: int) -> SharedHost | None:
         return None
     host = str(next(iter(hosts)))
     how = f"{len(devices)} CPU devices of one process on {host}; copies at {rate:.3g} B/s ({how_rate})"
-    return SharedHost(len(devices), host, rate, work, how)
+    fit, fixed = _fixed_work(pipeline, work)
+    return SharedHost(len(devices), host, rate, work, how, fixed, fit)
+
+
+def _fixed_work(pipeline, work: dict[tuple[str, str], float]) -> tuple[FixedPart, dict[tuple[str, str], float]]:
+    """The fixed part per execution fitted over the compute-bound ops (whatif.fit), and each such op's fixed
+    work per step: that part times its executions per step over all devices."""
+    t = pipeline.ops
+    if t.empty or "flops" not in t or "occurrences" not in t:
+        return fixed_part(np.array([]), np.array([])), {}
+    rows = t[(t["bound"] == "compute") & not_collective(t) & (t["occurrences"].fillna(0) > 0)]
+    keys = list(zip(rows["module"].astype(str), rows["op"].astype(str)))
+    runs = rows["occurrences"].astype(float).to_numpy() / max(1, len(pipeline.steps))
+    flops = rows["flops"].fillna(0.0).astype(float).to_numpy() / rows["occurrences"].astype(float).to_numpy()
+    per_run = np.array([work.get(k, 0.0) for k in keys]) / runs
+    fit = fixed_part(flops, per_run)
+    if fit.per_execution <= 0:
+        return fit, {}
+    return fit, {k: min(fit.per_execution * n, work.get(k, 0.0)) for k, n, f in zip(keys, runs, flops) if f > 0}
 
 
 def _work(pipeline) -> dict[tuple[str, str], float]:
@@ -111,15 +136,17 @@ def not_collective(t: pd.DataFrame) -> pd.Series:
     return kind.isna() | kind.astype(str).isin(["", "None", "nan"])
 
 
-def _with_weight_reads(rows: pd.DataFrame, work: pd.Series, ratio: pd.Series, byte_rate: float,
-                       weight_ratio: float) -> pd.Series:
-    """A compute-bound op's ratio when part of its work is reading its weights: that part, the op's weight
-    bytes at the host's byte rate (at most its work), scales with the weight a chip multiplies by (the gathered
-    matrix: 1 / the tensor, pipeline and expert ways, whatever shards it between steps), not with the rows it
-    multiplies it by; the rest scales as the op's kind says. A matmul on twice the rows reads the same weights,
-    so its work grows less than twice."""
-    reads = (rows["weight_bytes"] / byte_rate).clip(upper=work)
-    return ((work - reads) * ratio + reads * weight_ratio) / work.where(work > 0, 1.0)
+def _compute_ratio(rows: pd.DataFrame, work: pd.Series, fixed: pd.Series, ratio: pd.Series, byte_rate: float,
+                   weight_ratio: float) -> pd.Series:
+    """A compute-bound op's ratio when its work has parts that do not scale with its FLOPs. Its fixed part per
+    execution (``fixed``, at most its work) stays as it is: the op runs as often per chip in any mesh. Reading
+    its weights, its weight bytes at the host's byte rate (at most the rest), scales with the weight a chip
+    multiplies by (the gathered matrix: 1 / the tensor, pipeline and expert ways, whatever shards it between
+    steps), not with the rows it multiplies it by. The rest scales as the op's kind says. A matmul on twice
+    the rows reads the same weights and pays the same fixed part, so its work grows less than twice."""
+    fixed = fixed.clip(upper=work)
+    reads = (rows["weight_bytes"] / byte_rate).clip(upper=work - fixed)
+    return (fixed + (work - fixed - reads) * ratio + reads * weight_ratio) / work.where(work > 0, 1.0)
 
 
 def host_collective_bytes(role: str, mesh: dict[str, int], batch: float, param_bytes: float, act: float,
@@ -159,11 +186,17 @@ def host_terms(base, cfg, scale: dict[str, float]) -> list:
         work = pd.Series([host.work.get((m, o), 0.0) for m, o in zip(rows["module"], rows["op"])],
                          index=rows.index)
         ratio = rows["scale"].map(kinds).fillna(scale["flops"])
+        how_fixed = ""
         if bound == "compute":
-            ratio = _with_weight_reads(rows, work, ratio, host.byte_rate, scale["gathered parameter bytes"])
+            fixed = pd.Series([host.fixed.get((str(m), str(o)), 0.0) for m, o in zip(rows["module"], rows["op"])],
+                              index=rows.index)
+            ratio = _compute_ratio(rows, work, fixed, ratio, host.byte_rate, scale["gathered parameter bytes"])
+            if host.fit is not None:
+                how_fixed = (f"; {float(fixed.clip(upper=work).sum()) * 1e6:.4g} us of it a fixed part per "
+                             f"execution, kept as it is ({host.fit.how})")
         today, new = float(work.sum()), float((work * ratio).sum()) * chips_ratio
         how = (f"all devices' work at its measured speed x {new / today if today else 1.0:.4g} (per-chip "
-               f"ratio by op kind x chips {cfg.chips}/{base.chips})")
+               f"ratio by op kind x chips {cfg.chips}/{base.chips}){how_fixed}")
         parts.append((label, None, today, new, how, True))
     for role in sorted(set(base.mesh) | set(cfg.mesh)):
         before = host_collective_bytes(role, base.mesh, batch, p_bytes, act, base.chips)
