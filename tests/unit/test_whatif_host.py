@@ -48,10 +48,12 @@ def _terms(p) -> dict:
 def _compute_split(base: Baseline) -> tuple[float, float]:
     """(work of the compute-bound ops that scales with FLOPs, work reading their weights), seconds per step."""
     rows = base.ops[base.ops["bound"] == "compute"]
+    host = base.host
+    assert host is not None
     flops = reads = 0.0
     for op, weight in zip(rows["op"], rows["weight_bytes"]):
-        work = base.host.work[("main", op)]
-        read = min(work, weight / base.host.byte_rate)
+        work = host.work[("main", op)]
+        read = min(work, weight / host.byte_rate)
         flops, reads = flops + work - read, reads + read
     return flops, reads
 
