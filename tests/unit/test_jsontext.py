@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from traceview.render.jsontext import dumps
+from traceview.render.jsontext import chunks, dumps
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
@@ -49,6 +49,19 @@ documents = st.recursive(
 @given(documents)
 def test_same_text_as_the_standard_library(doc):
     assert dumps(doc) == json.dumps(doc, indent=1)
+    assert "".join(chunks(doc, end="\n")) == json.dumps(doc, indent=1) + "\n"
+
+
+def test_chunks_never_hold_the_whole_text():
+    """A report of thousands of rows in several sections comes in pieces, none of them more than a batch of
+    rows, so a writer of the pieces never holds the whole text."""
+    rows = [{"id": f"host{i:04d}/dev{i % 8}", "busy_us": i * 1.5, "idle_us": None, "steps": [i, i + 1]}
+            for i in range(5000)]
+    doc = {"devices": rows, "summary": {"devices": rows[:3000], "idle": {"by_device": {r["id"]: [r] for r in rows}}}}
+    whole = json.dumps(doc, indent=1)
+    pieces = list(chunks(doc))
+    assert "".join(pieces) == whole
+    assert max(map(len, pieces)) < len(whole) / 10
 
 
 def test_tables_with_nested_and_mixed_columns():
@@ -80,3 +93,5 @@ def test_what_json_refuses_is_refused(bad):
         json.dumps(bad, indent=1)
     with pytest.raises(TypeError):
         dumps(bad)
+    with pytest.raises(TypeError):
+        "".join(chunks({"a": [bad, 1]}))

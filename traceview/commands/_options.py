@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 import traceview
@@ -161,12 +162,24 @@ def dump_target_note(found) -> list[str]:
 OUTPUT_HOOKS: list[Callable[[str], None]] = []
 
 
-def write_output(text: str, output: str | None) -> None:
-    for hook in OUTPUT_HOOKS:
-        hook(text)
+def write_output(text: str | Iterable[str], output: str | None) -> None:
+    """Write a command's output to ``output`` (a file) or stdout. ``text`` may come in pieces
+    (``render.jsontext.chunks``): each is written as it comes, so the whole text is never held, except where a
+    hook records it (the result cache stores it whole)."""
+    if OUTPUT_HOOKS:
+        whole = text if isinstance(text, str) else "".join(text)
+        for hook in OUTPUT_HOOKS:
+            hook(whole)
+        text = whole
+    pieces = [text] if isinstance(text, str) else text
     if output:
-        with open(output, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        try:
+            with open(output, "w", encoding="utf-8") as handle:
+                handle.writelines(pieces)
+        except BaseException:
+            if os.path.isfile(output):   # no half-written report left behind (a special file is left alone)
+                os.remove(output)
+            raise
     else:
-        sys.stdout.write(text)
+        sys.stdout.writelines(pieces)
         sys.stdout.flush()

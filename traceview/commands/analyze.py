@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 
 from traceview.commands._options import add_format, add_hlo, add_source, add_target, load_from_args, write_output
 from traceview.render import jsontext
@@ -27,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     # every format prints what the analysis derives, its advice weighs the memory view's peaks
     analysis = load_from_args(args, keep_ops=False, allocator_events=True)
     if args.format == "json":
-        text = jsontext.dumps(analysis.to_json()) + "\n"
+        text: str | Iterator[str] = jsontext.chunks(analysis.to_json(), end="\n")
     elif args.format == "csv":
         text = analysis_csv(analysis.pipeline)
     else:

@@ -9,6 +9,7 @@ and how many sequences fit in HBM (docs/inference.md).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 
 from traceview.commands._options import add_format, add_hlo, add_source, add_target, load_from_args, write_output
 from traceview.render import jsontext
@@ -29,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
 
     report = load_from_args(args).inference()
     if args.format == "json":
-        text = jsontext.dumps(inference_json(report)) + "\n"
+        text: str | Iterator[str] = jsontext.chunks(inference_json(report), end="\n")
     else:
         text = inference_text(report, markdown=args.format == "markdown")
     write_output(text, args.output)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Iterator
 from pathlib import Path
 
 import traceview
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
             report = memory_from_dump(args.path, chip)
         report.warnings = dump_target_note(found) + report.warnings
     if args.format == "json":
-        text = jsontext.dumps(memory_json(report)) + "\n"
+        text: str | Iterator[str] = jsontext.chunks(memory_json(report), end="\n")
     else:
         text = memory_text(report, top=max(args.top, 1), markdown=args.format == "markdown")
     write_output(text, args.output)

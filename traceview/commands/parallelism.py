@@ -7,6 +7,7 @@ XLA dump folder / HLO file alone (then there are no times; give --target for the
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 from pathlib import Path
 
 from traceview.commands._options import (
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     report = report_from_args(args)
     if args.format == "json":
-        text = jsontext.dumps(parallelism_json(report)) + "\n"
+        text: str | Iterator[str] = jsontext.chunks(parallelism_json(report), end="\n")
     elif args.format == "markdown":
         text = parallelism_markdown(report)
     else:

@@ -10,6 +10,7 @@ unattributed. docs/scopes.md defines every number.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 
 from traceview.commands._options import add_format, add_hlo, add_source, add_target, load_from_args, write_output
 from traceview.errors import UserError
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--depth: {args.depth} must be at least 1")
     tree = load_from_args(args, keep_ops=False).scope_tree(args.by)
     if args.format == "json":
-        text = jsontext.dumps(scopes_json(tree, args.depth)) + "\n"
+        text: str | Iterator[str] = jsontext.chunks(scopes_json(tree, args.depth), end="\n")
     elif args.format == "csv":
         text = scopes_csv(tree, args.depth)
     else:

@@ -14,7 +14,7 @@ text is the same: tests/unit/test_jsontext.py compares the two on generated docu
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from json.encoder import encode_basestring_ascii as _string
 from typing import Any
 
@@ -31,6 +31,56 @@ def dumps(obj: object) -> str:
         return _value(obj, "\n")
     except RecursionError:
         raise ValueError("JSON document nested too deeply") from None
+
+
+def chunks(obj: object, end: str = "") -> Iterator[str]:
+    """The text of ``dumps(obj)``, then ``end``, in pieces: each container that holds another opened item by
+    item (a table's rows in batches), each container of scalars whole. A caller that writes the pieces as they
+    come never holds the whole text, nor every item's text at once: a pod's report of thousands of hosts is
+    megabytes of text, and a list of its pieces several times that (docs/scale.md).
+
+    Raises as :func:`dumps` does, before or while yielding."""
+    try:
+        yield from _pieces(obj, "\n")
+    except RecursionError:
+        raise ValueError("JSON document nested too deeply") from None
+    if end:
+        yield end
+
+
+def _pieces(o: object, newline: str) -> Iterator[str]:
+    """The text of :func:`_value` (o, newline) in pieces."""
+    values: Iterable[object] = ()
+    if type(o) is dict:
+        values = o.values()
+    elif type(o) is list or type(o) is tuple:
+        values = o
+    if not any(type(v) in _OPENED for v in values):     # a scalar, or a container of scalars (or subclasses)
+        yield _value(o, newline)
+        return
+    inner = newline + " "
+    separator = inner
+    if isinstance(o, dict):
+        yield "{"
+        for k, v in o.items():
+            yield separator + (_string(k) if type(k) is str else _key(k)) + ": "
+            yield from _pieces(v, inner)
+            separator = "," + inner
+        yield newline + "}"
+        return
+    assert isinstance(o, (list, tuple))
+    yield "["
+    rows = len(o) >= _ROWS_FROM and _rows(o, inner)
+    if rows:
+        for start in range(0, len(rows), _ROWS_PER_PIECE):
+            yield separator + ("," + inner).join(rows[start:start + _ROWS_PER_PIECE])
+            separator = "," + inner
+    else:
+        for v in o:
+            yield separator
+            yield from _pieces(v, inner)
+            separator = "," + inner
+    yield newline + "]"
 
 
 def _scalar(o: object) -> str | None:
@@ -77,6 +127,8 @@ _WRITE: dict[type, Callable[[Any], str]] = {
 # Scalars the C encoder writes as the indented path does, none of them with a comma in its text.
 _PLAIN = {float, int, bool, type(None)}
 _ROWS_FROM = 8          # lists this long of dicts with one key order are written column by column
+_OPENED = (dict, list, tuple)   # chunks(): the containers it writes item by item
+_ROWS_PER_PIECE = 512   # chunks(): a table's rows joined this many at a time
 
 
 def _value(o: object, newline: str) -> str:
