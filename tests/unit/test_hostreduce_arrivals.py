@@ -18,6 +18,7 @@ from traceview.hostreduce.combine import run_activity
 from traceview.hostreduce.part import reduce_host
 from traceview.hostreduce.spill import RowSpill, spilled
 from traceview.parsers.profile import HOST_EVENT_COLUMNS, OP_COLUMNS, STEP_COLUMNS, empty_frame
+from traceview.timeline.packed_frame import PackedFrame
 
 
 def _pod(rng: np.random.Generator, shared_device: bool) -> list[pd.DataFrame]:
@@ -55,13 +56,14 @@ def test_stragglers_folded_as_hosts_arrive_equal_one_pass(seed, tmp_path, monkey
     spill = RowSpill()
     try:
         parts, fold = _arrived(hosts, rng.permutation(len(hosts)), spill)
-        # what each arrival leaves: no per-step sums, and the step spans as views of the spill file
+        # what each arrival leaves: no per-step sums, and the step spans packed, their columns views of the
+        # spill file (no DataFrame per host held)
         for part in parts:
             activity = part.ops.activity
             assert activity.span_summary is not None and activity.span_summary.sums is None
             spans = activity.step_spans
-            assert len(spans) and all(spilled(spans[c].array.codes if c in ("device", "host") else spans[c].to_numpy())
-                                      for c in spans.columns)
+            assert isinstance(spans, PackedFrame)
+            assert len(spans) and all(spilled(column) for column in spans.columns.values())
         assert fold.spans.hosts == len(hosts) and fold.spans.result(len(hosts)) is not None
         activity = run_activity(parts, fold.spans)
         assert activity.span_sums is not None           # the stragglers read the running sums, not the spans

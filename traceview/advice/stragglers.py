@@ -18,6 +18,7 @@ import pandas as pd
 from traceview.hostreduce.activity import Activity, joined_spans, names_apart, reduce_activity
 from traceview.runtime.forked import batches, fork_map_items
 from traceview.timeline.lateness import WHOS, PerStep, distinct, merged_per_step, names_in, per_step
+from traceview.timeline.packed_frame import Table, as_frame
 
 STEP_COLUMNS = ["step", "devices", "last_to_start", "start_lag_ps", "last_to_finish", "finish_lag_ps", "wait_ps"]
 
@@ -51,7 +52,7 @@ def stragglers(ops: pd.DataFrame | Activity, jobs: int = 1) -> Stragglers:
     summaries = activity.host_summaries if activity.host_spans is not None else None
     if summaries is not None and len(summaries) != len(tables):
         summaries = None
-    names = {who: [s.names[who] for s in summaries] if summaries is not None else [names_in(t[who]) for t in tables]
+    names = {who: [s.names[who] for s in summaries] if summaries is not None else [names_in(as_frame(t)[who]) for t in tables]
              for who in WHOS}
     if distinct(names["device"]) < 2:
         out.reason = "one device: no straggler to find"
@@ -66,7 +67,7 @@ def stragglers(ops: pd.DataFrame | Activity, jobs: int = 1) -> Stragglers:
     return out
 
 
-def _per_step_of(tables: list[pd.DataFrame], whos: list[str], jobs: int,
+def _per_step_of(tables: list[Table], whos: list[str], jobs: int,
                  names: dict[str, list[set]], sums: dict[str, PerStep] | None = None) -> dict[str, PerStep]:
     """Per ``who`` (device, host): its per-step sums. ``tables``: the step spans, one table or one per host
     (``names``: per ``who``, the names each holds); a ``who`` that is in no two hosts' tables is summed up host

@@ -31,6 +31,7 @@ from traceview.hostreduce.pages import release
 from traceview.timeline.grouping import column_codes, matches
 from traceview.timeline.intervals import STEP_ROWS, union, union_in_steps
 from traceview.timeline.lateness import PerStep, SpanFold, SpanSummary, folded_sums, summarize
+from traceview.timeline.packed_frame import Table, as_frame
 from traceview.timeline.step_parts import StepPart
 
 COLLECTIVE = re.compile(
@@ -60,10 +61,11 @@ class Activity:
     n_rows: int = 0
     devices: dict[str, DeviceActivity] = field(default_factory=dict)
     op_lines: list[tuple[str, str]] = field(default_factory=list)
-    step_spans: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SPAN_COLUMNS))
+    # packed (its columns only) once a pod's reading moved them to disk (hostreduce.spill)
+    step_spans: Table = field(default_factory=lambda: pd.DataFrame(columns=SPAN_COLUMNS))
     # a run's hosts' step spans, one table each, when no device is in two hosts' files (``step_spans`` is then
     # left empty: a pod's spans are never one table of every (step, device)); None otherwise
-    host_spans: list[pd.DataFrame] | None = None
+    host_spans: list[Table] | None = None
     # one host's step spans summed up where it was read (None: not yet); a run's, one per ``host_spans`` table
     span_summary: SpanSummary | None = None
     # one host's step table reduced where it was read (timeline.step_parts; None: not reduced)
@@ -78,7 +80,7 @@ class Activity:
     # cut (the idle causes then cut the run's host events themselves)
     hosts: dict[str, HostSets] | None = None
 
-    def span_tables(self) -> list[pd.DataFrame]:
+    def span_tables(self) -> list[Table]:
         """The step spans: one table per host where they were kept apart, else the one table."""
         return self.host_spans if self.host_spans is not None else [self.step_spans]
 
@@ -87,7 +89,7 @@ def with_host_threads(activity: Activity, host_events: pd.DataFrame) -> Activity
     """The activity of one host's op table with that host's threads cut (``host_events``: the same file's),
     and its step spans summed up for the stragglers: both where the host is read, not in the parent."""
     return dataclasses.replace(activity, hosts=host_threads(activity.op_lines, host_events),
-                               span_summary=summarize(activity.step_spans))
+                               span_summary=summarize(as_frame(activity.step_spans)))
 
 
 def reduce_activity(ops: pd.DataFrame) -> Activity:
@@ -208,7 +210,7 @@ def merge_activity(parts: Sequence[Activity], span_fold: SpanFold | None = None)
     summaries = [p.span_summary for p in spanned]
     known = [s for s in summaries if s is not None]
     if len(spans) > 1 and names_apart([s.names["device"] - {None} for s in known] if len(known) == len(spans)
-                                      else [set(s["device"].unique()) for s in spans]):
+                                      else [set(as_frame(s)["device"].unique()) for s in spans]):
         out.host_spans = spans       # each (step, device, host) in one host's spans: nothing to merge
         out.host_summaries = known if len(known) == len(spans) else None
         out.span_sums = span_fold.result(len(spans)) if span_fold is not None else \
@@ -222,8 +224,9 @@ def merge_activity(parts: Sequence[Activity], span_fold: SpanFold | None = None)
     return out
 
 
-def joined_spans(spans: list[pd.DataFrame]) -> pd.DataFrame:
+def joined_spans(tables: list[Table]) -> pd.DataFrame:
     """Step span tables end to end as one, names as categoricals in name order."""
+    spans = [as_frame(t) for t in tables]
     both = pd.DataFrame({"step": np.concatenate([s["step"].to_numpy() for s in spans])}, copy=False)
     for name in ("device", "host"):
         both[name] = union_categoricals([pd.Categorical(s[name]) for s in spans], sort_categories=True)

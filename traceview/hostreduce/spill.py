@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from traceview.errors import UserError
 from traceview.hostreduce.pages import release as release  # re-exported: the passes drop pages through spill
 from traceview.hostreduce.pages import spilled as spilled
+from traceview.timeline.packed_frame import PackedFrame
 
 if TYPE_CHECKING:
     from traceview.hostreduce.host_ops import OpsPart
@@ -178,17 +178,10 @@ def _tuple_slots(owner: object, name: str) -> list[Slot]:
 
 
 def _frame_slots(owner: object, name: str) -> list[Slot]:
-    """Slots for each column of a table attribute (a categorical's codes, its categories kept): the table is
-    rebuilt around the replaced columns once they have one length again (they are replaced one by one)."""
-    frame = getattr(owner, name)
-    dtypes = dict(frame.dtypes)
-    columns = {c: frame[c].array.codes if isinstance(t, pd.CategoricalDtype) else frame[c].to_numpy()
-               for c, t in dtypes.items()}
-
-    def put(column: str, values: np.ndarray) -> None:
-        columns[column] = values
-        if len({len(v) for v in columns.values()}) == 1:
-            setattr(owner, name, pd.DataFrame(
-                {c: pd.Categorical.from_codes(v, dtype=dtypes[c], validate=False)
-                 if isinstance(dtypes[c], pd.CategoricalDtype) else v for c, v in columns.items()}, copy=False))
-    return [(functools.partial(columns.__getitem__, c), functools.partial(put, c)) for c in dtypes]
+    """Slots for each column of a table attribute (a categorical's codes, its names kept), the table packed
+    first (``timeline.packed_frame``): a DataFrame per host cost the caller more than its columns on disk save."""
+    table = getattr(owner, name)
+    packed = table if isinstance(table, PackedFrame) else PackedFrame.of(table)
+    setattr(owner, name, packed)
+    return [(functools.partial(packed.columns.__getitem__, c), functools.partial(packed.columns.__setitem__, c))
+            for c in packed.columns]

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from traceview.timeline.packed_frame import Table, as_frame
+
 WHOS = ("device", "host")
 
 
@@ -106,8 +108,9 @@ def folded_sums(summaries: Sequence[SpanSummary | None]) -> dict[str, PerStep] |
     return fold.result(len(summaries))
 
 
-def per_step(frame: pd.DataFrame, who: str) -> PerStep:
+def per_step(table: Table, who: str) -> PerStep:
     """The per-step sums of one span table (every name of ``who`` in it, whole)."""
+    frame = as_frame(table)
     parts = frame.groupby(["step", who], sort=True, observed=True).agg(
         start=("start", "min"), end=("end", "max")).reset_index()
     by_step = parts.groupby("step", sort=True)
