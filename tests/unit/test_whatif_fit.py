@@ -11,7 +11,7 @@ import pytest
 
 from tests.unit.test_whatif_host import _base
 from traceview.whatif.config import Config
-from traceview.whatif.fit import MIN_SPREAD, fixed_part
+from traceview.whatif.fit import MAX_OPS, MIN_SPREAD, fixed_part
 from traceview.whatif.project import project
 
 SEEDS = range(30)
@@ -99,3 +99,16 @@ def test_the_fixed_part_stays_as_it_is_in_a_projection(seed):
     today = sum(host.work[("main", o)] for o in rows["op"])
     term = p["compute-bound ops"]
     assert term.time_ps == pytest.approx(term.baseline_ps * expected / today)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_thousands_of_ops_are_fitted_from_an_even_sample(seed):
+    """A program of more ops than MAX_OPS (hostile or huge: the pairs grow as n^2) is fitted from an even
+    sample of them, and the sample still recovers the fixed part and the rate."""
+    rng = np.random.default_rng(seed)
+    n = MAX_OPS * int(rng.integers(3, 8))
+    a, b = rng.uniform(5e-6, 8e-5), rng.uniform(5e-15, 3e-14)
+    flops = rng.uniform(1e6, 5e8, n)
+    fit = fixed_part(flops, (a + b * flops) * rng.uniform(0.98, 1.02, n))
+    assert fit.ops == n
+    assert fit.per_execution == pytest.approx(a, rel=0.25) and fit.per_flop == pytest.approx(b, rel=0.05)

@@ -23,6 +23,8 @@ MIN_SPREAD = 1.5
 PAIR_GAP = 0.05
 # At least this many ops for a fit.
 MIN_OPS = 3
+# At most this many ops enter the pairwise slopes (a program of thousands of matmuls: an even sample of them).
+MAX_OPS = 1000
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,10 @@ def fixed_part(flops: np.ndarray, work: np.ndarray) -> FixedPart:
         spread = f"{flops.max() / flops.min():.3g}x" if n else "no op"
         return FixedPart(0.0, None, n, f"not fitted: {n} compute-bound ops, FLOPs per execution spread {spread} "
                                        f"(a fit needs {MIN_OPS} ops and {MIN_SPREAD}x)")
-    i, j = np.triu_indices(n, 1)
+    if n > MAX_OPS:      # the pairs grow as n^2: an even sample of the ops in FLOPs order stands for them
+        pick = np.argsort(flops, kind="stable")[np.linspace(0, n - 1, MAX_OPS).round().astype(int)]
+        flops, work = flops[pick], work[pick]
+    i, j = np.triu_indices(len(flops), 1)
     apart = np.abs(flops[j] - flops[i]) > PAIR_GAP * np.minimum(flops[i], flops[j])
     slope = float(np.median((work[j] - work[i])[apart] / (flops[j] - flops[i])[apart]))
     if slope <= 0:
