@@ -79,6 +79,27 @@ def test_a_kept_process_serves_large_blocks_from_its_heap():
 
 
 @needs_glibc
+def test_a_gathering_process_grows_no_heap_for_blocks_of_64_kib():
+    """Once a kept process gathers others' results, a block past 64 KiB that the heap has no room for is
+    mmapped (given back when freed) rather than grow the heap; before, the heap grows; a process that never
+    kept freed memory is left alone. (Each block is larger than the last: a freed one leaves room in the heap
+    for a smaller one.)"""
+    before, changed, during = _run("""
+        from traceview.runtime.malloc import gathering, keep_freed_memory
+        assert keep_freed_memory()
+        before = mmapped_by_malloc(256 << 10)
+        print(before, gathering(), mmapped_by_malloc(1 << 20))
+    """)
+    assert int(before) == 0 and changed == "True"
+    assert int(during) >= 1 << 20
+    changed, untouched = _run("""
+        from traceview.runtime import malloc
+        print(malloc.gathering(), mmapped_by_malloc(64 << 10))   # below glibc's start threshold: its heap
+    """)
+    assert changed == "False" and int(untouched) == 0
+
+
+@needs_glibc
 def test_the_traceview_program_keeps_freed_memory_but_not_for_version():
     body = """
         import sys

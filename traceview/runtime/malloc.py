@@ -14,7 +14,9 @@ processes); a library caller's process, and the dashboard's long-running
 server, keep their allocator as they set it. A Dask worker (long-running, its
 memory watched by Dask) has them only while it reads hosts
 (:func:`freed_memory_kept`): a second after its last read, its own settings
-come back and the freed memory goes back to the kernel.
+come back and the freed memory goes back to the kernel. The program's own
+process, once it hands a pod's reading to a Dask cluster, reads no file
+itself: it serves large blocks from fresh pages again (:func:`gathering`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,28 @@ GLIBC_DEFAULT = 128 << 10   # both thresholds' start values
 
 def keep_freed_memory() -> bool:
     """Set the thresholds above; False where there is no glibc (macOS, musl, Windows) or it refuses."""
-    return _set(MMAP_THRESHOLD, TRIM_THRESHOLD)
+    global _kept
+    _kept = _set(MMAP_THRESHOLD, TRIM_THRESHOLD)
+    return _kept
+
+
+# A process that gathers the hosts others read: blocks of 64 KiB and more grow no heap.
+GATHERING_MMAP_THRESHOLD = 64 << 10
+
+
+def gathering() -> bool:
+    """In a process that set :func:`keep_freed_memory` (traceview's own), once it hands the reading of a pod's
+    hosts to a Dask cluster and gathers their results: for the rest of the run, a block of 64 KiB or more
+    that the free heap has no room for gets pages of its own, given back when freed, instead of growing the
+    heap. Such a process reads no file, so the faults the kept heap saves a reader do not arise; what it does
+    is fold each host's message and let most of it go (its per-step sums, a few hundred kB), keep a few kB of
+    small arrays per host, and merge. Served from the heap, the kept blocks landed in the holes the freed
+    ones left, and each next host's, and the merge's, large blocks needed new heap above them: the Dask
+    client's peak grew 1.52x from 128 to 1024 hosts, 1.43x with this, for 3.5 s more of its CPU at 1024
+    hosts. A pool's parent is not set so: its peak did not move, and its forked passes, which inherit the
+    setting, spent 55 s more in the kernel (docs/scale.md). False where nothing changed (a library caller's
+    process keeps its own settings; no glibc)."""
+    return _kept and _set(GATHERING_MMAP_THRESHOLD, TRIM_THRESHOLD)
 
 
 LINGER_S = 1.0             # a worker's freed memory goes back this long after its last read ended
@@ -75,6 +98,7 @@ def freed_memory_kept(linger_s: float = LINGER_S) -> Iterator[None]:
                     _give_back()
 
 
+_kept = False                              # keep_freed_memory set the thresholds in this process
 _lock = threading.Lock()
 _blocks = 0                                # blocks of freed_memory_kept running in this process
 _lent = False                              # whether they set the thresholds, not yet given back

@@ -161,6 +161,9 @@ def read_hosts(paths: Sequence[str], jobs: int | None = None, dask: str | None =
         return []
     arrived = _arrival(progress, spill, arrive)
     if dask:
+        from traceview.runtime.malloc import gathering
+
+        gathering()       # this process now only gathers what the workers read
         results = _read_dask(paths, dask, arrived, keep_ops=keep_ops or store, allocator=allocator, spill=spill,
                              send_allocator=store, while_reading=while_reading, hold=hold)
         if store:
