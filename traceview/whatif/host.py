@@ -84,19 +84,21 @@ def shared_host(pipeline, chips: int) -> SharedHost | None:
 
 def _fixed_work(pipeline, work: dict[tuple[str, str], float]) -> tuple[FixedPart, dict[tuple[str, str], float]]:
     """The fixed part per execution fitted over the compute-bound ops (whatif.fit), and each such op's fixed
-    work per step: that part times its executions per step over all devices."""
+    work per step: that part times its executions per step over all devices (at most its work: the
+    projection clips it)."""
     t = pipeline.ops
     if t.empty or "flops" not in t or "occurrences" not in t:
         return fixed_part(np.array([]), np.array([])), {}
     rows = t[(t["bound"] == "compute") & not_collective(t) & (t["occurrences"].fillna(0) > 0)]
     keys = list(zip(rows["module"].astype(str), rows["op"].astype(str)))
-    runs = rows["occurrences"].astype(float).to_numpy() / max(1, len(pipeline.steps))
-    flops = rows["flops"].fillna(0.0).astype(float).to_numpy() / rows["occurrences"].astype(float).to_numpy()
+    occurrences = rows["occurrences"].astype(float).to_numpy()
+    runs = occurrences / max(1, len(pipeline.steps))
+    flops = rows["flops"].fillna(0.0).astype(float).to_numpy() / occurrences
     per_run = np.array([work.get(k, 0.0) for k in keys]) / runs
     fit = fixed_part(flops, per_run)
     if fit.per_execution <= 0:
         return fit, {}
-    return fit, {k: min(fit.per_execution * n, work.get(k, 0.0)) for k, n, f in zip(keys, runs, flops) if f > 0}
+    return fit, {k: fit.per_execution * n for k, n, f in zip(keys, runs, flops) if f > 0}
 
 
 def _work(pipeline) -> dict[tuple[str, str], float]:
@@ -136,6 +138,12 @@ def not_collective(t: pd.DataFrame) -> pd.Series:
     return kind.isna() | kind.astype(str).isin(["", "None", "nan"])
 
 
+def _per_op(values: dict[tuple[str, str], float], rows: pd.DataFrame) -> pd.Series:
+    """Each row's (module, op) value (0 where it has none), on the rows' index."""
+    return pd.Series([values.get((str(m), str(o)), 0.0) for m, o in zip(rows["module"], rows["op"])],
+                     index=rows.index, dtype=float)
+
+
 def _compute_ratio(rows: pd.DataFrame, work: pd.Series, fixed: pd.Series, ratio: pd.Series, byte_rate: float,
                    weight_ratio: float) -> pd.Series:
     """A compute-bound op's ratio when its work has parts that do not scale with its FLOPs. Its fixed part per
@@ -144,7 +152,6 @@ def _compute_ratio(rows: pd.DataFrame, work: pd.Series, fixed: pd.Series, ratio:
     multiplies by (the gathered matrix: 1 / the tensor, pipeline and expert ways, whatever shards it between
     steps), not with the rows it multiplies it by. The rest scales as the op's kind says. A matmul on twice
     the rows reads the same weights and pays the same fixed part, so its work grows less than twice."""
-    fixed = fixed.clip(upper=work)
     reads = (rows["weight_bytes"] / byte_rate).clip(upper=work - fixed)
     return (fixed + (work - fixed - reads) * ratio + reads * weight_ratio) / work.where(work > 0, 1.0)
 
@@ -183,17 +190,15 @@ def host_terms(base, cfg, scale: dict[str, float]) -> list:
         rows = ops[ops["bound"] == bound] if not ops.empty else ops
         if rows.empty:
             continue
-        work = pd.Series([host.work.get((m, o), 0.0) for m, o in zip(rows["module"], rows["op"])],
-                         index=rows.index)
+        work = _per_op(host.work, rows)
         ratio = rows["scale"].map(kinds).fillna(scale["flops"])
         how_fixed = ""
         if bound == "compute":
-            fixed = pd.Series([host.fixed.get((str(m), str(o)), 0.0) for m, o in zip(rows["module"], rows["op"])],
-                              index=rows.index)
+            fixed = _per_op(host.fixed, rows).clip(upper=work)
             ratio = _compute_ratio(rows, work, fixed, ratio, host.byte_rate, scale["gathered parameter bytes"])
             if host.fit is not None:
-                how_fixed = (f"; {float(fixed.clip(upper=work).sum()) * 1e6:.4g} us of it a fixed part per "
-                             f"execution, kept as it is ({host.fit.how})")
+                how_fixed = (f"; {float(fixed.sum()) * 1e6:.4g} us of it a fixed part per execution, kept as it "
+                             f"is ({host.fit.how})")
         today, new = float(work.sum()), float((work * ratio).sum()) * chips_ratio
         how = (f"all devices' work at its measured speed x {new / today if today else 1.0:.4g} (per-chip "
                f"ratio by op kind x chips {cfg.chips}/{base.chips}){how_fixed}")
