@@ -4,20 +4,17 @@ meshes (data 8; FSDP 8; data 2 x tensor 4; FSDP 4 x tensor 2) and two batches, e
 The eight are traced in turn, six rounds over (a run per round in each capture's log folder, four steps
 each), so that the captures compared ran within moments of each other: a projection from round r is compared
 with the target's step in round r, and the errors are the medians over rounds. The capture asks the OS to run
-it first (tests/support/whatif_capture.py) and runs each device's matmuls on its own thread
+it first, keeps itself to one core (tests/support/whatif_capture.py: on two, which device thread waited for a
+core decided how long its ops lasted) and runs each device's matmuls on its own thread
 (``--xla_cpu_multi_thread_eigen=false``: otherwise they queue in one Eigen pool the eight devices share, and
-their durations measure the queue). Even so the same configuration's step moves by 10-30% from round to
-round, and its median over six rounds by 10-25% from one set of rounds to the next, on this shared 2-core
-machine.
+their durations measure the queue). Even so a configuration's slowest round is 11-38% above its fastest
+(median over the eight, seven programs) on this shared 2-core machine.
 
 The devices are threads of one process, so the projection models the host (traceview/whatif/host.py). What
 holds, and is tested: each capture projected onto its own configuration gives its measured step time (within
 2%, every round); each capture's mesh and batch are read back as they were set; each capture's projection
 orders at least ORDER_SHARE of the pairs the measurement itself orders; and at least WITHIN_SHARE of the 56
 cross-projections' median errors are within 25%, a floor that still tells the host model from the chip model.
-A bound on the projections off by more than 25% by the measurement's own spread (0-2 of 56 on eight quiet-ish
-sets) is not tested: one suite run under load had four, all from one capture (data 8 at 320) whose rounds
-had moved; the xfail below holds the full criterion.
 
 Which pairs the measurement orders is decided per pair from the rounds, not by a fixed gap: a configuration's
 six round steps give a distribution-free interval for its median (the smallest and largest of six cover it
@@ -27,15 +24,12 @@ noise could swap on a loaded machine and left out pairs the rounds separate clea
 set's own spread (docs/whatif.md, "How well it projects").
 
 What the issue asks beyond that, every projection within 25% and every measurably distinct pair in order, is
-checked in ``test_every_projection_within_25_percent_and_in_order``, marked xfail (not strict): on eight sets
-of captures 41-54 of the 56 were within 25%, and 0-8% of the distinct pairs' orderings were wrong, every one
-involving FSDP 8 (FSDP 8 at 320 measured 18-20% above data 8 at 320 in two sets, which almost every capture
-projects at or below it; and the FSDP 8 captures project data 8 at 320 up to 30% high). The batch bias (twice
-the batch over-projected by 9-17% on average, half of it under-projected by 9-15%) is mostly the matmuls'
-fixed cost per execution (about 50 us, whatever the weight's size), which one capture of this program cannot
-separate from their cost per FLOP (every matmul in it has the same FLOPs), and the host's rate rising with
-the work. The test stays,
-so the day the projection (or the capture) gets there it reports XPASS.
+checked in ``test_every_projection_within_25_percent_and_in_order``, marked xfail (not strict): on seven
+programs captured on one core 44-54 of the 56 were within 25% (54 for this one), and 0-6.5% of the distinct
+pairs' orderings were wrong. Every miss on the sets captured without other work is FSDP against data
+parallelism: FSDP 8 runs five (here) to nine collectives a step against data 8's one, each a rendezvous of
+eight threads, whose cost the trace does not measure (docs/whatif.md, "On one core"). The test stays, so the
+day the projection gets there it reports XPASS.
 """
 
 from __future__ import annotations
@@ -63,13 +57,13 @@ STEPS = 4
 # The confidence of the interval that decides whether the measurement orders two configurations
 CONFIDENCE = 0.95
 # The share of the measurably distinct pairs each capture's projection must order as measured, over all captures:
-# 92-100% on eight sets of captures (docs/whatif.md); every miss involves FSDP 8
+# 93.5-100% on seven programs captured on one core (docs/whatif.md); every miss is FSDP against data
 ORDER_SHARE = 0.85
 WITHIN = 0.25
-# The host model's median errors were within 25% for 84-96% of the 56 on seven sets of captures, and 73% in one
-# run of this test at a load average of 8-10 whose own captures had moved (data 2 x tensor 4 at 320: 15.8 ms
-# against 11-14 ms in the other sets); the chip model's for 41-48% on three sets
-WITHIN_SHARE = 0.65
+# The host model's median errors were within 25% for 79-96% of the 56 on seven programs captured on one core
+# (96% for this one; 79% for a set captured while other work ran on both cores); on two cores 65-91%, and the
+# chip model's 41-48%
+WITHIN_SHARE = 0.75
 CASES = [f"{m}_b{b}:{b}:{spec}" for m, spec in MESHES.items() for b in BATCHES]
 
 
@@ -118,6 +112,14 @@ def test_each_capture_reads_its_own_mesh_and_batch(projections):
         meta = projections["meta"][name]
         assert {r: s for r, s in report.today.mesh.items() if s > 1} == meta["mesh"], name
         assert report.today.batch == meta["batch"], name
+
+
+def test_the_captures_ran_on_one_core(projections):
+    # what the floors below were measured with (module docstring)
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no affinity call on this OS: the capture runs as the OS places it")
+    for name, meta in projections["meta"].items():
+        assert len(meta["cores"]) == 1, (name, meta["cores"])
 
 
 def test_each_capture_projected_onto_itself_within_2_percent(projections):
@@ -206,10 +208,10 @@ def test_most_projections_within_25_percent(projections):
     assert within >= WITHIN_SHARE * len(errors), {k: round(e, 3) for k, e in errors.items()}
 
 
-@pytest.mark.xfail(reason="on eight sets of CPU captures 41-54 of the 56 projections were within 25% (misses up to "
-                          "55%; twice the batch over-projected by 9-17% on average), and 0-12 of the 56-152 orderings "
-                          "of measurably distinct pairs were wrong, each involving FSDP 8: see the module docstring "
-                          "and docs/whatif.md",
+@pytest.mark.xfail(reason="on seven programs captured on one core 44-54 of the 56 projections were within 25% "
+                          "(misses up to 50%), and 0-12 of the 80-184 orderings of measurably distinct pairs were "
+                          "wrong, each FSDP against data: the rendezvous cost per collective is not in the trace "
+                          "(module docstring, docs/whatif.md)",
                    strict=False)
 def test_every_projection_within_25_percent_and_in_order(projections):
     errors = _errors(projections)

@@ -12,12 +12,13 @@ the weight gradients are averaged over data. WHATIF_FFN lists the blocks' hidden
 each a multiple of 32): blocks of different widths give matmuls of different FLOPs, which is what lets one
 capture tell a matmul's fixed cost per execution from its cost per FLOP. One process compiles and traces every case, so jax is imported once.
 Each case lands in OUT/name as a log folder (plugins/profile/r<round>/localhost.xplane.pb, one run per
-round, WHATIF_ROUNDS of them, and hlo/); OUT/name/capture.json says its mesh, batch, runs and the wall time
-of each traced step (WHATIF_STEPS of them per round).
+round, WHATIF_ROUNDS of them, and hlo/); OUT/name/capture.json says its mesh, batch, runs, the wall time
+of each traced step (WHATIF_STEPS of them per round) and the cores it ran on.
 
 The script first asks the OS to run it before other work (:func:`run_first`): on a machine shared with
 other work the step times of one configuration moved 2-4x between rounds seconds apart, and the projection
-is judged against them. Where that is not permitted it runs as it is.
+is judged against them. Where that is not permitted it runs as it is. Then it keeps itself to one core
+(:func:`one_core`), so that the devices' threads run in turn rather than racing for cores.
 """
 
 from __future__ import annotations
@@ -125,7 +126,8 @@ def capture(out: Path, dump: Path, cases: list[str], rounds: int) -> None:
                 shutil.copy(f, hlo / f.name)
         (out / name / "capture.json").write_text(json.dumps(
             {"mesh": {k: v for k, v in sizes.items() if v > 1}, "batch": batch, "width": WIDTH, "ffn": list(FFN),
-             "runs": [f"r{r}" for r in range(rounds)], "traced_step_times_s": times[name]}, indent=1))
+             "runs": [f"r{r}" for r in range(rounds)], "traced_step_times_s": times[name],
+             "cores": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None}, indent=1))
 
 
 def _trace(dest: Path, run: str, program: list) -> list[float]:
@@ -169,8 +171,25 @@ def run_first() -> None:
         pass
 
 
+def one_core() -> None:
+    """Run the process, and every thread it starts after this, on one core (WHATIF_CORES=all: as the OS
+    places it). The eight devices are threads: on more cores than one, which of them waits for a core, and
+    for how long, changes from step to step, and an op's duration measures that (a 31 MFLOP matmul: 0.4 ms
+    run alone, 6-18 ms beside the others). On one core the host runs their work in turn: the host model's
+    projections on seven programs went from 36-51 to 44-54 of 56 within 25%, and the rounds separate 10-23
+    of the 28 pairs of configurations, against 0-15 (docs/whatif.md, "How well it projects"). Where the OS
+    has no affinity call, or refuses it, it runs as it is."""
+    if os.environ.get("WHATIF_CORES", "1") == "all" or not hasattr(os, "sched_setaffinity"):
+        return
+    try:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    except OSError:
+        pass
+
+
 def main(argv: list[str]) -> int:
     run_first()
+    one_core()       # before jax is imported: the threads it starts inherit the affinity
     out, cases = Path(argv[0]), argv[1:]
     capture(out, Path(os.environ["WHATIF_DUMP"]), cases, int(os.environ.get("WHATIF_ROUNDS", "1")))
     return 0
