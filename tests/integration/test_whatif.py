@@ -132,6 +132,25 @@ def test_virtual_devices_of_one_host_are_projected_as_the_hosts_work(sample_trac
     assert tensor.measured is False and tensor.baseline_ps == 0.0 and tensor.time_ps > 0
 
 
+def test_the_assumptions_listed_are_the_model_that_ran(sample_traces, monkeypatch):
+    """One host's virtual devices hide nothing and price collectives as copies: their report must not also
+    claim the chip model's overlap per role and measured collective times; the chip model's report must not
+    claim the host's."""
+    from traceview.whatif.view import ASSUMPTIONS, HOST_ASSUMPTIONS
+
+    analysis = traceview.load(sample_traces / "sharded")
+    host = analysis.whatif(meshes=[{"fsdp": 8}], batches=["x1"]).assumptions
+    assert host == HOST_ASSUMPTIONS
+    assert not any(a.startswith("same overlap per role") for a in host)
+    assert any(a.startswith("one host's virtual devices") for a in host)
+    import traceview.whatif.baseline as baseline
+
+    monkeypatch.setattr(baseline, "shared_host", lambda pipeline, chips: None)
+    chip = traceview.load(sample_traces / "sharded").whatif(meshes=[{"fsdp": 8}], batches=["x1"]).assumptions
+    assert chip == ASSUMPTIONS and any(a.startswith("same overlap per role") for a in chip)
+    assert not any(a.startswith("one host's virtual devices") for a in chip)
+
+
 def test_another_chip_scales_compute_by_peak_and_checks_memory(sample_traces):
     analysis = traceview.load(sample_traces / "sharded")
     v5p = get_chip("tpu-v5p", load_hardware(None))

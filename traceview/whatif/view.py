@@ -11,20 +11,28 @@ from traceview.whatif.host import WORK_QUANTILE
 from traceview.whatif.project import project
 from traceview.whatif.report import Projection, Today, WhatIf
 
+SAME_KERNELS = ("same kernels: each op keeps the efficiency it was measured at; a compute-bound op's time scales "
+                "with its per-chip FLOPs, (B'/B)(N/N') of today's (the book's 6 P T spread over N chips), a "
+                "memory-bound op's with its per-chip bytes")
+NO_REMAT = ("no new rematerialisation: activations per chip scale with the per-chip batch, parameters, gradients "
+            "and optimizer state with the ways they are sharded")
+IDLE_KEPT = "idle time between ops (host, launch, waits) is kept as measured"
+
 ASSUMPTIONS = [
-    "same kernels: each op keeps the efficiency it was measured at; a compute-bound op's time scales with its "
-    "per-chip FLOPs, (B'/B)(N/N') of today's (the book's 6 P T spread over N chips), a memory-bound op's with "
-    "its per-chip bytes",
+    SAME_KERNELS,
     "same overlap per role: each role's collectives are hidden behind compute in the share the trace measured "
     "for that role (a role the trace lacks: fully exposed, an upper bound)",
     "the book's collective volumes per role (docs/whatif.md), against today's measured time for that role",
-    "no new rematerialisation: activations per chip scale with the per-chip batch, parameters, gradients and "
-    "optimizer state with the ways they are sharded",
-    "idle time between ops (host, launch, waits) is kept as measured",
+    NO_REMAT,
+    IDLE_KEPT,
 ]
 
-# what the projection assumes instead when the trace's devices are threads of one host (whatif.host)
+# What the projection assumes when the trace's devices are threads of one host (whatif.host): the chip model's
+# overlap per role and collective times per role do not apply there (nothing hides; collectives are copies)
 HOST_ASSUMPTIONS = [
+    SAME_KERNELS,
+    NO_REMAT,
+    IDLE_KEPT,
     "one host's virtual devices: the host's cores run every device's work in turn, so a step is the work of all "
     "devices over the rate the host got through today's (c, from today's step), plus idle; nothing hides behind "
     "anything, the compute it would hide behind needs the same cores",
@@ -52,7 +60,7 @@ def whatif_report(pipeline, parallelism: Parallelism, memory=None, request: Requ
     today = project(base, today_cfg)
     projections = [project(base, cfg) for cfg in configs]
     projections.sort(key=lambda p: (p.step_ps is None, p.step_ps if p.step_ps is not None else math.inf))
-    assumptions = list(ASSUMPTIONS) + (list(HOST_ASSUMPTIONS) if base.host is not None else [])
+    assumptions = list(HOST_ASSUMPTIONS if base.host is not None else ASSUMPTIONS)
     return WhatIf(_today(base, today), projections, assumptions, warnings)
 
 
