@@ -26,11 +26,11 @@ set's own spread (docs/whatif.md, "How well it projects").
 What the issue asks beyond that, every projection within 25% and every measurably distinct pair in order, is
 checked in ``test_every_projection_within_25_percent_and_in_order``, marked xfail (not strict): on seven
 programs captured on one core 44-54 of the 56 were within 25% (54 for this one), and 0-6.5% of the distinct
-pairs' orderings were wrong. Every miss on the sets captured without other work is FSDP against data
-parallelism: FSDP's transposing copies of the gathered weights are ops a data-parallel capture does not
-have, and on one core the devices' waiting falls in their idle time in data 8 but inside the all-gathers in
-FSDP 8, where the host model counts it as work (docs/whatif.md, "On one core"). The test stays, so the day
-the projection gets there it reports XPASS.
+pairs' orderings were wrong. On the sets captured without other work every wrong ordering, and every miss
+but one, is FSDP against data parallelism: FSDP's transposing copies of the gathered weights are ops a
+data-parallel capture does not have, and on one core the devices' waiting falls in their idle time in data 8
+but inside the all-gathers in FSDP 8, where the host model counts it as work (docs/whatif.md, "On one
+core"). The test stays, so the day the projection gets there it reports XPASS.
 """
 
 from __future__ import annotations
