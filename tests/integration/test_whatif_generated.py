@@ -17,19 +17,15 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 import traceview
+from tests.support.whatif_accuracy import capture
 from traceview.whatif.baseline import measure
 
 pytestmark = pytest.mark.slow
 
-SCRIPT = Path(__file__).resolve().parents[1] / "support" / "whatif_capture.py"
-MESHES = {"d8": "data=8", "f8": "fsdp=8", "d2t4": "data=2,tensor=4", "f4t2": "fsdp=4,tensor=2"}
 D_MODEL = 256       # the capture script's WIDTH
 F32 = 4
 
@@ -57,20 +53,14 @@ def generated(tmp_path_factory) -> dict:
     pytest.importorskip("jax")
     seed = int(os.environ.get("TRACEVIEW_WHATIF_SEED") or int.from_bytes(os.urandom(4), "little"))
     widths, batches, case = _draw(seed)
-    out = tmp_path_factory.mktemp("whatif_generated")
-    dump = out / "dump"
-    cases = [f"{m}_b{b}:{b}:{spec}" for m, spec in MESHES.items() for b in batches]
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "WHATIF_DUMP": str(dump), "WHATIF_ROUNDS": "1",
-           "WHATIF_STEPS": "3", "WHATIF_FFN": ",".join(map(str, widths)), "PYTHONHASHSEED": "0",
-           "XLA_FLAGS": f"--xla_force_host_platform_device_count=8 --xla_cpu_multi_thread_eigen=false "
-                        f"--xla_dump_to={dump} --xla_dump_hlo_as_text --xla_dump_hlo_as_proto"}
-    done = subprocess.run([sys.executable, str(SCRIPT), str(out), *cases], env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, (seed, done.stderr[-3000:])
-    names = [c.split(":")[0] for c in cases]
+    try:
+        captures = capture(tmp_path_factory.mktemp("whatif_generated"), tuple(batches), rounds=1, steps=3,
+                           ffn=",".join(map(str, widths)))
+    except RuntimeError as failed:
+        pytest.fail(f"seed {seed}: {failed}")
     return {"seed": seed, "widths": widths, "batches": batches, "case": case,
-            "meta": {n: json.loads((out / n / "capture.json").read_text()) for n in names},
-            "analyses": {n: traceview.load(out / n, run="r0") for n in names}}
+            "meta": {n: json.loads((path / "capture.json").read_text()) for n, path in captures.items()},
+            "analyses": {n: traceview.load(path, run="r0") for n, path in captures.items()}}
 
 
 def test_draws_are_programs_the_meshes_can_split():
