@@ -6,6 +6,7 @@ JSON keeps the contract (DESIGN.md, docs/whatif.md).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -89,6 +90,28 @@ def test_a_role_the_program_lacks_is_the_books_formula_and_says_so(sample_traces
     work = sum(t.time_ps for t in pp.terms if t is not bubble)
     assert bubble.measured is False and bubble.time_ps == pytest.approx(work * (1 / 9) / (8 / 9))   # p 2, m 8
     assert any("GPipe" in n for n in pp.notes)
+
+
+def test_a_changed_tensor_split_names_the_matmul_shapes_the_trace_did_not_measure(sample_traces):
+    """Same kernels is assumed at shapes the trace never ran: a config with other tensor ways says which (each
+    device's token rows and hidden columns, today's and the config's); one with today's tensor ways does not."""
+    import random
+
+    from traceview.whatif.book import batch_ways
+
+    analysis = traceview.load(sample_traces / "fsdp")
+    base = measure(analysis.pipeline, analysis.parallelism(), analysis.memory())
+    rng = random.Random(int.from_bytes(os.urandom(4), "little"))
+    tensor, factor = rng.choice((2, 4, 8)), rng.choice((0.5, 1, 2, 4))
+    mesh = {"fsdp": 8 // tensor, "tensor": tensor} if tensor < 8 else {"tensor": 8}
+    (changed,) = analysis.whatif(meshes=[mesh], batches=[f"x{factor}"]).projections
+    (kept,) = analysis.whatif(meshes=[{"fsdp": 8}], batches=[f"x{factor}"]).projections
+    rows_now = base.batch_tokens / batch_ways(base.mesh)
+    rows_new = factor * base.batch_tokens / batch_ways(mesh)
+    (note,) = [n for n in changed.notes if n.startswith("same kernels at another shape")]
+    assert (f"tensor 1 -> {tensor} turns each device's MLP matmuls from {rows_now:.4g} token rows x "
+            f"{base.ffn:.4g} hidden columns into {rows_new:.4g} x {base.ffn / tensor:.4g}") in note, (mesh, factor)
+    assert not [n for n in kept.notes if n.startswith("same kernels at another shape")]
 
 
 def test_virtual_devices_of_one_host_are_projected_as_the_hosts_work(sample_traces):

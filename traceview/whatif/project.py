@@ -54,6 +54,9 @@ def project(base: Baseline, cfg: Config) -> Projection:
     bubble = _bubble(base, cfg, terms, out)
     if bubble is not None:
         terms.append(bubble)
+    shapes = _matmul_shape_note(base, cfg)
+    if shapes is not None:
+        out.notes.append(shapes)
     out.terms = terms
     out.step_ps = sum(t.time_ps or 0.0 for t in terms)
     out.bound = _bound(terms)
@@ -65,6 +68,22 @@ def project(base: Baseline, cfg: Config) -> Projection:
     _memory(base, cfg, scale, out)
     out.crossovers = _crossovers(base, cfg)
     return out
+
+
+def _matmul_shape_note(base: Baseline, cfg: Config) -> str | None:
+    """What "same kernels" assumes of a config that changes the tensor ways: each device's MLP matmuls take
+    another shape (the hidden width F split t ways, the token rows split by the batch axes), and a kernel's
+    FLOP rate depends on the shape, which the trace measured only at today's. None when the tensor ways stay
+    (the rows alone change with the batch: the fixed part per execution and the weight reads account for
+    those) or F or the batch is unknown."""
+    t_now, t_new = base.mesh.get("tensor", 1), cfg.mesh.get("tensor", 1)
+    if t_now == t_new or not base.ffn or not base.batch_tokens:
+        return None
+    rows_now, rows_new = base.batch_tokens / batch_ways(base.mesh), cfg.batch / batch_ways(cfg.mesh)
+    return (f"same kernels at another shape: tensor {t_now} -> {t_new} turns each device's MLP matmuls from "
+            f"{rows_now:.4g} token rows x {base.ffn / t_now:.4g} hidden columns into {rows_new:.4g} x "
+            f"{base.ffn / t_new:.4g}; their FLOP rate there is assumed to be today's, not measured (XLA:CPU ran "
+            "a tensor split's matmuls 0-19% slower per FLOP on seven programs: docs/whatif.md)")
 
 
 def _same_chip(src: Chip | None, tgt: Chip | None) -> bool:
