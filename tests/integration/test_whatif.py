@@ -114,6 +114,26 @@ def test_a_changed_tensor_split_names_the_matmul_shapes_the_trace_did_not_measur
     assert not [n for n in kept.notes if n.startswith("same kernels at another shape")]
 
 
+def test_a_note_several_configs_share_is_one_line_naming_their_ranks(sample_traces):
+    """The text and markdown views print each distinct note once: shared by every config (the one-host note),
+    it names all their ranks; a config's own (the matmul shapes of its tensor split) keeps its mesh."""
+    analysis = traceview.load(sample_traces / "fsdp")
+    meshes = [{"fsdp": 8}, {"fsdp": 4, "tensor": 2}, {"fsdp": 2, "tensor": 4}]
+    report = analysis.whatif(meshes=meshes, batches=["x1", "x2"])
+    text = whatif_text(report)
+    host = [line for line in text.splitlines() if "threads of one host" in line]
+    ranks = ", ".join(f"#{i}" for i in range(1, len(report.projections) + 1))
+    assert len(host) == 1 and host[0].startswith(f"{ranks}: "), host
+    shaped = [(i, p) for i, p in enumerate(report.projections, 1) if p.config.mesh.get("tensor", 1) > 1]
+    for i, p in shaped:
+        (note,) = [n for n in p.notes if n.startswith("same kernels at another shape")]
+        tensor = p.config.mesh["tensor"]
+        mesh = f"fsdp {p.config.mesh['fsdp']} x tensor {tensor}"
+        assert f"#{i} {mesh}: {note}" in text.splitlines()
+    assert len(shaped) == 4
+    assert sum("same kernels at another shape" in line for line in whatif_markdown(report).splitlines()) == 4
+
+
 def test_virtual_devices_of_one_host_are_projected_as_the_hosts_work(sample_traces):
     """The sharded sample's 8 devices are threads of one process: every term is the host's work over the rate
     today's step got through today's, idle kept; by hand from the op executions and the book's bytes."""

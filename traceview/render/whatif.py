@@ -95,9 +95,17 @@ def _today_line(report: WhatIf) -> str:
 
 
 def _notes(report: WhatIf) -> list[str]:
+    """The assumptions, each config's notes and the warnings, one line each. A note several configs share is
+    one line naming their ranks in the table (the one-host note is every config's), in the order the notes
+    first appear."""
     out = [f"assumes: {a}" for a in report.assumptions]
+    ranks: dict[str, list[str]] = {}
     for i, p in enumerate(report.projections, 1):
-        out += [f"#{i} {mesh_text(p.config.mesh)}: {n}" for n in dict.fromkeys(p.notes)]
+        for note in dict.fromkeys(p.notes):
+            ranks.setdefault(note, []).append(f"#{i} {mesh_text(p.config.mesh)}")
+    for note, who in ranks.items():
+        named = who[0] if len(who) == 1 else ", ".join(w.split(" ", 1)[0] for w in who)
+        out.append(f"{named}: {note}")
     return out + [f"warning: {w}" for w in report.warnings]
 
 
