@@ -11,7 +11,7 @@ from traceview.dashboards.data import View
 from traceview.errors import UserError
 from traceview.render.memory import fmt_bytes
 from traceview.render.parallelism import md
-from traceview.render.whatif import mesh_text, whatif_json
+from traceview.render.whatif import mesh_text, notes_by_rank, whatif_json
 from traceview.units import fmt_pct, fmt_time_us
 
 BOUND_COLOURS = {"compute": "#4c78a8", "memory": "#72b7b2", "communication": "#e45756", "bubble": "#b279a2",
@@ -99,6 +99,6 @@ def render(view: View) -> None:
     with st.expander("What the projection assumes"):
         for line in record["assumptions"]:
             st.markdown(f"- {md(line)}")
-    notes = sorted({n for c in record["configs"] for n in c["notes"]})
+    notes = notes_by_rank((c["mesh"], c["notes"]) for c in record["configs"])
     for line in notes + record["warnings"]:
         st.caption(md(line))

@@ -490,8 +490,9 @@ def test_first_page_from_the_stored_record_in_chromium(browser, sample_traces, t
 
 def test_whatif_tab_in_chromium(browser, sample_traces, tmp_path):
     """The What if tab on the sharded sample: today's step, the configurations ranked by projected step time
-    (the numbers of `traceview whatif`), the chart of each projection's terms."""
-    from traceview.render.whatif import mesh_text, whatif_json
+    (the numbers of `traceview whatif`), the chart of each projection's terms, and each note once with the
+    ranks of the configs it belongs to, as the text view prints them."""
+    from traceview.render.whatif import mesh_text, notes_by_rank, whatif_json
     from traceview.units import fmt_time_us
 
     trace = sample_traces / "sharded"
@@ -506,5 +507,11 @@ def test_whatif_tab_in_chromium(browser, sample_traces, tmp_path):
     assert fmt_time_us(expected["baseline"]["step_time_us"]) in panel
     assert mesh_text(expected["baseline"]["mesh"]) in panel
     assert "Where each projected step goes" in panel and "Traceback" not in panel
+    notes = notes_by_rank((c["mesh"], c["notes"]) for c in expected["configs"])
+    # Streamlit's Markdown sets "->" as an arrow; the escaping breaks file names with an invisible joiner
+    shown = " ".join(panel.replace("\u2060", "").replace("\u2192", "->").split())
+    assert len(notes) >= 2 and notes[0].startswith("#1, #2")     # the one-host note, every config's
+    for line in notes:
+        assert " ".join(line.split()) in shown, line
     _keep([shot])
     assert _not_blank(shot) > 200

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from traceview.render.escape import markdown_text, terminal_text
 from traceview.render.tables import markdown_table, text_table
 from traceview.units import PS_PER_US, fmt_bytes, fmt_pct, fmt_time_us, json_scalar
@@ -94,18 +96,25 @@ def _today_line(report: WhatIf) -> str:
             f"{fmt_time_us(_us(t.step_ps))}, MFU {fmt_pct(t.mfu)}, memory/chip {fmt_bytes(t.memory_per_chip_bytes)}")
 
 
-def _notes(report: WhatIf) -> list[str]:
-    """The assumptions, each config's notes and the warnings, one line each. A note several configs share is
-    one line naming their ranks in the table (the one-host note is every config's), in the order the notes
-    first appear."""
-    out = [f"assumes: {a}" for a in report.assumptions]
-    ranks: dict[str, list[str]] = {}
-    for i, p in enumerate(report.projections, 1):
-        for note in dict.fromkeys(p.notes):
-            ranks.setdefault(note, []).append(f"#{i} {mesh_text(p.config.mesh)}")
+def notes_by_rank(configs: Iterable[tuple[dict[str, int], list[str]]]) -> list[str]:
+    """Each distinct note of the ranked configs (mesh, notes) once, in the order the notes first appear,
+    prefixed with the rank and mesh of the config it belongs to, or with the ranks alone when several configs
+    share it (the one-host note is every config's)."""
+    ranks: dict[str, list[tuple[int, str]]] = {}
+    for i, (mesh, notes) in enumerate(configs, 1):
+        for note in dict.fromkeys(notes):
+            ranks.setdefault(note, []).append((i, mesh_text(mesh)))
+    out = []
     for note, who in ranks.items():
-        named = who[0] if len(who) == 1 else ", ".join(w.split(" ", 1)[0] for w in who)
+        named = f"#{who[0][0]} {who[0][1]}" if len(who) == 1 else ", ".join(f"#{i}" for i, _ in who)
         out.append(f"{named}: {note}")
+    return out
+
+
+def _notes(report: WhatIf) -> list[str]:
+    """The assumptions, the configs' notes (:func:`notes_by_rank`) and the warnings, one line each."""
+    out = [f"assumes: {a}" for a in report.assumptions]
+    out += notes_by_rank((p.config.mesh, p.notes) for p in report.projections)
     return out + [f"warning: {w}" for w in report.warnings]
 
 
