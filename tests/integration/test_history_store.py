@@ -59,8 +59,10 @@ def test_the_same_label_from_two_processes_is_stored_once(sample_traces, tmp_pat
     time.sleep(0.5)
     go.touch()
     outcomes = sorted((p.wait(timeout=300), p.stderr.read()) for p in procs)
-    assert outcomes[0][0] == 0 and outcomes[1][0] != 0
-    assert "already recorded" in outcomes[1][1]
+    # each writer's exit status and the end of its stderr, so that a failure says which writer failed and how
+    told = [(code, err[-2000:]) for code, err in outcomes]
+    assert outcomes[0][0] == 0 and outcomes[1][0] != 0, told
+    assert "already recorded" in outcomes[1][1], told
     assert _labels(db) == ["same-0"]
 
 
