@@ -22,7 +22,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.whatif_accuracy import capture, cases, error_table, project_all, verdict  # noqa: E402
+from tests.support.whatif_accuracy import (  # noqa: E402
+    capture,
+    capture_dirs,
+    error_table,
+    project_all,
+    verdict,
+)
 
 
 def main() -> int:
@@ -40,7 +46,7 @@ def main() -> int:
         if args.judge_only:
             if args.out is None:
                 parser.error("--judge-only needs --out")
-            captures = {c.split(":")[0]: out / c.split(":")[0] for c in cases(batches)}
+            captures = capture_dirs(out, batches)
         else:
             out.mkdir(parents=True, exist_ok=True)
             captures = capture(out, batches, args.rounds, args.steps, args.ffn, timeout=3600)

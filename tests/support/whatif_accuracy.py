@@ -40,6 +40,11 @@ def cases(batches: tuple[int, ...]) -> list[str]:
     return [f"{m}_b{b}:{b}:{spec}" for m, spec in MESHES.items() for b in batches]
 
 
+def capture_dirs(out: Path, batches: tuple[int, ...]) -> dict[str, Path]:
+    """Where :func:`capture` puts each case under OUT: name -> its log folder."""
+    return {name: out / name for name in (case.split(":")[0] for case in cases(batches))}
+
+
 def capture(out: Path, batches: tuple[int, ...], rounds: int, steps: int, ffn: str | None = None,
             timeout: float = 600) -> dict[str, Path]:
     """Capture the four meshes at each batch into OUT (a subprocess: JAX on the CPU, 8 devices, one core),
@@ -51,12 +56,11 @@ def capture(out: Path, batches: tuple[int, ...], rounds: int, steps: int, ffn: s
                         f"--xla_dump_to={dump} --xla_dump_hlo_as_text --xla_dump_hlo_as_proto"}
     if ffn is not None:
         env["WHATIF_FFN"] = ffn
-    listed = cases(batches)
-    done = subprocess.run([sys.executable, str(SCRIPT), str(out), *listed], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, str(SCRIPT), str(out), *cases(batches)], env=env, capture_output=True,
                           text=True, timeout=timeout)
     if done.returncode != 0:
         raise RuntimeError(f"the capture failed ({done.returncode}): {done.stderr[-3000:]}")
-    return {case.split(":")[0]: out / case.split(":")[0] for case in listed}
+    return capture_dirs(out, batches)
 
 
 def project_all(captures: dict[str, Path], rounds: int) -> dict:
@@ -160,12 +164,12 @@ def verdict(pairs: Pairs, batch_of: dict[str, float]) -> Verdict:
     low, high = min(batch_of.values()), max(batch_of.values())
     up = [e for (s, t), e in errs.items() if batch_of[s] == low and batch_of[t] == high]
     down = [e for (s, t), e in errs.items() if batch_of[s] == high and batch_of[t] == low]
-    wrong, judged = misordered(pairs)
+    wrong, judged = misordered(pairs)          # each distinct pair judged once per source
     return Verdict(len(errs), sum(abs(e) <= WITHIN for e in errs.values()),
                    statistics.fmean(abs(e) for e in errs.values()), max(abs(e) for e in errs.values()),
                    statistics.fmean(up) if up and low != high else None,
                    statistics.fmean(down) if down and low != high else None,
-                   len(measurably_distinct(pairs)), judged, wrong)
+                   judged // len(_names(pairs)), judged, wrong)
 
 
 def error_table(pairs: Pairs) -> str:
