@@ -22,7 +22,7 @@ from traceview.parsers.hlo.proto import parse_hlo_proto, proto_module_name
 from traceview.parsers.hlo.stablehlo import LOWERED_STAGE, looks_like_mlir, mlir_to_hlo_text
 from traceview.parsers.hlo.text import header_module_name, looks_like_hlo_text, parse_hlo_text
 
-__all__ = ["load_hlo_modules", "read_hlo_file", "match_module", "classify_file", "DumpFile", "read_bytes"]
+__all__ = ["check_stage", "load_hlo_modules", "read_hlo_file", "match_module", "classify_file", "DumpFile", "read_bytes"]
 
 _COMPRESSED = (".xz", ".gz")
 _SNIFF_BYTES = 4096  # enough for a licence or comment block before the module starts
@@ -123,6 +123,14 @@ def _read_mlir(data: bytes, path: Path) -> HloModule:
     return module
 
 
+def check_stage(stage: object) -> str:
+    """``stage`` when it is "after" or "before" (optimizations), the two a dump holds; else a UserError.
+    Checked before anything is read, so a wrong stage fails even where no dump is found to use it."""
+    if not isinstance(stage, str) or stage not in ("after", "before"):
+        raise UserError(f"stage must be 'after' or 'before', not {stage!r}")
+    return stage
+
+
 def load_hlo_modules(path: str | Path, stage: str = "after", wanted: Callable[[str], bool] | None = None,
                      converted: dict | None = None) -> tuple[list[HloModule], list[str]]:
     """Every HLO module under ``path`` (a dump folder, a text file or a proto file).
@@ -137,8 +145,7 @@ def load_hlo_modules(path: str | Path, stage: str = "after", wanted: Callable[[s
     ``HloModule`` header, else from the proto form, decoded but not converted.
     ``converted``: modules an earlier call read, by file; reused, and this call's reads added.
     """
-    if stage not in ("after", "before"):
-        raise UserError(f"stage must be 'after' or 'before', not {stage!r}")
+    check_stage(stage)
     p = Path(path)
     if not p.exists():
         raise UserError(f"{p}: no such file or folder")

@@ -11,7 +11,7 @@ views are typed reports; JSON is written by ``render`` (:meth:`Analysis.to_json`
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -21,8 +21,11 @@ import pandas as pd
 
 from traceview.analysis.build import PipelineResult, apply_target, build_analysis
 from traceview.analysis.public import device_rows, public_ops
+from traceview.config.values import flag, optional_path, path_like
+from traceview.errors import UserError
 from traceview.hardware.chips import Chip
 from traceview.hardware.database import get_chip, load_hardware
+from traceview.parsers.hlo.dump import check_stage
 from traceview.trace.progress import progress_bar
 from traceview.trace.read import ReadOptions, load_profile
 from traceview.units import PS_PER_US
@@ -193,9 +196,8 @@ class Analysis:
 
         Nothing is read again; this analysis is left as it was.
         """
-        if not isinstance(chip, Chip):
-            chip = get_chip(chip, load_hardware(self.hardware_file))
-        return Analysis(apply_target(self.pipeline, chip, detected=False), self.hardware_file, self.hlo_path)
+        chosen = resolve_chip(chip, self.hardware_file)
+        return Analysis(apply_target(self.pipeline, chosen, detected=False), self.hardware_file, self.hlo_path)
 
     # ------------------------------------------------------------ views: each built on first use, then kept
 
@@ -226,18 +228,22 @@ class Analysis:
 
         return summarised_mesh(self.pipeline, self.parallelism)
 
-    def whatif(self, meshes: list[dict[str, int]] | None = None, batches: list[str] | None = None,
-               chips: int | None = None, target: str | Chip | None = None,
-               microbatches: int | None = None) -> WhatIf:
+    def whatif(self, meshes: Sequence[dict[str, int] | str] | dict[str, int] | str | None = None,
+               batches: Sequence[str | float] | str | float | None = None, chips: int | None = None,
+               target: str | Chip | None = None, microbatches: int | None = None) -> WhatIf:
         """The step time, MFU and memory per chip of other meshes (role -> ways), batches (tokens, or "x2"),
         chip counts and a target chip, projected from this trace's measured step (docs/whatif.md; what
-        ``traceview whatif --format json`` prints: ``traceview.render.whatif.whatif_json``)."""
-        from traceview.whatif.config import Request
+        ``traceview whatif --format json`` prints: ``traceview.render.whatif.whatif_json``).
+
+        A mesh is ``{"fsdp": 4, "tensor": 2}`` or the command line's ``"fsdp=4,tensor=2"``; one mesh or batch
+        may stand alone (``batches=2560``). Every argument is checked before the views are built: a wrong one
+        is a UserError naming it."""
+        from traceview.whatif.config import Request, parse_batches, parse_chips, parse_meshes, parse_microbatches
         from traceview.whatif.view import whatif_report
 
-        if target is not None and not isinstance(target, Chip):
-            target = get_chip(target, load_hardware(self.hardware_file))
-        request = Request(list(meshes or []), list(batches or []), chips, target, microbatches)
+        request = Request(parse_meshes(meshes), parse_batches(batches), parse_chips(chips),
+                          None if target is None else resolve_chip(target, self.hardware_file),
+                          parse_microbatches(microbatches))
         return whatif_report(self.pipeline, self.parallelism(), self.memory(), request)
 
     def inference(self) -> InferenceReport:
@@ -272,6 +278,10 @@ class Analysis:
     def scope_tree(self, by: str = "scope") -> ScopeTree:
         """The scope (``by="scope"``) or source-line (``by="source"``) tree with its totals and warnings
         (what ``traceview scopes --format json`` prints: ``traceview.render.scopes.scopes_json``)."""
+        from traceview.scopes.tree import BY
+
+        if not isinstance(by, str) or by not in BY:   # checked here: the cache below is keyed by it
+            raise UserError(f"by={by!r}: expected one of {', '.join(map(repr, BY))}")
         if by not in self._scopes:
             from traceview.scopes.tree import build_scopes
 
@@ -324,17 +334,39 @@ def load(path: str | Path, *, run: str | None = None, target: str | Chip | None 
     ``read_options``: how host files are read (``traceview.trace.read.ReadOptions``:
     table cache, parallel jobs, a Dask scheduler; default: the environment).
 
-    Raises :class:`traceview.UserError` (or its subclasses) for bad input.
+    Raises :class:`traceview.UserError` (or its subclasses) for bad input: every argument is checked
+    before the trace is read (a wrong stage or chip name costs no read).
     """
-    chip, name = (target, None) if isinstance(target, Chip) else (None, target)
+    path = path_like(path, "path")
+    hlo, hardware_file = optional_path(hlo, "hlo"), optional_path(hardware_file, "hardware_file")
+    check_stage(stage)
+    per_device = flag(per_device, "per_device")
+    _check_reading(progress, read_options)
+    # "" means no target, as `--target ""` does: the chip is detected
+    chip = None if target is None or (isinstance(target, str) and not target) else resolve_chip(target, hardware_file)
     if progress is True:
         with progress_bar("reading trace") as bar:
             profile = load_profile(path, run=run, progress=bar, options=read_options)
     else:
         profile = load_profile(path, run=run, progress=progress or None, options=read_options)
-    pipeline = build_analysis(profile, target=name, hardware_file=hardware_file,
-                              hlo_path=hlo, stage=stage, per_device=per_device, target_chip=chip)
+    pipeline = build_analysis(profile, hardware_file=hardware_file, hlo_path=hlo, stage=stage,
+                              per_device=per_device, target_chip=chip)
     return Analysis(pipeline, hardware_file, hlo)
+
+
+def resolve_chip(chip: str | Chip, hardware_file: str | Path | None) -> Chip:
+    """``chip`` itself, or the chip its name or alias means in the database (with ``hardware_file``);
+    a UserError for an unknown name or a value that is no name (``retarget(123)``)."""
+    return chip if isinstance(chip, Chip) else get_chip(chip, load_hardware(hardware_file))
+
+
+def _check_reading(progress: object, read_options: object) -> None:
+    """``progress`` is a flag or a callable, ``read_options`` a ReadOptions: anything else would fail only once
+    the first file was read, as a TypeError from the reading pool."""
+    if not (progress is None or isinstance(progress, bool) or callable(progress)):
+        raise UserError(f"progress={progress!r}: expected True, False or a callable taking (done, total)")
+    if read_options is not None and not isinstance(read_options, ReadOptions):
+        raise UserError(f"read_options={read_options!r}: expected a traceview.trace.read.ReadOptions")
 
 
 def _ps_to_us(frame: pd.DataFrame) -> pd.DataFrame:

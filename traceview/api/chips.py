@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from traceview.config.values import optional_path
 from traceview.hardware.chips import DTYPE_CLASSES, Chip, ridge_point_of
 from traceview.hardware.database import load_hardware
 
@@ -24,7 +25,8 @@ def chips(hardware_file: str | Path | None = None) -> pd.DataFrame:
     scale-up figure the collective formulas use, bytes/s one way),
     pcie_bandwidth and dcn_bandwidth (bytes/s). Unknown figures are NaN.
     """
-    return pd.DataFrame([_row(chip) for chip in load_hardware(hardware_file).values()])
+    db = load_hardware(optional_path(hardware_file, "hardware_file"))
+    return pd.DataFrame([_row(chip) for chip in db.values()])
 
 
 def _row(chip: Chip) -> dict:

@@ -10,12 +10,13 @@ from typing import Any
 import pandas as pd
 
 from traceview.analysis.modules import profile_modules
+from traceview.config.values import flag, optional_path, path_like, whole_number
 from traceview.cost.hlo_costs import hlo_report
 from traceview.cost.table import COLUMNS
 from traceview.hardware.chips import Chip
 from traceview.hardware.database import load_hardware
 from traceview.hardware.dump_target import dump_target
-from traceview.parsers.hlo.dump import load_hlo_modules
+from traceview.parsers.hlo.dump import check_stage, load_hlo_modules
 from traceview.parsers.hlo.model import HloModule
 from traceview.parsers.layout import find_dump_dir
 from traceview.render.hlo import hlo_csv, hlo_json, hlo_text
@@ -78,8 +79,11 @@ class HloReport:
         return hlo_csv(self.costed)
 
     def to_text(self, top: int = 10, markdown: bool = False) -> str:
-        """The ``traceview hlo`` tables: modules, then each module's top instructions."""
-        return hlo_text(self.costed, self.warnings, top=top, markdown=markdown, target=self._target_record)
+        """The ``traceview hlo`` tables: modules, then each module's ``top`` instructions (0 or more: a
+        negative count would list all but the last ones)."""
+        rows = whole_number(top, "top", 0)
+        return hlo_text(self.costed, self.warnings, top=rows, markdown=flag(markdown, "markdown"),
+                        target=self._target_record)
 
 
 def hlo(path: str | Path, *, run: str | None = None, stage: str = "after",
@@ -88,7 +92,9 @@ def hlo(path: str | Path, *, run: str | None = None, stage: str = "after",
     proto, optionally .xz/.gz), or a trace (log dir, run dir, file: its own HLO, or an ``hlo/`` folder
     beside it). ``run`` picks a run of a log dir; ``stage`` "after" or "before" optimizations. A dump
     whose XLA target config names its chip gives the report's ``target`` (chips: ``hardware_file``)."""
-    p = Path(path)
+    p = Path(path_like(path, "path"))
+    hardware_file = optional_path(hardware_file, "hardware_file")
+    check_stage(stage)
     dump: Path | None = p
     if is_trace_path(p):
         modules, warnings = profile_modules(load_profile(p, run=run), stage=stage)

@@ -21,8 +21,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from traceview.config.values import as_float
+from traceview.errors import UserError
 
 DTYPE_CLASSES = ("bf16", "fp16", "fp8", "fp4", "int8", "int4", "tf32", "fp32", "fp64", "int32")
 TOPOLOGIES = ("2d_torus", "3d_torus", "switch", "full_mesh")
@@ -137,16 +142,25 @@ class Chip:
 
     def with_figures(self, source: str, *, peak_flops: dict[str, float] | None = None,
                      hbm_bandwidth: float | None = None, name: str | None = None) -> Chip:
-        """A copy with some figures replaced (trace figures, command-line flags), credited to ``source``."""
+        """A copy with some figures replaced (trace figures, command-line flags), credited to ``source``.
+
+        ``peak_flops`` maps a dtype or dtype class (``"bf16"``, ``"f32"``) to FLOP/s. Every figure must be a
+        positive, finite number: a zero, a NaN or a class no op has would judge every op wrongly, silently."""
+        if name is not None and not (isinstance(name, str) and name.strip()):
+            raise UserError(f"name={name!r}: expected the new chip's name (a non-empty string)")
+        if peak_flops is not None and not isinstance(peak_flops, Mapping):
+            raise UserError(f"peak_flops={peak_flops!r}: expected a dict of dtype class -> FLOP/s, e.g. {{'bf16': 1e15}}")
         chip = copy.deepcopy(self)
         if name:
             chip.name = name
         for key, value in (peak_flops or {}).items():
-            klass = dtype_class(key) or key
-            chip.peak_flops[klass] = float(value)
+            klass = dtype_class(key)
+            if klass is None:
+                raise UserError(f"peak_flops: {key!r} is not a dtype class ({', '.join(DTYPE_CLASSES)})")
+            chip.peak_flops[klass] = _figure(value, f"peak_flops[{key!r}]")
             chip.sources[f"peak_flops.{klass}"] = source
         if hbm_bandwidth is not None:
-            chip.hbm_bandwidth = float(hbm_bandwidth)
+            chip.hbm_bandwidth = _figure(hbm_bandwidth, "hbm_bandwidth")
             chip.sources["hbm_bandwidth"] = source
         return chip
 
@@ -186,6 +200,15 @@ class Chip:
             "sources": dict(self.sources),
             "notes": list(self.notes),
         }
+
+
+def _figure(value: object, what: str) -> float:
+    """A chip figure (FLOP/s, bytes/s): a positive, finite number."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        number = as_float(value)
+        if number > 0 and math.isfinite(number):
+            return number
+    raise UserError(f"{what}={value!r}: expected a positive, finite number")
 
 
 def ridge_point_of(chip: Chip, dtype: object = "bf16") -> float | None:

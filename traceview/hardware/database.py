@@ -233,7 +233,11 @@ def load_hardware(extra_file: str | Path | None = None) -> dict[str, Chip]:
 
 
 def get_chip(name: str, db: dict[str, Chip]) -> Chip:
-    """The chip called ``name`` (or one of its aliases); UserError listing known names otherwise."""
+    """The chip called ``name`` (or one of its aliases); UserError listing known names otherwise (a name that
+    is not a string, e.g. ``target=123`` from Python, included)."""
+    if not isinstance(name, str):
+        raise UserError(f"target {name!r}: expected a chip name or alias (`traceview hardware` or "
+                        "traceview.chips() lists them)")
     wanted = _key(name)
     for chip in db.values():
         if wanted == _key(chip.name) or wanted in (_key(a) for a in chip.aliases):

@@ -41,6 +41,7 @@ import dataclasses
 import fnmatch
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -197,23 +198,35 @@ def load_config(path: str | Path) -> dict:
     section = data.get("check", data)
     if not isinstance(section, dict):
         raise UserError(f"{p}: [check] must be a table")
+    return budget_values(section, p)
+
+
+def budget_values(section: Mapping, where: str | Path) -> dict:
+    """The Budgets field values a ``[check]`` table sets, or a dict of the same keys and values from Python
+    (``traceview.check(..., budgets={...})``); ``where`` (the file, or "budgets") starts each error."""
     values: dict = {}
     for key, value in section.items():
         if key == "ops":
-            values["ops"] = _rules(value, p)
+            values["ops"] = _rules(value, where)
         elif key in BUDGET_KEYS:
             name, parse = BUDGET_KEYS[key]
-            values[name] = parse(value, f"{p}: {key}")
+            values[name] = parse(value, f"{where}: {key}")
         else:
             known = ", ".join(sorted([*BUDGET_KEYS, "ops"]))
-            raise UserError(f"{p}: unknown setting {key!r} (known: {known})")
-    if "confidence" in values and not 0 < values["confidence"] < 1:
-        raise UserError(f"{p}: confidence must be between 0 and 1, e.g. 0.95")
-    validate({"check": section}, "check-config", p)  # the types the parsers above do not judge (ignore = "no")
+            raise UserError(f"{where}: unknown setting {key!r} (known: {known})")
+    if "confidence" in values:
+        check_confidence(values["confidence"], where)
+    validate({"check": dict(section)}, "check-config", where)  # the types the parsers do not judge (ignore = "no")
     return values
 
 
-def _rules(value, path: Path) -> list[OpRule]:
+def check_confidence(confidence: float, where: str | Path) -> None:
+    """The noise intervals need 0 < confidence < 1: at 0 every change is real, at 1 none is."""
+    if not 0 < confidence < 1:
+        raise UserError(f"{where}: confidence {confidence:g} must be between 0 and 1, e.g. 0.95")
+
+
+def _rules(value, path: str | Path) -> list[OpRule]:
     if not isinstance(value, list) or not all(isinstance(r, dict) for r in value):
         raise UserError(f"{path}: 'ops' must be an array of tables ([[check.ops]])")
     rules = []

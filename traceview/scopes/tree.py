@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from traceview.analysis.build import PipelineResult
+from traceview.errors import UserError
 from traceview.scopes.paths import MAX_COMPONENTS, PASSES, parse_op_name
 from traceview.scopes.source import line_texts
 from traceview.timeline.overlap import Overlap
@@ -63,10 +64,12 @@ class ScopeTree:
     def roots(self) -> pd.DataFrame:
         return self.nodes[self.nodes["depth"] == 1]
 
-    def under(self, path: tuple[str, ...]) -> np.ndarray:
-        """Mask over the op table: the ops at ``path`` or below it."""
-        n = len(path)
-        return np.fromiter((p is not None and p[:n] == path for p in self.op_paths),
+    def under(self, path: tuple[str, ...] | list[str] | str) -> np.ndarray:
+        """Mask over the op table: the ops at ``path`` (a node's ``path``, program first; a list, or one
+        program's name, too) or below it. A path of another type would match no op, silently: a UserError."""
+        wanted = node_path(path)
+        n = len(wanted)
+        return np.fromiter((p is not None and p[:n] == wanted for p in self.op_paths),
                            dtype=bool, count=len(self.op_paths))
 
     def top_by_gain(self, n: int = 3) -> pd.DataFrame:
@@ -74,6 +77,15 @@ class ScopeTree:
         wall time: the innermost named scopes, where a code change goes (a parent's gain is its children's)."""
         nodes = self.nodes[self.nodes["self_wall_gain_us"].notna() & (self.nodes["self_wall_gain_us"] > 0)]
         return nodes.sort_values("self_wall_gain_us", ascending=False, kind="stable").head(n)
+
+
+def node_path(path: object) -> tuple[str, ...]:
+    """A node's path as the tree keeps it (a tuple of names) from a tuple, a list or one name."""
+    if isinstance(path, str):
+        return (path,)
+    if isinstance(path, (tuple, list)) and all(isinstance(name, str) for name in path):
+        return tuple(path)
+    raise UserError(f"path={path!r}: expected a node's path, a tuple of names such as ('jit_train_step', 'layer_0')")
 
 
 def dominant_bound(node: dict) -> str | None:

@@ -4,14 +4,18 @@ enumerated (every factorisation of a chip count over the roles a program uses)."
 from __future__ import annotations
 
 import math
+import numbers
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from traceview.config.values import as_float, listed, whole_number
 from traceview.errors import UserError
 from traceview.hardware.chips import Chip
 
 ROLES = ("data", "fsdp", "tensor", "context", "pipeline", "expert")
 MAX_CHIPS = 1 << 20
 MAX_CONFIGS = 1000     # factorisations one --chips may list
+MAX_MICROBATCHES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -34,26 +38,53 @@ class Config:
 
 def parse_mesh(text: str) -> dict[str, int]:
     """``data=8,fsdp=4,tensor=2`` -> {"data": 8, "fsdp": 4, "tensor": 2}; roles are the parallelism view's."""
-    mesh: dict[str, int] = {}
+    pairs: list[tuple[str, object]] = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         role, sep, size = part.partition("=")
-        role = role.strip()
-        if not sep or role not in ROLES:
+        if not sep:
             raise UserError(f"--mesh {text!r}: expected ROLE=N,... with ROLE one of {', '.join(ROLES)}")
-        try:
-            ways = int(size)
-        except ValueError:
-            raise UserError(f"--mesh {text!r}: {size!r} is not a whole number of chips") from None
-        if ways < 1 or ways > MAX_CHIPS:
-            raise UserError(f"--mesh {text!r}: {role}={ways} is out of range (1..{MAX_CHIPS})")
-        mesh[role] = mesh.get(role, 1) * ways
-    if not mesh:
+        pairs.append((role.strip(), size))
+    if not pairs:
         raise UserError(f"--mesh {text!r}: no ROLE=N given")
+    return _mesh(pairs, f"--mesh {text!r}")
+
+
+def mesh_of(value: object) -> dict[str, int]:
+    """A mesh as Python gives it: ``{"fsdp": 4, "tensor": 2}``, or the command line's ``"fsdp=4,tensor=2"``.
+    ``{}`` is one chip (no axis split), as a capture on one chip records its mesh."""
+    if isinstance(value, str):
+        return parse_mesh(value)
+    if not isinstance(value, Mapping):
+        raise UserError(f"mesh {value!r}: expected {{ROLE: N, ...}} or 'ROLE=N,...' with ROLE one of "
+                        f"{', '.join(ROLES)}")
+    return _mesh(list(value.items()), f"mesh {value!r}")
+
+
+def _mesh(pairs: Sequence[tuple[object, object]], what: str) -> dict[str, int]:
+    """The mesh of (role, ways) pairs, a role given twice multiplied out; ``what`` names it in errors."""
+    mesh: dict[str, int] = {}
+    for role, size in pairs:
+        if not isinstance(role, str) or role not in ROLES:
+            raise UserError(f"{what}: role {role!r} is not one of {', '.join(ROLES)}")
+        ways = whole_number(size, f"{what}: {role}", 1, MAX_CHIPS)
+        mesh[role] = mesh.get(role, 1) * ways
+    if math.prod(mesh.values()) > MAX_CHIPS:   # each role within range, their product far beyond any machine
+        raise UserError(f"{what}: {math.prod(mesh.values())} chips is out of range (1..{MAX_CHIPS})")
     return mesh
 
 
-def parse_batch(text: str, today: float | None) -> float:
-    """``512`` (tokens per step, global) or ``x2`` / ``x0.5`` (times today's batch)."""
+def parse_meshes(value: object) -> list[dict[str, int]]:
+    """``Analysis.whatif(meshes=...)``: a list of meshes (:func:`mesh_of`), or one mesh alone."""
+    return [mesh_of(m) for m in listed(value, "meshes", single=(str, Mapping))]
+
+
+def parse_batch(text: str | float, today: float | None) -> float:
+    """``512`` (tokens per step, global) or ``x2`` / ``x0.5`` (times today's batch); from Python, a number of
+    tokens as well."""
+    if isinstance(text, numbers.Real) and not isinstance(text, bool):
+        return _tokens(as_float(text), text)
+    if not isinstance(text, str):
+        raise UserError(f"--batch {text!r}: expected a token count (4096) or a factor (x2)")
     t = text.strip().lower()
     try:
         if t.startswith(("x", "*")):
@@ -64,9 +95,30 @@ def parse_batch(text: str, today: float | None) -> float:
             value = float(t)
     except ValueError:
         raise UserError(f"--batch {text!r}: expected a token count (4096) or a factor (x2)") from None
+    return _tokens(value, text)
+
+
+def _tokens(value: float, asked: object) -> float:
     if not (value > 0 and math.isfinite(value)):
-        raise UserError(f"--batch {text!r}: must be a positive, finite number")
+        raise UserError(f"--batch {asked!r}: must be a positive, finite number")
     return value
+
+
+def parse_batches(value: object) -> list[str | float]:
+    """``Analysis.whatif(batches=...)``: a list of batches (each read by :func:`parse_batch` once today's batch
+    is known), or one batch alone (``2560``, ``"x2"``)."""
+    return listed(value, "batches", single=(str, numbers.Real))
+
+
+def parse_chips(value: object) -> int | None:
+    """``Analysis.whatif(chips=...)``: a whole number of chips (1..MAX_CHIPS), or None for today's."""
+    return None if value is None else whole_number(value, "chips", 1, MAX_CHIPS)
+
+
+def parse_microbatches(value: object) -> int | None:
+    """``Analysis.whatif(microbatches=...)``: a pipeline's microbatches (at least 1), or None for the trace's
+    (else the book's m = 4p)."""
+    return None if value is None else whole_number(value, "microbatches", 1, MAX_MICROBATCHES)
 
 
 def factorisations(chips: int, roles: list[str]) -> list[dict[str, int]]:
@@ -96,7 +148,7 @@ def factorisations(chips: int, roles: list[str]) -> list[dict[str, int]]:
 class Request:
     """What a user asked: meshes, batches and chips; empty lists mean the defaults (docs/whatif.md)."""
     meshes: list[dict[str, int]] = field(default_factory=list)
-    batches: list[str] = field(default_factory=list)
+    batches: list[str | float] = field(default_factory=list)
     chips: int | None = None
     target: Chip | None = None
     microbatches: int | None = None
