@@ -9,13 +9,15 @@ way; the options give others (docs/whatif.md, "How well it projects"):
     python scripts/whatif_accuracy.py --ffn 1024,256 --batches 2560,5120 --out /tmp/set
 
 ``--out DIR`` keeps the captures (and judges DIR again without capturing when it already holds them:
-``--judge-only``). Exit 0, whatever the verdict: it reports, it does not gate. Needs jax (the test extra).
+``--judge-only``). ``--cores all`` lets the devices spread over every core: on a machine with eight or more,
+each virtual device has a core of its own, as each chip of a pod has its own compute. Exit 0, whatever the verdict: it reports, it does not gate. Needs jax (the test extra).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -39,7 +41,11 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=4, help="traced steps per round")
     parser.add_argument("--out", type=Path, default=None, help="keep the captures here (default: a temp dir)")
     parser.add_argument("--judge-only", action="store_true", help="judge the captures already in --out")
+    parser.add_argument("--cores", choices=("1", "all"), default="1",
+                        help="run the eight devices on one core (the test's setting) or on every core the "
+                             "machine has (with eight or more, no two devices share one)")
     args = parser.parse_args()
+    os.environ["WHATIF_CORES"] = args.cores        # read by the capture script, which inherits the environment
     batches = tuple(int(b) for b in args.batches.split(","))
     with tempfile.TemporaryDirectory() as scratch:
         out = args.out or Path(scratch)

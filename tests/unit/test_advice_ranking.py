@@ -47,6 +47,31 @@ def test_ops_saving_is_the_gain_per_device_capped_by_the_exposed_time() -> None:
     assert advice_json(items[0], 1000)["saving_share"] == pytest.approx(0.25)
 
 
+def test_ops_of_one_name_in_several_programs_say_which_program_and_shape() -> None:
+    """A benchmark compiles jit_dot once per shape: each program's op has the same module and op name, and
+    the list would show the same title twice. Such items name the program and the op's result shape; an op
+    whose name is unique keeps the short title."""
+    import random
+
+    rng = random.Random(7)
+    for _ in range(20):
+        programs = rng.sample(range(10, 99), 3)
+        shapes = [f"bf16[{rng.choice([1024, 4096, 8192])},{rng.choice([512, 2048])}]" for _ in programs]
+        ops = pd.DataFrame({
+            "program_id": programs + [5], "module": ["jit_dot"] * 3 + ["jit_other"],
+            "op": ["custom-call.1"] * 3 + ["fusion"],
+            "shape": [f"({s}, s8[{rng.randint(1, 10**8)}])" for s in shapes] + ["f32[8]"],
+            "gain_ps": [300.0, 200.0, 100.0, 250.0], "self_time_ps": [400.0, 300.0, 200.0, 300.0],
+            "roofline_time_ps": [100.0] * 4, "bound": ["compute"] * 3 + ["memory"], "occurrences": [3] * 4})
+        items = ranked(op_provider(context(1000, 1, ops)), 1000)
+        titles = {i.title.split(":")[0] for i in items}
+        assert len(titles) == len(items)                           # no two items read the same
+        for program, shape, gain in zip(programs, shapes, (300.0, 200.0, 100.0)):
+            wanted = f"op custom-call.1 (jit_dot, program {program}, {shape})"
+            assert (wanted in titles) == (gain >= 200.0), titles      # TOP_OPS = 3: the third dot is not listed
+        assert "op fusion (jit_other)" in titles
+
+
 def test_mesh_axis_saving_is_its_exposed_communication_per_device() -> None:
     axis = SimpleNamespace(name="data", size=4, role=SimpleNamespace(role="data"), collectives=2, bytes=1e6,
                            exposed_ps=80.0, measured="exposed communication 4.0% of device time",

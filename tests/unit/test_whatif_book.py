@@ -95,6 +95,11 @@ def test_mesh_and_batch_parsing():
     for bad in ("x2", "-3", "many", "inf", "nan", "x-1"):
         with pytest.raises(UserError):
             parse_batch(bad, None if bad == "x2" else 256)
+    # from Python a batch may be a number of tokens; any other type is the user's error, not a crash
+    assert parse_batch(2560, None) == 2560 and parse_batch(1.5e3, 256) == 1500
+    for bad in (True, None, [512], -1, float("nan")):
+        with pytest.raises(UserError):
+            parse_batch(bad, 256)
 
 
 def test_factorisations_and_default_candidates():
@@ -113,3 +118,24 @@ def test_factorisations_are_bounded():
         factorisations(720720, ["data", "fsdp", "tensor", "context"])
     with pytest.raises(UserError):
         factorisations(0, ["data"])
+
+
+def test_the_dominant_change_is_the_term_that_moved_most_in_a_readable_unit():
+    """The table's "dominant change" names the term whose projected time moved most from today's, signed, in
+    the unit a person reads (not raw microseconds in exponent form)."""
+    import random
+
+    from traceview.whatif.project import _dominant
+    from traceview.whatif.report import Term
+
+    rng = random.Random(42)
+    for _ in range(50):
+        terms = [Term(f"term {i}", None, rng.uniform(0, 1e11), rng.uniform(0, 1e11), "") for i in range(5)]
+        moved = [abs(t.time_ps - t.baseline_ps) for t in terms]
+        top = terms[moved.index(max(moved))]
+        text = _dominant(terms)
+        sign = "+" if top.time_ps > top.baseline_ps else "-"
+        assert text is not None and text.startswith(f"{top.what}: {sign}")
+        assert "e+" not in text and text.endswith(("us", "ms", " s"))
+    assert _dominant([Term("x", None, 5e9, 5e9, "")]) is None            # nothing moved
+    assert _dominant([Term("x", None, 3.5e10, 1.5e10, "")]) == "x: +20.000 ms"

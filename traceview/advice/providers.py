@@ -18,6 +18,8 @@ against their floor).
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -32,6 +34,7 @@ MIN_SHARE = 0.01
 IDLE_NOTABLE = 0.05
 MEMORY_TIGHT = 0.90
 MEMORY_ROOMY = 0.50
+RESULT_SHAPE = re.compile(r"[a-z][a-z0-9]*\[[0-9,]*\]")     # an HLO array shape: bf16[8192,8192]
 ROOFLINE_RULE = ("roofline (How to Scale Your Model, ch. 1): T_min = max(FLOPs / peak FLOP/s, bytes / HBM "
                  "bandwidth, collective bytes / link bandwidth); saving = measured - T_min (the op's gain), "
                  "at most its exposed time")
@@ -75,7 +78,10 @@ def op_provider(context: AdviceContext) -> Iterable[Advice]:
     grouped = frame.groupby(keys, sort=False, observed=True, dropna=False).agg(
         gain=("gain", "sum"), removable=("removable", "sum"), time=(measured, "sum"),
         roofline=("roofline_time_ps", "sum"), bound=("bound", "first"), occurrences=("occurrences", "sum"),
+        **({"shape": ("shape", "first")} if "shape" in frame.columns else {}),
     ).reset_index().sort_values("gain", ascending=False)
+    names = Counter(zip(grouped["module"].astype(str), grouped["op"].astype(str))) if not grouped.empty \
+        else Counter()
     out = []
     for row in grouped.head(TOP_OPS).itertuples(index=False):
         saving = context.wall_per_device(float(row.gain))
@@ -83,7 +89,7 @@ def op_provider(context: AdviceContext) -> Iterable[Advice]:
             continue
         bound = str(row.bound) if isinstance(row.bound, str) else "unknown"
         efficiency = row.roofline / row.time if row.time and np.isfinite(row.roofline) else None
-        title = f"op {row.op} ({row.module}): {bound}-bound" + (
+        title = f"op {row.op} ({_op_where(row, names[(str(row.module), str(row.op))] > 1)}): {bound}-bound" + (
             f" at {fmt_pct(efficiency)} of its roofline" if efficiency is not None else "")
         out.append(Advice(
             kind="op", title=title, saving_ps=saving, removable_ps=context.wall_per_device(float(row.removable)),
@@ -91,6 +97,23 @@ def op_provider(context: AdviceContext) -> Iterable[Advice]:
                 f"measured {fmt_time_us(row.time / 1e6)} over {int(row.occurrences)} runs (all devices), "
                 f"roofline {fmt_time_us(row.roofline / 1e6)}{context.op_time_note(float(row.gain))}",)))
     return out
+
+
+def _op_where(row, ambiguous: bool) -> str:
+    """The module an op belongs to; where several programs of one name have an op of that name (a benchmark's
+    jit_dot compiled for each shape), also which program and the op's shape, so that two items of the list
+    cannot read the same."""
+    if not ambiguous:
+        return str(row.module)
+    where = [str(row.module)]
+    program = getattr(row, "program_id", None)
+    if program is not None and program == program:
+        where.append(f"program {int(program) if float(program).is_integer() else program}")
+    shape = getattr(row, "shape", None)
+    result = RESULT_SHAPE.search(shape) if isinstance(shape, str) else None
+    if result is not None:            # a custom call's tuple: its result, not the library's workspace
+        where.append(result.group(0))
+    return ", ".join(where)
 
 
 def axis_provider(context: AdviceContext) -> Iterable[Advice]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from traceview.hardware.chips import Chip
 from traceview.parallelism.rules import GPUS_PER_NODE, axis_link, critical_ratio
+from traceview.units import fmt_time_us
 from traceview.whatif.baseline import Baseline
 from traceview.whatif.book import (
     batch_ways,
@@ -265,7 +266,7 @@ def _dominant(terms: list[Term]) -> str | None:
     if delta <= 0:
         return None
     sign = "+" if (term.time_ps or 0.0) > (term.baseline_ps or 0.0) else "-"
-    return f"{term.what}: {sign}{delta / 1e6:.4g} us"
+    return f"{term.what}: {sign}{fmt_time_us(delta / 1e6)}"
 
 
 def _memory(base: Baseline, cfg: Config, scale: dict[str, float], out: Projection) -> None:
