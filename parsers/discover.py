@@ -51,7 +51,7 @@ class Run:
     @property
     def warnings(self) -> list[str]:
         """One per skipped name: a host whose trace file is not a regular file is missing from the run."""
-        return [f"{f}: named like a trace file but {_kind_of(f)}; skipped" for f in self.skipped]
+        return [f"{f}: named like a trace file but {kind_of(f)}; skipped" for f in self.skipped]
 
     @property
     def format(self) -> str:
@@ -129,7 +129,7 @@ def list_runs(path: str | Path) -> list[Run]:
     if not root.exists():
         raise UserError(f"{root}: no such file or directory")
     if not root.is_file() and not root.is_dir():
-        raise UserError(f"{root}: {_kind_of(root)}: give a trace file or a folder")
+        raise UserError(f"{root}: {kind_of(root)}: give a trace file or a folder")
     if root.is_file():
         if not is_trace_file(root):
             raise UserError(f"{root}: not a trace file (expected a *.xplane.pb[.gz], *.trace.json[.gz] or "
@@ -209,8 +209,9 @@ def find_run(path: str | Path, run: str | None = None) -> Run:
     raise UserError(f"{path}: no run named {run!r} (runs: {names})")
 
 
-def _kind_of(path: Path) -> str:
-    """What a path that is not a regular file is, in words."""
+def kind_of(path: Path) -> str:
+    """What a path that is not a regular file is, in words (for the messages refusing one: reading a FIFO
+    waits for a writer, a device never ends)."""
     if path.is_symlink() and not path.exists():
         return "a dangling symbolic link"
     if path.is_dir():

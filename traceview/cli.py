@@ -18,10 +18,19 @@ COMMANDS = ("analyze", "runs", "hlo", "memory", "graph", "parallelism", "scopes"
             "whatif", "hardware", "dashboard", "diff", "check", "history")
 
 
+class CommandLineParser(argparse.ArgumentParser):
+    """argparse's parser (its sub-commands' too), its complaints one line long like every other user error
+    (docs/ci.md): the usage block argparse prints first would bury the line naming the flag, and ``--help``
+    shows the usage anyway. The UserError is reported by :func:`main`."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UserError(f"{message} (`{self.prog} --help` lists the options)")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; with `only`, that one sub-command (what a run of it needs: no other
     command module is imported)."""
-    parser = argparse.ArgumentParser(
+    parser = CommandLineParser(
         prog="traceview",
         description="Roofline analysis of XLA / JAX profiler traces and HLO dumps.",
     )
@@ -45,7 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - a command module that does not import is a bug, never a missing command
         return _internal_error(exc, "--debug" in argv, f"a command module failed to import "
                                                        f"({type(exc).__name__}: {exc})")
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UserError as exc:    # argparse's complaint, or a value a flag's type refused (commands/_arguments.py)
+        return _user_error(exc, "--debug" in argv)
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
@@ -54,18 +66,14 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_command(args)
     except UserError as exc:
-        if args.debug:
-            traceback.print_exc()
-        print(f"traceview: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return _user_error(exc, args.debug)
     except BrokenPipeError:  # `traceview analyze ... | head`
         return 0
     except ModuleNotFoundError as exc:  # an optional package (an extra) not installed: the user's to install
         missing = missing_extra(exc, args.command)
         if missing is None:
             return _internal_error(exc, args.debug)
-        print(f"traceview: error: {missing}", file=sys.stderr)
-        return missing.exit_code
+        return _user_error(missing, False)
     except KeyboardInterrupt:
         return 130
     except RecursionError as exc:  # an input nested deeper than any limit caught: still the input's fault
@@ -77,6 +85,26 @@ def main(argv: list[str] | None = None) -> int:
 
 
 INTERNAL_ERROR = 3
+MAX_MESSAGE = 1000      # characters of an error line; a longer one keeps its start and its end
+
+
+def _user_error(exc: UserError, debug: bool) -> int:
+    """The user's mistake: one line naming the value (the traceback only with --debug), its exit code."""
+    if debug:
+        traceback.print_exc()
+    print(f"traceview: error: {one_line(str(exc))}", file=sys.stderr)
+    return exc.exit_code
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line a terminal shows as it is: a control character (a newline in a file name, a lone
+    surrogate from bytes that are not UTF-8) escaped as Python writes it, and the middle of a very long one
+    (a 100,000-character --target echoed back) left out, its start naming the flag and its end the remedy."""
+    shown = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+    if len(shown) <= MAX_MESSAGE:
+        return shown
+    head, tail = MAX_MESSAGE * 3 // 5, MAX_MESSAGE // 5
+    return f"{shown[:head]} ...[{len(shown) - head - tail} characters left out]... {shown[-tail:]}"
 
 
 def console() -> NoReturn:

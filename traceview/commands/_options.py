@@ -9,13 +9,15 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 import traceview
+from traceview.commands._arguments import input_path, jobs, named, output_path
 from traceview.errors import UserError
 
 
 def add_source(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", metavar="PATH",
+    parser.add_argument("path", metavar="PATH", type=input_path("PATH"),
                         help="a log dir (plugins/profile/<run>/), a run dir, or one .xplane.pb file")
-    parser.add_argument("--run", metavar="NAME", help="which run of a log dir (default: the newest)")
+    parser.add_argument("--run", metavar="NAME", type=named("--run"),
+                        help="which run of a log dir (default: the newest)")
     add_read_options(parser)
 
 
@@ -24,9 +26,9 @@ def add_read_options(parser) -> None:
     parser.add_argument("--no-cache", action="store_true",
                         help="neither use nor fill the caches of parsed tables and finished outputs under "
                              "$XDG_CACHE_HOME/traceview: read the trace files again (also TRACEVIEW_NO_CACHE=1)")
-    parser.add_argument("--jobs", "-j", metavar="N",
+    parser.add_argument("--jobs", "-j", metavar="N", type=jobs,
                         help="processes reading host files in parallel (default: the machine's cores)")
-    parser.add_argument("--dask", metavar="ADDRESS",
+    parser.add_argument("--dask", metavar="ADDRESS", type=named("--dask"),
                         help="read the host files on this Dask scheduler, e.g. tcp://10.0.0.5:8786 "
                              "(also TRACEVIEW_DASK); the files must be readable at the same path there")
 
@@ -67,19 +69,20 @@ def read_options_env(args: argparse.Namespace) -> dict[str, str]:
 def add_format(parser: argparse.ArgumentParser, formats=("table", "json", "csv", "markdown")) -> None:
     parser.add_argument("--format", choices=formats, default=formats[0],
                         help=f"output format (default: {formats[0]})")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    parser.add_argument("-o", "--output", metavar="FILE", type=output_path("-o"),
+                        help="write to FILE instead of stdout")
 
 
 def add_target(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target", metavar="CHIP",
+    parser.add_argument("--target", metavar="CHIP", type=named("--target"),
                         help="chip to judge the ops against (default: the chip the trace was captured on); "
                              "`traceview hardware` lists them")
-    parser.add_argument("--hardware-file", metavar="FILE",
+    parser.add_argument("--hardware-file", metavar="FILE", type=input_path("--hardware-file"),
                         help="JSON file adding or overriding chips in the hardware database")
 
 
 def add_hlo(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--hlo", metavar="DIR",
+    parser.add_argument("--hlo", metavar="DIR", type=input_path("--hlo", must_exist=True),
                         help="XLA dump folder (--xla_dump_to) or HLO file with the modules the trace ran "
                              "(default: the trace's own HLO, or an hlo/ folder beside it)")
     parser.add_argument("--stage", choices=("after", "before"), default="after",
@@ -176,10 +179,23 @@ def write_output(text: str | Iterable[str], output: str | None) -> None:
         try:
             with open(output, "w", encoding="utf-8") as handle:
                 handle.writelines(pieces)
-        except BaseException:
+        except BaseException as exc:
             if os.path.isfile(output):   # no half-written report left behind (a special file is left alone)
                 os.remove(output)
+            if isinstance(exc, OSError):
+                raise cannot_write(output, exc) from None
             raise
     else:
-        sys.stdout.writelines(pieces)
-        sys.stdout.flush()
+        try:
+            sys.stdout.writelines(pieces)
+            sys.stdout.flush()
+        except BrokenPipeError:          # `| head`: the CLI's to handle
+            raise
+        except OSError as exc:
+            raise cannot_write("stdout", exc) from None
+
+
+def cannot_write(path: str, exc: OSError) -> UserError:
+    """A report that cannot be written (a full disk, a folder gone, no permission) is the user's to fix: one line
+    naming the file, exit 2, never an internal error after the analysis succeeded."""
+    return UserError(f"{path}: cannot write ({exc.strerror or exc})")

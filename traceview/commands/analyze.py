@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 
+from traceview.commands._arguments import count
 from traceview.commands._options import add_format, add_hlo, add_source, add_target, load_from_args, write_output
 from traceview.render import jsontext
 
@@ -15,7 +16,7 @@ def register(subparsers) -> None:
     add_source(parser)
     add_format(parser)
     add_target(parser)
-    parser.add_argument("--top", type=int, default=20, metavar="N", help="ops to show (default 20)")
+    parser.add_argument("--top", type=count("--top"), default=20, metavar="N", help="ops to show (default 20)")
     parser.add_argument("--per-device", action="store_true", help="one row per op and device")
     add_hlo(parser)
     parser.set_defaults(handler=run)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from traceview.commands._arguments import input_path
 from traceview.commands.diff import add_comparison_options, budgets_from_args, compare, write_reports
 from traceview.commands.history import add_run_identity
 from traceview.errors import UserError
@@ -23,11 +24,12 @@ from traceview.errors import UserError
 def register(subparsers) -> None:
     parser = subparsers.add_parser("check", help="exit 1 when NEW regressed against a baseline (for CI)",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("new", metavar="NEW", help="the candidate: trace, HLO dump or JSON baseline")
-    parser.add_argument("--baseline", metavar="BASE",
+    parser.add_argument("new", metavar="NEW", type=input_path("NEW"),
+                        help="the candidate: trace, HLO dump or JSON baseline")
+    parser.add_argument("--baseline", metavar="BASE", type=input_path("--baseline"),
                         help="the reference: trace, HLO dump or JSON written by `traceview analyze --format json`")
     history = parser.add_argument_group("against the history (instead of --baseline)")
-    history.add_argument("--history", metavar="DB",
+    history.add_argument("--history", metavar="DB", type=input_path("--history"),
                          help="compare with the runs recorded in DB (SQLite file or postgresql:// URL) since the "
                               "last change point of the step time")
     history.add_argument("--record", metavar="LABEL", help="then record NEW in DB under this label")
@@ -40,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     if args.history is None:
         if args.baseline is None:
             raise UserError("give the reference: --baseline BASE, or --history DB")
-        if args.record or args.time or args.meta:
+        if args.record is not None or args.time is not None or args.meta is not None:   # "" too
             raise UserError("--record, --time and --meta need --history DB")
         return compare(args, args.baseline, args.new)
     if args.baseline is not None:
@@ -66,7 +68,7 @@ def check_against_history(args: argparse.Namespace) -> int:
     budgets = budgets_from_args(args)   # every flag checked before the slow part
     when, meta = parse_time(args.time), parse_meta(args.meta)
     if args.record is not None:
-        check_label(args.record)
+        check_label(args.record, "--record")
     location = locate(args.history)
     new_path = Path(args.new)
     if not new_path.exists():

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from traceview.commands._arguments import MAX_PORT, count, input_path, named
 from traceview.commands._options import add_hlo, add_source, add_target, read_options_env
 from traceview.errors import UserError
 
@@ -26,10 +27,11 @@ def register(subparsers) -> None:
     add_source(parser)
     add_target(parser)
     add_hlo(parser)
-    parser.add_argument("--history", metavar="DB",
+    parser.add_argument("--history", metavar="DB", type=input_path("--history"),
                         help="a history store (SQLite file or postgresql:// URL) for the History tab")
-    parser.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
-    parser.add_argument("--host", default="127.0.0.1",
+    parser.add_argument("--port", type=count("--port", 1, MAX_PORT), default=8501,
+                        help="port to serve on (default 8501)")
+    parser.add_argument("--host", default="127.0.0.1", type=named("--host"),
                         help="address to bind (default 127.0.0.1: this machine only)")
     parser.set_defaults(handler=run)
 
@@ -83,8 +85,6 @@ def _absolute(path: str | None) -> str | None:
 def run(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("streamlit") is None or importlib.util.find_spec("altair") is None:
         raise UserError(f"the dashboard needs streamlit and altair: {INSTALL_HINT}")
-    if not 0 < args.port < 65536:
-        raise UserError(f"--port {args.port}: not a port number (1-65535)")
     from traceview.dashboards.config import DashboardConfig
     from traceview.parsers.discover import find_run
 

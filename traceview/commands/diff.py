@@ -13,7 +13,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import traceview
-from traceview.commands._options import add_read_options, name_the_run, read_options_from_args, write_output
+from traceview.commands._arguments import count, input_path, named, output_path
+from traceview.commands._options import (
+    add_read_options,
+    cannot_write,
+    name_the_run,
+    read_options_from_args,
+    write_output,
+)
 from traceview.errors import UserError
 
 if TYPE_CHECKING:
@@ -24,19 +31,23 @@ if TYPE_CHECKING:
 FORMATS = ("table", "markdown", "json", "junit")
 
 
-
 def add_comparison_options(parser: argparse.ArgumentParser) -> None:
     """Options `diff` and `check` share: how to read the inputs, budgets, outputs."""
     read = parser.add_argument_group("reading the inputs")
-    read.add_argument("--run", metavar="NAME", help="which run of NEW's log dir (default: the newest)")
-    read.add_argument("--base-run", metavar="NAME", help="which run of BASE's log dir (default: the newest)")
-    read.add_argument("--target", metavar="CHIP", help="judge both sides against this chip (default: detected)")
-    read.add_argument("--hardware-file", metavar="FILE", help="JSON file adding or overriding chips")
+    read.add_argument("--run", metavar="NAME", type=named("--run"),
+                      help="which run of NEW's log dir (default: the newest)")
+    read.add_argument("--base-run", metavar="NAME", type=named("--base-run"),
+                      help="which run of BASE's log dir (default: the newest)")
+    read.add_argument("--target", metavar="CHIP", type=named("--target"),
+                      help="judge both sides against this chip (default: detected)")
+    read.add_argument("--hardware-file", metavar="FILE", type=input_path("--hardware-file"),
+                      help="JSON file adding or overriding chips")
     read.add_argument("--stage", choices=("after", "before"), default="after",
                       help="HLO dump stage to compare (default: after optimizations)")
     add_read_options(read)
     budgets = parser.add_argument_group("budgets (flags override --config, which overrides the defaults)")
-    budgets.add_argument("--config", metavar="FILE", help="TOML file with budgets, per-op rules and absolute limits")
+    budgets.add_argument("--config", metavar="FILE", type=input_path("--config"),
+                         help="TOML file with budgets, per-op rules and absolute limits")
     budgets.add_argument("--max-step-regression", metavar="PCT", help="median step time slowdown (default 5%%)")
     budgets.add_argument("--max-op-regression", metavar="PCT", help="per-op time slowdown (default 10%%)")
     budgets.add_argument("--max-scope-regression", metavar="PCT",
@@ -58,11 +69,13 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
                               "that run every step are gated, the others reported")
     out = parser.add_argument_group("output")
     out.add_argument("--format", choices=FORMATS, default="table", help="report format (default: table)")
-    out.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
-    out.add_argument("--markdown-out", metavar="FILE",
+    out.add_argument("-o", "--output", metavar="FILE", type=output_path("-o"),
+                     help="write the report to FILE instead of stdout")
+    out.add_argument("--markdown-out", metavar="FILE", type=output_path("--markdown-out"),
                      help="also append the Markdown report to FILE (e.g. $GITHUB_STEP_SUMMARY)")
-    out.add_argument("--junit-out", metavar="FILE", help="also write the JUnit XML report to FILE")
-    out.add_argument("--top", type=int, default=15, metavar="N", help="changed ops to list (default 15)")
+    out.add_argument("--junit-out", metavar="FILE", type=output_path("--junit-out"),
+                     help="also write the JUnit XML report to FILE")
+    out.add_argument("--top", type=count("--top"), default=15, metavar="N", help="changed ops to list (default 15)")
 
 
 def budgets_from_args(args: argparse.Namespace) -> Budgets:
@@ -115,19 +128,29 @@ def write_reports(args: argparse.Namespace, diff: Diff, verdict: Verdict, append
         text += extra(args.format)
     write_output(text, args.output)
     if args.markdown_out:
-        with open(args.markdown_out, "a", encoding="utf-8") as handle:
-            handle.write(diff_markdown(diff, verdict, top=args.top, command=command) + extra("markdown"))
+        _write(args.markdown_out, diff_markdown(diff, verdict, top=args.top, command=command) + extra("markdown"),
+               append=True)
     if args.junit_out:
-        with open(args.junit_out, "w", encoding="utf-8") as handle:
-            handle.write(diff_junit(diff, verdict))
+        _write(args.junit_out, diff_junit(diff, verdict))
     return 0 if verdict.passed else 1
+
+
+def _write(path: str, text: str, append: bool = False) -> None:
+    """One of the extra reports; a file that cannot be written is the user's to fix (exit 2), not a verdict."""
+    try:
+        with open(path, "a" if append else "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise cannot_write(path, exc) from None
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("diff", help="compare two traces, HLO dumps or baselines",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("base", metavar="BASE", help="the reference: trace, HLO dump or JSON baseline")
-    parser.add_argument("new", metavar="NEW", help="the candidate: trace, HLO dump or JSON baseline")
+    parser.add_argument("base", metavar="BASE", type=input_path("BASE"),
+                        help="the reference: trace, HLO dump or JSON baseline")
+    parser.add_argument("new", metavar="NEW", type=input_path("NEW"),
+                        help="the candidate: trace, HLO dump or JSON baseline")
     add_comparison_options(parser)
     parser.set_defaults(handler=run)
 

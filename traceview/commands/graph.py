@@ -11,27 +11,40 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from traceview.commands._options import add_hlo, add_read_options, add_target, write_output
+from traceview.commands._arguments import input_path, named, output_path
+from traceview.commands._options import add_hlo, add_read_options, add_target, target_from_args, write_output
 from traceview.render import jsontext
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("graph", help="draw an op's HLO neighbourhood (operands, users, fusion)",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("path", metavar="PATH", help="a trace (log dir, run dir, .xplane.pb), an XLA dump "
-                                                     "folder or an HLO file")
-    parser.add_argument("--op", required=True, metavar="NAME", help="HLO instruction name, e.g. fusion.3")
-    parser.add_argument("--module", metavar="NAME", help="module holding the op, when several have one so named "
-                                                         "(NAME or NAME(program id))")
-    parser.add_argument("--depth", type=int, default=1, metavar="N", help="hops to operands and users (default 1)")
+    parser.add_argument("path", metavar="PATH", type=input_path("PATH"),
+                        help="a trace (log dir, run dir, .xplane.pb), an XLA dump folder or an HLO file")
+    parser.add_argument("--op", required=True, metavar="NAME", type=named("--op"),
+                        help="HLO instruction name, e.g. fusion.3")
+    parser.add_argument("--module", metavar="NAME", type=named("--module"),
+                        help="module holding the op, when several have one so named (NAME or NAME(program id))")
+    parser.add_argument("--depth", type=_depth, default=1, metavar="N",
+                        help="hops to operands and users (default 1)")
     parser.add_argument("--no-expand", action="store_true", help="do not open a fusion into its computation")
-    parser.add_argument("--run", metavar="NAME", help="which run of a log dir (default: the newest)")
+    parser.add_argument("--run", metavar="NAME", type=named("--run"),
+                        help="which run of a log dir (default: the newest)")
     add_target(parser)
     add_hlo(parser)
     parser.add_argument("--format", choices=("dot", "svg", "json"), default="dot")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    parser.add_argument("-o", "--output", metavar="FILE", type=output_path("-o"),
+                        help="write to FILE instead of stdout")
     add_read_options(parser)
     parser.set_defaults(handler=run)
+
+
+def _depth(text: str) -> int:
+    """``--depth``: 0 (the op alone) to the neighbourhood's MAX_DEPTH, known before the trace is read."""
+    from traceview.config.values import whole_number
+    from traceview.graph.neighbourhood import MAX_DEPTH
+
+    return whole_number(text, "--depth", 0, MAX_DEPTH)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         modules = pipeline.hlo.every
         records = op_rows(pipeline.ops)
     else:
+        target_from_args(args)   # a dump's nodes are plain, but a chip or hardware file named is still checked
         modules, _ = load_hlo_modules(path, stage=args.stage)
     graph = op_graph(modules, args.op, depth=args.depth, module=args.module, expand=not args.no_expand)
     annotate(graph, records)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from traceview.commands._arguments import input_path, output_path
 from traceview.commands._options import write_output
 from traceview.render import jsontext
 
@@ -12,9 +13,10 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("hardware", help="list the chips in the hardware database",
                                    description=__doc__)
     parser.add_argument("--format", choices=("table", "json"), default="table")
-    parser.add_argument("--hardware-file", metavar="FILE",
+    parser.add_argument("--hardware-file", metavar="FILE", type=input_path("--hardware-file"),
                         help="JSON file adding or overriding chips")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    parser.add_argument("-o", "--output", metavar="FILE", type=output_path("-o"),
+                        help="write to FILE instead of stdout")
     parser.set_defaults(handler=run)
 
 

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import argparse
 
+from traceview.commands._arguments import count, fraction, input_path, named, output_path
 from traceview.commands._options import add_read_options, read_options_from_args, write_output
+
+MAX_LAST = 2**63 - 1    # SQL's LIMIT is a 64-bit integer: a larger --last asks for every run all the same
 
 
 def register(subparsers) -> None:
@@ -22,26 +25,31 @@ def register(subparsers) -> None:
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     actions = parser.add_subparsers(dest="history_action", metavar="ACTION", required=True)
     add = actions.add_parser("add", help="record the run of a trace", description="Record the run of PATH in DB.")
-    add.add_argument("db", metavar="DB", help="SQLite file (created when missing) or postgresql:// URL")
-    add.add_argument("path", metavar="PATH", help="the run's trace: a log dir, a run dir or one .xplane.pb file")
+    add.add_argument("db", metavar="DB", type=input_path("DB"),
+                     help="SQLite file (created when missing) or postgresql:// URL")
+    add.add_argument("path", metavar="PATH", type=input_path("PATH"),
+                     help="the run's trace: a log dir, a run dir or one .xplane.pb file")
     add_run_identity(add, required=True)
-    add.add_argument("--run", metavar="NAME", help="which run of a log dir (default: the newest)")
-    add.add_argument("--target", metavar="CHIP", help="judge the ops against this chip (default: detected)")
-    add.add_argument("--hardware-file", metavar="FILE", help="JSON file adding or overriding chips")
+    add.add_argument("--run", metavar="NAME", type=named("--run"), help="which run of a log dir (default: the newest)")
+    add.add_argument("--target", metavar="CHIP", type=named("--target"),
+                     help="judge the ops against this chip (default: detected)")
+    add.add_argument("--hardware-file", metavar="FILE", type=input_path("--hardware-file"),
+                     help="JSON file adding or overriding chips")
     add_read_options(add)
     add.set_defaults(handler=run_add)
 
     report = actions.add_parser("report", help="each metric's trend and change points",
                                 description="Each metric's trend over the recorded runs and its change points.")
-    report.add_argument("db", metavar="DB", help="SQLite file or postgresql:// URL")
+    report.add_argument("db", metavar="DB", type=input_path("DB"), help="SQLite file or postgresql:// URL")
     report.add_argument("--format", choices=("table", "json", "markdown", "html", "junit"), default="table",
                         help="output format (default: table)")
-    report.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
-    report.add_argument("--metric", action="append", metavar="GLOB",
+    report.add_argument("-o", "--output", metavar="FILE", type=output_path("-o"),
+                        help="write to FILE instead of stdout")
+    report.add_argument("--metric", action="append", metavar="GLOB", type=named("--metric"),
                         help="metrics to show, by name or glob (repeatable; e.g. step_time, 'op:*', "
                              "'peak_memory:static:*'); default: the headline metrics")
-    report.add_argument("--last", type=int, metavar="N", help="only the last N runs")
-    report.add_argument("--confidence", type=float, default=0.95, metavar="P",
+    report.add_argument("--last", type=count("--last"), metavar="N", help="only the last N runs")
+    report.add_argument("--confidence", type=fraction("--confidence"), default=0.95, metavar="P",
                         help="confidence that a change point is real (default 0.95)")
     report.set_defaults(handler=run_report)
 
@@ -121,11 +129,10 @@ def run_report(args: argparse.Namespace) -> int:
     from traceview.render.history import render
 
     need_history_extra()
-    if args.last is not None and args.last < 1:
-        raise UserError(f"--last {args.last}: give a number of runs, 1 or more")
     if not 0 < args.confidence < 1:
         raise UserError(f"--confidence {args.confidence}: must be between 0 and 1, e.g. 0.95")
     with open_store(args.db) as store:
-        report = build_report(store, args.metric, args.last, args.confidence)
+        last = None if args.last is None else min(args.last, MAX_LAST)
+        report = build_report(store, args.metric, last, args.confidence)
     write_output(render(report, args.format), args.output)
     return 0

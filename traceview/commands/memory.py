@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import traceview
+from traceview.commands._arguments import count, input_path, named, output_path
 from traceview.commands._options import (
     add_read_options,
     dump_target_from_args,
@@ -28,15 +29,18 @@ from traceview.render import jsontext
 def register(subparsers) -> None:
     parser = subparsers.add_parser("memory", help="peak memory per allocator and per HLO module, headroom",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("path", metavar="PATH", help="a trace (log dir, run dir, .xplane.pb), an XLA dump "
-                                                     "folder or an HLO proto file")
-    parser.add_argument("--run", metavar="NAME", help="which run of a log dir (default: the newest)")
-    parser.add_argument("--target", metavar="CHIP", help="chip whose HBM the peaks must fit "
-                                                         "(default: the chip the trace ran on)")
-    parser.add_argument("--hardware-file", metavar="FILE", help="JSON file adding or overriding chips")
+    parser.add_argument("path", metavar="PATH", type=input_path("PATH"),
+                        help="a trace (log dir, run dir, .xplane.pb), an XLA dump folder or an HLO proto file")
+    parser.add_argument("--run", metavar="NAME", type=named("--run"),
+                        help="which run of a log dir (default: the newest)")
+    parser.add_argument("--target", metavar="CHIP", type=named("--target"),
+                        help="chip whose HBM the peaks must fit (default: the chip the trace ran on)")
+    parser.add_argument("--hardware-file", metavar="FILE", type=input_path("--hardware-file"),
+                        help="JSON file adding or overriding chips")
     parser.add_argument("--format", choices=("table", "json", "markdown"), default="table")
-    parser.add_argument("--top", type=int, default=10, metavar="N", help="rows per list (default 10)")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    parser.add_argument("--top", type=count("--top"), default=10, metavar="N", help="rows per list (default 10)")
+    parser.add_argument("-o", "--output", metavar="FILE", type=output_path("-o"),
+                        help="write to FILE instead of stdout")
     add_read_options(parser)
     parser.set_defaults(handler=run)
 
@@ -64,6 +68,6 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         text: str | Iterator[str] = jsontext.chunks(memory_json(report), end="\n")
     else:
-        text = memory_text(report, top=max(args.top, 1), markdown=args.format == "markdown")
+        text = memory_text(report, top=args.top, markdown=args.format == "markdown")
     write_output(text, args.output)
     return 0

@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from traceview.commands._options import add_hlo, add_source, add_target, load_from_args, write_output
+from traceview.commands._arguments import output_path
+from traceview.commands._options import (
+    add_hlo,
+    add_source,
+    add_target,
+    cannot_write,
+    load_from_args,
+    write_output,
+)
 from traceview.errors import UserError
 from traceview.render import jsontext
 from traceview.render.tables import text_table
@@ -18,9 +26,11 @@ def register(subparsers) -> None:
     add_source(parser)
     add_target(parser)
     add_hlo(parser)
-    parser.add_argument("--plot", metavar="FILE", help="write the chart to FILE (.png, .svg, .pdf or .html)")
+    parser.add_argument("--plot", metavar="FILE", type=output_path("--plot"),
+                        help="write the chart to FILE (.png, .svg, .pdf or .html)")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="for the points")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write the points to FILE instead of stdout")
+    parser.add_argument("-o", "--output", metavar="FILE", type=output_path("-o"),
+                        help="write the points to FILE instead of stdout")
     parser.set_defaults(handler=run)
 
 
@@ -48,7 +58,10 @@ def run(args: argparse.Namespace) -> int:
     points = roofline_points(pipeline.ops)
     if args.plot:
         measured_on = judged.measured_on.name if judged.measured_on is not None else None
-        save_plot(points, judged.chip, args.plot, ops=pipeline.ops, measured_on=measured_on)
+        try:
+            save_plot(points, judged.chip, args.plot, ops=pipeline.ops, measured_on=measured_on)
+        except OSError as exc:
+            raise cannot_write(args.plot, exc) from None
         print(f"wrote {args.plot}: {len(points)} of {len(pipeline.ops)} ops on the {judged.chip.name} roofline",
               file=sys.stderr)
     note = unplaceable_note(pipeline.ops)

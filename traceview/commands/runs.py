@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from traceview.commands._arguments import input_path, output_path
 from traceview.commands._options import write_output
 from traceview.parsers.discover import list_runs
 from traceview.render import jsontext
@@ -13,9 +14,11 @@ from traceview.units import fmt_si
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("runs", help="list the runs and hosts in a log dir", description=__doc__)
-    parser.add_argument("path", metavar="PATH", help="a log dir, a run dir or a trace file")
+    parser.add_argument("path", metavar="PATH", type=input_path("PATH"),
+                        help="a log dir, a run dir or a trace file")
     parser.add_argument("--format", choices=("table", "json"), default="table")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    parser.add_argument("-o", "--output", metavar="FILE", type=output_path("-o"),
+                        help="write to FILE instead of stdout")
     parser.set_defaults(handler=run)
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 
+from traceview.commands._arguments import count
 from traceview.commands._options import add_format, add_hlo, add_source, add_target, load_from_args, write_output
-from traceview.errors import UserError
 from traceview.render import jsontext
 
 
@@ -25,7 +25,8 @@ def register(subparsers) -> None:
     add_target(parser)
     parser.add_argument("--by", choices=("scope", "source"), default="scope",
                         help="tree of named scopes (default) or of source files and lines")
-    parser.add_argument("--depth", type=int, metavar="N", help="show nodes at most N levels deep (default: all)")
+    parser.add_argument("--depth", type=count("--depth"), metavar="N",
+                        help="show nodes at most N levels deep (default: all)")
     add_hlo(parser)
     parser.set_defaults(handler=run)
 
@@ -33,8 +34,6 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from traceview.render.scopes import scopes_csv, scopes_json, scopes_text
 
-    if args.depth is not None and args.depth < 1:
-        raise UserError(f"--depth: {args.depth} must be at least 1")
     tree = load_from_args(args, keep_ops=False).scope_tree(args.by)
     if args.format == "json":
         text: str | Iterator[str] = jsontext.chunks(scopes_json(tree, args.depth), end="\n")

@@ -28,25 +28,53 @@ def register(subparsers) -> None:
     add_format(parser, formats=("table", "json", "markdown"))
     add_target(parser)
     add_hlo(parser)
-    parser.add_argument("--mesh", action="append", metavar="ROLE=N,...",
+    parser.add_argument("--mesh", action="append", metavar="ROLE=N,...", type=_mesh,
                         help="a mesh to project (repeatable), roles data, fsdp, tensor, context, pipeline, expert")
-    parser.add_argument("--chips", type=int, metavar="N",
+    parser.add_argument("--chips", type=_chips, metavar="N",
                         help="project every factorisation of N chips over the roles the program uses")
-    parser.add_argument("--batch", action="append", metavar="N|xK",
+    parser.add_argument("--batch", action="append", metavar="N|xK", type=_batch,
                         help="global batch in tokens, or a factor of today's (x2); repeatable")
-    parser.add_argument("--microbatches", type=int, metavar="M", help="a projected pipeline's microbatches")
+    parser.add_argument("--microbatches", type=_microbatches, metavar="M",
+                        help="a projected pipeline's microbatches")
     parser.set_defaults(handler=run)
+
+
+# The checks Analysis.whatif makes of the same values (traceview.whatif.config), made as the command line is read.
+
+def _mesh(text: str) -> dict[str, int]:
+    from traceview.whatif.config import parse_mesh
+
+    return parse_mesh(text)
+
+
+def _chips(text: str) -> int | None:
+    from traceview.whatif.config import parse_chips
+
+    return parse_chips(text, "--chips")
+
+
+def _batch(text: str) -> str:
+    """The batch as given: a factor (x2) is a number of tokens only once today's batch is read from the trace,
+    so its form and sign are checked here on a batch of one token."""
+    from traceview.whatif.config import parse_batch
+
+    parse_batch(text, 1.0)
+    return text
+
+
+def _microbatches(text: str) -> int | None:
+    from traceview.whatif.config import parse_microbatches
+
+    return parse_microbatches(text, "--microbatches")
 
 
 def run(args: argparse.Namespace) -> int:
     from traceview.render.whatif import whatif_json, whatif_markdown, whatif_text
-    from traceview.whatif.config import parse_mesh
 
     chip = target_from_args(args)
     args.target = None                   # the step is measured on the chip it ran on; --target is projected onto
     analysis = load_from_args(args)
-    meshes = [parse_mesh(m) for m in args.mesh or []]
-    report = analysis.whatif(meshes=meshes, batches=args.batch or [], chips=args.chips, target=chip,
+    report = analysis.whatif(meshes=args.mesh or [], batches=args.batch or [], chips=args.chips, target=chip,
                              microbatches=args.microbatches)
     if args.format == "json":
         text = jsontext.dumps(whatif_json(report)) + "\n"

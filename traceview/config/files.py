@@ -27,6 +27,7 @@ MAX_MAGNITUDE = 1e30         # above any time (us), size or FLOP count; keeps ev
 
 def _text(path: Path, what: str) -> str:
     try:
+        _refuse_special(path, what)
         if path.is_file() and path.stat().st_size > MAX_FILE_BYTES:
             raise UserError(f"{path}: {what} larger than {MAX_FILE_BYTES >> 20} MiB: not a traceview {what}")
         return path.read_text(encoding="utf-8")
@@ -34,6 +35,15 @@ def _text(path: Path, what: str) -> str:
         raise UserError(f"{path}: no such {what}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read {what} ({getattr(exc, 'strerror', None) or exc})") from None
+
+
+def _refuse_special(path: Path, what: str) -> None:
+    """A FIFO, socket or device named as a file: reading a FIFO waits for a writer that may never come, and
+    /dev/null reads as an empty file, which is no file the user meant. A folder is left to the read's own error."""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        from traceview.parsers.discover import kind_of
+
+        raise UserError(f"{path}: {kind_of(path)}: give a {what}")
 
 
 _BRACKETS = re.compile(r'"(?:[^"\\\n]|\\.)*"|[\[\]{}]')

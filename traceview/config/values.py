@@ -30,6 +30,14 @@ def path_like(value: object, what: str) -> str | Path:
     raise UserError(f"{what}={value!r}: expected a path (a str or pathlib.Path)")
 
 
+def non_empty(value: object, what: str) -> str:
+    """``value`` when it is a string with more than white space in it: an empty name (a chip, a run, an op),
+    e.g. ``--target "$CHIP"`` with CHIP unset, would read as "not given" wherever a name is tested for truth."""
+    if isinstance(value, str) and value.strip():
+        return value
+    raise UserError(f"{what}={value!r}: expected a name (a non-empty str)")
+
+
 def optional_path(value: object, what: str) -> str | Path | None:
     """:func:`path_like`, with None meaning "not given"."""
     return None if value is None else path_like(value, what)

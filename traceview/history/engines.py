@@ -147,6 +147,10 @@ def check_sqlite_file(location: Location, create: bool) -> bool:
         return False
     if path.is_dir():
         raise UserError(f"{location.shown}: is a folder, not a history database file")
+    if not path.is_file():      # a FIFO would wait for a writer; /dev/null would read as an empty store
+        from traceview.parsers.discover import kind_of
+
+        raise UserError(f"{location.shown}: {kind_of(path)}, not a history database file")
     try:
         with path.open("rb") as handle:
             head = handle.read(_HEADER)

@@ -66,10 +66,10 @@ class RunRecord:
 
 # ------------------------------------------------------------------ identity
 
-def check_label(label: str) -> str:
-    """A run label: 1 to 200 characters, no control characters."""
+def check_label(label: str, what: str = "--label") -> str:
+    """A run label: 1 to 200 characters, no control characters; ``what`` names it (``check --record``)."""
     if not isinstance(label, str) or not _LABEL.fullmatch(label) or not label.strip() or not _storable(label):
-        raise UserError(f"--label {label!r}: give 1 to 200 printable characters (e.g. a commit hash)")
+        raise UserError(f"{what} {label!r}: give 1 to 200 printable characters (e.g. a commit hash)")
     return label
 
 

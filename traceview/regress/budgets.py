@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from traceview.config.files import read_toml, validate
+from traceview.config.values import as_float
 from traceview.errors import UserError
 from traceview.units import PS_PER_UNIT
 
@@ -57,14 +58,29 @@ def parse_fraction(value, name: str = "value") -> float:
             text = value.strip()
             result = float(text[:-1]) / 100.0 if text.endswith("%") else float(text)
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            result = float(value)
+            result = as_float(value)     # a TOML integer beyond any float: infinite, refused below
         else:
             raise ValueError
     except ValueError:
         raise UserError(f"{name}: {value!r} is not a fraction (write e.g. 5% or 0.05)") from None
     if not math.isfinite(result) or result < 0:
-        raise UserError(f"{name}: {value!r} must be a non-negative fraction")
+        raise UserError(f"{name}: {_shown(value)} must be a non-negative fraction")
     return result
+
+
+def parse_share(value, name: str = "value") -> float:
+    """A share of a whole (an MFU): :func:`parse_fraction`, at most 1. ``--min-mfu 30`` means 30%, not 3000%;
+    a floor no run can reach would fail every check (exit 1) for what is a typo."""
+    share = parse_fraction(value, name)
+    if share > 1:
+        raise UserError(f"{name}: {_shown(value)} is more than 100% (write e.g. 30% or 0.30)")
+    return share
+
+
+def _shown(value) -> str:
+    """A value as an error shows it: a TOML number of 400 digits by its length."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
 
 
 def parse_globs(value, name: str = "value") -> list[str]:
@@ -81,7 +97,7 @@ def parse_globs(value, name: str = "value") -> list[str]:
 def parse_duration_ps(value, name: str = "value") -> float:
     """"1ms", "250us", "0.5 s" -> picoseconds; a bare number is milliseconds."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        number, unit = float(value), "ms"
+        number, unit = as_float(value), "ms"     # a TOML integer beyond any float: infinite, refused below
     elif isinstance(value, str):
         m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*(ps|ns|us|µs|ms|s)?\s*", value)
         if not m:
@@ -94,8 +110,17 @@ def parse_duration_ps(value, name: str = "value") -> float:
     else:
         raise UserError(f"{name}: {value!r} is not a duration (write e.g. 1ms, 250us, 2s)")
     if not math.isfinite(number) or number < 0:
-        raise UserError(f"{name}: {value!r} must be a non-negative duration")
+        raise UserError(f"{name}: {_shown(value)} must be a non-negative duration")
     return number * PS_PER_UNIT[unit]
+
+
+def parse_time_limit_ps(value, name: str = "value") -> float:
+    """An absolute limit on the step time (:func:`parse_duration_ps`), above 0: no step takes no time, so a limit
+    of 0 would fail every check (exit 1) for what is a typo."""
+    limit = parse_duration_ps(value, name)
+    if limit <= 0:
+        raise UserError(f"{name}: {_shown(value)} must be a positive duration (write e.g. 20ms)")
+    return limit
 
 
 _BYTE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
@@ -134,7 +159,8 @@ def parse_memory_budget(value, name: str = "value") -> MemoryBudget:
     try:
         return MemoryBudget(fraction=parse_fraction(value, name))
     except UserError:
-        raise UserError(f"{name}: {value!r} is neither a fraction (1%, 0.01) nor a size (256MiB, 1GB)") from None
+        raise UserError(f"{name}: {_shown(value)} is neither a fraction (1%, 0.01) nor a size (256MiB, 1GB)") \
+            from None
 
 
 @dataclass(frozen=True)
@@ -184,8 +210,8 @@ BUDGET_KEYS = {
     "max_collective_increase": ("max_collective_increase", parse_fraction),
     "confidence": ("confidence", parse_fraction),
     "max_peak_memory_increase": ("max_peak_memory_increase", parse_memory_budget),
-    "max_step_time": ("max_step_time_ps", parse_duration_ps),
-    "min_mfu": ("min_mfu", parse_fraction),
+    "max_step_time": ("max_step_time_ps", parse_time_limit_ps),
+    "min_mfu": ("min_mfu", parse_share),
     "programs": ("programs", parse_globs),
 }
 _RULE_KEYS = {"pattern", "max_regression", "min_time", "ignore"}

@@ -110,15 +110,16 @@ def parse_batches(value: object) -> list[str | float]:
     return listed(value, "batches", single=(str, numbers.Real))
 
 
-def parse_chips(value: object) -> int | None:
-    """``Analysis.whatif(chips=...)``: a whole number of chips (1..MAX_CHIPS), or None for today's."""
-    return None if value is None else whole_number(value, "chips", 1, MAX_CHIPS)
+def parse_chips(value: object, what: str = "chips") -> int | None:
+    """``Analysis.whatif(chips=...)``: a whole number of chips (1..MAX_CHIPS), or None for today's; ``what``
+    names the value in errors (``--chips`` on the command line)."""
+    return None if value is None else whole_number(value, what, 1, MAX_CHIPS)
 
 
-def parse_microbatches(value: object) -> int | None:
+def parse_microbatches(value: object, what: str = "microbatches") -> int | None:
     """``Analysis.whatif(microbatches=...)``: a pipeline's microbatches (at least 1), or None for the trace's
-    (else the book's m = 4p)."""
-    return None if value is None else whole_number(value, "microbatches", 1, MAX_MICROBATCHES)
+    (else the book's m = 4p); ``what`` names the value in errors."""
+    return None if value is None else whole_number(value, what, 1, MAX_MICROBATCHES)
 
 
 def factorisations(chips: int, roles: list[str]) -> list[dict[str, int]]:
