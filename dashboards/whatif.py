@@ -11,8 +11,8 @@ from traceview.dashboards.data import View
 from traceview.errors import UserError
 from traceview.render.memory import fmt_bytes
 from traceview.render.parallelism import md
-from traceview.render.whatif import mesh_text, notes_by_rank, whatif_json
-from traceview.units import fmt_pct, fmt_time_us
+from traceview.render.whatif import change_text, mesh_text, notes_by_rank, tokens_text, whatif_json
+from traceview.units import fmt_share, fmt_time_us
 
 BOUND_COLOURS = {"compute": "#4c78a8", "memory": "#72b7b2", "communication": "#e45756", "bubble": "#b279a2",
                  "idle": "#bab0ac", "unknown": "#9d755d"}
@@ -25,9 +25,8 @@ def _table(record: dict) -> pd.DataFrame:
         step = c["step_time_us"]
         rows.append({"rank": i, "mesh": mesh_text(c["mesh"]), "batch": c["batch"], "chip": c["target"],
                      "step": fmt_time_us(step) if step is not None else f"? {c['step_time_reason']}",
-                     "vs today": None if step is None or not today else f"{step / today - 1:+.1%}",
-                     "tokens/s/chip": "?" if c["tokens_per_s_per_chip"] is None
-                     else f"{c['tokens_per_s_per_chip']:,.4g}", "MFU": fmt_pct(c["mfu"]), "bound": c["bound"],
+                     "vs today": change_text(step, today), "tokens/s/chip": tokens_text(c["tokens_per_s_per_chip"]),
+                     "MFU": fmt_share(c["mfu"]), "bound": c["bound"],
                      "memory/chip": fmt_bytes(c["memory_per_chip_bytes"]),
                      "fits": "? (no capacity)" if c["fits"] is None else ("yes" if c["fits"] else "NO"),
                      "dominant change": c["dominant_change"]})
@@ -87,7 +86,7 @@ def render(view: View) -> None:
                    f"{base['batch']} tokens per step"))
     cols = st.columns(3)
     cols[0].metric("today's step", fmt_time_us(base["step_time_us"]))
-    cols[1].metric("today's MFU", fmt_pct(base["mfu"]))
+    cols[1].metric("today's MFU", fmt_share(base["mfu"]))
     cols[2].metric("memory per chip", fmt_bytes(base["memory_per_chip_bytes"]))
     st.caption(md(f"the batch: {base['batch_how']}"))
     st.subheader("Configurations ranked by projected step time")

@@ -119,6 +119,27 @@ def test_outputs_carry_the_measurement(sample):
     assert not any(w.startswith("mesh not determined") for w in report.warnings)
 
 
+def test_the_bubble_is_a_percentage_in_every_line(sample, sample_traces):
+    """The pipeline line wrote the bubble as a fraction ("bubble 0.4099 (measured ...") above stage lines and a
+    summary that write it as a percentage ("bubble measured 41.0%")."""
+    _, report, _ = sample
+    pipe = next(a for a in report.axes if a.pipeline is not None).pipeline
+    shown = f"{100 * pipe.bubble_fraction:.1f}%"
+    for out in (parallelism_text(report), parallelism_markdown(report)):
+        line = next(x for x in out.splitlines() if "pipeline (GPipe)" in x)
+        assert f"bubble {shown} (measured in the trace" in line and f"{pipe.bubble_fraction:.4f}" not in line
+    spmd = from_analysis(traceview.load(sample_traces / "pipeline").pipeline)
+    axis = next(a for a in spmd.axes if a.pipeline is not None)
+    line = next(x for x in parallelism_text(spmd).splitlines() if "pipeline (GPipe)" in x)
+    formula = f"{100 * axis.pipeline.bubble_fraction:.1f}%"
+    if axis.pipeline.measured is None:
+        assert f"bubble {formula} (" in line
+    else:
+        assert f"bubble {100 * axis.pipeline.measured.bubble_fraction:.1f}% measured in the trace, {formula} by " \
+            "the schedule" in line
+    assert "0." not in line.split("bubble ", 1)[1].split("(", 1)[0]
+
+
 def test_spmd_pipeline_is_not_measured(sample_traces):
     """One program on every device (the SPMD pipeline sample): read from its loop, not measured."""
     report = from_analysis(traceview.load(sample_traces / "pipeline").pipeline)

@@ -75,6 +75,17 @@ def test_no_overlap_no_change():
     assert Overlap(0.0, 0.0).factor == 1.0          # unknown: nothing scaled
 
 
+def test_the_overlap_ratio_is_never_written_as_no_overlap():
+    """Op time 0.1-1% above busy time is an overlap: written "1.001x", not "1.00x" (which reads as none);
+    from 1.01 on, two decimals. The summary line and every advice item write it the same way."""
+    for busy, op, text in ((374.05, 374.42, "1.001"), (50.0, 97.7, "1.95"), (10.0, 10.1, "1.01"),
+                           (10.0, 10.0, "1.000"), (0.0, 5.0, "-")):
+        overlap = Overlap(op_time_ps=op * 1e9, busy_ps=busy * 1e9)
+        assert overlap.ratio_text() == text
+        if busy > 0:
+            assert f"ops overlap {text}x" in overlap.describe() and overlap.describe().endswith(f"/ {text}")
+
+
 def test_advice_json_savings_are_wall_time(sample_traces, capsys):
     assert main(["analyze", str(sample_traces / "mlp"), "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)

@@ -109,6 +109,7 @@ def room(peak: float, capacity: float = 16e9) -> Headroom:
 
 @pytest.mark.parametrize(("peak", "expect"), [(15e9, "93.8% of capacity: too close"),
                                               (4e9, "25.0% of capacity (11.18 GiB free): headroom"),
+                                              (3.5e6, "0.022% of capacity (14.90 GiB free): headroom"),
                                               (9.6e9, None)])
 def test_memory_advice_from_the_peak_over_capacity(peak: float, expect: str | None) -> None:
     peak_row = SimpleNamespace(device="h/0", name="0")
@@ -167,3 +168,159 @@ def test_ranking_puts_quantified_first_and_caps_at_the_span() -> None:
     assert [(i.title, i.saving_ps, i.rank) for i in out] == [
         ("huge", 1000.0, 1), ("small", 10.0, 2), ("m", None, 3), ("nan", None, 4)]
     assert advice_json(out[2], 1000)["saving_share"] is None
+
+
+def _judged_on(kind: str) -> SimpleNamespace:
+    return SimpleNamespace(chip=SimpleNamespace(kind=kind), summary={})
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_each_op_gets_the_fix_of_its_kind(seed: int) -> None:
+    """A collective's fix moves bytes, whatever bound it was judged (an all-to-all judged memory-bound is not
+    work to fuse); a host offload copy is no all-reduce; a CPU has no MXU or tensor cores."""
+    import random
+
+    rng = random.Random(seed)
+    kinds = [  # (category, collective_kind, bound, wanted in the fix, never in the fix)
+        ("all-to-all", "all-to-all", "memory", "all-to-all", "fuse it"),
+        ("collective-permute", "collective-permute", "communication", "point-to-point", "reduce-scatter"),
+        ("copy-start", "host-transfer", "communication", "host memory", "reduce-scatter"),
+        ("all-gather", "all-gather", "communication", "all-gather", "fuse it"),
+        ("all-reduce", "all-reduce", "communication", "reduce-scatter", "fuse it"),
+        ("data formatting", None, "memory", "layout", "arithmetic intensity"),
+        ("loop fusion", None, "compute", "elementwise", "MXU"),
+    ]
+    rng.shuffle(kinds)
+    n = len(kinds)
+    ops = pd.DataFrame({
+        "program_id": [rng.randint(1, 99)] * n, "module": [f"jit_{rng.choice(['step', 'train', 'f'])}"] * n,
+        "op": [f"{c.replace(' ', '_')}.{rng.randint(0, 50)}" for c, *_ in kinds],
+        "category": [c for c, *_ in kinds], "collective_kind": [k for _, k, *_ in kinds],
+        "bound": [b for _, _, b, *_ in kinds], "gain_ps": [float(1000 - 10 * i) for i in range(n)],
+        "self_time_ps": [2000.0] * n, "roofline_time_ps": [100.0] * n, "occurrences": [rng.randint(1, 9)] * n})
+    for i in range(0, n, 3):                       # TOP_OPS items at a time
+        part = ops.iloc[i:i + 3].reset_index(drop=True)
+        items = list(op_provider(context(1000, 1, part)))
+        assert len(items) == len(part)
+        for item, (_, _, _, wanted, never) in zip(items, kinds[i:i + 3]):
+            assert wanted in item.fix and never not in item.fix, (item.title, item.fix)
+
+
+@pytest.mark.parametrize(("chip", "wanted", "never"), [("CPU", "CPU", "tensor cores"), ("TPU", "MXU", "tensor"),
+                                                       ("GPU", "tensor cores", "MXU")])
+def test_a_compute_bound_matmul_fix_names_the_chips_matrix_units(chip: str, wanted: str, never: str) -> None:
+    ops = pd.DataFrame({"program_id": [3], "module": ["jit_step"], "op": ["dot.7"], "category": ["matmul"],
+                        "bound": ["compute"], "gain_ps": [500.0], "self_time_ps": [600.0],
+                        "roofline_time_ps": [100.0], "occurrences": [2]})
+    ctx = context(1000, 1, ops)
+    ctx.pipeline.judged = _judged_on(chip)
+    (item,) = op_provider(ctx)
+    assert wanted in item.fix and never not in item.fix
+
+
+def test_an_op_of_a_module_name_several_programs_share_names_its_program() -> None:
+    """jit_dot compiled per shape: an op whose name only one of them has still names its program, as the op
+    table writes "jit_dot(49)" for every row of those programs."""
+    import random
+
+    rng = random.Random(3)
+    for _ in range(10):
+        programs = rng.sample(range(10, 99), 2)
+        name = f"gemm_fusion_{rng.randint(0, 9)}"
+        ops = pd.DataFrame({"program_id": programs, "module": ["jit_dot"] * 2, "op": [name, "custom-call.1"],
+                            "gain_ps": [300.0, 200.0], "self_time_ps": [400.0, 300.0],
+                            "roofline_time_ps": [100.0, 100.0], "bound": ["memory", "compute"],
+                            "occurrences": [3, 3], "shape": ["bf16[8,8]", "(bf16[64,64], s8[16])"]})
+        titles = [i.title.split(":")[0] for i in op_provider(context(1000, 1, ops))]
+        assert titles == [f"op {name} (jit_dot, program {programs[0]})",
+                          f"op custom-call.1 (jit_dot, program {programs[1]})"]
+
+
+def _tree_over(ops: pd.DataFrame, paths: list[tuple[str, ...]]) -> SimpleNamespace:
+    """A scope tree whose nodes are the given ops' own paths (each op placed at its path)."""
+    rows = {}
+    for path, gain, time in zip(paths, ops["gain_ps"], ops["self_time_ps"]):
+        row = rows.setdefault(path, {"path": path, "self_gain_us": 0.0, "self_us": 0.0, "memory_us": 0.0})
+        row["self_gain_us"] += gain / US
+        row["self_us"] += time / US
+        row["memory_us"] += time / US
+    tree = scope_tree(list(rows.values()))
+    tree.op_paths = pd.Series(paths, index=ops.index, dtype=object)
+    return tree
+
+
+def test_a_scope_whose_gain_is_a_listed_op_is_not_listed_again() -> None:
+    """h200 train: op fusion.235 and scope .../attn/_where (its only op) were items 1 and 2 with one saving.
+    The scope item goes; the op item names its scope. A scope with gain beyond its listed ops stays."""
+    import random
+
+    rng = random.Random(11)
+    for _ in range(10):
+        layer = rng.randint(0, 9)
+        alone = ("train_step", f"layer_{layer}", "attn", "_where")
+        mixed = ("train_step", f"layer_{layer + 1}", "mlp")
+        ops = pd.DataFrame({
+            "program_id": [7] * 4, "module": ["jit_train_step"] * 4,
+            "op": [f"fusion.{rng.randint(100, 300)}", "dot.1", "dot.2", "dot.3"],
+            "gain_ps": [500 * US, 300 * US, 200 * US, 150 * US], "self_time_ps": [800 * US] * 4,
+            "roofline_time_ps": [100 * US] * 4, "bound": ["memory"] * 4, "occurrences": [5] * 4})
+        paths = [alone, mixed, mixed, mixed]       # dot.3 (4th by gain) is no op item: mlp keeps 150 us of its own
+        tree = _tree_over(ops, paths)
+        span = 10_000 * US
+        items = ranked([*op_provider(context(span, 1, ops, scopes=tree)),
+                        *scopes_provider(context(span, 1, ops, scopes=tree))], span)
+        titles = [i.title.split(":")[0] for i in items]
+        assert f"scope {'/'.join(alone)}" not in titles
+        assert f"scope {'/'.join(mixed)}" in titles
+        first = next(i for i in items if i.title.startswith(f"op {ops['op'][0]} "))
+        assert first.evidence[0].endswith(f"in scope {'/'.join(alone)}")
+        scope = next(i for i in items if i.kind == "scope")
+        assert "it holds op dot.1, dot.2 of the list" in scope.evidence[0]
+
+
+def test_serving_evidence_counts_one_step_as_one_step() -> None:
+    phase = SimpleNamespace(step_time_us=40.0, floor_us=10.0, steps=1, phase="prefill", module="jit_prefill",
+                            floor_bound="compute", batch=4)
+    report = SimpleNamespace(phases=[phase], critical_batch=None)
+    (item,) = serving_provider(context(100 * US, 1, serving=report))
+    assert item.evidence[0].startswith("1 step of 40.00 us")
+
+
+def test_an_overlap_of_a_tenth_of_a_percent_is_not_written_1_00x() -> None:
+    from traceview.timeline.overlap import Overlap
+
+    ctx = context(1000, 1)
+    ctx.overlap = Overlap(1001.0, 1000.0)
+    note = ctx.op_time_note(500.0)
+    assert "1.001x" in note and "1.00x" not in note
+    ctx.overlap = Overlap(1950.0, 1000.0)
+    assert "1.95x" in ctx.op_time_note(500.0)
+
+
+def test_long_host_event_names_are_folded_for_the_text() -> None:
+    from traceview.advice.findings import short_name
+
+    kernel = ("void Eigen::internal::EigenMetaKernel<Eigen::TensorEvaluator<Eigen::TensorAssignOp<Eigen::TensorMap<"
+              "Eigen::Tensor<Eigen::half, 1, 1, long>, 16>>, Eigen::GpuDevice>, long>(Eigen::TensorEvaluator<"
+              "Eigen::half, 1>, long)")
+    assert short_name(kernel) == "void Eigen::internal::EigenMetaKernel<...>(...)"
+    assert short_name("$capture.py:136 load_batch") == "$capture.py:136 load_batch"
+    cut = short_name("x" * 200)
+    assert len(cut) == 80 and cut.endswith("...")
+    idle = IdleCauses(idle_ps=500, causes={"host": 0, "launch": 480, "sync": 0, "transfer": 20, "unknown": 0},
+                      evidence={"launch": [{"name": kernel, "time_ps": 300, "source": "host"}]})
+    (item,) = idle_provider(context(1000, 1, idle=idle))
+    assert "EigenMetaKernel<...>(...) " in item.evidence[0] and "TensorMap" not in item.evidence[0]
+
+
+def test_a_host_offload_axis_gets_the_host_copy_fix() -> None:
+    """TPU inference: the 'host' axis (host offload copies) was told to "overlap the axis' collectives"."""
+    def axis(name: str, role: str) -> SimpleNamespace:
+        return SimpleNamespace(name=name, size=1, role=SimpleNamespace(role=role), collectives=6, bytes=1e12,
+                               exposed_ps=500.0, measured=None,
+                               verdict=SimpleNamespace(verdict=None, rule=None, suggestions=[]))
+    items = list(axis_provider(context(1000, 1, parallelism=SimpleNamespace(
+        axes=[axis("host", "host offload"), axis("data", "data")]))))
+    fixes = {i.title.split("'")[1]: i.fix for i in items}
+    assert "host memory" in fixes["host"] and "collectives" not in fixes["host"]
+    assert "collectives" in fixes["data"]

@@ -28,6 +28,29 @@ if TYPE_CHECKING:
     from traceview.scopes.tree import ScopeTree
 
 UNQUANTIFIED = "no honest estimate of the time saved: ranked after the quantified items"
+NAME_WIDTH = 80     # a host event's name in the text blocks at most (the JSON keeps it whole)
+
+
+def short_name(name: object, width: int = NAME_WIDTH) -> str:
+    """A host event's name as the text blocks show it: a C++ kernel's template and call arguments folded
+    (``void Eigen::internal::EigenMetaKernel<...>(...)``), then cut to ``width`` characters with an ellipsis."""
+    text = str(name)
+    if len(text) <= width:
+        return text
+    folded, depth = [], 0
+    for ch in text:
+        if ch in "<(":
+            if depth == 0:
+                folded.append(ch + "...")
+            depth += 1
+        elif ch in ">)" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                folded.append(ch)
+        elif depth == 0:
+            folded.append(ch)
+    text = "".join(folded) if depth == 0 else text
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -117,9 +140,9 @@ class AdviceContext:
         """What an op-time gain (summed over devices) was before it became wall time ("" without overlap)."""
         if not self.overlap.overlapped:
             return ""
-        ratio = self.overlap.op_time_ps / self.overlap.busy_ps
+        shown = self.overlap.ratio_text()
         return (f"; gain {fmt_time_us(self.per_device(op_time_ps) / 1e6)} of op time per device, and the ops "
-                f"overlap {ratio:.2f}x (op time / busy time): the wall time saved is that / {ratio:.2f}")
+                f"overlap {shown}x (op time / busy time): the wall time saved is that / {shown}")
 
 
 Provider = Callable[[AdviceContext], Iterable[Advice]]

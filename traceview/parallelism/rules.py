@@ -35,6 +35,7 @@ from traceview.hardware.chips import Chip
 from traceview.parallelism.context import ContextFinding
 from traceview.parallelism.expert import EXPERT_MATMULS, ExpertFinding
 from traceview.parallelism.structure import PipelineFinding
+from traceview.units import fmt_si
 
 GPUS_PER_NODE = 8   # HGX / DGX nodes, the book's GPU chapter
 
@@ -140,8 +141,8 @@ def _ratio_and_how(chip: Chip | None, link: Link | None, dtype: str) -> tuple[fl
     ratio = critical_ratio(chip, link, dtype)
     if ratio is None:
         return None, "", f"{chip.name}: no {dtype} peak or no {link.kind} bandwidth"
-    return ratio, f"C/W = {chip.peak_flops_for(dtype):.3g} FLOP/s / {link.bandwidth:.3g} B/s ({link.kind}: " \
-        f"{link.how})", ""
+    return ratio, f"C/W = {fmt_si(chip.peak_flops_for(dtype), 'FLOP/s')} / {fmt_si(link.bandwidth, 'B/s')} " \
+        f"({link.kind}: {link.how})", ""
 
 
 def _decide(role: str, rule: str, value: float, what: str, threshold: float, how: str) -> AxisVerdict:

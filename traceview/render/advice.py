@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from traceview.advice.findings import Advice
+from traceview.advice.findings import Advice, short_name
 from traceview.advice.idle import CAUSES, IdleCauses
 from traceview.advice.view import TOP, AdviceReport
 from traceview.render.analyze import Section
@@ -50,19 +50,24 @@ def advice_sections(report: AdviceReport, top: int = TOP) -> list[Section]:
             t = idle.causes[cause]
             if not t:
                 continue
-            names = ", ".join(e["name"] for e in idle.evidence.get(cause, [])[:3])
+            names = ", ".join(short_name(e["name"]) for e in idle.evidence.get(cause, [])[:3])
             rows.append(f"{cause}: {fmt_time_us(t / 1e6)} ({fmt_pct(t / idle.idle_ps)})"
                         + (f"; {names}" if names else ""))
         sections.append(Section(f"Why the devices were idle ({fmt_time_us(idle.idle_ps / 1e6)} over "
                                 f"{report.active_devices} device(s))", tuple(rows)))
     late = report.stragglers
     if not late.steps.empty:
-        text = (f"{late.device} finished last in {late.device_late_steps} of {len(late.steps)} steps"
-                if late.device else
-                f"no device finished last in most steps (most often {late.most_often_last}: "
-                f"{late.device_late_steps} of {len(late.steps)})")
+        if late.device:
+            text = f"{late.device} finished last in {late.device_late_steps} of {len(late.steps)} steps"
+        elif len(late.steps) < 2:      # one step names no straggler (stragglers: at least two steps)
+            text = (f"one step only, too few to name a straggler ({late.most_often_last} finished last in it)"
+                    if late.most_often_last else "one step only, too few to name a straggler")
+        else:
+            text = (f"no device finished last in most steps (most often {late.most_often_last}: "
+                    f"{late.device_late_steps} of {len(late.steps)})")
         wait = late.steps["wait_ps"].sum() / 1e6
-        lines = [f"{text}; the others waited {fmt_time_us(wait)} in all at the steps' ends"]
+        ends = "the step's end" if len(late.steps) == 1 else "the steps' ends"
+        lines = [f"{text}; the others waited {fmt_time_us(wait)} in all at {ends}"]
         if late.host:
             lines.append(f"host {late.host} finished last in {late.host_late_steps} of {len(late.host_steps)} steps")
         sections.append(Section("Stragglers", tuple(lines)))

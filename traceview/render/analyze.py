@@ -66,7 +66,10 @@ def _section_text(section: Section, on: bool) -> list[str]:
 
 
 def _section_markdown(section: Section) -> list[str]:
-    return [f"### {markdown_text(section.title)}", "", *(f"- {markdown_text(line)}" for line in section.lines), ""]
+    """A block as a list; its indented lines (an item's evidence and fix) nested under the line above."""
+    items = [f"  - {markdown_text(line.strip())}" if line[:1].isspace() and i else f"- {markdown_text(line)}"
+             for i, line in enumerate(section.lines)]
+    return [f"### {markdown_text(section.title)}", "", *items, ""]
 
 def _device_rows(pipeline: PipelineResult) -> list[list[str]]:
     rows = []
@@ -119,6 +122,21 @@ def overlap_of(pipeline: PipelineResult) -> Overlap:
     return Overlap(float(pipeline.op_time_ps), float(pipeline.device_time_ps))
 
 
+def shared_module_names(ops: pd.DataFrame) -> set[str]:
+    """The module names that more than one program (program id, -1: none) of the op table carries."""
+    if ops.empty or "module" not in ops.columns or "program_id" not in ops.columns:
+        return set()
+    known = ops[ops["program_id"] != -1]
+    counts = known.groupby(known["module"].astype(str))["program_id"].nunique()
+    return set(counts[counts > 1].index)
+
+
+def _ranked_by_gain(pipeline: PipelineResult) -> bool:
+    """Whether the op table is ranked by gain: judged, and at least one op has a known gain (a trace with
+    no cost model for any op is ranked by self time)."""
+    return "gain_ps" in pipeline.ops.columns and bool(pipeline.ops["gain_ps"].notna().any())
+
+
 def _op_table(pipeline: PipelineResult, top: int, on: bool) -> tuple[list[str], list[list[str]], str]:
     ops = pipeline.ops.head(top)
     device_total = pipeline.op_time_ps or 1
@@ -134,13 +152,14 @@ def _op_table(pipeline: PipelineResult, top: int, on: bool) -> tuple[list[str], 
             _proj(pipeline, h) for h in ("roofline", "eff.", "gap", "gain", *(("wall gain",) if wall else ()))] + [
             "FLOPs", "bytes", "dtype"]
         align += "lr" + ("r" if projected else "") + "rrrr" + ("r" if wall else "") + "rrl"
-    # The same module name compiled twice (another shape) is told apart as XProf does: "jit_dot(49)".
-    key = (["device"] if per_device else []) + ["module", "op"]
-    repeated = pipeline.ops.duplicated(key, keep=False).to_numpy()[:len(ops)]
+    # A module name several programs share (jit_dot compiled for each shape) is told apart as XProf does,
+    # "jit_dot(49)", on every row of those programs: a bare "jit_dot" beside "jit_dot(49)" would read as a
+    # program of its own.
+    shared = shared_module_names(pipeline.ops)
     rows = []
-    for r, twice in zip(ops.to_dict("records"), repeated):
-        module = f"{r['module']}({as_uint64(int(r['program_id']))})" if twice and r["program_id"] != -1 \
-            else str(r["module"])
+    for r in ops.to_dict("records"):
+        module = f"{r['module']}({as_uint64(int(r['program_id']))})" if str(r["module"]) in shared \
+            and r["program_id"] != -1 else str(r["module"])
         cells = ([str(r["device"])] if per_device else []) + [
                  module, str(r["op"]), str(r.get("category") or "-"), str(r["occurrences"]),
                  fmt_time_us(r["self_time_ps"] / PS_PER_US), f"{100 * r['self_time_ps'] / device_total:.1f}%"]
@@ -164,7 +183,21 @@ def _op_table(pipeline: PipelineResult, top: int, on: bool) -> tuple[list[str], 
             cells += [fmt_si(r.get("flops")), fmt_si(r.get("bytes_accessed"), "B"),
                       r["dtype"] if isinstance(r.get("dtype"), str) and r["dtype"] else "-"]
         rows.append(cells)
-    return headers, rows, align
+    return _without_empty_columns(headers, rows, align)
+
+
+# Op table columns left out when no row has a value (a TensorFlow trace: no module, no cost for any op).
+OPTIONAL_COLUMNS = ("module", "category", "roofline", "eff.", "gap", "gain", "wall gain", "FLOPs", "bytes", "dtype")
+
+
+def _without_empty_columns(headers: list[str], rows: list[list[str]], align: str
+                           ) -> tuple[list[str], list[list[str]], str]:
+    """The table without the OPTIONAL_COLUMNS that are empty ("" or "-") on every row."""
+    if not rows:
+        return headers, rows, align
+    keep = [i for i, h in enumerate(headers) if h.removeprefix("proj. ") not in OPTIONAL_COLUMNS
+            or any(row[i] not in ("", "-") for row in rows)]
+    return [headers[i] for i in keep], [[row[i] for i in keep] for row in rows], "".join(align[i] for i in keep)
 
 
 def _summary_lines(pipeline: PipelineResult, mesh_line: str | None) -> list[str]:
@@ -265,12 +298,14 @@ def analysis_text(pipeline: PipelineResult, top: int = 20, colour_enabled: bool 
         if len(pipeline.steps) > 20:
             out.append(f"  ... {len(pipeline.steps) - 20} more steps")
     out.append("")
-    if "gain_ps" in pipeline.ops.columns:
+    if _ranked_by_gain(pipeline):
         out.append(colour(f"Top {top} ops by gain{projected_label(pipeline)}", "bold", on) + f"  ({GAIN_DEFINITION}; gap = judged - "
                    "roofline time, the op's own distance from its roofline; judged = self time, or in-flight "
                    "time for an async start)")
     else:
-        out.append(colour(f"Top {top} ops by self time", "bold", on))
+        out.append(colour(f"Top {top} ops by self time", "bold", on)
+                   + ("  (no op has a roofline time: no gain to rank by)" if "gain_ps" in pipeline.ops.columns
+                      else ""))
     headers, rows, align = _op_table(pipeline, top, on)
     out.append(text_table(headers, rows, align))
     for warning in pipeline.warnings:
@@ -285,12 +320,20 @@ def analysis_markdown(pipeline: PipelineResult, top: int = 20, mesh_line: str | 
     out += [f"- {markdown_text(line)}" for line in _summary_lines(pipeline, mesh_line)] + [""]
     for section in sections:
         out += _section_markdown(section)
-    out += [markdown_table(["device", "kind", "model", "peaks (from trace)"], _device_rows(pipeline)), ""]
+    out += ["### Devices", "", markdown_table(["device", "kind", "model", "peaks (from trace)"],
+                                              _device_rows(pipeline)), ""]
     if not pipeline.steps.empty:
         headers, rows, align = _step_rows(pipeline)
-        out += [markdown_table(headers, rows, align), ""]
-    out += [f"### Top {top} ops by gain{markdown_text(projected_label(pipeline))}", "",
-            f"_{GAIN_DEFINITION}; gap = judged - roofline time._", ""]
+        out += [f"### Steps{markdown_text(projected_label(pipeline))}", "", markdown_table(headers, rows, align), ""]
+        if len(pipeline.steps) > 20:
+            out += [f"_... {len(pipeline.steps) - 20} more steps_", ""]
+    if _ranked_by_gain(pipeline):
+        out += [f"### Top {top} ops by gain{markdown_text(projected_label(pipeline))}", "",
+                f"_{GAIN_DEFINITION}; gap = judged - roofline time._", ""]
+    else:
+        out += [f"### Top {top} ops by self time", "",
+                *(["_No op has a roofline time: no gain to rank by._", ""] if "gain_ps" in pipeline.ops.columns
+                  else [])]
     headers, rows, align = _op_table(pipeline, top, False)
     out.append(markdown_table(headers, rows, align))
     if pipeline.warnings:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import io
+from collections import Counter
 
 import pandas as pd
 
 from traceview.parsers.hlo.model import HloModule
+from traceview.render.analyze import integral_columns_as_int
 from traceview.render.escape import markdown_text, terminal_lines
 from traceview.render.tables import markdown_table, text_table
 from traceview.units import fmt_si, json_scalar
@@ -55,18 +57,27 @@ def hlo_json(report, warnings: list[str], target: dict | None = None) -> dict:
 
 
 def hlo_csv(report) -> str:
+    """Every costed instruction, one row each; counts (source lines, FLOPs, bytes, trip counts) as integers."""
     frames = [c.drop(columns=["groups"], errors="ignore") for _, c, _ in report]
     buffer = io.StringIO()
     if frames:
-        pd.concat(frames, ignore_index=True).to_csv(buffer, index=False)
+        integral_columns_as_int(pd.concat(frames, ignore_index=True)).to_csv(buffer, index=False)
     return buffer.getvalue()
 
 
+def module_labels(report) -> list[str]:
+    """Each module's name, with its program id where several modules of the report share the name (a dump
+    holds jit__normal once per shape): "jit__normal(3317)", as analyze names them."""
+    names = Counter(m.name for m, _, _ in report)
+    return [f"{m.name}({m.program_id})" if names[m.name] > 1 and m.program_id is not None else m.name
+            for m, _, _ in report]
+
+
 def _module_rows(report) -> list[list[str]]:
-    return [[m.name, m.stage or "-", str(len(c)), fmt_si(t["flops"]), fmt_si(t["transcendentals"]),
+    return [[label, m.stage or "-", str(len(c)), fmt_si(t["flops"]), fmt_si(t["transcendentals"]),
              fmt_si(t["bytes_accessed"], "B"), fmt_si(float(c["payload_bytes"].sum()) if len(c) else 0.0, "B"),
              fmt_si(t["flops_per_step"])]
-            for m, c, t in report]
+            for label, (m, c, t) in zip(module_labels(report), report)]
 
 
 MODULE_HEADERS = ["module", "stage", "ops", "FLOPs", "transc.", "bytes", "collective", "FLOPs/step"]
@@ -82,11 +93,20 @@ def _collective_cell(kind: str, group_size: float) -> str:
 def _top_rows(costs: pd.DataFrame, top: int) -> list[list[str]]:
     # kernels with no FLOP figure (NaN) first: their math may be the heaviest, and it is unknown
     ranked = costs.sort_values(["flops", "bytes_accessed"], ascending=False, na_position="first").head(top)
-    return [[r["name"], r["opcode"], r["category"], r["shape"][:40], r["dtype"], fmt_si(r["flops"]),
+    return [[r["name"], r["opcode"], r["category"], _short_shape(r["shape"]), r["dtype"], fmt_si(r["flops"]),
              fmt_si(r["bytes_accessed"], "B"),
              _collective_cell(r["collective_kind"], r["group_size"]),
              "unknown" if r["unknown"] else "lower bound" if r.get("cost_lower_bound") else ""]
             for r in ranked.to_dict("records")]
+
+
+SHAPE_WIDTH = 40
+
+
+def _short_shape(shape: object) -> str:
+    """A shape cut to SHAPE_WIDTH characters, with "..." where it was cut (a tuple of many arrays)."""
+    text = str(shape)
+    return text if len(text) <= SHAPE_WIDTH else text[:SHAPE_WIDTH - 3] + "..."
 
 
 TOP_HEADERS = ["instruction", "opcode", "category", "shape", "dtype", "FLOPs", "bytes", "collective", ""]
@@ -101,10 +121,10 @@ def hlo_text(report, warnings: list[str], top: int = 10, markdown: bool = False,
         out += [f"target: {target['name']} (from the XLA dump's target config "
                 f"{markdown_text(where) if markdown else where})", ""]
     out += [table(MODULE_HEADERS, _module_rows(report), "llrrrrrr"), ""]
-    for module, costs, _ in report:
+    for label, (_, costs, _) in zip(module_labels(report), report):
         if costs.empty:
             continue
-        name = f"### {markdown_text(module.name)}" if markdown else module.name
+        name = f"### {markdown_text(label)}" if markdown else label
         out += [f"{name}: top {top} instructions by FLOPs, then bytes", ""]
         out += [table(TOP_HEADERS, _top_rows(costs, top), "lllllrrll"), ""]
     if markdown:

@@ -3,13 +3,13 @@ the analyze report's "Inference" section."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from traceview.inference.view import CriticalBatch, InferenceReport, Phase, ProjectedBatch, RanProgram
 from traceview.render.escape import markdown_text, terminal_text
-from traceview.render.memory import fmt_bytes
 from traceview.render.tables import markdown_table, text_table
-from traceview.units import finite, fmt_pct, fmt_si, fmt_time_us
+from traceview.units import finite, fmt_bytes, fmt_pct, fmt_si, fmt_time_us
 
 
 def phase_json(phase: Phase) -> dict[str, Any]:
@@ -137,9 +137,14 @@ def inference_text(report: InferenceReport, markdown: bool = False) -> str:
     out += _budget_lines(report, esc)
     if report.projection:
         out += ["", head("Decode at a larger batch (same model; step time at the measured efficiency)"), ""]
-        rows = [[str(r.batch), fmt_time_us(r.floor_us), r.floor_bound, fmt_time_us(r.step_time_us),
-                 _n(r.tokens_per_s_per_chip), _n(r.floor_tokens_per_s), fmt_bytes(r.hbm_bytes)]
-                for r in report.projection]
+        # the critical batch as a whole batch (206.04 -> 207) and the most sequences HBM holds are rows of
+        # their own: say which
+        crit = finite(report.critical_batch)
+        critical = math.ceil(crit) if crit is not None else None
+        marks = {critical: " (critical)", report.max_sequences: " (fills HBM)"}
+        rows = [[f"{r.batch}{marks.get(r.batch, '')}", fmt_time_us(r.floor_us),
+                 r.floor_bound, fmt_time_us(r.step_time_us), _n(r.tokens_per_s_per_chip), _n(r.floor_tokens_per_s),
+                 fmt_bytes(r.hbm_bytes)] for r in report.projection]
         out.append(table(["batch", "floor", "bound", "step time", "tokens/s/chip", "tokens/s at floor",
                           "weights + KV"], rows, "rrlrrrr"))
     if report.warnings:
@@ -178,7 +183,8 @@ def section_lines(report: InferenceReport) -> list[str]:
     """The analyze report's "Inference" block (plain text; the analyze renderer escapes it)."""
     lines = []
     for p in report.phases:
-        lines.append(f"{p.phase} {p.module}: {p.steps} steps, batch {_n(p.batch)}, {_n(p.tokens_per_step)} tokens/step, "
+        lines.append(f"{p.phase} {p.module}: {p.steps} step{'' if p.steps == 1 else 's'}, batch {_n(p.batch)}, "
+                     f"{_n(p.tokens_per_step)} tokens/step, "
                      f"median {fmt_time_us(p.step_time_us)}, floor {fmt_time_us(p.floor_us)} "
                      f"({p.floor_bound or '-'}), efficiency {fmt_pct(p.efficiency)}, "
                      f"{_n(p.tokens_per_s_per_chip)} tokens/s/chip")

@@ -2,27 +2,24 @@
 
 from __future__ import annotations
 
-import re
-
 from traceview.hostreduce.memory_peaks import HeldAtPeak
 from traceview.memory.headroom import Headroom
 from traceview.memory.static import StaticBuffer
 from traceview.memory.view import MemoryReport
+from traceview.render.escape import markdown_text, terminal_text
 from traceview.render.tables import markdown_table, text_table
-from traceview.units import PS_PER_US, fmt_bytes, json_scalar
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+from traceview.units import PS_PER_US, fmt_bytes, fmt_time_us, json_scalar
 
 
 def _term(text: object) -> str:
     """A name from a trace, safe on a terminal (no escape sequences)."""
-    return _CONTROL.sub("?", str(text))
+    return terminal_text(text)
 
 
 def _md(text: object) -> str:
-    """A name from a trace, literal in Markdown (no markup, no HTML)."""
-    return _MD_SPECIAL.sub(r"\\\1", _term(text))
+    """A name from a trace, literal in Markdown (no markup, no HTML), outside a table: a table escapes its
+    own cells (render.tables.markdown_table), so its cells take the name as it is."""
+    return markdown_text(text)
 
 
 def _us(ps: int | None, origin: int) -> float | None:
@@ -95,7 +92,21 @@ def _room_cell(room: Headroom | None) -> str:
     return f"MISSES by {fmt_bytes(-room.headroom_bytes)}"
 
 
+HELD_HEADERS = ["size", "op", "shape", "region", "step"]
+
+
+def _held_rows(held: list[HeldAtPeak], top: int) -> tuple[list[str], list[list[str]], str]:
+    """The table of what an allocator held at its peak; the shape and region columns only where some row has
+    one (a JAX GPU trace's allocator events name neither)."""
+    rows = [[fmt_bytes(a.size_bytes), a.op or "-", a.shape or "-", a.region_type or "-",
+             "-" if a.step is None else str(a.step)] for a in held[:top]]
+    keep = [i for i, h in enumerate(HELD_HEADERS) if h not in ("shape", "region") or any(r[i] != "-" for r in rows)]
+    return [HELD_HEADERS[i] for i in keep], [[r[i] for i in keep] for r in rows], "".join("rllll"[i] for i in keep)
+
+
 def memory_text(report: MemoryReport, top: int = 10, markdown: bool = False) -> str:
+    # Table cells go in as they are (each table escapes its cells for its format); the other lines are escaped
+    # here, once.
     table = markdown_table if markdown else text_table
     esc = _md if markdown else _term
     head = (lambda s: f"## {s}") if markdown else (lambda s: s)
@@ -104,17 +115,17 @@ def memory_text(report: MemoryReport, top: int = 10, markdown: bool = False) -> 
     if report.target is not None:
         source = report.target_source or ("trace" if report.target_detected else "--target")
         how = "detected" if source == "trace" else source
-        out.append(f"Target: {esc(report.target.name)} ({how}), HBM {fmt_bytes(report.target.hbm_capacity)}")
+        memory = "memory" if report.target.kind == "CPU" else "HBM"
+        out.append(esc(f"Target: {report.target.name} ({how}), {memory} {fmt_bytes(report.target.hbm_capacity)}"))
         out.append("")
     if report.memories:
         out.append(head("Runtime peak per memory (allocator events)"))
         out.append("")
         rows = []
         for m in report.memories:
-            t = _us(m.peak_time_ps, origin)
-            rows.append([esc(m.device), fmt_bytes(m.peak_bytes), fmt_bytes(m.capacity_bytes),
+            rows.append([m.device, fmt_bytes(m.peak_bytes), fmt_bytes(m.capacity_bytes),
                          fmt_bytes(m.stack_bytes), fmt_bytes(m.heap_bytes), f"{m.fragmentation:.1%}",
-                         f"{t / 1e3:.3f} ms" if t is not None else "-", str(m.step),
+                         fmt_time_us(_us(m.peak_time_ps, origin)), str(m.step),
                          _room_cell(report.memory_headroom(m))])
         out.append(table(["memory", "peak", "capacity", "stack", "heap", "fragmentation", "at", "step",
                           "headroom on target"], rows, "lrrrrrrrl"))
@@ -125,38 +136,43 @@ def memory_text(report: MemoryReport, top: int = 10, markdown: bool = False) -> 
             out.append("")
             out.append(head(f"Held at the peak of {esc(m.device)}") if markdown
                        else f"Held at the peak of {esc(m.device)}:")
-            rows = [[fmt_bytes(a.size_bytes), esc(a.op or "-"), esc(a.shape or "-"),
-                     esc(a.region_type or "-"), "-" if a.step is None else str(a.step)]
-                    for a in at_peak[:top]]
-            out.append(table(["size", "op", "shape", "region", "step"], rows, "rllll"))
+            if markdown:
+                out.append("")
+            out.append(table(*_held_rows(at_peak, top)))
             if len(at_peak) > top:
-                out.append(f"... and {len(at_peak) - top} more")
+                out += ["", f"... and {len(at_peak) - top} more"] if markdown else [f"... and {len(at_peak) - top} more"]
         out.append("")
     if report.modules:
         out.append(head("Static peak per HLO module (buffer assignment)"))
         out.append("")
-        rows = [[esc(s.name), "-" if s.program_id is None else str(s.program_id), fmt_bytes(s.peak_bytes),
-                 fmt_bytes(s.heap_peak_bytes), fmt_bytes(s.indefinite_bytes), esc(s.peak_instruction or "-"),
+        rows = [[s.name, "-" if s.program_id is None else str(s.program_id), fmt_bytes(s.peak_bytes),
+                 fmt_bytes(s.heap_peak_bytes), fmt_bytes(s.indefinite_bytes), s.peak_instruction or "-",
                  _room_cell(report.module_headroom(s))] for s in report.modules[:max(top, 1) * 3]]
         out.append(table(["module", "program id", "peak", "temporaries", "params/outputs/consts",
                           "peak at", "headroom on target"], rows, "lrrrrll"))
         if len(report.modules) > max(top, 1) * 3:
-            out.append(f"... and {len(report.modules) - max(top, 1) * 3} more modules")
+            more = f"... and {len(report.modules) - max(top, 1) * 3} more modules"
+            out += ["", more] if markdown else [more]
         biggest = report.modules[0]
         out.append("")
         out.append(head(f"Buffers live at the peak of {esc(biggest.name)}") if markdown
                    else f"Buffers live at the peak of {esc(biggest.name)}:")
-        rows = [[fmt_bytes(b.size_bytes), esc(b.instruction), esc(b.shape or "-"), b.kind, esc(b.source or "-")]
+        if markdown:
+            out.append("")
+        rows = [[fmt_bytes(b.size_bytes), b.instruction, b.shape or "-", b.kind, b.source or "-"]
                 for b in biggest.buffers[:top]]
         out.append(table(["size", "instruction", "shape", "kind", "source"], rows, "rllll"))
         if len(biggest.buffers) > top:
-            out.append(f"... and {len(biggest.buffers) - top} more buffers")
+            more = f"... and {len(biggest.buffers) - top} more buffers"
+            out += ["", more] if markdown else [more]
         out.append("")
     if not report.memories and not report.modules:
         out.append("No memory data: no allocator events and no buffer assignment found.")
         out.append("")
     if report.warnings:
         out.append(head("Warnings") if markdown else "Warnings:")
+        if markdown:
+            out.append("")
         out.extend(f"- {esc(w)}" for w in report.warnings)
         out.append("")
     return "\n".join(out)

@@ -218,9 +218,10 @@ def _details(report: Parallelism, esc) -> list[str]:
 def _structure_lines(a: AxisReport, esc) -> list[str]:
     out = []
     if a.pipeline is not None:
-        bubble = "-" if a.pipeline.bubble_fraction is None else f"{a.pipeline.bubble_fraction:.4f}"
+        # a share of the step, as the stage lines below and analyze's summary write it
+        bubble = fmt_pct(a.pipeline.bubble_fraction)
         if a.pipeline.measured is not None:
-            bubble = f"{a.pipeline.measured.bubble_fraction:.4f} measured in the trace, {bubble} by the schedule"
+            bubble = f"{fmt_pct(a.pipeline.measured.bubble_fraction)} measured in the trace, {bubble} by the schedule"
         out.append(f"  pipeline ({a.pipeline.schedule_name or 'schedule not read'}): {a.pipeline.stages} stages, "
                    f"{a.pipeline.microbatches or '-'} microbatches, "
                    f"bubble {bubble} ({esc(a.pipeline.how)})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -92,7 +93,7 @@ ALIGN = "lrrrrrlrrrrr"
 PROJECTED = ("gain", "wall gain", "bound", "efficiency")    # the columns a --target projection judges
 
 
-def _headline(tree: ScopeTree) -> list[str]:
+def _headline(tree: ScopeTree, above: Sequence[str] = ()) -> list[str]:
     """What the table's figures are a part of: op time (total, share, self, gain) and busy time (wall gain)."""
     busy = tree.overlap.busy_ps / 1e6
     lines = [f"by {tree.by}: {fmt_time_us(tree.total_us)} of op time, {fmt_pct(tree.attributed_share)} attributed, "
@@ -102,7 +103,20 @@ def _headline(tree: ScopeTree) -> list[str]:
         lines.append(tree.overlap.describe())
     if tree.projected_onto:
         lines.append(f"gain, wall gain, bound, efficiency: projected onto {tree.projected_onto} (times as measured)")
+    if above:
+        lines.append(f"efficiency above 100% ({', '.join(above[:3])}{' ...' if len(above) > 3 else ''}): ops ran "
+                     "faster than their roofline allows, so their cost model counts more FLOPs or bytes than they "
+                     "moved (or data came from caches); traceview analyze names those ops")
     return lines
+
+
+def _above_roofline(tree: ScopeTree, depth: int | None) -> list[str]:
+    """The shown nodes whose efficiency is above 100% (an op faster than its roofline), by path."""
+    if not tree.judged:
+        return []
+    nodes = shown(tree, depth)
+    over = nodes[nodes["efficiency"].astype(float) > 1.0]
+    return ["/".join(map(str, p)) for p in over["path"]]
 
 
 def scopes_text(tree: ScopeTree, depth: int | None = None, markdown: bool = False) -> str:
@@ -113,11 +127,12 @@ def scopes_text(tree: ScopeTree, depth: int | None = None, markdown: bool = Fals
     rows = _rows(tree, depth, markdown)
     if markdown:
         out = [f"## traceview scopes ({markdown_text(tree.by)})", "",
-               *[f"- {markdown_text(line)}" for line in _headline(tree)], "",
+               *[f"- {markdown_text(line)}" for line in _headline(tree, _above_roofline(tree, depth))], "",
                markdown_table(headers, rows, ALIGN) if rows else "_no attributed ops_"]
         out += [f"- warning: {markdown_text(w)}" for w in tree.warnings]
         return "\n".join(out) + "\n"
-    out = [*_headline(tree), "", text_table(headers, rows, ALIGN) if rows else "no attributed ops"]
+    out = [*_headline(tree, _above_roofline(tree, depth)), "",
+           text_table(headers, rows, ALIGN) if rows else "no attributed ops"]
     out += [f"warning: {w}" for w in tree.warnings if not w.startswith("ops overlap ")]
     return terminal_lines("\n".join(out)) + "\n"
 
@@ -131,5 +146,8 @@ def top_scope_lines(top: pd.DataFrame, total_us: float, overlap: Overlap | None 
         gain = f"{fmt_time_us(row['self_gain_us'])} to gain of {fmt_time_us(row['self_us'])} ({share} of op time)"
         if overlap is not None and overlap.overlapped:
             gain = f"{fmt_time_us(row['self_wall_gain_us'])} of wall time to gain (op time: {gain})"
-        lines.append(f"{'/'.join(row['path'])}: {gain}, {dominant_bound(row) or 'unknown'}-bound")
+        # a program alone: its ops that sit in no named scope (the model's code did not name them)
+        where = f"{row['path'][0]} (the program's ops in no named scope)" if len(row["path"]) == 1 \
+            else "/".join(row["path"])
+        lines.append(f"{where}: {gain}, {dominant_bound(row) or 'unknown'}-bound")
     return lines

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from traceview.render.escape import markdown_text, terminal_text
 from traceview.render.tables import markdown_table, text_table
-from traceview.units import PS_PER_US, fmt_bytes, fmt_pct, fmt_time_us, json_scalar
+from traceview.units import PS_PER_US, fmt_bytes, fmt_share, fmt_time_us, json_scalar
 from traceview.whatif.book import Crossover
 from traceview.whatif.report import Projection, Term, WhatIf
 
@@ -73,19 +73,48 @@ def _crossover_cell(p: Projection) -> str:
     return ", ".join(cells) or "-"
 
 
+def change_text(step: float | None, today: float | None) -> str:
+    """A step against today's (both in one unit, any) as a signed percentage; "+0.0%" for no change (never
+    "-0.0%"); "?" when either is unknown. The text table and the dashboard both write it so."""
+    if step is None or not today:
+        return "?"
+    change = round(step / today - 1, 3)
+    return f"{change + 0.0:+.1%}"          # + 0.0 turns a -0.0 into 0.0
+
+
+def tokens_text(value: float | None) -> str:
+    """Tokens per second in digits a person compares down a column: "12,170", "5,899", "0.25"."""
+    if value is None:
+        return "?"
+    return f"{value:,.0f}" if abs(value) >= 10 else f"{value:.3g}"
+
+
 def _rows(report: WhatIf) -> list[list[str]]:
     today = report.today.step_ps
     rows = []
     for i, p in enumerate(report.projections, 1):
-        change = "?" if p.step_ps is None or not today else f"{p.step_ps / today - 1:+.1%}"
         fits = "?" if p.fits is None else "yes" if p.fits else "NO"
         rows.append([str(i), mesh_text(p.config.mesh), f"{p.config.batch:.6g}",
                      p.config.chip.name if p.config.chip else "?",
-                     fmt_time_us(_us(p.step_ps)) if p.step_ps is not None else f"? ({p.step_reason})", change,
-                     "?" if p.tokens_per_s_per_chip is None else f"{p.tokens_per_s_per_chip:.4g}",
-                     fmt_pct(p.mfu), p.bound or "?", fmt_bytes(p.memory_per_chip_bytes), fits,
+                     fmt_time_us(_us(p.step_ps)) if p.step_ps is not None else f"? ({p.step_reason})",
+                     change_text(p.step_ps, today), tokens_text(p.tokens_per_s_per_chip),
+                     fmt_share(p.mfu), p.bound or "?", fmt_bytes(p.memory_per_chip_bytes), fits,
                      _crossover_cell(p), p.dominant_change or "-"])
     return rows
+
+
+# Columns left out of the table when no config has a figure for them, with the reason said once below it.
+UNKNOWN_COLUMNS = {"tokens/s/chip": "tokens/s/chip: unknown for every config (the batch in tokens was not read)",
+                   "fits": "fits: unknown for every config (the chip's memory capacity is unknown)"}
+
+
+def _table(report: WhatIf) -> tuple[list[str], list[list[str]], str, list[str]]:
+    """The table's headers, rows and alignment without the columns no config knows, and a line for each."""
+    rows = _rows(report)
+    drop = [i for i, h in enumerate(HEADERS) if h in UNKNOWN_COLUMNS and rows and all(r[i] == "?" for r in rows)]
+    keep = [i for i in range(len(HEADERS)) if i not in drop]
+    return ([HEADERS[i] for i in keep], [[r[i] for i in keep] for r in rows], "".join(ALIGN[i] for i in keep),
+            [UNKNOWN_COLUMNS[HEADERS[i]] for i in drop])
 
 
 def _today_line(report: WhatIf) -> str:
@@ -93,7 +122,7 @@ def _today_line(report: WhatIf) -> str:
     batch = "unknown batch" if t.batch is None else f"batch {t.batch:.6g} tokens"
     chips = f"{t.chips} chip{'s' if t.chips != 1 else ''}"
     return (f"today: {mesh_text(t.mesh)} ({chips}, {t.chip or 'no chip'}), {batch}, step "
-            f"{fmt_time_us(_us(t.step_ps))}, MFU {fmt_pct(t.mfu)}, memory/chip {fmt_bytes(t.memory_per_chip_bytes)}")
+            f"{fmt_time_us(_us(t.step_ps))}, MFU {fmt_share(t.mfu)}, memory/chip {fmt_bytes(t.memory_per_chip_bytes)}")
 
 
 def notes_by_rank(configs: Iterable[tuple[dict[str, int], list[str]]]) -> list[str]:
@@ -119,13 +148,15 @@ def _notes(report: WhatIf) -> list[str]:
 
 
 def whatif_text(report: WhatIf) -> str:
-    out = [terminal_text(_today_line(report)), "", text_table(HEADERS, _rows(report), ALIGN), ""]
+    headers, rows, align, unknown = _table(report)
+    out = [terminal_text(_today_line(report)), "", text_table(headers, rows, align), *unknown, ""]
     out += [terminal_text(line) for line in _notes(report)]
     return "\n".join(out) + "\n"
 
 
 def whatif_markdown(report: WhatIf) -> str:
-    out = ["## What if", "", markdown_text(_today_line(report)), "",
-           markdown_table(HEADERS, _rows(report), ALIGN), ""]
+    headers, rows, align, unknown = _table(report)
+    out = ["## What if", "", markdown_text(_today_line(report)), "", markdown_table(headers, rows, align), ""]
+    out += [f"_{markdown_text(line)}_" for line in unknown] + ([""] if unknown else [])
     out += [f"- {markdown_text(line)}" for line in _notes(report)]
     return "\n".join(out) + "\n"

@@ -48,9 +48,17 @@ class Overlap:
         """An op-time figure (a gain, a self time) as the wall time it stands for."""
         return op_time_ps * self.factor
 
+    def ratio_text(self) -> str:
+        """Op time over busy time as the reports write it: two decimals, three below 1.01 (an overlap of 0.1%
+        is not "1.00x", which reads as none); "-" when the busy time is unknown."""
+        if self.busy_ps <= 0:
+            return "-"
+        ratio = self.op_time_ps / self.busy_ps
+        return f"{ratio:.2f}" if ratio >= 1.01 else f"{ratio:.3f}"
+
     def describe(self) -> str:
         """One phrase for the reports: how much the ops overlapped and what a wall saving is."""
-        ratio = self.op_time_ps / self.busy_ps if self.busy_ps > 0 else float("nan")
-        return (f"ops overlap {ratio:.2f}x: {fmt_time_us(self.op_time_ps / 1e6)} of op time in "
-                f"{fmt_time_us(self.busy_ps / 1e6)} busy (a CPU's thread pool, concurrent streams); "
-                f"a wall-time saving = the op-time gain / {ratio:.2f}")
+        ratio = self.ratio_text()
+        return (f"ops overlap {ratio}x: {fmt_time_us(self.op_time_ps / 1e6)} of op time in "
+                f"{fmt_time_us(self.busy_ps / 1e6)} busy (ops in flight at once: concurrent streams, a CPU's "
+                f"thread pool, asynchronous copies); a wall-time saving = the op-time gain / {ratio}")

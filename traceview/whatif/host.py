@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from traceview.units import fmt_si
 from traceview.whatif.book import collective_bytes
 from traceview.whatif.fit import FixedPart, fixed_part
 
@@ -77,7 +78,7 @@ def shared_host(pipeline, chips: int) -> SharedHost | None:
     if not rate:
         return None
     host = str(next(iter(hosts)))
-    how = f"{len(devices)} CPU devices of one process on {host}; copies at {rate:.3g} B/s ({how_rate})"
+    how = f"{len(devices)} CPU devices of one process on {host}; copies at {fmt_si(rate, 'B/s')} ({how_rate})"
     fit, fixed = _fixed_work(pipeline, work)
     return SharedHost(len(devices), host, rate, work, how, fixed, fit)
 
@@ -210,7 +211,7 @@ def host_terms(base, cfg, scale: dict[str, float]) -> list:
             continue
         parts.append((f"{role} collectives (host copies)", role, before / host.byte_rate, after / host.byte_rate,
                       f"the book's {role} bytes per chip x {cfg.chips} chips, read and written once: "
-                      f"{after:.4g} B at {host.byte_rate:.3g} B/s", base.mesh.get(role, 1) > 1))
+                      f"{fmt_si(after, 'B')} at {fmt_si(host.byte_rate, 'B/s')}", base.mesh.get(role, 1) > 1))
     idle = base.buckets.get("idle", 0.0)
     busy = (base.step_ps or 0.0) - idle
     work_today = sum(p[2] for p in parts)
