@@ -60,6 +60,11 @@ def fmt_time_us(us: float | None) -> str:
     return f"{us:.2f} us"
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and the noun in the number it takes: "1 op", "3 ops", "1 time" ("called 1 time")."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def fmt_si(value: float | None, unit: str = "") -> str:
     """1.23 T, 456 G, ... for FLOPs, bytes and rates."""
     if value is None or value != value:

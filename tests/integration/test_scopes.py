@@ -239,8 +239,13 @@ def test_no_ops_and_no_metadata_give_an_empty_tree_not_an_error(transformer):
     bare = transformer.pipeline.ops.assign(op_name="")
     tree = build_scopes(dataclasses.replace(transformer.pipeline, ops=bare))
     assert tree.nodes.empty and tree.unattributed_us == pytest.approx(tree.total_us) and tree.attributed_share == 0
-    assert any("have no op_name metadata" in w for w in tree.warnings)
+    assert any(f"{len(bare)} ops (100.0% of op time) have no op_name metadata" in w for w in tree.warnings)
     assert scopes_csv(tree).startswith("path,")
+    # one op without metadata is "1 op ... has", not "1 ops ... have"
+    one = transformer.pipeline.ops.copy()
+    one.loc[one.index[0], "op_name"] = ""
+    warned = [w for w in build_scopes(dataclasses.replace(transformer.pipeline, ops=one)).warnings if "op_name" in w]
+    assert len(warned) == 1 and warned[0].startswith("1 op (") and " has no op_name metadata" in warned[0]
 
 
 def test_a_real_gpu_training_step_merges_forward_and_backward(shared_traces):

@@ -105,7 +105,7 @@ def test_attach_costs_matches_by_program_then_module_and_scales_by_occurrences()
     assert out.at["dot.1", "has_cost"] and out.at["dot.1", "flops"] == 5 * 1000.0
     assert out.at["dot.1", "category"] == "matmul"                     # the cost model's category fills the gap
     assert not out.at["mystery.9", "has_cost"] and math.isnan(out.at["mystery.9", "flops"])   # unknown, not 0
-    assert len(warnings) == 1 and "1 ops" in warnings[0] and "mystery.9" in warnings[0]
+    assert len(warnings) == 1 and "1 op (20.0% of self time) has no matching HLO" in warnings[0] and "mystery.9" in warnings[0]
     assert "20.0% of self time" in warnings[0]                          # 200 of 1000 ps
 
 
@@ -265,3 +265,11 @@ def test_as_declared_casts_only_the_columns_whose_dtype_differs():
     # the columns already right are not copied
     assert np.shares_memory(cast["start_ps"].to_numpy(), raw["start_ps"].to_numpy())
     pd.testing.assert_frame_equal(cast, raw.astype(STEP_COLUMNS))
+
+
+def test_counted_puts_the_noun_in_the_number_it_takes():
+    from traceview.units import counted
+
+    assert [counted(n, "op") for n in (0, 1, 2, 11)] == ["0 ops", "1 op", "2 ops", "11 ops"]
+    assert counted(1, "time") == "1 time" and counted(3, "batch", "batches") == "3 batches"
+

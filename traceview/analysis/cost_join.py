@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from traceview.units import counted
+
 COST_COLUMNS = ["opcode", "shape", "dtype", "flops", "transcendentals", "bytes_read",
                 "bytes_written", "bytes_accessed", "collective_kind", "payload_bytes",
                 "group_size", "groups", "crosses_dcn", "ring_directions", "unknown", "source_file",
@@ -81,7 +83,8 @@ def attach_costs(ops: pd.DataFrame, costs: pd.DataFrame) -> tuple[pd.DataFrame, 
     if missing:
         share = joined.loc[~joined["has_cost"], "self_time_ps"].sum() / max(joined["self_time_ps"].sum(), 1)
         examples = ", ".join(joined.loc[~joined["has_cost"], "op"].head(5))
-        warnings.append(f"{missing} ops ({100 * share:.1f}% of self time) have no matching HLO "
+        verb = "has" if missing == 1 else "have"
+        warnings.append(f"{counted(missing, 'op')} ({100 * share:.1f}% of self time) {verb} no matching HLO "
                         f"instruction, so no cost: {examples}")
     return joined, warnings
 

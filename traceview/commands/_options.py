@@ -73,10 +73,11 @@ def add_format(parser: argparse.ArgumentParser, formats=("table", "json", "csv",
                         help="write to FILE instead of stdout")
 
 
-def add_target(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target", metavar="CHIP", type=named("--target"),
-                        help="chip to judge the ops against (default: the chip the trace was captured on); "
-                             "`traceview hardware` lists them")
+def add_target(parser, target_help: str = "chip to judge the ops against (default: the chip the trace was "
+                                          "captured on); `traceview hardware` lists them") -> None:
+    """--target and --hardware-file (a parser or an argument group), ``target_help`` saying what the chip is
+    for in this command."""
+    parser.add_argument("--target", metavar="CHIP", type=named("--target"), help=target_help)
     parser.add_argument("--hardware-file", metavar="FILE", type=input_path("--hardware-file"),
                         help="JSON file adding or overriding chips in the hardware database")
 

@@ -16,6 +16,7 @@ import traceview
 from traceview.commands._arguments import count, input_path, named, output_path
 from traceview.commands._options import (
     add_read_options,
+    add_target,
     cannot_write,
     name_the_run,
     read_options_from_args,
@@ -38,10 +39,7 @@ def add_comparison_options(parser: argparse.ArgumentParser) -> None:
                       help="which run of NEW's log dir (default: the newest)")
     read.add_argument("--base-run", metavar="NAME", type=named("--base-run"),
                       help="which run of BASE's log dir (default: the newest)")
-    read.add_argument("--target", metavar="CHIP", type=named("--target"),
-                      help="judge both sides against this chip (default: detected)")
-    read.add_argument("--hardware-file", metavar="FILE", type=input_path("--hardware-file"),
-                      help="JSON file adding or overriding chips")
+    add_target(read, "judge both sides against this chip (default: detected)")
     read.add_argument("--stage", choices=("after", "before"), default="after",
                       help="HLO dump stage to compare (default: after optimizations)")
     add_read_options(read)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 
 from traceview.commands._arguments import count, fraction, input_path, named, output_path
-from traceview.commands._options import add_read_options, read_options_from_args, write_output
+from traceview.commands._options import add_read_options, add_target, read_options_from_args, write_output
 
 MAX_LAST = 2**63 - 1    # SQL's LIMIT is a 64-bit integer: a larger --last asks for every run all the same
 
@@ -31,10 +31,7 @@ def register(subparsers) -> None:
                      help="the run's trace: a log dir, a run dir or one .xplane.pb file")
     add_run_identity(add, required=True)
     add.add_argument("--run", metavar="NAME", type=named("--run"), help="which run of a log dir (default: the newest)")
-    add.add_argument("--target", metavar="CHIP", type=named("--target"),
-                     help="judge the ops against this chip (default: detected)")
-    add.add_argument("--hardware-file", metavar="FILE", type=input_path("--hardware-file"),
-                     help="JSON file adding or overriding chips")
+    add_target(add, "judge the ops against this chip (default: detected)")
     add_read_options(add)
     add.set_defaults(handler=run_add)
 

@@ -16,6 +16,7 @@ import traceview
 from traceview.commands._arguments import count, input_path, named, output_path
 from traceview.commands._options import (
     add_read_options,
+    add_target,
     dump_target_from_args,
     dump_target_note,
     name_the_run,
@@ -33,10 +34,7 @@ def register(subparsers) -> None:
                         help="a trace (log dir, run dir, .xplane.pb), an XLA dump folder or an HLO proto file")
     parser.add_argument("--run", metavar="NAME", type=named("--run"),
                         help="which run of a log dir (default: the newest)")
-    parser.add_argument("--target", metavar="CHIP", type=named("--target"),
-                        help="chip whose HBM the peaks must fit (default: the chip the trace ran on)")
-    parser.add_argument("--hardware-file", metavar="FILE", type=input_path("--hardware-file"),
-                        help="JSON file adding or overriding chips")
+    add_target(parser, "chip whose HBM the peaks must fit (default: the chip the trace ran on)")
     parser.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     parser.add_argument("--top", type=count("--top"), default=10, metavar="N", help="rows per list (default 10)")
     parser.add_argument("-o", "--output", metavar="FILE", type=output_path("-o"),

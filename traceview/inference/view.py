@@ -19,6 +19,7 @@ from traceview.inference import roofline
 from traceview.inference.executions import loop_iterations, module_calls
 from traceview.inference.loops import DecodeLoop, decode_loops, entry_instructions
 from traceview.inference.programs import Program, read_program
+from traceview.units import counted
 
 PROJECTED_BATCHES = 10      # rows of the batch projection at most
 
@@ -313,7 +314,7 @@ def _loop_phases(report: InferenceReport, ran: list[tuple[Program, pd.DataFrame]
                 f"what {program.module} runs before loop {loop.while_name}: the prefill"
                 + (f" of its token input {tok.name} {tok.shape_text} ({program.tokens_per_sequence} tokens per "
                    "sequence)" if tok else ""),
-                f"called {int(mine.groupby('device').size().max())} times; its time runs from each call's start to "
+                f"called {counted(int(mine.groupby('device').size().max()), 'time')}; its time runs from each call's start to "
                 f"the start of {loop.while_name}"]
             report.phases[:0] = [prefill]
             report.phases.append(decode)
@@ -390,7 +391,7 @@ def _evidence(program: Program, calls: pd.DataFrame, tokens: int | None, name: s
         lines.append(f"no token input and no sequence dim in the cache writes: called most often ({most})"
                      if name == "decode" else f"no token input: called less often than {most}")
     per_device = calls.groupby("device").size()
-    lines.append(f"called {int(per_device.max())} times" + (f" on each of {len(per_device)} devices"
+    lines.append(f"called {counted(int(per_device.max()), 'time')}" + (f" on each of {len(per_device)} devices"
                                                             if len(per_device) > 1 else ""))
     return lines
 

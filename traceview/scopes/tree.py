@@ -18,7 +18,7 @@ from traceview.errors import UserError
 from traceview.scopes.paths import MAX_COMPONENTS, PASSES, parse_op_name
 from traceview.scopes.source import line_texts
 from traceview.timeline.overlap import Overlap
-from traceview.units import PS_PER_US
+from traceview.units import PS_PER_US, counted
 
 BOUND_NAMES = ("compute", "memory", "communication", "unknown")
 BY = ("scope", "source")
@@ -260,6 +260,7 @@ def _warnings(by: str, judged: bool, total_ps: float, unattributed_ps: float, un
         what = "op_name metadata" if by == "scope" else "source file in their metadata"
         no_hlo = int((~ops["has_cost"].to_numpy(dtype=bool) & ~attributed).sum()) if "has_cost" in ops else 0
         why = f" ({no_hlo} of them match no HLO instruction)" if no_hlo else ""
-        out.append(f"{unattributed_ops} ops ({100 * unattributed_ps / total_ps:.1f}% of op time) have no {what}"
+        verb = "has" if unattributed_ops == 1 else "have"
+        out.append(f"{counted(unattributed_ops, 'op')} ({100 * unattributed_ps / total_ps:.1f}% of op time) {verb} no {what}"
                    f"{why}: counted as unattributed_us")
     return out
