@@ -60,6 +60,12 @@ def fmt_time_us(us: float | None) -> str:
     return f"{us:.2f} us"
 
 
+def clipped(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, ending in "..." where it was cut (a long name or shape in a
+    table cell or a message)."""
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """``n`` and the noun in the number it takes: "1 op", "3 ops", "1 time" ("called 1 time")."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"

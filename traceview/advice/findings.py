@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from traceview.timeline.overlap import Overlap
-from traceview.units import fmt_time_us
+from traceview.units import clipped, fmt_time_us
 
 if TYPE_CHECKING:
     from traceview.advice.idle import IdleCauses
@@ -50,7 +50,7 @@ def short_name(name: object, width: int = NAME_WIDTH) -> str:
         elif depth == 0:
             folded.append(ch)
     text = "".join(folded) if depth == 0 else text
-    return text if len(text) <= width else text[:width - 3] + "..."
+    return clipped(text, width)
 
 
 @dataclass(frozen=True)

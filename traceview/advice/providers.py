@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 
 from traceview.advice.findings import UNQUANTIFIED, Advice, AdviceContext, short_name
+from traceview.analysis.public import shared_module_names
 from traceview.scopes.tree import dominant_bound
-from traceview.units import fmt_bytes, fmt_pct, fmt_share, fmt_si, fmt_time_us
+from traceview.units import counted, fmt_bytes, fmt_pct, fmt_share, fmt_si, fmt_time_us
 from traceview.vocabulary import COLLECTIVE_PATTERNS, PATTERN_OF, collective_pattern
 
 TOP_OPS = 3
@@ -189,7 +190,7 @@ def op_provider(context: AdviceContext) -> Iterable[Advice]:
         return []
     grouped, keys = found
     names = Counter(zip(grouped["module"].astype(str), grouped["op"].astype(str)))
-    programs = _programs_per_module(context.pipeline.ops)
+    shared = shared_module_names(context.pipeline.ops)
     judged = getattr(context.pipeline, "judged", None)
     chip_kind = getattr(getattr(judged, "chip", None), "kind", None)
     scopes = _op_scopes(context, keys, {_op_key(getattr(row, k) for k in keys) for row, _ in listed})
@@ -197,7 +198,7 @@ def op_provider(context: AdviceContext) -> Iterable[Advice]:
     for row, saving in listed:
         bound = str(row.bound) if isinstance(row.bound, str) else "unknown"
         efficiency = row.roofline / row.time if row.time and np.isfinite(row.roofline) else None
-        where = _op_where(row, names[(str(row.module), str(row.op))] > 1, programs.get(str(row.module), 1) > 1)
+        where = _op_where(row, names[(str(row.module), str(row.op))] > 1, str(row.module) in shared)
         title = f"op {row.op} ({where}): {bound}-bound" + (
             f" at {fmt_pct(efficiency)} of its roofline" if efficiency is not None else "")
         scope = (scopes or {}).get(_op_key(getattr(row, k) for k in keys))
@@ -209,13 +210,6 @@ def op_provider(context: AdviceContext) -> Iterable[Advice]:
                       f"roofline {fmt_time_us(row.roofline / 1e6)}{context.op_time_note(float(row.gain))}"
                       + (f"; in scope {'/'.join(map(str, scope))}" if scope else ""),)))
     return out
-
-
-def _programs_per_module(ops) -> dict[str, int]:
-    """How many programs (distinct program ids) run under each module name."""
-    if ops.empty or "program_id" not in ops.columns or "module" not in ops.columns:
-        return {}
-    return {str(k): int(v) for k, v in ops.groupby(ops["module"].astype(str))["program_id"].nunique().items()}
 
 
 def _op_where(row, ambiguous: bool, shared_module: bool = False) -> str:
@@ -413,7 +407,7 @@ def serving_provider(context: AdviceContext) -> Iterable[Advice]:
                                   saving_ps=saving, removable_ps=step * steps * 1e6, tab="Inference",
                                   rule="inference floor (How to Scale Your Model, 'All About Transformer "
                                        "Inference'): max(FLOPs / peak, (parameter + KV cache bytes) / HBM bandwidth)",
-                                  evidence=(f"{int(steps)} step{'' if int(steps) == 1 else 's'} of "
+                                  evidence=(f"{counted(int(steps), 'step')} of "
                                             f"{fmt_time_us(step)} against a floor of "
                                             f"{fmt_time_us(floor)} ({phase.floor_bound}-bound)",),
                                   fix="close the gap to the floor: the phase's ops by gain show where"))

@@ -68,6 +68,16 @@ OP_FIELDS = {
 }
 
 
+def shared_module_names(ops: pd.DataFrame) -> set[str]:
+    """The module names that more than one program (program id; -1: none) of the op table carries: a
+    benchmark's jit_dot compiled once per shape. Reports name such a module with its program id."""
+    if ops.empty or "module" not in ops.columns or "program_id" not in ops.columns:
+        return set()
+    known = ops[ops["program_id"] != -1]
+    counts = known.groupby(known["module"].astype(str))["program_id"].nunique()
+    return set(counts[counts > 1].index)
+
+
 def public_op_columns(ops: pd.DataFrame) -> dict[str, list]:
     """The op table's public columns (field -> values, in :data:`OP_FIELDS` order; the fields the table
     has): Python scalars, None where unknown (NaN, infinities), program ids as XLA's uint64."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from traceview.errors import UserError
+from traceview.units import clipped
 
 MAX_FILE_BYTES = 256 << 20   # a baseline or config is kilobytes to a few megabytes
 MAX_DEPTH = 64               # no traceview file nests deeper than about 6 levels
@@ -151,7 +152,7 @@ def _field(path) -> str:
 def _shown(value: Any) -> str:
     text = json.dumps(value, default=str) if not isinstance(value, (dict, list)) else \
         ("an object" if isinstance(value, dict) else "a list")
-    return text if len(text) <= 60 else text[:57] + "..."
+    return clipped(text, 60)
 
 
 _TYPE_WORDS = {"string": "a string", "number": "a number", "integer": "an integer", "boolean": "true or false",

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from traceview.analysis.build import PipelineResult
-from traceview.analysis.public import op_rows
+from traceview.analysis.public import op_rows, shared_module_names
 from traceview.analysis.roofline import GAIN_DEFINITION
 from traceview.hardware.detect import device_model_name
 from traceview.parsers.tables.conventions import as_uint64
@@ -120,15 +120,6 @@ def _step_rows(pipeline: PipelineResult, limit: int = 20) -> tuple[list[str], li
 def overlap_of(pipeline: PipelineResult) -> Overlap:
     """The devices' op time against their busy time (timeline.overlap)."""
     return Overlap(float(pipeline.op_time_ps), float(pipeline.device_time_ps))
-
-
-def shared_module_names(ops: pd.DataFrame) -> set[str]:
-    """The module names that more than one program (program id, -1: none) of the op table carries."""
-    if ops.empty or "module" not in ops.columns or "program_id" not in ops.columns:
-        return set()
-    known = ops[ops["program_id"] != -1]
-    counts = known.groupby(known["module"].astype(str))["program_id"].nunique()
-    return set(counts[counts > 1].index)
 
 
 def _ranked_by_gain(pipeline: PipelineResult) -> bool:

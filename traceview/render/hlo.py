@@ -11,7 +11,7 @@ from traceview.parsers.hlo.model import HloModule
 from traceview.render.analyze import integral_columns_as_int
 from traceview.render.escape import markdown_text, terminal_lines
 from traceview.render.tables import markdown_table, text_table
-from traceview.units import fmt_si, json_scalar
+from traceview.units import clipped, fmt_si, json_scalar
 
 INSTRUCTION_FIELDS = ["module", "computation", "name", "opcode", "category", "shape", "dtype", "flops",
                       "transcendentals", "bytes_read", "bytes_written", "multiplier", "unknown",
@@ -105,8 +105,7 @@ SHAPE_WIDTH = 40
 
 def _short_shape(shape: object) -> str:
     """A shape cut to SHAPE_WIDTH characters, with "..." where it was cut (a tuple of many arrays)."""
-    text = str(shape)
-    return text if len(text) <= SHAPE_WIDTH else text[:SHAPE_WIDTH - 3] + "..."
+    return clipped(str(shape), SHAPE_WIDTH)
 
 
 TOP_HEADERS = ["instruction", "opcode", "category", "shape", "dtype", "FLOPs", "bytes", "collective", ""]

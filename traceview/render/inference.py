@@ -9,7 +9,7 @@ from typing import Any
 from traceview.inference.view import CriticalBatch, InferenceReport, Phase, ProjectedBatch, RanProgram
 from traceview.render.escape import markdown_text, terminal_text
 from traceview.render.tables import markdown_table, text_table
-from traceview.units import finite, fmt_bytes, fmt_pct, fmt_si, fmt_time_us
+from traceview.units import counted, finite, fmt_bytes, fmt_pct, fmt_si, fmt_time_us
 
 
 def phase_json(phase: Phase) -> dict[str, Any]:
@@ -183,7 +183,7 @@ def section_lines(report: InferenceReport) -> list[str]:
     """The analyze report's "Inference" block (plain text; the analyze renderer escapes it)."""
     lines = []
     for p in report.phases:
-        lines.append(f"{p.phase} {p.module}: {p.steps} step{'' if p.steps == 1 else 's'}, batch {_n(p.batch)}, "
+        lines.append(f"{p.phase} {p.module}: {counted(p.steps, 'step')}, batch {_n(p.batch)}, "
                      f"{_n(p.tokens_per_step)} tokens/step, "
                      f"median {fmt_time_us(p.step_time_us)}, floor {fmt_time_us(p.floor_us)} "
                      f"({p.floor_bound or '-'}), efficiency {fmt_pct(p.efficiency)}, "

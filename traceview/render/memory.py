@@ -11,17 +11,6 @@ from traceview.render.tables import markdown_table, text_table
 from traceview.units import PS_PER_US, fmt_bytes, fmt_time_us, json_scalar
 
 
-def _term(text: object) -> str:
-    """A name from a trace, safe on a terminal (no escape sequences)."""
-    return terminal_text(text)
-
-
-def _md(text: object) -> str:
-    """A name from a trace, literal in Markdown (no markup, no HTML), outside a table: a table escapes its
-    own cells (render.tables.markdown_table), so its cells take the name as it is."""
-    return markdown_text(text)
-
-
 def _us(ps: int | None, origin: int) -> float | None:
     return None if ps is None else (ps - origin) / PS_PER_US
 
@@ -104,11 +93,16 @@ def _held_rows(held: list[HeldAtPeak], top: int) -> tuple[list[str], list[list[s
     return [HELD_HEADERS[i] for i in keep], [[r[i] for i in keep] for r in rows], "".join("rllll"[i] for i in keep)
 
 
+def _more_line(line: str, markdown: bool) -> list[str]:
+    """The "... and N more" under a table: in Markdown after a blank line, else it would read as a row."""
+    return ["", line] if markdown else [line]
+
+
 def memory_text(report: MemoryReport, top: int = 10, markdown: bool = False) -> str:
     # Table cells go in as they are (each table escapes its cells for its format); the other lines are escaped
     # here, once.
     table = markdown_table if markdown else text_table
-    esc = _md if markdown else _term
+    esc = markdown_text if markdown else terminal_text      # lines outside tables: a table escapes its cells
     head = (lambda s: f"## {s}") if markdown else (lambda s: s)
     origin = report.origin_ps
     out: list[str] = []
@@ -140,7 +134,7 @@ def memory_text(report: MemoryReport, top: int = 10, markdown: bool = False) -> 
                 out.append("")
             out.append(table(*_held_rows(at_peak, top)))
             if len(at_peak) > top:
-                out += ["", f"... and {len(at_peak) - top} more"] if markdown else [f"... and {len(at_peak) - top} more"]
+                out += _more_line(f"... and {len(at_peak) - top} more", markdown)
         out.append("")
     if report.modules:
         out.append(head("Static peak per HLO module (buffer assignment)"))
@@ -151,8 +145,7 @@ def memory_text(report: MemoryReport, top: int = 10, markdown: bool = False) -> 
         out.append(table(["module", "program id", "peak", "temporaries", "params/outputs/consts",
                           "peak at", "headroom on target"], rows, "lrrrrll"))
         if len(report.modules) > max(top, 1) * 3:
-            more = f"... and {len(report.modules) - max(top, 1) * 3} more modules"
-            out += ["", more] if markdown else [more]
+            out += _more_line(f"... and {len(report.modules) - max(top, 1) * 3} more modules", markdown)
         biggest = report.modules[0]
         out.append("")
         out.append(head(f"Buffers live at the peak of {esc(biggest.name)}") if markdown
@@ -163,8 +156,7 @@ def memory_text(report: MemoryReport, top: int = 10, markdown: bool = False) -> 
                 for b in biggest.buffers[:top]]
         out.append(table(["size", "instruction", "shape", "kind", "source"], rows, "rllll"))
         if len(biggest.buffers) > top:
-            more = f"... and {len(biggest.buffers) - top} more buffers"
-            out += ["", more] if markdown else [more]
+            out += _more_line(f"... and {len(biggest.buffers) - top} more buffers", markdown)
         out.append("")
     if not report.memories and not report.modules:
         out.append("No memory data: no allocator events and no buffer assignment found.")
