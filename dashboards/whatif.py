@@ -29,7 +29,7 @@ def _table(record: dict) -> pd.DataFrame:
                      "MFU": fmt_share(c["mfu"]), "bound": c["bound"],
                      "memory/chip": fmt_bytes(c["memory_per_chip_bytes"]),
                      "fits": "? (no capacity)" if c["fits"] is None else ("yes" if c["fits"] else "NO"),
-                     "dominant change": c["dominant_change"]})
+                     "dominant change": c["dominant_change"] or "-"})
     return pd.DataFrame(rows)
 
 

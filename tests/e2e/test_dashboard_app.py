@@ -499,3 +499,23 @@ def test_host_lanes_add_up_to_each_devices_busy_time(shared_traces):
     got = ((cells["busy"] * (cells["end_ms"] - cells["start_ms"]) * cells["devices"]).sum()) * 1e9
     assert len(cells) == 50 * len(lanes.hosts) and cells["busy"].between(0, 1).all()
     assert abs(got - expected) <= 1e-6 * expected and expected > 0
+
+
+def test_whatif_table_writes_each_figure_as_the_text_view_does(sample_traces):
+    """The What if tab's table: the change from today, tokens/s/chip and MFU in the text view's forms
+    (render.whatif), and today's own row with no dominant change as "-", never Python's "None"."""
+    from traceview.dashboards.whatif import _table
+    from traceview.render.whatif import change_text, tokens_text, whatif_json
+    from traceview.units import fmt_share
+
+    record = whatif_json(traceview.load(sample_traces / "sharded").whatif())
+    table = _table(record)
+    today = record["baseline"]["step_time_us"]
+    assert len(table) == len(record["configs"]) > 2
+    for (_, row), config in zip(table.iterrows(), record["configs"]):
+        assert row["vs today"] == change_text(config["step_time_us"], today)
+        assert row["tokens/s/chip"] == tokens_text(config["tokens_per_s_per_chip"])
+        assert row["MFU"] == fmt_share(config["mfu"])
+        assert row["dominant change"] == (config["dominant_change"] or "-")
+    assert "None" not in table.astype(str).to_numpy() and "+0.0%" in set(table["vs today"])
+    assert (table["dominant change"] == "-").sum() >= 1          # today's own configuration changed nothing
